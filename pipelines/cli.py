@@ -1,0 +1,58 @@
+"""The ``costlib`` command line.
+
+Subcommands import their implementation lazily so that ``costlib --help`` is fast and the
+library parts stay usable without Apache Beam being imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+#: ``costlib reproduce NAME`` -> module with a ``main(argv) -> int`` function.
+REPRODUCTIONS: dict[str, str] = {
+    "robles2020": "costlib.experiments.robles2020",
+    "natarajan2016": "costlib.experiments.natarajan2016",
+    "sooklal_benefit": "costlib.experiments.sooklal_benefit",
+}
+
+#: ``costlib SUBCOMMAND`` -> module with ``add_arguments(parser)`` and ``run(args) -> int``.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("pipelines.commands.demo", "Run the main job on a built-in generated sample."),
+}
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="costlib",
+        description="Cost-sensitive decisions on classifier scores.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        command_parser = sub.add_parser(name, help=help_text, description=help_text)
+        module = importlib.import_module(module_name)
+        module.add_arguments(command_parser)
+        command_parser.set_defaults(_module=module)
+    reproduce = sub.add_parser(
+        "reproduce",
+        help="Reproduce a source paper's experiment protocol and print its table.",
+    )
+    reproduce.add_argument("name", choices=sorted(REPRODUCTIONS))
+    reproduce.add_argument("rest", nargs=argparse.REMAINDER, help="options passed to the experiment")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``costlib`` console script."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "reproduce":
+        module = importlib.import_module(REPRODUCTIONS[args.name])
+        return int(module.main(args.rest) or 0)
+    return int(args._module.run(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
