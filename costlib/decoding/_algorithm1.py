@@ -1,0 +1,71 @@
+"""Algorithm 1 of Natarajan et al. (2016): expected loss of every top-k prediction.
+
+Items are sorted by decreasing probability. Predicting the top ``k`` items positive, the loss
+depends on the label vector only through :math:`A_k` = positives among the top ``k`` and
+:math:`B_k` = positives among the other ``n - k`` items, which are independent Poisson-binomial
+variables. Hence
+
+.. math::
+
+    L_k = \\sum_{a=0}^{k} \\sum_{b=0}^{n-k} P(A_k = a)\\, P(B_k = b)\\,
+          L(TP = a,\\; FP = k - a,\\; FN = b,\\; TN = n - k - b).
+
+:math:`A_k` is updated from :math:`A_{k-1}` by adding item ``k``; the :math:`B_k` are built once
+from the end. Without truncation the double sums cost :math:`O(n^3)` in total; with tail
+truncation (see :mod:`._poisson_binomial`) both supports are windows of width
+:math:`O(\\sqrt{n})`, so the cost is about :math:`O(n^2)` loss evaluations.
+
+The paper's *early stop* scans ``k = 0, 1, ...`` and stops at the first ``k`` with
+:math:`L_{k+1} \\ge L_k`. It is a heuristic: it returns the global minimum when the sequence
+:math:`L_k` is unimodal (non-increasing, then non-decreasing), which is common but not
+guaranteed for every TP-monotonic loss (the tests show a counterexample).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..losses import SetLoss
+from ._poisson_binomial import add_item, suffix_distributions, trim
+
+
+def algorithm1_expected_losses(
+    sorted_probabilities: NDArray[np.float64],
+    loss: SetLoss,
+    tol: float,
+    early_stop: bool = False,
+) -> NDArray[np.float64]:
+    """Expected loss :math:`L_k` of predicting the top ``k`` items, ``k = 0..n``.
+
+    Parameters
+    ----------
+    sorted_probabilities : ndarray, shape (n,)
+        Probabilities sorted in decreasing order.
+    loss : SetLoss
+        Any loss on confusion counts.
+    tol : float
+        Tail mass dropped per Poisson-binomial update (0 for the untruncated algorithm).
+    early_stop : bool
+        Stop at the first ``k`` with :math:`L_{k+1} \\ge L_k`; entries after it are nan.
+
+    Returns
+    -------
+    ndarray, shape (n + 1,)
+    """
+    p = sorted_probabilities
+    n = p.size
+    rest = suffix_distributions(p, tol)
+    out = np.full(n + 1, np.nan)
+    offset, pmf = 0, np.ones(1)
+    for k in range(n + 1):
+        if k > 0:
+            offset, pmf = trim(offset, add_item(pmf, float(p[k - 1])), tol)
+        other = rest[k]
+        tp = np.arange(offset, offset + pmf.size, dtype=np.float64)[:, None]
+        fn = other.support[None, :]
+        grid = loss(tp, k - tp, fn, (n - k) - fn)
+        out[k] = pmf @ grid @ other.pmf
+        if early_stop and k > 0 and out[k] >= out[k - 1]:
+            break
+    return out

@@ -1,0 +1,167 @@
+"""Expected fractional losses of every top-k prediction in :math:`O(n m)` by sums of exponentials.
+
+For a random denominator :math:`D > 0` and :math:`a > 0`,
+
+.. math::
+
+    D^{-a} = \\frac{1}{Γ(a)} \\int_0^\\infty s^{a-1} e^{-sD}\\,ds
+           = \\frac{1}{Γ(a)} \\int_{-\\infty}^{\\infty} e^{a x - D e^{x}}\\,dx .
+
+The integrand in ``x`` is analytic in a strip, so the trapezoidal rule with step
+:data:`STEP` = 0.25 converges to about 4e-16 relative error uniformly in ``D`` (the rule is
+translation invariant in :math:`\\log D`). Nodes run from :math:`x = \\log(60 / D_{min})` (beyond
+which :math:`e^{-D e^x}` < 1e-26) down to :math:`x = -\\log D_{max} - 40`; the remaining lower
+nodes, where :math:`e^{-D e^x} = 1` to 1e-17, are summed in closed form as a geometric series
+and enter as one node at :math:`s = 0`. That is :math:`m \\approx 4 (\\log(D_{max}/D_{min}) + 44)`
+nodes, about 220 for n = 10,000 (checked in the tests against ``1/D`` directly).
+
+With conditionally independent labels, :math:`q_i(s) = 1 - p_i + p_i e^{-s}` is
+:math:`E[e^{-s Y_i}]`, and for :math:`A = \\sum_{i \\in I} Y_i` and :math:`S = \\sum_i Y_i`,
+
+.. math::
+
+    E[A\\, e^{-sS}] = \\prod_{i} q_i(s) \\sum_{i \\in I} ρ_i(s),\\qquad
+    ρ_i(s) = \\frac{p_i e^{-s}}{q_i(s)} = \\mathrm{expit}(\\mathrm{logit}\\,p_i - s).
+
+For the top ``k`` items the sum over ``I`` is a prefix sum, so every ``k`` costs :math:`O(m)`.
+The losses covered (``k >= 1``; ``k = 0`` has loss :math:`1 - P(S = 0)` for the first three and
+:math:`1 - (P(S=0) + E[TNR])/2`-type closed forms for AM):
+
+- F-β (any real β > 0): :math:`E[F] = (1+β^2) E[A / (k + β^2 S)]`;
+- Jaccard: :math:`E[A/(k + B)] = E[A]\\,E[1/(k + B)]` (A and B independent), using suffix
+  products of :math:`q_i`;
+- AM: :math:`E[TPR] = P(S=0) + E[A/S]`, :math:`E[TNR] = P(N=0) + E[TN/N]` with negatives
+  :math:`N = n - S`;
+- G-TP/PR: :math:`E[\\sqrt{TPR \\cdot Prec}] = E[A / \\sqrt{S}] / \\sqrt{k}` (``a = 1/2``).
+
+Zero denominators follow :mod:`costlib.losses` (rates with a zero denominator are 1).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.special import expit, logit
+
+from ..losses import SetLoss
+
+#: Trapezoidal step in x = log s.
+STEP = 0.25
+#: Loss kinds this route computes.
+SUPPORTED_KINDS = frozenset({"fbeta", "jaccard", "am", "g_tp_pr"})
+
+
+@lru_cache(maxsize=64)
+def quadrature(d_min: float, d_max: float, a: float = 1.0
+               ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Nodes ``s`` and weights ``w`` with :math:`\\sum_j w_j e^{-s_j D} \\approx D^{-a}`.
+
+    Valid (relative error ~4e-16) for :math:`D \\in [d_{min}, d_{max}]`; ``s[0] = 0`` carries
+    the closed-form lower tail.
+    """
+    h = STEP
+    x_hi = math.log(60.0 / d_min)
+    x_lo = -math.log(d_max) - 40.0
+    j = np.arange(math.floor(x_lo / h), math.ceil(x_hi / h) + 1)
+    x = j * h
+    g = math.gamma(a)
+    weights = h * np.exp(a * x) / g
+    tail = h * math.exp(a * (x[0] - h)) / (-math.expm1(-a * h)) / g
+    nodes = np.concatenate([[0.0], np.exp(x)])
+    weights = np.concatenate([[tail], weights])
+    nodes.setflags(write=False)
+    weights.setflags(write=False)
+    return nodes, weights
+
+
+def _log_q(p: NDArray[np.float64], s: NDArray[np.float64]) -> NDArray[np.float64]:
+    """:math:`\\log(1 - p_i + p_i e^{-s_j})`, shape (n, m), stable for p in {0, 1}."""
+    with np.errstate(divide="ignore"):
+        return np.logaddexp(np.log1p(-p)[:, None], np.log(p)[:, None] - s[None, :])
+
+
+def _ratio(p: NDArray[np.float64], s: NDArray[np.float64]) -> NDArray[np.float64]:
+    """:math:`p_i e^{-s_j} / (1 - p_i + p_i e^{-s_j})`, shape (n, m)."""
+    with np.errstate(divide="ignore"):
+        return expit(logit(p)[:, None] - s[None, :])
+
+
+def _prefix_sums(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Row ``k`` is the sum of rows ``[:k]``; shape (n + 1, m)."""
+    out = np.zeros((values.shape[0] + 1, values.shape[1]))
+    np.cumsum(values, axis=0, out=out[1:])
+    return out
+
+
+def _suffix_sums(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Row ``k`` is the sum of rows ``[k:]``; shape (n + 1, m)."""
+    out = np.zeros((values.shape[0] + 1, values.shape[1]))
+    np.cumsum(values[::-1], axis=0, out=out[-2::-1])
+    return out
+
+
+def _prob_all(p: NDArray[np.float64]) -> float:
+    """:math:`\\prod_i p_i`, 0 if any is 0."""
+    if np.any(p <= 0.0):
+        return 0.0
+    return float(np.exp(np.sum(np.log(p))))
+
+
+def exponential_sum_expected_losses(
+    sorted_probabilities: NDArray[np.float64], loss: SetLoss
+) -> NDArray[np.float64]:
+    """Expected loss of the top ``k`` items, ``k = 0..n``, for F-β, Jaccard, AM or G-TP/PR.
+
+    Raises
+    ------
+    ValueError
+        If ``loss.kind`` is not one of :data:`SUPPORTED_KINDS`.
+    """
+    if loss.kind not in SUPPORTED_KINDS:
+        raise ValueError(f"method 'exponential_sum' supports {sorted(SUPPORTED_KINDS)}; "
+                         f"loss {loss.name!r} is of kind {loss.kind!r}")
+    p = sorted_probabilities
+    n = p.size
+    k = np.arange(n + 1, dtype=np.float64)
+    p_none = _prob_all(1.0 - p)  # P(S = 0)
+    out = np.empty(n + 1)
+    if n == 0:
+        out[0] = 0.0
+        return out
+    if loss.kind == "fbeta":
+        b2 = float(loss.params["beta"]) ** 2
+        s, w = quadrature(1.0 + b2, (1.0 + b2) * n)
+        t = b2 * s
+        log_all = _log_q(p, t).sum(axis=0)
+        prefix = _prefix_sums(_ratio(p, t))
+        with np.errstate(under="ignore"):
+            weight = np.exp(-np.outer(k, s) + log_all[None, :])
+        expected_f = (1.0 + b2) * np.einsum("kj,kj,j->k", weight, prefix, w)
+        out[:] = 1.0 - expected_f
+    elif loss.kind == "jaccard":
+        s, w = quadrature(1.0, float(n))
+        log_rest = _suffix_sums(_log_q(p, s))
+        with np.errstate(under="ignore"):
+            inverse = np.exp(-np.outer(k, s) + log_rest) @ w  # E[1/(k + B_k)], k >= 1
+        mean_top = np.concatenate([[0.0], np.cumsum(p)])
+        out[:] = 1.0 - mean_top * inverse
+    elif loss.kind == "am":
+        s, w = quadrature(1.0, float(n))
+        with np.errstate(under="ignore"):
+            pos_weight = np.exp(_log_q(p, s).sum(axis=0)) * w
+            neg_weight = np.exp(_log_q(1.0 - p, s).sum(axis=0)) * w
+        tpr = p_none + _prefix_sums(_ratio(p, s)) @ pos_weight
+        tnr = _prob_all(p) + _suffix_sums(_ratio(1.0 - p, s)) @ neg_weight
+        out[:] = 1.0 - 0.5 * (tpr + tnr)
+    else:  # g_tp_pr
+        s, w = quadrature(1.0, float(n), 0.5)
+        with np.errstate(under="ignore"):
+            pos_weight = np.exp(_log_q(p, s).sum(axis=0)) * w
+        a_over_sqrt_s = _prefix_sums(_ratio(p, s)) @ pos_weight
+        out[1:] = 1.0 - a_over_sqrt_s[1:] / np.sqrt(k[1:])
+    if loss.kind != "am":
+        out[0] = 1.0 - p_none
+    return out

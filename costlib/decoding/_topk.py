@@ -1,0 +1,211 @@
+"""Optimal top-k decoding of one set of items, and the exact expected loss of any prediction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ..losses import CountFunction, SetLoss, get_loss
+from ._algorithm1 import algorithm1_expected_losses
+from ._exponential_sum import SUPPORTED_KINDS, exponential_sum_expected_losses
+from ._fbeta import fbeta_dp_expected_losses, rational_beta_squared
+from ._poisson_binomial import TRUNCATION_TOL, poisson_binomial
+from ._validation import as_probability_vector, descending_order
+
+#: Methods accepted by :func:`optimal_topk`.
+METHODS = ("auto", "algorithm1", "fbeta_dp", "exponential_sum")
+
+#: Up to this many items ``method="auto"`` uses the untruncated Algorithm 1 (exact, cheap).
+SMALL_SET = 32
+
+
+@dataclass(frozen=True)
+class TopK:
+    """Result of :func:`optimal_topk`.
+
+    Attributes
+    ----------
+    k : int
+        Number of items predicted positive.
+    selected : ndarray of bool, shape (n,)
+        Prediction in the input order: the ``k`` items of highest probability (ties by lower
+        index first).
+    expected_loss : float
+        :math:`E[L]` of ``selected`` under independent Bernoulli labels.
+    expected_losses : ndarray, shape (n + 1,)
+        Expected loss of the top-``j`` prediction for ``j = 0..n`` (nan for ``j`` that an
+        early stop did not evaluate).
+    order : ndarray of int, shape (n,)
+        Item indices by decreasing probability; ``selected[order[:k]]`` is all True.
+    method : str
+        Algorithm that produced ``expected_losses``.
+    loss : SetLoss
+        The loss.
+    """
+
+    k: int
+    selected: NDArray[np.bool_]
+    expected_loss: float
+    expected_losses: NDArray[np.float64]
+    order: NDArray[np.intp]
+    method: str
+    loss: SetLoss
+
+
+def resolve_method(method: str, loss: SetLoss, n: int) -> str:
+    """The concrete algorithm for ``method`` (``"auto"`` picks the fastest exact route)."""
+    if method not in METHODS:
+        raise ValueError(f"method {method!r} is unknown; choose one of {', '.join(METHODS)}")
+    if method != "auto":
+        if method == "exponential_sum" and loss.kind not in SUPPORTED_KINDS:
+            raise ValueError(f"method 'exponential_sum' supports {sorted(SUPPORTED_KINDS)}; "
+                             f"loss {loss.name!r} is of kind {loss.kind!r}")
+        if method == "fbeta_dp" and loss.kind != "fbeta":
+            raise ValueError(f"method 'fbeta_dp' needs an F-beta loss; got {loss.name!r}")
+        return method
+    if n <= SMALL_SET:
+        return "algorithm1"
+    if loss.kind in SUPPORTED_KINDS:
+        return "exponential_sum"
+    return "algorithm1"
+
+
+def topk_expected_losses(
+    sorted_probabilities: NDArray[np.float64],
+    loss: SetLoss,
+    method: str,
+    tol: float = TRUNCATION_TOL,
+    early_stop: bool = False,
+) -> NDArray[np.float64]:
+    """Expected loss of the top ``k`` of already sorted probabilities, ``k = 0..n``."""
+    if method == "algorithm1":
+        return algorithm1_expected_losses(sorted_probabilities, loss, tol, early_stop)
+    if method == "fbeta_dp":
+        return fbeta_dp_expected_losses(sorted_probabilities, loss.params["beta"], tol)
+    return exponential_sum_expected_losses(sorted_probabilities, loss)
+
+
+def first_local_minimum(expected_losses: NDArray[np.float64]) -> int:
+    """The paper's early stop: the first ``k`` with :math:`L_{k+1} \\ge L_k` (or the last k)."""
+    rises = np.flatnonzero(np.diff(expected_losses) >= 0)
+    return int(rises[0]) if rises.size else int(expected_losses.size - 1)
+
+
+def optimal_topk(
+    probabilities: ArrayLike,
+    loss: str | SetLoss | CountFunction = "f1",
+    *,
+    method: str = "auto",
+    tol: float = TRUNCATION_TOL,
+    early_stop: bool = False,
+    **loss_params: Any,
+) -> TopK:
+    """Prediction minimising the expected loss over independent labels, among top-k sets.
+
+    With :math:`Y_i \\sim \\mathrm{Bernoulli}(p_i)` independent, returns
+    :math:`\\arg\\min_k E[L(\\text{top}_k, Y)]`. For a TP-monotonic loss (all named losses) this is
+    the optimum over all :math:`2^n` predictions (Natarajan et al., 2016, Theorem 1).
+
+    Parameters
+    ----------
+    probabilities : array_like, shape (n,)
+        :math:`P(Y_i = 1 \\mid x)`, each in ``[0, 1]``; nan or out-of-range raise ``ValueError``.
+    loss : str, SetLoss or callable
+        See :func:`costlib.losses.get_loss`; ``**loss_params`` are passed to it (``beta=2``).
+    method : {"auto", "algorithm1", "fbeta_dp", "exponential_sum"}
+        ``"algorithm1"``: the paper's Algorithm 1, any loss, :math:`O(n^2)` in practice with
+        truncation (:math:`O(n^3)` with ``tol=0``). ``"fbeta_dp"``: Ye et al.'s exact
+        :math:`O(n^2)` recursion for F-β with rational β². ``"exponential_sum"``:
+        :math:`O(n m)`, m ≈ 220, for F-β (any β), Jaccard, AM and G-TP/PR, relative error
+        ~1e-15. ``"auto"``: Algorithm 1 untruncated for n <= 32, else the exponential sum when
+        it applies, else Algorithm 1.
+    tol : float
+        Poisson-binomial tail mass dropped per update (Algorithm 1 and the DP); the expected
+        losses are then off by at most ``2 n tol``. ``0`` disables truncation.
+    early_stop : bool
+        Return the paper's early stop (first ``k`` with :math:`L_{k+1} \\ge L_k`) instead of the
+        global minimum. A heuristic: equal to the full scan when :math:`L_k` is unimodal.
+
+    Returns
+    -------
+    TopK
+        Ties in :math:`L_k` resolve to the smallest ``k``; ties in probability to the lower
+        index.
+
+    Examples
+    --------
+    >>> from costlib.decoding import optimal_topk
+    >>> result = optimal_topk([0.9, 0.1, 0.6, 0.45], "f1")
+    >>> int(result.k), result.selected.tolist()
+    (3, [True, False, True, True])
+    """
+    p = as_probability_vector(probabilities)
+    loss_obj = get_loss(loss, **loss_params)
+    if not (np.isfinite(tol) and tol >= 0):
+        raise ValueError(f"tol is {tol!r}; tol must be a finite number >= 0")
+    order = descending_order(p)
+    sorted_p = np.ascontiguousarray(p[order])
+    chosen = resolve_method(method, loss_obj, p.size)
+    if chosen == "fbeta_dp" and rational_beta_squared(loss_obj.params["beta"]) is None:
+        raise ValueError(
+            f"method 'fbeta_dp' needs beta**2 = r/s with small r + s; got beta="
+            f"{loss_obj.params['beta']!r}; use method='exponential_sum'")
+    losses = topk_expected_losses(sorted_p, loss_obj, chosen, tol, early_stop)
+    if early_stop:
+        evaluated = losses[~np.isnan(losses)]
+        k = first_local_minimum(evaluated)
+    else:
+        k = int(np.argmin(losses))
+    selected = np.zeros(p.size, dtype=bool)
+    selected[order[:k]] = True
+    return TopK(k, selected, float(losses[k]), losses, order, chosen, loss_obj)
+
+
+def expected_loss(
+    probabilities: ArrayLike,
+    selected: ArrayLike,
+    loss: str | SetLoss | CountFunction = "f1",
+    *,
+    tol: float = TRUNCATION_TOL,
+    **loss_params: Any,
+) -> float:
+    """Expected loss :math:`E[L(s, Y)]` of any prediction ``s`` over independent labels.
+
+    .. math::
+
+        E[L] = \\sum_{a, b} P(A = a) P(B = b)\\, L(a,\\; |s| - a,\\; b,\\; n - |s| - b),
+
+    with :math:`A` (:math:`B`) the Poisson-binomial number of positives among the selected
+    (unselected) items. Cost :math:`O(n^2)` (less with truncation).
+
+    Parameters
+    ----------
+    probabilities : array_like, shape (n,)
+        :math:`P(Y_i = 1)`, each in ``[0, 1]``.
+    selected : array_like of bool, shape (n,)
+        The prediction (True = predicted positive), e.g. ``probabilities >= 0.5``.
+    loss : str, SetLoss or callable
+        See :func:`costlib.losses.get_loss`.
+    tol : float
+        Poisson-binomial tail mass dropped per update (error at most ``2 n tol``); ``0`` for the
+        exact sum.
+    """
+    p = as_probability_vector(probabilities)
+    s = np.asarray(selected)
+    if s.shape != p.shape:
+        raise ValueError(f"selected has shape {s.shape}; it must match probabilities {p.shape}")
+    if s.dtype != np.bool_:
+        if not np.all(np.isin(s, (0, 1))):
+            raise ValueError("selected must be boolean (or 0/1) per item")
+        s = s.astype(bool)
+    loss_obj = get_loss(loss, **loss_params)
+    n, k = p.size, int(s.sum())
+    top = poisson_binomial(p[s], tol)
+    rest = poisson_binomial(p[~s], tol)
+    tp = top.support[:, None]
+    fn = rest.support[None, :]
+    grid = loss_obj(tp, k - tp, fn, (n - k) - fn)
+    return float(top.pmf @ grid @ rest.pmf)
