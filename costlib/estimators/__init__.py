@@ -1,0 +1,26 @@
+"""Cost- and benefit-sensitive scikit-learn classifiers (Sooklal et al.; Xu; Zhang).
+
+Every matrix follows one convention: rows = true class, columns = predicted class, in the
+order of the estimator's ``classes_`` (sorted labels) unless the matrix carries labels
+(:class:`costlib.benefit.BenefitMatrix` / :class:`costlib.benefit.CostMatrix`).
+"""
+
+from costlib.estimators._benefit_lr import BenefitLogisticRegression
+from costlib.estimators._cost_naive_bayes import CostSensitiveNaiveBayes
+from costlib.estimators._hierarchical import HierarchicalCostSensitiveClassifier
+from costlib.estimators._kernel_lr import (
+    CostSensitiveKernelLogisticRegression,
+    KernelLogisticRegression,
+    beta_delta,
+)
+from costlib.estimators._min_expected_cost import MinimumExpectedCostClassifier
+
+__all__ = [
+    "BenefitLogisticRegression",
+    "CostSensitiveKernelLogisticRegression",
+    "CostSensitiveNaiveBayes",
+    "HierarchicalCostSensitiveClassifier",
+    "KernelLogisticRegression",
+    "MinimumExpectedCostClassifier",
+    "beta_delta",
+]

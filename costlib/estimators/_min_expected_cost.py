@@ -1,0 +1,137 @@
+"""Bayes minimum-expected-cost decisions on top of any probabilistic classifier."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils import get_tags
+from sklearn.utils.validation import check_is_fitted
+
+from costlib.benefit import CostMatrix
+from costlib.estimators._common import (
+    aligned_cost_matrix,
+    cost_decision_function,
+    min_expected_cost_index,
+)
+
+
+class MinimumExpectedCostClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
+    """Bayes minimum-expected-cost decisions from a probabilistic classifier's posteriors.
+
+    With posteriors ``p(C_q | x)`` from ``estimator.predict_proba`` and a cost matrix ``V``
+    (``V[q, k]`` = cost of predicting ``k`` when the truth is ``q``), the expected cost of
+    predicting ``C_k`` is
+
+    .. math:: F(C_k) = \\sum_{q} p(C_q | x) V_{qk},
+
+    and the prediction is ``C_{k*} = argmin_k F(C_k)``. With 0/1 costs this is
+    ``argmax_q p(C_q | x)`` (plain classification). Training is cost-blind: costs only act at
+    decision time.
+
+    Parameters
+    ----------
+    estimator : classifier with ``predict_proba``, default=None
+        Cloned and fitted in :meth:`fit`; None means ``LogisticRegression()``. To use an
+        already fitted model, wrap it in :class:`sklearn.frozen.FrozenEstimator`: fitting is
+        then a no-op and ``classes_`` are the prefit model's.
+    cost_matrix : array-like of shape (K, K) or CostMatrix, default=None
+        Rows = true class, columns = predicted class, in the order of ``classes_`` (sorted
+        labels) unless a :class:`~costlib.benefit.CostMatrix` with labels is given. None means
+        0/1 costs. A benefit matrix ``b`` is used as ``BenefitMatrix(b).regret_costs()``.
+
+    Attributes
+    ----------
+    estimator_ : classifier
+        The fitted probabilistic classifier.
+    classes_ : ndarray of shape (K,)
+    cost_matrix_ : ndarray of shape (K, K)
+        The costs aligned to ``classes_``.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_breast_cancer
+    >>> X, y = load_breast_cancer(return_X_y=True)
+    >>> clf = MinimumExpectedCostClassifier(cost_matrix=[[0, 1], [10, 0]]).fit(X[:, :5], y)
+    >>> clf.predict(X[:3, :5]).shape
+    (3,)
+    """
+
+    def __init__(
+        self,
+        estimator: object | None = None,
+        cost_matrix: ArrayLike | CostMatrix | None = None,
+    ) -> None:
+        self.estimator = estimator
+        self.cost_matrix = cost_matrix
+
+    def _base_estimator(self):
+        return LogisticRegression() if self.estimator is None else self.estimator
+
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None, **fit_params):
+        """Fit the probabilistic classifier (cost-blind) and align the cost matrix.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Passed to ``estimator.fit`` when given.
+        **fit_params : dict
+            Passed to ``estimator.fit``.
+
+        Returns
+        -------
+        self : object
+        """
+        base = self._base_estimator()
+        if not hasattr(base, "predict_proba"):
+            raise ValueError(
+                f"estimator must implement predict_proba, got {type(base).__name__}"
+            )
+        if sample_weight is not None:
+            fit_params["sample_weight"] = sample_weight
+        self.estimator_ = clone(base).fit(X, y, **fit_params)
+        classes = np.asarray(self.estimator_.classes_)
+        if classes.shape[0] < 2:
+            raise ValueError("the classifier needs samples of at least 2 classes")
+        self.cost_matrix_ = aligned_cost_matrix(self.cost_matrix, classes)
+        return self
+
+    @property
+    def classes_(self) -> np.ndarray:
+        """Class labels, from the fitted estimator."""
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.classes_
+
+    @property
+    def n_features_in_(self) -> int:
+        """Number of features seen by the fitted estimator."""
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.n_features_in_
+
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
+        """Posteriors ``p(C_q | x)`` of the underlying estimator (unchanged by costs)."""
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.predict_proba(X)
+
+    def expected_costs(self, X: ArrayLike) -> np.ndarray:
+        """``F(C_k) = Σ_q p(C_q|x) V_qk`` for every sample and class, shape (n, K)."""
+        return self.predict_proba(X) @ self.cost_matrix_
+
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
+        """Negated expected costs ``-F(C_k)`` (binary: ``F(C_0) - F(C_1)``, shape (n,))."""
+        return cost_decision_function(self.predict_proba(X), self.cost_matrix_)
+
+    def predict(self, X: ArrayLike) -> np.ndarray:
+        """``argmin_k F(C_k)`` (ties go to the first class of ``classes_``)."""
+        idx = min_expected_cost_index(self.predict_proba(X), self.cost_matrix_)
+        return self.classes_[idx]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        base_tags = get_tags(self._base_estimator())
+        tags.input_tags.sparse = base_tags.input_tags.sparse
+        tags.input_tags.allow_nan = base_tags.input_tags.allow_nan
+        return tags
