@@ -40,7 +40,9 @@ def _build_parser() -> argparse.ArgumentParser:
         help="Reproduce a source paper's experiment protocol and print its table.",
     )
     reproduce.add_argument("name", choices=sorted(REPRODUCTIONS))
-    reproduce.add_argument("rest", nargs=argparse.REMAINDER, help="options passed to the experiment")
+    reproduce.add_argument(
+        "rest", nargs=argparse.REMAINDER, help="options passed to the experiment"
+    )
     return parser
 
 

@@ -1,0 +1,104 @@
+"""A generated rare-event score stream: several groups, several classifiers, rated positives only.
+
+The generator mimics what trust-and-safety data looks like: a small prevalence of bad items,
+k classifiers that each look at a different aspect of an item (their errors are only partly
+shared), classifiers that do not score every item, and human labels only for items some
+classifier scored above a low *rating floor* (plus nothing else: true and false negatives are
+never observed).
+
+Model, per item: ``y ~ Bernoulli(prevalence_g)``; for classifier ``j`` a latent
+``z_j = separation_j * y + sqrt(rho) * u + sqrt(1 - rho) * e_j`` with shared ``u`` and
+independent ``e_j`` (standard normal); score ``s_j = sigmoid(z_j - 2)``; a classifier scores the
+item with probability ``coverage_j``. The item is rated (its label known) iff some classifier
+scored it at or above ``rating_floor``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+__all__ = ["generate_score_stream", "rated_arrays"]
+
+
+def generate_score_stream(
+    n_items: int = 200_000,
+    *,
+    groups: Sequence[str] = ("market_a", "market_b", "market_c"),
+    classifiers: Sequence[str] = ("text_model", "image_model"),
+    prevalence: Sequence[float] | float = (0.006, 0.003, 0.012),
+    separation: Sequence[float] | float = (3.2, 2.8),
+    coverage: Sequence[float] | float = (0.95, 0.8),
+    correlation: float = 0.2,
+    rating_floor: float = 0.5,
+    start: str = "2026-11-01",
+    days: int = 14,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Generate a score stream (see the module docstring for the model).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``group`` (str), ``item_id`` (int64), ``event_time`` (UTC timestamp), one float
+        column per classifier (NaN = did not score), ``label`` (nullable boolean, NA = not
+        rated) and ``weight`` (float, 1.0).
+    """
+    rng = np.random.default_rng(seed)
+    k = len(classifiers)
+    n_groups = len(groups)
+    prevalence = np.broadcast_to(np.asarray(prevalence, dtype=float), (n_groups,))
+    separation = np.broadcast_to(np.asarray(separation, dtype=float), (k,))
+    coverage = np.broadcast_to(np.asarray(coverage, dtype=float), (k,))
+    if not 0 <= correlation < 1:
+        raise ValueError(f"correlation must be in [0, 1), got {correlation!r}")
+
+    group_index = rng.integers(0, n_groups, size=n_items)
+    y = rng.random(n_items) < prevalence[group_index]
+    shared = rng.standard_normal(n_items)
+    scores = np.empty((n_items, k))
+    for j in range(k):
+        # Each group shifts the score distribution a little: thresholds differ per group.
+        shift = 0.25 * (group_index - (n_groups - 1) / 2) * (1 if j % 2 == 0 else -1)
+        latent = (
+            separation[j] * y
+            + np.sqrt(correlation) * shared
+            + np.sqrt(1 - correlation) * rng.standard_normal(n_items)
+            + shift
+        )
+        scores[:, j] = 1.0 / (1.0 + np.exp(-(latent - 2.0)))
+        scores[rng.random(n_items) >= coverage[j], j] = np.nan
+    rated = (np.nan_to_num(scores, nan=-np.inf) >= rating_floor).any(axis=1)
+    seconds = rng.integers(0, days * 86400, size=n_items)
+    frame = pd.DataFrame(
+        {
+            "group": np.asarray(groups, dtype=object)[group_index],
+            "item_id": np.arange(n_items, dtype=np.int64),
+            "event_time": pd.Timestamp(start, tz="UTC") + pd.to_timedelta(seconds, unit="s"),
+        }
+    )
+    for j, name in enumerate(classifiers):
+        frame[name] = scores[:, j]
+    frame["label"] = pd.array(np.where(rated, y, False), dtype="boolean")
+    frame.loc[~rated, "label"] = pd.NA
+    frame["weight"] = 1.0
+    return frame.sort_values("event_time", kind="stable").reset_index(drop=True)
+
+
+def rated_arrays(
+    frame: pd.DataFrame, classifiers: Sequence[str]
+) -> tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.float64], NDArray]:
+    """Rated rows of a score stream as ``(scores (n, k), labels, weights, item_ids)``.
+
+    Null scores become ``-inf`` ("did not score": the classifier never fires on the item).
+    """
+    rated = frame["label"].notna().to_numpy()
+    sub = frame.loc[rated]
+    scores = sub[list(classifiers)].to_numpy(dtype=np.float64, na_value=-np.inf)
+    scores = np.where(np.isnan(scores), -np.inf, scores)
+    labels = sub["label"].to_numpy(dtype=bool)
+    weights = sub["weight"].to_numpy(dtype=np.float64) if "weight" in sub else np.ones(len(sub))
+    return scores, labels, weights, sub["item_id"].to_numpy()
