@@ -111,8 +111,23 @@ class SetLoss:
 def _rate(numerator: NDArray[np.float64], denominator: NDArray[np.float64]
           ) -> NDArray[np.float64]:
     """``numerator / denominator`` with the module convention: a rate with denominator 0 is 1."""
-    safe = np.where(denominator > 0, denominator, 1.0)
-    return np.where(denominator > 0, numerator / safe, 1.0)
+    out = np.asarray(np.divide(numerator, denominator))  # callers silence 0/0 warnings
+    np.copyto(out, 1.0, where=denominator == 0)
+    return out
+
+
+def _times(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``a * b``, reusing ``a``'s memory when it already has the broadcast shape."""
+    if a.shape == np.broadcast_shapes(a.shape, b.shape):
+        return np.multiply(a, b, out=a)
+    return a * b
+
+
+def _plus(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``a + b``, reusing ``a``'s memory when it already has the broadcast shape."""
+    if a.shape == np.broadcast_shapes(a.shape, b.shape):
+        return np.add(a, b, out=a)
+    return a + b
 
 
 def fbeta_loss(beta: float = 1.0) -> SetLoss:
@@ -150,7 +165,8 @@ def am_loss() -> SetLoss:
     """Arithmetic-mean loss, :math:`1 - (TPR + TNR)/2` (one minus balanced accuracy)."""
 
     def f(tp, fp, fn, tn):
-        return 1.0 - 0.5 * (_rate(tp, tp + fn) + _rate(tn, tn + fp))
+        total = _plus(_rate(tp, tp + fn), _rate(tn, tn + fp))
+        return 1.0 - 0.5 * total
 
     return SetLoss("am", f, "am", {})
 
@@ -162,7 +178,8 @@ def g_tp_pr_loss() -> SetLoss:
     """
 
     def f(tp, fp, fn, tn):
-        return 1.0 - np.sqrt(_rate(tp, tp + fn) * _rate(tp, tp + fp))
+        product = _times(_rate(tp, tp + fn), _rate(tp, tp + fp))
+        return 1.0 - np.sqrt(product, out=product)
 
     return SetLoss("g_tp_pr", f, "g_tp_pr", {})
 
@@ -171,7 +188,8 @@ def g_mean_loss() -> SetLoss:
     """Geometric-mean loss, :math:`1 - \\sqrt{TPR \\cdot TNR}`."""
 
     def f(tp, fp, fn, tn):
-        return 1.0 - np.sqrt(_rate(tp, tp + fn) * _rate(tn, tn + fp))
+        product = _times(_rate(tp, tp + fn), _rate(tn, tn + fp))
+        return 1.0 - np.sqrt(product, out=product)
 
     return SetLoss("g_mean", f, "g_mean", {})
 

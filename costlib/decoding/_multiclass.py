@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..losses import CountFunction, SetLoss, get_loss
-from ._validation import check_probabilities, descending_order
+from ._validation import check_probabilities, sorted_descending, top_k_mask
 
 
 @dataclass(frozen=True)
@@ -85,8 +85,7 @@ def optimal_classes(
                          f"each row must sum to 1 (within atol={atol})")
     loss_obj = get_loss(loss, **loss_params)
     n_rows, n_classes = probs.shape
-    order = descending_order(probs, axis=1)
-    sorted_p = np.take_along_axis(probs, order, axis=1)
+    sorted_p = sorted_descending(probs)
     covered = np.zeros((n_rows, n_classes + 1))
     np.cumsum(sorted_p, axis=1, out=covered[:, 1:])
     missed = np.zeros((n_rows, n_classes + 1))
@@ -98,9 +97,7 @@ def optimal_classes(
     miss[:-1] = loss_obj(0.0, k[:-1], 1.0, n_classes - k[:-1] - 1.0)
     expected = covered * hit + missed * miss
     best = np.argmin(expected, axis=1)
-    rank = np.empty_like(order)
-    np.put_along_axis(rank, order, np.arange(n_classes)[None, :], axis=1)
-    selected = rank < best[:, None]
+    selected = top_k_mask(probs, sorted_p, best)
     best_loss = np.take_along_axis(expected, best[:, None], axis=1)[:, 0]
     if single:
         return ClassSets(best[0], selected[0], best_loss[0], expected[0])

@@ -18,7 +18,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..losses import CountFunction, SetLoss, get_loss
 from ._topk import optimal_topk
-from ._validation import check_probabilities, descending_order
+from ._validation import check_probabilities, sorted_descending, top_k_mask
 
 #: Largest set size decoded by the vectorised exact routine.
 MAX_VECTORISED_SIZE = 64
@@ -136,17 +136,14 @@ def optimal_topk_batch(
                          np.stack([r.selected for r in results]),
                          np.array([r.expected_loss for r in results]),
                          np.stack([r.expected_losses for r in results]))
-    order = descending_order(probs, axis=1)
-    sorted_p = np.take_along_axis(probs, order, axis=1)
+    sorted_p = np.ascontiguousarray(sorted_descending(probs))
     tables = _loss_tables(loss_obj, n)
     expected = np.empty((n_sets, n + 1))
     for start in range(0, n_sets, chunk_size):
         stop = min(start + chunk_size, n_sets)
         expected[start:stop] = _expected_losses_exact(sorted_p[start:stop], tables)
     best = np.argmin(expected, axis=1) if n_sets else np.zeros(0, dtype=np.intp)
-    rank = np.empty_like(order)
-    np.put_along_axis(rank, order, np.arange(n)[None, :], axis=1)
-    selected = rank < best[:, None]
+    selected = top_k_mask(probs, sorted_p, best)
     best_loss = np.take_along_axis(expected, best[:, None], axis=1)[:, 0]
     return BatchTopK(best, selected, best_loss, expected)
 
