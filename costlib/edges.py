@@ -83,8 +83,8 @@ def check_edges(edges: ArrayLike, name: str = "edges") -> NDArray[np.float64]:
     if arr.size > 1 and not (np.diff(arr) > 0).all():
         bad = int(np.flatnonzero(np.diff(arr) <= 0)[0])
         raise ValueError(
-            f"{name} must be strictly ascending; {name}[{bad}]={arr[bad]!r} "
-            f">= {name}[{bad + 1}]={arr[bad + 1]!r}"
+            f"{name} must be strictly ascending; {name}[{bad}]={arr[bad].item()!r} "
+            f">= {name}[{bad + 1}]={arr[bad + 1].item()!r}"
         )
     return arr
 

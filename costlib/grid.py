@@ -117,7 +117,7 @@ def _check_labels(labels: ArrayLike, n: int) -> NDArray[np.bool_]:
         bad = ~np.isin(y, (0, 1))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"labels must be bool or 0/1; labels[{i}] = {y[i]!r}")
+            raise ValueError(f"labels must be bool or 0/1; labels[{i}] = {y[i].item()!r}")
         y = y.astype(np.bool_)
     return y
 
@@ -131,7 +131,7 @@ def _check_weights(weights: ArrayLike | None, n: int) -> NDArray[np.float64] | N
         bad = ~np.isfinite(w) | (w < 0)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"weights must be finite and >= 0; weights[{i}] = {w[i]!r}")
+            raise ValueError(f"weights must be finite and >= 0; weights[{i}] = {w[i].item()!r}")
     return w
 
 

@@ -1,0 +1,67 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from costlib.edges import bin_indices, check_edges, quantile_edges, uniform_edges
+
+finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    edges=st.lists(finite, min_size=1, max_size=40, unique=True),
+    values=st.lists(finite, min_size=0, max_size=60),
+    uniform=st.booleans(),
+)
+def test_bin_indices_equal_searchsorted(edges, values, uniform):
+    e = np.sort(np.array(edges))
+    if uniform and e.size > 1 and e[-1] > e[0]:
+        e = np.linspace(e[0], e[-1], e.size)
+        e = np.unique(e)
+    # Values exactly on edges, one ulp either side, and -inf are the cases that matter.
+    v = np.concatenate([values, e, np.nextafter(e, -np.inf), np.nextafter(e, np.inf), [-np.inf]])
+    assert np.array_equal(bin_indices(v, e), np.searchsorted(e, v, side="right"))
+
+
+def test_bin_indices_crowded_edges_fall_back_exactly():
+    # Many edges inside one fine grid cell: exercises the binary-search fallback.
+    e = np.concatenate([np.linspace(0, 1e-9, 50), [1e6]])
+    v = np.concatenate([np.linspace(-1e-9, 2e-9, 1000), e, [5e5, 1e6, 2e6]])
+    assert np.array_equal(bin_indices(v, e), np.searchsorted(e, v, side="right"))
+
+
+def test_uniform_edges():
+    e = uniform_edges(0.0, 1.0, 5)
+    assert np.allclose(e, [0, 0.25, 0.5, 0.75, 1.0])
+    assert uniform_edges(0.3, 0.3, 1).tolist() == [0.3]
+    with pytest.raises(ValueError, match="low < high"):
+        uniform_edges(1.0, 0.0, 3)
+    with pytest.raises(ValueError, match="positive integer"):
+        uniform_edges(0.0, 1.0, 0)
+    with pytest.raises(ValueError, match="finite"):
+        uniform_edges(0.0, np.inf, 3)
+
+
+def test_quantile_edges_are_sample_quantiles_and_ignore_minus_inf():
+    sample = np.concatenate([np.arange(100.0), [-np.inf] * 10])
+    e = quantile_edges(sample, 4)
+    # The i/4 quantiles as lower order statistics of 0..99: floor(i/4 * 99).
+    assert e.tolist() == [0.0, 24.0, 49.0, 74.0]
+    # Ties collapse.
+    assert quantile_edges([1.0] * 10 + [2.0], 4).tolist() == [1.0]
+    with pytest.raises(ValueError, match="NaN"):
+        quantile_edges([1.0, np.nan], 3)
+    with pytest.raises(ValueError, match="no finite"):
+        quantile_edges([-np.inf], 3)
+
+
+def test_check_edges_messages():
+    with pytest.raises(ValueError, match=r"ascending; edges\[1\]=2.0 >= edges\[2\]=1.0"):
+        check_edges([0.0, 2.0, 1.0])
+    with pytest.raises(ValueError, match="strictly ascending"):
+        check_edges([0.0, 0.0])
+    with pytest.raises(ValueError, match="non-empty 1-D"):
+        check_edges([])
+    with pytest.raises(ValueError, match="finite"):
+        check_edges([0.0, np.inf])
