@@ -1,0 +1,181 @@
+"""Benchmarks for threshold grids and operating points (issue 2), each against its peer.
+
+Run: ``.venv/bin/python tests/benchmarks/bench_thresholds.py`` (add ``--quick`` for 1M rows).
+
+Targets (issue 2):
+- grid building, k=2, 256 bins per axis, 10M rows: >= 5x numpy.histogramdd with uniform
+  edges, >= 2x with quantile edges;
+- graph method on a 1024x1024 lattice <= 50 ms; >= 100x networkx.bellman_ford_path on 256x256;
+- hull on 1024x1024 <= 20 ms; k=3 graph on 128^3 <= 2 s;
+- analytic method on 256x256 <= 1 s;
+- bootstrap with R = 50 on 1M rows, k=2, 256 bins <= 5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from machine import describe
+
+from costlib.bootstrap import BootstrapGrids, confidence_intervals
+from costlib.edges import quantile_edges, uniform_edges
+from costlib.grid import ThresholdGrid
+from costlib.lattice_path import max_area_path
+from costlib.operating_point import optimize
+
+
+def best_of(fn, repeat: int = 5) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def rows(n: int, k: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < 0.02
+    scores = rng.normal(size=(n, k)) + np.linspace(1.5, 1.0, k) * y[:, None]
+    return scores, y
+
+
+def lattice_grid(n_edges: int, k: int, n_rows: int = 400_000) -> ThresholdGrid:
+    scores, y = rows(n_rows, k, seed=1)
+    return ThresholdGrid.from_scores(scores, y, [uniform_edges(-3, 4, n_edges)] * k)
+
+
+def report(name: str, ours: float, peer: float | None = None, peer_name: str = "", target=""):
+    line = f"{name:<55} ours {ours * 1e3:10.1f} ms"
+    if peer is not None:
+        line += f" | {peer_name} {peer * 1e3:10.1f} ms | ratio {peer / ours:7.1f}x"
+    print(line + (f" | target {target}" if target else ""), flush=True)
+
+
+def bench_grid(n: int) -> None:
+    scores, y = rows(n, 2)
+    for kind in ("uniform", "quantile"):
+        if kind == "uniform":
+            edges = [uniform_edges(-4, 4, 255)] * 2
+        else:
+            edges = [quantile_edges(scores[:200_000, j], 255) for j in range(2)]
+        bins = [np.concatenate(([-np.inf], e, [np.inf])) for e in edges]
+        ours = best_of(lambda e=edges: ThresholdGrid.from_scores(scores, y, e), 3)
+
+        def peer(b=bins):
+            np.histogramdd(scores[y], bins=b)
+            np.histogramdd(scores[~y], bins=b)
+
+        peer_time = best_of(peer, 2)
+        grid = ThresholdGrid.from_scores(scores, y, edges)
+        assert np.array_equal(np.histogramdd(scores[y], bins=bins)[0], grid.pos)
+        target = ">= 5x" if kind == "uniform" else ">= 2x"
+        report(f"grid build k=2 256x256 {n / 1e6:g}M rows, {kind} edges", ours, peer_time,
+               "np.histogramdd", target)
+
+
+def bench_graph() -> None:
+    grid = lattice_grid(1023, 2)
+    tp, fp = grid.counts("any")
+    report("graph: max-area path on 1024x1024", best_of(lambda: max_area_path(tp, fp)),
+           target="<= 50 ms")
+    report(
+        "graph: optimize(method='graph') on 1024x1024",
+        best_of(lambda: optimize(grid, target_marginal_precision=0.5, method="graph")),
+        target="<= 50 ms",
+    )
+    import networkx as nx
+
+    small = lattice_grid(255, 2)
+    tp, fp = small.counts("any")
+    graph = nx.DiGraph()
+    for cell in itertools.product(range(256), range(256)):
+        for axis in (0, 1):
+            nxt = (cell[0] + 1, cell[1]) if axis == 0 else (cell[0], cell[1] + 1)
+            if max(nxt) < 256:
+                w = 0.5 * (fp[cell] - fp[nxt]) * (tp[cell] + tp[nxt])
+                graph.add_edge(cell, nxt, weight=-w)
+    start = time.perf_counter()
+    bf = nx.bellman_ford_path(graph, (0, 0), (255, 255), weight="weight")
+    peer = time.perf_counter() - start
+    ours = best_of(lambda: max_area_path(tp, fp))
+    _, area = max_area_path(tp, fp)
+    assert abs(-nx.path_weight(graph, bf, weight="weight") - area) <= 1e-9 * area
+    report("graph on 256x256 vs networkx Bellman-Ford (same area)", ours, peer,
+           "nx.bellman_ford_path", ">= 100x")
+
+
+def bench_hull() -> None:
+    grid = lattice_grid(1023, 2)
+    grid.counts("any")
+    report(
+        "hull: optimum + hull neighbours on 1024x1024",
+        best_of(lambda: optimize(grid, target_marginal_precision=0.5, method="hull",
+                                 frontier=False)),
+        target="<= 20 ms",
+    )
+    report(
+        "hull: optimum + full concave frontier on 1024x1024",
+        best_of(lambda: optimize(grid, target_marginal_precision=0.5, method="hull"), 3),
+    )
+    flat = grid.counts("any")
+    report("(for scale) counts(rule) on 1024x1024, uncached",
+           best_of(lambda: ThresholdGrid(grid.edges, grid.pos, grid.neg).counts("any"), 3))
+    del flat
+
+
+def bench_k3() -> None:
+    grid = lattice_grid(127, 3)
+    grid.counts("any")
+    report("graph k=3 on 128^3", best_of(
+        lambda: optimize(grid, target_marginal_precision=0.5, method="graph"), 2),
+        target="<= 2000 ms")
+    report("hull k=3 on 128^3", best_of(
+        lambda: optimize(grid, target_marginal_precision=0.5, method="hull", frontier=False), 2))
+
+
+def bench_analytic() -> None:
+    grid = lattice_grid(255, 2)
+    grid.counts("any")
+    report("analytic on 256x256", best_of(
+        lambda: optimize(grid, target_marginal_precision=0.5, method="analytic"), 3),
+        target="<= 1000 ms (paper: 60 s at 10,000 rows)")
+
+
+def bench_bootstrap() -> None:
+    scores, y = rows(1_000_000, 2, seed=3)
+    edges = [uniform_edges(-4, 4, 255)] * 2
+    ids = np.arange(1_000_000)
+    start = time.perf_counter()
+    boot = BootstrapGrids.from_scores(scores, y, edges, ids, n_replicates=50)
+    build = time.perf_counter() - start
+    start = time.perf_counter()
+    confidence_intervals(boot, target_marginal_precision=0.5, method="graph")
+    solve = time.perf_counter() - start
+    report("bootstrap R=50, 1M rows, k=2, 256 bins: replicate grids", build)
+    report("bootstrap R=50: re-optimise 50 replicates (graph)", solve)
+    report("bootstrap R=50 total", build + solve, target="<= 5000 ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="1M rows instead of 10M")
+    args = parser.parse_args()
+    print(f"machine: {describe()}")
+    bench_grid(1_000_000 if args.quick else 10_000_000)
+    bench_graph()
+    bench_hull()
+    bench_k3()
+    bench_analytic()
+    bench_bootstrap()
+
+
+if __name__ == "__main__":
+    main()
