@@ -15,10 +15,11 @@ from the end. Without truncation the double sums cost :math:`O(n^3)` in total; w
 truncation (see :mod:`._poisson_binomial`) both supports are windows of width
 :math:`O(\\sqrt{n})`, so the cost is about :math:`O(n^2)` loss evaluations.
 
-The paper's *early stop* scans ``k = 0, 1, ...`` and stops at the first ``k`` with
-:math:`L_{k+1} \\ge L_k`. It is a heuristic: it returns the global minimum when the sequence
-:math:`L_k` is unimodal (non-increasing, then non-decreasing), which is common but not
-guaranteed for every TP-monotonic loss (the tests show a counterexample).
+The paper's *early stop* scans ``k = 1, 2, ...`` and stops at the first ``k`` with
+:math:`L_{k+1} \\ge L_k` (we also keep :math:`L_0`, the all-negative start of the paper's
+Algorithm 1). It is a heuristic: it returns the global minimum when :math:`L_1, \\dots, L_n` is
+unimodal (non-increasing, then non-decreasing), which is common but not guaranteed for every
+TP-monotonic loss (the tests show a Jaccard counterexample).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def algorithm1_expected_losses(
     tol : float
         Tail mass dropped per Poisson-binomial update (0 for the untruncated algorithm).
     early_stop : bool
-        Stop at the first ``k`` with :math:`L_{k+1} \\ge L_k`; entries after it are nan.
+        Stop after the first ``k >= 1`` with :math:`L_{k+1} \\ge L_k`; later entries are nan.
 
     Returns
     -------
@@ -66,6 +67,6 @@ def algorithm1_expected_losses(
         fn = other.support[None, :]
         grid = loss(tp, k - tp, fn, (n - k) - fn)
         out[k] = pmf @ grid @ other.pmf
-        if early_stop and k > 0 and out[k] >= out[k - 1]:
+        if early_stop and k >= 2 and out[k] >= out[k - 1]:
             break
     return out

@@ -88,10 +88,20 @@ def topk_expected_losses(
     return exponential_sum_expected_losses(sorted_probabilities, loss)
 
 
-def first_local_minimum(expected_losses: NDArray[np.float64]) -> int:
-    """The paper's early stop: the first ``k`` with :math:`L_{k+1} \\ge L_k` (or the last k)."""
-    rises = np.flatnonzero(np.diff(expected_losses) >= 0)
-    return int(rises[0]) if rises.size else int(expected_losses.size - 1)
+def early_stop_k(expected_losses: NDArray[np.float64]) -> int:
+    """The paper's early stop on a curve :math:`L_0, L_1, \\dots`.
+
+    Algorithm 1 scans ``k = 1, 2, ...`` and stops at the first ``k*`` with
+    :math:`L_{k^*+1} \\ge L_{k^*}` (``k* = n`` if there is none); the answer is the best of
+    :math:`L_0` (the all-negative start) and :math:`L_1 .. L_{k^*}`. Only
+    ``expected_losses[:k* + 2]`` is read, so a curve cut short by an early stop is fine.
+    """
+    n = expected_losses.size - 1
+    if n <= 1:
+        return int(np.argmin(expected_losses))
+    rises = np.flatnonzero(np.diff(expected_losses[1:]) >= 0)
+    stop = int(rises[0]) + 1 if rises.size else n
+    return int(np.argmin(expected_losses[:stop + 1]))
 
 
 def optimal_topk(
@@ -126,8 +136,10 @@ def optimal_topk(
         Poisson-binomial tail mass dropped per update (Algorithm 1 and the DP); the expected
         losses are then off by at most ``2 n tol``. ``0`` disables truncation.
     early_stop : bool
-        Return the paper's early stop (first ``k`` with :math:`L_{k+1} \\ge L_k`) instead of the
-        global minimum. A heuristic: equal to the full scan when :math:`L_k` is unimodal.
+        Use the paper's early stop (scan ``k = 1, 2, ...`` up to the first ``k`` with
+        :math:`L_{k+1} \\ge L_k`; best of those and ``k = 0``) instead of the global minimum. A
+        heuristic: equal to the full scan when :math:`L_1, \\dots, L_n` is unimodal, which
+        fails occasionally for Jaccard (see the tests).
 
     Returns
     -------
@@ -155,8 +167,7 @@ def optimal_topk(
             f"{loss_obj.params['beta']!r}; use method='exponential_sum'")
     losses = topk_expected_losses(sorted_p, loss_obj, chosen, tol, early_stop)
     if early_stop:
-        evaluated = losses[~np.isnan(losses)]
-        k = first_local_minimum(evaluated)
+        k = early_stop_k(losses[~np.isnan(losses)])
     else:
         k = int(np.argmin(losses))
     selected = np.zeros(p.size, dtype=bool)
