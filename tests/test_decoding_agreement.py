@@ -1,0 +1,132 @@
+"""Every route to the top-k expected losses agrees with every other, to 1e-12, beyond n = 12.
+
+Routes: Algorithm 1 untruncated (``tol=0``, exact up to rounding), Algorithm 1 with tail
+truncation, Ye et al.'s F-beta recursion, and the exponential-sum route.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from costlib.decoding import optimal_topk
+from costlib.decoding._exponential_sum import quadrature
+from costlib.decoding._fbeta import rational_beta_squared
+from costlib.decoding._poisson_binomial import poisson_binomial, prefix_distributions
+from costlib.decoding._topk import topk_expected_losses
+from costlib.losses import get_loss
+
+
+def curves(p: np.ndarray, loss, methods) -> dict[str, np.ndarray]:
+    sorted_p = np.sort(p)[::-1]
+    out = {}
+    for label, method, tol in methods:
+        out[label] = topk_expected_losses(sorted_p, loss, method, tol)
+    return out
+
+
+def assert_all_agree(results: dict[str, np.ndarray], atol: float = 1e-12) -> None:
+    labels = list(results)
+    for other in labels[1:]:
+        np.testing.assert_allclose(results[other], results[labels[0]], rtol=0, atol=atol,
+                                   err_msg=f"{other} vs {labels[0]}")
+
+
+def sample(kind: str, n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if kind == "uniform":
+        return rng.random(n)
+    if kind == "skewed":
+        return rng.beta(0.5, 5.0, n)
+    p = rng.choice([0.0, 0.02, 0.3, 0.3, 0.7, 1.0], n)
+    return p
+
+
+@pytest.mark.parametrize("kind", ["uniform", "skewed", "tied_with_0_and_1"])
+@pytest.mark.parametrize("beta", [1.0, 0.5, 2.0, math.sqrt(3.0)])
+def test_fbeta_routes_agree(kind: str, beta: float) -> None:
+    p = sample(kind, 150, seed=int(beta * 100))
+    loss = get_loss("fbeta", beta=beta)
+    methods = [("alg1-exact", "algorithm1", 0.0), ("alg1-truncated", "algorithm1", 1e-18),
+               ("exponential-sum", "exponential_sum", 0.0)]
+    if rational_beta_squared(beta) is not None:
+        methods += [("ye-dp", "fbeta_dp", 0.0), ("ye-dp-truncated", "fbeta_dp", 1e-18)]
+    assert_all_agree(curves(p, loss, methods))
+
+
+@pytest.mark.parametrize("kind", ["uniform", "skewed", "tied_with_0_and_1"])
+@pytest.mark.parametrize("name", ["jaccard", "am", "g_tp_pr"])
+def test_exponential_sum_agrees_with_algorithm1(kind: str, name: str) -> None:
+    p = sample(kind, 150, seed=7)
+    methods = [("alg1-exact", "algorithm1", 0.0), ("alg1-truncated", "algorithm1", 1e-18),
+               ("exponential-sum", "exponential_sum", 0.0)]
+    assert_all_agree(curves(p, get_loss(name), methods))
+
+
+@pytest.mark.parametrize("name", ["g_mean", "h_mean", "auc"])
+def test_truncated_algorithm1_agrees_with_untruncated(name: str) -> None:
+    p = sample("uniform", 300, seed=3)
+    methods = [("alg1-exact", "algorithm1", 0.0), ("alg1-truncated", "algorithm1", 1e-18)]
+    assert_all_agree(curves(p, get_loss(name), methods))
+
+
+def test_large_set_routes_agree() -> None:
+    # n = 2,000: exponential sum vs the F1 recursion vs truncated Algorithm 1, whole curves.
+    p = sample("uniform", 2000, seed=11)
+    methods = [("exponential-sum", "exponential_sum", 0.0), ("ye-dp", "fbeta_dp", 1e-18),
+               ("alg1-truncated", "algorithm1", 1e-18)]
+    assert_all_agree(curves(p, get_loss("f1"), methods))
+    p = sample("skewed", 2000, seed=12)
+    assert_all_agree(curves(p, get_loss("jaccard"), methods[:1] + methods[2:]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=60),
+       st.sampled_from(["f1", "jaccard", "am", "g_tp_pr"]))
+def test_property_exponential_sum_equals_exact_algorithm1(values, name) -> None:
+    p = np.array(values)
+    methods = [("alg1-exact", "algorithm1", 0.0), ("exponential-sum", "exponential_sum", 0.0)]
+    assert_all_agree(curves(p, get_loss(name), methods))
+    auto = optimal_topk(p, name, method="exponential_sum")
+    exact = optimal_topk(p, name, method="algorithm1", tol=0.0)
+    assert auto.expected_loss == pytest.approx(exact.expected_loss, abs=1e-12)
+
+
+@pytest.mark.parametrize("a", [1.0, 0.5])
+def test_quadrature_reproduces_inverse_powers(a: float) -> None:
+    nodes, weights = quadrature(1.0, 1e5, a)
+    d = np.concatenate([np.linspace(1.0, 30.0, 2000), np.geomspace(1.0, 1e5, 2000)])
+    approx = np.exp(-np.outer(d, nodes)) @ weights
+    np.testing.assert_allclose(approx * d**a, 1.0, rtol=0, atol=2e-15)
+    assert nodes.size < 300
+
+
+def test_poisson_binomial_truncation_keeps_the_mass_it_promises() -> None:
+    p = np.random.default_rng(4).random(3000)
+    exact = poisson_binomial(p, tol=0.0)
+    truncated = poisson_binomial(p, tol=1e-18)
+    # Even tol=0 drops entries that are exactly 0.0 in float64 (underflow): that is exact.
+    assert exact.offset > 0 and exact.offset + exact.pmf.size < 3001
+    assert exact.pmf.sum() == pytest.approx(1.0, abs=1e-13)
+    assert truncated.pmf.size < 0.3 * exact.pmf.size
+    assert 1.0 - truncated.pmf.sum() <= 3000 * 1e-18 + 1e-13
+    start = truncated.offset - exact.offset
+    window = exact.pmf[start:start + truncated.pmf.size]
+    # Dropped mass also shortchanges the entries next to the cut, by at most n * tol in total.
+    assert np.abs(truncated.pmf - window).sum() <= 3000 * 1e-18 + 1e-15
+    # The prefix distributions are the distributions of the prefixes.
+    prefixes = prefix_distributions(p[:50], tol=0.0)
+    for k in (0, 1, 17, 50):
+        np.testing.assert_allclose(prefixes[k].pmf, poisson_binomial(p[:k]).pmf, atol=1e-16)
+
+
+def test_poisson_binomial_matches_binomial_for_equal_probabilities() -> None:
+    from scipy.stats import binom
+
+    dist = poisson_binomial(np.full(40, 0.3))
+    assert dist.offset == 0
+    np.testing.assert_allclose(dist.pmf, binom.pmf(np.arange(41), 40, 0.3), rtol=1e-12)
