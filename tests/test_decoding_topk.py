@@ -124,7 +124,8 @@ def test_early_stop_matches_full_scan_for_f1_am_gmean_hmean_on_random_sets() -> 
     rng = np.random.default_rng(2016)
     for trial in range(60):
         n = int(rng.integers(2, 40))
-        p = [rng.random(n), rng.beta(0.5, 5.0, n), rng.choice([0, 0.1, 0.5, 0.9, 1.0], n)][trial % 3]
+        p = [rng.random(n), rng.beta(0.5, 5.0, n),
+             rng.choice([0, 0.1, 0.5, 0.9, 1.0], n)][trial % 3]
         for name in ("f1", "am", "g_mean", "h_mean"):
             full = optimal_topk(p, name, method="algorithm1")
             early = optimal_topk(p, name, method="algorithm1", early_stop=True)

@@ -56,7 +56,7 @@ def top_k_mask(values: NDArray[np.float64], sorted_desc: NDArray[np.float64],
     above ``t`` is selected, and entries equal to ``t`` are taken from the left until ``k`` are
     selected.
     """
-    rows, width = values.shape
+    width = values.shape[1]
     if width == 0:
         return np.zeros(values.shape, dtype=bool)
     column = np.clip(k - 1, 0, width - 1)
