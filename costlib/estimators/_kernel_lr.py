@@ -35,9 +35,9 @@ class KernelLogisticRegression(ClassifierMixin, BaseEstimator):
     gamma : float or "scale", default="scale"
         RBF width ``γ``; "scale" uses ``1 / (n_features · X.var())`` as ``SVC`` does
         (samples weighted by ``sample_weight``).
-    n_components : int, default=300
+    n_components : int, default=100
         Maximum number of Nystroem landmarks.
-    max_iter : int, default=200
+    max_iter : int, default=100
     tol : float, default=1e-4
     random_state : int, RandomState instance or None, default=None
         Landmark sampling (irrelevant when exact).
@@ -59,8 +59,8 @@ class KernelLogisticRegression(ClassifierMixin, BaseEstimator):
         *,
         C: float = 1.0,
         gamma: float | str = "scale",
-        n_components: int = 300,
-        max_iter: int = 200,
+        n_components: int = 100,
+        max_iter: int = 100,
         tol: float = 1e-4,
         random_state: int | np.random.RandomState | None = None,
     ) -> None:
@@ -223,8 +223,8 @@ class CostSensitiveKernelLogisticRegression(KernelLogisticRegression):
         majority_classes: ArrayLike | None = None,
         C: float = 1.0,
         gamma: float | str = "scale",
-        n_components: int = 300,
-        max_iter: int = 200,
+        n_components: int = 100,
+        max_iter: int = 100,
         tol: float = 1e-4,
         random_state: int | np.random.RandomState | None = None,
     ) -> None:
