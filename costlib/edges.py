@@ -14,7 +14,15 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["BinLocator", "bin_indices", "check_edges", "quantile_edges", "uniform_edges"]
+__all__ = [
+    "BinLocator",
+    "bin_indices",
+    "check_edges",
+    "fine_histogram",
+    "quantile_edges",
+    "quantile_edges_from_histogram",
+    "uniform_edges",
+]
 
 # Relative tolerance under which edges count as evenly spaced for the arithmetic binning path.
 # The path is exact whatever the tolerance: it corrects each estimate against the true edges.
@@ -170,3 +178,41 @@ def bin_indices(values: NDArray[np.floating], edges: NDArray[np.float64]) -> NDA
         Strictly ascending candidate thresholds (see :func:`check_edges`).
     """
     return BinLocator(edges)(np.asarray(values, dtype=np.float64))
+
+
+def fine_histogram(values: ArrayLike, low: float, high: float, resolution: int) -> NDArray:
+    """Counts of values in ``resolution`` equal cells over ``[low, high]`` (int64, mergeable).
+
+    Values below ``low`` count in the first cell and values above ``high`` in the last; ``-inf``
+    ("did not score") is not counted. The sufficient statistic for
+    :func:`quantile_edges_from_histogram`: it adds across shards, so quantile edges computed
+    from it do not depend on how the data was split.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    cell = np.floor((v - low) * (resolution / (high - low)))
+    np.clip(cell, 0, resolution - 1, out=cell)
+    return np.bincount(cell.astype(np.intp), minlength=resolution)
+
+
+def quantile_edges_from_histogram(
+    counts: ArrayLike, low: float, high: float, n_edges: int
+) -> NDArray[np.float64]:
+    """Quantile edges snapped to the boundaries of a :func:`fine_histogram`.
+
+    Edge ``j`` (``j = 0 .. n_edges - 1``) is the highest cell boundary ``g_i = low + i * step``
+    with at most a fraction ``j / n_edges`` of the counted values below it; duplicates are
+    removed. With a fine enough histogram these approach :func:`quantile_edges` of the raw
+    values, and they are exactly reproducible from the merged counts.
+    """
+    c = np.asarray(counts)
+    if c.ndim != 1 or c.size == 0:
+        raise ValueError("counts must be a non-empty 1-D histogram")
+    total = c.sum()
+    if total == 0:
+        raise ValueError("the histogram is empty: no finite score to take quantiles of")
+    below = np.concatenate(([0], np.cumsum(c)))
+    targets = np.arange(int(n_edges)) * total / int(n_edges)
+    index = np.searchsorted(below, targets, side="right") - 1
+    step = (high - low) / c.size
+    return np.unique(low + index * step)

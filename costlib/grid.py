@@ -38,6 +38,7 @@ __all__ = [
     "RULES",
     "ThresholdGrid",
     "cell_codes",
+    "grouped_histograms",
     "histogram_cells",
     "lattice_counts",
     "quantize_weights",
@@ -402,3 +403,45 @@ def histogram_cells(
         else:
             total += np.bincount(code, weights=weights[start:stop], minlength=2 * size)
     return total.astype(np.float64, copy=False).reshape((2, *shape))
+
+
+def grouped_histograms(
+    group_codes: NDArray[np.intp],
+    scores: NDArray[np.float64],
+    labels: NDArray[np.bool_],
+    weights: NDArray[np.float64] | None,
+    edges: Sequence[NDArray[np.float64]],
+    *,
+    weight_bits: int = DEFAULT_WEIGHT_BITS,
+) -> dict[int, NDArray[np.float64]]:
+    """Histograms of already validated rows per group: ``{code: counts (2, *shape)}``.
+
+    ``counts[1]`` are positives and ``counts[0]`` negatives, exactly as
+    :meth:`ThresholdGrid.from_scores` would compute them for that group's rows (same binning,
+    same weight rounding), so a grid assembled from these partials equals the grid of the rows.
+    Cells are coded once for the whole batch; rows are then ordered by group (stable) and each
+    group's slice is counted with one ``bincount``.
+    """
+    locators = [BinLocator(e) for e in edges]
+    shape = tuple(e.size + 1 for e in edges)
+    size = int(np.prod(shape))
+    codes = np.empty(scores.shape[0], dtype=np.intp)
+    for start in range(0, scores.shape[0], ROW_CHUNK):
+        stop = start + ROW_CHUNK
+        block = cell_codes(scores[start:stop], locators, shape)
+        block += labels[start:stop] * size
+        codes[start:stop] = block
+    order = np.argsort(group_codes, kind="stable")
+    sorted_groups = group_codes[order]
+    codes = codes[order]
+    wq = None if weights is None else quantize_weights(weights, weight_bits)[order]
+    present, starts = np.unique(sorted_groups, return_index=True)
+    stops = np.append(starts[1:], sorted_groups.size)
+    out = {}
+    for code, a, b in zip(present.tolist(), starts.tolist(), stops.tolist(), strict=True):
+        if wq is None:
+            counts = np.bincount(codes[a:b], minlength=2 * size).astype(np.float64)
+        else:
+            counts = np.bincount(codes[a:b], weights=wq[a:b], minlength=2 * size)
+        out[code] = counts.reshape((2, *shape))
+    return out

@@ -15,13 +15,14 @@ scored it at or above ``rating_floor``.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-__all__ = ["generate_score_stream", "rated_arrays"]
+__all__ = ["generate_score_stream", "rated_arrays", "write_score_stream"]
 
 
 def generate_score_stream(
@@ -36,6 +37,7 @@ def generate_score_stream(
     rating_floor: float = 0.5,
     start: str = "2026-11-01",
     days: int = 14,
+    set_size: int = 20,
     seed: int = 0,
 ) -> pd.DataFrame:
     """Generate a score stream (see the module docstring for the model).
@@ -45,7 +47,8 @@ def generate_score_stream(
     pandas.DataFrame
         Columns ``group`` (str), ``item_id`` (int64), ``event_time`` (UTC timestamp), one float
         column per classifier (NaN = did not score), ``label`` (nullable boolean, NA = not
-        rated) and ``weight`` (float, 1.0).
+        rated), ``weight`` (float, 1.0), ``probability`` (approximately calibrated P(bad)) and
+        ``set_id`` (str; items come in sets of ``set_size`` within a group).
     """
     rng = np.random.default_rng(seed)
     k = len(classifiers)
@@ -85,6 +88,18 @@ def generate_score_stream(
     frame["label"] = pd.array(np.where(rated, y, False), dtype="boolean")
     frame.loc[~rated, "label"] = pd.NA
     frame["weight"] = 1.0
+    # P(bad | observed scores) under the model with the shared noise ignored (so only
+    # approximately calibrated), for top-k decoding: log-odds add up over scoring classifiers.
+    latent = np.log(scores / (1 - scores)) + 2.0
+    shift_free = np.nan_to_num(separation * latent - separation**2 / 2, nan=0.0)
+    base = np.log(prevalence[group_index] / (1 - prevalence[group_index]))
+    frame["probability"] = 1.0 / (1.0 + np.exp(-(base + shift_free.sum(axis=1))))
+    # Items arrive in sets (e.g. the posts of one request) of ``set_size`` within a group.
+    order = np.argsort(group_index, kind="stable")
+    position = np.empty(n_items, dtype=np.int64)
+    position[order] = np.arange(n_items)
+    set_number = position // set_size
+    frame["set_id"] = [f"{g}-{s}" for g, s in zip(frame["group"], set_number, strict=True)]
     return frame.sort_values("event_time", kind="stable").reset_index(drop=True)
 
 
@@ -102,3 +117,24 @@ def rated_arrays(
     labels = sub["label"].to_numpy(dtype=bool)
     weights = sub["weight"].to_numpy(dtype=np.float64) if "weight" in sub else np.ones(len(sub))
     return scores, labels, weights, sub["item_id"].to_numpy()
+
+
+def write_score_stream(
+    frame: pd.DataFrame, directory: str, *, n_files: int = 4, row_group_size: int = 50_000
+) -> list[str]:
+    """Write a score stream as ``n_files`` Parquet files (contiguous slices); returns paths."""
+    from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    bounds = np.linspace(0, len(frame), n_files + 1).astype(int)
+    paths = []
+    for i, (a, b) in enumerate(itertools.pairwise(bounds)):
+        path = out / f"scores-{i:04d}.parquet"
+        pq.write_table(table.slice(a, b - a), path, row_group_size=row_group_size)
+        paths.append(str(path))
+    return paths

@@ -1,0 +1,161 @@
+"""Recalibrating many groups at once: operating points per group, with a guarded fallback.
+
+A group's thresholds are only trusted when its grid holds at least ``min_positives`` rated
+positives and ``min_negatives`` rated negatives (weighted). Otherwise the group *falls back* to
+a parent grid (by default the all-groups grid ``"__all__"``, the sum of every group's grid) and
+says so in its status; when the parent is itself too thin the status is ``insufficient_data``
+and no thresholds are given.
+
+This is what the Beam pipeline computes per group and window; calling
+:func:`recalibrate_grids` on grids built from the same rows gives identical results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from costlib.bootstrap import BootstrapGrids, BootstrapResult, confidence_intervals
+from costlib.grid import ThresholdGrid
+from costlib.operating_point import OperatingPoint, optimize
+from costlib.target import Target
+
+__all__ = [
+    "ALL_GROUPS",
+    "GroupResult",
+    "apply_fallback",
+    "optimize_group",
+    "recalibrate_grids",
+]
+
+ALL_GROUPS = "__all__"
+
+
+@dataclass
+class GroupResult:
+    """Operating points of one group (per method) and how they were obtained.
+
+    ``status`` is ``"ok"`` (own grid), ``"fallback"`` (points of ``fallback_group``) or
+    ``"insufficient_data"`` (no points). ``rated_positives/negatives`` are the group's own.
+    """
+
+    group: str
+    status: str
+    rated_positives: float
+    rated_negatives: float
+    points: dict[str, OperatingPoint | None] = field(default_factory=dict)
+    intervals: dict[str, BootstrapResult | None] = field(default_factory=dict)
+    fallback_group: str | None = None
+
+
+def is_sufficient(grid: ThresholdGrid, min_positives: float, min_negatives: float) -> bool:
+    return grid.total_positives >= min_positives and grid.total_negatives >= min_negatives
+
+
+def optimize_group(
+    group: str,
+    grid: ThresholdGrid,
+    *,
+    methods: Sequence[str],
+    target: Target,
+    rule: str,
+    min_positives: float,
+    min_negatives: float,
+    bootstrap: BootstrapGrids | None = None,
+    level: float = 0.9,
+) -> GroupResult:
+    """Optimise one group's grid with every method, if it holds enough rated rows."""
+    result = GroupResult(
+        group=group,
+        status="ok",
+        rated_positives=grid.total_positives,
+        rated_negatives=grid.total_negatives,
+    )
+    if not is_sufficient(grid, min_positives, min_negatives):
+        result.status = "insufficient_data"
+        result.points = dict.fromkeys(methods)
+        result.intervals = dict.fromkeys(methods)
+        return result
+    for method in methods:
+        result.points[method] = optimize(grid, target=target, rule=rule, method=method)
+        result.intervals[method] = (
+            None
+            if bootstrap is None
+            else confidence_intervals(bootstrap, level=level, target=target, rule=rule,
+                                      method=method)
+        )
+    return result
+
+
+def apply_fallback(
+    results: Mapping[str, GroupResult], *, fallback: str = "all_groups"
+) -> dict[str, GroupResult]:
+    """Replace the points of thin groups by the parent's (``fallback="all_groups"``).
+
+    With ``fallback="none"`` thin groups keep status ``insufficient_data``. The parent
+    ``"__all__"`` never falls back.
+    """
+    if fallback not in ("all_groups", "none"):
+        raise ValueError(f"fallback must be 'all_groups' or 'none', got {fallback!r}")
+    parent = results.get(ALL_GROUPS)
+    out = {}
+    for name, res in results.items():
+        if (
+            res.status == "insufficient_data"
+            and name != ALL_GROUPS
+            and fallback == "all_groups"
+            and parent is not None
+            and parent.status == "ok"
+        ):
+            res = GroupResult(
+                group=name,
+                status="fallback",
+                rated_positives=res.rated_positives,
+                rated_negatives=res.rated_negatives,
+                points=dict(parent.points),
+                intervals=dict(parent.intervals),
+                fallback_group=ALL_GROUPS,
+            )
+        out[name] = res
+    return out
+
+
+def recalibrate_grids(
+    grids: Mapping[str, ThresholdGrid],
+    *,
+    methods: Sequence[str],
+    target: Target,
+    rule: str = "any",
+    min_positives: float = 0.0,
+    min_negatives: float = 0.0,
+    fallback: str = "all_groups",
+    bootstrap: Mapping[str, BootstrapGrids] | None = None,
+    level: float = 0.9,
+) -> dict[str, GroupResult]:
+    """Operating points for every group and for the all-groups grid, with fallback.
+
+    Parameters
+    ----------
+    grids : mapping group -> ThresholdGrid
+        One grid per group (same edges). The all-groups grid is added as ``"__all__"`` (the sum)
+        unless present.
+    bootstrap : mapping group -> BootstrapGrids, optional
+        Replicate grids per group (``"__all__"`` summed likewise) for intervals.
+    """
+    grids = dict(grids)
+    if ALL_GROUPS not in grids and grids:
+        grids[ALL_GROUPS] = sum(list(grids.values())[1:], next(iter(grids.values())))
+    boots = None
+    if bootstrap is not None:
+        boots = dict(bootstrap)
+        if ALL_GROUPS not in boots and boots:
+            boots[ALL_GROUPS] = sum(list(boots.values())[1:], next(iter(boots.values())))
+    results = {
+        name: optimize_group(
+            name, grid, methods=methods, target=target, rule=rule,
+            min_positives=min_positives, min_negatives=min_negatives,
+            bootstrap=None if boots is None else boots.get(name), level=level,
+        )
+        for name, grid in sorted(grids.items())
+    }
+    return apply_fallback(results, fallback=fallback)

@@ -1,0 +1,196 @@
+"""Run configuration: YAML validated against ``schemas/run_config.schema.json``.
+
+Errors name the offending key path (``grid.bins: 0 is less than the minimum of 1``). Defaults come
+from the schema itself, so the schema stays the single source of truth. The *config digest* is
+the sha256 of the canonical JSON of the validated, defaulted config; it is stamped on every
+output record so that results can be traced to the exact configuration.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+import yaml
+
+import schemas
+from costlib.edges import check_edges, uniform_edges
+from costlib.target import Target
+
+__all__ = ["ConfigError", "RunConfig", "load_config"]
+
+
+class ConfigError(ValueError):
+    """The run configuration is invalid; the message names the key."""
+
+
+def _apply_defaults(value: Any, schema: dict) -> Any:
+    if isinstance(value, dict) and schema.get("type") in ("object", ["object", "null"]):
+        out = dict(value)
+        for key, sub in schema.get("properties", {}).items():
+            if key not in out and "default" in sub:
+                out[key] = copy.deepcopy(sub["default"])
+            if key in out:
+                out[key] = _apply_defaults(out[key], sub)
+        return out
+    return value
+
+
+def _key_path(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(p) for p in error.absolute_path) or "(top level)"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A validated run configuration (see ``schemas/example_config.yaml``)."""
+
+    raw: dict[str, Any]
+
+    # ------------------------------------------------------------------ accessors
+    @property
+    def columns(self) -> dict[str, str | None]:
+        return self.raw["columns"]
+
+    @property
+    def classifiers(self) -> tuple[str, ...]:
+        return tuple(self.raw["classifiers"])
+
+    @property
+    def rule(self) -> str:
+        return self.raw["rule"]
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        return tuple(self.raw["methods"])
+
+    @property
+    def decision_method(self) -> str:
+        return self.raw["decision_method"]
+
+    @property
+    def min_positives(self) -> float:
+        return float(self.raw["min_rated"]["positives"])
+
+    @property
+    def min_negatives(self) -> float:
+        return float(self.raw["min_rated"]["negatives"])
+
+    @property
+    def fallback(self) -> str:
+        return self.raw["fallback"]
+
+    @property
+    def bootstrap(self) -> dict[str, Any]:
+        return self.raw["bootstrap"]
+
+    @property
+    def decoding(self) -> dict[str, Any]:
+        return self.raw["decoding"]
+
+    @property
+    def windowing(self) -> dict[str, Any] | None:
+        return self.raw["windowing"]
+
+    @property
+    def grid(self) -> dict[str, Any]:
+        return self.raw["grid"]
+
+    @property
+    def target(self) -> Target:
+        t = self.raw["target"]
+        if "marginal_precision" in t:
+            return Target.from_marginal_precision(t["marginal_precision"])
+        if "slope" in t:
+            return Target(slope=float(t["slope"]))
+        if "fp_per_tp" in t:
+            return Target.from_fp_per_tp(t["fp_per_tp"])
+        return Target.from_benefit_matrix(t["benefit_matrix"])
+
+    @property
+    def digest(self) -> str:
+        canonical = json.dumps(self.raw, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def fixed_edges(self) -> list[np.ndarray] | None:
+        """Edges known before reading data (uniform or explicit); None for quantile edges."""
+        grid = self.grid
+        if grid["edges"] == "uniform":
+            low, high = grid["range"]
+            return [uniform_edges(low, high, grid["bins"]) for _ in self.classifiers]
+        if grid["edges"] == "explicit":
+            return [
+                check_edges(v, name=f"grid.values[{j}]") for j, v in enumerate(grid["values"])
+            ]
+        return None
+
+    def to_json(self) -> str:
+        return json.dumps(self.raw, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "config") -> RunConfig:
+        """Validate a parsed config (dict) and fill in defaults."""
+        if not isinstance(data, dict):
+            kind = type(data).__name__
+            raise ConfigError(f"{source}: the run config must be a mapping, got {kind}")
+        schema = schemas.load("run_config.schema.json")
+        filled = _apply_defaults(data, schema)
+        filled.setdefault("columns", {})
+        filled["columns"] = _apply_defaults(filled["columns"], schema["properties"]["columns"])
+        validator = jsonschema.Draft202012Validator(schema)
+        errors = sorted(validator.iter_errors(filled), key=lambda e: list(e.absolute_path))
+        if errors:
+            lines = [f"{_key_path(e)}: {e.message}" for e in errors]
+            raise ConfigError(f"{source}: invalid run config:\n  " + "\n  ".join(lines))
+        config = cls(raw=filled)
+        config._check_semantics(source)
+        return config
+
+    def _check_semantics(self, source: str) -> None:
+        grid = self.grid
+        if grid["edges"] == "explicit":
+            values = grid.get("values")
+            if not values or len(values) != len(self.classifiers):
+                raise ConfigError(
+                    f"{source}: grid.values: need one edge list per classifier "
+                    f"({len(self.classifiers)}), got {len(values or [])}"
+                )
+        if grid["edges"] in ("uniform", "quantile"):
+            low, high = grid["range"]
+            if not low < high:
+                raise ConfigError(f"{source}: grid.range: need low < high, got {grid['range']}")
+        try:
+            self.fixed_edges()
+            _ = self.target
+        except ValueError as exc:
+            raise ConfigError(f"{source}: {exc}") from exc
+        names = [c for c in self.columns.values() if c] + list(self.classifiers)
+        duplicates = {n for n in names if names.count(n) > 1}
+        if duplicates:
+            raise ConfigError(f"{source}: columns: names used twice: {sorted(duplicates)}")
+        window = self.windowing
+        if window is not None:
+            ratio = window["size_days"] / window["period_days"]
+            if abs(ratio - round(ratio)) > 1e-9:
+                raise ConfigError(
+                    f"{source}: windowing.size_days must be a multiple of windowing.period_days"
+                )
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read and validate a YAML run config; errors name the file and the key."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the run config: {exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    return RunConfig.from_dict(data, source=str(path))

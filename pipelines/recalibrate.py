@@ -1,0 +1,285 @@
+"""The recalibration pipeline: Parquet score streams in, operating points per group out.
+
+Output layout (each run in its own directory, so re-runs never mix shards)::
+
+    OUTPUT/
+      LATEST                      run id of the newest *complete* run (replaced atomically)
+      runs/<run_id>/
+        operating_points.parquet  one record per (group, method), schemas/operating_point.json
+        operating_points.jsonl    the same records as JSON lines
+        pn_curves.parquet         the PN curve each method chose its point on
+        dead_letter/part-*.parquet   bad rows with reason, source file, row group and row
+        accounting.json           row accounting written by the pipeline
+        manifest.json             written LAST, after the pipeline succeeded: a run without
+                                  it is incomplete (interrupted or failed)
+
+Windowed mode writes ``runs/<run_id>/windows/<start>_<end>/operating_points.*`` per event-time
+window instead; a late firing rewrites its window's files (upsert: the newest pane wins, and
+``pane_index`` in the records says which pane it is).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import Sequence
+
+import apache_beam as beam
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms import trigger
+from apache_beam.transforms.window import SlidingWindows
+
+from costlib.recalibration import apply_fallback
+from pipelines.batches import REASONS, check_schema
+from pipelines.config import RunConfig
+from pipelines.files import (
+    InputError,
+    match_inputs,
+    open_parquet,
+    write_bytes_atomically,
+    write_json,
+    write_parquet,
+)
+from pipelines.records import (
+    PN_CURVE_SCHEMA,
+    operating_point_records,
+    pn_curve_records,
+    records_to_jsonl,
+    records_to_table,
+)
+from pipelines.runner import make_pipeline, runner_name
+from pipelines.transforms import (
+    HistogramByGroup,
+    OptimizeGroupFn,
+    QuantileEdges,
+    ReadScoreBatches,
+    SumBootstrapGrids,
+    SumCounters,
+    SumGrids,
+    ValidateBatches,
+    WriteDeadLettersFn,
+)
+
+__all__ = ["RecalibrateRun", "build_recalibrate", "preflight", "run_recalibrate"]
+
+DAY = 86_400
+
+
+def preflight(paths: Sequence[str], config: RunConfig, *, windowed: bool,
+              for_decisions: bool = False) -> None:
+    """Open every file's footer and check its schema before starting the pipeline."""
+    for path in paths:
+        schema = open_parquet(path).schema_arrow
+        check_schema(schema, path, config, windowed=windowed, for_decisions=for_decisions)
+
+
+def needed_columns(config: RunConfig, *, windowed: bool) -> list[str]:
+    cols = config.columns
+    names = [cols["group"], cols["item_id"], cols["label"], *config.classifiers]
+    if cols.get("weight"):
+        names.append(cols["weight"])
+    if windowed:
+        names.append(cols["event_time"])
+    return names
+
+
+class FinalizeWindowFn(beam.DoFn):
+    """All group results of one window (pane) -> fallback, records, files."""
+
+    def __init__(self, config: RunConfig, run_dir: str, run_id: str, windowed: bool):
+        self.config = config
+        self.run_dir = run_dir
+        self.run_id = run_id
+        self.windowed = windowed
+
+    def process(self, element, window=beam.DoFn.WindowParam):
+        _, items = element
+        latest = {}
+        for result, pane in items:  # accumulating panes: keep the newest result per group
+            best = latest.get(result.group)
+            if best is None or pane > best[1]:
+                latest[result.group] = (result, pane)
+        results = apply_fallback({g: r for g, (r, _) in latest.items()},
+                                 fallback=self.config.fallback)
+        if self.windowed:
+            start = window.start.to_utc_datetime().replace(tzinfo=dt.UTC)
+            end = window.end.to_utc_datetime().replace(tzinfo=dt.UTC)
+            directory = f"{self.run_dir}/windows/{start:%Y%m%dT%H%M%S}_{end:%Y%m%dT%H%M%S}"
+        else:
+            start = end = None
+            directory = self.run_dir
+        config = self.config
+        records, curves = [], []
+        for group in sorted(results):
+            result = results[group]
+            records += operating_point_records(
+                result, rule=config.rule, classifiers=config.classifiers,
+                target_marginal_precision=config.target.marginal_precision,
+                run_id=self.run_id, config_digest=config.digest,
+                window_start=start, window_end=end, pane_index=latest[group][1],
+            )
+            curves += pn_curve_records(result, window_start=start, window_end=end)
+        write_parquet(f"{directory}/operating_points.parquet",
+                      records_to_table(records, "operating_point.json"))
+        write_bytes_atomically(f"{directory}/operating_points.jsonl",
+                               records_to_jsonl(records).encode())
+        import pyarrow as pa
+
+        write_parquet(f"{directory}/pn_curves.parquet",
+                      pa.Table.from_pylist(curves, schema=PN_CURVE_SCHEMA))
+        yield directory, len(records)
+
+
+def build_recalibrate(
+    pipeline: beam.Pipeline,
+    paths: Sequence[str],
+    config: RunConfig,
+    run_dir: str,
+    run_id: str,
+    *,
+    batches=None,
+):
+    """Add the recalibration transforms to ``pipeline``.
+
+    ``batches`` may be given instead of ``paths`` (a PCollection of
+    ``(source, row_group, table)``, e.g. from a TestStream); it must carry event timestamps in
+    windowed mode.
+    """
+    windowed = config.windowing is not None
+    if batches is None:
+        batches = pipeline | "Read" >> ReadScoreBatches(
+            list(paths), needed_columns(config, windowed=windowed)
+        )
+    validated = batches | "Validate" >> ValidateBatches(config, windowed=windowed)
+    (
+        validated.accounting
+        | "AccountingGlobal" >> beam.WindowInto(beam.window.GlobalWindows())
+        | "SumAccounting" >> beam.CombineGlobally(SumCounters())
+        | "WriteAccounting" >> beam.Map(lambda acc: write_json(f"{run_dir}/accounting.json", acc))
+    )
+    _ = validated.dead_letters | "WriteDeadLetters" >> beam.ParDo(
+        WriteDeadLettersFn(f"{run_dir}/dead_letter")
+    )
+    edges = config.fixed_edges()
+    if edges is None:
+        edges = beam.pvalue.AsSingleton(validated.valid | "QuantileEdges" >> QuantileEdges(config))
+    partials = validated.valid | "Histograms" >> HistogramByGroup(config, edges, windowed=windowed)
+    grids, boots = partials.grids, partials.bootstrap
+    if windowed:
+        window = config.windowing
+        windowing = beam.WindowInto(
+            SlidingWindows(size=window["size_days"] * DAY, period=window["period_days"] * DAY),
+            trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)),
+            accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
+            allowed_lateness=window["allowed_lateness_days"] * DAY,
+        )
+        grids = grids | "WindowGrids" >> windowing
+        boots = boots | "WindowBootstrap" >> windowing
+    summed = grids | "SumGrids" >> beam.CombinePerKey(SumGrids())
+    if config.bootstrap["replicates"] > 0:
+        summed_boots = boots | "SumBootstrap" >> beam.CombinePerKey(SumBootstrapGrids())
+        summed = {"grid": summed, "bootstrap": summed_boots} | "Join" >> beam.CoGroupByKey()
+    return (
+        summed
+        | "Optimize" >> beam.ParDo(OptimizeGroupFn(config))
+        | "PerWindow" >> beam.GroupByKey()
+        | "Finalize" >> beam.ParDo(FinalizeWindowFn(config, run_dir, run_id, windowed))
+    )
+
+
+class RecalibrateRun:
+    """Paths and bookkeeping of one run (see the module docstring for the layout)."""
+
+    def __init__(self, output: str, config: RunConfig, run_id: str | None = None):
+        self.output = output.rstrip("/")
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        self.run_id = run_id or f"{stamp}-{config.digest[:8]}"
+        self.run_dir = f"{self.output}/runs/{self.run_id}"
+
+    def prepare(self) -> None:
+        """Start from an empty run directory (a re-run with the same id replaces it whole)."""
+        if FileSystems.exists(self.run_dir):
+            FileSystems.delete([self.run_dir])
+
+    def read_accounting(self) -> dict[str, int]:
+        path = f"{self.run_dir}/accounting.json"
+        if not FileSystems.exists(path):
+            return {"read": 0}
+        with FileSystems.open(path) as fh:
+            return json.loads(fh.read().decode())
+
+
+def check_accounting(accounting: dict[str, int]) -> dict[str, object]:
+    """read == used + unrated + dead-lettered (or decided + dead-lettered), with the breakdown."""
+    dead = {k.split(".", 1)[1]: v for k, v in accounting.items() if k.startswith("dead_letter.")}
+    unknown = set(dead) - set(REASONS)
+    accounted = accounting.get("used", 0) + accounting.get("unrated", 0)
+    accounted += accounting.get("decided", 0) + sum(dead.values())
+    summary = {
+        "read": accounting.get("read", 0),
+        "dead_lettered": sum(dead.values()),
+        "dead_letter_reasons": dead,
+        **{k: v for k, v in accounting.items() if k in ("used", "unrated", "decided")},
+    }
+    if accounted != summary["read"] or unknown:
+        raise RuntimeError(f"row accounting does not add up: {accounting}")
+    return summary
+
+
+def run_recalibrate(
+    config: RunConfig,
+    inputs: str | Sequence[str],
+    output: str,
+    beam_args: Sequence[str] = (),
+    *,
+    run_id: str | None = None,
+) -> dict[str, object]:
+    """Run the pipeline to completion and write the manifest; returns the manifest."""
+    windowed = config.windowing is not None
+    started = time.time()
+    paths = match_inputs(inputs)
+    preflight(paths, config, windowed=windowed)
+    run = RecalibrateRun(output, config, run_id)
+    run.prepare()
+    pipeline = make_pipeline(beam_args)
+    build_recalibrate(pipeline, paths, config, run.run_dir, run.run_id)
+    result = pipeline.run()
+    result.wait_until_finish()
+    accounting = check_accounting(run.read_accounting())
+    outputs = sorted(
+        m.path[len(run.run_dir) + 1:]
+        for r in FileSystems.match([f"{run.run_dir}/**"]) for m in r.metadata_list
+    )
+    manifest = {
+        "status": "complete",
+        "run_id": run.run_id,
+        "command": "recalibrate",
+        "config_digest": config.digest,
+        "config": config.raw,
+        "inputs": paths,
+        "row_accounting": accounting,
+        "outputs": outputs,
+        "runner": runner_name(beam_args),
+        "started_utc": dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
+        "finished_utc": dt.datetime.now(dt.UTC).isoformat(),
+        "seconds": round(time.time() - started, 3),
+    }
+    write_json(f"{run.run_dir}/manifest.json", manifest)
+    write_bytes_atomically(f"{run.output}/LATEST", (run.run_id + "\n").encode())
+    return manifest
+
+
+def read_operating_points(path: str) -> list[dict]:
+    """Operating point records from a run directory, an output directory (its LATEST run) or
+    an ``operating_points.parquet`` file; refuses incomplete runs."""
+    path = path.rstrip("/")
+    if path.endswith(".parquet"):
+        return pq.read_table(FileSystems.open(path)).to_pylist()
+    if FileSystems.exists(f"{path}/LATEST"):
+        with FileSystems.open(f"{path}/LATEST") as fh:
+            path = f"{path}/runs/{fh.read().decode().strip()}"
+    if not FileSystems.exists(f"{path}/manifest.json"):
+        raise InputError(f"{path}: no manifest.json: the run is incomplete or not a run directory")
+    return pq.read_table(FileSystems.open(f"{path}/operating_points.parquet")).to_pylist()

@@ -1,0 +1,169 @@
+"""Output records, typed by the JSON contracts in ``schemas/`` (the single source of truth)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from functools import cache
+from typing import Any
+
+import pyarrow as pa
+
+import schemas
+
+__all__ = [
+    "PN_CURVE_SCHEMA",
+    "arrow_schema",
+    "operating_point_records",
+    "pn_curve_records",
+    "records_to_jsonl",
+    "records_to_table",
+]
+
+_TYPES = {
+    "string": pa.string(),
+    "bool": pa.bool_(),
+    "int64": pa.int64(),
+    "float64": pa.float64(),
+    "timestamp[us, UTC]": pa.timestamp("us", tz="UTC"),
+    "list<string>": pa.list_(pa.string()),
+    "list<float64>": pa.list_(pa.float64()),
+}
+
+
+@cache
+def arrow_schema(contract: str) -> pa.Schema:
+    """Arrow schema of a record contract, e.g. ``arrow_schema("operating_point.json")``."""
+    fields = schemas.load(contract)["fields"]
+    return pa.schema(
+        [pa.field(f["name"], _TYPES[f["type"]], nullable=f["nullable"]) for f in fields]
+    )
+
+
+def records_to_table(records: Iterable[dict[str, Any]], contract: str) -> pa.Table:
+    """Records (dicts with exactly the contract's fields) as an Arrow table of that schema."""
+    schema = arrow_schema(contract)
+    rows = list(records)
+    for row in rows:
+        missing = set(schema.names) - set(row)
+        extra = set(row) - set(schema.names)
+        if missing or extra:
+            raise ValueError(f"{contract}: record fields differ: missing {missing}, extra {extra}")
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return value
+    if isinstance(value, list):
+        return [_json_value(v) for v in value]
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value
+
+
+def records_to_jsonl(records: Iterable[dict[str, Any]]) -> str:
+    """JSON lines: +inf as the string "inf" (JSON has no infinity), NaN as null."""
+    return "".join(
+        json.dumps({k: _json_value(v) for k, v in r.items()}, sort_keys=True) + "\n"
+        for r in records
+    )
+
+
+def _float_or_none(value: float | None) -> float | None:
+    return None if value is None or value != value else float(value)
+
+
+def operating_point_records(
+    result,
+    *,
+    rule: str,
+    classifiers: tuple[str, ...],
+    target_marginal_precision: float,
+    run_id: str,
+    config_digest: str,
+    window_start=None,
+    window_end=None,
+    pane_index: int = 0,
+) -> list[dict[str, Any]]:
+    """One ``operating_point.json`` record per method of a ``GroupResult``."""
+    records = []
+    for method, point in result.points.items():
+        ci = result.intervals.get(method)
+        records.append(
+            {
+                "group": result.group,
+                "window_start": window_start,
+                "window_end": window_end,
+                "rule": rule,
+                "method": method,
+                "classifiers": list(classifiers),
+                "thresholds": None if point is None else [float(t) for t in point.thresholds],
+                "target_marginal_precision": float(target_marginal_precision),
+                "tp": None if point is None else float(point.tp),
+                "fp": None if point is None else float(point.fp),
+                "precision": None if point is None else _float_or_none(point.precision),
+                "marginal_precision_left": None if point is None
+                else _float_or_none(point.marginal_precision_left),
+                "marginal_precision_right": None if point is None
+                else _float_or_none(point.marginal_precision_right),
+                "rated_positives": float(result.rated_positives),
+                "rated_negatives": float(result.rated_negatives),
+                "threshold_ci_low": None if ci is None else [float(v) for v in ci.thresholds[0]],
+                "threshold_ci_high": None if ci is None else [float(v) for v in ci.thresholds[1]],
+                "tp_ci_low": None if ci is None else float(ci.tp[0]),
+                "tp_ci_high": None if ci is None else float(ci.tp[1]),
+                "fp_ci_low": None if ci is None else float(ci.fp[0]),
+                "fp_ci_high": None if ci is None else float(ci.fp[1]),
+                "precision_ci_low": None if ci is None else _float_or_none(ci.precision[0]),
+                "precision_ci_high": None if ci is None else _float_or_none(ci.precision[1]),
+                "status": result.status,
+                "fallback_group": result.fallback_group,
+                "pane_index": int(pane_index),
+                "run_id": run_id,
+                "config_digest": config_digest,
+            }
+        )
+    return records
+
+
+def pn_curve_records(result, *, window_start=None, window_end=None) -> list[dict[str, Any]]:
+    """The PN curve each method chose its point on (own grid only; not for fallbacks)."""
+    if result.status != "ok":
+        return []
+    rows = []
+    for method, point in result.points.items():
+        rows.append(
+            {
+                "group": result.group,
+                "window_start": window_start,
+                "window_end": window_end,
+                "method": method,
+                "curve_kind": point.curve_kind,
+                "fp": point.curve_fp.tolist(),
+                "tp": point.curve_tp.tolist(),
+                "path": point.path.ravel().tolist(),
+                "chosen_position": int(point.position),
+            }
+        )
+    return rows
+
+
+PN_CURVE_SCHEMA = pa.schema(
+    [
+        ("group", pa.string()),
+        ("window_start", pa.timestamp("us", tz="UTC")),
+        ("window_end", pa.timestamp("us", tz="UTC")),
+        ("method", pa.string()),
+        ("curve_kind", pa.string()),
+        ("fp", pa.list_(pa.float64())),
+        ("tp", pa.list_(pa.float64())),
+        ("path", pa.list_(pa.int64())),
+        ("chosen_position", pa.int64()),
+    ]
+)

@@ -1,0 +1,339 @@
+"""Composite transforms and DoFns of the recalibration pipeline.
+
+Elements are Arrow tables (one per Parquet row group) and numpy histograms, never Python rows.
+All classes live in this module (never in ``__main__``) so that every runner can pickle them.
+
+Shapes of the main PCollections:
+
+- ``ReadScoreBatches``: ``(source_path, row_group_index, pyarrow.Table)``;
+- ``ValidateBatches``: :class:`pipelines.batches.ValidatedBatch` (main), plus tagged outputs
+  ``"accounting"`` (a Counter per batch) and ``"dead_letters"`` (``(source, row_group, table)``);
+- ``HistogramByGroup``: ``(group, ThresholdGrid)`` partial grids, one per group present in a
+  batch (and per period bucket in windowed mode, timestamped at the bucket start), plus the
+  same rows under ``"__all__"``;
+- ``SumGrids``: the combining accumulator (adds histograms in place, never aliasing inputs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+
+import apache_beam as beam
+import numpy as np
+from apache_beam import pvalue
+from apache_beam.transforms.window import TimestampedValue
+
+from costlib.bootstrap import BootstrapGrids
+from costlib.edges import fine_histogram, quantile_edges_from_histogram
+from costlib.grid import ThresholdGrid, grouped_histograms
+from costlib.recalibration import ALL_GROUPS, optimize_group
+from pipelines.batches import validate_batch
+from pipelines.config import RunConfig
+from pipelines.files import read_row_groups, write_parquet
+
+__all__ = [
+    "HistogramByGroup",
+    "ReadScoreBatches",
+    "SumCounters",
+    "SumGrids",
+    "ValidateBatches",
+]
+
+MICROS_PER_DAY = 86_400 * 1_000_000
+
+
+class ReadRowGroupsFn(beam.DoFn):
+    """Path -> one element per row group: ``(path, index, table)``."""
+
+    def __init__(self, columns: list[str] | None):
+        self.columns = columns
+
+    def process(self, path: str):
+        for index, table in read_row_groups(path, self.columns):
+            yield path, index, table
+
+
+class ReadScoreBatches(beam.PTransform):
+    """Read Parquet files as Arrow tables, one element per row group, spread over workers."""
+
+    def __init__(self, paths: list[str], columns: list[str] | None = None):
+        super().__init__()
+        self.paths = list(paths)
+        self.columns = columns
+
+    def expand(self, pbegin):
+        return (
+            pbegin
+            | "Paths" >> beam.Create(self.paths)
+            | "Spread" >> beam.Reshuffle()
+            | "RowGroups" >> beam.ParDo(ReadRowGroupsFn(self.columns))
+        )
+
+
+class ValidateBatchFn(beam.DoFn):
+    """Split each batch into valid rows, accounting and dead letters."""
+
+    def __init__(self, config: RunConfig, windowed: bool, for_decisions: bool):
+        self.config = config
+        self.windowed = windowed
+        self.for_decisions = for_decisions
+
+    def process(self, element):
+        source, row_group, table = element
+        batch = validate_batch(
+            table, self.config, source=source, row_group=row_group,
+            windowed=self.windowed, for_decisions=self.for_decisions,
+        )
+        yield pvalue.TaggedOutput("accounting", batch.accounting)
+        if batch.dead_letters is not None:
+            yield pvalue.TaggedOutput("dead_letters", (source, row_group, batch.dead_letters))
+        batch.dead_letters = None
+        yield batch
+
+
+class ValidateBatches(beam.PTransform):
+    def __init__(self, config: RunConfig, *, windowed: bool = False, for_decisions: bool = False):
+        super().__init__()
+        self.fn = ValidateBatchFn(config, windowed, for_decisions)
+
+    def expand(self, batches):
+        return batches | beam.ParDo(self.fn).with_outputs(
+            "accounting", "dead_letters", main="valid"
+        )
+
+
+class SumCounters(beam.CombineFn):
+    def create_accumulator(self):
+        return Counter()
+
+    def add_input(self, acc, counter):
+        acc.update(counter)
+        return acc
+
+    def merge_accumulators(self, accs):
+        out = Counter()
+        for acc in accs:
+            out.update(acc)
+        return out
+
+    def extract_output(self, acc):
+        return dict(sorted(acc.items()))
+
+
+class SumGrids(beam.CombineFn):
+    """Adds partial grids; the accumulator owns its arrays (inputs are never modified)."""
+
+    def create_accumulator(self):
+        return None
+
+    def add_input(self, acc, grid: ThresholdGrid):
+        if acc is None:
+            return [grid.pos.copy(), grid.neg.copy(), grid]
+        if not all(np.array_equal(a, b) for a, b in zip(acc[2].edges, grid.edges, strict=True)):
+            raise ValueError("partial grids with different edges cannot be combined")
+        acc[0] += grid.pos
+        acc[1] += grid.neg
+        return acc
+
+    def merge_accumulators(self, accs):
+        merged = None
+        for acc in accs:
+            if acc is None:
+                continue
+            if merged is None:
+                merged = [acc[0].copy(), acc[1].copy(), acc[2]]
+            else:
+                merged[0] += acc[0]
+                merged[1] += acc[1]
+        return merged
+
+    def extract_output(self, acc):
+        if acc is None:
+            return None
+        template = acc[2]
+        return ThresholdGrid(
+            edges=template.edges, pos=acc[0], neg=acc[1], names=template.names,
+            weight_bits=template.weight_bits,
+        )
+
+
+class SumBootstrapGrids(beam.CombineFn):
+    """Adds replicate grids (exact, like :class:`SumGrids`)."""
+
+    def create_accumulator(self):
+        return None
+
+    def add_input(self, acc, grids: BootstrapGrids):
+        return grids if acc is None else acc + grids
+
+    def merge_accumulators(self, accs):
+        merged = None
+        for acc in accs:
+            if acc is not None:
+                merged = acc if merged is None else merged + acc
+        return merged
+
+    def extract_output(self, acc):
+        return acc
+
+
+class FineHistogramFn(beam.DoFn):
+    """Per batch, the fine histogram of each classifier's rated scores (for quantile edges)."""
+
+    def __init__(self, config: RunConfig):
+        self.low, self.high = config.grid["range"]
+        self.resolution = config.grid["quantile_resolution"]
+
+    def process(self, batch):
+        scores = batch.scores[batch.rated]
+        yield np.stack(
+            [fine_histogram(scores[:, j], self.low, self.high, self.resolution)
+             for j in range(scores.shape[1])]
+        )
+
+
+def quantile_edges_from_fine(counts: np.ndarray, config: RunConfig) -> list[np.ndarray]:
+    low, high = config.grid["range"]
+    return [quantile_edges_from_histogram(c, low, high, config.grid["bins"]) for c in counts]
+
+
+class QuantileEdges(beam.PTransform):
+    """Rated scores -> quantile edges shared by every group (deterministic: from merged counts)."""
+
+    def __init__(self, config: RunConfig):
+        super().__init__()
+        self.config = config
+
+    def expand(self, valid):
+        config = self.config
+        return (
+            valid
+            | "FineHistograms" >> beam.ParDo(FineHistogramFn(config))
+            | "Global" >> beam.WindowInto(beam.window.GlobalWindows())
+            | "SumFine" >> beam.CombineGlobally(_sum_arrays).without_defaults()
+            | "ToEdges" >> beam.Map(quantile_edges_from_fine, config)
+        )
+
+
+def _sum_arrays(arrays):
+    total = None
+    for a in arrays:
+        total = a.astype(np.int64, copy=True) if total is None else total + a
+    return total
+
+
+class HistogramByGroupFn(beam.DoFn):
+    """Rated rows of a batch -> one partial grid per group (and per period bucket if windowed)."""
+
+    def __init__(self, config: RunConfig, windowed: bool, with_bootstrap: bool):
+        self.config = config
+        self.windowed = windowed
+        self.with_bootstrap = with_bootstrap
+        window = config.windowing or {}
+        self.period_us = round(window.get("period_days", 1) * MICROS_PER_DAY)
+
+    def process(self, batch, edges):
+        rated = batch.rated
+        if not rated.any():
+            return
+        names = self.config.classifiers
+        scores = batch.scores[rated]
+        labels = batch.labels[rated]
+        weights = None if batch.weights is None else batch.weights[rated]
+        groups = batch.group_codes[rated]
+        if self.windowed:
+            bucket = batch.event_times_us[rated] // self.period_us
+            buckets, bucket_codes = np.unique(bucket, return_inverse=True)
+            n_groups = len(batch.group_names)
+            codes = bucket_codes * (n_groups + 1) + groups
+            all_codes = bucket_codes * (n_groups + 1) + n_groups
+        else:
+            buckets = np.zeros(1, dtype=np.int64)
+            n_groups = len(batch.group_names)
+            codes = groups
+            all_codes = np.full(groups.size, n_groups)
+        group_labels = [*batch.group_names, ALL_GROUPS]
+        for code_array in (codes, all_codes):
+            for code, counts in grouped_histograms(
+                code_array, scores, labels, weights, edges
+            ).items():
+                bucket_index, group_index = divmod(code, n_groups + 1)
+                grid = ThresholdGrid(edges=tuple(edges), pos=counts[1], neg=counts[0], names=names)
+                yield from self._emit(group_labels[group_index], grid, buckets[bucket_index])
+        if self.with_bootstrap:
+            item_ids = np.asarray(batch.item_ids.take(np.flatnonzero(rated)).to_pylist())
+            boot = self.config.bootstrap
+            for code_array in (codes, all_codes):
+                for code in np.unique(code_array).tolist():
+                    rows = code_array == code
+                    bucket_index, group_index = divmod(code, n_groups + 1)
+                    grids = BootstrapGrids.from_scores(
+                        scores[rows], labels[rows], edges, item_ids[rows],
+                        None if weights is None else weights[rows],
+                        n_replicates=boot["replicates"], seed=boot["seed"], names=names,
+                    )
+                    for out in self._emit(group_labels[group_index], grids, buckets[bucket_index]):
+                        yield pvalue.TaggedOutput("bootstrap", out)
+
+    def _emit(self, group, value, bucket):
+        if self.windowed:
+            yield TimestampedValue((group, value), int(bucket) * self.period_us / 1e6)
+        else:
+            yield group, value
+
+
+class HistogramByGroup(beam.PTransform):
+    """Validated batches -> partial grids keyed by group (see :class:`HistogramByGroupFn`)."""
+
+    def __init__(self, config: RunConfig, edges, *, windowed: bool = False):
+        super().__init__()
+        self.config = config
+        self.edges = edges  # a list of arrays, or an AsSingleton side input
+        self.windowed = windowed
+
+    def expand(self, valid):
+        with_bootstrap = self.config.bootstrap["replicates"] > 0
+        fn = HistogramByGroupFn(self.config, self.windowed, with_bootstrap)
+        return valid | beam.ParDo(fn, self.edges).with_outputs("bootstrap", main="grids")
+
+
+class OptimizeGroupFn(beam.DoFn):
+    """(group, grid[, replicate grids]) -> (window key, GroupResult, pane index)."""
+
+    def __init__(self, config: RunConfig):
+        self.config = config
+
+    def process(self, element, window=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
+        group, value = element
+        if isinstance(value, dict):  # from CoGroupByKey: {"grid": [...], "bootstrap": [...]}
+            grid = value["grid"][0]
+            boot = value["bootstrap"][0] if value["bootstrap"] else None
+        else:
+            grid, boot = value, None
+        config = self.config
+        result = optimize_group(
+            group, grid, methods=config.methods, target=config.target, rule=config.rule,
+            min_positives=config.min_positives, min_negatives=config.min_negatives,
+            bootstrap=boot, level=config.bootstrap["level"],
+        )
+        pane_index = 0 if pane is None else int(pane.index)
+        yield "results", (result, pane_index)
+
+
+def dead_letter_name(source: str, row_group: int) -> str:
+    digest = hashlib.sha1(source.encode()).hexdigest()[:16]
+    return f"part-{digest}-rg{row_group:05d}.parquet"
+
+
+class WriteDeadLettersFn(beam.DoFn):
+    """Each batch's bad rows to their own Parquet file (deterministic name: idempotent)."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+
+    def process(self, element):
+        source, row_group, table = element
+        path = f"{self.directory}/{dead_letter_name(source, row_group)}"
+        write_parquet(path, table)
+        yield path
