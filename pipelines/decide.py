@@ -1,0 +1,632 @@
+"""The decision pipeline: score streams in, one decision record per valid row out.
+
+For every valid row (see :mod:`pipelines.batches`, ``for_decisions=True``):
+
+- **threshold decision** with its group's operating point: classifier ``j`` fires iff
+  ``score_j >= threshold_j`` (a null score never fires, a ``+inf`` threshold is "off"), combined
+  over classifiers by the config's ``rule`` (``any`` / ``all``);
+- **top-k decision** (only when the config names both a ``probability`` and a ``set_id``
+  column): the rows of each set are decoded together by :func:`costlib.decoding.
+  optimal_topk_ragged` with ``decoding.loss`` / ``decoding.params``; ``k`` and
+  ``expected_loss`` are the set's. Rows with a null set id or a null probability get null top-k
+  fields.
+
+Which operating point a group uses (records of ``config.decision_method`` only):
+
+- batch records (``window_start`` null) when the operating points hold any; otherwise
+  (a windowed run) per group the record of its latest window (largest ``window_end``) and,
+  within it, the newest pane (largest ``pane_index``: ACCUMULATING panes hold all rows so far);
+- status ``ok``: the group's thresholds (``operating_point_group`` = the group);
+  ``fallback``: the thresholds stored in the record, which are the parent's
+  (``operating_point_group`` = the record's ``fallback_group``); ``insufficient_data``: null
+  threshold decision;
+- a group with no record uses the ``"__all__"`` record if that one has thresholds
+  (``operating_point_group = "__all__"``), else its threshold decision is null.
+
+The records must have been optimised for the config's ``rule`` and name the config's
+classifiers (in any order: thresholds are re-ordered to the config's order); otherwise the run
+stops with a message saying what differs.
+
+Output layout (like :mod:`pipelines.recalibrate`; see :mod:`pipelines.runs`)::
+
+    OUTPUT/LATEST
+    OUTPUT/runs/<run_id>/
+      decisions/part-<sha1(source)[:16]>-rg<NNNNN>.parquet   per input row group: rows decided
+                                                           without a set (all rows on the fast
+                                                           path)
+      decisions/part-bucket-<NNNNN>.parquet   per set-id hash bucket: rows decoded in sets,
+                                              sorted by (set_id, item_id)
+      dead_letter/part-*.parquet              bad rows with reason, source file, row group, row
+      accounting.json, decision_counts.json   written by the pipeline
+      manifest.json                           written LAST; then LATEST is replaced
+
+Every file name depends on the input only (never on the runner or the order of work), so a
+retried bundle overwrites its own file and the same input gives the same files.
+
+The shuffle moves Arrow tables, not rows: each batch splits its set rows into
+``decoding.buckets`` buckets by a stable hash of the set id (``pandas.util.hash_array`` of the
+set id as a string: SipHash with a fixed key, identical across processes and machines; Python's
+``hash()`` of ``str`` is salted per process), emits ``(bucket, table)``, and after a
+``GroupByKey`` each bucket's tables are concatenated and sorted by ``(set_id, item_id,
+probability, group, threshold_decision)`` (strings compared as UTF-8) before decoding. Within a
+set, items are thus ordered by item id, and ties in probability go to the earlier item id.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from apache_beam import pvalue
+from apache_beam.io.filesystems import FileSystems
+from numpy.typing import NDArray
+
+import schemas
+from costlib.decoding import optimal_topk_ragged
+from costlib.losses import get_loss
+from costlib.recalibration import ALL_GROUPS
+from pipelines.batches import ValidatedBatch
+from pipelines.config import ConfigError, RunConfig
+from pipelines.files import InputError, match_inputs, write_json, write_parquet
+from pipelines.recalibrate import check_accounting, preflight, read_operating_points
+from pipelines.records import arrow_schema
+from pipelines.runner import make_pipeline, runner_name
+from pipelines.runs import RunDirectory
+from pipelines.transforms import (
+    ReadScoreBatches,
+    SumCounters,
+    ValidateBatches,
+    WriteDeadLettersFn,
+    dead_letter_name,
+)
+
+__all__ = [
+    "DecisionThresholds",
+    "GroupThresholds",
+    "build_decide",
+    "decision_columns",
+    "decoding_settings",
+    "load_operating_points",
+    "read_decisions",
+    "run_decide",
+    "select_operating_points",
+    "set_buckets",
+]
+
+#: Arrow schema of the decision records (``schemas/decision.json``).
+DECISION_SCHEMA = arrow_schema("decision.json")
+
+#: Column carried through the shuffle next to the decision columns (dropped before writing).
+PROBABILITY = "__probability"
+
+
+# --------------------------------------------------------------------------- operating points
+@dataclass(frozen=True)
+class GroupThresholds:
+    """The thresholds one group decides with (``thresholds is None``: null decision)."""
+
+    thresholds: tuple[float, ...] | None
+    operating_point_group: str | None
+    method: str | None
+
+
+NO_THRESHOLDS = GroupThresholds(None, None, None)
+
+
+@dataclass(frozen=True)
+class DecisionThresholds:
+    """Thresholds per group, in the config's classifier order; small, pickled into DoFns.
+
+    Parameters
+    ----------
+    by_group : dict of str to GroupThresholds
+        Groups that have an operating point record.
+    default : GroupThresholds
+        For groups without a record: the ``"__all__"`` thresholds when usable, else none.
+    k : int
+        Number of classifiers.
+    """
+
+    by_group: dict[str, GroupThresholds]
+    default: GroupThresholds
+    k: int
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, group: str) -> GroupThresholds:
+        """The thresholds of ``group`` (the default for groups without a record)."""
+        return self.by_group.get(group, self.default)
+
+    def lookup(
+        self, groups: Sequence[str]
+    ) -> tuple[NDArray[np.float64], NDArray[np.bool_], pa.Array, pa.Array]:
+        """Per group of ``groups``: thresholds (m, k) (``+inf`` rows where none), usable mask,
+        ``operating_point_group`` and ``operating_point_method`` as Arrow string arrays."""
+        entries = [self.get(g) for g in groups]
+        table = np.full((len(entries), self.k), np.inf)
+        usable = np.zeros(len(entries), dtype=bool)
+        for i, entry in enumerate(entries):
+            if entry.thresholds is not None:
+                table[i] = entry.thresholds
+                usable[i] = True
+        op_groups = pa.array([e.operating_point_group for e in entries], pa.string())
+        methods = pa.array([e.method for e in entries], pa.string())
+        return table, usable, op_groups, methods
+
+
+def load_operating_points(path: str) -> tuple[list[dict[str, Any]], str]:
+    """Operating point records and the resolved source they came from.
+
+    ``path`` is a recalibrate output directory (its ``LATEST`` run), a run directory, or an
+    ``operating_points.parquet`` file. Run directories must be complete (hold
+    ``manifest.json``). A windowed run directory has no top-level ``operating_points.parquet``:
+    the records of all its ``windows/*/operating_points.parquet`` are read.
+
+    Raises
+    ------
+    InputError
+        The path does not exist, the run is incomplete, or ``LATEST`` names a missing run.
+    """
+    path = path.rstrip("/")
+    if path.endswith(".parquet"):
+        if not FileSystems.exists(path):
+            raise InputError(f"{path}: operating points file not found")
+        return read_operating_points(path), path
+    if not FileSystems.exists(path):
+        raise InputError(f"{path}: operating points not found (expected a recalibrate output "
+                         f"directory, a run directory or an operating_points.parquet file)")
+    run_dir = path
+    if FileSystems.exists(f"{path}/LATEST"):
+        with FileSystems.open(f"{path}/LATEST") as fh:
+            run_dir = f"{path}/runs/{fh.read().decode().strip()}"
+        if not FileSystems.exists(run_dir):
+            raise InputError(f"{path}/LATEST names run directory {run_dir}, which does not exist")
+    if not FileSystems.exists(f"{run_dir}/manifest.json"):
+        raise InputError(
+            f"{run_dir}: no manifest.json: the run is incomplete or not a run directory"
+        )
+    if FileSystems.exists(f"{run_dir}/operating_points.parquet"):
+        return read_operating_points(run_dir), run_dir
+    windows = sorted(
+        m.path
+        for result in FileSystems.match([f"{run_dir}/windows/*/operating_points.parquet"])
+        for m in result.metadata_list
+    )
+    if not windows:
+        raise InputError(f"{run_dir}: complete run without operating_points.parquet "
+                         f"(neither at the top level nor under windows/)")
+    records = []
+    for window in windows:
+        records += read_operating_points(window)
+    return records, run_dir
+
+
+def _latest_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Batch records if any; else per group the latest window and its newest pane."""
+    batch = [r for r in records if r["window_start"] is None]
+    if batch:
+        return batch
+    best: dict[str, dict[str, Any]] = {}
+    for record in records:
+        current = best.get(record["group"])
+        key = (record["window_end"], record["pane_index"])
+        if current is None or key > (current["window_end"], current["pane_index"]):
+            best[record["group"]] = record
+    return list(best.values())
+
+
+def _group_thresholds(
+    record: dict[str, Any], config: RunConfig, source: str
+) -> GroupThresholds:
+    group = record["group"]
+    where = f"{source}: operating point of group {group!r} (method {record['method']!r})"
+    if record["rule"] != config.rule:
+        raise InputError(f"{where} was optimised for rule {record['rule']!r}, but the config's "
+                         f"rule is {config.rule!r}")
+    names = list(record["classifiers"])
+    if sorted(names) != sorted(config.classifiers):
+        raise InputError(f"{where} is for classifiers {names}, but the config has "
+                         f"{list(config.classifiers)}")
+    status = record["status"]
+    if status == "insufficient_data" or record["thresholds"] is None:
+        return NO_THRESHOLDS
+    if status not in ("ok", "fallback"):
+        raise InputError(f"{where} has unknown status {status!r}")
+    values = np.asarray(record["thresholds"], dtype=np.float64)
+    if values.shape != (len(names),):
+        raise InputError(f"{where} has {values.size} thresholds for {len(names)} classifiers")
+    if np.isnan(values).any() or (values == -np.inf).any():
+        raise InputError(f"{where} has thresholds {values.tolist()}; each must be a finite "
+                         f"number or +inf (classifier off)")
+    ordered = tuple(float(values[names.index(c)]) for c in config.classifiers)
+    op_group = group if status == "ok" else (record["fallback_group"] or ALL_GROUPS)
+    return GroupThresholds(ordered, op_group, record["method"])
+
+
+def select_operating_points(
+    records: list[dict[str, Any]], config: RunConfig, *, source: str = "operating points"
+) -> DecisionThresholds:
+    """The thresholds every group decides with (the rules are in the module docstring).
+
+    Raises
+    ------
+    InputError
+        No record of ``config.decision_method``, two records for one group, or a record that
+        does not fit the config (rule, classifiers, malformed thresholds).
+    """
+    method = config.decision_method
+    chosen = [r for r in records if r["method"] == method]
+    if not chosen:
+        held = sorted({r["method"] for r in records})
+        raise InputError(f"{source}: no operating point for method {method!r} (the config's "
+                         f"decision_method); it holds methods {held}")
+    windowed = all(r["window_start"] is not None for r in chosen)
+    chosen = _latest_records(chosen)
+    by_group: dict[str, GroupThresholds] = {}
+    for record in sorted(chosen, key=lambda r: r["group"]):
+        if record["group"] in by_group:
+            raise InputError(f"{source}: two operating points of method {method!r} for group "
+                             f"{record['group']!r} (records of several runs mixed?)")
+        by_group[record["group"]] = _group_thresholds(record, config, source)
+    parent = by_group.get(ALL_GROUPS, NO_THRESHOLDS)
+    default = (
+        GroupThresholds(parent.thresholds, ALL_GROUPS, parent.method)
+        if parent.thresholds is not None else NO_THRESHOLDS
+    )
+    details = {
+        "method": method,
+        "windowed": windowed,
+        "run_ids": sorted({r["run_id"] for r in chosen}),
+        "groups": len(by_group),
+        "groups_without_thresholds": sorted(g for g, t in by_group.items()
+                                            if t.thresholds is None),
+        "default_group": default.operating_point_group,
+    }
+    return DecisionThresholds(by_group, default, len(config.classifiers), details)
+
+
+# --------------------------------------------------------------------------- config helpers
+def decoding_settings(config: RunConfig) -> dict[str, Any]:
+    """``decoding`` of the config with the schema's defaults filled in (loss, params, buckets)."""
+    defaults = {
+        key: spec["default"]
+        for key, spec in schemas.load("run_config.schema.json")["properties"]["decoding"][
+            "properties"
+        ].items()
+    }
+    return {**defaults, **(config.raw.get("decoding") or {})}
+
+
+def with_topk(config: RunConfig) -> bool:
+    """Top-k decoding runs iff the config names both a probability and a set id column."""
+    return bool(config.columns.get("probability")) and bool(config.columns.get("set_id"))
+
+
+def decide_columns(config: RunConfig) -> list[str]:
+    """Input columns the decide pipeline reads."""
+    cols = config.columns
+    names = [cols["group"], cols["item_id"], *config.classifiers]
+    names += [cols[c] for c in ("probability", "set_id") if cols.get(c)]
+    return names
+
+
+# --------------------------------------------------------------------------- per batch
+def _as_string(array: pa.Array) -> pa.Array:
+    if pa.types.is_string(array.type):
+        return array
+    if pa.types.is_dictionary(array.type):
+        array = array.cast(array.type.value_type)
+    return array.cast(pa.string())
+
+
+def _constant(value: str, n: int) -> pa.Array:
+    return pa.DictionaryArray.from_arrays(
+        pa.array(np.zeros(n, dtype=np.int32)), pa.array([value], pa.string())
+    ).cast(pa.string())
+
+
+def decision_columns(
+    batch: ValidatedBatch, thresholds: DecisionThresholds, rule: str, loss: str
+) -> pa.Table:
+    """Decision records (``schemas/decision.json``) of a batch's valid rows, top-k fields null.
+
+    The threshold decision is the comparison ``score >= threshold`` per classifier combined by
+    ``rule``; rows whose group has no usable operating point get null.
+    """
+    n = batch.group_codes.size
+    codes = batch.group_codes
+    table, usable, op_groups, methods = thresholds.lookup(batch.group_names)
+    fired = batch.scores >= table[codes]
+    flagged = fired.any(axis=1) if rule == "any" else fired.all(axis=1)
+    row_usable = usable[codes]
+    decision = pa.array(flagged, pa.bool_(), mask=None if usable.all() else ~row_usable)
+    take = pa.array(codes)
+    columns = {
+        "group": pc.take(pa.array(batch.group_names, pa.string()), take),
+        "set_id": pa.nulls(n, pa.string()) if batch.set_ids is None
+        else _as_string(batch.set_ids),
+        "item_id": _as_string(batch.item_ids),
+        "threshold_decision": decision,
+        "topk_decision": pa.nulls(n, pa.bool_()),
+        "k": pa.nulls(n, pa.int64()),
+        "expected_loss": pa.nulls(n, pa.float64()),
+        "loss": _constant(loss, n),
+        "operating_point_method": pc.take(methods, take),
+        "operating_point_group": pc.take(op_groups, take),
+    }
+    return pa.Table.from_arrays([columns[f.name] for f in DECISION_SCHEMA],
+                                schema=DECISION_SCHEMA)
+
+
+def set_buckets(set_ids: pa.Array, n_buckets: int) -> NDArray[np.int64]:
+    """Bucket of every row's set id: a stable hash (the same in every process) mod buckets.
+
+    Only the distinct set ids of the array are hashed (``pandas.util.hash_array``, SipHash with
+    a fixed key, of the id as a UTF-8 string).
+    """
+    encoded = pc.dictionary_encode(_as_string(set_ids))
+    distinct = encoded.dictionary.to_numpy(zero_copy_only=False).astype(object)
+    hashed = pd.util.hash_array(distinct, categorize=False)
+    bucket_of = (hashed % np.uint64(n_buckets)).astype(np.int64)
+    return bucket_of[encoded.indices.to_numpy(zero_copy_only=False)]
+
+
+def decode_sets(table: pa.Table, loss: str, params: dict[str, Any]) -> pa.Table:
+    """Sort set rows by (set_id, item_id, ...) and decode every set; returns decision records.
+
+    ``table`` holds decision columns plus :data:`PROBABILITY`; every row has a set id and a
+    probability.
+    """
+    table = table.sort_by([
+        ("set_id", "ascending"), ("item_id", "ascending"), (PROBABILITY, "ascending"),
+        ("group", "ascending"), ("threshold_decision", "ascending"),
+    ])
+    n = table.num_rows
+    set_ids = table.column("set_id").combine_chunks()
+    if n > 1:
+        change = pc.not_equal(set_ids.slice(1), set_ids.slice(0, n - 1))
+        starts = np.flatnonzero(change.to_numpy(zero_copy_only=False)) + 1
+    else:
+        starts = np.zeros(0, dtype=np.int64)
+    offsets = np.concatenate([[0], starts, [n]]).astype(np.int64)
+    probabilities = table.column(PROBABILITY).to_numpy()
+    result = optimal_topk_ragged(probabilities, offsets, loss, **params)
+    sizes = np.diff(offsets)
+    table = table.drop_columns([PROBABILITY])
+    for name, values in (
+        ("topk_decision", pa.array(result.selected, pa.bool_())),
+        ("k", pa.array(np.repeat(result.k, sizes).astype(np.int64))),
+        ("expected_loss", pa.array(np.repeat(result.expected_loss, sizes), pa.float64())),
+    ):
+        table = table.set_column(DECISION_SCHEMA.get_field_index(name), name, values)
+    return table
+
+
+# --------------------------------------------------------------------------- DoFns
+def _counts(table: pa.Table, sets: int = 0) -> Counter:
+    decision = table.column("threshold_decision")
+    counts = Counter(
+        rows_written=table.num_rows,
+        threshold_flagged=int(pc.sum(decision).as_py() or 0),
+        threshold_null=decision.null_count,
+    )
+    if sets:
+        counts["topk_rows"] = table.num_rows
+        counts["topk_selected"] = int(pc.sum(table.column("topk_decision")).as_py() or 0)
+        counts["topk_sets"] = sets
+    return counts
+
+
+class DecideBatchFn(beam.DoFn):
+    """Validated batch -> threshold decisions; writes rows without a set, emits set rows.
+
+    Main output: ``(bucket, table)`` of rows to decode in sets (top-k path only). Tagged output
+    ``"counts"``: a Counter of rows written and decisions.
+    """
+
+    def __init__(self, thresholds: DecisionThresholds, config: RunConfig, directory: str):
+        self.thresholds = thresholds
+        self.rule = config.rule
+        settings = decoding_settings(config)
+        self.loss = settings["loss"]
+        self.buckets = int(settings["buckets"])
+        self.topk = with_topk(config)
+        self.directory = directory
+
+    def process(self, batch: ValidatedBatch):
+        table = decision_columns(batch, self.thresholds, self.rule, self.loss)
+        if self.topk:
+            in_set = ~(np.isnan(batch.probabilities) | table.column("set_id").is_null()
+                       .to_numpy(zero_copy_only=False))
+            if in_set.any():
+                rows = np.flatnonzero(in_set)
+                sets = table.take(rows).append_column(
+                    PROBABILITY, pa.array(batch.probabilities[rows])
+                )
+                bucket = set_buckets(sets.column("set_id").combine_chunks(), self.buckets)
+                order = np.argsort(bucket, kind="stable")
+                present, starts = np.unique(bucket[order], return_index=True)
+                bounds = [*starts.tolist(), rows.size]
+                for b, start, stop in zip(present.tolist(), bounds[:-1], bounds[1:],
+                                          strict=True):
+                    yield int(b), sets.take(order[start:stop])
+                table = table.filter(pa.array(~in_set))
+        if table.num_rows:
+            write_parquet(f"{self.directory}/{dead_letter_name(batch.source, batch.row_group)}",
+                          table)
+            yield pvalue.TaggedOutput("counts", _counts(table))
+
+
+class DecodeBucketFn(beam.DoFn):
+    """``(bucket, [tables])`` -> the bucket's sets decoded, written to ``part-bucket-N``."""
+
+    def __init__(self, config: RunConfig, directory: str):
+        settings = decoding_settings(config)
+        self.loss = settings["loss"]
+        self.params = dict(settings["params"])
+        self.directory = directory
+
+    def process(self, element):
+        bucket, tables = element
+        table = pa.concat_tables(list(tables))
+        decided = decode_sets(table, self.loss, self.params)
+        write_parquet(f"{self.directory}/part-bucket-{bucket:05d}.parquet", decided)
+        n_sets = len(pc.unique(decided.column("set_id")))
+        yield _counts(decided, sets=n_sets)
+
+
+def build_decide(
+    pipeline: beam.Pipeline,
+    paths: Sequence[str],
+    config: RunConfig,
+    thresholds: DecisionThresholds,
+    run: RunDirectory,
+) -> None:
+    """Add the decide transforms to ``pipeline`` (outputs go to ``run``'s directory)."""
+    batches = pipeline | "Read" >> ReadScoreBatches(list(paths), decide_columns(config))
+    validated = batches | "Validate" >> ValidateBatches(config, for_decisions=True)
+    (
+        validated.accounting
+        | "SumAccounting" >> beam.CombineGlobally(SumCounters())
+        | "WriteAccounting" >> beam.Map(_write_json_to, run.path("accounting.json"))
+    )
+    _ = validated.dead_letters | "WriteDeadLetters" >> beam.ParDo(
+        WriteDeadLettersFn(run.path("dead_letter"))
+    )
+    decisions_dir = run.path("decisions")
+    decided = validated.valid | "Decide" >> beam.ParDo(
+        DecideBatchFn(thresholds, config, decisions_dir)
+    ).with_outputs("counts", main="sets")
+    counts = [decided.counts]
+    if with_topk(config):
+        counts.append(
+            decided.sets
+            | "ShuffleSets" >> beam.GroupByKey()
+            | "Decode" >> beam.ParDo(DecodeBucketFn(config, decisions_dir))
+        )
+    (
+        counts
+        | "AllCounts" >> beam.Flatten()
+        | "SumCounts" >> beam.CombineGlobally(SumCounters())
+        | "WriteCounts" >> beam.Map(_write_json_to, run.path("decision_counts.json"))
+    )
+
+
+def _write_json_to(value: Any, path: str) -> str:
+    write_json(path, value)
+    return path
+
+
+def run_decide(
+    config: RunConfig,
+    inputs: str | Sequence[str],
+    operating_points: str,
+    output: str,
+    beam_args: Sequence[str] = (),
+    run_id: str | None = None,
+) -> dict[str, Any]:
+    """Run the decide pipeline to completion and write the manifest; returns the manifest.
+
+    Parameters
+    ----------
+    config : RunConfig
+        Columns, classifiers, rule, decision_method and decoding settings.
+    inputs : str or sequence of str
+        Globs of the Parquet score stream (comma-separated allowed).
+    operating_points : str
+        A recalibrate output directory (its LATEST run), a run directory, or an
+        ``operating_points.parquet`` file.
+    output : str
+        Output directory; the run goes to ``output/runs/<run_id>/``.
+    beam_args : sequence of str
+        Beam flags; none = ``FnApiRunner`` in process.
+    run_id : str, optional
+        Explicit run id (a re-run with the same id replaces that run).
+
+    Returns
+    -------
+    dict
+        The manifest (also written to ``manifest.json``).
+
+    Raises
+    ------
+    InputError
+        Missing inputs or operating points, an incomplete run, operating points that do not
+        fit the config, or an unreadable file / schema mismatch (naming the file and column).
+    ConfigError
+        An unknown decoding loss or bad loss parameters.
+    RuntimeError
+        The row accounting or the written rows do not add up.
+    """
+    started = time.time()
+    settings = decoding_settings(config)
+    try:
+        get_loss(settings["loss"], **settings["params"])
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"decoding.loss / decoding.params: {exc}") from exc
+    records, source = load_operating_points(operating_points)
+    thresholds = select_operating_points(records, config, source=source)
+    paths = match_inputs(inputs)
+    preflight(paths, config, windowed=False, for_decisions=True)
+    run = RunDirectory(output, _digest(config, thresholds), run_id)
+    run.prepare()
+    pipeline = make_pipeline(beam_args)
+    build_decide(pipeline, paths, config, thresholds, run)
+    pipeline.run().wait_until_finish()
+    accounting = check_accounting(run.read_json("accounting.json", {"read": 0}))
+    counts = run.read_json("decision_counts.json", {}) or {}
+    if counts.get("rows_written", 0) != accounting.get("decided", 0):
+        raise RuntimeError(f"decided {accounting.get('decided', 0)} rows but wrote "
+                           f"{counts.get('rows_written', 0)} decision records")
+    manifest = {
+        "status": "complete",
+        "run_id": run.run_id,
+        "command": "decide",
+        "config_digest": config.digest,
+        "config": config.raw,
+        "inputs": paths,
+        "operating_points": {"source": source, **thresholds.details},
+        "topk": with_topk(config),
+        "decoding": settings,
+        "row_accounting": accounting,
+        "decision_counts": counts,
+        "outputs": run.outputs(),
+        "runner": runner_name(beam_args),
+        "started_utc": dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
+        "finished_utc": dt.datetime.now(dt.UTC).isoformat(),
+        "seconds": round(time.time() - started, 3),
+    }
+    run.commit(manifest)
+    return manifest
+
+
+def _digest(config: RunConfig, thresholds: DecisionThresholds) -> str:
+    """Digest of the config and the thresholds in use (ends generated run ids)."""
+    text = config.digest + repr(sorted(thresholds.by_group.items())) + repr(thresholds.default)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def read_decisions(path: str) -> pa.Table:
+    """All decision records of a decide run (output dir: its LATEST run; or a run dir)."""
+    path = path.rstrip("/")
+    if FileSystems.exists(f"{path}/LATEST"):
+        with FileSystems.open(f"{path}/LATEST") as fh:
+            path = f"{path}/runs/{fh.read().decode().strip()}"
+    if not FileSystems.exists(f"{path}/manifest.json"):
+        raise InputError(f"{path}: no manifest.json: the run is incomplete or not a run directory")
+    files = sorted(
+        m.path for r in FileSystems.match([f"{path}/decisions/*.parquet"])
+        for m in r.metadata_list
+    )
+    tables = [pq.read_table(FileSystems.open(f)) for f in files]
+    return pa.concat_tables(tables) if tables else DECISION_SCHEMA.empty_table()
