@@ -21,6 +21,10 @@ REPRODUCTIONS: dict[str, str] = {
 #: ``costlib SUBCOMMAND`` -> module with ``add_arguments(parser)`` and ``run(args) -> int``.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("pipelines.commands.demo", "Run the main job on a built-in generated sample."),
+    "decide": (
+        "pipelines.commands.decide",
+        "Threshold and optimal top-k decisions per row of a Parquet score stream.",
+    ),
 }
 
 
@@ -47,12 +51,20 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``costlib`` console script."""
+    """Entry point of the ``costlib`` console script.
+
+    A subcommand module that sets ``PASSES_BEAM_ARGS = True`` receives the arguments it does
+    not declare (Beam flags such as ``--runner=FlinkRunner``) in ``args.beam_args``; for the
+    other subcommands an unknown argument is an error.
+    """
     parser = _build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
     if args.command == "reproduce":
         module = importlib.import_module(REPRODUCTIONS[args.name])
         return int(module.main(args.rest) or 0)
+    if unknown and not getattr(args._module, "PASSES_BEAM_ARGS", False):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    args.beam_args = unknown
     return int(args._module.run(args) or 0)
 
 

@@ -1,0 +1,68 @@
+"""``costlib decide``: threshold and optimal top-k decisions for a Parquet score stream.
+
+``costlib decide --config C --input GLOB --operating-points PATH --output DIR [Beam flags]``
+
+Arguments this command does not declare are Beam flags and go to the pipeline unchanged
+(``--runner=FlinkRunner --flink_master=...``, ``--runner=DataflowRunner --project=...``,
+``--direct_running_mode=multi_processing``); with none, the pipeline runs in process on the
+``FnApiRunner``. See :mod:`pipelines.decide` for what is decided and the output layout.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+#: Unknown arguments are Beam flags (see :func:`pipelines.cli.main`).
+PASSES_BEAM_ARGS = True
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of ``costlib decide``."""
+    parser.allow_abbrev = False  # never swallow a Beam flag as an abbreviation of ours
+    parser.add_argument("--config", required=True, help="run config (YAML)")
+    parser.add_argument(
+        "--input", required=True, help="Parquet score stream: glob(s), comma-separated"
+    )
+    parser.add_argument(
+        "--operating-points", required=True,
+        help="recalibrate output directory (uses LATEST), run directory, or "
+             "operating_points.parquet",
+    )
+    parser.add_argument("--output", required=True, help="output directory")
+    parser.add_argument("--run-id", default=None, help="run id (default: timestamp-digest)")
+    parser.epilog = "Other arguments are passed to Apache Beam (e.g. --runner=FlinkRunner)."
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the decide pipeline and print a summary; returns 0, or 2 on bad input/config."""
+    import sys
+
+    from pipelines.batches import SchemaError
+    from pipelines.config import ConfigError, load_config
+    from pipelines.decide import run_decide
+    from pipelines.files import InputError
+
+    try:
+        config = load_config(args.config)
+        manifest = run_decide(
+            config, args.input, args.operating_points, args.output,
+            beam_args=list(getattr(args, "beam_args", []) or []), run_id=args.run_id,
+        )
+    except (ConfigError, InputError, SchemaError) as exc:
+        print(f"costlib decide: error: {exc}", file=sys.stderr)
+        return 2
+    accounting = manifest["row_accounting"]
+    counts = manifest["decision_counts"]
+    reasons = ", ".join(f"{k} {v:,}" for k, v in sorted(accounting["dead_letter_reasons"].items()))
+    print(f"run {manifest['run_id']} ({manifest['runner']}, {manifest['seconds']:.1f} s): "
+          f"read {accounting['read']:,} rows, decided {accounting['decided']:,}, "
+          f"dead-lettered {accounting['dead_lettered']:,}" + (f" ({reasons})" if reasons else ""))
+    print(f"threshold decisions: {counts.get('threshold_flagged', 0):,} flagged, "
+          f"{counts.get('threshold_null', 0):,} without an operating point "
+          f"(operating points: {manifest['operating_points']['source']})")
+    if manifest["topk"]:
+        print(f"top-k ({manifest['decoding']['loss']}): {counts.get('topk_sets', 0):,} sets, "
+              f"{counts.get('topk_selected', 0):,} of {counts.get('topk_rows', 0):,} rows "
+              f"selected")
+    print(f"wrote {args.output.rstrip('/')}/runs/{manifest['run_id']}/")
+    return 0
