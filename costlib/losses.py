@@ -44,6 +44,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -330,9 +331,22 @@ def get_loss(name: str | SetLoss | CountFunction, **params: Any) -> SetLoss:
     if key not in _FACTORIES:
         raise ValueError(f"loss {name!r} is unknown; known losses: {', '.join(LOSS_NAMES)}")
     try:
-        return _FACTORIES[key](**params)
+        frozen = tuple(sorted(params.items()))
+        hash(frozen)
+    except TypeError:  # unhashable parameters (e.g. lists of coefficients): build afresh
+        frozen = None
+    try:
+        if frozen is None:
+            return _FACTORIES[key](**params)
+        return _named_loss(key, frozen)
     except TypeError as exc:
         raise ValueError(f"invalid parameters for loss {name!r}: {exc}") from None
+
+
+@lru_cache(maxsize=128)
+def _named_loss(key: str, params: tuple[tuple[str, Any], ...]) -> SetLoss:
+    """One :class:`SetLoss` object per name and parameters (lets decoders cache loss tables)."""
+    return _FACTORIES[key](**dict(params))
 
 
 def is_tp_monotonic(loss: SetLoss | str | CountFunction, n: int, strict: bool = True) -> bool:

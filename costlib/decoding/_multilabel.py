@@ -1,11 +1,9 @@
 """Many small sets at once (multilabel decoding: per instance, the labels are the items).
 
-For sets of ``n`` items the exact Algorithm 1 is vectorised across sets: the Poisson-binomial
-distributions of positives among the top ``k`` (forward) and the rest (backward) are built for a
-chunk of sets in ``n`` array updates each, and since the loss table
-:math:`L(a, k - a, b, n - k - b)` is the same for every set of size ``n``, the expected losses are
-``n + 1`` matrix products: :math:`O(N n^3 / 6)` flops with no Python loop over sets. Sets larger
-than :data:`MAX_VECTORISED_SIZE` are decoded one by one with :func:`optimal_topk`.
+Sets of ``n <=`` :data:`MAX_VECTORISED_SIZE` items are decoded exactly by the vectorised
+Algorithm 1 of :mod:`._small_sets` (one matrix product per ``k`` for a whole chunk of sets, no
+Python loop over sets); larger sets one by one with :func:`optimal_topk`. Ragged sets (CSR
+layout) are grouped by size.
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..losses import CountFunction, SetLoss, get_loss
+from ._small_sets import expected_losses_exact, loss_tables
 from ._topk import optimal_topk
 from ._validation import check_probabilities, sorted_descending, top_k_mask
 
@@ -61,42 +60,6 @@ class RaggedTopK:
     expected_loss: NDArray[np.float64]
 
 
-def _loss_tables(loss: SetLoss, n: int) -> list[NDArray[np.float64]]:
-    """``tables[k][a, b] = L(a, k - a, b, n - k - b)`` for ``a <= k``, ``b <= n - k``."""
-    tables = []
-    for k in range(n + 1):
-        a = np.arange(k + 1, dtype=np.float64)[:, None]
-        b = np.arange(n - k + 1, dtype=np.float64)[None, :]
-        tables.append(loss(a, k - a, b, (n - k) - b))
-    return tables
-
-
-def _expected_losses_exact(sorted_p: NDArray[np.float64], tables: list[NDArray[np.float64]]
-                           ) -> NDArray[np.float64]:
-    """Exact :math:`L_k` for each row of ``sorted_p`` (shape (c, n)); returns (c, n + 1)."""
-    rows, n = sorted_p.shape
-    top = np.zeros((n + 1, rows, n + 1))
-    top[0, :, 0] = 1.0
-    for k in range(1, n + 1):
-        p = sorted_p[:, k - 1:k]
-        prev = top[k - 1, :, :k]
-        top[k, :, :k] = (1.0 - p) * prev
-        top[k, :, 1:k + 1] += p * prev
-    rest = np.zeros((n + 1, rows, n + 1))
-    rest[n, :, 0] = 1.0
-    for k in range(n - 1, -1, -1):
-        p = sorted_p[:, k:k + 1]
-        width = n - k
-        prev = rest[k + 1, :, :width]
-        rest[k, :, :width] = (1.0 - p) * prev
-        rest[k, :, 1:width + 1] += p * prev
-    out = np.empty((rows, n + 1))
-    for k in range(n + 1):
-        partial = top[k, :, :k + 1] @ tables[k]
-        out[:, k] = np.einsum("ij,ij->i", partial, rest[k, :, :n - k + 1])
-    return out
-
-
 def optimal_topk_batch(
     probabilities: ArrayLike,
     loss: str | SetLoss | CountFunction = "f1",
@@ -137,11 +100,11 @@ def optimal_topk_batch(
                          np.array([r.expected_loss for r in results]),
                          np.stack([r.expected_losses for r in results]))
     sorted_p = np.ascontiguousarray(sorted_descending(probs))
-    tables = _loss_tables(loss_obj, n)
+    tables = loss_tables(loss_obj, n)
     expected = np.empty((n_sets, n + 1))
     for start in range(0, n_sets, chunk_size):
         stop = min(start + chunk_size, n_sets)
-        expected[start:stop] = _expected_losses_exact(sorted_p[start:stop], tables)
+        expected[start:stop] = expected_losses_exact(sorted_p[start:stop], tables)
     best = np.argmin(expected, axis=1) if n_sets else np.zeros(0, dtype=np.intp)
     selected = top_k_mask(probs, sorted_p, best)
     best_loss = np.take_along_axis(expected, best[:, None], axis=1)[:, 0]

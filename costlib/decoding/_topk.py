@@ -13,6 +13,7 @@ from ._algorithm1 import algorithm1_expected_losses
 from ._exponential_sum import SUPPORTED_KINDS, exponential_sum_expected_losses
 from ._fbeta import fbeta_dp_expected_losses, rational_beta_squared
 from ._poisson_binomial import TRUNCATION_TOL, poisson_binomial
+from ._small_sets import expected_losses_exact, loss_tables
 from ._validation import as_probability_vector, descending_order
 
 #: Methods accepted by :func:`optimal_topk`.
@@ -165,7 +166,11 @@ def optimal_topk(
         raise ValueError(
             f"method 'fbeta_dp' needs beta**2 = r/s with small r + s; got beta="
             f"{loss_obj.params['beta']!r}; use method='exponential_sum'")
-    losses = topk_expected_losses(sorted_p, loss_obj, chosen, tol, early_stop)
+    if method == "auto" and chosen == "algorithm1" and p.size <= SMALL_SET:
+        # Untruncated Algorithm 1 in its vectorised small-set form (cached loss tables).
+        losses = expected_losses_exact(sorted_p[None, :], loss_tables(loss_obj, p.size))[0]
+    else:
+        losses = topk_expected_losses(sorted_p, loss_obj, chosen, tol, early_stop)
     if early_stop:
         k = early_stop_k(losses[~np.isnan(losses)])
     else:
