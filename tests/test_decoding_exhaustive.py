@@ -128,7 +128,7 @@ def test_optimal_topk_matches_exhaustive_search(loss: SetLoss, n: int) -> None:
                 assert result.expected_losses[k] == pytest.approx(values[code], abs=1e-12)
 
 
-@pytest.mark.parametrize("case", ["uniform", "skewed", "tied", "zeros_and_ones"])
+@pytest.mark.parametrize("case", ["uniform", "zeros_and_ones"])
 def test_optimal_topk_matches_exhaustive_search_n12(case: str) -> None:
     p = probability_cases(12, seed=12)[case]
     predictions = all_vectors(12)

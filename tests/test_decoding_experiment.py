@@ -12,10 +12,10 @@ from costlib.losses import get_loss
 
 
 def test_reproduction_prints_both_tables(capsys) -> None:
-    assert natarajan2016.main(["--datasets", "breast_cancer,wine", "--repeats", "1"]) == 0
+    assert natarajan2016.main(["--datasets", "wine,iris", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     assert "Table 2: F1 and Jaccard" in out and "Table 3: AM and G-TP/PR" in out
-    for name in ("BREAST CANCER", "WINE (3)"):
+    for name in ("WINE (3)", "IRIS (3)"):
         rows = [line for line in out.splitlines() if line.startswith(name)]
         assert len(rows) == 2  # one per table
         for row in rows:
@@ -39,3 +39,11 @@ def test_bad_options_exit_with_usage_error() -> None:
     assert info.value.code == 2
     with pytest.raises(SystemExit):
         natarajan2016.main(["--repeats", "0"])
+
+
+def test_bundled_data_sets_load_with_the_paper_positive_class() -> None:
+    cancer = natarajan2016._load("breast_cancer")
+    assert cancer.display == "BREAST CANCER" and cancer.classes == (0,)  # 0 = malignant
+    assert cancer.features.shape == (569, 30)
+    digits = natarajan2016._load("digits")
+    assert digits.display == "DIGITS (10)" and len(digits.classes) == 10
