@@ -36,6 +36,8 @@ def _apply_defaults(value: Any, schema: dict) -> Any:
         for key, sub in schema.get("properties", {}).items():
             if key not in out and "default" in sub:
                 out[key] = copy.deepcopy(sub["default"])
+            elif key not in out and sub.get("type") == "object":
+                out[key] = {}  # a section left out entirely: all of its defaults
             if key in out:
                 out[key] = _apply_defaults(out[key], sub)
         return out
@@ -140,8 +142,6 @@ class RunConfig:
             raise ConfigError(f"{source}: the run config must be a mapping, got {kind}")
         schema = schemas.load("run_config.schema.json")
         filled = _apply_defaults(data, schema)
-        filled.setdefault("columns", {})
-        filled["columns"] = _apply_defaults(filled["columns"], schema["properties"]["columns"])
         validator = jsonschema.Draft202012Validator(schema)
         errors = sorted(validator.iter_errors(filled), key=lambda e: list(e.absolute_path))
         if errors:

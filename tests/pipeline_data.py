@@ -1,0 +1,81 @@
+"""Shared helpers for pipeline tests: small score streams on disk and direct costlib truth."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from costlib.grid import ThresholdGrid
+from costlib.recalibration import recalibrate_grids
+from costlib.sample import generate_score_stream
+from pipelines.config import RunConfig
+from pipelines.records import operating_point_records
+
+CLASSIFIERS = ("text_model", "image_model")
+
+
+def base_config(**overrides) -> RunConfig:
+    raw = {
+        "columns": {"weight": "weight"},
+        "classifiers": list(CLASSIFIERS),
+        "rule": "any",
+        "grid": {"edges": "uniform", "bins": 24, "range": [0.0, 1.0]},
+        "target": {"marginal_precision": 0.3},
+        "methods": ["graph", "hull", "bucket", "analytic"],
+        "min_rated": {"positives": 5, "negatives": 5},
+    }
+    raw.update(overrides)
+    return RunConfig.from_dict(raw)
+
+
+def sample_frame(n: int = 30_000, seed: int = 0):
+    frame = generate_score_stream(n, seed=seed)
+    # Non-trivial weights (inverse rating probabilities) exercise the exact weighted sums.
+    frame["weight"] = np.where(frame["item_id"] % 3 == 0, 2.5, 1.0)
+    return frame
+
+
+def write_files(frame, directory, *, n_files=3, row_group_size=4000, reverse=False):
+    directory.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    bounds = np.linspace(0, len(frame), n_files + 1).astype(int)
+    order = list(range(n_files))[::-1] if reverse else range(n_files)
+    for i in order:
+        a, b = bounds[i], bounds[i + 1]
+        pq.write_table(table.slice(a, b - a), directory / f"part-{i}.parquet",
+                       row_group_size=row_group_size)
+    return str(directory / "*.parquet")
+
+
+def direct_records(frame, config: RunConfig, edges=None):
+    """Operating point records computed by calling costlib directly on the rated rows."""
+    rated = frame[frame["label"].notna()]
+    edges = edges if edges is not None else config.fixed_edges()
+    grids = {}
+    for group, rows in rated.groupby("group"):
+        scores = rows[list(config.classifiers)].to_numpy(dtype=float, na_value=np.nan)
+        scores = np.where(np.isnan(scores), -np.inf, scores)
+        grids[group] = ThresholdGrid.from_scores(
+            scores, rows["label"].to_numpy(dtype=bool), edges, rows["weight"].to_numpy(),
+            names=config.classifiers,
+        )
+    results = recalibrate_grids(
+        grids, methods=config.methods, target=config.target, rule=config.rule,
+        min_positives=config.min_positives, min_negatives=config.min_negatives,
+        fallback=config.fallback,
+    )
+    records = []
+    for name in sorted(results):
+        records += operating_point_records(
+            results[name], rule=config.rule, classifiers=config.classifiers,
+            target_marginal_precision=config.target.marginal_precision, run_id="direct",
+            config_digest=config.digest,
+        )
+    return records
+
+
+def comparable(records):
+    """Records without the run id, sorted by (group, method)."""
+    out = [{k: v for k, v in r.items() if k != "run_id"} for r in records]
+    return sorted(out, key=lambda r: (r["group"], r["method"]))

@@ -1,0 +1,198 @@
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from pipeline_data import (
+    base_config,
+    comparable,
+    direct_records,
+    sample_frame,
+    write_files,
+)
+
+from costlib.edges import fine_histogram, quantile_edges_from_histogram
+from pipelines.recalibrate import read_operating_points, run_recalibrate
+
+
+@pytest.fixture(scope="module")
+def frame():
+    return sample_frame(30_000, seed=1)
+
+
+def _run(config, pattern, out, beam_args=(), **kw):
+    manifest = run_recalibrate(config, pattern, str(out), list(beam_args), **kw)
+    run_dir = out / "runs" / manifest["run_id"]
+    table = pq.read_table(run_dir / "operating_points.parquet")
+    return manifest, run_dir, table.to_pylist()
+
+
+def test_pipeline_equals_costlib_directly_whatever_file_order_and_row_groups(frame, tmp_path):
+    config = base_config()
+    expected = comparable(direct_records(frame, config))
+    a = write_files(frame, tmp_path / "a", n_files=3, row_group_size=4000)
+    b = write_files(frame.sample(frac=1.0, random_state=3), tmp_path / "b", n_files=5,
+                    row_group_size=1500, reverse=True)
+    _, _, got_a = _run(config, a, tmp_path / "out_a")
+    _, _, got_b = _run(config, b, tmp_path / "out_b")
+    assert comparable(got_a) == expected
+    assert comparable(got_b) == expected
+    statuses = {r["group"]: r["status"] for r in got_a}
+    assert set(statuses) == {"__all__", "market_a", "market_b", "market_c"}
+
+
+def test_manifest_accounts_for_every_row_and_is_written_last(frame, tmp_path):
+    config = base_config()
+    pattern = write_files(frame, tmp_path / "in")
+    manifest, run_dir, _ = _run(config, pattern, tmp_path / "out")
+    acc = manifest["row_accounting"]
+    assert acc["read"] == len(frame)
+    assert acc["used"] == int(frame["label"].notna().sum())
+    assert acc["unrated"] == int(frame["label"].isna().sum())
+    assert acc["dead_lettered"] == 0
+    on_disk = json.loads((run_dir / "manifest.json").read_text())
+    assert on_disk["status"] == "complete" and on_disk["config_digest"] == config.digest
+    assert (tmp_path / "out" / "LATEST").read_text().strip() == manifest["run_id"]
+    jsonl = [json.loads(line) for line in (run_dir / "operating_points.jsonl").open()]
+    assert len(jsonl) == 16 and all("inf" in r["thresholds"] or r["thresholds"] for r in jsonl)
+    curves = pq.read_table(run_dir / "pn_curves.parquet").to_pylist()
+    assert {(c["group"], c["method"]) for c in curves} == {
+        (r["group"], r["method"]) for r in jsonl if r["status"] == "ok"
+    }
+
+
+def test_quantile_edges_are_deterministic_and_match_costlib(frame, tmp_path):
+    config = base_config(grid={"edges": "quantile", "bins": 16, "range": [0.0, 1.0],
+                               "quantile_resolution": 1024})
+    rated = frame[frame["label"].notna()]
+    edges = []
+    for name in config.classifiers:
+        values = rated[name].to_numpy(dtype=float, na_value=np.nan)
+        counts = fine_histogram(np.where(np.isnan(values), -np.inf, values), 0.0, 1.0, 1024)
+        edges.append(quantile_edges_from_histogram(counts, 0.0, 1.0, 16))
+    expected = comparable(direct_records(frame, config, edges=edges))
+    pattern = write_files(frame, tmp_path / "in", n_files=2, row_group_size=3000)
+    _, _, got = _run(config, pattern, tmp_path / "out")
+    assert comparable(got) == expected
+
+
+def test_thin_groups_fall_back_to_all_groups_and_say_so(frame, tmp_path):
+    config = base_config(min_rated={"positives": 90, "negatives": 5})
+    pattern = write_files(frame, tmp_path / "in")
+    _, _, got = _run(config, pattern, tmp_path / "out")
+    by_group = {}
+    for r in got:
+        by_group.setdefault(r["group"], []).append(r)
+    rated_pos = {g: rs[0]["rated_positives"] for g, rs in by_group.items()}
+    assert any(v < 90 for g, v in rated_pos.items() if g != "__all__")
+    for group, rows in by_group.items():
+        for r in rows:
+            if group != "__all__" and r["rated_positives"] < 90:
+                assert r["status"] == "fallback" and r["fallback_group"] == "__all__"
+                parent = next(p for p in by_group["__all__"] if p["method"] == r["method"])
+                assert r["thresholds"] == parent["thresholds"]
+            else:
+                assert r["status"] == "ok" and r["fallback_group"] is None
+    assert comparable(got) == comparable(direct_records(frame, config))
+
+
+def test_insufficient_everywhere_gives_no_thresholds(frame, tmp_path):
+    config = base_config(min_rated={"positives": 10**9, "negatives": 0})
+    pattern = write_files(frame.head(5000), tmp_path / "in")
+    _, _, got = _run(config, pattern, tmp_path / "out")
+    assert {r["status"] for r in got} == {"insufficient_data"}
+    assert all(r["thresholds"] is None for r in got)
+
+
+def test_bootstrap_intervals_match_costlib(frame, tmp_path):
+    from costlib.bootstrap import BootstrapGrids, confidence_intervals
+
+    config = base_config(methods=["graph"], bootstrap={"replicates": 8, "seed": 3, "level": 0.8})
+    small = frame.head(12_000)
+    pattern = write_files(small, tmp_path / "in", n_files=2, row_group_size=2500)
+    _, _, got = _run(config, pattern, tmp_path / "out")
+    rated = small[small["label"].notna()]
+    scores = rated[list(config.classifiers)].to_numpy(dtype=float, na_value=np.nan)
+    scores = np.where(np.isnan(scores), -np.inf, scores)
+    boot = BootstrapGrids.from_scores(
+        scores, rated["label"].to_numpy(dtype=bool), config.fixed_edges(),
+        rated["item_id"].to_numpy(), rated["weight"].to_numpy(), n_replicates=8, seed=3,
+    )
+    ci = confidence_intervals(boot, level=0.8, target=config.target, method="graph")
+    row = next(r for r in got if r["group"] == "__all__")
+    assert row["threshold_ci_low"] == list(ci.thresholds[0])
+    assert row["threshold_ci_high"] == list(ci.thresholds[1])
+    assert (row["tp_ci_low"], row["tp_ci_high"]) == ci.tp
+    assert row["tp_ci_low"] <= row["tp"] <= row["tp_ci_high"]
+
+
+def test_rerun_into_same_output_is_safe(frame, tmp_path):
+    config = base_config()
+    pattern = write_files(frame.head(6000), tmp_path / "in")
+    out = tmp_path / "out"
+    first, run_dir, _ = _run(config, pattern, out, run_id="fixed")
+    assert first["run_id"] == "fixed"
+    stale = run_dir / "dead_letter" / "part-stale.parquet"
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_bytes(b"left over from an interrupted run")
+    second, run_dir2, _ = _run(config, pattern, out, run_id="fixed")
+    assert second["row_accounting"] == first["row_accounting"]
+    assert run_dir2 == run_dir and not stale.exists()
+    third = run_recalibrate(config, pattern, str(out))
+    assert third["run_id"] != "fixed"
+    assert (out / "LATEST").read_text().strip() == third["run_id"]
+    # An interrupted run (no manifest) is refused by readers.
+    (out / "runs" / "broken").mkdir()
+    with pytest.raises(ValueError, match="incomplete"):
+        read_operating_points(str(out / "runs" / "broken"))
+    assert len(read_operating_points(str(out))) == 16
+
+
+def test_multi_processing_runner_gives_identical_records(frame, tmp_path):
+    config = base_config(methods=["graph", "hull"])
+    small = frame.head(10_000)
+    pattern = write_files(small, tmp_path / "in", n_files=4, row_group_size=1000)
+    _, _, got = _run(config, pattern, tmp_path / "out",
+                     ["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
+    assert comparable(got) == comparable(direct_records(small, config))
+
+
+@pytest.fixture
+def job_service():
+    sock = socket.socket()
+    sock.bind(("localhost", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
+         "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("localhost", port)) == 0:
+                break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("local job service did not start")
+    yield f"localhost:{port}"
+    proc.kill()
+    proc.wait()
+
+
+def test_portable_job_api_loopback_gives_identical_records(frame, tmp_path, job_service):
+    """The path Flink and Dataflow use: the Job API with a LOOPBACK SDK environment."""
+    config = base_config(methods=["graph", "hull"])
+    small = frame.head(10_000)
+    pattern = write_files(small, tmp_path / "in", n_files=2, row_group_size=2000)
+    manifest, _, got = _run(config, pattern, tmp_path / "out",
+                            ["--runner=PortableRunner", f"--job_endpoint={job_service}",
+                             "--environment_type=LOOPBACK"])
+    assert manifest["runner"] == "PortableRunner"
+    assert comparable(got) == comparable(direct_records(small, config))
