@@ -216,6 +216,13 @@ def auc_loss() -> SetLoss:
 
     This is the fraction of (positive, negative) pairs that the 0/1 prediction orders wrongly,
     i.e. :math:`(1 - TPR)(1 - TNR)`; 0 when there are no positives or no negatives.
+
+    Notes
+    -----
+    As in the paper's Table 1, pairs that the 0/1 prediction ties (both predicted 1 or both 0)
+    count as ordered correctly, so the empty and the full prediction have loss 0 and expected-loss
+    decoding is trivial (``k = 0``). Counting ties as one half instead gives
+    :math:`(FN \\cdot FP + (TP \\cdot FP + FN \\cdot TN)/2) / (P N)`, which equals the AM loss.
     """
 
     def f(tp, fp, fn, tn):

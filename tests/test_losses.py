@@ -155,3 +155,13 @@ def test_losses_broadcast_and_return_float64() -> None:
     assert out.shape == (3, 4) and out.dtype == np.float64
     constant = callable_loss(lambda tp, fp, fn, tn: 0.5)(np.arange(3), 0, 0, 0)
     np.testing.assert_array_equal(constant, [0.5, 0.5, 0.5])
+
+
+def test_auc_with_ties_counted_half_is_the_am_loss() -> None:
+    # The claim in auc_loss's notes: (FN FP + (TP FP + FN TN) / 2) / (P N) == AM loss.
+    g = np.stack(np.meshgrid(*[np.arange(1, 6)] * 4, indexing="ij")).reshape(4, -1)
+    tp, fp, fn, tn = g.astype(float)
+    half = (fn * fp + (tp * fp + fn * tn) / 2) / ((tp + fn) * (fp + tn))
+    np.testing.assert_allclose(half, get_loss("am")(tp, fp, fn, tn), atol=1e-15)
+    # Table 1's AUC loss gives the empty and the full prediction loss 0.
+    assert float(get_loss("auc")(0, 0, 3, 4)) == 0.0 and float(get_loss("auc")(3, 4, 0, 0)) == 0.0

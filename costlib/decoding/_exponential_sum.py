@@ -21,7 +21,7 @@ With conditionally independent labels, :math:`q_i(s) = 1 - p_i + p_i e^{-s}` is
 .. math::
 
     E[A\\, e^{-sS}] = \\prod_{i} q_i(s) \\sum_{i \\in I} ρ_i(s),\\qquad
-    ρ_i(s) = \\frac{p_i e^{-s}}{q_i(s)} = \\mathrm{expit}(\\mathrm{logit}\\,p_i - s).
+    ρ_i(s) = \\frac{p_i e^{-s}}{q_i(s)}.
 
 For the top ``k`` items the sum over ``I`` is a prefix sum, so every ``k`` costs :math:`O(m)`.
 The losses covered (``k >= 1``; ``k = 0`` has loss :math:`1 - P(S = 0)` for the first three and
@@ -44,7 +44,6 @@ from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import expit, logit
 
 from ..losses import SetLoss
 
@@ -77,16 +76,25 @@ def quadrature(d_min: float, d_max: float, a: float = 1.0
     return nodes, weights
 
 
-def _log_q(p: NDArray[np.float64], s: NDArray[np.float64]) -> NDArray[np.float64]:
-    """:math:`\\log(1 - p_i + p_i e^{-s_j})`, shape (n, m), stable for p in {0, 1}."""
-    with np.errstate(divide="ignore"):
-        return np.logaddexp(np.log1p(-p)[:, None], np.log(p)[:, None] - s[None, :])
+def _factors(p: NDArray[np.float64], s: NDArray[np.float64]
+             ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """:math:`\\log q_i(s_j)` and :math:`ρ_i(s_j) = p_i e^{-s_j} / q_i(s_j)`, each (n, m).
 
-
-def _ratio(p: NDArray[np.float64], s: NDArray[np.float64]) -> NDArray[np.float64]:
-    """:math:`p_i e^{-s_j} / (1 - p_i + p_i e^{-s_j})`, shape (n, m)."""
-    with np.errstate(divide="ignore"):
-        return expit(logit(p)[:, None] - s[None, :])
+    :math:`q = (1 - p) + p e^{-s}` is a sum of two non-negative terms (no cancellation), so
+    ``ρ`` and ``q`` are accurate to a few ulps. Its logarithm is taken as
+    :math:`\\log1p(-p (1 - e^{-s}))` where that argument is at most 1/2 (so a log of a
+    number near 1 keeps its relative accuracy) and as :math:`\\log q` elsewhere. The nodes keep
+    :math:`s \\le 60`, so :math:`e^{-s}` never underflows and ``q > 0`` for every ``p > 0``.
+    """
+    decay = np.exp(-s)
+    pe = np.multiply.outer(p, decay)
+    q = pe + (1.0 - p)[:, None]
+    ratio = np.divide(pe, q, out=pe)
+    x = np.multiply.outer(p, -np.expm1(-s))
+    near_one = x <= 0.5
+    log_q = np.log1p(-x, out=x, where=near_one)
+    np.log(q, out=log_q, where=~near_one)
+    return log_q, ratio
 
 
 def _prefix_sums(values: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -135,32 +143,36 @@ def exponential_sum_expected_losses(
         b2 = float(loss.params["beta"]) ** 2
         s, w = quadrature(1.0 + b2, (1.0 + b2) * n)
         t = b2 * s
-        log_all = _log_q(p, t).sum(axis=0)
-        prefix = _prefix_sums(_ratio(p, t))
+        log_q, ratio = _factors(p, t)
+        log_all = log_q.sum(axis=0)
+        prefix = _prefix_sums(ratio)
         with np.errstate(under="ignore"):
             weight = np.exp(-np.outer(k, s) + log_all[None, :])
         expected_f = (1.0 + b2) * np.einsum("kj,kj,j->k", weight, prefix, w)
         out[:] = 1.0 - expected_f
     elif loss.kind == "jaccard":
         s, w = quadrature(1.0, float(n))
-        log_rest = _suffix_sums(_log_q(p, s))
+        log_rest = _suffix_sums(_factors(p, s)[0])
         with np.errstate(under="ignore"):
             inverse = np.exp(-np.outer(k, s) + log_rest) @ w  # E[1/(k + B_k)], k >= 1
         mean_top = np.concatenate([[0.0], np.cumsum(p)])
         out[:] = 1.0 - mean_top * inverse
     elif loss.kind == "am":
         s, w = quadrature(1.0, float(n))
+        log_q, ratio = _factors(p, s)
+        log_q_neg, ratio_neg = _factors(1.0 - p, s)
         with np.errstate(under="ignore"):
-            pos_weight = np.exp(_log_q(p, s).sum(axis=0)) * w
-            neg_weight = np.exp(_log_q(1.0 - p, s).sum(axis=0)) * w
-        tpr = p_none + _prefix_sums(_ratio(p, s)) @ pos_weight
-        tnr = _prob_all(p) + _suffix_sums(_ratio(1.0 - p, s)) @ neg_weight
+            pos_weight = np.exp(log_q.sum(axis=0)) * w
+            neg_weight = np.exp(log_q_neg.sum(axis=0)) * w
+        tpr = p_none + _prefix_sums(ratio) @ pos_weight
+        tnr = _prob_all(p) + _suffix_sums(ratio_neg) @ neg_weight
         out[:] = 1.0 - 0.5 * (tpr + tnr)
     else:  # g_tp_pr
         s, w = quadrature(1.0, float(n), 0.5)
+        log_q, ratio = _factors(p, s)
         with np.errstate(under="ignore"):
-            pos_weight = np.exp(_log_q(p, s).sum(axis=0)) * w
-        a_over_sqrt_s = _prefix_sums(_ratio(p, s)) @ pos_weight
+            pos_weight = np.exp(log_q.sum(axis=0)) * w
+        a_over_sqrt_s = _prefix_sums(ratio) @ pos_weight
         out[1:] = 1.0 - a_over_sqrt_s[1:] / np.sqrt(k[1:])
     if loss.kind != "am":
         out[0] = 1.0 - p_none
