@@ -185,8 +185,8 @@ def validate_batch(
         values = _floats(arr)
         null = _nulls(arr)
         flag(~null & ~np.isfinite(values), "invalid_score")
-        values[null] = -np.inf
-        scores[:, j] = values
+        scores[:, j] = values  # (values may be a read-only view of the Arrow buffer)
+        scores[null, j] = -np.inf
         unscored[:, j] = null
 
     weights = None

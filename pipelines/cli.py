@@ -21,6 +21,10 @@ REPRODUCTIONS: dict[str, str] = {
 #: ``costlib SUBCOMMAND`` -> module with ``add_arguments(parser)`` and ``run(args) -> int``.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("pipelines.commands.demo", "Run the main job on a built-in generated sample."),
+    "recalibrate": (
+        "pipelines.commands.recalibrate",
+        "Operating points per group from Parquet score streams (Beam pipeline).",
+    ),
     "decide": (
         "pipelines.commands.decide",
         "Threshold and optimal top-k decisions per row of a Parquet score stream.",
@@ -65,7 +69,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown and not getattr(args._module, "PASSES_BEAM_ARGS", False):
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     args.beam_args = unknown
-    return int(args._module.run(args) or 0)
+    try:
+        return int(args._module.run(args) or 0)
+    except _user_errors() as exc:  # bad config or input: one clear line, no traceback
+        print(f"costlib {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Errors caused by the user's config or input files (reported without a traceback)."""
+    from pipelines.batches import SchemaError
+    from pipelines.config import ConfigError
+    from pipelines.files import InputError
+
+    return (ConfigError, SchemaError, InputError)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,194 @@
+"""A corpus of bad inputs: every row accounted for, every file problem named."""
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pipeline_data import base_config, sample_frame, write_files
+
+from pipelines.batches import SchemaError
+from pipelines.cli import main
+from pipelines.config import ConfigError, RunConfig
+from pipelines.files import InputError
+from pipelines.recalibrate import run_recalibrate
+
+
+def _bad_rows_frame():
+    frame = sample_frame(4000, seed=5)
+    rated = frame.index[frame["label"].notna()]
+    bad = {
+        "invalid_score": [rated[0], rated[1]],
+        "missing_group": [rated[2]],
+        "label_without_score": [rated[3]],
+        "invalid_weight": [rated[4], rated[5]],
+        "missing_item_id": [rated[6]],
+    }
+    frame.loc[bad["invalid_score"][0], "text_model"] = np.nan
+    frame.loc[bad["invalid_score"][1], "image_model"] = np.inf
+    frame.loc[bad["missing_group"], "group"] = None
+    frame.loc[bad["label_without_score"], ["text_model", "image_model"]] = np.nan
+    frame.loc[bad["invalid_weight"][0], "weight"] = -1.0
+    frame.loc[bad["invalid_weight"][1], "weight"] = np.nan
+    frame["item_id"] = frame["item_id"].astype("Int64")
+    frame.loc[bad["missing_item_id"], "item_id"] = pd_na()
+    return frame, bad
+
+
+def pd_na():
+    import pandas as pd
+
+    return pd.NA
+
+
+def _write_with_nulls(frame, path):
+    # Pandas NaN in the score columns must become Parquet nulls only where intended: write the
+    # NaN/inf rows as real NaN/inf values, and not-scored rows as nulls.
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    pq.write_table(table, path, row_group_size=1000)
+
+
+def test_every_row_is_accounted_for_and_bad_rows_are_dead_lettered(tmp_path):
+    frame, bad = _bad_rows_frame()
+    (tmp_path / "in").mkdir()
+    # NaN written by pandas for the score columns is a NaN *value* (pyarrow from_pandas keeps
+    # float NaN as NaN? no: it converts to null) -- so write the NaN score row explicitly.
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    scores = table.column("text_model").to_numpy(zero_copy_only=False).copy()
+    null = table.column("text_model").is_null().to_numpy(zero_copy_only=False)
+    nan_row = list(frame.index).index(bad["invalid_score"][0])
+    mask = null.copy()
+    mask[nan_row] = False
+    scores[nan_row] = np.nan
+    text = pa.array(scores, mask=mask)
+    table = table.set_column(table.schema.get_field_index("text_model"), "text_model", text)
+    pq.write_table(table, tmp_path / "in" / "bad.parquet", row_group_size=1000)
+
+    config = base_config()
+    manifest = run_recalibrate(config, str(tmp_path / "in" / "*.parquet"), str(tmp_path / "out"))
+    acc = manifest["row_accounting"]
+    assert acc["read"] == len(frame)
+    assert acc["dead_letter_reasons"] == {reason: len(rows) for reason, rows in bad.items()}
+    n_bad = sum(len(rows) for rows in bad.values())
+    assert acc["used"] == int(frame["label"].notna().sum()) - n_bad
+    assert acc["unrated"] == int(frame["label"].isna().sum())
+    assert acc["read"] == acc["used"] + acc["unrated"] + acc["dead_lettered"]
+
+    run_dir = tmp_path / "out" / "runs" / manifest["run_id"]
+    dead = pa.concat_tables(
+        [pq.read_table(p) for p in sorted((run_dir / "dead_letter").glob("*.parquet"))]
+    )
+    assert dead.num_rows == n_bad
+    reasons = dict(zip(dead.column("item_id").to_pylist(),
+                       dead.column("dead_letter_reason").to_pylist(), strict=True))
+    for reason, rows in bad.items():
+        for row in rows:
+            item = frame.loc[row, "item_id"]
+            if reason == "missing_item_id":
+                assert None in reasons and reasons[None] == reason
+            else:
+                assert reasons[int(item)] == reason
+    assert set(dead.column("source_file").to_pylist()) == {str(tmp_path / "in" / "bad.parquet")}
+    # Row positions point back at the input.
+    first = dead.slice(0, 1).to_pylist()[0]
+    original = pq.ParquetFile(tmp_path / "in" / "bad.parquet").read_row_group(first["row_group"])
+    assert original.slice(first["row_in_row_group"], 1).column("item_id")[0].as_py() == \
+        first["item_id"]
+
+
+def test_group_with_no_rated_positives_falls_back(tmp_path):
+    frame = sample_frame(20_000, seed=2)
+    frame.loc[(frame["group"] == "market_b") & frame["label"].notna(), "label"] = False
+    pattern = write_files(frame, tmp_path / "in", n_files=2)
+    manifest = run_recalibrate(base_config(), pattern, str(tmp_path / "out"))
+    table = pq.read_table(tmp_path / "out" / "runs" / manifest["run_id"] /
+                          "operating_points.parquet").to_pylist()
+    b = [r for r in table if r["group"] == "market_b"]
+    assert b and all(r["status"] == "fallback" and r["rated_positives"] == 0 for r in b)
+
+
+def test_empty_file_with_valid_schema_counts_zero_rows(tmp_path):
+    frame = sample_frame(3000, seed=3)
+    pattern = write_files(frame, tmp_path / "in", n_files=1)
+    empty = pa.Table.from_pandas(frame, preserve_index=False).slice(0, 0)  # same schema
+    pq.write_table(empty, tmp_path / "in" / "empty.parquet")
+    manifest = run_recalibrate(base_config(), pattern, str(tmp_path / "out"))
+    assert manifest["row_accounting"]["read"] == 3000
+    assert str(tmp_path / "in" / "empty.parquet") in manifest["inputs"]
+
+
+@pytest.mark.parametrize(
+    ("damage", "error", "message"),
+    [
+        ("zero_bytes", InputError, "empty.parquet: not a readable Parquet file"),
+        ("truncated", InputError, "truncated.parquet: not a readable Parquet file"),
+        ("missing_column", SchemaError, "missing column 'image_model'"),
+        ("wrong_type", SchemaError, "column 'text_model' .* has type string; expected float"),
+        ("label_type", SchemaError, "column 'label' .* has type int64; expected bool"),
+    ],
+)
+def test_unusable_files_stop_the_run_naming_file_and_column(tmp_path, damage, error, message):
+    frame = sample_frame(2000, seed=4)
+    directory = tmp_path / "in"
+    write_files(frame, directory, n_files=1)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    if damage == "zero_bytes":
+        (directory / "empty.parquet").write_bytes(b"")
+    elif damage == "truncated":
+        good = (directory / "part-0.parquet").read_bytes()
+        (directory / "truncated.parquet").write_bytes(good[: len(good) // 2])
+    elif damage == "missing_column":
+        pq.write_table(table.drop_columns(["image_model"]), directory / "x.parquet")
+    elif damage == "wrong_type":
+        col = table.column("text_model").cast(pa.string())
+        pq.write_table(table.set_column(3, "text_model", col), directory / "x.parquet")
+    elif damage == "label_type":
+        col = pa.array(frame["label"].fillna(False).astype(int))
+        index = table.schema.get_field_index("label")
+        pq.write_table(table.set_column(index, "label", col), directory / "x.parquet")
+    with pytest.raises(error, match=message):
+        run_recalibrate(base_config(), str(directory / "*.parquet"), str(tmp_path / "out"))
+    # Nothing was published.
+    assert not (tmp_path / "out" / "LATEST").exists()
+
+
+def test_no_matching_input_is_an_error(tmp_path):
+    with pytest.raises(InputError, match="no input file matches"):
+        run_recalibrate(base_config(), str(tmp_path / "nothing*.parquet"), str(tmp_path / "o"))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"grid": {"bins": 0}}, r"grid\.bins: 0 is less than the minimum of 1"),
+        ({"rule": "xor"}, r"rule: 'xor' is not one of"),
+        ({"surprise": 1}, r"Additional properties are not allowed \('surprise'"),
+        ({"target": {"marginal_precision": 0.3, "slope": 1}}, r"target: .* too many properties"),
+        ({"target": {"marginal_precision": 1.5}}, r"target\.marginal_precision: 1\.5"),
+        ({"grid": {"edges": "explicit"}}, r"grid\.values: need one edge list per classifier"),
+        ({"grid": {"edges": "explicit", "values": [[0.5, 0.1], [0.2]]}},
+         r"grid\.values\[0\] must be strictly ascending"),
+        ({"windowing": {"size_days": 7, "period_days": 2}}, "multiple of windowing.period_days"),
+        ({"columns": {"label": "text_model"}}, "names used twice"),
+    ],
+)
+def test_config_errors_name_the_key(change, message):
+    raw = {"classifiers": ["text_model", "image_model"], "target": {"marginal_precision": 0.3}}
+    raw.update(change)
+    with pytest.raises(ConfigError, match=message):
+        RunConfig.from_dict(raw)
+
+
+def test_cli_reports_bad_input_in_one_line(tmp_path, capsys):
+    config = tmp_path / "c.yaml"
+    config.write_text("classifiers: [text_model, image_model]\ntarget: {marginal_precision: 0.3}\n")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.parquet").write_bytes(b"not parquet")
+    code = main(["recalibrate", "--config", str(config), "--input",
+                 str(tmp_path / "in" / "*.parquet"), "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "a.parquet: not a readable Parquet file" in err and "Traceback" not in err
+    bad_config = tmp_path / "bad.yaml"
+    bad_config.write_text("classifiers: []\ntarget: {slope: 1}\n")
+    code = main(["recalibrate", "--config", str(bad_config), "--input", "x", "--output", "y"])
+    assert code == 2 and "classifiers: [] should be non-empty" in capsys.readouterr().err
