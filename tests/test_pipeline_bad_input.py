@@ -1,6 +1,7 @@
 """A corpus of bad inputs: every row accounted for, every file problem named."""
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -30,28 +31,15 @@ def _bad_rows_frame():
     frame.loc[bad["invalid_weight"][0], "weight"] = -1.0
     frame.loc[bad["invalid_weight"][1], "weight"] = np.nan
     frame["item_id"] = frame["item_id"].astype("Int64")
-    frame.loc[bad["missing_item_id"], "item_id"] = pd_na()
+    frame.loc[bad["missing_item_id"], "item_id"] = pd.NA
     return frame, bad
-
-
-def pd_na():
-    import pandas as pd
-
-    return pd.NA
-
-
-def _write_with_nulls(frame, path):
-    # Pandas NaN in the score columns must become Parquet nulls only where intended: write the
-    # NaN/inf rows as real NaN/inf values, and not-scored rows as nulls.
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    pq.write_table(table, path, row_group_size=1000)
 
 
 def test_every_row_is_accounted_for_and_bad_rows_are_dead_lettered(tmp_path):
     frame, bad = _bad_rows_frame()
     (tmp_path / "in").mkdir()
-    # NaN written by pandas for the score columns is a NaN *value* (pyarrow from_pandas keeps
-    # float NaN as NaN? no: it converts to null) -- so write the NaN score row explicitly.
+    # pyarrow.Table.from_pandas turns float NaN into null ("not scored"); write the one
+    # NaN score as a real NaN value so that it is invalid input.
     table = pa.Table.from_pandas(frame, preserve_index=False)
     scores = table.column("text_model").to_numpy(zero_copy_only=False).copy()
     null = table.column("text_model").is_null().to_numpy(zero_copy_only=False)
