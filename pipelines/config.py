@@ -174,6 +174,11 @@ class RunConfig:
         if duplicates:
             raise ConfigError(f"{source}: columns: names used twice: {sorted(duplicates)}")
         window = self.windowing
+        if window is not None and grid["edges"] == "quantile":
+            raise ConfigError(
+                f"{source}: grid.edges: quantile edges are not supported with windowing "
+                "(every window would need its own edges); use uniform or explicit edges"
+            )
         if window is not None:
             ratio = window["size_days"] / window["period_days"]
             if abs(ratio - round(ratio)) > 1e-9:

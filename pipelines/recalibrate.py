@@ -153,10 +153,18 @@ def build_recalibrate(
             list(paths), needed_columns(config, windowed=windowed)
         )
     validated = batches | "Validate" >> ValidateBatches(config, windowed=windowed)
+    if windowed:  # unbounded input: fire on every update, each firing rewrites the totals
+        global_window = beam.WindowInto(
+            beam.window.GlobalWindows(),
+            trigger=trigger.Repeatedly(trigger.AfterCount(1)),
+            accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
+        )
+    else:
+        global_window = beam.WindowInto(beam.window.GlobalWindows())
     (
         validated.accounting
-        | "AccountingGlobal" >> beam.WindowInto(beam.window.GlobalWindows())
-        | "SumAccounting" >> beam.CombineGlobally(SumCounters())
+        | "AccountingGlobal" >> global_window
+        | "SumAccounting" >> beam.CombineGlobally(SumCounters()).without_defaults()
         | "WriteAccounting" >> beam.Map(lambda acc: write_json(f"{run_dir}/accounting.json", acc))
     )
     _ = validated.dead_letters | "WriteDeadLetters" >> beam.ParDo(
