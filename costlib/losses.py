@@ -68,6 +68,7 @@ __all__ = [
 
 CountFunction = Callable[[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
                           NDArray[np.float64]], ArrayLike]
+RateFunction = Callable[[NDArray[np.float64], NDArray[np.float64]], NDArray[np.float64]]
 
 
 @dataclass(frozen=True)
@@ -87,12 +88,19 @@ class SetLoss:
         ``"callable"``).
     params : dict
         Parameters of the family, e.g. ``{"beta": 1.0}``.
+    of_rates : callable, optional
+        For losses that depend on the counts only through TPR and TNR (AM, G-Mean, H-Mean,
+        AUC): ``of_rates(tpr, tnr) -> array`` with ``function(tp, fp, fn, tn) ==
+        of_rates(TPR, TNR)`` under the zero-division convention. Lets Algorithm 1 build the
+        rates from precomputed reciprocals instead of dividing per grid cell. Must not modify
+        its arguments.
     """
 
     name: str
     function: CountFunction = field(repr=False)
     kind: str = "callable"
     params: dict[str, Any] = field(default_factory=dict)
+    of_rates: RateFunction | None = field(default=None, repr=False, compare=False)
 
     def __call__(self, tp: ArrayLike, fp: ArrayLike, fn: ArrayLike, tn: ArrayLike
                  ) -> NDArray[np.float64]:
@@ -122,13 +130,6 @@ def _times(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64
     if a.shape == np.broadcast_shapes(a.shape, b.shape):
         return np.multiply(a, b, out=a)
     return a * b
-
-
-def _plus(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``a + b``, reusing ``a``'s memory when it already has the broadcast shape."""
-    if a.shape == np.broadcast_shapes(a.shape, b.shape):
-        return np.add(a, b, out=a)
-    return a + b
 
 
 def fbeta_loss(beta: float = 1.0) -> SetLoss:
@@ -162,14 +163,39 @@ def jaccard_loss() -> SetLoss:
     return SetLoss("jaccard", f, "jaccard", {})
 
 
-def am_loss() -> SetLoss:
-    """Arithmetic-mean loss, :math:`1 - (TPR + TNR)/2` (one minus balanced accuracy)."""
+def _from_rates(of_rates: RateFunction) -> CountFunction:
+    """The count function ``of_rates(TPR, TNR)`` with the module's zero-division convention."""
 
     def f(tp, fp, fn, tn):
-        total = _plus(_rate(tp, tp + fn), _rate(tn, tn + fp))
-        return 1.0 - 0.5 * total
+        return of_rates(_rate(tp, tp + fn), _rate(tn, tn + fp))
 
-    return SetLoss("am", f, "am", {})
+    return f
+
+
+def _am_of_rates(tpr, tnr):
+    return 1.0 - 0.5 * (tpr + tnr)
+
+
+def _g_mean_of_rates(tpr, tnr):
+    product = np.asarray(tpr * tnr)
+    return 1.0 - np.sqrt(product, out=product)
+
+
+def _h_mean_of_rates(tpr, tnr):
+    total = np.asarray(tpr + tnr)
+    product = np.asarray(tpr * tnr)
+    product *= 2.0
+    mean = np.divide(product, total, out=np.zeros(product.shape), where=total > 0)
+    return 1.0 - mean
+
+
+def _auc_of_rates(tpr, tnr):
+    return (1.0 - tpr) * (1.0 - tnr)
+
+
+def am_loss() -> SetLoss:
+    """Arithmetic-mean loss, :math:`1 - (TPR + TNR)/2` (one minus balanced accuracy)."""
+    return SetLoss("am", _from_rates(_am_of_rates), "am", {}, _am_of_rates)
 
 
 def g_tp_pr_loss() -> SetLoss:
@@ -187,12 +213,7 @@ def g_tp_pr_loss() -> SetLoss:
 
 def g_mean_loss() -> SetLoss:
     """Geometric-mean loss, :math:`1 - \\sqrt{TPR \\cdot TNR}`."""
-
-    def f(tp, fp, fn, tn):
-        product = _times(_rate(tp, tp + fn), _rate(tn, tn + fp))
-        return 1.0 - np.sqrt(product, out=product)
-
-    return SetLoss("g_mean", f, "g_mean", {})
+    return SetLoss("g_mean", _from_rates(_g_mean_of_rates), "g_mean", {}, _g_mean_of_rates)
 
 
 def h_mean_loss() -> SetLoss:
@@ -200,15 +221,7 @@ def h_mean_loss() -> SetLoss:
 
     The harmonic mean is 0 when either rate is 0 (its limit).
     """
-
-    def f(tp, fp, fn, tn):
-        tpr = _rate(tp, tp + fn)
-        tnr = _rate(tn, tn + fp)
-        total = tpr + tnr
-        safe = np.where(total > 0, total, 1.0)
-        return 1.0 - np.where(total > 0, 2.0 * tpr * tnr / safe, 0.0)
-
-    return SetLoss("h_mean", f, "h_mean", {})
+    return SetLoss("h_mean", _from_rates(_h_mean_of_rates), "h_mean", {}, _h_mean_of_rates)
 
 
 def auc_loss() -> SetLoss:
@@ -224,11 +237,7 @@ def auc_loss() -> SetLoss:
     decoding is trivial (``k = 0``). Counting ties as one half instead gives
     :math:`(FN \\cdot FP + (TP \\cdot FP + FN \\cdot TN)/2) / (P N)`, which equals the AM loss.
     """
-
-    def f(tp, fp, fn, tn):
-        return (1.0 - _rate(tp, tp + fn)) * (1.0 - _rate(tn, tn + fp))
-
-    return SetLoss("auc", f, "auc", {})
+    return SetLoss("auc", _from_rates(_auc_of_rates), "auc", {}, _auc_of_rates)
 
 
 def fractional_linear_loss(

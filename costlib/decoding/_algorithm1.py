@@ -25,6 +25,7 @@ TP-monotonic loss (the tests show a Jaccard counterexample).
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 from numpy.typing import NDArray
 
 from ..losses import SetLoss
@@ -58,15 +59,59 @@ def algorithm1_expected_losses(
     n = p.size
     rest = suffix_distributions(p, tol)
     out = np.full(n + 1, np.nan)
+    rates = _RateGrids(n) if loss.of_rates is not None else None
     offset, pmf = 0, np.ones(1)
     for k in range(n + 1):
         if k > 0:
             offset, pmf = trim(offset, add_item(pmf, float(p[k - 1])), tol)
         other = rest[k]
-        tp = np.arange(offset, offset + pmf.size, dtype=np.float64)[:, None]
-        fn = other.support[None, :]
-        grid = loss(tp, k - tp, fn, (n - k) - fn)
+        if rates is not None:
+            grid = loss.of_rates(*rates.grids(k, offset, pmf.size, other.offset, other.pmf.size))
+        else:
+            tp = np.arange(offset, offset + pmf.size, dtype=np.float64)[:, None]
+            fn = other.support[None, :]
+            grid = loss(tp, k - tp, fn, (n - k) - fn)
         out[k] = pmf @ grid @ other.pmf
         if early_stop and k >= 2 and out[k] >= out[k - 1]:
             break
     return out
+
+
+class _RateGrids:
+    """TPR and TNR on the window of (TP, FN) counts for one ``k``, without per-cell division.
+
+    With :math:`S = TP + FN` positives, :math:`TPR = TP \\cdot (1/S)` and
+    :math:`TNR = TN \\cdot (1/(n - S))`; the reciprocals are tabulated once, and on the window
+    ``TP = a0 + i``, ``FN = b0 + j`` the table entry for ``S = a0 + b0 + i + j`` is a Hankel
+    (constant anti-diagonal) strided view, so each rate costs one multiplication per cell. The
+    zero-division cells (``S = 0``: TPR = 1; ``S = n``: TNR = 1) are set explicitly.
+    """
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        counts = np.arange(n + 1, dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            self.inv_pos = np.where(counts > 0, 1.0 / counts, 0.0)
+            self.inv_neg = np.where(counts < n, 1.0 / (n - counts), 0.0)
+
+    @staticmethod
+    def _hankel(values: NDArray[np.float64], start: int, rows: int, cols: int
+                ) -> NDArray[np.float64]:
+        step = values.strides[0]
+        return as_strided(values[start:], shape=(rows, cols), strides=(step, step),
+                          writeable=False)
+
+    def grids(self, k: int, a0: int, rows: int, b0: int, cols: int
+              ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        n = self.n
+        tp = np.arange(a0, a0 + rows, dtype=np.float64)[:, None]
+        tn = (n - k - b0) - np.arange(cols, dtype=np.float64)[None, :]
+        tpr = tp * self._hankel(self.inv_pos, a0 + b0, rows, cols)
+        tnr = tn * self._hankel(self.inv_neg, a0 + b0, rows, cols)
+        if a0 == 0 and b0 == 0:  # S = 0: no positives, TPR = 1
+            tpr[0, 0] = 1.0
+        i, j = k - a0, (n - k) - b0  # S = n: no negatives, TNR = 1
+        if 0 <= i < rows and 0 <= j < cols:
+            tnr[i, j] = 1.0
+        return tpr, tnr
+
