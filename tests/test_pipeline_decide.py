@@ -268,13 +268,8 @@ def test_set_buckets_are_stable_and_type_independent():
     assert len(set(set_buckets(pa.array([f"x{i}" for i in range(1000)]), 8).tolist())) == 8
 
 
-@pytest.mark.xfail(
-    strict=True, raises=ValueError,
-    reason="pipelines/batches.py _floats returns a read-only zero-copy array when a score column "
-           "has no null in a batch; validate_batch then assigns into it (values[null] = -inf). "
-           "Remove this mark once batches.py copies (e.g. to_numpy(writable=True)).",
-)
 def test_batch_where_a_classifier_scored_every_row(tmp_path):
+    # regression: validate_batch once wrote into a read-only view of a null-free score column
     frame = make_stream(200, seed=8)
     frame["text_model"] = frame["text_model"].fillna(0.5)  # every row scored by text_model
     _, got = decide(tmp_path, frame, make_config(), n_files=1, row_group_size=100)

@@ -34,23 +34,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the decide pipeline and print a summary; returns 0, or 2 on bad input/config."""
-    import sys
+    """Run the decide pipeline and print a summary; returns 0.
 
-    from pipelines.batches import SchemaError
-    from pipelines.config import ConfigError, load_config
+    Config and input errors propagate (``pipelines.cli.main`` prints them in one line and
+    returns 2).
+    """
+    from pipelines.config import load_config
     from pipelines.decide import run_decide
-    from pipelines.files import InputError
 
-    try:
-        config = load_config(args.config)
-        manifest = run_decide(
-            config, args.input, args.operating_points, args.output,
-            beam_args=list(getattr(args, "beam_args", []) or []), run_id=args.run_id,
-        )
-    except (ConfigError, InputError, SchemaError) as exc:
-        print(f"costlib decide: error: {exc}", file=sys.stderr)
-        return 2
+    config = load_config(args.config)
+    manifest = run_decide(
+        config, args.input, args.operating_points, args.output,
+        beam_args=list(getattr(args, "beam_args", []) or []), run_id=args.run_id,
+    )
     accounting = manifest["row_accounting"]
     counts = manifest["decision_counts"]
     reasons = ", ".join(f"{k} {v:,}" for k, v in sorted(accounting["dead_letter_reasons"].items()))
