@@ -102,7 +102,7 @@ def test_empty_and_single_item_sets() -> None:
     assert one.k == 1
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=40), st.randoms(use_true_random=False))
 def test_permuting_the_items_permutes_the_answer(values, rnd) -> None:
     p = np.array(values)
