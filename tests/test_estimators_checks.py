@@ -11,6 +11,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
+from threadpoolctl import threadpool_limits
 
 from costlib.estimators import (
     BenefitLogisticRegression,
@@ -20,6 +21,15 @@ from costlib.estimators import (
     KernelLogisticRegression,
     MinimumExpectedCostClassifier,
 )
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _single_thread():
+    # These fits are tiny: BLAS/OpenMP threads only add contention on a 2-core machine
+    # (measured 4x slower under load with the default thread pools).
+    with threadpool_limits(limits=1):
+        yield
+
 
 # Default-constructed matrices (None) adapt to however many classes a check uses; checks draw
 # 2 or 3 classes, so explicit K x K matrices are exercised in the other test modules.
