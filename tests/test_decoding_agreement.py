@@ -129,3 +129,17 @@ def test_poisson_binomial_matches_binomial_for_equal_probabilities() -> None:
     dist = poisson_binomial(np.full(40, 0.3))
     assert dist.offset == 0
     np.testing.assert_allclose(dist.pmf, binomial, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["f1", "jaccard", "am", "g_tp_pr"])
+def test_exponential_sum_in_blocks_equals_one_block(name: str, monkeypatch) -> None:
+    from costlib.decoding import _exponential_sum
+
+    p = np.sort(sample("uniform", 300, seed=21))[::-1]
+    loss = get_loss(name)
+    whole = _exponential_sum.exponential_sum_expected_losses(p, loss)
+    monkeypatch.setattr(_exponential_sum, "BLOCK", 37)  # 9 blocks, the last one partial
+    blocked = _exponential_sum.exponential_sum_expected_losses(p, loss)
+    np.testing.assert_allclose(blocked, whole, rtol=0, atol=1e-13)
+    exact = topk_expected_losses(p, loss, "algorithm1", 0.0)
+    np.testing.assert_allclose(blocked, exact, rtol=0, atol=1e-12)

@@ -40,6 +40,7 @@ Zero denominators follow :mod:`costlib.losses` (rates with a zero denominator ar
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
@@ -49,6 +50,8 @@ from ..losses import SetLoss
 
 #: Trapezoidal step in x = log s.
 STEP = 0.25
+#: Items per block: memory is a few ``BLOCK x m`` float64 arrays (m ~ 220: ~15 MB each).
+BLOCK = 8192
 #: Loss kinds this route computes.
 SUPPORTED_KINDS = frozenset({"fbeta", "jaccard", "am", "g_tp_pr"})
 
@@ -97,20 +100,6 @@ def _factors(p: NDArray[np.float64], s: NDArray[np.float64]
     return log_q, ratio
 
 
-def _prefix_sums(values: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Row ``k`` is the sum of rows ``[:k]``; shape (n + 1, m)."""
-    out = np.zeros((values.shape[0] + 1, values.shape[1]))
-    np.cumsum(values, axis=0, out=out[1:])
-    return out
-
-
-def _suffix_sums(values: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Row ``k`` is the sum of rows ``[k:]``; shape (n + 1, m)."""
-    out = np.zeros((values.shape[0] + 1, values.shape[1]))
-    np.cumsum(values[::-1], axis=0, out=out[-2::-1])
-    return out
-
-
 def _prob_all(p: NDArray[np.float64]) -> float:
     """:math:`\\prod_i p_i`, 0 if any is 0."""
     if np.any(p <= 0.0):
@@ -118,10 +107,35 @@ def _prob_all(p: NDArray[np.float64]) -> float:
     return float(np.exp(np.sum(np.log(p))))
 
 
+FactorGetter = Callable[[int], tuple[NDArray[np.float64], NDArray[np.float64]]]
+
+
+def _blocks(n: int) -> list[tuple[int, int]]:
+    """Item ranges ``[start, stop)`` of at most :data:`BLOCK` items."""
+    return [(start, min(start + BLOCK, n)) for start in range(0, n, BLOCK)]
+
+
+def _factor_blocks(p: NDArray[np.float64], s: NDArray[np.float64],
+                   bounds: list[tuple[int, int]]) -> FactorGetter:
+    """``get(i)`` = :func:`_factors` of block ``i``; computed once when there is one block."""
+    if len(bounds) == 1:
+        single = _factors(p, s)
+        return lambda i: single
+    return lambda i: _factors(p[bounds[i][0]:bounds[i][1]], s)
+
+
+def _column_log_sums(get: FactorGetter, count: int) -> NDArray[np.float64]:
+    """:math:`\\sum_i \\log q_i(s_j)` over all items, per node."""
+    return sum(get(i)[0].sum(axis=0) for i in range(count))
+
+
 def exponential_sum_expected_losses(
     sorted_probabilities: NDArray[np.float64], loss: SetLoss
 ) -> NDArray[np.float64]:
     """Expected loss of the top ``k`` items, ``k = 0..n``, for F-β, Jaccard, AM or G-TP/PR.
+
+    Items are processed in blocks of :data:`BLOCK`, carrying prefix / suffix sums between
+    blocks, so memory stays at a few ``BLOCK x m`` arrays for any ``n``.
 
     Raises
     ------
@@ -133,47 +147,78 @@ def exponential_sum_expected_losses(
                          f"loss {loss.name!r} is of kind {loss.kind!r}")
     p = sorted_probabilities
     n = p.size
-    k = np.arange(n + 1, dtype=np.float64)
-    p_none = _prob_all(1.0 - p)  # P(S = 0)
     out = np.empty(n + 1)
     if n == 0:
         out[0] = 0.0
         return out
-    if loss.kind == "fbeta":
-        b2 = float(loss.params["beta"]) ** 2
-        s, w = quadrature(1.0 + b2, (1.0 + b2) * n)
-        t = b2 * s
-        log_q, ratio = _factors(p, t)
-        log_all = log_q.sum(axis=0)
-        prefix = _prefix_sums(ratio)
-        with np.errstate(under="ignore"):
-            weight = np.exp(-np.outer(k, s) + log_all[None, :])
-        expected_f = (1.0 + b2) * np.einsum("kj,kj,j->k", weight, prefix, w)
-        out[:] = 1.0 - expected_f
-    elif loss.kind == "jaccard":
-        s, w = quadrature(1.0, float(n))
-        log_rest = _suffix_sums(_factors(p, s)[0])
-        with np.errstate(under="ignore"):
-            inverse = np.exp(-np.outer(k, s) + log_rest) @ w  # E[1/(k + B_k)], k >= 1
-        mean_top = np.concatenate([[0.0], np.cumsum(p)])
-        out[:] = 1.0 - mean_top * inverse
-    elif loss.kind == "am":
-        s, w = quadrature(1.0, float(n))
-        log_q, ratio = _factors(p, s)
-        log_q_neg, ratio_neg = _factors(1.0 - p, s)
-        with np.errstate(under="ignore"):
-            pos_weight = np.exp(log_q.sum(axis=0)) * w
-            neg_weight = np.exp(log_q_neg.sum(axis=0)) * w
-        tpr = p_none + _prefix_sums(ratio) @ pos_weight
-        tnr = _prob_all(p) + _suffix_sums(ratio_neg) @ neg_weight
-        out[:] = 1.0 - 0.5 * (tpr + tnr)
-    else:  # g_tp_pr
-        s, w = quadrature(1.0, float(n), 0.5)
-        log_q, ratio = _factors(p, s)
-        with np.errstate(under="ignore"):
-            pos_weight = np.exp(log_q.sum(axis=0)) * w
-        a_over_sqrt_s = _prefix_sums(ratio) @ pos_weight
-        out[1:] = 1.0 - a_over_sqrt_s[1:] / np.sqrt(k[1:])
+    p_none = _prob_all(1.0 - p)  # P(S = 0)
+    bounds = _blocks(n)
+    with np.errstate(under="ignore"):
+        if loss.kind == "fbeta":
+            b2 = float(loss.params["beta"]) ** 2
+            s, w = quadrature(1.0 + b2, (1.0 + b2) * n)
+            get = _factor_blocks(p, b2 * s, bounds)
+            log_all = _column_log_sums(get, len(bounds))
+            running = np.zeros(s.size)  # sum of ratios of the items before the block
+            for i, (start, stop) in enumerate(bounds):
+                prefix = np.cumsum(get(i)[1], axis=0)
+                prefix += running
+                running = prefix[-1].copy()
+                k = np.arange(start + 1, stop + 1, dtype=np.float64)
+                weight = np.exp(log_all[None, :] - np.outer(k, s))
+                out[start + 1:stop + 1] = 1.0 - (1.0 + b2) * np.einsum(
+                    "kj,kj,j->k", weight, prefix, w)
+        elif loss.kind == "jaccard":
+            s, w = quadrature(1.0, float(n))
+            get = _factor_blocks(p, s, bounds)
+            inverse = np.empty(n + 1)  # E[1/(k + B_k)]
+            inverse[n] = np.exp(-n * s) @ w
+            running = np.zeros(s.size)  # sum of log q of the items after the block
+            for i in range(len(bounds) - 1, -1, -1):
+                start, stop = bounds[i]
+                suffix = np.cumsum(get(i)[0][::-1], axis=0)[::-1]
+                suffix += running
+                running = suffix[0].copy()
+                k = np.arange(start, stop, dtype=np.float64)
+                inverse[start:stop] = np.exp(suffix - np.outer(k, s)) @ w
+            mean_top = np.concatenate([[0.0], np.cumsum(p)])
+            out[:] = 1.0 - mean_top * inverse
+        elif loss.kind == "am":
+            s, w = quadrature(1.0, float(n))
+            get_pos = _factor_blocks(p, s, bounds)
+            get_neg = _factor_blocks(1.0 - p, s, bounds)
+            pos_weight = np.exp(_column_log_sums(get_pos, len(bounds))) * w
+            neg_weight = np.exp(_column_log_sums(get_neg, len(bounds))) * w
+            tpr = np.empty(n + 1)  # E[TPR] = P(S = 0) + E[A / S]
+            tpr[0] = p_none
+            running = np.zeros(s.size)
+            for i, (start, stop) in enumerate(bounds):
+                prefix = np.cumsum(get_pos(i)[1], axis=0)
+                prefix += running
+                running = prefix[-1].copy()
+                tpr[start + 1:stop + 1] = p_none + prefix @ pos_weight
+            p_all = _prob_all(p)  # P(N = 0)
+            tnr = np.empty(n + 1)  # E[TNR] = P(N = 0) + E[TN / N]
+            tnr[n] = p_all
+            running = np.zeros(s.size)
+            for i in range(len(bounds) - 1, -1, -1):
+                start, stop = bounds[i]
+                suffix = np.cumsum(get_neg(i)[1][::-1], axis=0)[::-1]
+                suffix += running
+                running = suffix[0].copy()
+                tnr[start:stop] = p_all + suffix @ neg_weight
+            out[:] = 1.0 - 0.5 * (tpr + tnr)
+        else:  # g_tp_pr: E[A / sqrt(S)] / sqrt(k)
+            s, w = quadrature(1.0, float(n), 0.5)
+            get = _factor_blocks(p, s, bounds)
+            pos_weight = np.exp(_column_log_sums(get, len(bounds))) * w
+            running = np.zeros(s.size)
+            for i, (start, stop) in enumerate(bounds):
+                prefix = np.cumsum(get(i)[1], axis=0)
+                prefix += running
+                running = prefix[-1].copy()
+                k = np.arange(start + 1, stop + 1, dtype=np.float64)
+                out[start + 1:stop + 1] = 1.0 - (prefix @ pos_weight) / np.sqrt(k)
     if loss.kind != "am":
         out[0] = 1.0 - p_none
     return out
