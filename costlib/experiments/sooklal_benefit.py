@@ -225,7 +225,10 @@ def evaluate(
     seed: int,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """Mean test ``B`` and ``μ`` per setting and method: ``result[setting][method]``."""
+    """Test ``B`` and ``μ`` per setting and method (``result[setting][method]``).
+
+    Means over the splits (``B``, ``mu``) and their standard deviations (``B_sd``, ``mu_sd``).
+    """
     result: dict[str, dict[str, dict[str, float]]] = {}
     for s in settings:
         bm = group_benefit_matrix(s.classes, s.majority)
@@ -251,6 +254,8 @@ def evaluate(
             m: {
                 "B": float(np.mean([v[0] for v in vals])),
                 "mu": float(np.mean([v[1] for v in vals])),
+                "B_sd": float(np.std([v[0] for v in vals], ddof=1)) if len(vals) > 1 else 0.0,
+                "mu_sd": float(np.std([v[1] for v in vals], ddof=1)) if len(vals) > 1 else 0.0,
             }
             for m, vals in scores.items()
         }
