@@ -26,6 +26,7 @@ split or ordered. A grid whose total weight would leave that range raises ``Valu
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -36,6 +37,7 @@ from costlib.edges import BinLocator, check_edges
 
 __all__ = [
     "RULES",
+    "SparseCounts",
     "ThresholdGrid",
     "cell_codes",
     "grouped_histograms",
@@ -405,6 +407,39 @@ def histogram_cells(
     return total.astype(np.float64, copy=False).reshape((2, *shape))
 
 
+@dataclass(frozen=True)
+class SparseCounts:
+    """Non-zero cells of a ``(2, *shape)`` label-by-cell histogram: a compact partial grid.
+
+    ``cells`` are flat indices into the ``(2, *shape)`` array (label 0 = negatives first),
+    strictly increasing; ``counts`` their weighted counts. Partials of a batch are this small
+    (at most one entry per row) where a dense histogram would be ``2 * prod(shape)`` cells.
+    """
+
+    cells: NDArray[np.int64]
+    counts: NDArray[np.float64]
+
+    def add_to(self, dense: NDArray[np.float64]) -> None:
+        """Add into a dense ``(2, *shape)`` accumulator in place (cells are unique)."""
+        flat = dense.reshape(-1)
+        flat[self.cells] += self.counts
+
+    def to_grid(
+        self,
+        edges: Sequence[NDArray[np.float64]],
+        *,
+        names: Sequence[str] | None = None,
+        weight_bits: int = DEFAULT_WEIGHT_BITS,
+    ) -> ThresholdGrid:
+        shape = tuple(e.size + 1 for e in edges)
+        dense = np.zeros((2, *shape))
+        self.add_to(dense)
+        return ThresholdGrid(
+            edges=tuple(edges), pos=dense[1], neg=dense[0],
+            names=tuple(names) if names is not None else None, weight_bits=weight_bits,
+        )
+
+
 def grouped_histograms(
     group_codes: NDArray[np.intp],
     scores: NDArray[np.float64],
@@ -413,35 +448,44 @@ def grouped_histograms(
     edges: Sequence[NDArray[np.float64]],
     *,
     weight_bits: int = DEFAULT_WEIGHT_BITS,
-) -> dict[int, NDArray[np.float64]]:
-    """Histograms of already validated rows per group: ``{code: counts (2, *shape)}``.
+) -> dict[int, SparseCounts]:
+    """Histograms of already validated rows per group, as sparse partials.
 
-    ``counts[1]`` are positives and ``counts[0]`` negatives, exactly as
-    :meth:`ThresholdGrid.from_scores` would compute them for that group's rows (same binning,
-    same weight rounding), so a grid assembled from these partials equals the grid of the rows.
-    Cells are coded once for the whole batch; rows are then ordered by group (stable) and each
-    group's slice is counted with one ``bincount``.
+    Exactly the counts :meth:`ThresholdGrid.from_scores` computes for each group's rows (same
+    binning, same weight rounding): ``partials[g].to_grid(edges)`` equals the grid of group
+    ``g``'s rows. Rows are coded once by (group, label, cell) and sorted; each run of equal codes
+    is one non-zero cell.
     """
     locators = [BinLocator(e) for e in edges]
     shape = tuple(e.size + 1 for e in edges)
     size = int(np.prod(shape))
-    codes = np.empty(scores.shape[0], dtype=np.intp)
-    for start in range(0, scores.shape[0], ROW_CHUNK):
+    n = scores.shape[0]
+    keys = np.empty(n, dtype=np.int64)
+    for start in range(0, n, ROW_CHUNK):
         stop = start + ROW_CHUNK
         block = cell_codes(scores[start:stop], locators, shape)
         block += labels[start:stop] * size
-        codes[start:stop] = block
-    order = np.argsort(group_codes, kind="stable")
-    sorted_groups = group_codes[order]
-    codes = codes[order]
-    wq = None if weights is None else quantize_weights(weights, weight_bits)[order]
-    present, starts = np.unique(sorted_groups, return_index=True)
-    stops = np.append(starts[1:], sorted_groups.size)
-    out = {}
-    for code, a, b in zip(present.tolist(), starts.tolist(), stops.tolist(), strict=True):
-        if wq is None:
-            counts = np.bincount(codes[a:b], minlength=2 * size).astype(np.float64)
-        else:
-            counts = np.bincount(codes[a:b], weights=wq[a:b], minlength=2 * size)
-        out[code] = counts.reshape((2, *shape))
-    return out
+        keys[start:stop] = block
+    keys += np.asarray(group_codes, dtype=np.int64) * (2 * size)
+    if weights is None:
+        keys.sort()
+        run_weights = None
+    else:
+        order = np.argsort(keys)
+        keys = keys[order]
+        run_weights = quantize_weights(weights, weight_bits)[order]
+    if n == 0:
+        return {}
+    starts = np.concatenate(([0], np.flatnonzero(keys[1:] != keys[:-1]) + 1))
+    unique = keys[starts]
+    if run_weights is None:
+        counts = np.diff(np.append(starts, n)).astype(np.float64)
+    else:
+        counts = np.add.reduceat(run_weights, starts)
+    groups = unique // (2 * size)
+    cells = unique - groups * (2 * size)
+    bounds = np.concatenate(([0], np.flatnonzero(groups[1:] != groups[:-1]) + 1, [groups.size]))
+    return {
+        int(groups[a]): SparseCounts(cells=cells[a:b], counts=counts[a:b])
+        for a, b in itertools.pairwise(bounds.tolist())
+    }

@@ -185,7 +185,7 @@ def build_recalibrate(
         )
         grids = grids | "WindowGrids" >> windowing
         boots = boots | "WindowBootstrap" >> windowing
-    summed = grids | "SumGrids" >> beam.CombinePerKey(SumGrids())
+    summed = grids | "SumGrids" >> beam.CombinePerKey(SumGrids(config))
     if config.bootstrap["replicates"] > 0:
         summed_boots = boots | "SumBootstrap" >> beam.CombinePerKey(SumBootstrapGrids())
         summed = {"grid": summed, "bootstrap": summed_boots} | "Join" >> beam.CoGroupByKey()

@@ -122,18 +122,23 @@ class SumCounters(beam.CombineFn):
 
 
 class SumGrids(beam.CombineFn):
-    """Adds partial grids; the accumulator owns its arrays (inputs are never modified)."""
+    """Adds sparse partial grids into a dense accumulator it owns (inputs are never modified).
+
+    Elements are :class:`costlib.grid.SparseCounts`; the output is a
+    :class:`costlib.grid.ThresholdGrid` on the run's edges.
+    """
+
+    def __init__(self, config: RunConfig):
+        self.names = config.classifiers
 
     def create_accumulator(self):
         return None
 
-    def add_input(self, acc, grid: ThresholdGrid):
+    def add_input(self, acc, partial):
+        edges, counts = partial
         if acc is None:
-            return [grid.pos.copy(), grid.neg.copy(), grid]
-        if not all(np.array_equal(a, b) for a, b in zip(acc[2].edges, grid.edges, strict=True)):
-            raise ValueError("partial grids with different edges cannot be combined")
-        acc[0] += grid.pos
-        acc[1] += grid.neg
+            acc = [np.zeros((2, *(e.size + 1 for e in edges))), edges]
+        counts.add_to(acc[0])
         return acc
 
     def merge_accumulators(self, accs):
@@ -142,20 +147,16 @@ class SumGrids(beam.CombineFn):
             if acc is None:
                 continue
             if merged is None:
-                merged = [acc[0].copy(), acc[1].copy(), acc[2]]
+                merged = [acc[0].copy(), acc[1]]
             else:
                 merged[0] += acc[0]
-                merged[1] += acc[1]
         return merged
 
     def extract_output(self, acc):
         if acc is None:
             return None
-        template = acc[2]
-        return ThresholdGrid(
-            edges=template.edges, pos=acc[0], neg=acc[1], names=template.names,
-            weight_bits=template.weight_bits,
-        )
+        dense, edges = acc
+        return ThresholdGrid(edges=tuple(edges), pos=dense[1], neg=dense[0], names=self.names)
 
 
 class SumBootstrapGrids(beam.CombineFn):
@@ -254,13 +255,15 @@ class HistogramByGroupFn(beam.DoFn):
             codes = groups
             all_codes = np.full(groups.size, n_groups)
         group_labels = [*batch.group_names, ALL_GROUPS]
+        edges = tuple(edges)
         for code_array in (codes, all_codes):
             for code, counts in grouped_histograms(
                 code_array, scores, labels, weights, edges
             ).items():
                 bucket_index, group_index = divmod(code, n_groups + 1)
-                grid = ThresholdGrid(edges=tuple(edges), pos=counts[1], neg=counts[0], names=names)
-                yield from self._emit(group_labels[group_index], grid, buckets[bucket_index])
+                yield from self._emit(
+                    group_labels[group_index], (edges, counts), buckets[bucket_index]
+                )
         if self.with_bootstrap:
             item_ids = np.asarray(batch.item_ids.take(np.flatnonzero(rated)).to_pylist())
             boot = self.config.bootstrap

@@ -254,3 +254,22 @@ def test_best_cell_tie_rule_prefers_fewest_false_positives():
     fp = np.array([[4.0, 0.0], [0.0, 0.0]])
     # slope 0.5: objectives 2, 2, 2, 0 -> fewest FP then fewest TP then row-major: (0, 1).
     assert best_cell(tp, fp, 0.5) == (0, 1)
+
+
+@pytest.mark.parametrize("width", [40, 700])  # both forward passes: 2-D blocks and wide rows
+def test_2d_forward_passes_agree_with_generic_recursion_on_narrow_and_wide_rows(width):
+    from costlib import lattice_path
+
+    rng = np.random.default_rng(width)
+    n = 20_000
+    y = rng.random(n) < 0.2
+    scores = rng.normal(size=(n, 2)) + y[:, None]
+    grid = ThresholdGrid.from_scores(scores, y, [np.linspace(-2, 2, 7), np.linspace(-3, 3, width)])
+    tp, fp = grid.counts("any")
+    path, area = lattice_path._max_area_path_2d(tp, fp)
+    values_in = np.full(tp.shape, -np.inf)
+    values_in[0, 0] = 0.0
+    source_in = np.full(tp.shape, -1, dtype=np.int8)
+    values, _ = lattice_path._block(values_in, source_in, lattice_path.step_weights(tp, fp), 0)
+    assert area == pytest.approx(values[-1, -1], rel=1e-12)
+    assert path_area(tp, fp, path) == pytest.approx(area, rel=1e-12)
