@@ -67,6 +67,11 @@ class _SquareMatrix:
 
     def __init__(self, values: ArrayLike, labels: ArrayLike | None = None) -> None:
         if isinstance(values, _SquareMatrix):
+            if type(values) is not type(self):
+                raise ValueError(
+                    f"got a {type(values).__name__} where a {self._kind} is expected; "
+                    "convert explicitly (BenefitMatrix.from_costs / .to_costs())"
+                )
             if labels is None:
                 labels = values.labels
             values = values.values

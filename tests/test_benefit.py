@@ -105,6 +105,10 @@ def test_cost_benefit_conversions():
     p = np.random.default_rng(0).dirichlet(np.ones(3), size=500)
     np.testing.assert_array_equal(np.argmax(p @ np.array(B3), 1), np.argmin(p @ regret, 1))
     np.testing.assert_array_equal(CostMatrix.zero_one(3).values, 1 - np.eye(3))
+    with pytest.raises(ValueError, match="got a CostMatrix where a benefit matrix"):
+        BenefitMatrix(CostMatrix([[0.0, 1.0], [1.0, 0.0]]))
+    relabelled = BenefitMatrix(BenefitMatrix(B2), labels=["n", "p"])
+    assert relabelled.labels.tolist() == ["n", "p"]
 
 
 # --- B and μ ------------------------------------------------------------------------------------

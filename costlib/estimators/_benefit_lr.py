@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -136,7 +136,7 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
             raise ValueError("priors must not all be zero")
         return pri / pri.sum()
 
-    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Fit the benefit-weighted logistic regression(s).
 
         Parameters

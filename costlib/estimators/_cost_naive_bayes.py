@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from numbers import Integral
+from typing import Self
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -120,7 +121,7 @@ class CostSensitiveNaiveBayes(ClassifierMixin, BaseEstimator):
         parts.append(self._categorical_codes(X, fitting=fitting))
         return np.hstack(parts).astype(np.intp)
 
-    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Discretise continuous attributes, fit ``CategoricalNB``, align the cost matrix.
 
         Parameters

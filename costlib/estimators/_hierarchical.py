@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -131,7 +131,7 @@ class HierarchicalCostSensitiveClassifier(ClassifierMixin, BaseEstimator):
         rows = np.isin(y_idx, members)
         return clone(template).fit(X[rows], y_idx[rows], sample_weight=sw[rows])
 
-    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Fit stage 1 on group labels and the cost-blind stage-2 model(s).
 
         Parameters

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from numbers import Integral, Real
+from typing import Self
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -101,7 +102,7 @@ class KernelLogisticRegression(ClassifierMixin, BaseEstimator):
         self.n_iter_ = self.logistic_.n_iter_
         return y, sw
 
-    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Fit the kernel logistic regression.
 
         Parameters
@@ -241,7 +242,7 @@ class CostSensitiveKernelLogisticRegression(KernelLogisticRegression):
         self.c_dd = c_dd
         self.majority_classes = majority_classes
 
-    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Fit the cost-blind kernel LR and resolve β, Δ and the majority group.
 
         Parameters

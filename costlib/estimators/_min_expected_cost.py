@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Self
+
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
@@ -69,7 +71,9 @@ class MinimumExpectedCostClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEst
     def _base_estimator(self):
         return LogisticRegression() if self.estimator is None else self.estimator
 
-    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None, **fit_params):
+    def fit(
+        self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None, **fit_params
+    ) -> Self:
         """Fit the probabilistic classifier (cost-blind) and align the cost matrix.
 
         Parameters
