@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import doctest
 import pickle
 
 import numpy as np
@@ -11,6 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 
+import costlib.benefit
+import costlib.estimators._benefit_lr
+import costlib.estimators._min_expected_cost
 from costlib.benefit import (
     BenefitMatrix,
     CostMatrix,
@@ -306,3 +310,18 @@ def test_one_vs_rest_combination_as_written_and_normalised():
         one_vs_rest_benefit(b, pri, 0, combination="mean")
     with pytest.raises(ValueError, match="priors"):
         one_vs_rest_benefit(b, pri[:2], 0)
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        costlib.benefit,
+        costlib.estimators._benefit_lr,
+        costlib.estimators._min_expected_cost,
+    ],
+    ids=lambda m: m.__name__,
+)
+def test_docstring_examples(module):
+    result = doctest.testmod(module)
+    assert result.attempted > 0
+    assert result.failed == 0

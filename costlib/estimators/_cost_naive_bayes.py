@@ -40,6 +40,10 @@ class CostSensitiveNaiveBayes(ClassifierMixin, BaseEstimator):
     ``exp(jll_q - max_q jll_q) @ V`` from the joint log-likelihoods ``jll``. With 0/1 costs it
     is ``argmax_q p(C_q | x)``.
 
+    (The seed's first display, ``p(C_k|x) = Π_i p(x_i|C_k) p(C_k) / p(x_i)``, puts the prior
+    inside the product; its decision formula above, which this class implements, has the
+    prior once, as naive Bayes does.)
+
     Parameters
     ----------
     cost_matrix : array-like of shape (K, K) or CostMatrix, default=None

@@ -190,7 +190,10 @@ class CostSensitiveKernelLogisticRegression(KernelLogisticRegression):
               Δ = \\frac{C_{DH} - C_{DD}}{C_{DD}}
 
     (subtract ``C_DD + P(H|x)(C_HD - C_DD)`` from every loss and divide by ``-C_DD``). With
-    equal costs ``β = 1, Δ = 0``: plain argmax. With several majority classes the group ``H``
+    equal costs ``β = 1, Δ = 0``: plain argmax. The seed also writes the rule on Zhu's log
+    scale, ``f_ν = ln(P(D_ν|x)/P(H|x))`` against ``f_h* = ln((β P(H|x) - Δ)/P(H|x))``; that is
+    the same argmax but undefined when ``β P(H|x) <= Δ``, so :meth:`decision_function` returns
+    the linear scores. With several majority classes the group ``H``
     wins or loses as one (its members cost nothing among themselves) and the most probable
     member is predicted.
 

@@ -55,8 +55,9 @@ class MinimumExpectedCostClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEst
     --------
     >>> from sklearn.datasets import load_breast_cancer
     >>> X, y = load_breast_cancer(return_X_y=True)
-    >>> clf = MinimumExpectedCostClassifier(cost_matrix=[[0, 1], [10, 0]]).fit(X[:, :5], y)
-    >>> clf.predict(X[:3, :5]).shape
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> clf = MinimumExpectedCostClassifier(LogisticRegression(max_iter=5000), [[0, 1], [10, 0]])
+    >>> clf.fit(X[:, :5], y).predict(X[:3, :5]).shape
     (3,)
     """
 
