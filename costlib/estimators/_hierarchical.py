@@ -38,7 +38,9 @@ class HierarchicalCostSensitiveClassifier(ClassifierMixin, BaseEstimator):
 
     With ``C_HD = C_DH`` and one minority and one majority class this is the plain cost-blind
     stage-1 classifier. With several minority classes the two-stage rule is not the flat
-    argmax even for equal costs (it decides the group first); use
+    argmax even for equal costs (it decides the group first: with ``P(H|x) = 0.4`` and
+    ``P(D_1|x) = P(D_2|x) = 0.3`` it predicts ``D_1`` although ``H`` is most probable); it is
+    then the plain cost-blind two-stage classifier. Use
     :class:`CostSensitiveKernelLogisticRegression` for the flat β/Δ rule.
 
     Parameters
