@@ -44,6 +44,7 @@ __all__ = [
     "histogram_cells",
     "lattice_counts",
     "quantize_weights",
+    "sum_sparse",
     "validate_rows",
 ]
 
@@ -489,3 +490,19 @@ def grouped_histograms(
         int(groups[a]): SparseCounts(cells=cells[a:b], counts=counts[a:b])
         for a, b in itertools.pairwise(bounds.tolist())
     }
+
+
+def sum_sparse(partials: Sequence[SparseCounts], n_cells: int) -> SparseCounts:
+    """The sum of sparse partials over the same lattice (``n_cells = 2 * prod(shape)``).
+
+    Exact: counts are multiples of the weight resolution, so float64 sums do not round.
+    """
+    if not partials:
+        return SparseCounts(cells=np.zeros(0, dtype=np.int64), counts=np.zeros(0))
+    dense = np.bincount(
+        np.concatenate([p.cells for p in partials]),
+        weights=np.concatenate([p.counts for p in partials]),
+        minlength=n_cells,
+    )
+    cells = np.flatnonzero(dense)
+    return SparseCounts(cells=cells.astype(np.int64), counts=dense[cells])

@@ -135,9 +135,10 @@ def _column(table: pa.Table, name: str) -> pa.Array:
     return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
 
 
-def _nulls(arr: pa.Array) -> NDArray[np.bool_]:
+def _nulls(arr: pa.Array) -> NDArray[np.bool_] | None:
+    """Null mask, or None when the column has no null (Arrow keeps the count: no pass)."""
     if arr.null_count == 0:
-        return np.zeros(len(arr), dtype=bool)
+        return None
     return arr.is_null().to_numpy(zero_copy_only=False)
 
 
@@ -163,8 +164,9 @@ def validate_batch(
     n = table.num_rows
     reason = np.full(n, -1, dtype=np.int8)  # index into REASONS, -1 = valid
 
-    def flag(mask: NDArray[np.bool_], name: str) -> None:
-        reason[(reason < 0) & mask] = REASONS.index(name)
+    def flag(mask: NDArray[np.bool_] | None, name: str) -> None:
+        if mask is not None and mask.any():
+            reason[(reason < 0) & mask] = REASONS.index(name)
 
     group = _column(table, cols["group"])
     flag(_nulls(group), "missing_group")
@@ -179,21 +181,26 @@ def validate_batch(
 
     k = len(config.classifiers)
     scores = np.empty((n, k))
-    unscored = np.zeros((n, k), dtype=bool)
+    unscored = None  # rows no classifier scored (only computed when some score is null)
     for j, name in enumerate(config.classifiers):
         arr = _column(table, name)
         values = _floats(arr)
         null = _nulls(arr)
-        flag(~null & ~np.isfinite(values), "invalid_score")
+        finite = np.isfinite(values)
+        flag(~finite if null is None else ~null & ~finite, "invalid_score")
         scores[:, j] = values  # (values may be a read-only view of the Arrow buffer)
-        scores[null, j] = -np.inf
-        unscored[:, j] = null
+        if null is not None:
+            scores[null, j] = -np.inf
+        if j == 0:
+            unscored = null
+        elif unscored is not None:
+            unscored = unscored & null if null is not None else None
 
     weights = None
     if cols.get("weight") and not for_decisions:
         warr = _column(table, cols["weight"])
         w = _floats(warr)
-        flag(_nulls(warr) | ~np.isfinite(w) | (w < 0), "invalid_weight")
+        flag(~(np.isfinite(w) & (w >= 0)), "invalid_weight")  # null -> NaN -> invalid
         weights = w
 
     probabilities = set_ids = None
@@ -201,8 +208,9 @@ def validate_batch(
         parr = _column(table, cols["probability"])
         p = _floats(parr)
         pnull = _nulls(parr)
-        flag(~pnull & ~((p >= 0) & (p <= 1)), "invalid_probability")
-        probabilities = np.where(pnull, np.nan, p)
+        out_of_range = ~((p >= 0) & (p <= 1))
+        flag(out_of_range if pnull is None else ~pnull & out_of_range, "invalid_probability")
+        probabilities = p if pnull is None else np.where(pnull, np.nan, p)
     if for_decisions and cols.get("set_id"):
         set_ids = _column(table, cols["set_id"])
 
@@ -211,8 +219,10 @@ def validate_batch(
         labels = np.zeros(n, dtype=bool)
     else:
         larr = _column(table, cols["label"])
-        rated = ~_nulls(larr)
-        flag(rated & unscored.all(axis=1), "label_without_score")
+        label_null = _nulls(larr)
+        rated = np.ones(n, dtype=bool) if label_null is None else ~label_null
+        if unscored is not None:
+            flag(rated & unscored, "label_without_score")
         labels = (
             np.zeros(n, dtype=bool) if pa.types.is_null(larr.type)
             else larr.fill_null(False).to_numpy(zero_copy_only=False).astype(bool)

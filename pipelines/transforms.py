@@ -26,7 +26,7 @@ from apache_beam.transforms.window import TimestampedValue
 
 from costlib.bootstrap import BootstrapGrids
 from costlib.edges import fine_histogram, quantile_edges_from_histogram
-from costlib.grid import ThresholdGrid, grouped_histograms
+from costlib.grid import ThresholdGrid, grouped_histograms, sum_sparse
 from costlib.recalibration import ALL_GROUPS, optimize_group
 from pipelines.batches import validate_batch
 from pipelines.config import RunConfig
@@ -243,31 +243,33 @@ class HistogramByGroupFn(beam.DoFn):
         labels = batch.labels[rated]
         weights = None if batch.weights is None else batch.weights[rated]
         groups = batch.group_codes[rated]
+        n_groups = len(batch.group_names)
         if self.windowed:
             bucket = batch.event_times_us[rated] // self.period_us
             buckets, bucket_codes = np.unique(bucket, return_inverse=True)
-            n_groups = len(batch.group_names)
-            codes = bucket_codes * (n_groups + 1) + groups
-            all_codes = bucket_codes * (n_groups + 1) + n_groups
+            codes = bucket_codes * n_groups + groups
         else:
             buckets = np.zeros(1, dtype=np.int64)
-            n_groups = len(batch.group_names)
             codes = groups
-            all_codes = np.full(groups.size, n_groups)
-        group_labels = [*batch.group_names, ALL_GROUPS]
         edges = tuple(edges)
-        for code_array in (codes, all_codes):
-            for code, counts in grouped_histograms(
-                code_array, scores, labels, weights, edges
-            ).items():
-                bucket_index, group_index = divmod(code, n_groups + 1)
-                yield from self._emit(
-                    group_labels[group_index], (edges, counts), buckets[bucket_index]
-                )
+        n_cells = 2 * int(np.prod([e.size + 1 for e in edges]))
+        partials = grouped_histograms(codes, scores, labels, weights, edges)
+        per_bucket: dict[int, list] = {}
+        for code, counts in partials.items():
+            bucket_index, group_index = divmod(code, n_groups)
+            per_bucket.setdefault(bucket_index, []).append(counts)
+            yield from self._emit(batch.group_names[group_index], (edges, counts),
+                                  buckets[bucket_index])
+        for bucket_index, parts in per_bucket.items():  # the all-groups grid, same rows
+            yield from self._emit(ALL_GROUPS, (edges, sum_sparse(parts, n_cells)),
+                                  buckets[bucket_index])
         if self.with_bootstrap:
             item_ids = np.asarray(batch.item_ids.take(np.flatnonzero(rated)).to_pylist())
             boot = self.config.bootstrap
-            for code_array in (codes, all_codes):
+            group_labels = [*batch.group_names, ALL_GROUPS]
+            all_codes = (codes // n_groups) * (n_groups + 1) + n_groups
+            own_codes = (codes // n_groups) * (n_groups + 1) + codes % n_groups
+            for code_array in (own_codes, all_codes):
                 for code in np.unique(code_array).tolist():
                     rows = code_array == code
                     bucket_index, group_index = divmod(code, n_groups + 1)
