@@ -156,3 +156,15 @@ def test_feature_split_is_the_papers():
     assert one.tolist() == [0, 1, 2, 4, 6, 8]
     assert two.tolist() == [0, 1, 3, 5, 7, 9]
     assert not set(one[2:]) & set(two[2:])
+
+
+def test_in_sample_variant_uses_the_refit_models_scores_on_t(rep):
+    """``--in-sample`` (the paper's literal protocol) changes only the training-side scores."""
+    cfg = R.Config(quick=True, target=TARGET, datasets=("digits-8",), types=("nb",), in_sample=True)
+    res = R.run(cfg).results[0]
+    oof = next(r for r in rep.results if (r.dataset, r.clf_type) == ("digits-8", "nb"))
+    assert np.array_equal(res.holdout_scores, oof.holdout_scores)
+    assert res.rows[-2:] == oof.rows[-2:]  # same single-classifier baselines
+    assert not np.array_equal(res.grid.edges[0], oof.grid.edges[0])
+    tp, fp = res.grid.counts("any")
+    assert res.points["hull"].objective == pytest.approx(float(np.max(tp - SLOPE * fp)))
