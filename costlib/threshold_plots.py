@@ -7,15 +7,18 @@ Uses :class:`matplotlib.figure.Figure` directly (no pyplot state, no display nee
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
+from numpy.typing import NDArray
 
 from costlib.grid import ThresholdGrid
 from costlib.operating_point import OperatingPoint
+from costlib.target import Target
 
-__all__ = ["plot_pn_curves", "plot_threshold_surfaces"]
+__all__ = ["CurveSpec", "draw_pn_curves", "plot_pn_curves", "plot_threshold_surfaces"]
 
 _COLORS = {"graph": "tab:blue", "analytic": "tab:orange", "hull": "tab:green", "bucket": "tab:red"}
 
@@ -33,6 +36,23 @@ def _save(fig: Figure, path: str | Path | None) -> Figure:
     return fig
 
 
+@dataclass(frozen=True)
+class CurveSpec:
+    """What one method contributes to a PN plot (from an OperatingPoint or from run records)."""
+
+    label: str
+    method: str
+    kind: str  # "path" or "frontier"
+    curve_fp: NDArray[np.float64]
+    curve_tp: NDArray[np.float64]
+    fp: float
+    tp: float
+    thresholds: tuple[float, ...]
+    objective: float
+    fitted_fp: NDArray[np.float64] | None = None
+    fitted_tp: NDArray[np.float64] | None = None
+
+
 def plot_pn_curves(
     points: Mapping[str, OperatingPoint] | Sequence[OperatingPoint],
     path: str | Path | None = None,
@@ -47,30 +67,50 @@ def plot_pn_curves(
     """
     pts = _as_mapping(points)
     first = next(iter(pts.values()))
-    target = first.target
-    best = max(pts.values(), key=lambda p: p.objective)
+    specs = [
+        CurveSpec(
+            label=label, method=p.method, kind=p.curve_kind, curve_fp=p.curve_fp,
+            curve_tp=p.curve_tp, fp=p.fp, tp=p.tp, thresholds=p.thresholds,
+            objective=p.objective, fitted_fp=p.details.get("fitted_curve_fp"),
+            fitted_tp=p.details.get("fitted_curve_tp"),
+        )
+        for label, p in pts.items()
+    ]
+    return draw_pn_curves(specs, first.target, path,
+                          title=title or f"PN curves, rule '{first.rule}'")
+
+
+def draw_pn_curves(
+    specs: Sequence[CurveSpec],
+    target: Target,
+    path: str | Path | None = None,
+    *,
+    title: str = "PN curves",
+) -> Figure:
+    """Draw PN curves from :class:`CurveSpec` (see :func:`plot_pn_curves`)."""
+    best = max(specs, key=lambda c: c.objective)
     fig = Figure(figsize=(13, 5.2), layout="constrained")
-    fp_point_max = max(p.fp for p in pts.values())
-    fp_all_max = max(float(np.max(p.curve_fp)) for p in pts.values())
-    tp_all_max = max(float(np.max(p.curve_tp)) for p in pts.values())
+    fp_point_max = max(c.fp for c in specs)
+    fp_all_max = max(float(np.max(c.curve_fp)) for c in specs)
+    tp_all_max = max(float(np.max(c.curve_tp)) for c in specs)
     zoom_fp = min(fp_all_max, max(4.0 * fp_point_max, 1.0))
     for panel, fp_limit in enumerate((fp_all_max, zoom_fp)):
         ax = fig.add_subplot(1, 2, panel + 1)
-        for label, p in pts.items():
-            color = _COLORS.get(p.method)
-            style = "-" if p.curve_kind == "path" else "--"
-            ax.plot(p.curve_fp, p.curve_tp, style, color=color, lw=1.3,
-                    label=f"{label} {p.curve_kind}")
-            if "fitted_curve_fp" in p.details:
-                ax.plot(p.details["fitted_curve_fp"], p.details["fitted_curve_tp"], ":",
-                        color=color, lw=1, label=f"{label} fitted curve")
-            thresholds = ", ".join(_fmt(t) for t in p.thresholds)
-            ax.plot([p.fp], [p.tp], "o", color=color, ms=8, mec="black",
-                    label=f"{label}: t=({thresholds}) TP={p.tp:.0f} FP={p.fp:.0f}")
+        for c in specs:
+            color = _COLORS.get(c.method)
+            style = "-" if c.kind == "path" else "--"
+            ax.plot(c.curve_fp, c.curve_tp, style, color=color, lw=1.3,
+                    label=f"{c.label} {c.kind}")
+            if c.fitted_fp is not None:
+                ax.plot(c.fitted_fp, c.fitted_tp, ":", color=color, lw=1,
+                        label=f"{c.label} fitted curve")
+            thresholds = ", ".join(_fmt(t) for t in c.thresholds)
+            ax.plot([c.fp], [c.tp], "o", color=color, ms=8, mec="black",
+                    label=f"{c.label}: t=({thresholds}) TP={c.tp:.0f} FP={c.fp:.0f}")
         xs = np.array([0.0, fp_limit])
         ax.plot(xs, best.objective + target.slope * xs, color="gray", lw=0.8,
                 label=f"target slope r={target.slope:.3g} (m={target.marginal_precision:.3g})")
-        in_view = [p.curve_tp[p.curve_fp <= fp_limit] for p in pts.values()]
+        in_view = [c.curve_tp[c.curve_fp <= fp_limit] for c in specs]
         tp_limit = max(float(np.max(t)) if t.size else 0.0 for t in in_view)
         ax.set_xlim(0, fp_limit * 1.02 if fp_limit > 0 else 1)
         ax.set_ylim(0, (tp_limit if panel else tp_all_max) * 1.05 or 1)
@@ -78,7 +118,7 @@ def plot_pn_curves(
         ax.set_ylabel("true positives (rated)")
         ax.grid(alpha=0.3)
         if panel == 0:
-            ax.set_title(title or f"PN curves, rule '{first.rule}'")
+            ax.set_title(title)
         else:
             ax.set_title("zoom around the chosen points")
             ax.legend(fontsize=7, loc="lower right")

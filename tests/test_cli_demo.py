@@ -1,23 +1,35 @@
 import json
 
+import pyarrow.parquet as pq
+
 from pipelines.cli import main
 
 
-def test_demo_prints_operating_points_and_writes_them(tmp_path, capsys):
+def test_demo_runs_recalibrate_and_decide_end_to_end(tmp_path, capsys):
     out = tmp_path / "demo"
-    assert main(["demo", "--output", str(out), "--n-items", "60000", "--no-plots"]) == 0
+    assert main(["demo", "--output", str(out), "--n-items", "40000"]) == 0
     printed = capsys.readouterr().out
-    assert "ALL" in printed and "graph" in printed and "hull" in printed
-    lines = (out / "operating_points.jsonl").read_text().splitlines()
-    records = [json.loads(line) for line in lines]
-    groups = {r["group"] for r in records}
-    assert groups == {"market_a", "market_b", "market_c", "ALL"}
+    assert "recalibrate (FnApiRunner" in printed and "decide (" in printed
+    latest = (out / "recalibrate" / "LATEST").read_text().strip()
+    run_dir = out / "recalibrate" / "runs" / latest
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["row_accounting"]["read"] == 40_000
+    records = pq.read_table(run_dir / "operating_points.parquet").to_pylist()
+    assert {r["group"] for r in records} == {"market_a", "market_b", "market_c", "__all__"}
     assert {r["method"] for r in records} == {"graph", "analytic", "hull", "bucket"}
-    for r in records:
-        assert len(r["thresholds"]) == 2
-        assert r["tp"] <= r["rated_positives"] and r["fp"] <= r["rated_negatives"]
-    # The hull objective bounds every other method's, per group.
-    for g in groups:
-        best = max(r["objective"] for r in records if r["group"] == g)
-        hull = next(r for r in records if r["group"] == g and r["method"] == "hull")
-        assert hull["objective"] == best
+    # The hull objective bounds every other method's, per group (own grids only).
+    slope = 0.3 / 0.7
+    for group in {r["group"] for r in records}:
+        rows = [r for r in records if r["group"] == group and r["status"] == "ok"]
+        if rows:
+            best = max(r["tp"] - slope * r["fp"] for r in rows)
+            hull = next(r for r in rows if r["method"] == "hull")
+            assert hull["tp"] - slope * hull["fp"] == best
+    decide_latest = (out / "decide" / "LATEST").read_text().strip()
+    decide_manifest = json.loads(
+        (out / "decide" / "runs" / decide_latest / "manifest.json").read_text()
+    )
+    assert decide_manifest["row_accounting"]["read"] == 40_000
+    assert sorted(p.name for p in (out / "plots").glob("pn_*.png")) == [
+        "pn___all__.png", "pn_market_a.png", "pn_market_b.png", "pn_market_c.png"
+    ]

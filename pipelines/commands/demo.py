@@ -1,21 +1,27 @@
-"""``costlib demo``: the main job on a built-in generated sample.
+"""``costlib demo``: the main job on a built-in sample, end to end on the local runner.
 
-Generates a multi-group, two-classifier rare-event score stream (see :mod:`costlib.sample`),
-builds one threshold grid per group and the all-groups grid from the rated rows, chooses the
-operating point of every method per group, prints them, and writes the operating points as JSON
-lines and the figures (PN curves, threshold surfaces) to ``--output``.
+1. generates a realistic rare-event score stream (3 groups, 2 classifiers, labels only for items
+   some classifier scored above a rating floor; see :mod:`costlib.sample`) and writes it as
+   Parquet files to ``OUTPUT/input/``;
+2. writes the run config it uses to ``OUTPUT/config.yaml``;
+3. runs the recalibrate pipeline (Beam, FnApiRunner) into ``OUTPUT/recalibrate/``;
+4. runs the decide pipeline with the new operating points into ``OUTPUT/decide/``;
+5. prints the operating points and the decisions summary, and draws the PN curve of every
+   group from the run's own outputs to ``OUTPUT/plots/``.
 """
 
 from __future__ import annotations
 
 import argparse
 
+PASSES_BEAM_ARGS = True
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--output", default="costlib-out", help="directory for results and plots")
+    parser.add_argument("--output", default="costlib-out", help="directory for everything")
     parser.add_argument("--n-items", type=int, default=300_000, help="items in the sample")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--bins", type=int, default=64, help="quantile edges per classifier")
+    parser.add_argument("--bins", type=int, default=64, help="candidate thresholds per classifier")
     parser.add_argument(
         "--target-marginal-precision", type=float, default=0.3,
         help="precision the next flagged items must reach (the business trade-off)",
@@ -27,62 +33,95 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-plots", action="store_true", help="skip writing figures")
 
 
+def _config(args: argparse.Namespace):
+    from pipelines.config import RunConfig
+
+    return RunConfig.from_dict({
+        "columns": {"weight": "weight", "probability": "probability", "set_id": "set_id"},
+        "classifiers": ["text_model", "image_model"],
+        "rule": args.rule,
+        "grid": {"edges": "uniform", "bins": args.bins, "range": [0.0, 1.0]},
+        "target": {"marginal_precision": args.target_marginal_precision},
+        "methods": [m.strip() for m in args.methods.split(",") if m.strip()],
+        "decision_method": "graph" if "graph" in args.methods else args.methods.split(",")[0],
+        "min_rated": {"positives": 20, "negatives": 20},
+        "decoding": {"loss": "f1"},
+    }, source="demo")
+
+
 def run(args: argparse.Namespace) -> int:
-    import json
     from pathlib import Path
 
-    from costlib.edges import quantile_edges
-    from costlib.grid import ThresholdGrid
-    from costlib.operating_point import optimize
-    from costlib.sample import generate_score_stream, rated_arrays
+    import numpy as np
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+    import yaml
+
+    from costlib.sample import generate_score_stream, write_score_stream
     from costlib.text_table import format_table
+    from pipelines.decide import run_decide
+    from pipelines.recalibrate import run_recalibrate
 
-    classifiers = ("text_model", "image_model")
-    stream = generate_score_stream(args.n_items, classifiers=classifiers, seed=args.seed)
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
+    config = _config(args)
+    stream = generate_score_stream(args.n_items, seed=args.seed)
+    write_score_stream(stream, str(out / "input"), n_files=4, row_group_size=25_000)
+    (out / "config.yaml").write_text(yaml.safe_dump(config.raw, sort_keys=False))
+    print(f"sample: {len(stream):,} items in 4 Parquet files ({out / 'input'}), "
+          f"{int(stream['label'].notna().sum()):,} rated; config {out / 'config.yaml'}")
 
-    scores = rated_arrays(stream, classifiers)[0]
-    edges = [quantile_edges(scores[:, j], args.bins) for j in range(len(classifiers))]
-    grids = {}
-    for group, frame in stream.groupby("group", sort=True):
-        s, y, w, _ = rated_arrays(frame, classifiers)
-        grids[str(group)] = ThresholdGrid.from_scores(s, y, edges, w, names=classifiers)
-    grids["ALL"] = sum(grids.values(), ThresholdGrid.empty(edges, names=classifiers))
+    pattern = str(out / "input" / "*.parquet")
+    recal = run_recalibrate(config, pattern, str(out / "recalibrate"), args.beam_args)
+    acc = recal["row_accounting"]
+    run_dir = out / "recalibrate" / "runs" / recal["run_id"]
+    print(f"\nrecalibrate ({recal['runner']}, {recal['seconds']} s): read {acc['read']:,} = used "
+          f"{acc['used']:,} + unrated {acc['unrated']:,} + dead-lettered {acc['dead_lettered']}")
+    points = pq.read_table(run_dir / "operating_points.parquet").to_pylist()
+    rows = [
+        [p["group"], p["method"], p["status"], *(p["thresholds"] or [None, None]), p["tp"],
+         p["fp"], p["precision"], p["marginal_precision_left"], p["marginal_precision_right"]]
+        for p in points
+    ]
+    print(format_table(rows, ["group", "method", "status", "t[text_model]", "t[image_model]",
+                              "TP", "FP", "precision", "mp_left", "mp_right"]))
 
-    print(
-        f"sample: {len(stream):,} items, {int(stream['label'].notna().sum()):,} rated, "
-        f"{len(grids) - 1} groups; target marginal precision {args.target_marginal_precision}, "
-        f"rule '{args.rule}'"
-    )
-    rows = []
-    records = []
-    for group, grid in grids.items():
-        points = {
-            m: optimize(
-                grid, target_marginal_precision=args.target_marginal_precision,
-                rule=args.rule, method=m,
-            )
-            for m in methods
-        }
-        for m, p in points.items():
-            rows.append(
-                [group, m, *p.thresholds, p.tp, p.fp, p.precision,
-                 p.marginal_precision_left, p.marginal_precision_right, p.objective]
-            )
-            records.append({"group": group, **p.summary()})
-        if not args.no_plots:
-            from costlib.threshold_plots import plot_pn_curves, plot_threshold_surfaces
-
-            plot_pn_curves(points, out / f"pn_{group}.png", title=f"PN curves — {group}")
-            plot_threshold_surfaces(grid, points, out / f"surfaces_{group}.png")
-    header = ["group", "method", *[f"t[{c}]" for c in classifiers], "TP", "FP", "precision",
-              "mp_left", "mp_right", "TP-r*FP"]
-    print(format_table(rows, header))
-    with open(out / "operating_points.jsonl", "w") as fh:
-        for rec in records:
-            fh.write(json.dumps(rec, default=float) + "\n")
-    plots = "" if args.no_plots else f" and plots in {out}/"
-    print(f"wrote {out / 'operating_points.jsonl'}{plots}")
+    decide = run_decide(config, pattern, str(out / "recalibrate"), str(out / "decide"),
+                        args.beam_args)
+    decisions = ds.dataset(
+        str(out / "decide" / "runs" / decide["run_id"] / "decisions"), format="parquet"
+    ).to_table(columns=["group", "threshold_decision", "topk_decision", "k"])
+    flagged = pc.sum(pc.cast(decisions.column("threshold_decision"), "int64")).as_py()
+    selected = pc.sum(pc.cast(decisions.column("topk_decision"), "int64")).as_py()
+    ks = decisions.column("k").to_numpy(zero_copy_only=False)
+    print(f"\ndecide ({decide['seconds']} s): {decisions.num_rows:,} rows decided; "
+          f"threshold ({config.decision_method}) flags {flagged:,}; optimal top-k (F1) selects "
+          f"{selected:,} items, mean k per set {np.nanmean(ks.astype(float)):.2f}")
+    print(f"outputs: {run_dir}/ and {out / 'decide' / 'runs' / decide['run_id']}/ "
+          "(manifest.json in each, written last)")
+    if not args.no_plots:
+        _plots(run_dir, points, config, out / "plots")
+        print(f"plots: {out / 'plots'}/pn_<group>.png")
     return 0
+
+
+def _plots(run_dir, points, config, directory) -> None:
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from costlib.threshold_plots import CurveSpec, draw_pn_curves
+
+    curves = pq.read_table(run_dir / "pn_curves.parquet").to_pylist()
+    slope = config.target.slope
+    for group in sorted({c["group"] for c in curves}):
+        specs = []
+        for c in (c for c in curves if c["group"] == group):
+            point = next(p for p in points if p["group"] == group and p["method"] == c["method"])
+            specs.append(CurveSpec(
+                label=c["method"], method=c["method"], kind=c["curve_kind"],
+                curve_fp=np.array(c["fp"]), curve_tp=np.array(c["tp"]), fp=point["fp"],
+                tp=point["tp"], thresholds=tuple(point["thresholds"]),
+                objective=point["tp"] - slope * point["fp"],
+            ))
+        draw_pn_curves(specs, config.target, directory / f"pn_{group}.png",
+                       title=f"PN curves — {group}")
