@@ -77,20 +77,20 @@ import schemas
 from costlib.decoding import optimal_topk_ragged
 from costlib.losses import get_loss
 from costlib.recalibration import ALL_GROUPS
-from pipelines.batches import ValidatedBatch
+from pipelines.batches import ValidatedBatch, validate_batch
 from pipelines.config import ConfigError, RunConfig
-from pipelines.files import InputError, match_inputs, write_bytes_atomically, write_json
+from pipelines.files import (
+    InputError,
+    match_inputs,
+    read_row_groups,
+    write_bytes_atomically,
+    write_json,
+)
 from pipelines.recalibrate import check_accounting, preflight, read_operating_points
 from pipelines.records import arrow_schema
 from pipelines.runner import make_pipeline, runner_name
 from pipelines.runs import RunDirectory
-from pipelines.transforms import (
-    ReadScoreBatches,
-    SumCounters,
-    ValidateBatches,
-    WriteDeadLettersFn,
-    dead_letter_name,
-)
+from pipelines.transforms import SumCounters, WriteDeadLettersFn, dead_letter_name
 
 __all__ = [
     "DECISION_SCHEMA",
@@ -484,24 +484,39 @@ def _counts(table: pa.Table, sets: int = 0) -> Counter:
     return counts
 
 
-class DecideBatchFn(beam.DoFn):
-    """Validated batch -> threshold decisions; writes rows without a set, emits set rows.
+class DecideFileFn(beam.DoFn):
+    """Input path -> per row group: read, validate, decide; writes rows without a set.
 
-    Main output: ``(bucket, table)`` of rows to decode in sets (top-k path only). Tagged output
-    ``"counts"``: a Counter of rows written and decisions.
+    Reading, validation and the threshold decisions of a row group happen in one call, so no
+    PCollection ever holds a whole batch: Beam samples the elements of every PCollection for
+    size estimates by encoding them, which for Arrow batches (pickled) costs about as much as
+    the decisions themselves. Outputs are small: main ``(bucket, table)`` of rows to decode in
+    sets (top-k path only), tagged ``"counters"`` (row accounting of the batch, and counts of
+    the rows written) and ``"dead_letters"`` (``(source, row_group, table)`` of bad rows).
     """
 
     def __init__(self, thresholds: DecisionThresholds, config: RunConfig, directory: str):
         self.thresholds = thresholds
-        self.rule = config.rule
+        self.config = config
+        self.columns = decide_columns(config)
         settings = decoding_settings(config)
         self.loss = settings["loss"]
         self.buckets = int(settings["buckets"])
         self.topk = with_topk(config)
         self.directory = directory
 
-    def process(self, batch: ValidatedBatch):
-        table = decision_columns(batch, self.thresholds, self.rule, self.loss)
+    def process(self, path: str):
+        for row_group, table in read_row_groups(path, self.columns):
+            batch = validate_batch(table, self.config, source=path, row_group=row_group,
+                                   for_decisions=True)
+            yield pvalue.TaggedOutput("counters", batch.accounting)
+            if batch.dead_letters is not None:
+                yield pvalue.TaggedOutput("dead_letters", (path, row_group, batch.dead_letters))
+            yield from self.decide(batch)
+
+    def decide(self, batch: ValidatedBatch):
+        """Threshold decisions of a batch; set rows out as ``(bucket, table)``, others written."""
+        table = decision_columns(batch, self.thresholds, self.config.rule, self.loss)
         if self.topk:
             in_set = ~(np.isnan(batch.probabilities) | table.column("set_id").is_null()
                        .to_numpy(zero_copy_only=False))
@@ -522,7 +537,7 @@ class DecideBatchFn(beam.DoFn):
             write_decisions(
                 f"{self.directory}/{dead_letter_name(batch.source, batch.row_group)}", table
             )
-            yield pvalue.TaggedOutput("counts", _counts(table))
+            yield pvalue.TaggedOutput("counters", _counts(table))
 
 
 class DecodeBucketFn(beam.DoFn):
@@ -551,16 +566,19 @@ def build_decide(
     run: RunDirectory,
 ) -> None:
     """Add the decide transforms to ``pipeline`` (outputs go to ``run``'s directory)."""
-    batches = pipeline | "Read" >> ReadScoreBatches(list(paths), decide_columns(config))
-    validated = batches | "Validate" >> ValidateBatches(config, for_decisions=True)
-    _ = validated.dead_letters | "WriteDeadLetters" >> beam.ParDo(
+    decisions_dir = run.path("decisions")
+    decided = (
+        pipeline
+        | "Paths" >> beam.Create(list(paths))
+        | "Spread" >> beam.Reshuffle()
+        | "Decide" >> beam.ParDo(DecideFileFn(thresholds, config, decisions_dir)).with_outputs(
+            "counters", "dead_letters", main="sets"
+        )
+    )
+    _ = decided.dead_letters | "WriteDeadLetters" >> beam.ParDo(
         WriteDeadLettersFn(run.path("dead_letter"))
     )
-    decisions_dir = run.path("decisions")
-    decided = validated.valid | "Decide" >> beam.ParDo(
-        DecideBatchFn(thresholds, config, decisions_dir)
-    ).with_outputs("counts", main="sets")
-    counters = [validated.accounting, decided.counts]
+    counters = [decided.counters]
     if with_topk(config):
         counters.append(
             decided.sets
