@@ -42,9 +42,10 @@ coefficients are the user's responsibility, and :func:`is_tp_monotonic` checks t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -86,8 +87,8 @@ class SetLoss:
         The family the decoders recognise for fast routes (``"fbeta"``, ``"jaccard"``, ``"am"``,
         ``"g_tp_pr"``, ``"g_mean"``, ``"h_mean"``, ``"auc"``, ``"fractional_linear"``,
         ``"callable"``).
-    params : dict
-        Parameters of the family, e.g. ``{"beta": 1.0}``.
+    params : mapping
+        Parameters of the family, e.g. ``{"beta": 1.0}`` (read-only).
     of_rates : callable, optional
         For losses that depend on the counts only through TPR and TNR (AM, G-Mean, H-Mean,
         AUC): ``of_rates(tpr, tnr) -> array`` with ``function(tp, fp, fn, tn) ==
@@ -99,8 +100,12 @@ class SetLoss:
     name: str
     function: CountFunction = field(repr=False)
     kind: str = "callable"
-    params: dict[str, Any] = field(default_factory=dict)
+    params: Mapping[str, Any] = field(default_factory=dict)
     of_rates: RateFunction | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Read-only parameters: named losses are shared (cached) objects.
+        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
 
     def __call__(self, tp: ArrayLike, fp: ArrayLike, fn: ArrayLike, tn: ArrayLike
                  ) -> NDArray[np.float64]:
