@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +19,7 @@ import pytest
 
 from costlib.decoding import optimal_topk
 from costlib.sample import generate_score_stream, write_score_stream
+from pipelines import cli
 from pipelines.cli import main
 from pipelines.config import RunConfig
 from pipelines.decide import (
@@ -433,5 +436,14 @@ def test_cli_decide_passes_beam_flags(tmp_path, capsys):
     code = main(["decide", "--config", str(config_path), "--input", inputs,
                  "--operating-points", str(tmp_path / "none"), "--output", str(tmp_path / "o")])
     assert code == 2 and "operating points not found" in capsys.readouterr().err
+
+
+def test_cli_refuses_unknown_arguments_for_commands_without_beam_flags(monkeypatch):
+    module = types.ModuleType("plain_command")
+    module.add_arguments = lambda parser: parser.add_argument("--n", type=int, default=1)
+    module.run = lambda args: args.n
+    monkeypatch.setitem(sys.modules, "plain_command", module)
+    monkeypatch.setitem(cli.SUBCOMMANDS, "plain", ("plain_command", "a command"))
+    assert main(["plain", "--n", "3"]) == 3
     with pytest.raises(SystemExit):
-        main(["demo", "--not-a-flag"])  # other subcommands still refuse unknown arguments
+        main(["plain", "--runner=FlinkRunner"])
