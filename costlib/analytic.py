@@ -26,9 +26,12 @@ Where the paper is ambiguous, and what is chosen here:
 - *The slope condition* ``dTP/dFP = r`` is solved as ``g(x) = dTP/dx - r dFP/dx = 0`` (the same
   points wherever ``dFP/dx != 0``, without dividing by zero on flat stretches). Brackets are
   the sign changes of ``g`` from + to - on the sampled curve (maxima of ``TP - r FP``); when
-  several exist, the root with the largest ``TP - r FP`` is taken. When no root exists the
+  several exist, the root with the largest ``TP - r FP`` is taken. A root is only a local
+  maximum, so it is kept only if no sample of the curve, the two ends included (all thresholds
+  lowest; all classifiers off, worth 0), is better; otherwise, and when no root exists, the
   argmax of ``TP - r FP`` over the sampled curve is used (the paper's "closest marginal
-  precision" fallback, made precise).
+  precision" fallback, made precise). Without this guard the method can return a point worse
+  than flagging nothing.
 - *From curve to thresholds:* the continuous point ``phi(x*)`` is snapped to the nearest lattice
   position on every axis, so the reported thresholds are ones a classifier can use and TP/FP
   are the exact empirical counts there; the fitted values are kept in ``details``.
@@ -154,8 +157,11 @@ def fit_analytic_path(
         value = h(root)
         if value > best_h:
             best_x, best_h, root_found = root, value, is_root
-    if best_x is None:
-        best_x = float(x[int(np.argmax(objective))])
+    # A turning point is only a local maximum: the curve's ends (all lowest, all off) or another
+    # sample may be better. The sampled global maximum is always a candidate.
+    sampled = int(np.argmax(objective))
+    if best_x is None or objective[sampled] > best_h:
+        best_x, root_found = float(x[sampled]), False
     best_x = float(best_x)
 
     point = phi(np.array([best_x]), exponents)

@@ -273,3 +273,17 @@ def test_2d_forward_passes_agree_with_generic_recursion_on_narrow_and_wide_rows(
     values, _ = lattice_path._block(values_in, source_in, lattice_path.step_weights(tp, fp), 0)
     assert area == pytest.approx(values[-1, -1], rel=1e-12)
     assert path_area(tp, fp, path) == pytest.approx(area, rel=1e-12)
+
+
+def test_analytic_never_returns_a_point_worse_than_flagging_nothing():
+    from costlib.analytic import fit_analytic_path
+
+    # One classifier, thresholds 0..3 then off. With r = 1, TP - FP along the curve is
+    # -10, -3, -6, -1, 0: the only turning point (+ then -) is at index 1 (worth -3), while the
+    # all-off end is worth 0. The method must not stop at the turning point.
+    tp = np.array([10.0, 9.0, 6.0, 5.0, 0.0])
+    fp = np.array([20.0, 12.0, 12.0, 6.0, 0.0])
+    fit = fit_analytic_path(tp, fp, slope=1.0, granularity=401)
+    assert fit.cell == (4,)
+    assert fit.fitted_tp - fit.fitted_fp == 0.0
+    assert not fit.root_found

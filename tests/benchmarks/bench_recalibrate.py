@@ -9,7 +9,10 @@ Same data for both (10M rows, 100 groups, k=2, 256 bins per axis, 10 Parquet fil
 - ours runs ``costlib recalibrate``'s pipeline end to end on the local runner (FnApiRunner):
   read, validate, aggregate, optimise 101 grids (graph method), write outputs and manifest.
 
-Targets: aggregation throughput >= 0.8x the loop; end-to-end <= 10 s.
+Targets: aggregation throughput >= 0.8x the loop; end-to-end <= 10 s. Aggregation throughput is
+measured as the marginal rate between a run on N/5 rows and a run on N rows, so that the
+pipeline's fixed cost per run (graph construction, runner start-up, optimising 101 grids,
+writing) cancels; the end-to-end ratio, which includes it, is printed as well.
 """
 
 from __future__ import annotations
@@ -94,25 +97,41 @@ def main() -> None:
     print(f"machine: {describe()}")
     work = Path(tempfile.mkdtemp(prefix="bench_recalibrate_"))
     try:
-        data = work / "in"
-        data.mkdir()
-        write_data(data, args.rows, args.groups, n_files=10)
-        paths = sorted(str(p) for p in data.glob("*.parquet"))
+        sizes = {"full": args.rows, "fifth": args.rows // 5}
+        paths, loop, pipeline = {}, {}, {}
         config = RunConfig.from_dict(CONFIG)
-        plain_loop(paths[:1], config)  # warm caches and imports
-        loop_seconds, rows = plain_loop(paths, config)
-        start = time.perf_counter()
-        manifest = run_recalibrate(config, str(data / "*.parquet"), str(work / "out"))
-        pipeline_seconds = time.perf_counter() - start
-        assert manifest["row_accounting"]["read"] == rows
+        for name, rows in sizes.items():
+            data = work / name
+            data.mkdir()
+            write_data(data, rows, args.groups, n_files=10)
+            paths[name] = sorted(str(p) for p in data.glob("*.parquet"))
+        plain_loop(paths["fifth"][:1], config)  # warm caches and imports
+        run_recalibrate(config, paths["fifth"][0], str(work / "warm"))
+        for name in sizes:
+            loop[name], counted = plain_loop(paths[name], config)
+            start = time.perf_counter()
+            manifest = run_recalibrate(config, str(work / name / "*.parquet"),
+                                       str(work / f"out_{name}"))
+            pipeline[name] = time.perf_counter() - start
+            assert manifest["row_accounting"]["read"] == counted == sizes[name]
+        rows = sizes["full"]
+        extra = sizes["full"] - sizes["fifth"]
+        loop_marginal = extra / (loop["full"] - loop["fifth"])
+        pipe_marginal = extra / (pipeline["full"] - pipeline["fifth"])
         print(f"rows: {rows:,}; groups: {args.groups}; k=2; 256 bins per axis; 10 files")
         print(f"plain pyarrow+numpy loop (read, validate, histogram per group): "
-              f"{loop_seconds:6.2f} s = {rows / loop_seconds / 1e6:5.2f} M rows/s")
+              f"{loop['full']:6.2f} s = {rows / loop['full'] / 1e6:5.2f} M rows/s")
         print(f"recalibrate pipeline, FnApiRunner, end to end (incl. optimise, write): "
-              f"{pipeline_seconds:6.2f} s = {rows / pipeline_seconds / 1e6:5.2f} M rows/s")
-        print(f"throughput ratio pipeline/loop: {loop_seconds / pipeline_seconds:4.2f}x "
-              f"(target >= 0.8x; the pipeline's figure includes optimisation and writing)")
-        print(f"end-to-end wall: {pipeline_seconds:.2f} s (target <= 10 s)")
+              f"{pipeline['full']:6.2f} s = {rows / pipeline['full'] / 1e6:5.2f} M rows/s")
+        print(f"end-to-end ratio pipeline/loop: {loop['full'] / pipeline['full']:4.2f}x "
+              "(includes the pipeline's fixed cost per run)")
+        print(f"aggregation throughput, marginal between {sizes['fifth']:,} and {rows:,} rows "
+              f"(fixed costs cancel): loop {loop_marginal / 1e6:5.2f} M rows/s, pipeline "
+              f"{pipe_marginal / 1e6:5.2f} M rows/s, ratio {pipe_marginal / loop_marginal:4.2f}x "
+              "(target >= 0.8x)")
+        print(f"pipeline fixed cost per run (intercept): "
+              f"{pipeline['full'] - rows / pipe_marginal:5.2f} s")
+        print(f"end-to-end wall: {pipeline['full']:.2f} s (target <= 10 s)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
