@@ -143,3 +143,16 @@ def test_exponential_sum_in_blocks_equals_one_block(name: str, monkeypatch) -> N
     np.testing.assert_allclose(blocked, whole, rtol=0, atol=1e-13)
     exact = topk_expected_losses(p, loss, "algorithm1", 0.0)
     np.testing.assert_allclose(blocked, exact, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["f1", "jaccard", "am", "g_tp_pr", "g_mean", "h_mean", "auc"])
+def test_small_set_path_equals_algorithm1(name: str) -> None:
+    # method="auto" decodes sets of up to 32 items with the vectorised exact routine.
+    rng = np.random.default_rng(31)
+    for n in (0, 1, 2, 7, 20, 32):
+        for p in (rng.random(n), rng.beta(0.5, 5.0, n), rng.choice([0.0, 0.4, 1.0], n)):
+            auto = optimal_topk(p, name)
+            exact = optimal_topk(p, name, method="algorithm1", tol=0.0)
+            assert auto.method == "algorithm1"
+            np.testing.assert_allclose(auto.expected_losses, exact.expected_losses, atol=1e-13)
+            assert auto.k == exact.k

@@ -13,7 +13,7 @@ from ._algorithm1 import algorithm1_expected_losses
 from ._exponential_sum import SUPPORTED_KINDS, exponential_sum_expected_losses
 from ._fbeta import fbeta_dp_expected_losses, rational_beta_squared
 from ._poisson_binomial import TRUNCATION_TOL, poisson_binomial
-from ._small_sets import expected_losses_exact, loss_tables
+from ._small_sets import expected_losses_single, padded_loss_table
 from ._validation import as_probability_vector, descending_order
 
 #: Methods accepted by :func:`optimal_topk`.
@@ -168,7 +168,7 @@ def optimal_topk(
             f"{loss_obj.params['beta']!r}; use method='exponential_sum'")
     if method == "auto" and chosen == "algorithm1" and p.size <= SMALL_SET:
         # Untruncated Algorithm 1 in its vectorised small-set form (cached loss tables).
-        losses = expected_losses_exact(sorted_p[None, :], loss_tables(loss_obj, p.size))[0]
+        losses = expected_losses_single(sorted_p, padded_loss_table(loss_obj, p.size))
     else:
         losses = topk_expected_losses(sorted_p, loss_obj, chosen, tol, early_stop)
     if early_stop:
