@@ -73,7 +73,6 @@ from apache_beam import pvalue
 from apache_beam.io.filesystems import FileSystems
 from numpy.typing import NDArray
 
-import schemas
 from costlib.decoding import optimal_topk_ragged
 from costlib.losses import get_loss
 from costlib.recalibration import ALL_GROUPS
@@ -301,14 +300,10 @@ def select_operating_points(
 
 # --------------------------------------------------------------------------- config helpers
 def decoding_settings(config: RunConfig) -> dict[str, Any]:
-    """``decoding`` of the config with the schema's defaults filled in (loss, params, buckets)."""
-    defaults = {
-        key: spec["default"]
-        for key, spec in schemas.load("run_config.schema.json")["properties"]["decoding"][
-            "properties"
-        ].items()
-    }
-    return {**defaults, **(config.raw.get("decoding") or {})}
+    """``decoding`` of the config (loss, params, buckets; defaults from the schema)."""
+    settings = dict(config.decoding)
+    settings["params"] = dict(settings.get("params") or {})
+    return settings
 
 
 def with_topk(config: RunConfig) -> bool:

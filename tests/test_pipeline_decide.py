@@ -24,6 +24,8 @@ from pipelines.cli import main
 from pipelines.config import RunConfig
 from pipelines.decide import (
     DECISION_SCHEMA,
+    GroupThresholds,
+    load_operating_points,
     read_decisions,
     run_decide,
     select_operating_points,
@@ -98,8 +100,13 @@ def make_stream(n=3000, seed=0) -> pd.DataFrame:
     set_number = rng.integers(0, n // 12, size=n)  # ~12 items per set, sizes vary
     set_id = np.array([f"s{s:04d}" for s in set_number], dtype=object)
     set_id[rng.random(n) < 0.05] = None
+    group = np.asarray(GROUPS, dtype=object)[rng.integers(0, len(GROUPS), size=n)]
+    # scores exactly at g0's thresholds (0.6, 0.7): they fire (score >= threshold)
+    group[50:70] = "g0"
+    scores[50:60] = [0.6, np.nan]
+    scores[60:70] = [0.6, 0.7]
     return pd.DataFrame({
-        "group": np.asarray(GROUPS, dtype=object)[rng.integers(0, len(GROUPS), size=n)],
+        "group": group,
         "item_id": rng.permutation(n).astype(np.int64) * 7 + 3,
         "text_model": scores[:, 0],
         "image_model": scores[:, 1],
@@ -159,6 +166,9 @@ def test_threshold_decisions_equal_direct_numpy(tmp_path, rule):
     assert got["operating_point_group"].tolist() == want_groups.tolist()
     # the scenario covers every case: flagged, not flagged, null, fallback, missing group
     assert {True, False, None} <= set(want.tolist())
+    at_threshold = frame.item_id.iloc[60:70].astype(str) if rule == "all" else \
+        frame.item_id.iloc[50:70].astype(str)
+    assert got.loc[at_threshold, "threshold_decision"].all()
     assert set(got.loc[frame.loc[frame.group == "g_missing", "item_id"].astype(str),
                        "operating_point_group"]) == {"__all__"}
     assert got.loc[frame.loc[frame.group == "g_thin", "item_id"].astype(str),
@@ -376,6 +386,25 @@ def test_windowed_records_use_latest_window_and_newest_pane():
     batch = select_operating_points([*records, op_record("g0", "ok", [0.9, 0.9])], config)
     assert batch.get("g0").thresholds == (0.9, 0.9)
     assert batch.get("g1").thresholds is None  # no batch record: __all__ has none either
+
+
+def test_windowed_run_directory_is_read_window_by_window(tmp_path):
+    run = tmp_path / "recal" / "runs" / "w1"
+    for day, thresholds in ((1, [0.1, 0.1]), (2, [0.2, 0.3])):
+        start, end = _window(day)
+        directory = run / "windows" / f"{start:%Y%m%dT%H%M%S}_{end:%Y%m%dT%H%M%S}"
+        directory.mkdir(parents=True)
+        records = [op_record(g, "ok", thresholds, window=(start, end), run_id="w1")
+                   for g in ("g0", "__all__")]
+        pq.write_table(records_to_table(records, "operating_point.json"),
+                       directory / "operating_points.parquet")
+    (run / "manifest.json").write_text("{}")
+    (tmp_path / "recal" / "LATEST").write_text("w1\n")
+    records, source = load_operating_points(str(tmp_path / "recal"))
+    assert source == str(run) and len(records) == 4
+    chosen = select_operating_points(records, make_config(), source=source)
+    assert chosen.get("g0").thresholds == (0.2, 0.3)
+    assert chosen.get("g9") == GroupThresholds((0.2, 0.3), "__all__", "graph")
 
 
 def test_thresholds_follow_the_config_classifier_order():

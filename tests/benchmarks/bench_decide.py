@@ -14,6 +14,7 @@ Run: ``.venv/bin/python tests/benchmarks/bench_decide.py [--rows 10000000] [--to
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -125,7 +126,8 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=2, help="best of this many runs")
     args = parser.parse_args()
-    print(f"machine: {describe()}")
+    print(f"machine: {describe()}; load average at start "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="bench-decide-") as tmp:
         tmp = Path(tmp)
         start = time.perf_counter()
@@ -154,6 +156,12 @@ def main() -> None:
               f"{args.rows / peer / 1e6:.2f} M rows/s (runs: "
               f"{', '.join(f'{s:.2f}' for s in loop_s)} s)")
         print(f"pipeline / loop throughput: {peer / best:.2f}x")
+        threads = ["--direct_running_mode=multi_threading", "--direct_num_workers=2"]
+        start = time.perf_counter()
+        run_decide(config, inputs, ops, str(tmp / "out"), beam_args=threads, run_id="threads")
+        seconds = time.perf_counter() - start
+        print(f"threshold decisions, decide pipeline ({' '.join(threads)}): {seconds:.2f} s "
+              f"wall, {args.rows / seconds / 1e6:.2f} M rows/s")
 
         n = args.topk_rows
         inputs = write_stream(tmp / "sets", n, files=4, row_group=100_000, groups=args.groups,
