@@ -25,7 +25,9 @@ Which operating point a group uses (records of ``config.decision_method`` only):
 
 The records must have been optimised for the config's ``rule`` and name the config's
 classifiers (in any order: thresholds are re-ordered to the config's order); otherwise the run
-stops with a message saying what differs.
+stops with a message saying what differs. The mapping is small and goes to the workers inside
+the DoFn (pickled), not as a side input. ``config.windowing`` plays no part: every row is
+decided with the thresholds chosen above, whatever its event time.
 
 Output layout (like :mod:`pipelines.recalibrate`; see :mod:`pipelines.runs`)::
 
@@ -37,11 +39,19 @@ Output layout (like :mod:`pipelines.recalibrate`; see :mod:`pipelines.runs`)::
       decisions/part-bucket-<NNNNN>.parquet   per set-id hash bucket: rows decoded in sets,
                                               sorted by (set_id, item_id)
       dead_letter/part-*.parquet              bad rows with reason, source file, row group, row
-      accounting.json, decision_counts.json   written by the pipeline
-      manifest.json                           written LAST; then LATEST is replaced
+      accounting.json                         read, decided, dead_letter.<reason>
+      decision_counts.json                    rows written, flagged, null, top-k rows/sets
+      manifest.json                           written LAST (row accounting checked: read =
+                                              decided + dead-lettered, and rows written =
+                                              decided); then LATEST is replaced
 
 Every file name depends on the input only (never on the runner or the order of work), so a
-retried bundle overwrites its own file and the same input gives the same files.
+retried bundle overwrites its own file and the same input gives the same files. Decision files
+are zstd Parquet whose schema is exactly ``schemas/decision.json`` (see
+:func:`write_decisions`).
+
+On the fast path (no sets) one DoFn reads, validates, decides and writes each row group of a
+file (:class:`DecideFileFn`), so only small counters travel between transforms.
 
 The shuffle moves Arrow tables, not rows: each batch splits its set rows into
 ``decoding.buckets`` buckets by a stable hash of the set id (``pandas.util.hash_array`` of the
