@@ -67,17 +67,24 @@ def test_graph_path_beats_every_path_exhaustively():
     assert area == pytest.approx(best, rel=1e-12)
 
 
+def _generic_recursion_area(tp, fp):
+    """Max path area by the generic k-dimensional recursion (not the k = 2 fast path)."""
+    from costlib import lattice_path
+
+    values_in = np.full(tp.shape, -np.inf)
+    values_in[0, 0] = 0.0
+    source_in = np.full(tp.shape, -1, dtype=np.int8)
+    values, _ = lattice_path._block(values_in, source_in, lattice_path.step_weights(tp, fp), 0)
+    return values[-1, -1]
+
+
 def test_2d_fast_path_agrees_with_generic_recursion():
     from costlib import lattice_path
 
     grid = _grid(2, seed=9)
     tp, fp = grid.counts("all")
     fast_path, fast_area = lattice_path._max_area_path_2d(tp, fp)
-    values_in = np.full(tp.shape, -np.inf)
-    values_in[0, 0] = 0.0
-    source_in = np.full(tp.shape, -1, dtype=np.int8)
-    values, _ = lattice_path._block(values_in, source_in, lattice_path.step_weights(tp, fp), 0)
-    assert fast_area == pytest.approx(values[-1, -1], rel=1e-12)
+    assert fast_area == pytest.approx(_generic_recursion_area(tp, fp), rel=1e-12)
     assert path_area(tp, fp, fast_path) == pytest.approx(fast_area, rel=1e-12)
 
 
@@ -267,11 +274,7 @@ def test_2d_forward_passes_agree_with_generic_recursion_on_narrow_and_wide_rows(
     grid = ThresholdGrid.from_scores(scores, y, [np.linspace(-2, 2, 7), np.linspace(-3, 3, width)])
     tp, fp = grid.counts("any")
     path, area = lattice_path._max_area_path_2d(tp, fp)
-    values_in = np.full(tp.shape, -np.inf)
-    values_in[0, 0] = 0.0
-    source_in = np.full(tp.shape, -1, dtype=np.int8)
-    values, _ = lattice_path._block(values_in, source_in, lattice_path.step_weights(tp, fp), 0)
-    assert area == pytest.approx(values[-1, -1], rel=1e-12)
+    assert area == pytest.approx(_generic_recursion_area(tp, fp), rel=1e-12)
     assert path_area(tp, fp, path) == pytest.approx(area, rel=1e-12)
 
 
