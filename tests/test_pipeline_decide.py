@@ -43,7 +43,7 @@ THRESHOLDS = {
     "g0": ("ok", [0.6, 0.7], None),
     "g1": ("ok", [0.3, INF], None),
     "g_thin": ("insufficient_data", None, None),
-    "g_fb": ("fallback", [0.55, 0.65], "__all__"),
+    "g_fb": ("fallback", [0.45, 0.75], "__all__"),  # stored thresholds win over __all__
     "__all__": ("ok", [0.55, 0.65], None),
 }
 GROUPS = ("g0", "g1", "g_thin", "g_fb", "g_missing")
