@@ -156,3 +156,12 @@ def test_small_set_path_equals_algorithm1(name: str) -> None:
             assert auto.method == "algorithm1"
             np.testing.assert_allclose(auto.expected_losses, exact.expected_losses, atol=1e-13)
             assert auto.k == exact.k
+
+
+def test_extreme_betas_and_near_certain_probabilities() -> None:
+    rng = np.random.default_rng(2)
+    p = np.concatenate([np.full(30, 1.0 - 1e-16), np.full(30, 1e-300), rng.random(60)])
+    for loss in [get_loss("fbeta", beta=b) for b in (0.01, 100.0)] + [
+            get_loss(name) for name in ("f1", "jaccard", "am", "g_tp_pr")]:
+        methods = [("alg1-exact", "algorithm1", 0.0), ("exponential-sum", "exponential_sum", 0.0)]
+        assert_all_agree(curves(p, loss, methods))
