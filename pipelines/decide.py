@@ -574,8 +574,7 @@ def build_decide(
     decisions_dir = run.path("decisions")
     decided = (
         pipeline
-        | "Paths" >> beam.Create(list(paths))
-        | "Spread" >> beam.Reshuffle()
+        | "Paths" >> beam.Create(list(paths))  # Create reshuffles: files spread over workers
         | "Decide" >> beam.ParDo(DecideFileFn(thresholds, config, decisions_dir)).with_outputs(
             "counters", "dead_letters", main="sets"
         )
