@@ -7,7 +7,6 @@ imported (see :func:`single_core`), so every figure is a one-core figure.
 from __future__ import annotations
 
 import os
-import platform
 import time
 from collections.abc import Callable
 
@@ -19,22 +18,11 @@ def single_core() -> None:
 
 
 def machine() -> str:
-    """Platform, CPU model, CPU count, Python and numpy versions on one line."""
-    import numpy as np
+    """The machine line of :mod:`machine`, plus the BLAS thread pinning of these benchmarks."""
+    from machine import describe
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return (f"machine: {platform.platform()}; {cpu}; cpu_count={os.cpu_count()}; "
-            f"Python {platform.python_version()}; numpy {np.__version__}; "
-            f"BLAS threads={os.environ.get('OPENBLAS_NUM_THREADS', 'default')}; "
-            f"load average {load_average()}")
+    threads = os.environ.get("OPENBLAS_NUM_THREADS", "default")
+    return f"machine: {describe()}; BLAS threads={threads}"
 
 
 def best_of(fn: Callable[[], object], repeat: int = 3) -> float:
@@ -55,14 +43,6 @@ def timed(fn: Callable[[], object], repeat: int = 3) -> tuple[float, float]:
         wall = min(wall, time.perf_counter() - start)
         cpu = min(cpu, time.process_time() - start_cpu)
     return wall, cpu
-
-
-def load_average() -> str:
-    """The 1-minute load average (other work on the machine skews wall times)."""
-    try:
-        return f"{os.getloadavg()[0]:.2f}"
-    except OSError:
-        return "n/a"
 
 
 def pure_python_f1_expectations(probabilities: list[float]) -> list[float]:

@@ -18,7 +18,12 @@ def describe() -> str:
                     break
     except OSError:
         pass
+    try:
+        load = f"{os.getloadavg()[0]:.2f}"
+    except OSError:
+        load = "n/a"
     return (
         f"{cpu}; {os.cpu_count()} cores; Python {platform.python_version()}; "
-        f"numpy {np.__version__}; {platform.system()} {platform.release()}"
+        f"numpy {np.__version__}; {platform.system()} {platform.release()}; "
+        f"1-min load average {load} (other work on the machine skews wall times)"
     )
