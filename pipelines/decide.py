@@ -95,10 +95,10 @@ from pipelines.files import (
     write_bytes_atomically,
     write_json,
 )
-from pipelines.recalibrate import check_accounting, preflight, read_operating_points
+from pipelines.recalibrate import preflight
 from pipelines.records import arrow_schema
 from pipelines.runner import make_pipeline, runner_name
-from pipelines.runs import RunDirectory
+from pipelines.runs import RunDirectory, check_accounting, load_operating_points
 from pipelines.transforms import SumCounters, WriteDeadLettersFn, dead_letter_name
 
 __all__ = [
@@ -109,7 +109,6 @@ __all__ = [
     "build_decide",
     "decision_columns",
     "decoding_settings",
-    "load_operating_points",
     "read_decisions",
     "run_decide",
     "select_operating_points",
@@ -175,53 +174,6 @@ class DecisionThresholds:
         op_groups = [e.operating_point_group for e in entries]
         methods = [e.method for e in entries]
         return table, usable, op_groups, methods
-
-
-def load_operating_points(path: str) -> tuple[list[dict[str, Any]], str]:
-    """Operating point records and the resolved source they came from.
-
-    ``path`` is a recalibrate output directory (its ``LATEST`` run), a run directory, or an
-    ``operating_points.parquet`` file. Run directories must be complete (hold
-    ``manifest.json``). A windowed run directory has no top-level ``operating_points.parquet``:
-    the records of all its ``windows/*/operating_points.parquet`` are read.
-
-    Raises
-    ------
-    InputError
-        The path does not exist, the run is incomplete, or ``LATEST`` names a missing run.
-    """
-    path = path.rstrip("/")
-    if path.endswith(".parquet"):
-        if not FileSystems.exists(path):
-            raise InputError(f"{path}: operating points file not found")
-        return read_operating_points(path), path
-    if not FileSystems.exists(path):
-        raise InputError(f"{path}: operating points not found (expected a recalibrate output "
-                         f"directory, a run directory or an operating_points.parquet file)")
-    run_dir = path
-    if FileSystems.exists(f"{path}/LATEST"):
-        with FileSystems.open(f"{path}/LATEST") as fh:
-            run_dir = f"{path}/runs/{fh.read().decode().strip()}"
-        if not FileSystems.exists(run_dir):
-            raise InputError(f"{path}/LATEST names run directory {run_dir}, which does not exist")
-    if not FileSystems.exists(f"{run_dir}/manifest.json"):
-        raise InputError(
-            f"{run_dir}: no manifest.json: the run is incomplete or not a run directory"
-        )
-    if FileSystems.exists(f"{run_dir}/operating_points.parquet"):
-        return read_operating_points(run_dir), run_dir
-    windows = sorted(
-        m.path
-        for result in FileSystems.match([f"{run_dir}/windows/*/operating_points.parquet"])
-        for m in result.metadata_list
-    )
-    if not windows:
-        raise InputError(f"{run_dir}: complete run without operating_points.parquet "
-                         f"(neither at the top level nor under windows/)")
-    records = []
-    for window in windows:
-        records += read_operating_points(window)
-    return records, run_dir
 
 
 def _latest_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -78,8 +78,8 @@ def write_bytes_atomically(path: str, data: bytes) -> None:
     tmp = path + ".tmp"
     with FileSystems.create(tmp) as fh:
         fh.write(data)
-    if FileSystems.exists(path):
-        FileSystems.delete([path])
+    # Rename replaces an existing file: atomically on local disks (os.rename); on GCS by a copy
+    # over the destination. There is never a moment without the file.
     FileSystems.rename([tmp], [path])
 
 

@@ -21,21 +21,17 @@ window instead; a late firing rewrites its window's files (upsert: the newest pa
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from collections.abc import Sequence
 
 import apache_beam as beam
-import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms import trigger
 from apache_beam.transforms.window import SlidingWindows
 
 from costlib.recalibration import apply_fallback
-from pipelines.batches import REASONS, check_schema
+from pipelines.batches import check_schema
 from pipelines.config import RunConfig
 from pipelines.files import (
-    InputError,
     match_inputs,
     open_parquet,
     write_bytes_atomically,
@@ -50,6 +46,7 @@ from pipelines.records import (
     records_to_table,
 )
 from pipelines.runner import make_pipeline, runner_name
+from pipelines.runs import RunDirectory, check_accounting
 from pipelines.transforms import (
     HistogramByGroup,
     OptimizeGroupFn,
@@ -62,7 +59,7 @@ from pipelines.transforms import (
     WriteDeadLettersFn,
 )
 
-__all__ = ["RecalibrateRun", "build_recalibrate", "preflight", "run_recalibrate"]
+__all__ = ["build_recalibrate", "preflight", "run_recalibrate"]
 
 DAY = 86_400
 
@@ -197,45 +194,6 @@ def build_recalibrate(
     )
 
 
-class RecalibrateRun:
-    """Paths and bookkeeping of one run (see the module docstring for the layout)."""
-
-    def __init__(self, output: str, config: RunConfig, run_id: str | None = None):
-        self.output = output.rstrip("/")
-        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
-        self.run_id = run_id or f"{stamp}-{config.digest[:8]}"
-        self.run_dir = f"{self.output}/runs/{self.run_id}"
-
-    def prepare(self) -> None:
-        """Start from an empty run directory (a re-run with the same id replaces it whole)."""
-        if FileSystems.exists(self.run_dir):
-            FileSystems.delete([self.run_dir])
-
-    def read_accounting(self) -> dict[str, int]:
-        path = f"{self.run_dir}/accounting.json"
-        if not FileSystems.exists(path):
-            return {"read": 0}
-        with FileSystems.open(path) as fh:
-            return json.loads(fh.read().decode())
-
-
-def check_accounting(accounting: dict[str, int]) -> dict[str, object]:
-    """read == used + unrated + dead-lettered (or decided + dead-lettered), with the breakdown."""
-    dead = {k.split(".", 1)[1]: v for k, v in accounting.items() if k.startswith("dead_letter.")}
-    unknown = set(dead) - set(REASONS)
-    accounted = accounting.get("used", 0) + accounting.get("unrated", 0)
-    accounted += accounting.get("decided", 0) + sum(dead.values())
-    summary = {
-        "read": accounting.get("read", 0),
-        "dead_lettered": sum(dead.values()),
-        "dead_letter_reasons": dead,
-        **{k: v for k, v in accounting.items() if k in ("used", "unrated", "decided")},
-    }
-    if accounted != summary["read"] or unknown:
-        raise RuntimeError(f"row accounting does not add up: {accounting}")
-    return summary
-
-
 def run_recalibrate(
     config: RunConfig,
     inputs: str | Sequence[str],
@@ -249,17 +207,14 @@ def run_recalibrate(
     started = time.time()
     paths = match_inputs(inputs)
     preflight(paths, config, windowed=windowed)
-    run = RecalibrateRun(output, config, run_id)
+    run = RunDirectory(output, config.digest, run_id)
     run.prepare()
     pipeline = make_pipeline(beam_args)
     build_recalibrate(pipeline, paths, config, run.run_dir, run.run_id)
     result = pipeline.run()
     result.wait_until_finish()
-    accounting = check_accounting(run.read_accounting())
-    outputs = sorted(
-        m.path[len(run.run_dir) + 1:]
-        for r in FileSystems.match([f"{run.run_dir}/**"]) for m in r.metadata_list
-    )
+    accounting = check_accounting(run.read_json("accounting.json", {"read": 0}))
+    outputs = run.outputs()
     manifest = {
         "status": "complete",
         "run_id": run.run_id,
@@ -274,20 +229,5 @@ def run_recalibrate(
         "finished_utc": dt.datetime.now(dt.UTC).isoformat(),
         "seconds": round(time.time() - started, 3),
     }
-    write_json(f"{run.run_dir}/manifest.json", manifest)
-    write_bytes_atomically(f"{run.output}/LATEST", (run.run_id + "\n").encode())
+    run.commit(manifest)
     return manifest
-
-
-def read_operating_points(path: str) -> list[dict]:
-    """Operating point records from a run directory, an output directory (its LATEST run) or
-    an ``operating_points.parquet`` file; refuses incomplete runs."""
-    path = path.rstrip("/")
-    if path.endswith(".parquet"):
-        return pq.read_table(FileSystems.open(path)).to_pylist()
-    if FileSystems.exists(f"{path}/LATEST"):
-        with FileSystems.open(f"{path}/LATEST") as fh:
-            path = f"{path}/runs/{fh.read().decode().strip()}"
-    if not FileSystems.exists(f"{path}/manifest.json"):
-        raise InputError(f"{path}: no manifest.json: the run is incomplete or not a run directory")
-    return pq.read_table(FileSystems.open(f"{path}/operating_points.parquet")).to_pylist()

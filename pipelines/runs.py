@@ -10,8 +10,8 @@ A run directory without ``manifest.json`` is incomplete (interrupted or failed);
 it. Re-running with the same run id replaces the run directory whole, so no stale shard of an
 earlier attempt is ever mixed into a new one.
 
-This module holds the generic bookkeeping only; :mod:`pipelines.recalibrate` has an equivalent
-``RecalibrateRun`` that is meant to switch to :class:`RunDirectory`.
+Both pipelines use :class:`RunDirectory`; :func:`check_accounting` verifies their row accounting
+and :func:`load_operating_points` is the one reader of a recalibration's results.
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ import datetime as dt
 import json
 from typing import Any
 
+import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.files import write_bytes_atomically, write_json
+from pipelines.batches import REASONS
+from pipelines.files import InputError, write_bytes_atomically, write_json
 
-__all__ = ["RunDirectory"]
+__all__ = ["RunDirectory", "check_accounting", "load_operating_points"]
 
 
 class RunDirectory:
@@ -76,3 +78,76 @@ class RunDirectory:
         """Write ``manifest.json`` (marks the run complete), then point ``LATEST`` at it."""
         write_json(self.path("manifest.json"), manifest)
         write_bytes_atomically(f"{self.output}/LATEST", (self.run_id + "\n").encode())
+
+
+def check_accounting(accounting: dict[str, int]) -> dict[str, Any]:
+    """read == used + unrated + dead-lettered (or decided + dead-lettered), with the breakdown.
+
+    Raises ``RuntimeError`` when the counts do not add up or name an unknown reason: a row
+    would have been lost or counted twice.
+    """
+    dead = {k.split(".", 1)[1]: v for k, v in accounting.items() if k.startswith("dead_letter.")}
+    unknown = set(dead) - set(REASONS)
+    accounted = accounting.get("used", 0) + accounting.get("unrated", 0)
+    accounted += accounting.get("decided", 0) + sum(dead.values())
+    summary = {
+        "read": accounting.get("read", 0),
+        "dead_lettered": sum(dead.values()),
+        "dead_letter_reasons": dead,
+        **{k: v for k, v in accounting.items() if k in ("used", "unrated", "decided")},
+    }
+    if accounted != summary["read"] or unknown:
+        raise RuntimeError(f"row accounting does not add up: {accounting}")
+    return summary
+
+
+def _read_records(path: str) -> list[dict[str, Any]]:
+    with FileSystems.open(path) as fh:
+        return pq.read_table(fh).to_pylist()
+
+
+def load_operating_points(path: str) -> tuple[list[dict[str, Any]], str]:
+    """Operating point records and the resolved source they came from.
+
+    ``path`` is a recalibrate output directory (its ``LATEST`` run), a run directory, or an
+    ``operating_points.parquet`` file. Run directories must be complete (hold
+    ``manifest.json``). A windowed run directory has no top-level ``operating_points.parquet``:
+    the records of all its ``windows/*/operating_points.parquet`` are read.
+
+    Raises
+    ------
+    InputError
+        The path does not exist, the run is incomplete, or ``LATEST`` names a missing run.
+    """
+    path = path.rstrip("/")
+    if path.endswith(".parquet"):
+        if not FileSystems.exists(path):
+            raise InputError(f"{path}: operating points file not found")
+        return _read_records(path), path
+    if not FileSystems.exists(path):
+        raise InputError(f"{path}: operating points not found (expected a recalibrate output "
+                         f"directory, a run directory or an operating_points.parquet file)")
+    run_dir = path
+    if FileSystems.exists(f"{path}/LATEST"):
+        with FileSystems.open(f"{path}/LATEST") as fh:
+            run_dir = f"{path}/runs/{fh.read().decode().strip()}"
+        if not FileSystems.exists(run_dir):
+            raise InputError(f"{path}/LATEST names run directory {run_dir}, which does not exist")
+    if not FileSystems.exists(f"{run_dir}/manifest.json"):
+        raise InputError(
+            f"{run_dir}: no manifest.json: the run is incomplete or not a run directory"
+        )
+    if FileSystems.exists(f"{run_dir}/operating_points.parquet"):
+        return _read_records(f"{run_dir}/operating_points.parquet"), run_dir
+    windows = sorted(
+        m.path
+        for result in FileSystems.match([f"{run_dir}/windows/*/operating_points.parquet"])
+        for m in result.metadata_list
+    )
+    if not windows:
+        raise InputError(f"{run_dir}: complete run without operating_points.parquet "
+                         f"(neither at the top level nor under windows/)")
+    records = []
+    for window in windows:
+        records += _read_records(window)
+    return records, run_dir

@@ -25,15 +25,15 @@ from pipelines.config import RunConfig
 from pipelines.decide import (
     DECISION_SCHEMA,
     GroupThresholds,
-    load_operating_points,
     read_decisions,
     run_decide,
     select_operating_points,
     set_buckets,
 )
 from pipelines.files import InputError
-from pipelines.recalibrate import read_operating_points, run_recalibrate
+from pipelines.recalibrate import run_recalibrate
 from pipelines.records import records_to_table
+from pipelines.runs import load_operating_points
 
 CLASSIFIERS = ("text_model", "image_model")
 INF = float("inf")
@@ -350,7 +350,7 @@ def test_with_recalibrate_output_directory(tmp_path):
                     beam_args=[])
     manifest = run_decide(config, inputs, str(tmp_path / "ops"), str(tmp_path / "dec"),
                           beam_args=[])
-    records = [r for r in read_operating_points(str(tmp_path / "ops")) if r["method"] == "graph"]
+    records = [r for r in load_operating_points(str(tmp_path / "ops"))[0] if r["method"] == "graph"]
     assert manifest["operating_points"]["run_ids"] == [records[0]["run_id"]]
     assert manifest["operating_points"]["source"].endswith(records[0]["run_id"])
     got = read_decisions(str(tmp_path / "dec")).to_pandas().set_index("item_id")

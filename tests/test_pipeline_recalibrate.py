@@ -16,7 +16,8 @@ from pipeline_data import (
 )
 
 from costlib.edges import fine_histogram, quantile_edges_from_histogram
-from pipelines.recalibrate import read_operating_points, run_recalibrate
+from pipelines.recalibrate import run_recalibrate
+from pipelines.runs import load_operating_points
 
 
 @pytest.fixture(scope="module")
@@ -148,8 +149,8 @@ def test_rerun_into_same_output_is_safe(frame, tmp_path):
     # An interrupted run (no manifest) is refused by readers.
     (out / "runs" / "broken").mkdir()
     with pytest.raises(ValueError, match="incomplete"):
-        read_operating_points(str(out / "runs" / "broken"))
-    assert len(read_operating_points(str(out))) == 16
+        load_operating_points(str(out / "runs" / "broken"))
+    assert len(load_operating_points(str(out))[0]) == 16
 
 
 def test_multi_processing_runner_gives_identical_records(frame, tmp_path):

@@ -33,13 +33,13 @@ from pipelines.config import RunConfig
 from pipelines.decide import (
     decide_columns,
     decision_columns,
-    load_operating_points,
     run_decide,
     select_operating_points,
     write_decisions,
 )
 from pipelines.files import match_inputs, read_row_groups
 from pipelines.records import records_to_table
+from pipelines.runs import load_operating_points
 from pipelines.transforms import dead_letter_name
 
 CLASSIFIERS = ("text_model", "image_model")
