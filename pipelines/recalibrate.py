@@ -48,14 +48,12 @@ from pipelines.records import (
 from pipelines.runner import make_pipeline, runner_name
 from pipelines.runs import RunDirectory, check_accounting
 from pipelines.transforms import (
-    HistogramByGroup,
+    AggregateBatches,
     OptimizeGroupFn,
     QuantileEdges,
-    ReadScoreBatches,
     SumBootstrapGrids,
     SumCounters,
     SumGrids,
-    ValidateBatches,
     WriteDeadLettersFn,
 )
 
@@ -141,15 +139,19 @@ def build_recalibrate(
     """Add the recalibration transforms to ``pipeline``.
 
     ``batches`` may be given instead of ``paths`` (a PCollection of
-    ``(source, row_group, table)``, e.g. from a TestStream); it must carry event timestamps in
-    windowed mode.
+    ``(source, row_group, table)``, e.g. from a TestStream).
     """
     windowed = config.windowing is not None
-    if batches is None:
-        batches = pipeline | "Read" >> ReadScoreBatches(
-            list(paths), needed_columns(config, windowed=windowed)
+    columns = needed_columns(config, windowed=windowed)
+    sources = batches if batches is not None else pipeline | "Files" >> beam.Create(list(paths))
+    edges = config.fixed_edges()
+    if edges is None:
+        edges = beam.pvalue.AsSingleton(
+            sources | "QuantileEdges" >> QuantileEdges(config, columns)
         )
-    validated = batches | "Validate" >> ValidateBatches(config, windowed=windowed)
+    partials = sources | "Aggregate" >> AggregateBatches(
+        config, edges, columns=columns, windowed=windowed
+    )
     if windowed:  # unbounded input: fire on every update, each firing rewrites the totals
         global_window = beam.WindowInto(
             beam.window.GlobalWindows(),
@@ -159,18 +161,14 @@ def build_recalibrate(
     else:
         global_window = beam.WindowInto(beam.window.GlobalWindows())
     (
-        validated.accounting
+        partials.accounting
         | "AccountingGlobal" >> global_window
         | "SumAccounting" >> beam.CombineGlobally(SumCounters()).without_defaults()
         | "WriteAccounting" >> beam.Map(lambda acc: write_json(f"{run_dir}/accounting.json", acc))
     )
-    _ = validated.dead_letters | "WriteDeadLetters" >> beam.ParDo(
+    _ = partials.dead_letters | "WriteDeadLetters" >> beam.ParDo(
         WriteDeadLettersFn(f"{run_dir}/dead_letter")
     )
-    edges = config.fixed_edges()
-    if edges is None:
-        edges = beam.pvalue.AsSingleton(validated.valid | "QuantileEdges" >> QuantileEdges(config))
-    partials = validated.valid | "Histograms" >> HistogramByGroup(config, edges, windowed=windowed)
     grids, boots = partials.grids, partials.bootstrap
     if windowed:
         window = config.windowing

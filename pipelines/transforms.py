@@ -3,15 +3,22 @@
 Elements are Arrow tables (one per Parquet row group) and numpy histograms, never Python rows.
 All classes live in this module (never in ``__main__``) so that every runner can pickle them.
 
-Shapes of the main PCollections:
+Batches are never elements of a PCollection in a file-based run: one DoFn reads a file's row
+groups, validates each and histograms it (:class:`AggregateBatchesFn`), so only small partial
+grids, counters and dead-letter tables cross stage boundaries (Beam pickles sampled elements to
+estimate their size, which for whole batches cost ~70 MB per million rows). Its input is a file
+path, or a ready ``(source, row_group, table)`` batch (as a TestStream provides).
 
-- ``ReadScoreBatches``: ``(source_path, row_group_index, pyarrow.Table)``;
-- ``ValidateBatches``: :class:`pipelines.batches.ValidatedBatch` (main), plus tagged outputs
-  ``"accounting"`` (a Counter per batch) and ``"dead_letters"`` (``(source, row_group, table)``);
-- ``HistogramByGroup``: ``(group, ThresholdGrid)`` partial grids, one per group present in a
-  batch (and per period bucket in windowed mode, timestamped at the bucket start), plus the
-  same rows under ``"__all__"``;
-- ``SumGrids``: the combining accumulator (adds histograms in place, never aliasing inputs).
+Outputs of :class:`AggregateBatches`:
+
+- ``grids``: ``(group, (edges, SparseCounts))`` partial grids, one per group present in a
+  batch (and per period bucket in windowed mode, timestamped at the bucket start), plus the same
+  rows summed under ``"__all__"``;
+- ``accounting``: a Counter per batch; ``dead_letters``: ``(source, row_group, table)``;
+- ``bootstrap``: ``(group, BootstrapGrids)`` when bootstrap replicates are configured.
+
+:class:`SumGrids` is the combining accumulator (adds partials in place into a dense array it
+owns; compacts to sparse before the shuffle).
 """
 
 from __future__ import annotations
@@ -33,73 +40,23 @@ from pipelines.config import RunConfig
 from pipelines.files import read_row_groups, write_parquet
 
 __all__ = [
-    "HistogramByGroup",
-    "ReadScoreBatches",
+    "AggregateBatches",
+    "QuantileEdges",
     "SumCounters",
     "SumGrids",
-    "ValidateBatches",
+    "iter_batches",
 ]
 
 MICROS_PER_DAY = 86_400 * 1_000_000
 
 
-class ReadRowGroupsFn(beam.DoFn):
-    """Path -> one element per row group: ``(path, index, table)``."""
-
-    def __init__(self, columns: list[str] | None):
-        self.columns = columns
-
-    def process(self, path: str):
-        for index, table in read_row_groups(path, self.columns):
-            yield path, index, table
-
-
-class ReadScoreBatches(beam.PTransform):
-    """Read Parquet files as Arrow tables, one element per row group, spread over workers."""
-
-    def __init__(self, paths: list[str], columns: list[str] | None = None):
-        super().__init__()
-        self.paths = list(paths)
-        self.columns = columns
-
-    def expand(self, pbegin):
-        return (
-            pbegin
-            | "Paths" >> beam.Create(self.paths)  # Create reshuffles: files spread over workers
-            | "RowGroups" >> beam.ParDo(ReadRowGroupsFn(self.columns))
-        )
-
-
-class ValidateBatchFn(beam.DoFn):
-    """Split each batch into valid rows, accounting and dead letters."""
-
-    def __init__(self, config: RunConfig, windowed: bool, for_decisions: bool):
-        self.config = config
-        self.windowed = windowed
-        self.for_decisions = for_decisions
-
-    def process(self, element):
-        source, row_group, table = element
-        batch = validate_batch(
-            table, self.config, source=source, row_group=row_group,
-            windowed=self.windowed, for_decisions=self.for_decisions,
-        )
-        yield pvalue.TaggedOutput("accounting", batch.accounting)
-        if batch.dead_letters is not None:
-            yield pvalue.TaggedOutput("dead_letters", (source, row_group, batch.dead_letters))
-        batch.dead_letters = None
-        yield batch
-
-
-class ValidateBatches(beam.PTransform):
-    def __init__(self, config: RunConfig, *, windowed: bool = False, for_decisions: bool = False):
-        super().__init__()
-        self.fn = ValidateBatchFn(config, windowed, for_decisions)
-
-    def expand(self, batches):
-        return batches | beam.ParDo(self.fn).with_outputs(
-            "accounting", "dead_letters", main="valid"
-        )
+def iter_batches(element, columns: list[str] | None):
+    """``(source, row_group, table)`` for every batch of an element (a path, or one batch)."""
+    if isinstance(element, str):
+        for index, table in read_row_groups(element, columns):
+            yield element, index, table
+    else:
+        yield element
 
 
 class SumCounters(beam.CombineFn):
@@ -204,16 +161,20 @@ class SumBootstrapGrids(beam.CombineFn):
 class FineHistogramFn(beam.DoFn):
     """Per batch, the fine histogram of each classifier's rated scores (for quantile edges)."""
 
-    def __init__(self, config: RunConfig):
+    def __init__(self, config: RunConfig, columns: list[str] | None):
+        self.config = config
+        self.columns = columns
         self.low, self.high = config.grid["range"]
         self.resolution = config.grid["quantile_resolution"]
 
-    def process(self, batch):
-        scores = batch.scores[batch.rated]
-        yield np.stack(
-            [fine_histogram(scores[:, j], self.low, self.high, self.resolution)
-             for j in range(scores.shape[1])]
-        )
+    def process(self, element):
+        for source, row_group, table in iter_batches(element, self.columns):
+            batch = validate_batch(table, self.config, source=source, row_group=row_group)
+            scores = batch.scores[batch.rated]
+            yield np.stack(
+                [fine_histogram(scores[:, j], self.low, self.high, self.resolution)
+                 for j in range(scores.shape[1])]
+            )
 
 
 def quantile_edges_from_fine(counts: np.ndarray, config: RunConfig) -> list[np.ndarray]:
@@ -222,17 +183,18 @@ def quantile_edges_from_fine(counts: np.ndarray, config: RunConfig) -> list[np.n
 
 
 class QuantileEdges(beam.PTransform):
-    """Rated scores -> quantile edges shared by every group (deterministic: from merged counts)."""
+    """Sources -> quantile edges shared by every group (deterministic: from merged counts)."""
 
-    def __init__(self, config: RunConfig):
+    def __init__(self, config: RunConfig, columns: list[str] | None):
         super().__init__()
         self.config = config
+        self.columns = columns
 
-    def expand(self, valid):
+    def expand(self, sources):
         config = self.config
         return (
-            valid
-            | "FineHistograms" >> beam.ParDo(FineHistogramFn(config))
+            sources
+            | "FineHistograms" >> beam.ParDo(FineHistogramFn(config, self.columns))
             | "Global" >> beam.WindowInto(beam.window.GlobalWindows())
             | "SumFine" >> beam.CombineGlobally(_sum_arrays).without_defaults()
             | "ToEdges" >> beam.Map(quantile_edges_from_fine, config)
@@ -246,17 +208,33 @@ def _sum_arrays(arrays):
     return total
 
 
-class HistogramByGroupFn(beam.DoFn):
-    """Rated rows of a batch -> one partial grid per group (and per period bucket if windowed)."""
+class AggregateBatchesFn(beam.DoFn):
+    """Read, validate and histogram batches: partial grids per group, accounting, dead letters.
 
-    def __init__(self, config: RunConfig, windowed: bool, with_bootstrap: bool):
+    For each batch: the accounting Counter and any dead-letter table go to tagged outputs, then
+    the rated rows give one partial grid per group (and per period bucket if windowed), and the
+    all-groups partial as their sum.
+    """
+
+    def __init__(self, config: RunConfig, columns: list[str] | None, windowed: bool,
+                 with_bootstrap: bool):
         self.config = config
+        self.columns = columns
         self.windowed = windowed
         self.with_bootstrap = with_bootstrap
         window = config.windowing or {}
         self.period_us = round(window.get("period_days", 1) * MICROS_PER_DAY)
 
-    def process(self, batch, edges):
+    def process(self, element, edges):
+        for source, row_group, table in iter_batches(element, self.columns):
+            batch = validate_batch(table, self.config, source=source, row_group=row_group,
+                                   windowed=self.windowed)
+            yield pvalue.TaggedOutput("accounting", batch.accounting)
+            if batch.dead_letters is not None:
+                yield pvalue.TaggedOutput("dead_letters", (source, row_group, batch.dead_letters))
+            yield from self.histograms(batch, edges)
+
+    def histograms(self, batch, edges):
         rated = batch.rated
         if not rated.any():
             return
@@ -310,19 +288,23 @@ class HistogramByGroupFn(beam.DoFn):
             yield group, value
 
 
-class HistogramByGroup(beam.PTransform):
-    """Validated batches -> partial grids keyed by group (see :class:`HistogramByGroupFn`)."""
+class AggregateBatches(beam.PTransform):
+    """Sources (paths or batches) -> partial grids keyed by group, plus tagged side outputs."""
 
-    def __init__(self, config: RunConfig, edges, *, windowed: bool = False):
+    def __init__(self, config: RunConfig, edges, *, columns: list[str] | None = None,
+                 windowed: bool = False):
         super().__init__()
         self.config = config
         self.edges = edges  # a list of arrays, or an AsSingleton side input
+        self.columns = columns
         self.windowed = windowed
 
-    def expand(self, valid):
+    def expand(self, sources):
         with_bootstrap = self.config.bootstrap["replicates"] > 0
-        fn = HistogramByGroupFn(self.config, self.windowed, with_bootstrap)
-        return valid | beam.ParDo(fn, self.edges).with_outputs("bootstrap", main="grids")
+        fn = AggregateBatchesFn(self.config, self.columns, self.windowed, with_bootstrap)
+        return sources | beam.ParDo(fn, self.edges).with_outputs(
+            "accounting", "dead_letters", "bootstrap", main="grids"
+        )
 
 
 class OptimizeGroupFn(beam.DoFn):
