@@ -129,6 +129,20 @@ class ValidatedBatch:
     dead_letters: pa.Table | None
     accounting: Counter = field(default_factory=Counter)
 
+    def rated_rows(self):
+        """``(row indices, group codes, scores, labels, weights)`` of the rated valid rows.
+
+        Selected with one index and ``take`` (several times faster than boolean masks).
+        """
+        rows = np.flatnonzero(self.rated)
+        return (
+            rows,
+            self.group_codes.take(rows),
+            self.scores.take(rows, axis=0),
+            self.labels.take(rows),
+            None if self.weights is None else self.weights.take(rows),
+        )
+
 
 def _column(table: pa.Table, name: str) -> pa.Array:
     col = table.column(name)

@@ -170,7 +170,7 @@ class FineHistogramFn(beam.DoFn):
     def process(self, element):
         for source, row_group, table in iter_batches(element, self.columns):
             batch = validate_batch(table, self.config, source=source, row_group=row_group)
-            scores = batch.scores[batch.rated]
+            scores = batch.rated_rows()[2]
             yield np.stack(
                 [fine_histogram(scores[:, j], self.low, self.high, self.resolution)
                  for j in range(scores.shape[1])]
@@ -235,17 +235,13 @@ class AggregateBatchesFn(beam.DoFn):
             yield from self.histograms(batch, edges)
 
     def histograms(self, batch, edges):
-        rated = batch.rated
-        if not rated.any():
+        rows, groups, scores, labels, weights = batch.rated_rows()
+        if rows.size == 0:
             return
         names = self.config.classifiers
-        scores = batch.scores[rated]
-        labels = batch.labels[rated]
-        weights = None if batch.weights is None else batch.weights[rated]
-        groups = batch.group_codes[rated]
         n_groups = len(batch.group_names)
         if self.windowed:
-            bucket = batch.event_times_us[rated] // self.period_us
+            bucket = batch.event_times_us.take(rows) // self.period_us
             buckets, bucket_codes = np.unique(bucket, return_inverse=True)
             codes = bucket_codes * n_groups + groups
         else:
@@ -264,7 +260,7 @@ class AggregateBatchesFn(beam.DoFn):
             yield from self._emit(ALL_GROUPS, (edges, sum_sparse(parts, n_cells)),
                                   buckets[bucket_index])
         if self.with_bootstrap:
-            item_ids = np.asarray(batch.item_ids.take(np.flatnonzero(rated)).to_pylist())
+            item_ids = np.asarray(batch.item_ids.take(rows).to_pylist())
             boot = self.config.bootstrap
             group_labels = [*batch.group_names, ALL_GROUPS]
             all_codes = (codes // n_groups) * (n_groups + 1) + n_groups
