@@ -21,6 +21,10 @@ REPRODUCTIONS: dict[str, str] = {
 #: ``costlib SUBCOMMAND`` -> module with ``add_arguments(parser)`` and ``run(args) -> int``.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("pipelines.commands.demo", "Run the main job on a built-in generated sample."),
+    "publish": (
+        "pipelines.commands.publish",
+        "Point OUTPUT/LATEST at a complete run (rollback, or release a held run).",
+    ),
     "recalibrate": (
         "pipelines.commands.recalibrate",
         "Operating points per group from Parquet score streams (Beam pipeline).",
@@ -74,6 +78,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _user_errors() as exc:  # bad config or input: one clear line, no traceback
         print(f"costlib {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except _held_for_review() as exc:  # complete, but the publish guard held it back
+        print(f"costlib {args.command}: held for review: {exc}", file=sys.stderr)
+        return 3
+
+
+def _held_for_review() -> tuple[type[BaseException], ...]:
+    from pipelines.publish import PublishRefused
+
+    return (PublishRefused,)
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:

@@ -100,6 +100,10 @@ class RunConfig:
         return self.raw["windowing"]
 
     @property
+    def publish(self) -> dict[str, Any]:
+        return self.raw["publish"]
+
+    @property
     def grid(self) -> dict[str, Any]:
         return self.raw["grid"]
 

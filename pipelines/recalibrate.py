@@ -32,11 +32,19 @@ from costlib.recalibration import apply_fallback
 from pipelines.batches import check_schema
 from pipelines.config import RunConfig
 from pipelines.files import (
+    InputError,
     match_inputs,
     open_parquet,
     write_bytes_atomically,
     write_json,
     write_parquet,
+)
+from pipelines.publish import (
+    GuardSettings,
+    Override,
+    PublishRefused,
+    guard_violations,
+    latest_records,
 )
 from pipelines.records import (
     PN_CURVE_SCHEMA,
@@ -46,7 +54,7 @@ from pipelines.records import (
     records_to_table,
 )
 from pipelines.runner import make_pipeline, runner_name
-from pipelines.runs import RunDirectory, check_accounting
+from pipelines.runs import RunDirectory, check_accounting, read_records
 from pipelines.transforms import (
     AggregateBatches,
     OptimizeGroupFn,
@@ -199,33 +207,74 @@ def run_recalibrate(
     beam_args: Sequence[str] = (),
     *,
     run_id: str | None = None,
+    max_threshold_change: float | None = None,
+    min_rated: float | None = None,
+    override: Override | None = None,
 ) -> dict[str, object]:
-    """Run the pipeline to completion and write the manifest; returns the manifest."""
+    """Run the pipeline to completion, write the manifest, and publish unless the guard holds.
+
+    ``max_threshold_change`` and ``min_rated`` override the config's ``publish`` section. When
+    the guard finds violations (see :mod:`pipelines.publish`) the run is complete but not
+    published: the manifest lists the violations, ``LATEST`` stays, and
+    :class:`~pipelines.publish.PublishRefused` is raised, unless ``override`` (who and why) is
+    given, which publishes and records it.
+    """
     windowed = config.windowing is not None
     started = time.time()
     paths = match_inputs(inputs)
     preflight(paths, config, windowed=windowed)
     run = RunDirectory(output, config.digest, run_id)
+    try:  # read before prepare(): a re-run with the same id replaces the run LATEST may name
+        previous, previous_id = latest_records(output)
+        previous_problem = None
+    except InputError as exc:
+        previous, previous_id, previous_problem = None, None, str(exc)
     run.prepare()
     pipeline = make_pipeline(beam_args)
     build_recalibrate(pipeline, paths, config, run.run_dir, run.run_id)
     result = pipeline.run()
     result.wait_until_finish()
     accounting = check_accounting(run.read_json("accounting.json", {"read": 0}))
-    outputs = run.outputs()
+    settings = GuardSettings(
+        max_threshold_change=(max_threshold_change if max_threshold_change is not None
+                              else config.publish["max_threshold_change"]),
+        min_rated=min_rated if min_rated is not None else config.publish["min_rated"],
+        method=config.decision_method,
+    )
+    new = [] if windowed else read_records(run.path("operating_points.parquet"))
+    violations = guard_violations(previous, new, settings)
+    published = not violations or override is not None
     manifest = {
         "status": "complete",
+        "published": published,
         "run_id": run.run_id,
         "command": "recalibrate",
         "config_digest": config.digest,
         "config": config.raw,
         "inputs": paths,
         "row_accounting": accounting,
-        "outputs": outputs,
+        "guard": {
+            "max_threshold_change": settings.max_threshold_change,
+            "min_rated": settings.min_rated,
+            "method": settings.method,
+            "compared_with_run": previous_id,
+            "previous_run_unreadable": previous_problem,
+            "violations": violations,
+            "override": override.record() if override is not None and violations else None,
+        },
+        "outputs": run.outputs(),
         "runner": runner_name(beam_args),
         "started_utc": dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
         "finished_utc": dt.datetime.now(dt.UTC).isoformat(),
         "seconds": round(time.time() - started, 3),
     }
-    run.commit(manifest)
-    return manifest
+    if published:
+        run.commit(manifest)
+        return manifest
+    write_json(run.path("manifest.json"), manifest)
+    raise PublishRefused(
+        f"run {run.run_id} is complete but held for review, LATEST still points at "
+        f"{previous_id}:\n  " + "\n  ".join(violations) +
+        f"\npublish it after review with: costlib publish --output {output} --run-id "
+        f"{run.run_id} --by NAME --reason TEXT (or re-run with --override-guard)"
+    )

@@ -26,7 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipelines.batches import REASONS
 from pipelines.files import InputError, write_bytes_atomically, write_json
 
-__all__ = ["RunDirectory", "check_accounting", "load_operating_points"]
+__all__ = ["RunDirectory", "check_accounting", "load_operating_points", "read_records"]
 
 
 class RunDirectory:
@@ -101,7 +101,7 @@ def check_accounting(accounting: dict[str, int]) -> dict[str, Any]:
     return summary
 
 
-def _read_records(path: str) -> list[dict[str, Any]]:
+def read_records(path: str) -> list[dict[str, Any]]:
     with FileSystems.open(path) as fh:
         return pq.read_table(fh).to_pylist()
 
@@ -123,7 +123,7 @@ def load_operating_points(path: str) -> tuple[list[dict[str, Any]], str]:
     if path.endswith(".parquet"):
         if not FileSystems.exists(path):
             raise InputError(f"{path}: operating points file not found")
-        return _read_records(path), path
+        return read_records(path), path
     if not FileSystems.exists(path):
         raise InputError(f"{path}: operating points not found (expected a recalibrate output "
                          f"directory, a run directory or an operating_points.parquet file)")
@@ -138,7 +138,7 @@ def load_operating_points(path: str) -> tuple[list[dict[str, Any]], str]:
             f"{run_dir}: no manifest.json: the run is incomplete or not a run directory"
         )
     if FileSystems.exists(f"{run_dir}/operating_points.parquet"):
-        return _read_records(f"{run_dir}/operating_points.parquet"), run_dir
+        return read_records(f"{run_dir}/operating_points.parquet"), run_dir
     windows = sorted(
         m.path
         for result in FileSystems.match([f"{run_dir}/windows/*/operating_points.parquet"])
@@ -149,5 +149,5 @@ def load_operating_points(path: str) -> tuple[list[dict[str, Any]], str]:
                          f"(neither at the top level nor under windows/)")
     records = []
     for window in windows:
-        records += _read_records(window)
+        records += read_records(window)
     return records, run_dir

@@ -7,6 +7,7 @@ through to Beam; with no ``--runner`` the pipeline runs locally on the FnApiRunn
 from __future__ import annotations
 
 import argparse
+import sys
 
 PASSES_BEAM_ARGS = True
 
@@ -16,15 +17,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", required=True, help="Parquet glob(s), comma-separated")
     parser.add_argument("--output", required=True, help="output directory (local or gs://...)")
     parser.add_argument("--run-id", default=None, help="run id (default: UTC time + config hash)")
+    guard = parser.add_argument_group(
+        "publish guard",
+        "LATEST only moves to the new run if its thresholds moved at most --max-threshold-change "
+        "since the published run and rest on at least --min-rated rated rows (defaults: the "
+        "config's publish section); otherwise the run is held and the command exits with 3.",
+    )
+    guard.add_argument("--max-threshold-change", type=float, default=None)
+    guard.add_argument("--min-rated", type=float, default=None)
+    guard.add_argument("--override-guard", action="store_true",
+                       help="publish even if the guard finds violations (needs --override-by "
+                            "and --override-reason; recorded in the manifest)")
+    guard.add_argument("--override-by", default="", help="who overrides the guard")
+    guard.add_argument("--override-reason", default="", help="why the guard is overridden")
 
 
 def run(args: argparse.Namespace) -> int:
     from pipelines.config import load_config
+    from pipelines.publish import Override
     from pipelines.recalibrate import run_recalibrate
 
     config = load_config(args.config)
+    override = None
+    if args.override_guard:
+        if not (args.override_by.strip() and args.override_reason.strip()):
+            print("costlib recalibrate: error: --override-guard needs --override-by NAME and "
+                  "--override-reason TEXT (both are recorded in the manifest)", file=sys.stderr)
+            return 2
+        override = Override(by=args.override_by, reason=args.override_reason)
     manifest = run_recalibrate(
-        config, args.input, args.output, args.beam_args, run_id=args.run_id
+        config, args.input, args.output, args.beam_args, run_id=args.run_id,
+        max_threshold_change=args.max_threshold_change, min_rated=args.min_rated,
+        override=override,
     )
     acc = manifest["row_accounting"]
     reasons = ", ".join(f"{k}={v}" for k, v in acc["dead_letter_reasons"].items()) or "none"
@@ -35,4 +59,8 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"operating points: {args.output.rstrip('/')}/runs/{manifest['run_id']}/"
           "operating_points.parquet (and .jsonl); manifest.json written last")
+    guard = manifest["guard"]
+    if guard["override"]:
+        print(f"published despite {len(guard['violations'])} guard violation(s), overridden by "
+              f"{guard['override']['by']}: {guard['override']['reason']}")
     return 0

@@ -1,0 +1,135 @@
+"""The publish guard: suspicious runs are held for a person; overrides and rollbacks recorded."""
+
+import json
+import math
+
+import pytest
+from pipeline_data import base_config, sample_frame, write_files
+
+from pipelines.cli import main
+from pipelines.publish import (
+    GuardSettings,
+    Override,
+    PublishRefused,
+    guard_violations,
+    publish_run,
+)
+from pipelines.recalibrate import run_recalibrate
+
+
+def _record(group, thresholds, *, status="ok", pos=100.0, neg=100.0, fallback=None,
+            method="graph"):
+    return {"group": group, "method": method, "window_start": None, "status": status,
+            "thresholds": thresholds, "classifiers": ["a", "b"], "rated_positives": pos,
+            "rated_negatives": neg, "fallback_group": fallback}
+
+
+def test_threshold_moves_beyond_the_limit_are_violations():
+    old = [_record("g", [0.5, 0.7]), _record("h", [0.5, math.inf])]
+    new = [_record("g", [0.55, 0.7]), _record("h", [0.5, 0.9])]
+    settings = GuardSettings(max_threshold_change=0.1)
+    violations = guard_violations(old, new, settings)
+    # g moved 0.05 (allowed); h switched classifier b on: an infinite move.
+    assert len(violations) == 1 and "'h'" in violations[0] and "b: inf -> 0.9" in violations[0]
+    assert guard_violations(old, new, GuardSettings(max_threshold_change=None)) == []
+    assert guard_violations(None, new, settings) == []  # nothing published yet
+
+
+def test_thin_data_counts_the_grid_the_thresholds_came_from():
+    new = [
+        _record("__all__", [0.5, 0.5], pos=300, neg=300),
+        _record("small", [0.5, 0.5], status="fallback", pos=2, neg=3, fallback="__all__"),
+        _record("thin", [0.4, 0.6], pos=10, neg=20),
+        _record("none", None, status="insufficient_data", pos=1, neg=1),
+    ]
+    violations = guard_violations(None, new, GuardSettings(min_rated=50))
+    # "small" rests on the parent's 600 rows; "thin" on 30; "none" on nothing.
+    assert [v.split(":")[0] for v in violations] == ["group 'none'", "group 'thin'"]
+    assert guard_violations(None, new, GuardSettings(min_rated=0)) == []
+
+
+def test_only_the_decision_method_is_guarded():
+    old = [_record("g", [0.1, 0.1], method="hull")]
+    new = [_record("g", [0.9, 0.9], method="hull")]
+    assert guard_violations(old, new, GuardSettings(max_threshold_change=0.01)) == []
+
+
+def test_override_needs_who_and_why():
+    with pytest.raises(ValueError, match="who"):
+        Override(by="", reason="x")
+
+
+@pytest.fixture
+def two_inputs(tmp_path):
+    frame = sample_frame(20_000, seed=4)
+    first = write_files(frame, tmp_path / "first", n_files=2)
+    shifted = frame.copy()
+    for column in ("text_model", "image_model"):  # every score pushed up: thresholds move
+        shifted[column] = shifted[column] ** 0.4
+    second = write_files(shifted, tmp_path / "second", n_files=2)
+    return first, second
+
+
+def test_a_large_move_holds_the_run_and_leaves_latest(tmp_path, two_inputs):
+    first, second = two_inputs
+    config = base_config(methods=["graph"])
+    out = tmp_path / "out"
+    one = run_recalibrate(config, first, str(out), max_threshold_change=0.05)
+    assert one["published"] and one["guard"]["violations"] == []
+    with pytest.raises(PublishRefused, match="held for review") as refused:
+        run_recalibrate(config, second, str(out), max_threshold_change=0.05, run_id="second")
+    assert "thresholds moved by" in str(refused.value)
+    assert (out / "LATEST").read_text().strip() == one["run_id"]
+    held = json.loads((out / "runs" / "second" / "manifest.json").read_text())
+    assert held["status"] == "complete" and held["published"] is False
+    assert held["guard"]["compared_with_run"] == one["run_id"]
+    assert held["guard"]["violations"] and held["guard"]["override"] is None
+
+    # A person releases it after review; then rolls back. Both are recorded.
+    publish_run(str(out), "second", by="ana", reason="score recalibration was intended")
+    assert (out / "LATEST").read_text().strip() == "second"
+    rolled = publish_run(str(out), one["run_id"], by="ben", reason="roll back: spike in FPs")
+    assert (out / "LATEST").read_text().strip() == one["run_id"]
+    entry = rolled["publications"][-1]
+    assert (entry["by"], entry["previous_latest"]) == ("ben", "second")
+
+
+def test_override_publishes_and_records_who_and_why(tmp_path, two_inputs):
+    first, second = two_inputs
+    config = base_config(methods=["graph"])
+    out = tmp_path / "out"
+    run_recalibrate(config, first, str(out))
+    manifest = run_recalibrate(config, second, str(out), max_threshold_change=0.05,
+                               override=Override(by="cam", reason="new model version"))
+    assert manifest["published"] is True
+    assert manifest["guard"]["violations"]
+    assert manifest["guard"]["override"]["by"] == "cam"
+    assert (out / "LATEST").read_text().strip() == manifest["run_id"]
+
+
+def test_cli_exit_codes_and_messages(tmp_path, two_inputs, capsys):
+    first, second = two_inputs
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "classifiers: [text_model, image_model]\ntarget: {marginal_precision: 0.3}\n"
+        "columns: {weight: weight}\nmethods: [graph]\ngrid: {bins: 24}\n"
+        "publish: {max_threshold_change: 0.05, min_rated: 10}\n"
+    )
+    out = str(tmp_path / "out")
+    base = ["recalibrate", "--config", str(config), "--output", out]
+    assert main([*base, "--input", first]) == 0
+    assert main([*base, "--input", second]) == 3
+    err = capsys.readouterr().err
+    assert "held for review" in err and "costlib publish --output" in err
+    assert main([*base, "--input", second, "--override-guard"]) == 2
+    assert "needs --override-by" in capsys.readouterr().err
+    assert main([*base, "--input", second, "--override-guard", "--override-by", "dee",
+                 "--override-reason", "planned"]) == 0
+    assert "overridden by dee" in capsys.readouterr().out
+    # Thin data per the CLI flag.
+    assert main([*base, "--input", first, "--min-rated", "1e9"]) == 3
+    run_id = (tmp_path / "out" / "LATEST").read_text().strip()
+    assert main(["publish", "--output", out, "--run-id", run_id, "--by", "eve",
+                 "--reason", "check"]) == 0
+    assert main(["publish", "--output", out, "--run-id", "nope", "--by", "eve",
+                 "--reason", "x"]) == 2
