@@ -25,6 +25,7 @@ import time
 from collections.abc import Sequence
 
 import apache_beam as beam
+import pyarrow as pa
 from apache_beam.transforms import trigger
 from apache_beam.transforms.window import SlidingWindows
 
@@ -79,6 +80,7 @@ def preflight(paths: Sequence[str], config: RunConfig, *, windowed: bool,
 
 
 def needed_columns(config: RunConfig, *, windowed: bool) -> list[str]:
+    """The physical columns recalibration reads (Parquet column projection)."""
     cols = config.columns
     names = [cols["group"], cols["item_id"], cols["label"], *config.classifiers]
     if cols.get("weight"):
@@ -128,8 +130,6 @@ class FinalizeWindowFn(beam.DoFn):
                       records_to_table(records, "operating_point.json"))
         write_bytes_atomically(f"{directory}/operating_points.jsonl",
                                records_to_jsonl(records).encode())
-        import pyarrow as pa
-
         write_parquet(f"{directory}/pn_curves.parquet",
                       pa.Table.from_pylist(curves, schema=PN_CURVE_SCHEMA))
         yield directory, len(records)
