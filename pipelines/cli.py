@@ -33,6 +33,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "pipelines.commands.decide",
         "Threshold and optimal top-k decisions per row of a Parquet score stream.",
     ),
+    "report": ("pipelines.commands.report", "Self-contained HTML report of a recalibration run."),
 }
 
 

@@ -1,0 +1,33 @@
+"""``costlib report --run DIR [--out FILE]``: a self-contained HTML report of a recalibration run.
+
+``DIR`` is a run directory (``OUTPUT/runs/<run_id>``) or a recalibrate output directory (its
+``LATEST`` run). The report goes to ``DIR/report.html`` unless ``--out`` says otherwise; see
+:mod:`pipelines.report` for what it shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of ``costlib report``."""
+    parser.add_argument(
+        "--run", required=True,
+        help="run directory (OUTPUT/runs/<run_id>) or recalibrate output directory (LATEST)",
+    )
+    parser.add_argument("--out", default=None,
+                        help="HTML file to write (default: report.html in the run directory)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the report and print where; returns 0.
+
+    A missing path or an incomplete run raises ``InputError`` (``pipelines.cli.main`` prints it
+    in one line and returns 2).
+    """
+    from pipelines.report import write_report
+
+    path = write_report(args.run, args.out)
+    print(f"wrote {path}")
+    return 0

@@ -1,0 +1,338 @@
+"""``costlib report``: the HTML report of a recalibration run, checked as text and in Chromium.
+
+Two batch runs of the recalibrate pipeline (different samples, so thresholds move) share one
+output directory; a small group with no rated positives falls back to ``__all__``, and its name
+holds HTML metacharacters to check the escaping. The browser tests render the report in headless
+Chromium (Debian's package; ``.ci/run`` installs it) and skip when no Chromium is installed.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from pipeline_data import base_config
+
+from costlib.sample import generate_score_stream, write_score_stream
+from pipelines.cli import main
+from pipelines.files import InputError
+from pipelines.recalibrate import run_recalibrate
+from pipelines.report import (
+    build_report,
+    latest_points,
+    load_run,
+    previous_run,
+    threshold_changes,
+    write_report,
+)
+
+TINY = 'tiny <market> & "co"'  # falls back (no rated positives); escaping must hold
+GROUPS = ("market_a", "market_b", "market_c", TINY, "__all__")
+CHROMIUM_FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+)
+PROBE = (
+    '<script>window.addEventListener("load", () => {'
+    " const images = [...document.images];"
+    " const ok = images.length > 0 && images.every(i => i.complete && i.naturalWidth > 0);"
+    ' document.title = (ok ? "IMAGES-OK " : "IMAGES-BROKEN ") + images.length; });</script>'
+)
+
+
+def _stream(seed: int, n: int = 24_000):
+    frame = generate_score_stream(n, seed=seed)
+    frame.loc[frame.index[:60], "group"] = TINY
+    return frame
+
+
+def _recalibrate(tmp: Path, name: str, seed: int, output: Path, **overrides) -> dict:
+    write_score_stream(_stream(seed), str(tmp / name), n_files=2, row_group_size=5000)
+    config = base_config(**overrides)
+    return run_recalibrate(config, str(tmp / name / "*.parquet"), str(output), run_id=name)
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    """Two complete batch runs (run-1 then run-2) and an incomplete one in one output dir."""
+    tmp = tmp_path_factory.mktemp("report")
+    output = tmp / "out"
+    first = _recalibrate(tmp, "run-1", 0, output, bootstrap={"replicates": 8})
+    second = _recalibrate(tmp, "run-2", 1, output, bootstrap={"replicates": 8})
+    incomplete = output / "runs" / "run-3-incomplete"  # e.g. interrupted: no manifest
+    incomplete.mkdir()
+    shutil.copy(output / "runs" / "run-2" / "operating_points.parquet", incomplete)
+    return {"output": output, "runs": output / "runs", "first": first, "second": second}
+
+
+@pytest.fixture(scope="module")
+def report(batch):
+    """The report of run-2 (written to its default place) and its parsed HTML."""
+    path = write_report(str(batch["runs"] / "run-2"))
+    text = Path(path).read_text()
+    return {"path": Path(path), "html": text, "parsed": _parse(text)}
+
+
+class _Report(HTMLParser):
+    """Sections, table rows (with their data-* attributes and cell texts) and images."""
+
+    def __init__(self):
+        super().__init__()
+        self.sections: dict[str, str] = {}
+        self.rows: list[dict] = []
+        self.images: list[str] = []
+        self._cell: dict | None = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "section" and "data-group" in attrs:
+            self.sections[attrs["data-group"]] = attrs["data-status"]
+        elif tag == "tr":
+            self.rows.append({"attrs": attrs, "cells": []})
+        elif tag == "td" and self.rows:
+            self._cell = {"attrs": attrs, "text": ""}
+            self.rows[-1]["cells"].append(self._cell)
+        elif tag == "img":
+            self.images.append(attrs["src"])
+
+    def handle_endtag(self, tag):
+        if tag == "td":
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell["text"] += data
+
+
+def _parse(text: str) -> _Report:
+    parser = _Report()
+    parser.feed(text)
+    return parser
+
+
+def _records(path: Path) -> dict[tuple[str, str], dict]:
+    return {(r["group"], r["method"]): r for r in pq.read_table(path).to_pylist()}
+
+
+# --------------------------------------------------------------------------- content
+
+
+def test_report_shows_every_group_with_its_status(batch, report):
+    parsed = report["parsed"]
+    assert set(parsed.sections) == set(GROUPS)
+    records = _records(batch["runs"] / "run-2" / "operating_points.parquet")
+    for group in GROUPS:
+        assert parsed.sections[group] == records[(group, "graph")]["status"]
+    assert parsed.sections[TINY] == "fallback"
+    assert parsed.sections["market_a"] == "ok"
+
+
+def test_fallback_group_names_its_parent_and_links_to_it(report):
+    text = report["html"]
+    escaped = html.escape(TINY)
+    start = text.index(f'data-group="{escaped}" data-status="fallback"')
+    section = text[start:text.index("</section>", start)]
+    assert "falls back" in section and '<a href="#group-' in section and "__all__" in section
+    assert "<img" not in section  # no curve of its own
+    overview = next(r for r in report["parsed"].rows if r["attrs"].get("data-group") == TINY)
+    assert overview["cells"][-1]["text"] == "thresholds of __all__"
+
+
+def test_all_text_is_escaped(report):
+    assert TINY not in report["html"] and "<market>" not in report["html"]
+    assert html.escape(TINY) in report["html"]
+
+
+def test_accounting_numbers_equal_the_manifest(batch, report):
+    manifest = json.loads((batch["runs"] / "run-2" / "manifest.json").read_text())
+    accounting = manifest["row_accounting"]
+    shown = {r["attrs"]["data-key"]: int(r["cells"][1]["text"].replace(",", ""))
+             for r in report["parsed"].rows if "data-key" in r["attrs"]}
+    assert shown == {k: accounting[k] for k in ("read", "used", "unrated", "dead_lettered")}
+    assert shown["read"] == 24_000 == shown["used"] + shown["unrated"] + shown["dead_lettered"]
+
+
+def test_previous_run_is_the_newest_earlier_complete_one(batch):
+    second = load_run(str(batch["runs"] / "run-2"))
+    assert previous_run(second).run_id == "run-1"  # run-3 has no manifest: skipped
+    first = load_run(str(batch["runs"] / "run-1"))
+    assert previous_run(first) is None  # run-2 finished later
+    assert "no previous run" in build_report(first, None)
+
+
+def test_changes_equal_hand_computation_from_both_runs(batch, report):
+    old = _records(batch["runs"] / "run-1" / "operating_points.parquet")
+    new = _records(batch["runs"] / "run-2" / "operating_points.parquet")
+    expected = {}
+    for key in new:
+        for name, a, b in zip(new[key]["classifiers"], old[key]["thresholds"],
+                              new[key]["thresholds"], strict=True):
+            if a == b:
+                expected[(*key, name)] = 0.0  # also "off in both runs"
+            else:
+                expected[(*key, name)] = b - a if math.isfinite(a) and math.isfinite(b) else None
+    assert any(v not in (0.0, None) for v in expected.values())  # the runs differ
+
+    changes = threshold_changes(latest_points(old.values()), latest_points(new.values()),
+                                ("text_model", "image_model"))
+    assert {(c.group, c.method, c.classifier): c.difference for c in changes} == expected
+
+    shown = {}
+    for row in report["parsed"].rows:
+        for cell in row["cells"]:
+            if "data-difference" in cell["attrs"]:
+                key = (row["attrs"]["data-group"], row["attrs"]["data-method"],
+                       cell["attrs"]["data-classifier"])
+                value = cell["attrs"]["data-difference"]
+                shown[key] = float(value) if value else None
+                if shown[key]:
+                    assert cell["text"] == f"{shown[key]:+.4f}"
+    assert shown == expected
+
+
+def test_bootstrap_intervals_are_shown(batch, report):
+    record = _records(batch["runs"] / "run-2" / "operating_points.parquet")[("market_a", "graph")]
+    row = next(r for r in report["parsed"].rows
+               if r["attrs"].get("data-group") == "market_a"
+               and r["attrs"].get("data-method") == "graph" and len(r["cells"]) == 7)
+    low, high = record["threshold_ci_low"][0], record["threshold_ci_high"][0]
+    assert row["cells"][1]["text"] == f"{record['thresholds'][0]:.4f} [{low:.4f}, {high:.4f}]"
+    assert f"[{record['precision_ci_low']:.3f}, {record['precision_ci_high']:.3f}]" in (
+        row["cells"][5]["text"])
+    assert "90% bootstrap intervals" in report["html"]
+
+
+def test_images_are_embedded_png_data_uris(report):
+    images = report["parsed"].images
+    ok_groups = [g for g, status in report["parsed"].sections.items() if status == "ok"]
+    assert len(images) == 2 * len(ok_groups) == 8  # PN curves + paths per group with curves
+    assert all(src.startswith("data:image/png;base64,iVBORw0KGgo") for src in images)
+    assert "<script" not in report["html"] and "http://" not in report["html"]
+
+
+def test_incomplete_run_and_bad_path_are_errors(batch, tmp_path):
+    with pytest.raises(InputError, match="incomplete"):
+        write_report(str(batch["runs"] / "run-3-incomplete"))
+    with pytest.raises(InputError, match="not found"):
+        write_report(str(tmp_path / "nowhere"))
+
+
+def test_cli_writes_the_report_and_exits_2_on_errors(batch, tmp_path, capsys):
+    out = tmp_path / "sub" / "r.html"
+    assert main(["report", "--run", str(batch["output"]), "--out", str(out)]) == 0  # LATEST
+    assert "run run-2" in out.read_text() and f"wrote {out}" in capsys.readouterr().out
+    assert main(["report", "--run", str(batch["runs"] / "run-3-incomplete")]) == 2
+    assert "no manifest.json" in capsys.readouterr().err
+    assert main(["report", "--run", str(tmp_path / "nowhere")]) == 2
+
+
+def test_windowed_run_shows_each_groups_latest_window(tmp_path):
+    output = tmp_path / "out"
+    _recalibrate(tmp_path, "win", 2, output,
+                 windowing={"size_days": 7, "period_days": 7, "allowed_lateness_days": 0})
+    run = load_run(str(output / "runs" / "win"))
+    points = latest_points(run.records)
+    ends = {r["window_end"] for r in run.records}
+    assert len(ends) > 1
+    for (group, _), point in points.items():  # each group at its own latest window
+        assert point["window_end"] == max(r["window_end"] for r in run.records
+                                          if r["group"] == group)
+    assert points[("market_a", "graph")]["window_end"] == max(ends)
+    assert points[(TINY, "graph")]["window_end"] < max(ends)  # its rows are the earliest
+    text = build_report(run, None)
+    parsed = _parse(text)
+    assert set(parsed.sections) == set(GROUPS)
+    for group in ("market_a", TINY):
+        start = points[(group, "graph")]["window_start"]
+        section = text[text.index(f'data-group="{html.escape(group)}" data-status'):]
+        assert section.index(f"Latest window {start:%Y-%m-%d %H:%M}") < section.index("</section>")
+    window_rows = [r for r in parsed.rows if len(r["cells"]) == 5 and not r["attrs"]]
+    assert len(window_rows) == len(ends)
+
+
+def test_one_classifier_says_the_path_plot_needs_two(tmp_path):
+    output = tmp_path / "out"
+    _recalibrate(tmp_path, "k1", 3, output, classifiers=["text_model"],
+                 methods=["graph", "hull"])
+    text = build_report(load_run(str(output / "runs" / "k1")), None)
+    assert "drawn for k = 2 classifiers only; this run has k = 1" in text
+    assert len(_parse(text).images) == 4  # PN curves only, for the 4 groups with curves
+
+
+# --------------------------------------------------------------------------- Chromium
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.skip("chromium is not installed (apt-get install chromium; .ci/run installs it)")
+
+
+def _browse(binary: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr",
+         "--v=0", *args],
+        capture_output=True, text=True, timeout=180, check=False,
+    )
+
+
+def _errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines()
+            if "Uncaught" in line or "Failed to load" in line]
+
+
+def _probe(binary: str, tmp_path: Path, text: str, name: str):
+    page = tmp_path / f"{name}.html"
+    page.write_text(text.replace("</body>", PROBE + "</body>"))
+    result = _browse(binary, tmp_path / f"profile-{name}", "--dump-dom", page.as_uri())
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
+def test_report_renders_in_chromium_with_every_group_and_image(report, tmp_path):
+    binary = _chromium()
+    result = _probe(binary, tmp_path, report["html"], "probe")
+    count = len(report["parsed"].images)
+    assert f"<title>IMAGES-OK {count}</title>" in result.stdout
+    for group in GROUPS:
+        assert html.escape(group, quote=False) in result.stdout
+    assert _errors(result.stderr) == []
+
+
+def test_the_browser_check_fails_on_a_broken_page(report, tmp_path):
+    binary = _chromium()
+    broken = report["html"].replace(
+        "</body>", '<img src="missing.png"><script>notDefined();</script></body>')
+    result = _probe(binary, tmp_path, broken, "broken")
+    assert "IMAGES-BROKEN" in result.stdout
+    assert any("Uncaught" in line for line in _errors(result.stderr))
+
+
+def test_screenshot_of_the_report_is_not_blank(report, tmp_path):
+    from PIL import Image
+
+    binary = _chromium()
+    shot = tmp_path / "report.png"
+    result = _browse(binary, tmp_path / "profile-shot", f"--screenshot={shot}",
+                     "--window-size=1280,2600", report["path"].as_uri())
+    assert result.returncode == 0 and shot.exists(), result.stderr[-2000:]
+    image = Image.open(shot).convert("RGB")
+    assert image.size == (1280, 2600)
+    colours = image.getcolors(maxcolors=1 << 24)
+    # Text alone gives a few hundred anti-aliased shades; the PN plot (y ~1500-2000) adds its
+    # coloured curves: check both the number of colours and saturated pixels in the plot band.
+    assert len(colours) > 1000
+    band = np.asarray(image.crop((0, 1300, 1280, 2600)), dtype=int)
+    saturated = int(((band.max(axis=2) - band.min(axis=2)) > 80).sum())
+    assert saturated > 2000
+    assert _errors(result.stderr) == []
