@@ -492,21 +492,40 @@ def _status_badge(status: str) -> str:
     return f'<span class="badge {_e(status)}">{_e(status.replace("_", " "))}</span>'
 
 
-def _status_text(point: Mapping[str, Any], anchors: Mapping[str, str]) -> str:
-    """What the status of a group means, in one sentence (HTML)."""
-    own = (f"{_fmt_count(point['rated_positives'])} rated positives and "
-           f"{_fmt_count(point['rated_negatives'])} rated negatives of its own")
+def _plural(count: float, noun: str) -> str:
+    return f"{_fmt_count(count)} {noun}{'' if count == 1 else 's'}"
+
+
+def _status_text(point: Mapping[str, Any], anchors: Mapping[str, str],
+                 min_rated: Mapping[str, Any]) -> str:
+    """What the status of a group means, in one or two sentences (HTML)."""
+    own = (f"{_plural(point['rated_positives'], 'rated positive')} and "
+           f"{_plural(point['rated_negatives'], 'rated negative')} of its own")
+    needed = (f"min_rated: {min_rated.get('positives', '?')} positives and "
+              f"{min_rated.get('negatives', '?')} negatives")
     if point["status"] == "fallback":
         parent = point["fallback_group"] or ALL_GROUPS
         link = (f'<a href="#{_e(anchors[parent])}">{_e(parent)}</a>' if parent in anchors
                 else _e(parent))
-        return (f"Too few rated rows ({_e(own)}, below the run's min_rated): this group "
-                f"<strong>falls back</strong> to the thresholds of {link}, shown below. It has "
-                f"no PN curve of its own.")
+        return (f"Too few rated rows ({_e(own)}; {_e(needed)}): this group "
+                f"<strong>falls back</strong> to the thresholds of {link}. The table shows "
+                f"{link}'s operating points (TP, FP and precision on its grid); there is no PN "
+                f"curve of this group's own.")
     if point["status"] == "insufficient_data":
-        return (f"Too few rated rows ({_e(own)}) and no usable parent: "
+        return (f"Too few rated rows ({_e(own)}; {_e(needed)}) and no usable parent: "
                 f"<strong>no thresholds</strong>; decisions for this group are null.")
     return f"Thresholds chosen on this group's own grid ({_e(own)})."
+
+
+def _inputs_text(inputs: Sequence[str]) -> str:
+    """``N file(s) in DIR: a, b, c …`` (the common directory once, then file names)."""
+    if not inputs:
+        return "none recorded"
+    directories = {path.rsplit("/", 1)[0] if "/" in path else "" for path in inputs}
+    names = [path.rsplit("/", 1)[-1] for path in inputs] if len(directories) == 1 else inputs
+    where = f" in {next(iter(directories))}" if len(directories) == 1 else ""
+    more = f" … ({len(inputs) - 4} more)" if len(inputs) > 4 else ""
+    return f"{len(inputs)} file(s){where}: {', '.join(names[:4])}{more}"
 
 
 def _run_summary(run: RunData, previous: RunData | None) -> str:
@@ -522,8 +541,7 @@ def _run_summary(run: RunData, previous: RunData | None) -> str:
         ("started", _fmt_time(m.get("started_utc"))),
         ("finished", f"{_fmt_time(m.get('finished_utc'))} ({m.get('seconds', '?')} s on "
                      f"{m.get('runner', '?')})"),
-        ("inputs", f"{len(inputs)} file(s)" + (f": {', '.join(inputs[:3])}" if inputs else "")
-         + (" …" if len(inputs) > 3 else "")),
+        ("inputs", _inputs_text(inputs)),
         ("classifiers, rule", f"{', '.join(run.classifiers)}; rule '{config.get('rule', '?')}'"),
         ("target", f"marginal precision {target.get('marginal_precision', '?')}"),
         ("methods", f"{', '.join(config.get('methods', []))} (decisions use "
@@ -574,6 +592,7 @@ def _overview_section(groups: Sequence[str], points: Mapping[Key, Mapping[str, A
                       classifiers: Sequence[str], previous: RunData | None) -> str:
     """One row per group: status, rated rows, the decision method's thresholds and change."""
     by_key = {(c.group, c.method, c.classifier): c for c in changes}
+    windowed = any(p["window_start"] is not None for p in points.values())
     rows = []
     for group in groups:
         point = points.get((group, method)) or next(
@@ -590,11 +609,15 @@ def _overview_section(groups: Sequence[str], points: Mapping[Key, Mapping[str, A
             cells.append(_td(_e(_fmt_threshold(value)) + delta, _change_css(change)))
         source = point["fallback_group"] if point["status"] == "fallback" else ""
         cells.append(_td(_e(f"thresholds of {source}" if source else "")))
+        if windowed:
+            start, end = point["window_start"], point["window_end"]
+            cells.append(_td(_e(f"{start:%Y-%m-%d} → {end:%Y-%m-%d}")))
         rows.append(_tr(cells, group=group))
     since = ("Δ = change since the previous run " + previous.run_id if previous is not None
              else "no previous run to compare with")
     headers = ["group", "status", "rated +", "rated −",
-               *(f"t[{c}]" for c in classifiers), "note"]
+               *(f"t[{c}]" for c in classifiers), "note",
+               *(["latest window"] if windowed else [])]
     return (f'<section id="overview"><h2>Groups</h2><p class="note">Thresholds of the decision '
             f"method ({_e(method)}); {_e(since)}; \"off\" = that classifier never fires.</p>"
             f"{_table(headers, rows)}</section>")
@@ -627,13 +650,26 @@ def _points_table(points: Sequence[Mapping[str, Any]], classifiers: Sequence[str
     return _table(headers, rows, css="points")
 
 
-def _interval_note(points: Sequence[Mapping[str, Any]], level: float | None) -> str:
+def _interval_note(points: Sequence[Mapping[str, Any]], bootstrap: Mapping[str, Any]) -> str:
+    """Says what the bracketed intervals are, or why there are none (HTML)."""
     if any(p["threshold_ci_low"] is not None for p in points):
+        level = bootstrap.get("level")
         share = f"{level:.0%} " if level is not None else ""
         return (f'<p class="note">In brackets: {_e(share)}bootstrap intervals '
-                f"(Poisson bootstrap over the rated rows).</p>")
-    return ('<p class="note">No bootstrap intervals in this run (bootstrap.replicates is 0, '
-            "or the group has no thresholds of its own).</p>")
+                f"({_e(bootstrap.get('replicates', '?'))} Poisson bootstrap replicates of the "
+                f"rated rows).</p>")
+    if not bootstrap.get("replicates"):
+        return ('<p class="note">No bootstrap intervals: the run\'s bootstrap.replicates '
+                "is 0.</p>")
+    return '<p class="note">No bootstrap intervals for these points.</p>'
+
+
+def _points_block(points: Sequence[Mapping[str, Any]], classifiers: Sequence[str],
+                  bootstrap: Mapping[str, Any]) -> str:
+    """The table of operating points with its interval note; nothing without thresholds."""
+    if all(p["thresholds"] is None for p in points):
+        return ""
+    return _points_table(points, classifiers) + _interval_note(points, bootstrap)
 
 
 def _changes_table(changes: Sequence[ThresholdChange], classifiers: Sequence[str],
@@ -675,7 +711,8 @@ def _figures(run: RunData, points: Sequence[Mapping[str, Any]],
     """The PN curves and the threshold-space paths of one group (HTML)."""
     group = points[0]["group"]
     curves = [_curves_of(run, p) for p in points]
-    pn = pn_figure(points, curves, title=f"PN curves — {group}")
+    # "$" would start matplotlib mathtext in a group name.
+    pn = pn_figure(points, curves, title=f"PN curves — {group}".replace("$", r"\$"))
     if pn is None:
         return ""
     parts = [_image(figure_data_uri(pn), f"PN curves of group {group}", "pn"),
@@ -707,15 +744,16 @@ def _group_section(run: RunData, groups: Sequence[str], points: Sequence[Mapping
     first = points[0]
     group = first["group"]
     anchors = {g: _anchor(groups, g) for g in groups}
-    level = run.manifest.get("config", {}).get("bootstrap", {}).get("level")
+    config = run.manifest.get("config", {})
+    min_rated = config.get("min_rated", {})
     title = f"{group} (all groups)" if group == ALL_GROUPS else group
     mine = [c for c in changes if c.group == group]
     return (
         f'<section class="group" id="{_e(anchors[group])}" data-group="{_e(group)}" '
         f'data-status="{_e(first["status"])}">'
         f"<h3>{_e(title)} {_status_badge(first['status'])}</h3>"
-        f"{_window_label(first)}<p>{_status_text(first, anchors)}</p>"
-        f"{_points_table(points, run.classifiers)}{_interval_note(points, level)}"
+        f"{_window_label(first)}<p>{_status_text(first, anchors, min_rated)}</p>"
+        f"{_points_block(points, run.classifiers, config.get('bootstrap', {}))}"
         f"{_figures(run, points, lattice)}"
         f"{_changes_table(mine, run.classifiers, [p['method'] for p in points], previous)}"
         f"</section>"
@@ -783,6 +821,16 @@ def _page(title: str, body: str) -> str:
             f"<body>{body}</body></html>\n")
 
 
+def _status_counts(points: Mapping[Key, Mapping[str, Any]], groups: Sequence[str],
+                   method: str) -> str:
+    """``5 groups: 4 ok, 1 fallback`` (statuses of the decision method's records)."""
+    statuses = [next(p["status"] for (g, m), p in points.items() if g == group
+                     and (m == method or (group, method) not in points)) for group in groups]
+    parts = [f"{statuses.count(s)} {s.replace('_', ' ')}"
+             for s in ("ok", "fallback", "insufficient_data") if s in statuses]
+    return f"{len(groups)} groups: {', '.join(parts)}"
+
+
 def build_report(run: RunData, previous: RunData | None) -> str:
     """The whole report of ``run`` (compared with ``previous``) as one HTML string."""
     points = latest_points(run.records)
@@ -801,7 +849,7 @@ def build_report(run: RunData, previous: RunData | None) -> str:
         sections.append(_group_section(run, groups, mine, changes, previous, lattice))
     body = (
         f"<h1>Recalibration report</h1><p class=\"subtitle\">run {_e(run.run_id)} · "
-        f"{len(groups)} groups · {_e(', '.join(methods))}</p>"
+        f"{_e(_status_counts(points, groups, method))} · {_e(', '.join(methods))}</p>"
         + _run_summary(run, previous)
         + _accounting_section(run.manifest)
         + _overview_section(groups, points, changes, method, run.classifiers, previous)

@@ -258,13 +258,19 @@ def test_windowed_run_shows_each_groups_latest_window(tmp_path):
     assert len(window_rows) == len(ends)
 
 
-def test_one_classifier_says_the_path_plot_needs_two(tmp_path):
+def test_one_classifier_and_insufficient_data(tmp_path):
     output = tmp_path / "out"
     _recalibrate(tmp_path, "k1", 3, output, classifiers=["text_model"],
-                 methods=["graph", "hull"])
+                 methods=["graph", "hull"], fallback="none")
     text = build_report(load_run(str(output / "runs" / "k1")), None)
     assert "drawn for k = 2 classifiers only; this run has k = 1" in text
-    assert len(_parse(text).images) == 4  # PN curves only, for the 4 groups with curves
+    parsed = _parse(text)
+    assert len(parsed.images) == 4  # PN curves only, for the 4 groups with curves
+    assert parsed.sections[TINY] == "insufficient_data"
+    section = text[text.index(f'data-group="{html.escape(TINY)}" data-status'):]
+    section = section[:section.index("</section>")]
+    assert "<strong>no thresholds</strong>" in section and "<table" not in section
+    assert "no previous run" in section
 
 
 # --------------------------------------------------------------------------- Chromium
