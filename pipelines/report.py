@@ -29,14 +29,16 @@ import html
 import io
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 from costlib.target import Target
 from costlib.threshold_plots import _COLORS as METHOD_COLORS
@@ -104,20 +106,24 @@ class RunData:
 
 
 def _read_json(path: str) -> dict[str, Any]:
+    """A JSON file (any Beam filesystem)."""
     with FileSystems.open(path) as fh:
         return json.loads(fh.read().decode())
 
 
 def _read_table(path: str) -> list[dict[str, Any]]:
+    """A Parquet file's rows as dicts."""
     with FileSystems.open(path) as fh:
         return pq.read_table(fh).to_pylist()
 
 
 def _match(pattern: str) -> list[str]:
+    """Paths matching a glob, sorted."""
     return sorted(m.path for result in FileSystems.match([pattern]) for m in result.metadata_list)
 
 
 def _read_curves(run_dir: str) -> list[dict[str, Any]]:
+    """Every PN curve record of the run (top level, or all windows)."""
     top = f"{run_dir}/pn_curves.parquet"
     paths = [top] if FileSystems.exists(top) else _match(f"{run_dir}/windows/*/pn_curves.parquet")
     curves: list[dict[str, Any]] = []
@@ -157,6 +163,7 @@ def load_run(path: str) -> RunData:
 
 
 def _finished(manifest: Mapping[str, Any]) -> dt.datetime | None:
+    """The manifest's ``finished_utc`` as an aware datetime (None if absent)."""
     value = manifest.get("finished_utc")
     return dt.datetime.fromisoformat(value) if value else None
 
@@ -188,6 +195,7 @@ def previous_run(run: RunData) -> RunData | None:
 
 
 def _window_key(record: Mapping[str, Any]) -> tuple[float, int]:
+    """Sort key: later window end, then later pane (batch records sort first)."""
     end = record["window_end"]
     return (end.timestamp() if end is not None else -math.inf, int(record["pane_index"]))
 
@@ -223,6 +231,7 @@ class ThresholdChange:
 
 
 def _change_note(old: float | None, new: float | None) -> tuple[float | None, str]:
+    """``(difference, note)`` for one threshold, old -> new (see ThresholdChange)."""
     if old is None and new is None:
         return None, "no thresholds in either run"
     if old is None:
@@ -294,6 +303,7 @@ def figure_data_uri(fig: Figure) -> str:
 
 
 def _curves_of(run: RunData, point: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The PN curve record a point was chosen on (same group, method and window)."""
     for curve in run.curves:
         if (curve["group"], curve["method"], curve["window_start"]) == (
             point["group"], point["method"], point["window_start"]
@@ -334,7 +344,8 @@ def _index_of(value: float, axis: np.ndarray) -> float:
     return float(np.interp(value, finite, np.arange(len(finite))))
 
 
-def _threshold_ticks(ax, axis: np.ndarray, which: str) -> None:
+def _threshold_ticks(ax: Axes, axis: np.ndarray, which: str) -> None:
+    """About six ticks on one axis, labelled with threshold values (last: off)."""
     positions = np.unique(np.linspace(0, len(axis) - 1, 6).round().astype(int))
     labels = ["off" if math.isinf(axis[i]) else f"{axis[i]:.2f}" for i in positions]
     getattr(ax, f"set_{which}ticks")(positions, labels)
@@ -390,9 +401,8 @@ def path_figure(points: Sequence[Mapping[str, Any]], curves: Sequence[Mapping[st
     return fig
 
 
-def _ci_box(low: Sequence[float], high: Sequence[float], color: str | None):
-    from matplotlib.patches import Rectangle
-
+def _ci_box(low: Sequence[float], high: Sequence[float], color: str | None) -> Rectangle:
+    """A dashed rectangle from the lower to the upper interval corner (index space)."""
     pad = 0.15  # a zero-width interval still shows as a small box
     return Rectangle((low[0] - pad, low[1] - pad), high[0] - low[0] + 2 * pad,
                      high[1] - low[1] + 2 * pad, fill=False, ls="--", lw=1, ec=color,
@@ -403,50 +413,59 @@ def _ci_box(low: Sequence[float], high: Sequence[float], color: str | None):
 
 
 def _e(value: Any) -> str:
+    """Escaped text for HTML content and attribute values."""
     return html.escape(str(value), quote=True)
 
 
 def _fmt_threshold(value: float | None) -> str:
+    """A threshold: 4 decimals, ``off`` for +inf, a dash for none."""
     if value is None:
         return "–"
     return "off" if math.isinf(value) else f"{value:.4f}"
 
 
 def _fmt_thresholds(values: Sequence[float] | None) -> str:
+    """Thresholds in classifier order, comma-separated."""
     if values is None:
         return "none"
     return ", ".join(_fmt_threshold(v) for v in values)
 
 
 def _fmt_count(value: float | None) -> str:
+    """A (weighted) count: thousands separators, decimals only when fractional."""
     if value is None:
         return "–"
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
 
 
 def _fmt_ratio(value: float | None) -> str:
+    """A precision: 3 decimals, a dash for none or NaN."""
     return "–" if value is None or value != value else f"{value:.3f}"
 
 
 def _fmt_difference(change: ThresholdChange) -> str:
+    """A threshold difference (``0``, ``+0.0435``) or what happened in words."""
     if change.difference is None:
         return change.note
     return "0" if change.difference == 0 else f"{change.difference:+.4f}"
 
 
 def _fmt_time(value: str | None) -> str:
+    """An ISO timestamp as ``YYYY-MM-DD HH:MM:SS UTC``."""
     if not value:
         return "?"
     return f"{dt.datetime.fromisoformat(value).astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC"
 
 
-def _fmt_interval(low: float | None, high: float | None, fmt) -> str:
+def _fmt_interval(low: float | None, high: float | None, fmt: Callable[[float], str]) -> str:
+    """``[low, high]`` with ``fmt`` applied, or an empty string."""
     if low is None or high is None:
         return ""
     return f"[{fmt(low)}, {fmt(high)}]"
 
 
 def _with_interval(value: str, interval: str) -> str:
+    """A value with its interval in a muted span (HTML)."""
     if not interval:
         return _e(value)
     return f'{_e(value)} <span class="ci">{_e(interval)}</span>'
@@ -481,18 +500,22 @@ def _row(cells: Sequence[str], **data: Any) -> str:
 
 
 def _image(uri: str, alt: str, css: str) -> str:
+    """An ``<img>`` with a data URI."""
     return f'<img class="{_e(css)}" src="{uri}" alt="{_e(alt)}">'
 
 
 def _anchor(groups: Sequence[str], group: str) -> str:
+    """The element id of a group's section."""
     return f"group-{groups.index(group)}"
 
 
 def _status_badge(status: str) -> str:
+    """A coloured status label (HTML)."""
     return f'<span class="badge {_e(status)}">{_e(status.replace("_", " "))}</span>'
 
 
 def _plural(count: float, noun: str) -> str:
+    """``1 rated positive``, ``3 rated positives``."""
     return f"{_fmt_count(count)} {noun}{'' if count == 1 else 's'}"
 
 
@@ -528,7 +551,25 @@ def _inputs_text(inputs: Sequence[str]) -> str:
     return f"{len(inputs)} file(s){where}: {', '.join(names[:4])}{more}"
 
 
+def _publication_text(manifest: Mapping[str, Any]) -> str:
+    """Whether the publish guard let the run become ``LATEST``, and who overrode it."""
+    guard = manifest.get("guard") or {}
+    override = guard.get("override")
+    publications = manifest.get("publications") or []
+    if not manifest.get("published"):
+        compared = guard.get("compared_with_run")
+        return "held by the publish guard" + (f" (compared with {compared})" if compared else "")
+    if override:
+        return (f"published over the guard by {override.get('by', '?')}: "
+                f"{override.get('reason', '')}")
+    if publications:
+        last = publications[-1]
+        return f"published by {last.get('by', '?')}: {last.get('reason', '')}"
+    return "published (LATEST moved to it)"
+
+
 def _run_summary(run: RunData, previous: RunData | None) -> str:
+    """Facts about the run: ids, times, inputs, config, previous run, publication."""
     m = run.manifest
     config = m.get("config", {})
     target = config.get("target", {})
@@ -550,8 +591,7 @@ def _run_summary(run: RunData, previous: RunData | None) -> str:
          f"{previous.run_id} (finished {_fmt_time(previous.manifest.get('finished_utc'))})"),
     ]
     if published is not None:
-        status = "published (LATEST)" if published else "held by the publish guard"
-        facts.append(("publication", status))
+        facts.append(("publication", _publication_text(m)))
     rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts)
     violations = guard.get("violations") or []
     held = ""
@@ -562,6 +602,7 @@ def _run_summary(run: RunData, previous: RunData | None) -> str:
 
 
 def _accounting_section(manifest: Mapping[str, Any]) -> str:
+    """The row accounting of ``manifest.json`` (HTML)."""
     acc = manifest.get("row_accounting") or {}
     reasons = acc.get("dead_letter_reasons") or {}
     rows = [
@@ -584,6 +625,7 @@ def _accounting_section(manifest: Mapping[str, Any]) -> str:
 
 
 def _change_css(change: ThresholdChange | None) -> str:
+    """CSS class of a threshold cell: ``moved`` when it changed."""
     return "" if change is None or change.difference == 0 else "moved"
 
 
@@ -624,6 +666,7 @@ def _overview_section(groups: Sequence[str], points: Mapping[Key, Mapping[str, A
 
 
 def _points_table(points: Sequence[Mapping[str, Any]], classifiers: Sequence[str]) -> str:
+    """One row per method: thresholds, TP, FP, precision (with intervals)."""
     rows = []
     for p in points:
         low, high = p["threshold_ci_low"], p["threshold_ci_high"]
@@ -698,6 +741,7 @@ def _changes_table(changes: Sequence[ThresholdChange], classifiers: Sequence[str
 
 
 def _window_label(point: Mapping[str, Any]) -> str:
+    """``Latest window ... pane N`` for windowed records, else nothing."""
     if point["window_start"] is None:
         return ""
     start = f"{point['window_start']:%Y-%m-%d %H:%M}"
@@ -815,6 +859,7 @@ a { color: #1f5fbf; }
 
 
 def _page(title: str, body: str) -> str:
+    """The HTML document around ``body``, with the inline style sheet."""
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{_e(title)}</title><style>{_CSS}</style></head>"
