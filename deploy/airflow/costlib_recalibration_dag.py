@@ -1,9 +1,11 @@
 """Daily costlib recalibration on Dataflow, scheduled by Airflow.
 
-Each day the DAG runs ``costlib recalibrate`` over the last ``LOOKBACK_DAYS`` daily input
-partitions ending on the run's logical date (``ds``), into a new run
-``OUTPUT/runs/daily-<YYYYMMDD>/`` next to the previous days' runs. The publish guard decides
-whether ``OUTPUT/LATEST`` moves to it:
+Each day at 02:30 UTC the DAG runs ``costlib recalibrate`` over the last ``LOOKBACK_DAYS``
+complete days of daily input partitions: the ``LOOKBACK_DAYS`` days before the run's
+``data_interval_end`` (the scheduled time, in Airflow 2 and 3 alike; ``ds`` is not used because
+Airflow 3's cron schedules make it the run's own, still incomplete, day). The run goes into
+``OUTPUT/runs/daily-<YYYYMMDD of the window's last day>/``, next to the previous days' runs, as
+the CronJob's do. The publish guard decides whether ``OUTPUT/LATEST`` moves to it:
 
 * exit 0: published;
 * exit 3: complete but *held for review* (thresholds moved more than ``--max-threshold-change``
@@ -23,9 +25,14 @@ known, which would cut off what ``costlib recalibrate`` does after the job (row 
 manifest, publish guard, ``LATEST``). With the class path the task waits for the whole command
 and sees its exit code. Workers run the costlib image (``sdk_container_image``).
 
-Airflow Variables (Admin -> Variables), read when the task runs:
-``costlib_src`` (a checkout of this repository at the deployed commit, on the Airflow workers),
-``costlib_image`` (deploy/build_image.sh's image), ``costlib_project``, ``costlib_region``,
+Needs on the Airflow workers: ``apache-airflow-providers-apache-beam`` and
+``apache-airflow-providers-google`` (the Beam operator refuses to start without the Google
+provider), ``python3.11``, and a checkout of this repository at the deployed commit, named by
+the environment variable ``COSTLIB_SRC`` (read when the DAG is parsed: the operator's
+``py_requirements`` is not a template field).
+
+Airflow Variables (Admin -> Variables), read when the task runs: ``costlib_image``
+(deploy/build_image.sh's image), ``costlib_project``, ``costlib_region``,
 ``costlib_temp_location`` (gs://), ``costlib_config`` (gs:// run config),
 ``costlib_input_pattern`` (a glob with ``{date}`` for YYYY-MM-DD, e.g.
 ``gs://bucket/scores/dt={date}/*.parquet``), ``costlib_output`` (gs:// output directory).
@@ -36,9 +43,14 @@ from __future__ import annotations
 import datetime as dt
 import os
 
-from airflow import DAG
-from airflow.exceptions import AirflowException, AirflowFailException
 from airflow.providers.apache.beam.operators.beam import BeamRunPythonPipelineOperator
+
+try:  # Airflow 3
+    from airflow.sdk import DAG
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+except ImportError:  # Airflow 2
+    from airflow import DAG
+    from airflow.exceptions import AirflowException, AirflowFailException
 
 DAG_ID = "costlib_recalibration"
 LOOKBACK_DAYS = 7
@@ -49,21 +61,29 @@ RUNNER = "apache_beam.runners.dataflow.dataflow_runner.DataflowRunner"
 #: Exit codes of ``costlib recalibrate``.
 BAD_INPUT, HELD_FOR_REVIEW = 2, 3
 
-SRC = "{{ var.value.costlib_src }}"
+#: This repository on the Airflow workers (the deployed commit).
+SRC = os.environ.get("COSTLIB_SRC", "/opt/airflow/costlib")
+
+
+def day_before_end(days: int) -> str:
+    """Jinja expression: the date ``days`` days before the run's ``data_interval_end``."""
+    return "macros.ds_add(data_interval_end | ds, " + str(-days) + ")"
 
 
 def lookback_input(variable: str = "costlib_input_pattern", days: int = LOOKBACK_DAYS) -> str:
-    """Comma-separated globs of the ``days`` daily partitions ending on ``ds``, oldest first.
+    """Comma-separated globs of the ``days`` complete days before the run, oldest first.
 
     A template: the Airflow Variable ``variable`` holds a glob with ``{date}`` (YYYY-MM-DD),
-    which Jinja's ``replace`` filter fills with ``ds`` minus 0 .. days-1 days when the task
-    runs.
+    which Jinja's ``replace`` filter fills in for each day when the task runs.
     """
     return ",".join(
-        "{{ var.value." + variable + " | replace('{date}', macros.ds_add(ds, " + str(-back)
-        + ")) }}"
-        for back in range(days - 1, -1, -1)
+        "{{ var.value." + variable + " | replace('{date}', " + day_before_end(back) + ") }}"
+        for back in range(days, 0, -1)
     )
+
+
+#: YYYYMMDD of the window's last day (yesterday, relative to the scheduled time).
+WINDOW_LAST_DAY = "{{ " + day_before_end(1) + " | replace('-', '') }}"
 
 
 class CostlibRecalibrateOperator(BeamRunPythonPipelineOperator):
@@ -107,7 +127,7 @@ def _return_code(exc: BaseException) -> int | None:
 with DAG(
     dag_id=DAG_ID,
     description="Daily costlib recalibration over a 7-day look-back window, with publish guard",
-    schedule="@daily",
+    schedule="30 2 * * *",  # 02:30 UTC, like the CronJob: yesterday's partition is complete
     start_date=dt.datetime(2026, 11, 1, tzinfo=dt.UTC),
     catchup=False,
     max_active_runs=1,  # the guard compares with LATEST: one day at a time, in order
@@ -134,7 +154,7 @@ with DAG(
             "config": "{{ var.value.costlib_config }}",
             "input": lookback_input(),
             "output": "{{ var.value.costlib_output }}",
-            "run_id": "daily-{{ ds_nodash }}",
+            "run_id": "daily-" + WINDOW_LAST_DAY,
             "max_threshold_change": MAX_THRESHOLD_CHANGE,
             "min_rated": MIN_RATED,
             "project": "{{ var.value.costlib_project }}",
@@ -142,6 +162,6 @@ with DAG(
             "temp_location": "{{ var.value.costlib_temp_location }}",
             "sdk_container_image": "{{ var.value.costlib_image }}",
             "sdk_location": "container",
-            "job_name": "costlib-recalibrate-{{ ds_nodash }}",
+            "job_name": "costlib-recalibrate-" + WINDOW_LAST_DAY,
         },
     )
