@@ -355,7 +355,7 @@ def test_graph_translates_with_the_dags_dataflow_options():
     pipeline, options, proto = recalibrate_proto(
         [f"--runner={runner}", "--project=my-project", "--region=europe-west1",
          "--temp_location=gs://my-bucket/tmp", f"--sdk_container_image={TEST_IMAGE}",
-         "--sdk_location=container", "--job_name=costlib-recalibrate-20261121"], dataflow_env)
+         "--job_name=costlib-recalibrate-20261121"], dataflow_env)
     assert isinstance(pipeline.runner, DataflowRunner)  # the DAG's class path is the runner
     gcp = options.view_as(GoogleCloudOptions)
     assert (gcp.project, gcp.region, gcp.temp_location) == \
@@ -435,7 +435,7 @@ def test_airflow_dag_parses_and_wires_the_guard():
             "sdk_container_image"} <= options
     # Every costlib option the DAG passes is a flag of costlib recalibrate.
     cli = load_entrypoint().cli_options(recalibrate_parser())
-    beam_only = {"project", "region", "temp_location", "sdk_container_image", "sdk_location",
+    beam_only = {"project", "region", "temp_location", "sdk_container_image",
                  "job_name"}
     assert options - beam_only <= set(cli)
     assert "deploy/recalibrate_entrypoint.py" in ast.unparse(kwargs["py_file"])
@@ -556,10 +556,10 @@ def test_launch_script_passes_only_template_parameters_and_beam_options():
     passed = dict(item.split("=", 1) for item in spec[3:].split("~"))
     assert passed["input"] == env["INPUT"] and passed["min_rated"] == "50"
     beam = set(passed) - names
-    assert beam == {"sdk_container_image", "sdk_location"}
+    assert beam == {"sdk_container_image"}
     known = PipelineOptions([f"--{k}={passed[k]}" for k in beam]).get_all_options(
         retain_unknown_options=True)
-    assert known["sdk_container_image"] == TEST_IMAGE and known["sdk_location"] == "container"
+    assert known["sdk_container_image"] == TEST_IMAGE
     # Missing env: a clear error, not a half-built command.
     result = subprocess.run([str(DEPLOY / "dataflow/launch.sh")], capture_output=True,
                             text=True, env={"PATH": os.environ["PATH"]}, timeout=60)

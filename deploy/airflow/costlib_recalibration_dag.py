@@ -161,7 +161,6 @@ with DAG(
             "region": "{{ var.value.costlib_region }}",
             "temp_location": "{{ var.value.costlib_temp_location }}",
             "sdk_container_image": "{{ var.value.costlib_image }}",
-            "sdk_location": "container",
             "job_name": "costlib-recalibrate-" + WINDOW_LAST_DAY,
         },
     )

@@ -29,7 +29,7 @@ JOB_NAME="${JOB_NAME:-costlib-recalibrate-$(date -u +%Y%m%d-%H%M%S)}"
 # Parameters use '~' as the list delimiter (gcloud's ^~^ escaping), because INPUT may hold
 # commas (several globs).
 params="^~^config=${CONFIG}~input=${INPUT}~output=${OUTPUT}"
-params+="~sdk_container_image=${SDK_IMAGE}~sdk_location=container"
+params+="~sdk_container_image=${SDK_IMAGE}"
 declare -A optional=(
   [run_id]="${RUN_ID:-}"
   [max_threshold_change]="${MAX_THRESHOLD_CHANGE:-}"
