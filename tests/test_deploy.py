@@ -38,9 +38,6 @@ ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 IMAGE_ROOT = "/opt/costlib"  # where deploy/Dockerfile puts the repository's files
 TEST_IMAGE = "europe-docker.pkg.dev/p/r/costlib-beam:0123456789ab"
-#: Runtime dependencies that requirements/runtime.txt does not pin yet (apache-beam requires
-#: sortedcontainers; only requirements/test.txt pins it). Empty once runtime.txt pins them.
-KNOWN_UNPINNED_RUNTIME_DEPENDENCIES = {"sortedcontainers"}
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -229,13 +226,9 @@ def test_pinned_set_and_project_install_into_a_fresh_venv_and_import(tmp_path):
     installed = {k: v for k, v in installed.items() if k not in tooling | {"costlib"}}
     pins = runtime_pins()
     assert {k: installed.get(k) for k in pins} == pins  # every pin, at its version
-    # Anything else was pulled in unpinned. Known: sortedcontainers, required by apache-beam
-    # but pinned only in requirements/test.txt; it must at least get test.txt's version.
+    # Nothing was pulled in unpinned: the runtime set is closed.
     unpinned = {k: v for k, v in installed.items() if k not in pins}
-    assert set(unpinned) <= KNOWN_UNPINNED_RUNTIME_DEPENDENCIES, unpinned
-    test_pins = dict(line.split("==") for line in
-                     (ROOT / "requirements/test.txt").read_text().splitlines() if "==" in line)
-    assert all(test_pins.get(k) == v for k, v in unpinned.items()), unpinned
+    assert unpinned == {}, unpinned
 
     # Imported from the venv, not from the source tree (cwd is tmp_path).
     probe = ("import pipelines.recalibrate, pipelines.decide, costlib, apache_beam; "
