@@ -21,10 +21,8 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import tomllib
 from pathlib import Path
 
@@ -587,31 +585,6 @@ def test_flink_and_beam_versions_agree():
 
 
 # ------------------------------------- end to end through the Job API (what Flink receives)
-@pytest.fixture
-def job_service():
-    sock = socket.socket()
-    sock.bind(("localhost", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
-         "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("localhost", port)) == 0:
-                break
-        time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail("local job service did not start")
-    yield port
-    proc.kill()
-    proc.wait()
-
-
 def write_partitions(tmp_path, days):
     frame = sample_frame(12_000, seed=4)
     table = pa.Table.from_pandas(frame, preserve_index=False)

@@ -1,8 +1,4 @@
 import json
-import socket
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -162,38 +158,13 @@ def test_multi_processing_runner_gives_identical_records(frame, tmp_path):
     assert comparable(got) == comparable(direct_records(small, config))
 
 
-@pytest.fixture
-def job_service():
-    sock = socket.socket()
-    sock.bind(("localhost", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
-         "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("localhost", port)) == 0:
-                break
-        time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail("local job service did not start")
-    yield f"localhost:{port}"
-    proc.kill()
-    proc.wait()
-
-
 def test_portable_job_api_loopback_gives_identical_records(frame, tmp_path, job_service):
     """The path Flink and Dataflow use: the Job API with a LOOPBACK SDK environment."""
     config = base_config(methods=["graph", "hull"])
     small = frame.head(10_000)
     pattern = write_files(small, tmp_path / "in", n_files=2, row_group_size=2000)
     manifest, _, got = _run(config, pattern, tmp_path / "out",
-                            ["--runner=PortableRunner", f"--job_endpoint={job_service}",
+                            ["--runner=PortableRunner", f"--job_endpoint=localhost:{job_service}",
                              "--environment_type=LOOPBACK"])
     assert manifest["runner"] == "PortableRunner"
     assert comparable(got) == comparable(direct_records(small, config))

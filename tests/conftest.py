@@ -1,0 +1,34 @@
+"""Fixtures shared by several test modules."""
+
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+@pytest.fixture
+def job_service():
+    """Port of a running Beam local job service: the portable Job API Flink and Dataflow use."""
+    sock = socket.socket()
+    sock.bind(("localhost", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
+         "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("localhost", port)) == 0:
+                break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("local job service did not start")
+    yield port
+    proc.kill()
+    proc.wait()
