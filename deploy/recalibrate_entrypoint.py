@@ -13,12 +13,10 @@ This file maps the CLI's own flags from their option names (``run_id`` -> ``--ru
 ``pipelines.cli.main(["recalibrate", ...])``, so the exit codes are the CLI's: 0 published,
 2 bad config or input, 3 complete but held for review by the publish guard.
 
-Flex Template launches are different: the launcher adds ``--template_location`` and only wants
-the job graph. Beam's DataflowRunner then writes the graph and returns without a job, so the
-steps ``costlib recalibrate`` runs *after* the job (row accounting check, ``manifest.json``,
-publish guard, ``LATEST``) would run before any data was read. In that mode this file builds the
-same graph into ``OUTPUT/runs/<run_id>/`` and stops there: the run has no manifest, so it is
-incomplete, ``decide`` refuses it and ``LATEST`` does not move (see ``deploy/README.md``).
+Flex Template launches pass ``--template_location``: Beam's DataflowRunner then writes the job
+graph and returns at once, and the CLI says so. The job still publishes itself: in a batch run
+the pipeline's last stage checks the row accounting, applies the publish guard, writes
+``manifest.json`` and moves ``LATEST`` (or holds the run), on every runner.
 """
 
 from __future__ import annotations
@@ -30,8 +28,6 @@ from collections.abc import Sequence
 #: Exit code of ``costlib recalibrate`` when the publish guard holds a complete run.
 HELD_FOR_REVIEW = 3
 
-#: Option of a Flex Template launch that makes the DataflowRunner write the graph, not run it.
-TEMPLATE_OPTION = "template_location"
 
 
 def option_to_flag(name: str) -> str:
@@ -96,34 +92,9 @@ def translate(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return ours, beam
 
 
-def _template_launch(ours: list[str], beam: list[str]) -> int:
-    """Flex Template launch: build the recalibrate graph into a run directory, no manifest."""
-    from pipelines.config import load_config
-    from pipelines.files import match_inputs
-    from pipelines.recalibrate import build_recalibrate, preflight
-    from pipelines.runner import make_pipeline
-    from pipelines.runs import RunDirectory
-
-    args = recalibrate_parser().parse_args(ours)
-    config = load_config(args.config)
-    paths = match_inputs(args.input)
-    preflight(paths, config, windowed=config.windowing is not None)
-    run = RunDirectory(args.output, config.digest, args.run_id)
-    run.prepare()
-    pipeline = make_pipeline(beam)
-    build_recalibrate(pipeline, paths, config, run.run_dir, run.run_id)
-    pipeline.run()
-    print(f"Flex Template launch: job graph for run {run.run_id} written; the job writes "
-          f"{run.run_dir}/. It gets no manifest.json, guard check or LATEST from this launch "
-          "(the launcher does not wait for the job); see deploy/README.md, 'Dataflow'.")
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ours, beam = translate(argv)
-    if any(_split(a)[0] == TEMPLATE_OPTION for a in beam if a.startswith("--")):
-        return _template_launch(ours, beam)
     from pipelines.cli import main as costlib_main
 
     print("costlib recalibrate " + " ".join(ours + beam), flush=True)

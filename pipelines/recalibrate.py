@@ -23,9 +23,12 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms import trigger
 from apache_beam.transforms.window import SlidingWindows
 
@@ -135,6 +138,77 @@ class FinalizeWindowFn(beam.DoFn):
         yield directory, len(records)
 
 
+@dataclass(frozen=True)
+class PublishSpec:
+    """What the pipeline's last stage needs to write the manifest and publish the run."""
+
+    output: str
+    run_id: str
+    inputs: list[str]
+    runner: str
+    started_utc: str
+    settings: GuardSettings
+    override: Override | None
+    previous: list[dict[str, Any]] | None
+    previous_id: str | None
+    previous_problem: str | None
+
+
+class PublishRunFn(beam.DoFn):
+    """The last stage of a batch run: accounting check, publish guard, manifest, ``LATEST``.
+
+    It runs once, after the operating points (main input), the row accounting and every
+    dead-letter file (side inputs) are written, so the manifest is written last on every runner
+    (also when the launcher does not wait for the job, as with Dataflow Flex Templates).
+    """
+
+    def __init__(self, config: RunConfig, spec: PublishSpec):
+        self.config = config
+        self.spec = spec
+
+    def process(self, _, accounting, dead_letter_files):
+        spec, config = self.spec, self.config
+        run = RunDirectory(spec.output, config.digest, spec.run_id)
+        write_json(run.path("accounting.json"), accounting)
+        checked = check_accounting(accounting)
+        points = run.path("operating_points.parquet")
+        new = read_records(points) if FileSystems.exists(points) else []
+        violations = guard_violations(spec.previous, new, spec.settings)
+        if not new:
+            violations.append("no operating points: no group had rated rows")
+        published = not violations or (spec.override is not None and bool(new))
+        manifest = {
+            "status": "complete",
+            "published": published,
+            "run_id": spec.run_id,
+            "command": "recalibrate",
+            "config_digest": config.digest,
+            "config": config.raw,
+            "inputs": spec.inputs,
+            "row_accounting": checked,
+            "dead_letter_files": int(dead_letter_files),
+            "guard": {
+                "max_threshold_change": spec.settings.max_threshold_change,
+                "min_rated": spec.settings.min_rated,
+                "method": spec.settings.method,
+                "compared_with_run": spec.previous_id,
+                "previous_run_unreadable": spec.previous_problem,
+                "violations": violations,
+                "override": (spec.override.record()
+                             if spec.override is not None and violations else None),
+            },
+            "outputs": run.outputs(),
+            "runner": spec.runner,
+            "started_utc": spec.started_utc,
+            "finished_utc": dt.datetime.now(dt.UTC).isoformat(),
+        }
+        if published:
+            run.commit(manifest)
+        else:
+            write_json(run.path("manifest.json"), manifest)
+        yield manifest
+
+
 def build_recalibrate(
     pipeline: beam.Pipeline,
     paths: Sequence[str],
@@ -143,11 +217,13 @@ def build_recalibrate(
     run_id: str,
     *,
     batches=None,
+    publish: PublishSpec | None = None,
 ):
     """Add the recalibration transforms to ``pipeline``.
 
     ``batches`` may be given instead of ``paths`` (a PCollection of
-    ``(source, row_group, table)``, e.g. from a TestStream).
+    ``(source, row_group, table)``, e.g. from a TestStream). With ``publish`` (batch runs), the
+    last stage writes the manifest and publishes the run (:class:`PublishRunFn`).
     """
     windowed = config.windowing is not None
     columns = needed_columns(config, windowed=windowed)
@@ -168,13 +244,16 @@ def build_recalibrate(
         )
     else:
         global_window = beam.WindowInto(beam.window.GlobalWindows())
-    (
+    accounting = (
         partials.accounting
         | "AccountingGlobal" >> global_window
         | "SumAccounting" >> beam.CombineGlobally(SumCounters()).without_defaults()
-        | "WriteAccounting" >> beam.Map(lambda acc: write_json(f"{run_dir}/accounting.json", acc))
     )
-    _ = partials.dead_letters | "WriteDeadLetters" >> beam.ParDo(
+    if publish is None:  # the publish stage writes it otherwise, before the manifest
+        _ = accounting | "WriteAccounting" >> beam.Map(
+            lambda acc: write_json(f"{run_dir}/accounting.json", acc)
+        )
+    dead_letter_files = partials.dead_letters | "WriteDeadLetters" >> beam.ParDo(
         WriteDeadLettersFn(f"{run_dir}/dead_letter")
     )
     grids, boots = partials.grids, partials.bootstrap
@@ -192,11 +271,24 @@ def build_recalibrate(
     if config.bootstrap["replicates"] > 0:
         summed_boots = boots | "SumBootstrap" >> beam.CombinePerKey(SumBootstrapGrids())
         summed = {"grid": summed, "bootstrap": summed_boots} | "Join" >> beam.CoGroupByKey()
-    return (
+    written = (
         summed
         | "Optimize" >> beam.ParDo(OptimizeGroupFn(config))
         | "PerWindow" >> beam.GroupByKey()
         | "Finalize" >> beam.ParDo(FinalizeWindowFn(config, run_dir, run_id, windowed))
+    )
+    if publish is None or windowed:
+        return written
+    return (
+        written
+        | "AllWritten" >> beam.combiners.Count.Globally()
+        | "Publish" >> beam.ParDo(
+            PublishRunFn(config, publish),
+            accounting=beam.pvalue.AsSingleton(accounting, default_value={"read": 0}),
+            dead_letter_files=beam.pvalue.AsSingleton(
+                dead_letter_files | "CountDeadLetterFiles" >> beam.combiners.Count.Globally()
+            ),
+        )
     )
 
 
@@ -211,13 +303,15 @@ def run_recalibrate(
     min_rated: float | None = None,
     override: Override | None = None,
 ) -> dict[str, object]:
-    """Run the pipeline to completion, write the manifest, and publish unless the guard holds.
+    """Run the pipeline; batch runs publish themselves in their last stage (see the guard).
 
     ``max_threshold_change`` and ``min_rated`` override the config's ``publish`` section. When
     the guard finds violations (see :mod:`pipelines.publish`) the run is complete but not
     published: the manifest lists the violations, ``LATEST`` stays, and
     :class:`~pipelines.publish.PublishRefused` is raised, unless ``override`` (who and why) is
-    given, which publishes and records it.
+    given, which publishes and records it. A launch that only writes a job graph (Dataflow Flex
+    Templates: ``--template_location``) returns at once; the job publishes itself when it ends.
+    Windowed runs have no publish step: their files are upserted per window as panes fire.
     """
     windowed = config.windowing is not None
     started = time.time()
@@ -229,52 +323,57 @@ def run_recalibrate(
         previous_problem = None
     except InputError as exc:
         previous, previous_id, previous_problem = None, None, str(exc)
+    spec = PublishSpec(
+        output=run.output,
+        run_id=run.run_id,
+        inputs=list(paths),
+        runner=runner_name(beam_args),
+        started_utc=dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
+        settings=GuardSettings(
+            max_threshold_change=(max_threshold_change if max_threshold_change is not None
+                                  else config.publish["max_threshold_change"]),
+            min_rated=min_rated if min_rated is not None else config.publish["min_rated"],
+            method=config.decision_method,
+        ),
+        override=override,
+        previous=previous,
+        previous_id=previous_id,
+        previous_problem=previous_problem,
+    )
     run.prepare()
     pipeline = make_pipeline(beam_args)
-    build_recalibrate(pipeline, paths, config, run.run_dir, run.run_id)
+    build_recalibrate(pipeline, paths, config, run.run_dir, run.run_id, publish=spec)
     result = pipeline.run()
+    if _graph_only(pipeline):
+        return {"status": "submitted", "run_id": run.run_id, "published": None,
+                "note": "job graph written; the job writes its manifest and publishes at its end"}
     result.wait_until_finish()
-    accounting = check_accounting(run.read_json("accounting.json", {"read": 0}))
-    settings = GuardSettings(
-        max_threshold_change=(max_threshold_change if max_threshold_change is not None
-                              else config.publish["max_threshold_change"]),
-        min_rated=min_rated if min_rated is not None else config.publish["min_rated"],
-        method=config.decision_method,
-    )
-    new = [] if windowed else read_records(run.path("operating_points.parquet"))
-    violations = guard_violations(previous, new, settings)
-    published = not violations or override is not None
-    manifest = {
-        "status": "complete",
-        "published": published,
-        "run_id": run.run_id,
-        "command": "recalibrate",
-        "config_digest": config.digest,
-        "config": config.raw,
-        "inputs": paths,
-        "row_accounting": accounting,
-        "guard": {
-            "max_threshold_change": settings.max_threshold_change,
-            "min_rated": settings.min_rated,
-            "method": settings.method,
-            "compared_with_run": previous_id,
-            "previous_run_unreadable": previous_problem,
-            "violations": violations,
-            "override": override.record() if override is not None and violations else None,
-        },
-        "outputs": run.outputs(),
-        "runner": runner_name(beam_args),
-        "started_utc": dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
-        "finished_utc": dt.datetime.now(dt.UTC).isoformat(),
-        "seconds": round(time.time() - started, 3),
-    }
-    if published:
+    if windowed:
+        accounting = check_accounting(run.read_json("accounting.json", {"read": 0}))
+        manifest = {"status": "complete", "published": True, "run_id": run.run_id,
+                    "command": "recalibrate", "config_digest": config.digest,
+                    "config": config.raw, "inputs": paths, "row_accounting": accounting,
+                    "outputs": run.outputs(), "runner": spec.runner,
+                    "started_utc": spec.started_utc,
+                    "finished_utc": dt.datetime.now(dt.UTC).isoformat()}
         run.commit(manifest)
-        return manifest
-    write_json(run.path("manifest.json"), manifest)
-    raise PublishRefused(
-        f"run {run.run_id} is complete but held for review, LATEST still points at "
-        f"{previous_id}:\n  " + "\n  ".join(violations) +
-        f"\npublish it after review with: costlib publish --output {output} --run-id "
-        f"{run.run_id} --by NAME --reason TEXT (or re-run with --override-guard)"
-    )
+    else:
+        manifest = run.read_json("manifest.json")
+        if manifest is None:
+            raise RuntimeError(f"{run.run_dir}: the pipeline finished without a manifest")
+    manifest["seconds"] = round(time.time() - started, 3)
+    if not manifest["published"]:
+        violations = manifest["guard"]["violations"]
+        raise PublishRefused(
+            f"run {run.run_id} is complete but held for review, LATEST still points at "
+            f"{previous_id}:\n  " + "\n  ".join(violations) +
+            f"\npublish it after review with: costlib publish --output {output} --run-id "
+            f"{run.run_id} --by NAME --reason TEXT (or re-run with --override-guard)"
+        )
+    return manifest
+
+
+def _graph_only(pipeline: beam.Pipeline) -> bool:
+    """True when the runner only writes a job graph (a Flex Template or classic template)."""
+    options = pipeline.options.get_all_options(drop_default=True)
+    return bool(options.get("template_location"))

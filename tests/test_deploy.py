@@ -642,8 +642,8 @@ def test_cronjob_command_submits_through_the_job_api_and_reports_a_held_run(
     assert manifest["published"] is False and manifest["guard"]["violations"]
 
 
-def test_entrypoint_runs_the_cli_and_never_publishes_a_template_launch(tmp_path):
-    """Direct launch: the CLI (manifest, guard, LATEST). Flex launch: the graph only."""
+def test_entrypoint_runs_the_cli_and_template_jobs_publish_themselves(tmp_path, capsys):
+    """Direct launch and Flex launch both end published: the job's last stage publishes."""
     entry = load_entrypoint()
     days = ["2026-03-01", "2026-03-02"]
     config = write_partitions(tmp_path, days)
@@ -654,11 +654,14 @@ def test_entrypoint_runs_the_cli_and_never_publishes_a_template_launch(tmp_path)
     assert code == 0 and (out / "LATEST").read_text().strip() == "direct"
     assert (out / "runs/direct/manifest.json").exists()
 
-    # A Flex Template launch passes --template_location; here the FnApiRunner (no --runner)
-    # stands in for the DataflowRunner that would only write the job graph.
+    # A Flex Template launch passes --template_location: the launcher returns once the graph is
+    # written. Here the FnApiRunner (no --runner) stands in for the Dataflow job and runs it in
+    # process, so the job's own last stage is what publishes.
     code = entry.main([f"--config={config}", f"--input={pattern}", f"--output={out}",
-                       "--run_id=flex", f"--template_location={tmp_path / 'job_object'}"])
+                       "--run_id=flex", "--min_rated=0",
+                       f"--template_location={tmp_path / 'job_object'}"])
     assert code == 0
-    assert (out / "runs/flex/operating_points.parquet").exists()
-    assert not (out / "runs/flex/manifest.json").exists()  # incomplete: decide refuses it
-    assert (out / "LATEST").read_text().strip() == "direct"  # never published by the launch
+    assert "job graph written" in capsys.readouterr().out
+    manifest = json.loads((out / "runs/flex/manifest.json").read_text())
+    assert manifest["published"] is True and manifest["row_accounting"]["read"] > 0
+    assert (out / "LATEST").read_text().strip() == "flex"

@@ -50,6 +50,10 @@ def run(args: argparse.Namespace) -> int:
         max_threshold_change=args.max_threshold_change, min_rated=args.min_rated,
         override=override,
     )
+    if manifest["status"] == "submitted":  # a template launch: only the job graph was written
+        print(f"run {manifest['run_id']}: job graph written; the job checks its row "
+              "accounting, applies the publish guard and writes its manifest when it ends")
+        return 0
     acc = manifest["row_accounting"]
     reasons = ", ".join(f"{k}={v}" for k, v in acc["dead_letter_reasons"].items()) or "none"
     print(
