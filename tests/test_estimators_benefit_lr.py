@@ -9,18 +9,11 @@ from scipy.special import expit
 from sklearn.datasets import load_breast_cancer, load_wine
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
-from threadpoolctl import threadpool_limits
 
 from costlib.benefit import BenefitMatrix
 from costlib.estimators import BenefitLogisticRegression
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    # These fits are tiny: BLAS/OpenMP threads only add contention on a 2-core machine
-    # (measured 4x slower under load with the default thread pools).
-    with threadpool_limits(limits=1):
-        yield
+pytestmark = pytest.mark.usefixtures("single_blas_thread")
 
 
 TIGHT = {"tol": 1e-10, "max_iter": 5000}

@@ -11,7 +11,6 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
-from threadpoolctl import threadpool_limits
 
 from costlib.estimators import (
     BenefitLogisticRegression,
@@ -22,13 +21,7 @@ from costlib.estimators import (
     MinimumExpectedCostClassifier,
 )
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    # These fits are tiny: BLAS/OpenMP threads only add contention on a 2-core machine
-    # (measured 4x slower under load with the default thread pools).
-    with threadpool_limits(limits=1):
-        yield
+pytestmark = pytest.mark.usefixtures("single_blas_thread")
 
 
 # Default-constructed matrices (None) adapt to however many classes a check uses; checks draw

@@ -10,7 +10,6 @@ from sklearn.datasets import load_breast_cancer, load_digits, load_wine
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.preprocessing import StandardScaler
-from threadpoolctl import threadpool_limits
 
 from costlib.estimators import (
     BenefitLogisticRegression,
@@ -21,13 +20,7 @@ from costlib.estimators import (
 )
 from costlib.estimators._kernel_lr import beta_delta_scores
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    # These fits are tiny: BLAS/OpenMP threads only add contention on a 2-core machine
-    # (measured 4x slower under load with the default thread pools).
-    with threadpool_limits(limits=1):
-        yield
+pytestmark = pytest.mark.usefixtures("single_blas_thread")
 
 
 NAMES = np.array(["barolo", "grignolino", "barbera"])

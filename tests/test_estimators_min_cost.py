@@ -9,18 +9,11 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
 from sklearn.naive_bayes import CategoricalNB, GaussianNB
 from sklearn.preprocessing import KBinsDiscretizer, StandardScaler
-from threadpoolctl import threadpool_limits
 
 from costlib.benefit import BenefitMatrix, CostMatrix
 from costlib.estimators import CostSensitiveNaiveBayes, MinimumExpectedCostClassifier
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    # These fits are tiny: BLAS/OpenMP threads only add contention on a 2-core machine
-    # (measured 4x slower under load with the default thread pools).
-    with threadpool_limits(limits=1):
-        yield
+pytestmark = pytest.mark.usefixtures("single_blas_thread")
 
 
 @pytest.fixture(scope="module")

@@ -6,19 +6,12 @@ import json
 
 import numpy as np
 import pytest
-from threadpoolctl import threadpool_limits
 
 from costlib.benefit import BenefitMatrix, target_marginal_precision
 from costlib.experiments import sooklal_benefit as exp
 from pipelines.cli import main as cli_main
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    # These fits are tiny: BLAS/OpenMP threads only add contention on a 2-core machine
-    # (measured 4x slower under load with the default thread pools).
-    with threadpool_limits(limits=1):
-        yield
+pytestmark = pytest.mark.usefixtures("single_blas_thread")
 
 
 def test_group_benefit_matrix_and_xu_costs():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
-from threadpoolctl import threadpool_limits
 
 from costlib.benefit import BenefitMatrix, CostMatrix
 from costlib.estimators import (
@@ -17,13 +16,7 @@ from costlib.estimators import (
     MinimumExpectedCostClassifier,
 )
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    # These fits are tiny: BLAS/OpenMP threads only add contention on a 2-core machine
-    # (measured 4x slower under load with the default thread pools).
-    with threadpool_limits(limits=1):
-        yield
+pytestmark = pytest.mark.usefixtures("single_blas_thread")
 
 
 RNG = np.random.default_rng(0)
