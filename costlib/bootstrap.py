@@ -116,7 +116,8 @@ class BootstrapGrids:
         hashed = hash_item_ids(item_ids)
         if hashed.shape[0] != s.shape[0]:
             raise ValueError(f"item_ids has {hashed.shape[0]} entries for {s.shape[0]} rows")
-        empty = ThresholdGrid.empty(edges, names=names, weight_bits=weight_bits)
+        edge_arrays = ThresholdGrid._check_edge_list(edges, s.shape[1])
+        empty = ThresholdGrid.empty(edge_arrays, names=names, weight_bits=weight_bits)
         shape = empty.shape
         size = int(np.prod(shape))
         locators = [BinLocator(e) for e in empty.edges]

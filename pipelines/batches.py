@@ -190,8 +190,11 @@ def validate_batch(
     if windowed:
         times = _column(table, cols["event_time"])
         flag(_nulls(times), "missing_event_time")
-        event_times = pc.cast(times, pa.timestamp("us", tz="UTC")).cast(pa.int64())
-        event_times = event_times.fill_null(0).to_numpy(zero_copy_only=False)
+        # In the column's own unit, then floored to microseconds (a cast to "us" refuses to
+        # drop nanoseconds, and truncation would round times before 1970 the wrong way).
+        per_us = {"s": 1e-6, "ms": 1e-3, "us": 1, "ns": 1000}[times.type.unit]
+        raw = times.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+        event_times = raw * int(1 / per_us) if per_us < 1 else raw // per_us
 
     k = len(config.classifiers)
     scores = np.empty((n, k))

@@ -249,7 +249,7 @@ def build_recalibrate(
         | "AccountingGlobal" >> global_window
         | "SumAccounting" >> beam.CombineGlobally(SumCounters()).without_defaults()
     )
-    if publish is None:  # the publish stage writes it otherwise, before the manifest
+    if publish is None or windowed:  # else the publish stage writes it, before the manifest
         _ = accounting | "WriteAccounting" >> beam.Map(
             lambda acc: write_json(f"{run_dir}/accounting.json", acc)
         )

@@ -94,3 +94,11 @@ def test_bootstrap_bad_input():
     b = BootstrapGrids.from_scores(scores, y, edges, np.arange(10), n_replicates=2, seed=2)
     with pytest.raises(ValueError, match="different seeds"):
         a + b
+
+
+def test_bootstrap_checks_edges_against_the_score_columns_like_the_grid():
+    scores, y, _, edges = make_rows(50, 2, seed=1)
+    with pytest.raises(ValueError, match="got 1 edge arrays for 2 classifiers"):
+        BootstrapGrids.from_scores(scores, y, edges[:1], np.arange(50))
+    one = BootstrapGrids.from_scores(scores[:, 0], y, edges[0], np.arange(50), n_replicates=2)
+    assert one.pos.shape == (2, len(edges[0]) + 1)  # a 1-D edge array for k = 1, as the grid
