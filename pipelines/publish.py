@@ -35,6 +35,7 @@ __all__ = [
     "PublishRefused",
     "guard_violations",
     "latest_records",
+    "latest_run_id",
     "publish_run",
 ]
 
@@ -91,7 +92,11 @@ def guard_violations(
     new: Sequence[dict[str, Any]],
     settings: GuardSettings,
 ) -> list[str]:
-    """Reasons to hold ``new`` back (empty: publish). Records are ``operating_point.json``."""
+    """Reasons to hold ``new`` back (empty: publish). Records are ``operating_point.json``.
+
+    Thresholds are compared classifier by classifier, by name; a changed set of classifiers and
+    a group that had thresholds and has no record any more are violations of their own.
+    """
     new_by_group = _by_group(new, settings.method)
     old_by_group = _by_group(previous or [], settings.method)
     violations = []
@@ -107,34 +112,51 @@ def guard_violations(
                 f"(status {record['status']}), fewer than min_rated={settings.min_rated:g}"
             )
         old = old_by_group.get(group)
-        if (
-            settings.max_threshold_change is not None
-            and old is not None
-            and old["thresholds"] is not None
-            and record["thresholds"] is not None
-        ):
-            move = _threshold_move(old["thresholds"], record["thresholds"])
-            if move > settings.max_threshold_change:
-                pairs = ", ".join(
-                    f"{c}: {a:g} -> {b:g}"
-                    for c, a, b in zip(record["classifiers"], old["thresholds"],
-                                       record["thresholds"], strict=True)
-                )
-                violations.append(
-                    f"group {group!r}: thresholds moved by {move:g} "
-                    f"(> max_threshold_change={settings.max_threshold_change:g}; {pairs})"
-                )
+        if settings.max_threshold_change is None or old is None:
+            continue
+        if sorted(old["classifiers"]) != sorted(record["classifiers"]):
+            violations.append(
+                f"group {group!r}: the classifiers changed from {old['classifiers']} to "
+                f"{record['classifiers']}; thresholds cannot be compared"
+            )
+            continue
+        if old["thresholds"] is None or record["thresholds"] is None:
+            continue
+        before = dict(zip(old["classifiers"], old["thresholds"], strict=True))
+        names = record["classifiers"]
+        aligned = [before[c] for c in names]
+        move = _threshold_move(aligned, record["thresholds"])
+        if move > settings.max_threshold_change:
+            pairs = ", ".join(
+                f"{c}: {a:g} -> {b:g}" for c, a, b in zip(names, aligned, record["thresholds"],
+                                                         strict=True)
+            )
+            violations.append(
+                f"group {group!r}: thresholds moved by {move:g} "
+                f"(> max_threshold_change={settings.max_threshold_change:g}; {pairs})"
+            )
+    if settings.max_threshold_change is not None:
+        for group in sorted(set(old_by_group) - set(new_by_group)):
+            if old_by_group[group]["thresholds"] is not None:
+                violations.append(f"group {group!r}: had thresholds and is missing from the run")
     return violations
+
+
+def latest_run_id(output: str) -> str | None:
+    """The run id ``OUTPUT/LATEST`` names (it may be missing or broken), or None."""
+    output = output.rstrip("/")
+    if not FileSystems.exists(f"{output}/LATEST"):
+        return None
+    with FileSystems.open(f"{output}/LATEST") as fh:
+        return fh.read().decode().strip() or None
 
 
 def latest_records(output: str) -> tuple[list[dict[str, Any]] | None, str | None]:
     """Records and run id of the run ``OUTPUT/LATEST`` points at, or ``(None, None)``."""
-    output = output.rstrip("/")
-    if not FileSystems.exists(f"{output}/LATEST"):
+    run_id = latest_run_id(output)
+    if run_id is None:
         return None, None
-    with FileSystems.open(f"{output}/LATEST") as fh:
-        run_id = fh.read().decode().strip()
-    records, _ = load_operating_points(f"{output}/runs/{run_id}")
+    records, _ = load_operating_points(f"{output.rstrip('/')}/runs/{run_id}")
     return records, run_id
 
 
@@ -160,8 +182,7 @@ def publish_run(output: str, run_id: str, *, by: str, reason: str) -> dict[str, 
     run_dir = f"{output}/runs/{run_id}"
     manifest = _read_manifest(run_dir)
     override = Override(by=by, reason=reason)
-    _, previous = latest_records(output) if FileSystems.exists(f"{output}/LATEST") else (None,
-                                                                                         None)
+    previous = latest_run_id(output)  # only its name: LATEST may be broken, e.g. to roll back
     entry = {**override.record(), "previous_latest": previous}
     manifest.setdefault("publications", []).append(entry)
     manifest["published"] = True

@@ -49,6 +49,7 @@ from pipelines.publish import (
     PublishRefused,
     guard_violations,
     latest_records,
+    latest_run_id,
 )
 from pipelines.records import (
     PN_CURVE_SCHEMA,
@@ -318,7 +319,13 @@ def run_recalibrate(
     paths = match_inputs(inputs)
     preflight(paths, config, windowed=windowed)
     run = RunDirectory(output, config.digest, run_id)
-    try:  # read before prepare(): a re-run with the same id replaces the run LATEST may name
+    if run_id is not None and latest_run_id(output) == run_id:
+        raise InputError(
+            f"run id {run_id!r} is the published run ({output}/LATEST names it): re-running "
+            "into it would replace the operating points readers use before the guard checks "
+            "them; choose another run id"
+        )
+    try:  # read before prepare(): a re-run with the same id replaces that run's directory
         previous, previous_id = latest_records(output)
         previous_problem = None
     except InputError as exc:

@@ -137,6 +137,11 @@ def load_operating_points(path: str) -> tuple[list[dict[str, Any]], str]:
         raise InputError(
             f"{run_dir}: no manifest.json: the run is incomplete or not a run directory"
         )
+    if run_dir != path:  # followed LATEST: it must name a published run
+        with FileSystems.open(f"{run_dir}/manifest.json") as fh:
+            if json.loads(fh.read().decode()).get("published") is False:
+                raise InputError(f"{path}/LATEST names {run_dir}, which is held for review "
+                                 "(not published)")
     if FileSystems.exists(f"{run_dir}/operating_points.parquet"):
         return read_records(f"{run_dir}/operating_points.parquet"), run_dir
     windows = sorted(

@@ -131,22 +131,23 @@ def test_rerun_into_same_output_is_safe(frame, tmp_path):
     config = base_config()
     pattern = write_files(frame.head(6000), tmp_path / "in")
     out = tmp_path / "out"
-    first, run_dir, _ = _run(config, pattern, out, run_id="fixed")
-    assert first["run_id"] == "fixed"
-    stale = run_dir / "dead_letter" / "part-stale.parquet"
-    stale.parent.mkdir(parents=True, exist_ok=True)
+    first, _, _ = _run(config, pattern, out, run_id="first")
+    assert first["run_id"] == "first"
+    # An interrupted attempt left a run directory without a manifest and with a stale shard.
+    stale = out / "runs" / "retry" / "dead_letter" / "part-stale.parquet"
+    stale.parent.mkdir(parents=True)
     stale.write_bytes(b"left over from an interrupted run")
-    second, run_dir2, _ = _run(config, pattern, out, run_id="fixed")
-    assert second["row_accounting"] == first["row_accounting"]
-    assert run_dir2 == run_dir and not stale.exists()
-    third = run_recalibrate(config, pattern, str(out))
-    assert third["run_id"] != "fixed"
-    assert (out / "LATEST").read_text().strip() == third["run_id"]
-    # An interrupted run (no manifest) is refused by readers.
-    (out / "runs" / "broken").mkdir()
     with pytest.raises(ValueError, match="incomplete"):
-        load_operating_points(str(out / "runs" / "broken"))
+        load_operating_points(str(out / "runs" / "retry"))
+    second, run_dir, _ = _run(config, pattern, out, run_id="retry")
+    assert run_dir == out / "runs" / "retry" and not stale.exists()
+    assert second["row_accounting"] == first["row_accounting"]
+    assert (out / "LATEST").read_text().strip() == "retry"
+    third = run_recalibrate(config, pattern, str(out))
+    assert third["run_id"] not in ("first", "retry")
+    assert (out / "LATEST").read_text().strip() == third["run_id"]
     assert len(load_operating_points(str(out))[0]) == 16
+    assert (out / "runs" / "first" / "manifest.json").exists()  # earlier runs are kept
 
 
 def test_multi_processing_runner_gives_identical_records(frame, tmp_path):

@@ -133,3 +133,48 @@ def test_cli_exit_codes_and_messages(tmp_path, two_inputs, capsys):
                  "--reason", "check"]) == 0
     assert main(["publish", "--output", out, "--run-id", "nope", "--by", "eve",
                  "--reason", "x"]) == 2
+
+
+def test_thresholds_are_compared_by_classifier_name():
+    old = [{**_record("g", [0.5, 0.9]), "classifiers": ["x", "y"]}]
+    reordered = [{**_record("g", [0.9, 0.5]), "classifiers": ["y", "x"]}]
+    assert guard_violations(old, reordered, GuardSettings(max_threshold_change=0.2)) == []
+    changed = [{**_record("g", [0.5, 0.9, 0.1]), "classifiers": ["x", "y", "z"]}]
+    (violation,) = guard_violations(old, changed, GuardSettings(max_threshold_change=0.2))
+    assert "classifiers changed" in violation
+
+
+def test_a_group_that_disappears_is_a_violation():
+    old = [_record("g", [0.5, 0.5]), _record("h", [0.5, 0.5])]
+    new = [_record("g", [0.5, 0.5])]
+    (violation,) = guard_violations(old, new, GuardSettings(max_threshold_change=0.1))
+    assert "'h'" in violation and "missing" in violation
+
+
+def test_the_published_run_id_cannot_be_reused_and_readers_never_follow_latest_to_a_held_run(
+    tmp_path, two_inputs
+):
+    from pipelines.files import InputError
+    from pipelines.runs import load_operating_points
+
+    first, second = two_inputs
+    config = base_config(methods=["graph"])
+    out = tmp_path / "out"
+    run_recalibrate(config, first, str(out), run_id="daily")
+    with pytest.raises(InputError, match="is the published run"):
+        run_recalibrate(config, second, str(out), run_id="daily")
+    with pytest.raises(PublishRefused):
+        run_recalibrate(config, second, str(out), run_id="held", max_threshold_change=0.01)
+    (out / "LATEST").write_text("held\n")  # e.g. written by hand by mistake
+    with pytest.raises(InputError, match="held for review"):
+        load_operating_points(str(out))
+
+
+def test_rollback_works_when_latest_is_broken(tmp_path, two_inputs):
+    first, _ = two_inputs
+    out = tmp_path / "out"
+    good = run_recalibrate(base_config(methods=["graph"]), first, str(out))
+    (out / "LATEST").write_text("gone\n")
+    manifest = publish_run(str(out), good["run_id"], by="fay", reason="LATEST was broken")
+    assert manifest["publications"][-1]["previous_latest"] == "gone"
+    assert (out / "LATEST").read_text().strip() == good["run_id"]
