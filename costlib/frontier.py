@@ -147,7 +147,13 @@ def hull_neighbours(
         dtp = flat_tp[start : start + _CHUNK] - tp0
         with np.errstate(divide="ignore", invalid="ignore"):
             slope = dtp / dfp
-        for side, mask, pick in (("left", dfp < 0, np.min), ("right", dfp > 0, np.max)):
+        # Left: fewer FP, or the same FP and fewer TP (the vertical edge down to the origin at
+        # FP = 0, slope +inf). Right: more FP and more TP (the hull has no flat tail).
+        vertical = (dfp == 0) & (dtp < 0)
+        slope[vertical] = np.inf
+        left_mask = (dfp < 0) | vertical
+        right_mask = (dfp > 0) & (dtp > 0)
+        for side, mask, pick in (("left", left_mask, np.min), ("right", right_mask, np.max)):
             if not mask.any():
                 continue
             s = slope[mask]
@@ -156,8 +162,9 @@ def hull_neighbours(
             if not improves and value != best[side]:
                 continue
             where = np.flatnonzero(mask)[s == value]
-            far = int(where[np.argmax(np.abs(dfp[where]))])
-            distance = abs(dfp[far])
+            reach_of = np.abs(dfp[where]) + np.abs(dtp[where])
+            far = int(where[np.argmax(reach_of)])
+            distance = float(reach_of.max())
             if improves or distance > reach[side]:
                 best[side], chosen[side], reach[side] = value, start + far, distance
     return chosen["left"], chosen["right"]

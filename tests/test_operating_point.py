@@ -290,3 +290,26 @@ def test_analytic_never_returns_a_point_worse_than_flagging_nothing():
     assert fit.cell == (4,)
     assert fit.fitted_tp - fit.fitted_fp == 0.0
     assert not fit.root_found
+
+
+def test_hull_neighbours_give_the_same_marginal_precisions_as_the_full_hull():
+    # The reviewer's case: the optimum sits at FP = 0 (left neighbour: the origin, precision 1)
+    # and has nothing above it on the right (no flat tail on the hull: NaN).
+    grid = ThresholdGrid.from_scores([[0.7], [0.2]], [1, 0], [np.array([0.1, 0.5])])
+    for frontier in (True, False):
+        p = optimize(grid, target_marginal_precision=0.5, method="hull", frontier=frontier)
+        assert p.marginal_precision_left == 1.0 and np.isnan(p.marginal_precision_right)
+    rng = np.random.default_rng(5)
+    for trial in range(150):
+        n = int(rng.integers(3, 60))
+        y = rng.random(n) < rng.uniform(0.1, 0.9)
+        scores = np.round(rng.normal(size=(n, 2)) + y[:, None], 1)
+        g = ThresholdGrid.from_scores(scores, y, [np.linspace(-1, 2, 5)] * 2)
+        m = float(rng.uniform(0.05, 0.95))
+        full = optimize(g, target_marginal_precision=m, method="hull")
+        quick = optimize(g, target_marginal_precision=m, method="hull", frontier=False)
+        assert full.index == quick.index, trial
+        np.testing.assert_equal(
+            (full.marginal_precision_left, full.marginal_precision_right),
+            (quick.marginal_precision_left, quick.marginal_precision_right),
+        )
