@@ -125,6 +125,15 @@ class BinLocator:
         padded = np.concatenate(([-np.inf], edges, [np.inf]))
         self._lower = padded[:-1]  # bin b holds lower[b] <= s < upper[b]
         self._upper = padded[1:]
+        with np.errstate(over="ignore", divide="ignore"):  # the overflow is what we test for
+            span = edges[-1] - edges[0]
+            extreme = edges.size > 1 and not (np.isfinite(span) and np.isfinite(edges.size / span))
+        if extreme:
+            # A span that overflows, or a step so small that its inverse does: no arithmetic
+            # estimate can be trusted, so every value goes to the binary search.
+            self._arithmetic = False
+            return
+        self._arithmetic = True
         if edges.size == 1:
             self._table = None
             self._low, self._step, self._cells = edges[0], 1.0, 0
@@ -145,6 +154,8 @@ class BinLocator:
 
     def __call__(self, values: NDArray[np.floating]) -> NDArray[np.intp]:
         """Bin index of every value (values must be finite or -inf; not validated here)."""
+        if not self._arithmetic:
+            return np.searchsorted(self.edges, values, side="right")
         # Estimate (may be off by one through rounding; corrected below): grid cell + 1, so
         # that below-range values land on 0 and the cell count maps to the last bin.
         estimate = values - (self._low - self._step)

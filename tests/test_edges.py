@@ -65,3 +65,17 @@ def test_check_edges_messages():
         check_edges([])
     with pytest.raises(ValueError, match="finite"):
         check_edges([0.0, np.inf])
+
+
+@pytest.mark.parametrize(
+    ("edges", "values"),
+    [
+        ([-1e308, 0.0, 1e308], [0.5, -1e308, 1e308, -np.inf, 1.7e308]),  # span overflows
+        ([0.0, 5e-324, 1e-323], [-5e-324, 0.0, 5e-324, 1e-323, 1.0]),  # subnormal steps
+        ([0.0, 5e-324, 1.0, 2.0], [-5e-324, 2.5e-324, 0.5, 2.0]),  # non-uniform, tiny gap
+    ],
+)
+def test_bin_indices_on_extreme_edges(edges, values):
+    e = np.array(edges)
+    v = np.array(values)
+    assert np.array_equal(bin_indices(v, e), np.searchsorted(e, v, side="right"))
