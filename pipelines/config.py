@@ -128,7 +128,8 @@ class RunConfig:
         grid = self.grid
         if grid["edges"] == "uniform":
             low, high = grid["range"]
-            return [uniform_edges(low, high, grid["bins"]) for _ in self.classifiers]
+            edges = check_edges(uniform_edges(low, high, grid["bins"]), name="grid (range, bins)")
+            return [edges for _ in self.classifiers]
         if grid["edges"] == "explicit":
             return [
                 check_edges(v, name=f"grid.values[{j}]") for j, v in enumerate(grid["values"])
