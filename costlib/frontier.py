@@ -70,11 +70,6 @@ def best_cell(
     return tuple(int(i) for i in np.unravel_index(flat, tp.shape))
 
 
-def _cross(o_fp, o_tp, a_fp, a_tp, p_fp, p_tp):
-    """Twice the signed area of (o, a, p): > 0 when p lies above the line o -> a."""
-    return (a_fp - o_fp) * (p_tp - o_tp) - (a_tp - o_tp) * (p_fp - o_fp)
-
-
 def upper_hull(tp: NDArray[np.float64], fp: NDArray[np.float64]) -> NDArray[np.intp]:
     """Cells on the upper concave hull of all ``(FP, TP)`` points, by decreasing FP.
 

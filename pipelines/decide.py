@@ -98,7 +98,13 @@ from pipelines.files import (
 from pipelines.recalibrate import preflight
 from pipelines.records import arrow_schema
 from pipelines.runner import make_pipeline, runner_name
-from pipelines.runs import RunDirectory, check_accounting, load_operating_points
+from pipelines.runs import (
+    RunDirectory,
+    check_accounting,
+    latest_run_id,
+    load_operating_points,
+    read_manifest,
+)
 from pipelines.transforms import SumCounters, WriteDeadLettersFn, dead_letter_name
 
 __all__ = [
@@ -661,11 +667,10 @@ def _digest(config: RunConfig, thresholds: DecisionThresholds) -> str:
 def read_decisions(path: str) -> pa.Table:
     """All decision records of a decide run (output dir: its LATEST run; or a run dir)."""
     path = path.rstrip("/")
-    if FileSystems.exists(f"{path}/LATEST"):
-        with FileSystems.open(f"{path}/LATEST") as fh:
-            path = f"{path}/runs/{fh.read().decode().strip()}"
-    if not FileSystems.exists(f"{path}/manifest.json"):
-        raise InputError(f"{path}: no manifest.json: the run is incomplete or not a run directory")
+    latest = latest_run_id(path)
+    if latest is not None:
+        path = f"{path}/runs/{latest}"
+    read_manifest(path)  # refuses an incomplete run
     files = sorted(
         m.path for r in FileSystems.match([f"{path}/decisions/*.parquet"])
         for m in r.metadata_list

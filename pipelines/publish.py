@@ -24,10 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from apache_beam.io.filesystems import FileSystems
-
-from pipelines.files import InputError, write_bytes_atomically
-from pipelines.runs import load_operating_points
+from pipelines.files import write_bytes_atomically, write_json
+from pipelines.runs import latest_run_id, load_operating_points, read_manifest
 
 __all__ = [
     "GuardSettings",
@@ -35,7 +33,6 @@ __all__ = [
     "PublishRefused",
     "guard_violations",
     "latest_records",
-    "latest_run_id",
     "publish_run",
 ]
 
@@ -142,15 +139,6 @@ def guard_violations(
     return violations
 
 
-def latest_run_id(output: str) -> str | None:
-    """The run id ``OUTPUT/LATEST`` names (it may be missing or broken), or None."""
-    output = output.rstrip("/")
-    if not FileSystems.exists(f"{output}/LATEST"):
-        return None
-    with FileSystems.open(f"{output}/LATEST") as fh:
-        return fh.read().decode().strip() or None
-
-
 def latest_records(output: str) -> tuple[list[dict[str, Any]] | None, str | None]:
     """Records and run id of the run ``OUTPUT/LATEST`` points at, or ``(None, None)``."""
     run_id = latest_run_id(output)
@@ -160,27 +148,15 @@ def latest_records(output: str) -> tuple[list[dict[str, Any]] | None, str | None
     return records, run_id
 
 
-def _read_manifest(run_dir: str) -> dict[str, Any]:
-    import json
-
-    path = f"{run_dir}/manifest.json"
-    if not FileSystems.exists(path):
-        raise InputError(f"{run_dir}: no manifest.json: the run is incomplete or does not exist")
-    with FileSystems.open(path) as fh:
-        return json.loads(fh.read().decode())
-
-
 def publish_run(output: str, run_id: str, *, by: str, reason: str) -> dict[str, Any]:
     """Point ``OUTPUT/LATEST`` at a complete run (rollback, or publishing a held run).
 
     The run's manifest gets a ``publications`` entry (who, why, when, and which run ``LATEST``
     pointed at before), so every move of ``LATEST`` by a person is on record.
     """
-    from pipelines.files import write_json
-
     output = output.rstrip("/")
     run_dir = f"{output}/runs/{run_id}"
-    manifest = _read_manifest(run_dir)
+    manifest = read_manifest(run_dir)
     override = Override(by=by, reason=reason)
     previous = latest_run_id(output)  # only its name: LATEST may be broken, e.g. to roll back
     entry = {**override.record(), "previous_latest": previous}

@@ -49,7 +49,6 @@ from pipelines.publish import (
     PublishRefused,
     guard_violations,
     latest_records,
-    latest_run_id,
 )
 from pipelines.records import (
     PN_CURVE_SCHEMA,
@@ -59,7 +58,7 @@ from pipelines.records import (
     records_to_table,
 )
 from pipelines.runner import make_pipeline, runner_name
-from pipelines.runs import RunDirectory, check_accounting, read_records
+from pipelines.runs import RunDirectory, check_accounting, latest_run_id, read_records
 from pipelines.transforms import (
     AggregateBatches,
     OptimizeGroupFn,

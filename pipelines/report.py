@@ -27,14 +27,12 @@ import base64
 import datetime as dt
 import html
 import io
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -44,7 +42,7 @@ from costlib.target import Target
 from costlib.threshold_plots import _COLORS as METHOD_COLORS
 from costlib.threshold_plots import CurveSpec, draw_pn_curves
 from pipelines.files import InputError, write_bytes_atomically
-from pipelines.runs import load_operating_points
+from pipelines.runs import load_operating_points, read_manifest, read_records
 
 __all__ = [
     "RunData",
@@ -105,18 +103,6 @@ class RunData:
         return any(r["window_start"] is not None for r in self.records)
 
 
-def _read_json(path: str) -> dict[str, Any]:
-    """A JSON file (any Beam filesystem)."""
-    with FileSystems.open(path) as fh:
-        return json.loads(fh.read().decode())
-
-
-def _read_table(path: str) -> list[dict[str, Any]]:
-    """A Parquet file's rows as dicts."""
-    with FileSystems.open(path) as fh:
-        return pq.read_table(fh).to_pylist()
-
-
 def _match(pattern: str) -> list[str]:
     """Paths matching a glob, sorted."""
     return sorted(m.path for result in FileSystems.match([pattern]) for m in result.metadata_list)
@@ -128,7 +114,7 @@ def _read_curves(run_dir: str) -> list[dict[str, Any]]:
     paths = [top] if FileSystems.exists(top) else _match(f"{run_dir}/windows/*/pn_curves.parquet")
     curves: list[dict[str, Any]] = []
     for path in paths:
-        curves += _read_table(path)
+        curves += read_records(path)
     return curves
 
 
@@ -155,7 +141,7 @@ def load_run(path: str) -> RunData:
     if not FileSystems.exists(path):
         raise InputError(f"{path}: run directory not found")
     records, run_dir = load_operating_points(path)
-    manifest = _read_json(f"{run_dir}/manifest.json")
+    manifest = read_manifest(run_dir)
     if manifest.get("command", "recalibrate") != "recalibrate":
         raise InputError(f"{run_dir}: a {manifest['command']!r} run, not a recalibrate run")
     return RunData(run_dir=run_dir, manifest=manifest, records=records,
@@ -180,7 +166,7 @@ def previous_run(run: RunData) -> RunData | None:
         run_dir = manifest_path.rsplit("/", 1)[0]
         if run_dir.rstrip("/") == run.run_dir.rstrip("/"):
             continue
-        manifest = _read_json(manifest_path)
+        manifest = read_manifest(run_dir)
         other = _finished(manifest)
         if manifest.get("command", "recalibrate") != "recalibrate" or other is None:
             continue

@@ -26,7 +26,14 @@ from apache_beam.io.filesystems import FileSystems
 from pipelines.batches import REASONS
 from pipelines.files import InputError, write_bytes_atomically, write_json
 
-__all__ = ["RunDirectory", "check_accounting", "load_operating_points", "read_records"]
+__all__ = [
+    "RunDirectory",
+    "check_accounting",
+    "latest_run_id",
+    "load_operating_points",
+    "read_manifest",
+    "read_records",
+]
 
 
 class RunDirectory:
@@ -80,6 +87,26 @@ class RunDirectory:
         write_bytes_atomically(f"{self.output}/LATEST", (self.run_id + "\n").encode())
 
 
+def latest_run_id(output: str) -> str | None:
+    """The run id ``OUTPUT/LATEST`` names (it may be missing or broken), or None."""
+    output = output.rstrip("/")
+    if not FileSystems.exists(f"{output}/LATEST"):
+        return None
+    with FileSystems.open(f"{output}/LATEST") as fh:
+        return fh.read().decode().strip() or None
+
+
+def read_manifest(run_dir: str) -> dict[str, Any]:
+    """The manifest of a complete run; ``InputError`` when the run has none (incomplete)."""
+    path = f"{run_dir}/manifest.json"
+    if not FileSystems.exists(path):
+        raise InputError(
+            f"{run_dir}: no manifest.json: the run is incomplete or not a run directory"
+        )
+    with FileSystems.open(path) as fh:
+        return json.loads(fh.read().decode())
+
+
 def check_accounting(accounting: dict[str, int]) -> dict[str, Any]:
     """read == used + unrated + dead-lettered (or decided + dead-lettered), with the breakdown.
 
@@ -128,20 +155,15 @@ def load_operating_points(path: str) -> tuple[list[dict[str, Any]], str]:
         raise InputError(f"{path}: operating points not found (expected a recalibrate output "
                          f"directory, a run directory or an operating_points.parquet file)")
     run_dir = path
-    if FileSystems.exists(f"{path}/LATEST"):
-        with FileSystems.open(f"{path}/LATEST") as fh:
-            run_dir = f"{path}/runs/{fh.read().decode().strip()}"
+    latest = latest_run_id(path)
+    if latest is not None:
+        run_dir = f"{path}/runs/{latest}"
         if not FileSystems.exists(run_dir):
             raise InputError(f"{path}/LATEST names run directory {run_dir}, which does not exist")
-    if not FileSystems.exists(f"{run_dir}/manifest.json"):
-        raise InputError(
-            f"{run_dir}: no manifest.json: the run is incomplete or not a run directory"
-        )
-    if run_dir != path:  # followed LATEST: it must name a published run
-        with FileSystems.open(f"{run_dir}/manifest.json") as fh:
-            if json.loads(fh.read().decode()).get("published") is False:
-                raise InputError(f"{path}/LATEST names {run_dir}, which is held for review "
-                                 "(not published)")
+    manifest = read_manifest(run_dir)
+    if run_dir != path and manifest.get("published") is False:  # LATEST must name a published run
+        raise InputError(f"{path}/LATEST names {run_dir}, which is held for review "
+                         "(not published)")
     if FileSystems.exists(f"{run_dir}/operating_points.parquet"):
         return read_records(f"{run_dir}/operating_points.parquet"), run_dir
     windows = sorted(

@@ -125,10 +125,8 @@ def bench_hull() -> None:
         "hull: optimum + full concave frontier on 1024x1024",
         best_of(lambda: optimize(grid, target_marginal_precision=0.5, method="hull"), 3),
     )
-    flat = grid.counts("any")
     report("(for scale) counts(rule) on 1024x1024, uncached",
            best_of(lambda: ThresholdGrid(grid.edges, grid.pos, grid.neg).counts("any"), 3))
-    del flat
 
 
 def bench_k3() -> None:
