@@ -2,14 +2,24 @@
 
 Subcommands import their implementation lazily so that ``costlib --help`` is fast and the
 library parts stay usable without Apache Beam being imported.
+
+Every command keeps one exit-code contract (:mod:`pipelines.exit_codes`): 0 ok, 2 bad input,
+config or command line (one line, no traceback), 3 held for review or a held/stale ``LATEST``,
+1 only for bugs. Arguments a pipeline command does not declare must be Apache Beam pipeline
+options (:mod:`pipelines.flags`); costlib's own flags are accepted with hyphens or underscores.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
+import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
+
+from pipelines.exit_codes import BAD_INPUT, HELD, classify
 
 #: ``costlib reproduce NAME`` -> module with a ``main(argv) -> int`` function.
 REPRODUCTIONS: dict[str, str] = {
@@ -34,20 +44,52 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "Threshold and optimal top-k decisions per row of a Parquet score stream.",
     ),
     "report": ("pipelines.commands.report", "Self-contained HTML report of a recalibration run."),
+    "status": (
+        "pipelines.commands.status",
+        "Check OUTPUT/LATEST: exit 0 when fresh and published, 3 when held or stale.",
+    ),
 }
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
-def _build_parser() -> argparse.ArgumentParser:
+EXIT_CODES_HELP = ("exit codes: 0 ok; 2 bad input, config or command line; 3 held for review "
+                   "(or, for status, a held or stale LATEST); 1 a bug")
+
+
+def version() -> str:
+    """The installed costlib version (from the package metadata)."""
+    try:
+        return metadata.version("costlib")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "unknown (not installed)"
+
+
+def _common_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    common.add_argument("--log-level", choices=LOG_LEVELS, type=str.upper, default=None,
+                        help="log level of costlib and Beam (default WARNING)")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``costlib`` parser with every subcommand (their modules are imported here)."""
+    common = _common_options()
     parser = argparse.ArgumentParser(
-        prog="costlib",
-        description="Cost-sensitive decisions on classifier scores.",
+        prog="costlib", description="Cost-sensitive decisions on classifier scores.",
+        epilog=EXIT_CODES_HELP, allow_abbrev=False, parents=[common],
     )
+    parser.add_argument("--version", action="version", version=f"costlib {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
-        command_parser = sub.add_parser(name, help=help_text, description=help_text)
+        command_parser = sub.add_parser(
+            name, help=help_text, description=help_text, allow_abbrev=False, parents=[common],
+            epilog=EXIT_CODES_HELP + ". Multi-word flags may also be spelt with underscores "
+                   "(--run_id)." + (" Other arguments must be Apache Beam pipeline options "
+                                    "(e.g. --runner=FlinkRunner).")
+        )
         module = importlib.import_module(module_name)
         module.add_arguments(command_parser)
-        command_parser.set_defaults(_module=module)
+        command_parser.set_defaults(_module=module, _parser=command_parser)
     reproduce = sub.add_parser(
         "reproduce",
         help="Reproduce a source paper's experiment protocol and print its table.",
@@ -59,45 +101,134 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``costlib`` console script.
+def parse_command_line(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse and check a command line without running anything.
 
-    A subcommand module that sets ``PASSES_BEAM_ARGS = True`` receives the arguments it does
-    not declare (Beam flags such as ``--runner=FlinkRunner``) in ``args.beam_args``; for the
-    other subcommands an unknown argument is an error.
+    Unknown arguments of pipeline commands must be Beam pipeline options and ``--runner`` must
+    name a runner Beam knows; the Beam arguments end up in ``args.beam_args``.
+
+    Raises
+    ------
+    SystemExit
+        From argparse (code 2) for a malformed command line, or 0 for ``--help``.
+    pipelines.flags.UsageError
+        An unknown flag or runner (the message names it and the closest match).
     """
-    parser = _build_parser()
+    from pipelines.flags import (
+        UsageError,
+        check_beam_flags,
+        check_runner,
+        closest_flag,
+        declared_flags,
+        normalise_spellings,
+    )
+
+    parser = build_parser()
+    argv = list(argv)
+    command = _command_of(argv)
+    if command in SUBCOMMANDS:
+        position = argv.index(command)
+        sub_parser = _subparser(parser, command)
+        argv[position + 1:] = normalise_spellings(argv[position + 1:],
+                                                  declared_flags(sub_parser))
     args, unknown = parser.parse_known_args(argv)
+    args.beam_args = []
+    if args.command == "reproduce":
+        return args
+    own = declared_flags(args._parser)
+    if unknown and not getattr(args._module, "PASSES_BEAM_ARGS", False):
+        first = next((u for u in unknown if u.startswith("-")), unknown[0])
+        suggestion = closest_flag(first.partition("=")[0], own)
+        hint = f"; did you mean {suggestion}?" if suggestion else ""
+        raise UsageError(f"unrecognized argument {first}{hint}")
+    check_beam_flags(unknown, own)
+    check_runner(unknown)
+    args.beam_args = unknown
+    return args
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand word of a command line (the first token naming one), or None."""
+    return next((a for a in argv if a in SUBCOMMANDS or a == "reproduce"), None)
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices[name]
+    raise KeyError(name)  # pragma: no cover
+
+
+def configure_logging(level: str | None) -> None:
+    """Root logging at ``level`` on stderr (default WARNING).
+
+    Below DEBUG, Beam's own log of a failing DoFn (the same traceback the command turns into
+    one line or re-raises) is silenced.
+    """
+    level = level or "WARNING"
+    logging.basicConfig(level=level, stream=sys.stderr, force=True,
+                        format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("apache_beam.runners.common").setLevel(
+        logging.DEBUG if level == "DEBUG" else logging.CRITICAL)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``costlib`` console script; returns the exit code.
+
+    A subcommand module that sets ``PASSES_BEAM_ARGS = True`` receives the Beam flags in
+    ``args.beam_args`` (checked to be Beam pipeline options); for the other subcommands an
+    unknown argument is an error. Expected failures give exit 2 or 3 with one message and no
+    traceback (:func:`pipelines.exit_codes.classify`); anything else is a bug and propagates.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = _command_of(argv)
+    prefix = "costlib" if command is None else f"costlib {command}"
+    try:
+        args = parse_command_line(argv)
+    except SystemExit as exc:  # argparse: --help / --version (0) or a malformed line (2)
+        return int(exc.code or 0)
+    except ValueError as exc:  # UsageError
+        print(f"{prefix}: error: {exc}", file=sys.stderr)
+        return BAD_INPUT
+    configure_logging(args.log_level)
     if args.command == "reproduce":
         module = importlib.import_module(REPRODUCTIONS[args.name])
         return int(module.main(args.rest) or 0)
-    if unknown and not getattr(args._module, "PASSES_BEAM_ARGS", False):
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    args.beam_args = unknown
     try:
         return int(args._module.run(args) or 0)
-    except _user_errors() as exc:  # bad config or input: one clear line, no traceback
-        print(f"costlib {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except _held_for_review() as exc:  # complete, but the publish guard held it back
-        print(f"costlib {args.command}: held for review: {exc}", file=sys.stderr)
-        return 3
+    except Exception as exc:
+        known = classify(exc)
+        if known is None:
+            raise
+        code, message = known
+        kind = "held for review" if code == HELD else "error"
+        print(f"costlib {args.command}: {kind}: {message}", file=sys.stderr)
+        return code
 
 
-def _held_for_review() -> tuple[type[BaseException], ...]:
-    from pipelines.publish import PublishRefused
+def console_main() -> None:
+    """The console script: :func:`main`, then exit without interpreter finalisation.
 
-    return (PublishRefused,)
+    After a pipeline the runner's worker threads (gRPC, Arrow pools) may still be winding down;
+    exiting through ``os._exit`` after flushing keeps them from turning a clean exit code into
+    an abort at interpreter shutdown.
+    """
+    try:
+        code = main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        code = 130
+    except BaseException:
+        import traceback
 
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    """Errors caused by the user's config or input files (reported without a traceback)."""
-    from pipelines.batches import SchemaError
-    from pipelines.config import ConfigError
-    from pipelines.files import InputError
-
-    return (ConfigError, SchemaError, InputError)
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    console_main()

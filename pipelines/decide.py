@@ -69,7 +69,7 @@ import hashlib
 import io
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,6 +95,7 @@ from pipelines.files import (
     write_bytes_atomically,
     write_json,
 )
+from pipelines.output_lock import hold_output
 from pipelines.recalibrate import preflight
 from pipelines.records import arrow_schema
 from pipelines.runner import make_pipeline, runner_name
@@ -582,8 +583,12 @@ def run_decide(
     output: str,
     beam_args: Sequence[str] = (),
     run_id: str | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run the decide pipeline to completion and write the manifest; returns the manifest.
+
+    Before any score is read the runner must be known and the run takes ``output``'s lock
+    (:mod:`pipelines.output_lock`); ``progress`` receives a line per phase.
 
     Parameters
     ----------
@@ -617,6 +622,8 @@ def run_decide(
         The row accounting or the written rows do not add up.
     """
     started = time.time()
+    say = progress or (lambda _message: None)
+    runner = runner_name(beam_args)
     settings = decoding_settings(config)
     try:
         get_loss(settings["loss"], **settings["params"])
@@ -624,37 +631,41 @@ def run_decide(
         raise ConfigError(f"decoding.loss / decoding.params: {exc}") from exc
     records, source = load_operating_points(operating_points)
     thresholds = select_operating_points(records, config, source=source)
-    paths = match_inputs(inputs)
-    preflight(paths, config, windowed=False, for_decisions=True)
     run = RunDirectory(output, _digest(config, thresholds), run_id)
-    run.prepare()
-    pipeline = make_pipeline(beam_args)
-    build_decide(pipeline, paths, config, thresholds, run)
-    pipeline.run().wait_until_finish()
-    accounting = check_accounting(run.read_json("accounting.json", {"read": 0}))
-    counts = run.read_json("decision_counts.json", {}) or {}
-    if counts.get("rows_written", 0) != accounting.get("decided", 0):
-        raise RuntimeError(f"decided {accounting.get('decided', 0)} rows but wrote "
-                           f"{counts.get('rows_written', 0)} decision records")
-    manifest = {
-        "status": "complete",
-        "run_id": run.run_id,
-        "command": "decide",
-        "config_digest": config.digest,
-        "config": config.raw,
-        "inputs": paths,
-        "operating_points": {"source": source, **thresholds.details},
-        "topk": with_topk(config),
-        "decoding": settings,
-        "row_accounting": accounting,
-        "decision_counts": counts,
-        "outputs": run.outputs(),
-        "runner": runner_name(beam_args),
-        "started_utc": dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
-        "finished_utc": dt.datetime.now(dt.UTC).isoformat(),
-        "seconds": round(time.time() - started, 3),
-    }
-    run.commit(manifest)
+    with hold_output(run.output, run_id=run.run_id, command="decide"):
+        run.check_replaceable()
+        paths = match_inputs(inputs)
+        say(f"checking {len(paths)} input file(s)")
+        preflight(paths, config, windowed=False, for_decisions=True)
+        run.prepare()
+        pipeline = make_pipeline(beam_args)
+        build_decide(pipeline, paths, config, thresholds, run)
+        say(f"running the pipeline on {runner} (run {run.run_id})")
+        pipeline.run().wait_until_finish()
+        accounting = check_accounting(run.read_json("accounting.json", {"read": 0}))
+        counts = run.read_json("decision_counts.json", {}) or {}
+        if counts.get("rows_written", 0) != accounting.get("decided", 0):
+            raise RuntimeError(f"decided {accounting.get('decided', 0)} rows but wrote "
+                               f"{counts.get('rows_written', 0)} decision records")
+        manifest = {
+            "status": "complete",
+            "run_id": run.run_id,
+            "command": "decide",
+            "config_digest": config.digest,
+            "config": config.raw,
+            "inputs": paths,
+            "operating_points": {"source": source, **thresholds.details},
+            "topk": with_topk(config),
+            "decoding": settings,
+            "row_accounting": accounting,
+            "decision_counts": counts,
+            "outputs": run.outputs(),
+            "runner": runner,
+            "started_utc": dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
+            "finished_utc": dt.datetime.now(dt.UTC).isoformat(),
+            "seconds": round(time.time() - started, 3),
+        }
+        run.commit(manifest)
     return manifest
 
 

@@ -11,6 +11,11 @@ the run back when
   grid they were chosen on: the group's own, or the parent's under fallback; a group with no
   thresholds, status ``insufficient_data``, rests on none).
 
+The guard fails closed: when the published run cannot be read (``LATEST`` names a missing,
+incomplete or unreadable run, or ``LATEST`` is gone while ``runs/`` holds published runs), or
+when ``LATEST`` moved while the run ran (another run published meanwhile), the run is held with
+that reason; there is nothing it could be compared with.
+
 A held run is complete (its manifest says ``"published": false`` and lists the violations) but
 ``LATEST`` does not move. A person can publish it with an override that records who and why, or
 roll ``LATEST`` back to any earlier complete run with :func:`publish_run`.
@@ -24,16 +29,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipelines.files import write_bytes_atomically, write_json
-from pipelines.runs import latest_run_id, load_operating_points, read_manifest
+from apache_beam.io.filesystems import FileSystems
+
+from pipelines.files import InputError, write_bytes_atomically, write_json
+from pipelines.runs import check_run_id, latest_run_id, load_operating_points, read_manifest
 
 __all__ = [
+    "Baseline",
     "GuardSettings",
     "Override",
     "PublishRefused",
+    "baseline_violations",
     "guard_violations",
-    "latest_records",
     "publish_run",
+    "read_baseline",
 ]
 
 ALL_GROUPS = "__all__"
@@ -61,8 +70,10 @@ class Override:
 
     def __post_init__(self) -> None:
         if not self.by.strip() or not self.reason.strip():
-            raise ValueError("an override needs both who (--override-by) and why "
-                             "(--override-reason)")
+            from pipelines.flags import UsageError
+
+            raise UsageError("an override or a publication needs both who (--override-by / "
+                             "--by) and why (--override-reason / --reason)")
 
     def record(self) -> dict[str, str]:
         return {"by": self.by, "reason": self.reason,
@@ -139,13 +150,78 @@ def guard_violations(
     return violations
 
 
-def latest_records(output: str) -> tuple[list[dict[str, Any]] | None, str | None]:
-    """Records and run id of the run ``OUTPUT/LATEST`` points at, or ``(None, None)``."""
-    run_id = latest_run_id(output)
+@dataclass(frozen=True)
+class Baseline:
+    """What the guard compares a new run with: the published run, or why it cannot be read.
+
+    ``run_id`` None and ``problem`` None: nothing was ever published (a first run).
+    """
+
+    records: list[dict[str, Any]] | None
+    run_id: str | None
+    problem: str | None = None
+
+
+def _published_runs(output: str) -> list[str]:
+    """Run ids under ``OUTPUT/runs/`` whose manifest says they were published."""
+    found = []
+    for result in FileSystems.match([f"{output}/runs/*/manifest.json"]):
+        for meta in result.metadata_list:
+            try:
+                manifest = read_manifest(meta.path.rsplit("/", 1)[0])
+            except (InputError, ValueError):
+                continue
+            if manifest.get("published") and manifest.get("command", "recalibrate") == (
+                    "recalibrate"):
+                found.append(meta.path.rsplit("/", 2)[1])
+    return sorted(found)
+
+
+def read_baseline(output: str) -> Baseline:
+    """The published run of ``output`` for the guard; never raises for a broken output.
+
+    A ``LATEST`` that names a missing, incomplete or unreadable run, or a missing ``LATEST``
+    next to published runs, gives a :class:`Baseline` with ``problem`` set (the guard then
+    holds the new run: it fails closed).
+    """
+    output = output.rstrip("/")
+    try:
+        run_id = latest_run_id(output)
+    except InputError as exc:
+        return Baseline(None, None, str(exc))
     if run_id is None:
-        return None, None
-    records, _ = load_operating_points(f"{output.rstrip('/')}/runs/{run_id}")
-    return records, run_id
+        published = _published_runs(output)
+        if published:
+            return Baseline(None, None, (
+                f"{output}/LATEST is missing, but runs/ holds published runs "
+                f"({', '.join(published[-3:])}); restore it with costlib publish"))
+        return Baseline(None, None)
+    try:
+        records, _ = load_operating_points(f"{output}/runs/{run_id}")
+    except (InputError, OSError, ValueError) as exc:
+        return Baseline(None, run_id, f"the published run {run_id} cannot be read: {exc}")
+    return Baseline(records, run_id)
+
+
+def baseline_violations(baseline: Baseline, latest_now: str | None) -> list[str]:
+    """Violations that come from the baseline itself (the guard fails closed on them).
+
+    Parameters
+    ----------
+    baseline : Baseline
+        The published run when the run started.
+    latest_now : str or None
+        The run id ``LATEST`` names when the run is about to publish.
+    """
+    violations = []
+    if baseline.problem:
+        violations.append(f"the guard cannot compare with the published run: {baseline.problem}")
+    if latest_now != baseline.run_id:
+        violations.append(
+            f"LATEST moved from {baseline.run_id} to {latest_now} while this run ran (another "
+            "run published meanwhile); this run was checked against the old one"
+        )
+    return violations
 
 
 def publish_run(output: str, run_id: str, *, by: str, reason: str) -> dict[str, Any]:
@@ -155,7 +231,7 @@ def publish_run(output: str, run_id: str, *, by: str, reason: str) -> dict[str, 
     pointed at before), so every move of ``LATEST`` by a person is on record.
     """
     output = output.rstrip("/")
-    run_dir = f"{output}/runs/{run_id}"
+    run_dir = f"{output}/runs/{check_run_id(run_id)}"
     manifest = read_manifest(run_dir)
     override = Override(by=by, reason=reason)
     previous = latest_run_id(output)  # only its name: LATEST may be broken, e.g. to roll back

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
@@ -43,12 +42,15 @@ from pipelines.files import (
     write_json,
     write_parquet,
 )
+from pipelines.output_lock import hold_output
 from pipelines.publish import (
+    Baseline,
     GuardSettings,
     Override,
     PublishRefused,
+    baseline_violations,
     guard_violations,
-    latest_records,
+    read_baseline,
 )
 from pipelines.records import (
     PN_CURVE_SCHEMA,
@@ -149,9 +151,7 @@ class PublishSpec:
     started_utc: str
     settings: GuardSettings
     override: Override | None
-    previous: list[dict[str, Any]] | None
-    previous_id: str | None
-    previous_problem: str | None
+    baseline: Baseline
 
 
 class PublishRunFn(beam.DoFn):
@@ -173,9 +173,17 @@ class PublishRunFn(beam.DoFn):
         checked = check_accounting(accounting)
         points = run.path("operating_points.parquet")
         new = read_records(points) if FileSystems.exists(points) else []
-        violations = guard_violations(spec.previous, new, spec.settings)
+        baseline = spec.baseline
+        try:
+            latest_now = latest_run_id(spec.output)
+        except InputError as exc:
+            latest_now = f"(unreadable: {exc})"
+        violations = baseline_violations(baseline, latest_now)
+        violations += guard_violations(baseline.records, new, spec.settings)
         if not new:
             violations.append("no operating points: no group had rated rows")
+        started = dt.datetime.fromisoformat(spec.started_utc)
+        finished = dt.datetime.now(dt.UTC)
         published = not violations or (spec.override is not None and bool(new))
         manifest = {
             "status": "complete",
@@ -191,8 +199,8 @@ class PublishRunFn(beam.DoFn):
                 "max_threshold_change": spec.settings.max_threshold_change,
                 "min_rated": spec.settings.min_rated,
                 "method": spec.settings.method,
-                "compared_with_run": spec.previous_id,
-                "previous_run_unreadable": spec.previous_problem,
+                "compared_with_run": baseline.run_id,
+                "previous_run_unreadable": baseline.problem,
                 "violations": violations,
                 "override": (spec.override.record()
                              if spec.override is not None and violations else None),
@@ -200,7 +208,8 @@ class PublishRunFn(beam.DoFn):
             "outputs": run.outputs(),
             "runner": spec.runner,
             "started_utc": spec.started_utc,
-            "finished_utc": dt.datetime.now(dt.UTC).isoformat(),
+            "finished_utc": finished.isoformat(),
+            "seconds": round((finished - started).total_seconds(), 3),
         }
         if published:
             run.commit(manifest)
@@ -302,6 +311,7 @@ def run_recalibrate(
     max_threshold_change: float | None = None,
     min_rated: float | None = None,
     override: Override | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, object]:
     """Run the pipeline; batch runs publish themselves in their last stage (see the guard).
 
@@ -312,67 +322,68 @@ def run_recalibrate(
     given, which publishes and records it. A launch that only writes a job graph (Dataflow Flex
     Templates: ``--template_location``) returns at once; the job publishes itself when it ends.
     Windowed runs have no publish step: their files are upserted per window as panes fire.
+
+    Before any input is read: the run id is checked, the runner must be known to Beam, and the
+    run takes ``output``'s lock (:mod:`pipelines.output_lock`: one run per output; also the
+    check that the output is writable). ``progress`` receives a line per phase.
     """
+    say = progress or (lambda _message: None)
     windowed = config.windowing is not None
     started = time.time()
-    paths = match_inputs(inputs)
-    preflight(paths, config, windowed=windowed)
     run = RunDirectory(output, config.digest, run_id)
-    if run_id is not None and latest_run_id(output) == run_id:
-        raise InputError(
-            f"run id {run_id!r} is the published run ({output}/LATEST names it): re-running "
-            "into it would replace the operating points readers use before the guard checks "
-            "them; choose another run id"
+    runner = runner_name(beam_args)
+    with hold_output(run.output, run_id=run.run_id, command="recalibrate"):
+        run.check_replaceable()
+        paths = match_inputs(inputs)
+        say(f"checking {len(paths)} input file(s)")
+        preflight(paths, config, windowed=windowed)
+        baseline = read_baseline(output)  # before prepare(): a re-run replaces its directory
+        spec = PublishSpec(
+            output=run.output,
+            run_id=run.run_id,
+            inputs=list(paths),
+            runner=runner,
+            started_utc=dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
+            settings=GuardSettings(
+                max_threshold_change=(max_threshold_change if max_threshold_change is not None
+                                      else config.publish["max_threshold_change"]),
+                min_rated=min_rated if min_rated is not None else config.publish["min_rated"],
+                method=config.decision_method,
+            ),
+            override=override,
+            baseline=baseline,
         )
-    try:  # read before prepare(): a re-run with the same id replaces that run's directory
-        previous, previous_id = latest_records(output)
-        previous_problem = None
-    except InputError as exc:
-        previous, previous_id, previous_problem = None, None, str(exc)
-    spec = PublishSpec(
-        output=run.output,
-        run_id=run.run_id,
-        inputs=list(paths),
-        runner=runner_name(beam_args),
-        started_utc=dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
-        settings=GuardSettings(
-            max_threshold_change=(max_threshold_change if max_threshold_change is not None
-                                  else config.publish["max_threshold_change"]),
-            min_rated=min_rated if min_rated is not None else config.publish["min_rated"],
-            method=config.decision_method,
-        ),
-        override=override,
-        previous=previous,
-        previous_id=previous_id,
-        previous_problem=previous_problem,
-    )
-    run.prepare()
-    pipeline = make_pipeline(beam_args)
-    build_recalibrate(pipeline, paths, config, run.run_dir, run.run_id, publish=spec)
-    result = pipeline.run()
-    if _graph_only(pipeline):
-        return {"status": "submitted", "run_id": run.run_id, "published": None,
-                "note": "job graph written; the job writes its manifest and publishes at its end"}
-    result.wait_until_finish()
-    if windowed:
-        accounting = check_accounting(run.read_json("accounting.json", {"read": 0}))
-        manifest = {"status": "complete", "published": True, "run_id": run.run_id,
-                    "command": "recalibrate", "config_digest": config.digest,
-                    "config": config.raw, "inputs": paths, "row_accounting": accounting,
-                    "outputs": run.outputs(), "runner": spec.runner,
-                    "started_utc": spec.started_utc,
-                    "finished_utc": dt.datetime.now(dt.UTC).isoformat()}
-        run.commit(manifest)
-    else:
-        manifest = run.read_json("manifest.json")
-        if manifest is None:
-            raise RuntimeError(f"{run.run_dir}: the pipeline finished without a manifest")
+        run.prepare()
+        pipeline = make_pipeline(beam_args)
+        build_recalibrate(pipeline, paths, config, run.run_dir, run.run_id, publish=spec)
+        say(f"running the pipeline on {runner} (run {run.run_id})")
+        result = pipeline.run()
+        if _graph_only(pipeline):
+            return {"status": "submitted", "run_id": run.run_id, "published": None,
+                    "note": "job graph written; the job writes its manifest and publishes at "
+                            "its end"}
+        result.wait_until_finish()
+        if windowed:
+            accounting = check_accounting(run.read_json("accounting.json", {"read": 0}))
+            finished = time.time()
+            manifest = {"status": "complete", "published": True, "run_id": run.run_id,
+                        "command": "recalibrate", "config_digest": config.digest,
+                        "config": config.raw, "inputs": paths, "row_accounting": accounting,
+                        "outputs": run.outputs(), "runner": spec.runner,
+                        "started_utc": spec.started_utc,
+                        "finished_utc": dt.datetime.fromtimestamp(finished, dt.UTC).isoformat(),
+                        "seconds": round(finished - started, 3)}
+            run.commit(manifest)
+        else:
+            manifest = run.read_json("manifest.json")
+            if manifest is None:
+                raise RuntimeError(f"{run.run_dir}: the pipeline finished without a manifest")
     manifest["seconds"] = round(time.time() - started, 3)
     if not manifest["published"]:
         violations = manifest["guard"]["violations"]
         raise PublishRefused(
             f"run {run.run_id} is complete but held for review, LATEST still points at "
-            f"{previous_id}:\n  " + "\n  ".join(violations) +
+            f"{baseline.run_id}:\n  " + "\n  ".join(violations) +
             f"\npublish it after review with: costlib publish --output {output} --run-id "
             f"{run.run_id} --by NAME --reason TEXT (or re-run with --override-guard)"
         )

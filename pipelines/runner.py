@@ -16,12 +16,20 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
+from pipelines.flags import check_runner
+
 __all__ = ["make_pipeline", "runner_name"]
 
 
 def runner_name(beam_args: Sequence[str]) -> str:
-    options = PipelineOptions(list(beam_args))
-    return options.view_as(StandardOptions).runner or "FnApiRunner"
+    """The runner ``beam_args`` select (``FnApiRunner`` by default), checked to be known.
+
+    Raises
+    ------
+    pipelines.flags.UsageError
+        An unknown ``--runner`` (before any input is read).
+    """
+    return check_runner(beam_args) or "FnApiRunner"
 
 
 def make_pipeline(beam_args: Sequence[str] = ()) -> beam.Pipeline:

@@ -10,6 +10,12 @@ A run directory without ``manifest.json`` is incomplete (interrupted or failed);
 it. Re-running with the same run id replaces the run directory whole, so no stale shard of an
 earlier attempt is ever mixed into a new one.
 
+Run ids are names, never paths: :data:`RUN_ID_PATTERN` (a letter or digit, then up to 127
+letters, digits, ``.``, ``_`` or ``-``; so no separator, no ``.``/``..``). The only directory
+costlib ever deletes is ``OUTPUT/runs/<run_id>/`` of a valid id, and only when it holds the
+marker file :data:`MARKER` that costlib writes into every run directory it creates; the run
+``LATEST`` names is never replaced. ``LATEST`` itself is read through the same pattern.
+
 Both pipelines use :class:`RunDirectory`; :func:`check_accounting` verifies their row accounting
 and :func:`load_operating_points` is the one reader of a recalibration's results.
 """
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -27,13 +34,34 @@ from pipelines.batches import REASONS
 from pipelines.files import InputError, write_bytes_atomically, write_json
 
 __all__ = [
+    "MARKER",
+    "RUN_ID_PATTERN",
     "RunDirectory",
     "check_accounting",
+    "check_run_id",
     "latest_run_id",
     "load_operating_points",
     "read_manifest",
     "read_records",
 ]
+
+
+#: What a run id must match (whole): a name, never a path.
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+#: File costlib writes first into every run directory it creates; only such a directory is
+#: ever deleted (when a run with the same id replaces it).
+MARKER = ".costlib-run"
+
+
+def check_run_id(run_id: object, *, what: str = "run id") -> str:
+    """``run_id`` if it matches :data:`RUN_ID_PATTERN`; else :class:`InputError` saying why."""
+    if isinstance(run_id, str) and RUN_ID_PATTERN.fullmatch(run_id):
+        return run_id
+    raise InputError(
+        f"{what} {run_id!r} is not a valid run id: use 1-128 letters, digits, '.', '_' or '-', "
+        "starting with a letter or digit (no path separators, no '.' or '..')"
+    )
 
 
 class RunDirectory:
@@ -46,23 +74,61 @@ class RunDirectory:
     config_digest : str
         Digest of the run config; its first 8 characters end generated run ids.
     run_id : str, optional
-        Explicit run id; by default ``<UTC timestamp>-<digest[:8]>``.
+        Explicit run id (checked against :data:`RUN_ID_PATTERN`); by default
+        ``<UTC timestamp>-<digest[:8]>``.
+
+    Raises
+    ------
+    InputError
+        An invalid run id, or an empty output path.
     """
 
     def __init__(self, output: str, config_digest: str, run_id: str | None = None):
         self.output = output.rstrip("/")
+        if not self.output:
+            raise InputError(f"output {output!r}: not a directory path")
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
-        self.run_id = run_id or f"{stamp}-{config_digest[:8]}"
+        self.run_id = check_run_id(run_id) if run_id is not None else (
+            f"{stamp}-{config_digest[:8]}")
         self.run_dir = f"{self.output}/runs/{self.run_id}"
 
     def path(self, *parts: str) -> str:
         """A path inside the run directory."""
         return "/".join([self.run_dir, *parts])
 
+    def check_replaceable(self) -> None:
+        """Refuse (``InputError``) a run id whose directory this run may not replace.
+
+        That is the run ``LATEST`` names (replacing it would change what readers use before
+        the guard checks the new run), and a directory without :data:`MARKER` (costlib did
+        not create it).
+        """
+        if latest_run_id(self.output) == self.run_id:
+            raise InputError(
+                f"run id {self.run_id!r} is the published run ({self.output}/LATEST names it): "
+                "re-running into it would replace the results readers use before the guard "
+                "checks them; choose another run id"
+            )
+        if FileSystems.exists(self.run_dir) and not FileSystems.exists(self.path(MARKER)):
+            raise InputError(
+                f"{self.run_dir} exists but costlib did not create it (no {MARKER} marker); "
+                "refusing to replace it: choose another run id"
+            )
+
     def prepare(self) -> None:
-        """Start from an empty run directory (a re-run with the same id replaces it whole)."""
+        """Start from an empty run directory (a re-run with the same id replaces it whole).
+
+        Only a directory that passes :meth:`check_replaceable` is deleted; the new one gets
+        the :data:`MARKER` first.
+        """
+        self.check_replaceable()
         if FileSystems.exists(self.run_dir):
             FileSystems.delete([self.run_dir])
+        write_json(self.path(MARKER), {
+            "run_id": self.run_id,
+            "created_utc": dt.datetime.now(dt.UTC).isoformat(),
+            "note": "written by costlib; a run directory without it is never deleted",
+        })
 
     def read_json(self, name: str, default: Any = None) -> Any:
         """A JSON file the pipeline wrote into the run directory (``default`` if absent)."""
@@ -79,6 +145,7 @@ class RunDirectory:
             m.path[prefix:]
             for result in FileSystems.match([f"{self.run_dir}/**"])
             for m in result.metadata_list
+            if m.path[prefix:] != MARKER
         )
 
     def commit(self, manifest: dict[str, Any]) -> None:
@@ -88,12 +155,19 @@ class RunDirectory:
 
 
 def latest_run_id(output: str) -> str | None:
-    """The run id ``OUTPUT/LATEST`` names (it may be missing or broken), or None."""
+    """The run id ``OUTPUT/LATEST`` names (the run itself may be missing), or None.
+
+    Raises
+    ------
+    InputError
+        ``LATEST`` holds something that is not a valid run id (it is never followed as a path).
+    """
     output = output.rstrip("/")
     if not FileSystems.exists(f"{output}/LATEST"):
         return None
     with FileSystems.open(f"{output}/LATEST") as fh:
-        return fh.read().decode().strip() or None
+        text = fh.read().decode(errors="replace").strip()
+    return check_run_id(text, what=f"{output}/LATEST holds") if text else None
 
 
 def read_manifest(run_dir: str) -> dict[str, Any]:

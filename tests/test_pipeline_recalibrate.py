@@ -13,7 +13,7 @@ from pipeline_data import (
 
 from costlib.edges import fine_histogram, quantile_edges_from_histogram
 from pipelines.recalibrate import run_recalibrate
-from pipelines.runs import load_operating_points
+from pipelines.runs import MARKER, load_operating_points
 
 
 @pytest.fixture(scope="module")
@@ -133,10 +133,12 @@ def test_rerun_into_same_output_is_safe(frame, tmp_path):
     out = tmp_path / "out"
     first, _, _ = _run(config, pattern, out, run_id="first")
     assert first["run_id"] == "first"
-    # An interrupted attempt left a run directory without a manifest and with a stale shard.
+    # An interrupted attempt left a run directory (with costlib's marker: costlib made it)
+    # without a manifest and with a stale shard.
     stale = out / "runs" / "retry" / "dead_letter" / "part-stale.parquet"
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"left over from an interrupted run")
+    (out / "runs" / "retry" / MARKER).write_text("{}")
     with pytest.raises(ValueError, match="incomplete"):
         load_operating_points(str(out / "runs" / "retry"))
     second, run_dir, _ = _run(config, pattern, out, run_id="retry")

@@ -846,7 +846,8 @@ def main(argv: list[str]) -> int:
                         help="FP buckets of the bucket baseline; default 50")
     parser.add_argument("--no-tune", action="store_true", help="skip the small grid searches")
     parser.add_argument("--datasets", type=_csv(tuple(DATASETS)), default=tuple(DATASETS),
-                        help=f"comma-separated subset of {','.join(DATASETS)}")
+                        # argparse formats help with %: the data set names hold '%'
+                        help=f"comma-separated subset of {','.join(DATASETS)}".replace("%", "%%"))
     parser.add_argument("--types", type=_csv(tuple(CLASSIFIER_TYPES)),
                         default=tuple(CLASSIFIER_TYPES),
                         help=f"comma-separated subset of {','.join(CLASSIFIER_TYPES)}")

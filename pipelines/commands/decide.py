@@ -29,7 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              "operating_points.parquet",
     )
     parser.add_argument("--output", required=True, help="output directory")
-    parser.add_argument("--run-id", default=None, help="run id (default: timestamp-digest)")
+    parser.add_argument("--run-id", default=None,
+                        help="run id: 1-128 letters, digits, '.', '_' or '-' (default: "
+                             "timestamp-digest)")
     parser.epilog = "Other arguments are passed to Apache Beam (e.g. --runner=FlinkRunner)."
 
 
@@ -41,12 +43,15 @@ def run(args: argparse.Namespace) -> int:
     """
     from pipelines.config import load_config
     from pipelines.decide import run_decide
+    from pipelines.progress import Progress
 
     config = load_config(args.config)
-    manifest = run_decide(
-        config, args.input, args.operating_points, args.output,
-        beam_args=list(getattr(args, "beam_args", []) or []), run_id=args.run_id,
-    )
+    with Progress("costlib decide") as progress:
+        manifest = run_decide(
+            config, args.input, args.operating_points, args.output,
+            beam_args=list(getattr(args, "beam_args", []) or []), run_id=args.run_id,
+            progress=progress,
+        )
     accounting = manifest["row_accounting"]
     counts = manifest["decision_counts"]
     reasons = ", ".join(f"{k} {v:,}" for k, v in sorted(accounting["dead_letter_reasons"].items()))

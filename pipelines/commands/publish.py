@@ -17,9 +17,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pipelines.output_lock import hold_output
     from pipelines.publish import publish_run
 
-    manifest = publish_run(args.output, args.run_id, by=args.by, reason=args.reason)
+    with hold_output(args.output, run_id=args.run_id, command="publish"):
+        manifest = publish_run(args.output, args.run_id, by=args.by, reason=args.reason)
     entry = manifest["publications"][-1]
     print(f"LATEST -> {args.run_id} (was {entry['previous_latest']}); recorded: by {entry['by']}, "
           f"reason {entry['reason']!r}")

@@ -7,7 +7,6 @@ through to Beam; with no ``--runner`` the pipeline runs locally on the FnApiRunn
 from __future__ import annotations
 
 import argparse
-import sys
 
 PASSES_BEAM_ARGS = True
 
@@ -16,15 +15,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="YAML run config (see schemas/)")
     parser.add_argument("--input", required=True, help="Parquet glob(s), comma-separated")
     parser.add_argument("--output", required=True, help="output directory (local or gs://...)")
-    parser.add_argument("--run-id", default=None, help="run id (default: UTC time + config hash)")
+    parser.add_argument("--run-id", default=None,
+                        help="run id: 1-128 letters, digits, '.', '_' or '-' (default: UTC time "
+                             "+ config hash); a re-run with an id replaces that run, never the "
+                             "published one")
     guard = parser.add_argument_group(
         "publish guard",
         "LATEST only moves to the new run if its thresholds moved at most --max-threshold-change "
         "since the published run and rest on at least --min-rated rated rows (defaults: the "
         "config's publish section); otherwise the run is held and the command exits with 3.",
     )
-    guard.add_argument("--max-threshold-change", type=float, default=None)
-    guard.add_argument("--min-rated", type=float, default=None)
+    guard.add_argument("--max-threshold-change", type=_non_negative, default=None,
+                       metavar="X", help="largest allowed threshold move (absolute)")
+    guard.add_argument("--min-rated", type=_non_negative, default=None, metavar="N",
+                       help="fewest rated rows a group's thresholds may rest on")
     guard.add_argument("--override-guard", action="store_true",
                        help="publish even if the guard finds violations (needs --override-by "
                             "and --override-reason; recorded in the manifest)")
@@ -32,24 +36,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     guard.add_argument("--override-reason", default="", help="why the guard is overridden")
 
 
+def _non_negative(text: str) -> float:
+    """A finite number >= 0 (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (value >= 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
     from pipelines.config import load_config
+    from pipelines.flags import UsageError
+    from pipelines.progress import Progress
     from pipelines.publish import Override
     from pipelines.recalibrate import run_recalibrate
 
-    config = load_config(args.config)
     override = None
     if args.override_guard:
         if not (args.override_by.strip() and args.override_reason.strip()):
-            print("costlib recalibrate: error: --override-guard needs --override-by NAME and "
-                  "--override-reason TEXT (both are recorded in the manifest)", file=sys.stderr)
-            return 2
+            raise UsageError("--override-guard needs --override-by NAME and --override-reason "
+                             "TEXT (both are recorded in the manifest)")
         override = Override(by=args.override_by, reason=args.override_reason)
-    manifest = run_recalibrate(
-        config, args.input, args.output, args.beam_args, run_id=args.run_id,
-        max_threshold_change=args.max_threshold_change, min_rated=args.min_rated,
-        override=override,
-    )
+    elif args.override_by or args.override_reason:
+        raise UsageError("--override-by/--override-reason only apply with --override-guard")
+    config = load_config(args.config)
+    with Progress("costlib recalibrate") as progress:
+        manifest = run_recalibrate(
+            config, args.input, args.output, args.beam_args, run_id=args.run_id,
+            max_threshold_change=args.max_threshold_change, min_rated=args.min_rated,
+            override=override, progress=progress,
+        )
     if manifest["status"] == "submitted":  # a template launch: only the job graph was written
         print(f"run {manifest['run_id']}: job graph written; the job checks its row "
               "accounting, applies the publish guard and writes its manifest when it ends")

@@ -1,0 +1,54 @@
+"""``costlib status --output OUT``: exit 0 when ``LATEST`` is fresh and published, else 3.
+
+The alert a scheduler runs after every recalibration: it exits 3 (and says why) for a run held
+by the publish guard, a ``LATEST`` older than ``--max-age-hours``, or a missing or broken
+``LATEST``; 2 when ``OUT`` does not exist. ``--json`` prints the full status for dashboards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from pipelines.exit_codes import HELD, OK
+
+
+def _positive_hours(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of hours, got {text}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of ``costlib status``."""
+    parser.add_argument("--output", required=True,
+                        help="a recalibrate (or decide) output directory")
+    parser.add_argument("--max-age-hours", type=_positive_hours, default=26.0,
+                        help="LATEST older than this is stale (default 26: a daily run plus "
+                             "slack)")
+    parser.add_argument("--json", action="store_true", help="print the status as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the status; 0 healthy, 3 held/stale/broken (``InputError``: exit 2)."""
+    from pipelines.status import check_status
+
+    status = check_status(args.output, max_age_hours=args.max_age_hours)
+    if args.json:
+        print(json.dumps(status.as_dict(), indent=2, sort_keys=True))
+    else:
+        age = "?" if status.age_hours is None else f"{status.age_hours:g} h ago"
+        state = "ok" if status.healthy else "ATTENTION"
+        print(f"{status.output}: {state}; LATEST = {status.latest} (finished {age})")
+        for problem in status.problems:
+            print(f"  problem: {problem}")
+        for run_id in status.incomplete_runs:
+            print(f"  incomplete run (failed or still running): {run_id}")
+        if status.lock:
+            print(f"  locked by run {status.lock.get('run_id')} ({status.lock.get('command')}, "
+                  f"since {status.lock.get('started_utc')})")
+    return OK if status.healthy else HELD

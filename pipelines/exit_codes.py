@@ -1,0 +1,79 @@
+"""The one exit-code contract of every ``costlib`` command.
+
+====  ============================================================================
+code  meaning
+====  ============================================================================
+0     done (for ``recalibrate``: complete and published)
+2     bad input, config or command line: one line on stderr, no traceback; nothing
+      was published (fix the input, do not retry unchanged)
+3     needs a person: the run is complete but the publish guard held it
+      (``recalibrate``), or ``status`` found a held or stale ``LATEST``
+1     a bug in costlib (or the runner): a traceback on stderr; safe to retry
+====  ============================================================================
+
+Errors raised inside a Beam pipeline reach the launcher in two forms: the in-process
+FnApiRunner re-raises the DoFn's exception (same type, message augmented with the step name);
+runners with worker processes (``multi_processing``, portable, Flink, Dataflow) raise a
+``RuntimeError`` whose text is the worker's traceback. :func:`classify` recognises costlib's
+input errors in both forms, so a bad row group is exit 2 on every runner.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["BAD_INPUT", "BUG", "HELD", "OK", "classify", "one_line", "user_error_types"]
+
+OK = 0
+BUG = 1
+BAD_INPUT = 2
+HELD = 3
+
+#: Fully qualified names of the user-error classes, as they appear in a worker's traceback.
+_USER_ERROR_NAMES = (
+    "pipelines.files.InputError",
+    "pipelines.batches.SchemaError",
+    "pipelines.config.ConfigError",
+    "pipelines.flags.UsageError",
+)
+_REMOTE_ERROR = re.compile(
+    r"^(?:" + "|".join(re.escape(n) for n in _USER_ERROR_NAMES) + r"): (.*?)(?=\n\S|\Z)",
+    re.MULTILINE | re.DOTALL,
+)
+
+
+def user_error_types() -> tuple[type[BaseException], ...]:
+    """Exception classes that mean bad input, config or command line (exit 2)."""
+    from pipelines.batches import SchemaError
+    from pipelines.config import ConfigError
+    from pipelines.files import InputError
+    from pipelines.flags import UsageError
+
+    return (ConfigError, SchemaError, InputError, UsageError)
+
+
+def one_line(message: str) -> str:
+    """A message on one line: line breaks become ``; ``, runs of blanks one space."""
+    parts = [" ".join(line.split()) for line in str(message).splitlines()]
+    return "; ".join(p for p in parts if p)
+
+
+def classify(exc: BaseException) -> tuple[int, str] | None:
+    """``(exit code, one-line message)`` for an expected failure; None for a bug.
+
+    Parameters
+    ----------
+    exc : BaseException
+        What the command raised.
+    """
+    from pipelines.publish import PublishRefused
+
+    if isinstance(exc, PublishRefused):
+        return HELD, str(exc)
+    if isinstance(exc, user_error_types()):
+        return BAD_INPUT, one_line(str(exc))
+    if isinstance(exc, RuntimeError):  # a worker's traceback as text
+        found = _REMOTE_ERROR.findall(str(exc))
+        if found:
+            return BAD_INPUT, one_line(found[-1])
+    return None
