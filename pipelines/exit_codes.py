@@ -37,7 +37,8 @@ _USER_ERROR_NAMES = (
     "pipelines.flags.UsageError",
 )
 _REMOTE_ERROR = re.compile(
-    r"^(?:" + "|".join(re.escape(n) for n in _USER_ERROR_NAMES) + r"): (.*?)(?=\n\S|\Z)",
+    r"^(?:" + "|".join(re.escape(n) for n in _USER_ERROR_NAMES) + r"): (.*?)"
+    r"(?=\n\s*\n|\nTraceback |\nDuring handling |\nThe above exception |\Z)",
     re.MULTILINE | re.DOTALL,
 )
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.localfilesystem import LocalFileSystem
 
 from pipelines.files import InputError, write_bytes_atomically
 
@@ -55,7 +56,7 @@ class OutputLock:
 
 
 def _is_local(path: str) -> bool:
-    return FileSystems.get_filesystem(path).scheme() == "file"
+    return isinstance(FileSystems.get_filesystem(path), LocalFileSystem)
 
 
 def read_lock(output: str) -> dict[str, Any] | None:

@@ -207,6 +207,26 @@ def read_records(path: str) -> list[dict[str, Any]]:
         return pq.read_table(fh).to_pylist()
 
 
+#: Columns every reader of operating points relies on (``schemas/operating_point.json``).
+OPERATING_POINT_COLUMNS = ("run_id", "group", "method", "rule", "classifiers", "thresholds",
+                           "status", "fallback_group", "window_start", "window_end",
+                           "pane_index")
+
+
+def read_operating_points(path: str) -> list[dict[str, Any]]:
+    """Records of one ``operating_points.parquet``; ``InputError`` if it is not one."""
+    try:
+        with FileSystems.open(path) as fh:
+            table = pq.read_table(fh)
+    except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
+        raise InputError(f"{path}: not a readable operating points file ({exc})") from exc
+    missing = [c for c in OPERATING_POINT_COLUMNS if c not in table.column_names]
+    if missing:
+        raise InputError(f"{path}: not an operating points file (no column {missing[0]!r}; "
+                         "expected the schema of schemas/operating_point.json)")
+    return table.to_pylist()
+
+
 def load_operating_points(path: str) -> tuple[list[dict[str, Any]], str]:
     """Operating point records and the resolved source they came from.
 
@@ -224,7 +244,7 @@ def load_operating_points(path: str) -> tuple[list[dict[str, Any]], str]:
     if path.endswith(".parquet"):
         if not FileSystems.exists(path):
             raise InputError(f"{path}: operating points file not found")
-        return read_records(path), path
+        return read_operating_points(path), path
     if not FileSystems.exists(path):
         raise InputError(f"{path}: operating points not found (expected a recalibrate output "
                          f"directory, a run directory or an operating_points.parquet file)")
@@ -239,7 +259,7 @@ def load_operating_points(path: str) -> tuple[list[dict[str, Any]], str]:
         raise InputError(f"{path}/LATEST names {run_dir}, which is held for review "
                          "(not published)")
     if FileSystems.exists(f"{run_dir}/operating_points.parquet"):
-        return read_records(f"{run_dir}/operating_points.parquet"), run_dir
+        return read_operating_points(f"{run_dir}/operating_points.parquet"), run_dir
     windows = sorted(
         m.path
         for result in FileSystems.match([f"{run_dir}/windows/*/operating_points.parquet"])
@@ -250,5 +270,5 @@ def load_operating_points(path: str) -> tuple[list[dict[str, Any]], str]:
                          f"(neither at the top level nor under windows/)")
     records = []
     for window in windows:
-        records += read_records(window)
+        records += read_operating_points(window)
     return records, run_dir

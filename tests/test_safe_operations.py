@@ -1,0 +1,439 @@
+"""Operations that cannot be misused: run ids, flags, the guard failing closed, the output lock,
+exit codes and ``costlib status`` — each through the CLI where the user meets it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from pipeline_data import sample_frame, write_files
+
+from pipelines import exit_codes
+from pipelines.cli import main, parse_command_line
+from pipelines.files import InputError
+from pipelines.flags import UsageError, normalise_spellings
+from pipelines.output_lock import LOCK_NAME, acquire, release
+from pipelines.progress import Progress
+from pipelines.publish import Baseline, read_baseline
+from pipelines.runs import MARKER, check_run_id
+from pipelines.status import check_status
+
+CONFIG = {
+    "columns": {"weight": "weight"},
+    "classifiers": ["text_model", "image_model"],
+    "rule": "any",
+    "grid": {"edges": "uniform", "bins": 16, "range": [0.0, 1.0]},
+    "target": {"marginal_precision": 0.3},
+    "methods": ["graph", "hull"],
+    "decision_method": "graph",
+    "min_rated": {"positives": 5, "negatives": 5},
+}
+
+
+@pytest.fixture(scope="module")
+def stream(tmp_path_factory):
+    """A small score stream on disk and its config file."""
+    root = tmp_path_factory.mktemp("stream")
+    pattern = write_files(sample_frame(6000, seed=3), root / "in", n_files=2,
+                          row_group_size=1500)
+    config = root / "config.yaml"
+    config.write_text(yaml.safe_dump(CONFIG))
+    return {"input": pattern, "config": str(config)}
+
+
+def recalibrate(stream, output, *extra) -> int:
+    return main(["recalibrate", "--config", stream["config"], "--input", stream["input"],
+                 "--output", str(output), *extra])
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    """Every file below ``directory`` with its bytes."""
+    return {str(p.relative_to(directory)): p.read_bytes()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+# --------------------------------------------------------------------------- run ids
+@pytest.mark.parametrize("bad", ["..", "../..", ".", "a/b", "/abs", "", "-x", "x" * 129,
+                                 "a\\b", "runs/../x", "ü"])
+def test_invalid_run_ids_are_refused(bad):
+    with pytest.raises(InputError, match="not a valid run id"):
+        check_run_id(bad)
+
+
+@pytest.mark.parametrize("good", ["2026-11-22", "retry.2", "A_b-3", "x" * 128])
+def test_valid_run_ids(good):
+    assert check_run_id(good) == good
+
+
+@pytest.mark.parametrize("bad", ["..", "../..", "."])
+def test_run_id_that_is_a_path_deletes_nothing(stream, tmp_path, capsys, bad):
+    """``--run-id ..`` once wiped the whole output (and ``../..`` its parent)."""
+    parent = tmp_path / "parent"
+    output = parent / "out"
+    assert recalibrate(stream, output, "--run-id", "first") == 0
+    (parent / "unrelated.txt").write_text("keep me")
+    (output / "notes.txt").write_text("keep me too")
+    before = snapshot(parent)
+    for command in (["recalibrate", "--config", stream["config"], "--input", stream["input"],
+                     "--output", str(output), "--run-id", bad],
+                    ["decide", "--config", stream["config"], "--input", stream["input"],
+                     "--operating-points", str(output), "--output", str(output),
+                     "--run-id", bad],
+                    ["publish", "--output", str(output), "--run-id", bad, "--by", "me",
+                     "--reason", "test"]):
+        assert main(command) == 2
+        assert "not a valid run id" in capsys.readouterr().err
+        assert snapshot(parent) == before
+
+
+def test_a_directory_costlib_did_not_create_is_never_replaced(stream, tmp_path, capsys):
+    output = tmp_path / "out"
+    foreign = output / "runs" / "mine"
+    foreign.mkdir(parents=True)
+    (foreign / "precious.csv").write_text("data")
+    assert recalibrate(stream, output, "--run-id", "mine") == 2
+    assert "costlib did not create it" in capsys.readouterr().err
+    assert (foreign / "precious.csv").read_text() == "data"
+    # A run directory costlib made (marker) is replaced whole by a re-run with its id.
+    assert recalibrate(stream, output, "--run-id", "ours") == 0
+    (output / "runs" / "ours" / "stale.txt").write_text("x")
+    assert recalibrate(stream, output, "--run-id", "other") == 0
+    assert recalibrate(stream, output, "--run-id", "ours") == 0
+    assert (output / "runs" / "ours" / MARKER).exists()
+    assert not (output / "runs" / "ours" / "stale.txt").exists()
+
+
+def test_a_file_that_is_not_operating_points_is_exit_2(stream, tmp_path, capsys):
+    score_file = sorted(Path(stream["input"]).parent.glob("*.parquet"))[0]
+    for points in (score_file, stream["config"]):
+        code = main(["decide", "--config", stream["config"], "--input", stream["input"],
+                     "--operating-points", str(points), "--output", str(tmp_path / "d")])
+        assert code == 2
+    err = capsys.readouterr().err
+    assert "not an operating points file (no column 'run_id'" in err
+    assert "config.yaml: no manifest.json" in err  # neither operating points nor a run
+
+
+def test_latest_holding_a_path_is_never_followed(stream, tmp_path, capsys):
+    output = tmp_path / "out"
+    assert recalibrate(stream, output, "--run-id", "first") == 0
+    (output / "LATEST").write_text("../../etc\n")
+    code = main(["decide", "--config", stream["config"], "--input", stream["input"],
+                 "--operating-points", str(output), "--output", str(tmp_path / "dec")])
+    assert code == 2
+    assert "LATEST holds '../../etc'" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- flags
+def test_misspelt_guard_flag_is_refused_with_the_closest_match(stream, tmp_path, capsys):
+    """It used to go to Beam, which discarded it, and the run published with exit 0."""
+    output = tmp_path / "out"
+    assert recalibrate(stream, output, "--max-threshhold-change=0.001") == 2
+    err = capsys.readouterr().err
+    assert "unknown flag --max-threshhold-change" in err
+    assert "did you mean --max-threshold-change?" in err
+    assert not output.exists() or not (output / "runs").exists()  # nothing ran
+
+
+@pytest.mark.parametrize("spelling", [["--max-threshold-change=0.0", "--min-rated", "1e9"],
+                                      ["--max_threshold_change=0.0", "--min_rated", "1e9"]])
+def test_both_spellings_of_the_guard_flags_hold_the_run(stream, tmp_path, spelling):
+    output = tmp_path / "out"
+    assert recalibrate(stream, output, "--run-id", "first") == 0
+    assert recalibrate(stream, output, "--run-id", "second", *spelling) == 3
+    manifest = json.loads((output / "runs" / "second" / "manifest.json").read_text())
+    assert manifest["published"] is False
+    assert manifest["guard"]["min_rated"] == 1e9
+    assert (output / "LATEST").read_text().strip() == "first"
+
+
+def test_spellings_are_normalised_only_for_the_commands_own_flags():
+    own = {"--run-id", "--max-threshold-change"}
+    argv = ["--run_id=x", "--max_threshold_change", "0.1", "--direct_num_workers=2", "--",
+            "--run_id"]
+    assert normalise_spellings(argv, own) == [
+        "--run-id=x", "--max-threshold-change", "0.1", "--direct_num_workers=2", "--",
+        "--run_id"]
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--runner", "bogus"], "--runner=bogus: unknown runner"),
+    (["--runner=DataflowRuner"], "did you mean DataflowRunner?"),
+    (["--runner=os.path"], "not an Apache Beam PipelineRunner class"),
+    (["--runner=nowhere.Runner"], "cannot import it"),
+    (["--flink_mastr=localhost:8081"], "did you mean --flink_master?"),
+    (["--direct_num_workers=two"], "invalid int value"),
+    (["-x"], "single-dash"),
+    (["stray.parquet"], "quote a glob"),
+])
+def test_bad_beam_arguments_are_refused_before_any_input_is_read(tmp_path, capsys, extra,
+                                                                   message):
+    # The input does not exist and the config is not read: the command line fails first.
+    code = main(["recalibrate", "--config", str(tmp_path / "none.yaml"), "--input",
+                 str(tmp_path / "none" / "*.parquet"), "--output", str(tmp_path / "o"),
+                 *extra])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1  # one line, no traceback
+    assert not (tmp_path / "o").exists()
+
+
+def test_known_beam_flags_pass_through_unchanged():
+    args = parse_command_line([
+        "recalibrate", "--config", "c.yaml", "--input", "x", "--output", "o",
+        "--runner=PortableRunner", "--job_endpoint=localhost:8099",
+        "--environment_type=LOOPBACK", "--experiments=a", "--experiments=b",
+        "--direct_running_mode", "multi_processing"])
+    assert args.beam_args == ["--runner=PortableRunner", "--job_endpoint=localhost:8099",
+                              "--environment_type=LOOPBACK", "--experiments=a",
+                              "--experiments=b", "--direct_running_mode", "multi_processing"]
+
+
+def test_commands_without_beam_flags_suggest_their_own(capsys):
+    assert main(["report", "--run", "r", "--outt", "x"]) == 2
+    assert "did you mean --out?" in capsys.readouterr().err
+    assert main(["status", "--output", "x", "--max_age_hours", "1", "--bogus"]) == 2
+
+
+# --------------------------------------------------------------------------- the guard fails closed
+def test_guard_holds_when_the_published_run_cannot_be_read(stream, tmp_path, capsys):
+    """It used to publish with no comparison and no message."""
+    output = tmp_path / "out"
+    assert recalibrate(stream, output, "--run-id", "first",
+                       "--max-threshold-change", "0.5") == 0
+    (output / "runs" / "first" / "operating_points.parquet").write_bytes(b"garbage")
+    assert recalibrate(stream, output, "--run-id", "second",
+                       "--max-threshold-change", "0.5") == 3
+    manifest = json.loads((output / "runs" / "second" / "manifest.json").read_text())
+    assert manifest["published"] is False
+    assert "cannot compare with the published run" in manifest["guard"]["violations"][0]
+    assert "first" in manifest["guard"]["previous_run_unreadable"]
+    assert (output / "LATEST").read_text().strip() == "first"
+    assert "held for review" in capsys.readouterr().err
+
+
+def test_guard_holds_when_latest_vanished_next_to_published_runs(stream, tmp_path):
+    output = tmp_path / "out"
+    assert recalibrate(stream, output, "--run-id", "first") == 0
+    (output / "LATEST").unlink()
+    baseline = read_baseline(str(output))
+    assert baseline.run_id is None and "LATEST is missing" in baseline.problem
+    assert recalibrate(stream, output, "--run-id", "second") == 3
+    assert not (output / "LATEST").exists()
+
+
+def test_a_first_run_into_an_empty_output_publishes(tmp_path):
+    assert read_baseline(str(tmp_path / "nothing")) == Baseline(None, None, None)
+
+
+def test_guard_holds_when_latest_moved_while_the_run_ran(stream, tmp_path, monkeypatch):
+    output = tmp_path / "out"
+    assert recalibrate(stream, output, "--run-id", "first") == 0
+    assert recalibrate(stream, output, "--run-id", "second") == 0
+    # This run read its baseline when LATEST named "first"; by its publish stage another run
+    # ("second") had published.
+    stale = read_baseline(str(output))
+    stale = Baseline(stale.records, "first")
+    monkeypatch.setattr("pipelines.recalibrate.read_baseline", lambda _output: stale)
+    assert recalibrate(stream, output, "--run-id", "third") == 3
+    manifest = json.loads((output / "runs" / "third" / "manifest.json").read_text())
+    assert any("LATEST moved from first to second" in v
+               for v in manifest["guard"]["violations"])
+    assert (output / "LATEST").read_text().strip() == "second"
+
+
+# --------------------------------------------------------------------------- the output lock
+def test_a_second_run_into_a_locked_output_is_refused(stream, tmp_path, capsys):
+    output = tmp_path / "out"
+    lock = acquire(str(output), run_id="busy", command="recalibrate")
+    try:
+        assert recalibrate(stream, output, "--run-id", "second") == 2
+        err = capsys.readouterr().err
+        assert "locked by run 'busy'" in err and f"pid {os.getpid()}" in err
+        assert not (output / "runs").exists()
+    finally:
+        release(lock)
+    assert not (output / LOCK_NAME).exists()
+    assert recalibrate(stream, output, "--run-id", "second") == 0
+    assert not (output / LOCK_NAME).exists()  # released after the run
+
+
+def test_a_lock_left_by_a_dead_process_is_taken_over(stream, tmp_path):
+    output = tmp_path / "out"
+    output.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    (output / LOCK_NAME).write_text(json.dumps({
+        "run_id": "killed", "command": "recalibrate", "host": socket.gethostname(),
+        "pid": int(dead.stdout), "started_utc": "2026-01-01T00:00:00+00:00", "token": "t"}))
+    assert recalibrate(stream, output, "--run-id", "next") == 0
+    assert not (output / LOCK_NAME).exists()
+
+
+def test_the_lock_is_released_when_a_run_fails(stream, tmp_path):
+    output = tmp_path / "out"
+    assert main(["recalibrate", "--config", stream["config"], "--input",
+                 str(tmp_path / "missing" / "*.parquet"), "--output", str(output)]) == 2
+    assert not (output / LOCK_NAME).exists()
+
+
+def test_another_processs_lock_is_never_released():
+    lock = acquire("/tmp/costlib-test-lock-" + str(os.getpid()), run_id="a", command="c")
+    try:
+        other = type(lock)(path=lock.path, token="someone-else", local=True)
+        release(other)
+        assert os.path.exists(lock.path)
+    finally:
+        release(lock)
+        os.rmdir(os.path.dirname(lock.path))
+
+
+def test_an_unwritable_output_fails_before_reading_input(stream, tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the output directory should be")
+    assert recalibrate(stream, blocker / "out") == 2
+    assert "cannot create the output directory" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- exit codes
+def test_bad_row_group_is_exit_2_in_one_line_also_from_worker_processes(stream, tmp_path,
+                                                                       capsys):
+    points = tmp_path / "recal"
+    assert recalibrate(stream, points) == 0
+    source = sorted(Path(stream["input"]).parent.glob("*.parquet"))[0]
+    table = pq.read_table(source)
+    good = tmp_path / "good.parquet"
+    pq.write_table(table, good, row_group_size=1500, compression="zstd")
+    data = bytearray(good.read_bytes())
+    offset = pq.ParquetFile(good).metadata.row_group(1).column(3).data_page_offset
+    for i in range(offset + 20, offset + 60):
+        data[i] ^= 0x5A
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "bad.parquet").write_bytes(bytes(data))
+    for extra in ([], ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]):
+        code = main(["decide", "--config", stream["config"], "--input",
+                     str(tmp_path / "in" / "*.parquet"), "--operating-points", str(points),
+                     "--output", str(tmp_path / "dec"), *extra])
+        lines = [line for line in capsys.readouterr().err.splitlines()
+                 if not line.startswith("costlib decide: [")]  # progress lines of slow runs
+        assert code == 2, lines
+        assert lines[-1].startswith("costlib decide: error: ")
+        assert "bad.parquet: row group 1 cannot be read" in lines[-1]
+        if not extra:  # in process: nothing else; worker processes log on their own
+            assert len(lines) == 1
+
+
+def test_classify_reads_user_errors_out_of_a_workers_traceback():
+    text = ("Traceback (most recent call last):\n  File \"x.py\", line 1\n"
+            "pipelines.files.InputError: f.parquet: row group 3 cannot be read (bad\n"
+            "page header)\n")
+    assert exit_codes.classify(RuntimeError(text)) == (
+        2, "f.parquet: row group 3 cannot be read (bad; page header)")
+    assert exit_codes.classify(RuntimeError("ZeroDivisionError: division by zero")) is None
+    assert exit_codes.classify(KeyError("guard")) is None
+
+
+def test_console_script_exit_codes(stream, tmp_path):
+    costlib = Path(sys.executable).with_name("costlib")
+    version = subprocess.run([costlib, "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.startswith("costlib ")
+    bad = subprocess.run([costlib, "recalibrate", "--config", stream["config"], "--input",
+                          stream["input"], "--output", str(tmp_path), "--run-id", ".."],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    help_ = subprocess.run([costlib, "reproduce", "robles2020", "--help"],
+                           capture_output=True, text=True)
+    assert help_.returncode == 0 and "gen-0.5%" in help_.stdout
+
+
+@pytest.mark.parametrize("argv", [["demo", "--n-items", "-5"], ["demo", "--bins", "0"],
+                                  ["demo", "--target-marginal-precision", "1.5"],
+                                  ["status", "--output", "x", "--max-age-hours", "-1"],
+                                  ["recalibrate", "--config", "c", "--input", "i", "--output",
+                                   "o", "--min-rated", "-3"]])
+def test_out_of_range_arguments_are_exit_2(argv, capsys):
+    assert main(argv) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_override_without_who_and_why_is_exit_2(stream, tmp_path, capsys):
+    assert recalibrate(stream, tmp_path / "o", "--override-guard") == 2
+    assert "--override-by NAME and --override-reason" in capsys.readouterr().err
+    assert main(["publish", "--output", str(tmp_path / "o"), "--run-id", "x", "--by", " ",
+                 "--reason", "r"]) == 2
+
+
+def test_log_level_and_progress(stream, tmp_path, capsys):
+    assert recalibrate(stream, tmp_path / "o", "--log-level", "info") == 0
+    stream_ = io.StringIO()
+    with Progress("costlib test", stream_, quiet_for=0.05, interval=0.05) as progress:
+        progress("phase one")
+        time.sleep(0.2)
+        progress("phase two")
+        time.sleep(0.1)
+    lines = stream_.getvalue().splitlines()
+    assert lines[0].startswith("costlib test: [") and lines[0].endswith("phase one")
+    assert any(line.endswith("phase one (still running)") for line in lines)
+    assert any(line.endswith("] phase two") for line in lines)
+    assert lines[-1].endswith("finished")
+    quiet = io.StringIO()
+    with Progress("costlib test", quiet, quiet_for=5) as progress:
+        progress("fast")
+    assert quiet.getvalue() == ""
+
+
+def test_manifest_holds_the_runs_duration(stream, tmp_path):
+    assert recalibrate(stream, tmp_path / "o", "--run-id", "r") == 0
+    manifest = json.loads((tmp_path / "o" / "runs" / "r" / "manifest.json").read_text())
+    started = dt.datetime.fromisoformat(manifest["started_utc"])
+    finished = dt.datetime.fromisoformat(manifest["finished_utc"])
+    assert manifest["seconds"] == round((finished - started).total_seconds(), 3) > 0
+
+
+# --------------------------------------------------------------------------- costlib status
+def test_status_healthy_held_stale_and_broken(stream, tmp_path, capsys):
+    output = tmp_path / "out"
+    assert main(["status", "--output", str(output)]) == 2  # no such output
+    output.mkdir()
+    assert main(["status", "--output", str(output)]) == 3  # nothing published
+    assert recalibrate(stream, output, "--run-id", "first") == 0
+    capsys.readouterr()
+    assert main(["status", "--output", str(output)]) == 0
+    assert "ok; LATEST = first" in capsys.readouterr().out
+    # stale: the same output checked a day and a half later
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=36)
+    stale = check_status(str(output), now=later)
+    assert not stale.healthy and "LATEST is stale" in stale.problems[0]
+    # held: a newer run the guard kept back
+    assert recalibrate(stream, output, "--run-id", "second", "--min-rated", "1e9") == 3
+    capsys.readouterr()
+    assert main(["status", "--output", str(output), "--json"]) == 3
+    status = json.loads(capsys.readouterr().out)
+    assert status["healthy"] is False and status["latest"] == "first"
+    assert [h["run_id"] for h in status["held_runs"]] == ["second"]
+    # released by a person: healthy again
+    assert main(["publish", "--output", str(output), "--run-id", "second", "--by", "ops",
+                 "--reason", "reviewed"]) == 0
+    assert main(["status", "--output", str(output)]) == 0
+    # broken LATEST
+    (output / "LATEST").write_text("gone\n")
+    assert main(["status", "--output", str(output)]) == 3
+    assert "names run gone, which is missing" in capsys.readouterr().out
+
+
+def test_parse_command_line_refuses_without_running(tmp_path):
+    with pytest.raises(UsageError):
+        parse_command_line(["decide", "--config", "c", "--input", "i", "--operating-points",
+                            "p", "--output", "o", "--runner=Nope"])
+    with pytest.raises(SystemExit):
+        parse_command_line(["decide", "--config", "c"])  # required flags missing
