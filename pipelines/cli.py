@@ -160,14 +160,18 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
 
 
 def configure_logging(level: str | None) -> None:
-    """Root logging at ``level`` on stderr (default WARNING).
+    """Log at ``level`` on stderr (None: leave Python's default, WARNING and above).
 
-    Below DEBUG, Beam's own log of a failing DoFn (the same traceback the command turns into
-    one line or re-raises) is silenced.
+    Below DEBUG, Beam's own log of a failing DoFn (the same error the command reports in one
+    line, or re-raises as a bug) is silenced.
     """
-    level = level or "WARNING"
-    logging.basicConfig(level=level, stream=sys.stderr, force=True,
-                        format="%(levelname)s %(name)s: %(message)s")
+    root = logging.getLogger()
+    if level is not None:
+        root.setLevel(level)
+        if not root.handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+            root.addHandler(handler)
     logging.getLogger("apache_beam.runners.common").setLevel(
         logging.DEBUG if level == "DEBUG" else logging.CRITICAL)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -366,6 +367,14 @@ def test_out_of_range_arguments_are_exit_2(argv, capsys):
     assert "Traceback" not in capsys.readouterr().err
 
 
+def test_demo_never_overwrites_a_directory_it_did_not_create(tmp_path, capsys):
+    (tmp_path / "config.yaml").write_text("mine")
+    assert main(["demo", "--output", str(tmp_path), "--n-items", "1000", "--no-plots"]) == 2
+    assert "not a costlib demo output" in capsys.readouterr().err
+    assert (tmp_path / "config.yaml").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]
+
+
 def test_override_without_who_and_why_is_exit_2(stream, tmp_path, capsys):
     assert recalibrate(stream, tmp_path / "o", "--override-guard") == 2
     assert "--override-by NAME and --override-reason" in capsys.readouterr().err
@@ -373,8 +382,15 @@ def test_override_without_who_and_why_is_exit_2(stream, tmp_path, capsys):
                  "--reason", "r"]) == 2
 
 
-def test_log_level_and_progress(stream, tmp_path, capsys):
-    assert recalibrate(stream, tmp_path / "o", "--log-level", "info") == 0
+def test_log_level_and_progress(stream, tmp_path):
+    root = logging.getLogger()
+    level = root.level
+    try:
+        assert recalibrate(stream, tmp_path / "o", "--log-level", "info") == 0
+        assert root.level == logging.INFO
+    finally:
+        root.setLevel(level)
+    assert main(["status", "--output", str(tmp_path / "o"), "--log-level", "loud"]) == 2
     stream_ = io.StringIO()
     with Progress("costlib test", stream_, quiet_for=0.05, interval=0.05) as progress:
         progress("phase one")

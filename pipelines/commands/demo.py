@@ -91,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.recalibrate import run_recalibrate
 
     out = Path(args.output)
+    _claim_output(out)
     config = _config(args)
     stream = generate_score_stream(args.n_items, seed=args.seed)
     write_score_stream(stream, str(out / "input"), n_files=4, row_group_size=25_000)
@@ -130,6 +131,23 @@ def run(args: argparse.Namespace) -> int:
         _plots(run_dir, points, config, out / "plots")
         print(f"plots: {out / 'plots'}/pn_<group>.png")
     return 0
+
+
+#: Marker of a directory ``costlib demo`` owns (it overwrites its input/ and config.yaml).
+DEMO_MARKER = ".costlib-demo"
+
+
+def _claim_output(out) -> None:
+    """Refuse a non-empty directory the demo did not create (its files would be overwritten)."""
+    from pipelines.files import InputError
+
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: exists and is not a directory")
+    if out.exists() and any(out.iterdir()) and not (out / DEMO_MARKER).exists():
+        raise InputError(f"{out}: not empty and not a costlib demo output; the demo would "
+                         "overwrite its input/ and config.yaml: choose another --output")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / DEMO_MARKER).write_text("written by costlib demo\n")
 
 
 def _plots(run_dir, points, config, directory) -> None:
