@@ -332,6 +332,16 @@ def test_bad_row_group_is_exit_2_in_one_line_also_from_worker_processes(stream, 
         assert "bad.parquet: row group 1 cannot be read" in lines[-1]
         if not extra:  # in process: nothing else; worker processes log on their own
             assert len(lines) == 1
+    # The console script, with a thread pool of workers still winding down at exit (an abort,
+    # exit 134, was reported after the error line once): exit 2 and the error last.
+    costlib = Path(sys.executable).with_name("costlib")
+    done = subprocess.run([costlib, "decide", "--config", stream["config"], "--input",
+                           str(tmp_path / "in" / "*.parquet"), "--operating-points", str(points),
+                           "--output", str(tmp_path / "dec"),
+                           "--direct_running_mode=multi_threading", "--direct_num_workers=2"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert "row group 1 cannot be read" in done.stderr.splitlines()[-1]
 
 
 def test_classify_reads_user_errors_out_of_a_workers_traceback():
