@@ -81,13 +81,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"costlib {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
+        module = importlib.import_module(module_name)
+        epilog = (EXIT_CODES_HELP + ". Multi-word flags may also be spelt with underscores "
+                  "(--run_id).")
+        if getattr(module, "PASSES_BEAM_ARGS", False):
+            epilog += (" Other arguments must be Apache Beam pipeline options (e.g. "
+                       "--runner=FlinkRunner).")
         command_parser = sub.add_parser(
             name, help=help_text, description=help_text, allow_abbrev=False, parents=[common],
-            epilog=EXIT_CODES_HELP + ". Multi-word flags may also be spelt with underscores "
-                   "(--run_id)." + (" Other arguments must be Apache Beam pipeline options "
-                                    "(e.g. --runner=FlinkRunner).")
+            epilog=epilog,
         )
-        module = importlib.import_module(module_name)
         module.add_arguments(command_parser)
         command_parser.set_defaults(_module=module, _parser=command_parser)
     reproduce = sub.add_parser(

@@ -32,7 +32,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-id", default=None,
                         help="run id: 1-128 letters, digits, '.', '_' or '-' (default: "
                              "timestamp-digest)")
-    parser.epilog = "Other arguments are passed to Apache Beam (e.g. --runner=FlinkRunner)."
 
 
 def run(args: argparse.Namespace) -> int:
