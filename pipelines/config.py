@@ -174,6 +174,12 @@ class RunConfig:
             _ = self.target
         except ValueError as exc:
             raise ConfigError(f"{source}: {exc}") from exc
+        if self.decision_method not in self.methods:
+            raise ConfigError(
+                f"{source}: decision_method: {self.decision_method!r} is not one of methods "
+                f"{list(self.methods)}; recalibrate would write no operating points of the "
+                "method decide applies (add it to methods or choose one of them)"
+            )
         names = [c for c in self.columns.values() if c] + list(self.classifiers)
         duplicates = {n for n in names if names.count(n) > 1}
         if duplicates:
