@@ -100,6 +100,11 @@ class RunConfig:
         return self.raw["windowing"]
 
     @property
+    def decide(self) -> dict[str, Any]:
+        """Window selection of ``costlib decide``: ``window`` and ``max_uncovered_share``."""
+        return self.raw["decide"]
+
+    @property
     def publish(self) -> dict[str, Any]:
         return self.raw["publish"]
 
