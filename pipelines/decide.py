@@ -14,8 +14,16 @@ For every valid row (see :mod:`pipelines.batches`, ``for_decisions=True``):
 Which operating point a group uses (records of ``config.decision_method`` only):
 
 - batch records (``window_start`` null) when the operating points hold any; otherwise
-  (a windowed run) per group the record of its latest window (largest ``window_end``) and,
-  within it, the newest pane (largest ``pane_index``: ACCUMULATING panes hold all rows so far);
+  (a windowed run) per group the record of its latest *complete* window (largest
+  ``window_end``) and, within it, the newest pane (largest ``pane_index``: ACCUMULATING panes
+  hold all rows so far). Sliding windows that overlap the start or the end of the data hold
+  only part of their span; a window ``[start, end)`` is *complete* when at most
+  ``decide.max_uncovered_share`` (default 0.01) of its span lies outside ``[min, max]`` event
+  time that the recalibration run read (its manifest's ``event_time_range``). No complete
+  window (or no recorded range) stops the run with an error. ``decide.window: latest`` takes
+  the latest window whatever its coverage. The manifest's ``operating_points.window`` names
+  the windows used (and which groups used each), and every decision record its
+  ``operating_point_window_end``;
 - status ``ok``: the group's thresholds (``operating_point_group`` = the group);
   ``fallback``: the thresholds stored in the record, which are the parent's
   (``operating_point_group`` = the record's ``fallback_group``); ``insufficient_data``: null
@@ -28,6 +36,10 @@ classifiers (in any order: thresholds are re-ordered to the config's order); oth
 stops with a message saying what differs. The mapping is small and goes to the workers inside
 the DoFn (pickled), not as a side input. ``config.windowing`` plays no part: every row is
 decided with the thresholds chosen above, whatever its event time.
+
+Example: 10 whole days and 6 hours of an 11th, windows of 7 days sliding by 1. The window with
+the largest end, ``[day 10, day 17)``, holds the 6 hours only (96% uncovered); the latest
+complete one is ``[day 3, day 10)``.
 
 Output layout (like :mod:`pipelines.recalibrate`; see :mod:`pipelines.runs`)::
 
