@@ -6,11 +6,14 @@ Pipelines run on Beam's FnApiRunner in process (no Beam flags).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from pipeline_data import base_config, direct_records, write_files
@@ -18,7 +21,9 @@ from pipeline_data import base_config, direct_records, write_files
 from costlib.sample import generate_score_stream
 from pipelines.cli import main
 from pipelines.config import ConfigError, RunConfig
-from pipelines.decide import read_decisions
+from pipelines.decide import read_decisions, select_operating_points, uncovered_share
+from pipelines.files import InputError
+from pipelines.recalibrate import event_time_range
 
 START = pd.Timestamp("2026-11-01", tz="UTC")
 CLASSIFIERS = ["text_model", "image_model"]
@@ -198,3 +203,64 @@ def test_decide_fails_closed_when_no_window_is_complete(tmp_path, capsys):
     assert code == 2
     assert "no complete window" in err and "decide.window: latest" in err
     assert not (tmp_path / "dec").exists()
+
+
+# --------------------------------------------------------------------------- the rule's parts
+@pytest.mark.parametrize(("unit", "tz", "statistics"), [
+    ("ns", "UTC", True), ("ns", "UTC", False), ("ms", None, True), ("s", None, False),
+    ("us", "Europe/Paris", True),
+])
+def test_event_time_range_from_footers_or_the_column(tmp_path, unit, tz, statistics):
+    """Footer statistics (or, without them, the column) give the rows' min and max event time,
+    floored to microseconds with naive times as UTC, as the pipeline reads them."""
+    rng = np.random.default_rng(1)
+    raw = rng.integers(1_790_000_000 * 10**9, 1_790_900_000 * 10**9, size=3000)
+    times = pd.Series(pd.to_datetime(raw, unit="ns", utc=True)).dt.floor(
+        {"s": "s", "ms": "ms", "us": "us", "ns": "ns"}[unit])
+    values = pa.array(times.dt.tz_localize(None), pa.timestamp(unit))
+    if tz is not None:
+        values = pa.array(times, pa.timestamp(unit, tz))
+    null = np.zeros(3000, dtype=bool)
+    null[:1000] = True  # a whole row group of null times (dead-lettered, not in the range)
+    null[1500] = True
+    table = pa.table({"event_time": pa.array(values.to_pylist(), values.type, mask=null)})
+    pq.write_table(table, tmp_path / "a.parquet", row_group_size=1000,
+                   write_statistics=statistics)
+    got = event_time_range([str(tmp_path / "a.parquet")], "event_time")
+    kept = times[~null]
+    assert got["min_utc"] == kept.min().floor("us").isoformat()
+    assert got["max_utc"] == kept.max().floor("us").isoformat()
+    assert got["row_groups_read"] == (1 if statistics else 3)  # the all-null group is read
+
+
+def test_a_window_is_complete_when_little_of_it_lies_outside_the_data():
+    read = {"min_utc": "2026-11-01T00:00:03+00:00", "max_utc": "2026-11-10T23:59:59+00:00"}
+    day = dt.timedelta(days=1)
+    first = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    assert uncovered_share((first, first + 7 * day), read) == pytest.approx(3 / (7 * 86_400))
+    assert uncovered_share((first + 3 * day, first + 10 * day), read) == pytest.approx(
+        1 / (7 * 86_400))  # the last second of 11-10
+    assert uncovered_share((first + 4 * day, first + 11 * day), read) == pytest.approx(
+        (86_400 + 1) / (7 * 86_400))
+    assert uncovered_share((first - 7 * day, first), read) == 1.0
+    config = RunConfig.from_dict({"classifiers": CLASSIFIERS, "target": {"slope": 1.0},
+                                  "decide": {"max_uncovered_share": 0.0}})
+    windows = {i: (first + i * day, first + (i + 7) * day) for i in range(-1, 6)}
+    records = [{"group": "g", "window_start": s, "window_end": e, "rule": "any",
+                "method": "graph", "classifiers": CLASSIFIERS, "thresholds": [i / 10, 0.5],
+                "status": "ok", "fallback_group": None, "pane_index": 0, "run_id": "r"}
+               for i, (s, e) in windows.items()]
+    # strict: events at or beyond both ends; [11-04, 11-11) misses the last second of 11-10
+    strict = select_operating_points(records, config, event_time_range=read)
+    assert strict.get("g").thresholds == (0.2, 0.5)
+    short = {"min_utc": "2026-11-03T00:00:00+00:00", "max_utc": "2026-11-08T23:59:59+00:00"}
+    with pytest.raises(InputError, match=r"no complete window.*\[2026-11-06.*57\.1%"):
+        select_operating_points(records, base_config(), event_time_range=short)
+    tolerant = select_operating_points(records, base_config(), event_time_range=read)
+    assert tolerant.get("g").window_end == first + 10 * day  # [11-05, 11-12) is 1/7 outside
+    assert tolerant.get("g").thresholds == (0.3, 0.5)
+    used = tolerant.details["window"]["windows_used"]
+    assert [(u["window_start"], u["groups"]) for u in used] == [
+        (windows[3][0].isoformat(), ["g"])]
+    with pytest.raises(InputError, match="without the event-time range"):
+        select_operating_points(records, base_config())
