@@ -476,9 +476,7 @@ def decision_columns(
     no_point = None if usable.all() else ~usable[codes]
     op_values, op_index = _distinct_codes([e.operating_point_group for e in entries])
     method_values = sorted({e.method for e in entries if e.method is not None})
-    ends = [e.window_end if e.thresholds is not None else None for e in entries]
-    end_values, end_index = _distinct_codes(ends)
-    no_end = np.array([e is None for e in ends], dtype=bool)[codes]
+    window_ends = _window_ends(entries, codes, usable, no_point)
     set_ids = (
         _dictionary(np.zeros(n, dtype=np.int32), []) if batch.set_ids is None
         else pc.dictionary_encode(_as_string(batch.set_ids))
@@ -495,11 +493,25 @@ def decision_columns(
         "operating_point_method": _dictionary(np.zeros(n, dtype=np.int32), method_values,
                                               no_point),
         "operating_point_group": _dictionary(op_index[codes], op_values, no_point),
-        "operating_point_window_end": _dictionary(end_index[codes], end_values, no_end,
-                                                  WINDOW_END_TYPE),
+        "operating_point_window_end": window_ends,
     }
     return pa.Table.from_arrays([columns[f.name] for f in COMPACT_SCHEMA],
                                 schema=COMPACT_SCHEMA)
+
+
+def _window_ends(
+    entries: Sequence[GroupThresholds], codes: NDArray[np.integer], usable: NDArray[np.bool_],
+    no_point: NDArray[np.bool_] | None,
+) -> pa.Array:
+    """``operating_point_window_end`` of every row: its group's window end, null for batch
+    operating points and where the group has no thresholds (all null in one step for batch)."""
+    ends = [e.window_end if e.thresholds is not None else None for e in entries]
+    if all(e is None for e in ends):
+        return pa.nulls(codes.size, COMPACT_SCHEMA.field("operating_point_window_end").type)
+    values, index = _distinct_codes(ends)
+    has_end = np.array([e is not None for e in ends], dtype=bool)
+    null = no_point if np.array_equal(has_end, usable) else ~has_end[codes]
+    return _dictionary(index[codes], values, null, WINDOW_END_TYPE)
 
 
 def as_contract(table: pa.Table) -> pa.Table:
