@@ -137,14 +137,18 @@ def expected_flags(frame: pd.DataFrame, records: dict) -> pd.Series:
     return flags
 
 
-def run_decide_cli(tmp: Path, pattern: str, recal: str, name: str, **decide) -> tuple:
+def run_decide_cli(tmp: Path, pattern: str, recal: str, name: str, capsys, **decide) -> tuple:
     config = write_config(tmp / f"{name}.yaml", windowing=WEEK, decide=decide)
     out = tmp / name
     code = main(["decide", "--config", config, "--input", pattern, "--operating-points", recal,
                  "--output", str(out)])
     assert code == 0
+    printed = capsys.readouterr().out
     run_id = (out / "LATEST").read_text().strip()
     manifest = json.loads((out / "runs" / run_id / "manifest.json").read_text())
+    used = manifest["operating_points"]["window"]["windows_used"]
+    assert f"windows used ({manifest['operating_points']['window']['selection']}): " \
+           f"[{used[0]['window_start']}, {used[0]['window_end']})" in printed
     return manifest, read_decisions(str(out)).to_pandas().set_index("item_id")
 
 
@@ -159,9 +163,10 @@ def test_recalibrate_records_the_event_time_range_it_read(partial_day):
     assert manifest["windows"] == 17
 
 
-def test_decide_applies_the_latest_complete_window_not_the_trailing_partial_one(partial_day):
+def test_decide_applies_the_latest_complete_window_not_the_trailing_partial_one(partial_day,
+                                                                               capsys):
     frame, pattern, recal, tmp = partial_day
-    manifest, got = run_decide_cli(tmp, pattern, recal, "complete")
+    manifest, got = run_decide_cli(tmp, pattern, recal, "complete", capsys)
     start, end = START + 3 * DAY, START + 10 * DAY  # the last window inside the data
     window = manifest["operating_points"]["window"]
     assert window["selection"] == "latest_complete"
@@ -178,9 +183,9 @@ def test_decide_applies_the_latest_complete_window_not_the_trailing_partial_one(
     assert any(partial[g]["thresholds"] != direct[g]["thresholds"] for g in direct)
 
 
-def test_decide_window_latest_applies_the_latest_window_even_when_partial(partial_day):
+def test_decide_window_latest_applies_the_latest_window_even_when_partial(partial_day, capsys):
     frame, pattern, recal, tmp = partial_day
-    manifest, got = run_decide_cli(tmp, pattern, recal, "latest", window="latest")
+    manifest, got = run_decide_cli(tmp, pattern, recal, "latest", capsys, window="latest")
     start, end = START + 10 * DAY, START + 17 * DAY
     used = manifest["operating_points"]["window"]["windows_used"]
     assert [w["window_end"] for w in used] == [end.isoformat()]
