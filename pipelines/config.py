@@ -100,6 +100,11 @@ class RunConfig:
         return self.raw["windowing"]
 
     @property
+    def decide(self) -> dict[str, Any]:
+        """Window selection of ``costlib decide``: ``window`` and ``max_uncovered_share``."""
+        return self.raw["decide"]
+
+    @property
     def publish(self) -> dict[str, Any]:
         return self.raw["publish"]
 
@@ -174,6 +179,12 @@ class RunConfig:
             _ = self.target
         except ValueError as exc:
             raise ConfigError(f"{source}: {exc}") from exc
+        if self.decision_method not in self.methods:
+            raise ConfigError(
+                f"{source}: decision_method: {self.decision_method!r} is not one of methods "
+                f"{list(self.methods)}; recalibrate would write no operating points of the "
+                "method decide applies (add it to methods or choose one of them)"
+            )
         names = [c for c in self.columns.values() if c] + list(self.classifiers)
         duplicates = {n for n in names if names.count(n) > 1}
         if duplicates:

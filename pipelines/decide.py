@@ -14,8 +14,16 @@ For every valid row (see :mod:`pipelines.batches`, ``for_decisions=True``):
 Which operating point a group uses (records of ``config.decision_method`` only):
 
 - batch records (``window_start`` null) when the operating points hold any; otherwise
-  (a windowed run) per group the record of its latest window (largest ``window_end``) and,
-  within it, the newest pane (largest ``pane_index``: ACCUMULATING panes hold all rows so far);
+  (a windowed run) per group the record of its latest *complete* window (largest
+  ``window_end``) and, within it, the newest pane (largest ``pane_index``: ACCUMULATING panes
+  hold all rows so far). Sliding windows that overlap the start or the end of the data hold
+  only part of their span; a window ``[start, end)`` is *complete* when at most
+  ``decide.max_uncovered_share`` (default 0.01) of its span lies outside ``[min, max]`` event
+  time that the recalibration run read (its manifest's ``event_time_range``). No complete
+  window (or no recorded range) stops the run with an error. ``decide.window: latest`` takes
+  the latest window whatever its coverage. The manifest's ``operating_points.window`` names
+  the windows used (and which groups used each), and every decision record its
+  ``operating_point_window_end``;
 - status ``ok``: the group's thresholds (``operating_point_group`` = the group);
   ``fallback``: the thresholds stored in the record, which are the parent's
   (``operating_point_group`` = the record's ``fallback_group``); ``insufficient_data``: null
@@ -28,6 +36,10 @@ classifiers (in any order: thresholds are re-ordered to the config's order); oth
 stops with a message saying what differs. The mapping is small and goes to the workers inside
 the DoFn (pickled), not as a side input. ``config.windowing`` plays no part: every row is
 decided with the thresholds chosen above, whatever its event time.
+
+Example: 10 whole days and 6 hours of an 11th, windows of 7 days sliding by 1. The window with
+the largest end, ``[day 10, day 17)``, holds the 6 hours only (96% uncovered); the latest
+complete one is ``[day 3, day 10)``.
 
 Output layout (like :mod:`pipelines.recalibrate`; see :mod:`pipelines.runs`)::
 
@@ -138,6 +150,7 @@ class GroupThresholds:
     thresholds: tuple[float, ...] | None
     operating_point_group: str | None
     method: str | None
+    window_end: dt.datetime | None = None  # end of the record's window (None: batch record)
 
 
 NO_THRESHOLDS = GroupThresholds(None, None, None)
@@ -168,9 +181,9 @@ class DecisionThresholds:
 
     def lookup(
         self, groups: Sequence[str]
-    ) -> tuple[NDArray[np.float64], NDArray[np.bool_], list[str | None], list[str | None]]:
+    ) -> tuple[NDArray[np.float64], NDArray[np.bool_], list[GroupThresholds]]:
         """Per group of ``groups``: thresholds (m, k) (``+inf`` rows where none), usable mask,
-        ``operating_point_group`` and ``operating_point_method``."""
+        and the :class:`GroupThresholds` entries (method, group and window of the point)."""
         entries = [self.get(g) for g in groups]
         table = np.full((len(entries), self.k), np.inf)
         usable = np.zeros(len(entries), dtype=bool)
@@ -178,23 +191,115 @@ class DecisionThresholds:
             if entry.thresholds is not None:
                 table[i] = entry.thresholds
                 usable[i] = True
-        op_groups = [e.operating_point_group for e in entries]
-        methods = [e.method for e in entries]
-        return table, usable, op_groups, methods
+        return table, usable, entries
 
 
-def _latest_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Batch records if any; else per group the latest window and its newest pane."""
+# --------------------------------------------------------------------------- windows
+Window = tuple[dt.datetime, dt.datetime]
+
+
+def _utc_time(text: str) -> dt.datetime:
+    value = dt.datetime.fromisoformat(text)
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+
+
+def uncovered_share(window: Window, time_range: dict[str, str]) -> float:
+    """Share of the window ``[start, end)`` outside the event times read, ``[min_utc, max_utc]``.
+
+    0 when the recalibration read events at or before the window's start and at or after its
+    end; 1 when the window and the range do not overlap.
+    """
+    start, end = window
+    low, high = _utc_time(time_range["min_utc"]), _utc_time(time_range["max_utc"])
+    covered = max(dt.timedelta(0), min(end, high) - max(start, low))
+    return 1.0 - covered / (end - start)
+
+
+def recalibration_time_range(source: str) -> dict[str, str] | None:
+    """The event-time range a windowed recalibration run read (its manifest's
+    ``event_time_range``); None for a single file, or a run that did not record it."""
+    if source.endswith(".parquet"):
+        return None
+    return read_manifest(source).get("event_time_range")
+
+
+def _window_text(window: Window) -> str:
+    return f"[{window[0].isoformat()}, {window[1].isoformat()})"
+
+
+def _eligible_windows(
+    windows: list[Window], settings: dict[str, Any], time_range: dict[str, str] | None,
+    source: str,
+) -> list[Window]:
+    """The windows ``decide.window`` allows: all (``latest``), or the complete ones.
+
+    Raises
+    ------
+    InputError
+        ``latest_complete`` and the event-time range is unknown, or no window is complete.
+    """
+    if settings["window"] == "latest":
+        return windows
+    how = "set decide.window: latest to apply the latest window even when it is partial"
+    if time_range is None:
+        raise InputError(
+            f"{source}: windowed operating points without the event-time range the "
+            "recalibration read (a single file, or a run from before costlib recorded it), so "
+            f"complete windows cannot be told from partial ones: pass the run directory of a "
+            f"current recalibrate run, or {how}")
+    tolerance = settings["max_uncovered_share"]
+    complete = [w for w in windows if uncovered_share(w, time_range) <= tolerance]
+    if not complete:
+        latest = windows[-1]
+        raise InputError(
+            f"{source}: no complete window: the recalibration read event times "
+            f"{time_range['min_utc']} .. {time_range['max_utc']}, and every window has more "
+            f"than {tolerance:.1%} of its span outside them (the latest, "
+            f"{_window_text(latest)}, {uncovered_share(latest, time_range):.1%}); recalibrate "
+            f"over at least one whole window, or {how}")
+    return complete
+
+
+def _latest_records(
+    records: list[dict[str, Any]], settings: dict[str, Any],
+    time_range: dict[str, str] | None, source: str,
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Batch records if any; else per group the latest eligible window and its newest pane.
+
+    Returns the chosen records and what was chosen (None for batch records).
+    """
     batch = [r for r in records if r["window_start"] is None]
     if batch:
-        return batch
+        return batch, None
+    windows = sorted({(r["window_start"], r["window_end"]) for r in records},
+                     key=lambda w: (w[1], w[0]))
+    eligible = set(_eligible_windows(windows, settings, time_range, source))
     best: dict[str, dict[str, Any]] = {}
     for record in records:
+        if (record["window_start"], record["window_end"]) not in eligible:
+            continue
         current = best.get(record["group"])
         key = (record["window_end"], record["pane_index"])
         if current is None or key > (current["window_end"], current["pane_index"]):
             best[record["group"]] = record
-    return list(best.values())
+    used: dict[Window, list[str]] = {}
+    for group, record in sorted(best.items()):
+        used.setdefault((record["window_start"], record["window_end"]), []).append(group)
+    details = {
+        "selection": settings["window"],
+        "max_uncovered_share": settings["max_uncovered_share"],
+        "event_time_range": time_range,
+        "latest_window": _window_details(windows[-1], time_range),
+        "windows_used": [{**_window_details(w, time_range), "groups": groups}
+                         for w, groups in sorted(used.items(), key=lambda item: item[0][1])],
+    }
+    return list(best.values()), details
+
+
+def _window_details(window: Window, time_range: dict[str, str] | None) -> dict[str, Any]:
+    share = None if time_range is None else round(uncovered_share(window, time_range), 6)
+    return {"window_start": window[0].isoformat(), "window_end": window[1].isoformat(),
+            "uncovered_share": share}
 
 
 def _group_thresholds(
@@ -222,19 +327,34 @@ def _group_thresholds(
                          f"number or +inf (classifier off)")
     ordered = tuple(float(values[names.index(c)]) for c in config.classifiers)
     op_group = group if status == "ok" else (record["fallback_group"] or ALL_GROUPS)
-    return GroupThresholds(ordered, op_group, record["method"])
+    return GroupThresholds(ordered, op_group, record["method"], record["window_end"])
 
 
 def select_operating_points(
-    records: list[dict[str, Any]], config: RunConfig, *, source: str = "operating points"
+    records: list[dict[str, Any]], config: RunConfig, *, source: str = "operating points",
+    event_time_range: dict[str, str] | None = None,
 ) -> DecisionThresholds:
     """The thresholds every group decides with (the rules are in the module docstring).
+
+    Parameters
+    ----------
+    records : list of dict
+        Operating point records (``schemas/operating_point.json``).
+    config : RunConfig
+        ``decision_method``, ``rule``, ``classifiers`` and the ``decide`` section.
+    source : str
+        Where the records came from (for messages).
+    event_time_range : dict, optional
+        ``min_utc`` / ``max_utc`` the windowed recalibration read (its manifest's
+        ``event_time_range``); needed for windowed records with ``decide.window:
+        latest_complete``.
 
     Raises
     ------
     InputError
-        No record of ``config.decision_method``, two records for one group, or a record that
-        does not fit the config (rule, classifiers, malformed thresholds).
+        No record of ``config.decision_method``, two records for one group, a record that
+        does not fit the config (rule, classifiers, malformed thresholds), or windowed records
+        of which none is complete (or completeness cannot be told).
     """
     method = config.decision_method
     chosen = [r for r in records if r["method"] == method]
@@ -243,7 +363,7 @@ def select_operating_points(
         raise InputError(f"{source}: no operating point for method {method!r} (the config's "
                          f"decision_method); it holds methods {held}")
     windowed = all(r["window_start"] is not None for r in chosen)
-    chosen = _latest_records(chosen)
+    chosen, window = _latest_records(chosen, config.decide, event_time_range, source)
     by_group: dict[str, GroupThresholds] = {}
     for record in sorted(chosen, key=lambda r: r["group"]):
         if record["group"] in by_group:
@@ -252,12 +372,13 @@ def select_operating_points(
         by_group[record["group"]] = _group_thresholds(record, config, source)
     parent = by_group.get(ALL_GROUPS, NO_THRESHOLDS)
     default = (
-        GroupThresholds(parent.thresholds, ALL_GROUPS, parent.method)
+        GroupThresholds(parent.thresholds, ALL_GROUPS, parent.method, parent.window_end)
         if parent.thresholds is not None else NO_THRESHOLDS
     )
     details = {
         "method": method,
         "windowed": windowed,
+        "window": window,
         "run_ids": sorted({r["run_id"] for r in chosen}),
         "groups": len(by_group),
         "groups_without_thresholds": sorted(g for g, t in by_group.items()
@@ -291,7 +412,10 @@ def decide_columns(config: RunConfig) -> list[str]:
 # --------------------------------------------------------------------------- per batch
 #: Low-cardinality string columns: dictionary-encoded in memory and in the Parquet files.
 DICTIONARY_COLUMNS = ("group", "set_id", "loss", "operating_point_method",
-                      "operating_point_group")
+                      "operating_point_group", "operating_point_window_end")
+
+#: Type of ``operating_point_window_end``.
+WINDOW_END_TYPE = DECISION_SCHEMA.field("operating_point_window_end").type
 
 #: :data:`DECISION_SCHEMA` with the :data:`DICTIONARY_COLUMNS` dictionary-encoded.
 COMPACT_SCHEMA = pa.schema([
@@ -309,17 +433,26 @@ def _as_string(array: pa.Array) -> pa.Array:
 
 
 def _dictionary(
-    indices: NDArray[np.integer], values: Sequence[str], null: NDArray[np.bool_] | None = None
+    indices: NDArray[np.integer], values: Sequence[Any], null: NDArray[np.bool_] | None = None,
+    value_type: pa.DataType | None = None,
 ) -> pa.DictionaryArray:
-    """A dictionary-encoded string array (``null`` marks null rows; no values: all null)."""
+    """A dictionary-encoded array (``null`` marks null rows; no values: all null)."""
     if not values:
         null = np.ones(indices.size, dtype=bool)
         indices = np.zeros(indices.size, dtype=np.int32)
     return pa.DictionaryArray.from_arrays(
         pa.array(indices.astype(np.int32, copy=False), pa.int32(),
                  mask=None if null is None or not null.any() else null),
-        pa.array(list(values), pa.string()),
+        pa.array(list(values), value_type or pa.string()),
     )
+
+
+def _distinct_codes(values: Sequence[Any]) -> tuple[list[Any], NDArray[np.int32]]:
+    """Sorted distinct non-null values, and each value's index among them (0 for None)."""
+    distinct = sorted({v for v in values if v is not None})
+    index = np.array([distinct.index(v) if v is not None else 0 for v in values],
+                     dtype=np.int32)
+    return distinct, index
 
 
 def decision_columns(
@@ -329,23 +462,22 @@ def decision_columns(
 
     The threshold decision is the comparison ``score >= threshold`` per classifier combined by
     ``rule``; rows whose group has no usable operating point get null. The columns are those of
-    ``schemas/decision.json`` in its order, with the string columns of
-    :data:`DICTIONARY_COLUMNS` dictionary-encoded (cheap to build and to write; the files store
+    ``schemas/decision.json`` in its order, with the columns of :data:`DICTIONARY_COLUMNS`
+    dictionary-encoded (cheap to build and to write; the files store
     them as plain Parquet strings, see :func:`write_decisions`).
     """
     n = batch.group_codes.size
     codes = batch.group_codes
-    table, usable, op_groups, methods = thresholds.lookup(batch.group_names)
+    table, usable, entries = thresholds.lookup(batch.group_names)
     scores = batch.scores
     flagged = scores[:, 0] >= table[codes, 0]
     for j in range(1, scores.shape[1]):
         fired = scores[:, j] >= table[codes, j]
         flagged = (flagged | fired) if rule == "any" else (flagged & fired)
     no_point = None if usable.all() else ~usable[codes]
-    op_values = sorted({g for g in op_groups if g is not None})
-    op_index = np.array([op_values.index(g) if g is not None else 0 for g in op_groups],
-                        dtype=np.int32)
-    method_values = sorted({m for m in methods if m is not None})
+    op_values, op_index = _distinct_codes([e.operating_point_group for e in entries])
+    method_values = sorted({e.method for e in entries if e.method is not None})
+    window_ends = _window_ends(entries, codes, usable, no_point)
     set_ids = (
         _dictionary(np.zeros(n, dtype=np.int32), []) if batch.set_ids is None
         else pc.dictionary_encode(_as_string(batch.set_ids))
@@ -362,9 +494,25 @@ def decision_columns(
         "operating_point_method": _dictionary(np.zeros(n, dtype=np.int32), method_values,
                                               no_point),
         "operating_point_group": _dictionary(op_index[codes], op_values, no_point),
+        "operating_point_window_end": window_ends,
     }
     return pa.Table.from_arrays([columns[f.name] for f in COMPACT_SCHEMA],
                                 schema=COMPACT_SCHEMA)
+
+
+def _window_ends(
+    entries: Sequence[GroupThresholds], codes: NDArray[np.integer], usable: NDArray[np.bool_],
+    no_point: NDArray[np.bool_] | None,
+) -> pa.Array:
+    """``operating_point_window_end`` of every row: its group's window end, null for batch
+    operating points and where the group has no thresholds (all null in one step for batch)."""
+    ends = [e.window_end if e.thresholds is not None else None for e in entries]
+    if all(e is None for e in ends):
+        return pa.nulls(codes.size, COMPACT_SCHEMA.field("operating_point_window_end").type)
+    values, index = _distinct_codes(ends)
+    has_end = np.array([e is not None for e in ends], dtype=bool)
+    null = no_point if np.array_equal(has_end, usable) else ~has_end[codes]
+    return _dictionary(index[codes], values, null, WINDOW_END_TYPE)
 
 
 def as_contract(table: pa.Table) -> pa.Table:
@@ -630,7 +778,8 @@ def run_decide(
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"decoding.loss / decoding.params: {exc}") from exc
     records, source = load_operating_points(operating_points)
-    thresholds = select_operating_points(records, config, source=source)
+    thresholds = select_operating_points(records, config, source=source,
+                                         event_time_range=recalibration_time_range(source))
     run = RunDirectory(output, _digest(config, thresholds), run_id)
     with hold_output(run.output, run_id=run.run_id, command="decide"):
         run.check_replaceable()

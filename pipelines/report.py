@@ -17,7 +17,9 @@ command under the same ``OUTPUT/runs/`` whose ``finished_utc`` is earlier than t
 published or not (a run held by the publish guard is complete too).
 
 Windowed runs: each group is shown at its **latest window** and that window's newest pane,
-which is what ``costlib decide`` applies; a table lists every window of the run. The change from
+which is what ``costlib decide`` applies with ``decide.window: latest`` (by default it applies
+the latest *complete* window, see :mod:`pipelines.decide`); a table lists every window of the
+run. The change from
 the previous run compares those latest-window thresholds.
 """
 

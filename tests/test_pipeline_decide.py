@@ -49,7 +49,8 @@ THRESHOLDS = {
 GROUPS = ("g0", "g1", "g_thin", "g_fb", "g_missing")
 
 
-def make_config(*, rule="any", topk=False, loss="f1", params=None, buckets=4, method="graph"):
+def make_config(*, rule="any", topk=False, loss="f1", params=None, buckets=4, method="graph",
+                window="latest_complete"):
     columns = {"probability": "probability", "set_id": "set_id"} if topk else {}
     return RunConfig.from_dict({
         "columns": columns,
@@ -62,6 +63,7 @@ def make_config(*, rule="any", topk=False, loss="f1", params=None, buckets=4, me
         "methods": ["graph", "hull"],
         "decision_method": method,
         "decoding": {"loss": loss, "params": params or {}, "buckets": buckets},
+        "decide": {"window": window},
     })
 
 
@@ -370,7 +372,7 @@ def _window(day):
 
 
 def test_windowed_records_use_latest_window_and_newest_pane():
-    config = make_config()
+    config = make_config(window="latest")  # complete windows: tests/test_windowed_decide.py
     records = [
         op_record("g0", "ok", [0.1, 0.1], window=_window(1)),
         op_record("g0", "ok", [0.2, 0.2], window=_window(2), pane=0),
@@ -399,13 +401,16 @@ def test_windowed_run_directory_is_read_window_by_window(tmp_path):
                    for g in ("g0", "__all__")]
         pq.write_table(records_to_table(records, "operating_point.json"),
                        directory / "operating_points.parquet")
-    (run / "manifest.json").write_text("{}")
+    # the run read events from the first window's start to the second window's end
+    read = {"min_utc": "2026-11-01T00:00:00+00:00", "max_utc": "2026-11-08T23:59:59+00:00"}
+    (run / "manifest.json").write_text(json.dumps({"event_time_range": read}))
     (tmp_path / "recal" / "LATEST").write_text("w1\n")
     records, source = load_operating_points(str(tmp_path / "recal"))
     assert source == str(run) and len(records) == 4
-    chosen = select_operating_points(records, make_config(), source=source)
+    chosen = select_operating_points(records, make_config(), source=source,
+                                     event_time_range=read)
     assert chosen.get("g0").thresholds == (0.2, 0.3)
-    assert chosen.get("g9") == GroupThresholds((0.2, 0.3), "__all__", "graph")
+    assert chosen.get("g9") == GroupThresholds((0.2, 0.3), "__all__", "graph", _window(2)[1])
 
 
 def test_thresholds_follow_the_config_classifier_order():

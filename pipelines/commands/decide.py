@@ -60,6 +60,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"threshold decisions: {counts.get('threshold_flagged', 0):,} flagged, "
           f"{counts.get('threshold_null', 0):,} without an operating point "
           f"(operating points: {manifest['operating_points']['source']})")
+    window = manifest["operating_points"].get("window")
+    if window:  # a windowed recalibration: which window(s) the thresholds came from
+        used = ", ".join(f"[{w['window_start']}, {w['window_end']}) for {len(w['groups'])} "
+                         "group(s)" for w in window["windows_used"])
+        print(f"windows used ({window['selection']}): {used}")
     if manifest["topk"]:
         print(f"top-k ({manifest['decoding']['loss']}): {counts.get('topk_sets', 0):,} sets, "
               f"{counts.get('topk_selected', 0):,} of {counts.get('topk_rows', 0):,} rows "

@@ -80,10 +80,26 @@ def run(args: argparse.Namespace) -> int:
         f"+ unrated {acc.get('unrated', 0):,} + dead-lettered {acc['dead_lettered']:,} "
         f"({reasons}); {manifest['seconds']} s on {manifest['runner']}"
     )
-    print(f"operating points: {args.output.rstrip('/')}/runs/{manifest['run_id']}/"
-          "operating_points.parquet (and .jsonl); manifest.json written last")
+    run_dir = f"{args.output.rstrip('/')}/runs/{manifest['run_id']}"
+    if config.windowing is not None:
+        _print_windowed(manifest, run_dir)
+        return 0
+    print(f"operating points: {run_dir}/operating_points.parquet (and .jsonl); manifest.json "
+          "written last")
     guard = manifest["guard"]
     if guard["override"]:
         print(f"published despite {len(guard['violations'])} guard violation(s), overridden by "
               f"{guard['override']['by']}: {guard['override']['reason']}")
     return 0
+
+
+def _print_windowed(manifest: dict, run_dir: str) -> None:
+    """What a windowed run wrote, and that it was published without the guard."""
+    window = manifest["windowing"]
+    times = manifest.get("event_time_range") or {}
+    print(f"operating points: {manifest['windows']} event-time windows of "
+          f"{window['size_days']:g} days every {window['period_days']:g} days (event times "
+          f"{times.get('min_utc', '?')} .. {times.get('max_utc', '?')}), in {run_dir}/windows/"
+          "<start>_<end>/operating_points.parquet (and .jsonl); manifest.json written last")
+    print("windowed runs have no publish guard: LATEST names this run; costlib decide applies "
+          "each group's latest complete window (config decide.window)")
