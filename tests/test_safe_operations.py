@@ -424,6 +424,9 @@ def test_manifest_holds_the_runs_duration(stream, tmp_path):
     started = dt.datetime.fromisoformat(manifest["started_utc"])
     finished = dt.datetime.fromisoformat(manifest["finished_utc"])
     assert manifest["seconds"] == round((finished - started).total_seconds(), 3) > 0
+    assert main(["report", "--run", str(tmp_path / "o")]) == 0
+    html = (tmp_path / "o" / "runs" / "r" / "report.html").read_text()
+    assert f"({manifest['seconds']} s on FnApiRunner)" in html  # it showed "? s"
 
 
 # --------------------------------------------------------------------------- costlib status
