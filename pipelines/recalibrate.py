@@ -33,12 +33,18 @@ from apache_beam.transforms import trigger
 from apache_beam.transforms.window import SlidingWindows
 
 from costlib.recalibration import apply_fallback
-from pipelines.batches import check_schema
+from pipelines.batches import (
+    Plausibility,
+    check_schema,
+    plausibility_summary,
+    plausibility_violations,
+)
 from pipelines.config import RunConfig
 from pipelines.files import (
     InputError,
+    check_rows_read,
     match_inputs,
-    open_parquet,
+    read_footers,
     write_bytes_atomically,
     write_json,
     write_parquet,
@@ -75,11 +81,18 @@ DAY = 86_400
 
 
 def preflight(paths: Sequence[str], config: RunConfig, *, windowed: bool,
-              for_decisions: bool = False) -> None:
-    """Open every file's footer and check its schema before starting the pipeline."""
-    for path in paths:
-        schema = open_parquet(path).schema_arrow
-        check_schema(schema, path, config, windowed=windowed, for_decisions=for_decisions)
+              for_decisions: bool = False) -> list[dict[str, Any]]:
+    """Check the plausibility settings and every file's schema (footer) before the pipeline.
+
+    Returns the manifest's ``inputs``: ``{"path", "rows", "row_groups"}`` per file.
+    """
+    Plausibility.from_config(config)  # a bad time or range is a ConfigError before any work
+    inputs = []
+    for footer in read_footers(paths):
+        check_schema(footer.schema, footer.path, config, windowed=windowed,
+                     for_decisions=for_decisions)
+        inputs.append(footer.record())
+    return inputs
 
 
 def needed_columns(config: RunConfig, *, windowed: bool) -> list[str]:
@@ -144,7 +157,7 @@ class PublishSpec:
 
     output: str
     run_id: str
-    inputs: list[str]
+    inputs: list[dict[str, Any]]
     runner: str
     started_utc: str
     settings: GuardSettings
@@ -171,9 +184,11 @@ class PublishRunFn(beam.DoFn):
         run = RunDirectory(spec.output, config.digest, spec.run_id)
         write_json(run.path("accounting.json"), accounting)
         checked = check_accounting(accounting)
+        check_rows_read(spec.inputs, checked["read"])
         points = run.path("operating_points.parquet")
         new = read_records(points) if FileSystems.exists(points) else []
         violations = guard_violations(spec.previous, new, spec.settings)
+        violations += plausibility_violations(accounting, Plausibility.from_config(config))
         if not new:
             violations.append("no operating points: no group had rated rows")
         published = not violations or (spec.override is not None and bool(new))
@@ -186,6 +201,7 @@ class PublishRunFn(beam.DoFn):
             "config": config.raw,
             "inputs": spec.inputs,
             "row_accounting": checked,
+            "plausibility": plausibility_summary(accounting),
             "dead_letter_files": int(dead_letter_files),
             "guard": {
                 "max_threshold_change": spec.settings.max_threshold_change,
@@ -316,7 +332,7 @@ def run_recalibrate(
     windowed = config.windowing is not None
     started = time.time()
     paths = match_inputs(inputs)
-    preflight(paths, config, windowed=windowed)
+    input_files = preflight(paths, config, windowed=windowed)
     run = RunDirectory(output, config.digest, run_id)
     if run_id is not None and latest_run_id(output) == run_id:
         raise InputError(
@@ -332,7 +348,7 @@ def run_recalibrate(
     spec = PublishSpec(
         output=run.output,
         run_id=run.run_id,
-        inputs=list(paths),
+        inputs=input_files,
         runner=runner_name(beam_args),
         started_utc=dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
         settings=GuardSettings(
@@ -355,10 +371,16 @@ def run_recalibrate(
                 "note": "job graph written; the job writes its manifest and publishes at its end"}
     result.wait_until_finish()
     if windowed:
-        accounting = check_accounting(run.read_json("accounting.json", {"read": 0}))
+        counters = run.read_json("accounting.json", {"read": 0})
+        accounting = check_accounting(counters)
+        check_rows_read(input_files, accounting["read"])
+        problems = plausibility_violations(counters, Plausibility.from_config(config))
+        if problems:
+            raise InputError(f"run {run.run_id} not committed: " + "; ".join(problems))
         manifest = {"status": "complete", "published": True, "run_id": run.run_id,
                     "command": "recalibrate", "config_digest": config.digest,
-                    "config": config.raw, "inputs": paths, "row_accounting": accounting,
+                    "config": config.raw, "inputs": input_files, "row_accounting": accounting,
+                    "plausibility": plausibility_summary(counters),
                     "outputs": run.outputs(), "runner": spec.runner,
                     "started_utc": spec.started_utc,
                     "finished_utc": dt.datetime.now(dt.UTC).isoformat()}
