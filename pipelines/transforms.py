@@ -283,7 +283,7 @@ class FineHistogramFn(beam.DoFn):
             )
 
 
-def quantile_edges_from_fine(counts: np.ndarray, config: RunConfig) -> list[np.ndarray]:
+def quantile_edges_from_fine(counts: np.ndarray | None, config: RunConfig) -> list[np.ndarray]:
     """Quantile edges per classifier from the merged fine histograms.
 
     Raises
@@ -293,6 +293,8 @@ def quantile_edges_from_fine(counts: np.ndarray, config: RunConfig) -> list[np.n
         there is nothing to place its quantile edges on.
     """
     low, high = config.grid["range"]
+    if counts is None:  # no row group at all
+        counts = np.zeros((len(config.classifiers), 1), dtype=np.int64)
     empty = [name for name, c in zip(config.classifiers, counts, strict=True) if not c.any()]
     if empty:
         raise InputError(
@@ -316,7 +318,7 @@ class QuantileEdges(beam.PTransform):
             sources
             | "FineHistograms" >> beam.ParDo(FineHistogramFn(config, self.columns))
             | "Global" >> beam.WindowInto(beam.window.GlobalWindows())
-            | "SumFine" >> beam.CombineGlobally(_sum_arrays).without_defaults()
+            | "SumFine" >> beam.CombineGlobally(_sum_arrays)  # None when there is no batch
             | "ToEdges" >> beam.Map(quantile_edges_from_fine, config)
         )
 

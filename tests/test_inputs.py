@@ -213,3 +213,15 @@ def test_all_rows_unrated_with_quantile_edges_is_one_line_exit_2(tmp_path, capsy
     assert last.startswith("costlib recalibrate: error: grid.edges is 'quantile' but there are "
                            "no rated rows to place quantile edges on")
     assert not (tmp_path / "out" / "LATEST").exists()
+
+
+def test_files_without_row_groups_and_quantile_edges_is_one_line_exit_2(tmp_path, capsys):
+    frame = sample_frame(100, seed=7)
+    (tmp_path / "in").mkdir()
+    pq.ParquetWriter(tmp_path / "in" / "empty.parquet", _table(frame).schema).close()
+    assert pq.ParquetFile(tmp_path / "in" / "empty.parquet").num_row_groups == 0
+    config = _config(tmp_path, grid={"edges": "quantile", "bins": 16, "range": [0.0, 1.0]})
+    code = _recalibrate(tmp_path, str(tmp_path / "in" / "empty.parquet"), config=config)
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2
+    assert "no rated rows to place quantile edges on" in last
