@@ -5,10 +5,18 @@ tests. Every row of a batch ends up in exactly one bucket: ``used`` (rated and v
 the threshold grids), ``unrated`` (valid, label null) or a dead-letter reason. The first failing
 check decides the reason, in this order:
 
-``missing_group``, ``missing_item_id``, ``missing_event_time`` (windowed mode only),
-``invalid_score`` (NaN or +-inf), ``invalid_weight`` (null, NaN, inf or negative),
-``invalid_probability`` (decide only: NaN or outside [0, 1]), ``label_without_score`` (rated,
-but no classifier scored the row).
+``missing_group``, ``reserved_group`` (the group is ``"__all__"``, the name of the all-groups
+grid), ``missing_item_id``, ``missing_event_time`` (windowed mode only),
+``implausible_event_time`` (windowed mode, ``plausibility.event_times_outside_range:
+dead_letter``), ``invalid_score`` (NaN or +-inf), ``invalid_weight`` (null, NaN, inf or
+negative), ``invalid_probability`` (decide only: NaN or outside [0, 1]),
+``label_without_score`` (rated, but no classifier scored the row), ``score_outside_range``
+(``plausibility.scores_outside_range: dead_letter``).
+
+Plausibility checks (config section ``plausibility``, see :class:`Plausibility`) also count the
+rows that fail them in extra counters ``plausibility.*`` next to the buckets (they are not
+buckets: a counted row stays used or unrated unless the check dead-letters it). A check counts
+the rows that fail it among the rows no earlier check dead-lettered.
 
 Schema problems (a missing column, a column of the wrong type) are not row problems: they raise
 :class:`SchemaError` naming the file and column, and stop the run.
@@ -16,7 +24,10 @@ Schema problems (a missing column, a column of the wrong type) are not row probl
 
 from __future__ import annotations
 
+import datetime as dt
+import difflib
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,10 +35,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
-from pipelines.config import RunConfig
+from costlib.recalibration import ALL_GROUPS
+from pipelines.config import ConfigError, RunConfig
+from pipelines.files import InputError
 
-__all__ = ["REASONS", "SchemaError", "ValidatedBatch", "check_schema", "validate_batch"]
+__all__ = [
+    "REASONS",
+    "Plausibility",
+    "SchemaError",
+    "ValidatedBatch",
+    "check_schema",
+    "plausibility_summary",
+    "plausibility_violations",
+    "validate_batch",
+]
 
+#: Dead-letter reasons (new reasons are appended: the order of the checks is in the module doc).
 REASONS = (
     "missing_group",
     "missing_item_id",
@@ -36,7 +59,126 @@ REASONS = (
     "invalid_weight",
     "invalid_probability",
     "label_without_score",
+    "reserved_group",
+    "implausible_event_time",
+    "score_outside_range",
 )
+
+#: Prefix of the plausibility counters in the accounting (extra counters, not buckets).
+PLAUSIBILITY = "plausibility."
+
+MICROS_PER_DAY = 86_400 * 1_000_000
+
+
+def _micros(text: str, key: str) -> int:
+    """An ISO 8601 date or time (naive = UTC) as microseconds since the epoch."""
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise ConfigError(f"plausibility.{key}: {text!r} is not an ISO 8601 date or time "
+                          "(e.g. 2000-01-01 or 2026-01-01T00:00:00Z)") from exc
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return (when - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class Plausibility:
+    """The plausibility checks of a run, resolved once (``now`` fixed) and pickled into DoFns.
+
+    Attributes
+    ----------
+    score_range : (float, float) or None
+        Plausible scores (inclusive); ``plausibility.score_range``, else ``grid.range`` for
+        uniform and quantile edges; None (no check) for explicit edges without a range.
+    scores_outside_range : {"count", "dead_letter", "error"}
+        What a row with a score outside ``score_range`` gets.
+    event_time_range_us : (int, int)
+        Plausible event times (inclusive, microseconds since the epoch; windowed mode only).
+    event_times_outside_range : {"count", "dead_letter", "error"}
+        What a row with an event time outside the range gets.
+    max_implausible_share : float or None
+        A run in which a larger share of the rows read fails one check is not published.
+    count_duplicate_item_ids : bool
+        Count rows whose (group, item id) appeared before in the run.
+    """
+
+    score_range: tuple[float, float] | None
+    scores_outside_range: str
+    event_time_range_us: tuple[int, int]
+    event_times_outside_range: str
+    max_implausible_share: float | None
+    count_duplicate_item_ids: bool
+
+    @classmethod
+    def from_config(cls, config: RunConfig, now: dt.datetime | None = None) -> Plausibility:
+        """Resolve ``config.raw["plausibility"]`` (``now`` ends the default event-time range).
+
+        Raises
+        ------
+        ConfigError
+            An empty score range or event-time range, or a time that is not ISO 8601.
+        """
+        raw = config.raw.get("plausibility") or {}
+        score_range = raw.get("score_range")
+        if score_range is None and config.grid["edges"] in ("uniform", "quantile"):
+            score_range = config.grid["range"]
+        if score_range is not None:
+            low, high = (float(v) for v in score_range)
+            if not low < high:
+                raise ConfigError(f"plausibility.score_range: need low < high, got {score_range}")
+            score_range = (low, high)
+        start = _micros(raw.get("event_time_min", "2000-01-01T00:00:00+00:00"), "event_time_min")
+        if raw.get("event_time_max") is not None:
+            end = _micros(raw["event_time_max"], "event_time_max")
+        else:
+            now = now or dt.datetime.now(dt.UTC)
+            end = _micros(now.isoformat(), "event_time_max") + round(
+                raw.get("max_future_days", 1) * MICROS_PER_DAY)
+        if not start < end:
+            raise ConfigError("plausibility: event_time_min must be before event_time_max "
+                              "(or now + max_future_days)")
+        return cls(
+            score_range=score_range,
+            scores_outside_range=raw.get("scores_outside_range", "count"),
+            event_time_range_us=(start, end),
+            event_times_outside_range=raw.get("event_times_outside_range", "dead_letter"),
+            max_implausible_share=raw.get("max_implausible_share", 0.01),
+            count_duplicate_item_ids=bool(raw.get("count_duplicate_item_ids", False)),
+        )
+
+
+def _share_checks() -> dict[str, str]:
+    """Plausibility counter -> what it counts (the checks ``max_implausible_share`` limits)."""
+    return {
+        "score_outside_range": "rows with a score outside the plausible range",
+        "event_time_outside_range": "rows with an event time outside the plausible range",
+    }
+
+
+def plausibility_summary(accounting: Mapping[str, int]) -> dict[str, int]:
+    """The ``plausibility.*`` counters of an accounting, without the prefix (for manifests)."""
+    return {key[len(PLAUSIBILITY):]: int(value) for key, value in sorted(accounting.items())
+            if key.startswith(PLAUSIBILITY)}
+
+
+def plausibility_violations(accounting: Mapping[str, int], settings: Plausibility) -> list[str]:
+    """Why a run must not be published: a check failed on more than the allowed share of rows."""
+    limit = settings.max_implausible_share
+    read = int(accounting.get("read", 0))
+    if limit is None or read == 0:
+        return []
+    counts = plausibility_summary(accounting)
+    out = []
+    for name, what in _share_checks().items():
+        count = counts.get(name, 0)
+        if count > limit * read:
+            detail = ", ".join(f"{k} {v:,}" for k, v in counts.items()
+                               if k.startswith(name.split("_outside")[0]) and k != name)
+            out.append(f"plausibility: {count:,} of {read:,} {what} ({count / read:.1%} > "
+                       f"plausibility.max_implausible_share {limit:g})"
+                       + (f" [{detail}]" if detail else ""))
+    return out
 
 
 class SchemaError(ValueError):
@@ -95,12 +237,23 @@ def check_schema(
         if index < 0:
             raise SchemaError(
                 f"{source}: missing column '{column}' (the {logical} column of the run config)"
+                + _near_match(column, schema.names)
             )
         actual = schema.field(index).type
         if not ok(actual):
             raise SchemaError(
                 f"{source}: column '{column}' ({logical}) has type {actual}; expected {expected}"
             )
+
+
+def _near_match(column: str, names: list[str]) -> str:
+    """``"; did you mean 'X'? ..."`` for the closest column name, or ``""``."""
+    same_case = [n for n in names if n.lower() == column.lower()]
+    close = same_case or difflib.get_close_matches(column, names, n=1, cutoff=0.75)
+    if not close:
+        return ""
+    hint = "column names are case-sensitive" if same_case else "the names differ"
+    return f"; did you mean '{close[0]}'? ({hint})"
 
 
 @dataclass
@@ -171,12 +324,28 @@ def validate_batch(
     row_group: int,
     windowed: bool = False,
     for_decisions: bool = False,
+    plausibility: Plausibility | None = None,
 ) -> ValidatedBatch:
-    """Split a batch into valid rows, unrated rows and dead letters (see the module doc)."""
+    """Split a batch into valid rows, unrated rows and dead letters (see the module doc).
+
+    ``plausibility`` defaults to :meth:`Plausibility.from_config` (``now`` = the call's time);
+    DoFns resolve it once so that every batch of a run uses the same event-time range.
+
+    Raises
+    ------
+    SchemaError
+        The batch's schema breaks the contract.
+    InputError
+        A plausibility check set to ``error`` failed (naming file, row group and column).
+    """
     check_schema(table.schema, source, config, windowed=windowed, for_decisions=for_decisions)
+    if plausibility is None:
+        plausibility = Plausibility.from_config(config)
     cols = config.columns
     n = table.num_rows
     reason = np.full(n, -1, dtype=np.int8)  # index into REASONS, -1 = valid
+    accounting: Counter = Counter(read=n)
+    where = f"{source}: row group {row_group}"
 
     def flag(mask: NDArray[np.bool_] | None, name: str) -> None:
         if mask is not None and mask.any():
@@ -184,6 +353,14 @@ def validate_batch(
 
     group = _column(table, cols["group"])
     flag(_nulls(group), "missing_group")
+    encoded = group if pa.types.is_dictionary(group.type) else pc.dictionary_encode(group)
+    group_names = [str(g) for g in encoded.dictionary.to_pylist()]
+    indices = encoded.indices
+    group_codes = (indices.fill_null(0) if indices.null_count else indices).to_numpy(
+        zero_copy_only=False).astype(np.intp)
+    if ALL_GROUPS in group_names:
+        reserved = [i for i, name in enumerate(group_names) if name == ALL_GROUPS]
+        flag(np.isin(group_codes, reserved), "reserved_group")
     item_ids = _column(table, cols["item_id"])
     flag(_nulls(item_ids), "missing_item_id")
     event_times = None
@@ -195,16 +372,24 @@ def validate_batch(
         per_us = {"s": 1e-6, "ms": 1e-3, "us": 1, "ns": 1000}[times.type.unit]
         raw = times.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
         event_times = raw * int(1 / per_us) if per_us < 1 else raw // per_us
+        _check_event_times(event_times, reason, plausibility, accounting,
+                           f"{where}: column '{cols['event_time']}'")
 
     k = len(config.classifiers)
     scores = np.empty((n, k))
     unscored = None  # rows no classifier scored (only computed when some score is null)
+    outside: dict[str, tuple[NDArray[np.bool_], NDArray[np.bool_]]] = {}
     for j, name in enumerate(config.classifiers):
         arr = _column(table, name)
         values = _floats(arr)
         null = _nulls(arr)
         finite = np.isfinite(values)
         flag(~finite if null is None else ~null & ~finite, "invalid_score")
+        if plausibility.score_range is not None:  # NaN (null) compares False
+            low, high = plausibility.score_range
+            below, above = values < low, values > high
+            if below.any() or above.any():
+                outside[name] = (below, above)
         scores[:, j] = values  # (values may be a read-only view of the Arrow buffer)
         if null is not None:
             scores[null, j] = -np.inf
@@ -244,10 +429,11 @@ def validate_batch(
             np.zeros(n, dtype=bool) if pa.types.is_null(larr.type)
             else larr.fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
         )
+    if outside:
+        _check_scores(outside, reason, plausibility, accounting, where)
 
     valid = reason < 0
     valid_rows = np.flatnonzero(valid)
-    accounting: Counter = Counter(read=n)
     if for_decisions:
         accounting["decided"] = int(valid.sum())
     else:
@@ -276,17 +462,12 @@ def validate_batch(
         def pick(a):
             return a.take(take) if isinstance(a, pa.Array) else a[valid_rows]
 
-    group_valid = pick(group)
-    if pa.types.is_dictionary(group_valid.type):
-        encoded = group_valid
-    else:
-        encoded = pc.dictionary_encode(group_valid)
     return ValidatedBatch(
         source=source,
         row_group=row_group,
         n_read=n,
-        group_codes=encoded.indices.to_numpy(zero_copy_only=False).astype(np.intp),
-        group_names=[str(g) for g in encoded.dictionary.to_pylist()],
+        group_codes=pick(group_codes),
+        group_names=group_names,
         scores=pick(scores),
         rated=pick(rated),
         labels=pick(labels),
@@ -299,3 +480,63 @@ def validate_batch(
         dead_letters=dead_letters,
         accounting=accounting,
     )
+
+
+def _apply(action: str, failed: NDArray[np.bool_], reason: NDArray[np.int8], name: str,
+           message: str) -> None:
+    """Dead-letter ``failed`` rows as ``name``, or raise ``InputError`` (``message``)."""
+    if action == "error":
+        raise InputError(message)
+    if action == "dead_letter":
+        reason[failed] = REASONS.index(name)
+
+
+def _check_event_times(times_us: NDArray[np.int64], reason: NDArray[np.int8],
+                       settings: Plausibility, accounting: Counter, where: str) -> None:
+    """Count (and act on) event times outside ``settings.event_time_range_us``."""
+    start, end = settings.event_time_range_us
+    open_rows = reason < 0
+    before = open_rows & (times_us < start)
+    after = open_rows & (times_us > end)
+    n_before, n_after = int(before.sum()), int(after.sum())
+    if not n_before + n_after:
+        return
+    accounting[f"{PLAUSIBILITY}event_time_outside_range"] += n_before + n_after
+    if n_before:
+        accounting[f"{PLAUSIBILITY}event_time_before_range"] += n_before
+    if n_after:
+        accounting[f"{PLAUSIBILITY}event_time_after_range"] += n_after
+    failed = before | after
+    example = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(
+        microseconds=int(times_us[np.flatnonzero(failed)[0]]))
+    low, high = (dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=int(t))
+                 for t in (start, end))
+    _apply(settings.event_times_outside_range, failed, reason, "implausible_event_time",
+           f"{where}: {n_before + n_after:,} event time(s) outside the plausible range "
+           f"[{low:%Y-%m-%d %H:%M}, {high:%Y-%m-%d %H:%M}] UTC (e.g. {example:%Y-%m-%d %H:%M:%S}; "
+           "epoch seconds in a millisecond column?); plausibility.event_times_outside_range "
+           "is 'error'")
+
+
+def _check_scores(outside: Mapping[str, tuple[NDArray[np.bool_], NDArray[np.bool_]]],
+                  reason: NDArray[np.int8], settings: Plausibility, accounting: Counter,
+                  where: str) -> None:
+    """Count (and act on) rows with a score outside ``settings.score_range``."""
+    open_rows = reason < 0
+    failed = np.zeros(reason.size, dtype=bool)
+    for name, (below, above) in outside.items():
+        for side, mask in (("below", below), ("above", above)):
+            count = int((open_rows & mask).sum())
+            if count:
+                accounting[f"{PLAUSIBILITY}score_{side}_range.{name}"] += count
+                failed |= mask
+    failed &= open_rows
+    total = int(failed.sum())
+    if not total:
+        return
+    accounting[f"{PLAUSIBILITY}score_outside_range"] += total
+    low, high = settings.score_range
+    columns = ", ".join(f"'{name}'" for name in outside)
+    _apply(settings.scores_outside_range, failed, reason, "score_outside_range",
+           f"{where}: column(s) {columns}: {total:,} row(s) with a score outside the plausible "
+           f"range [{low:g}, {high:g}]; plausibility.scores_outside_range is 'error'")

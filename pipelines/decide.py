@@ -98,10 +98,17 @@ from numpy.typing import NDArray
 from costlib.decoding import optimal_topk_ragged
 from costlib.losses import get_loss
 from costlib.recalibration import ALL_GROUPS
-from pipelines.batches import ValidatedBatch, validate_batch
+from pipelines.batches import (
+    Plausibility,
+    ValidatedBatch,
+    plausibility_summary,
+    plausibility_violations,
+    validate_batch,
+)
 from pipelines.config import ConfigError, RunConfig
 from pipelines.files import (
     InputError,
+    check_rows_read,
     match_inputs,
     read_row_groups,
     write_bytes_atomically,
@@ -118,7 +125,12 @@ from pipelines.runs import (
     load_operating_points,
     read_manifest,
 )
-from pipelines.transforms import SumCounters, WriteDeadLettersFn, dead_letter_name
+from pipelines.transforms import (
+    SumCounters,
+    WriteDeadLettersFn,
+    dead_letter_name,
+    report_metrics,
+)
 
 __all__ = [
     "DECISION_SCHEMA",
@@ -621,6 +633,7 @@ class DecideFileFn(beam.DoFn):
         for row_group, table in read_row_groups(path, self.columns):
             batch = validate_batch(table, self.config, source=path, row_group=row_group,
                                    for_decisions=True)
+            report_metrics(batch.accounting)
             yield pvalue.TaggedOutput("counters", batch.accounting)
             if batch.dead_letters is not None:
                 yield pvalue.TaggedOutput("dead_letters", (path, row_group, batch.dead_letters))
@@ -713,7 +726,7 @@ def _keyed_by_none(counter: Counter) -> tuple[None, Counter]:
 
 
 def _is_row_accounting(key: str) -> bool:
-    return key in ("read", "decided") or key.startswith("dead_letter.")
+    return key in ("read", "decided") or key.startswith(("dead_letter.", "plausibility."))
 
 
 def _write_counters(keyed: tuple[None, dict[str, int]], accounting_path: str,
@@ -785,13 +798,18 @@ def run_decide(
         run.check_replaceable()
         paths = match_inputs(inputs)
         say(f"checking {len(paths)} input file(s)")
-        preflight(paths, config, windowed=False, for_decisions=True)
+        input_files = preflight(paths, config, windowed=False, for_decisions=True)
         run.prepare()
         pipeline = make_pipeline(beam_args)
         build_decide(pipeline, paths, config, thresholds, run)
         say(f"running the pipeline on {runner} (run {run.run_id})")
         pipeline.run().wait_until_finish()
-        accounting = check_accounting(run.read_json("accounting.json", {"read": 0}))
+        counters = run.read_json("accounting.json", {"read": 0})
+        accounting = check_accounting(counters)
+        check_rows_read(input_files, accounting["read"])
+        problems = plausibility_violations(counters, Plausibility.from_config(config))
+        if problems:
+            raise InputError(f"decide run {run.run_id} not committed: " + "; ".join(problems))
         counts = run.read_json("decision_counts.json", {}) or {}
         if counts.get("rows_written", 0) != accounting.get("decided", 0):
             raise RuntimeError(f"decided {accounting.get('decided', 0)} rows but wrote "
@@ -802,7 +820,8 @@ def run_decide(
             "command": "decide",
             "config_digest": config.digest,
             "config": config.raw,
-            "inputs": paths,
+            "inputs": input_files,
+            "plausibility": plausibility_summary(counters),
             "operating_points": {"source": source, **thresholds.details},
             "topk": with_topk(config),
             "decoding": settings,

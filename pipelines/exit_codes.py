@@ -53,9 +53,14 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     return (ConfigError, SchemaError, InputError, UsageError)
 
 
+#: The suffix Beam appends to an error raised in a step (the step name means nothing to users).
+_STEP_SUFFIX = re.compile(r"\s*\[while running '[^\]]*'\]\s*$")
+
+
 def one_line(message: str) -> str:
-    """A message on one line: line breaks become ``; ``, runs of blanks one space."""
-    parts = [" ".join(line.split()) for line in str(message).splitlines()]
+    """A message on one line: Beam's step suffix dropped, line breaks ``; ``, blanks folded."""
+    message = _STEP_SUFFIX.sub("", str(message))
+    parts = [" ".join(line.split()) for line in message.splitlines()]
     return "; ".join(p for p in parts if p)
 
 

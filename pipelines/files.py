@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -17,7 +20,13 @@ from apache_beam.io.filesystems import FileSystems
 
 __all__ = [
     "InputError",
+    "InputFile",
+    "check_rows_read",
+    "is_ignored",
     "match_inputs",
+    "normalize_path",
+    "open_parquet",
+    "read_footers",
     "read_row_groups",
     "write_bytes_atomically",
     "write_json",
@@ -29,25 +38,166 @@ class InputError(ValueError):
     """An input file cannot be used (message names the file, and the row group if known)."""
 
 
-def match_inputs(patterns: str | Sequence[str]) -> list[str]:
-    """Sorted, de-duplicated paths matching one or more globs (comma-separated allowed)."""
+#: Files a Spark or Hive reader skips: a name (below the matched root) starting with ``_``
+#: (``_SUCCESS``, ``_temporary/``, ``_metadata``) or ``.`` (``.part-0.parquet.crc``), and checksums.
+IGNORED_PREFIXES = ("_", ".")
+IGNORED_SUFFIXES = (".crc",)
+
+_GLOB = re.compile(r"[*?\[]")
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One input file and what its Parquet footer says (for the run manifest)."""
+
+    path: str
+    rows: int
+    row_groups: int
+    schema: pa.Schema
+
+    def record(self) -> dict[str, Any]:
+        """``{"path", "rows", "row_groups"}``: the file's entry in a manifest's ``inputs``."""
+        return {"path": self.path, "rows": self.rows, "row_groups": self.row_groups}
+
+
+def split_patterns(patterns: str | Sequence[str]) -> list[str]:
+    """The globs of ``--input``: comma-separated in a string, stripped, empty ones dropped."""
     if isinstance(patterns, str):
-        patterns = [p for p in patterns.split(",") if p.strip()]
-    paths: set[str] = set()
-    for result in FileSystems.match(list(patterns)):
-        paths.update(m.path for m in result.metadata_list)
-    if not paths:
-        raise InputError(f"no input file matches {', '.join(patterns)}")
-    return sorted(paths)
+        patterns = patterns.split(",")
+    return [p.strip() for p in patterns if p.strip()]
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def normalize_path(path: str) -> str:
+    """A local path made absolute and normal (``./a/../a/f`` -> ``/cwd/a/f``).
+
+    Paths with a scheme (``gs://...``) are returned unchanged: object names are not paths
+    (``a//b`` and ``a/./b`` are distinct objects), and a listing names each object once.
+    """
+    return path if _is_remote(path) else os.path.abspath(path)
+
+
+def _identity(path: str) -> str:
+    """What makes two matched paths the same file (symlinks resolved on local disks)."""
+    return path if _is_remote(path) else os.path.realpath(path)
+
+
+def _glob_root(pattern: str) -> str:
+    """The directory part of a glob's literal prefix (``/d/x/*.parquet`` -> ``/d/x/``)."""
+    literal = pattern[: _GLOB.search(pattern).start()]
+    return literal[: literal.rfind("/") + 1]
+
+
+def is_ignored(path: str, root: str) -> bool:
+    """True for a file Spark or Hive readers skip (see :data:`IGNORED_PREFIXES`).
+
+    Only the part of ``path`` below ``root`` (the directory a pattern names literally) is
+    looked at: a file the user names in full is never ignored.
+    """
+    relative = path[len(root):] if path.startswith(root) else path.rsplit("/", 1)[-1]
+    parts = [part for part in relative.split("/") if part]
+    return path.endswith(IGNORED_SUFFIXES) or any(
+        part.startswith(IGNORED_PREFIXES) for part in parts
+    )
+
+
+def _match_pattern(pattern: str) -> tuple[list[str], int]:
+    """Files of one pattern, directories read recursively; and how many files were ignored.
+
+    A glob matches files; with the same glob plus ``/**`` it also matches the files inside
+    directories it matches (a Spark ``x.parquet/`` directory of part files). A literal path
+    names a file or a directory (whose files are read). On object stores (``gs://``) a
+    "directory" is the common prefix of its objects, which the same two matches find.
+    """
+    base = pattern.rstrip("/") or pattern
+    direct, below = FileSystems.match([pattern, base + "/**"])
+    inside = [m.path for m in below.metadata_list]
+    if _GLOB.search(pattern):
+        root = _glob_root(pattern)
+        found = [m.path for m in direct.metadata_list] + inside
+    elif inside:  # a literal directory (its own entry in ``direct`` is not a file)
+        root = base + "/"
+        found = inside
+    else:  # a literal file: never ignored
+        return [m.path for m in direct.metadata_list], 0
+    kept = [path for path in found if not is_ignored(path, root)]
+    return kept, len(found) - len(kept)
+
+
+def match_inputs(patterns: str | Sequence[str]) -> list[str]:
+    """Sorted paths of every input file, each once; every pattern must match a file.
+
+    Parameters
+    ----------
+    patterns : str or sequence of str
+        Globs or paths (comma-separated in a string). A directory (or a glob matching one)
+        is read recursively, skipping the files Spark and Hive skip (:func:`is_ignored`).
+
+    Returns
+    -------
+    list of str
+        Local paths absolute and normalised (:func:`normalize_path`); a file matched by
+        several patterns, or by ``./d/f`` and ``d/f``, or through a symlink, appears once.
+
+    Raises
+    ------
+    InputError
+        No pattern given, or a pattern that matches no data file (naming the pattern).
+    """
+    patterns = split_patterns(patterns)
+    if not patterns:
+        raise InputError("no input pattern given")
+    by_identity: dict[str, str] = {}
+    for pattern in patterns:
+        paths, ignored = _match_pattern(pattern)
+        if not paths:
+            why = (f" ({ignored} matched file(s) ignored: names starting with '_' or '.', or "
+                   "ending in '.crc', as Spark and Hive readers skip them)" if ignored else "")
+            raise InputError(f"no input file matches {pattern}{why}")
+        for path in map(normalize_path, paths):
+            key = _identity(path)
+            by_identity[key] = min(path, by_identity.get(key, path))
+    return sorted(by_identity.values())
 
 
 def open_parquet(path: str) -> pq.ParquetFile:
-    """Open a Parquet file, turning every failure into an :class:`InputError` naming the file."""
+    """Open a Parquet file, turning every failure into an :class:`InputError` naming the file.
+
+    Page checksums (CRC32, written with ``write_page_checksum=True``) are verified whenever a
+    page has one; pages without one are read as before.
+    """
     try:
         handle = FileSystems.open(path, compression_type="uncompressed")
-        return pq.ParquetFile(handle)
+        return pq.ParquetFile(handle, page_checksum_verification=True)
     except Exception as exc:  # pyarrow raises several exception types for bad footers
         raise InputError(f"{path}: not a readable Parquet file ({exc})") from exc
+
+
+def read_footers(paths: Sequence[str]) -> list[InputFile]:
+    """Rows, row groups and Arrow schema of every file, from its footer only."""
+    footers = []
+    for path in paths:
+        parquet = open_parquet(path)
+        footers.append(InputFile(path=path, rows=parquet.metadata.num_rows,
+                                 row_groups=parquet.num_row_groups, schema=parquet.schema_arrow))
+    return footers
+
+
+def check_rows_read(inputs: Sequence[dict[str, Any]], read: int) -> None:
+    """Rows read by the pipeline must equal the rows the input footers hold.
+
+    Raises
+    ------
+    RuntimeError
+        They differ (a row group skipped or read twice).
+    """
+    expected = sum(int(entry["rows"]) for entry in inputs)
+    if inputs and expected != read:
+        raise RuntimeError(f"row accounting does not add up: the pipeline read {read} rows, "
+                           f"but the {len(inputs)} input file footers hold {expected}")
 
 
 def read_row_groups(
@@ -63,7 +213,9 @@ def read_row_groups(
         try:
             table = parquet.read_row_group(index, columns=list(columns) if columns else None)
         except Exception as exc:
-            raise InputError(f"{path}: row group {index} cannot be read ({exc})") from exc
+            what = ("a page checksum does not match: the file is corrupt"
+                    if "checksum" in str(exc).lower() else "cannot be read")
+            raise InputError(f"{path}: row group {index}: {what} ({exc})") from exc
         yield index, table
 
 

@@ -36,12 +36,19 @@ from apache_beam.transforms import trigger
 from apache_beam.transforms.window import SlidingWindows
 
 from costlib.recalibration import apply_fallback
-from pipelines.batches import check_schema
+from pipelines.batches import (
+    Plausibility,
+    check_schema,
+    plausibility_summary,
+    plausibility_violations,
+)
 from pipelines.config import RunConfig
 from pipelines.files import (
     InputError,
+    check_rows_read,
     match_inputs,
     open_parquet,
+    read_footers,
     write_bytes_atomically,
     write_json,
     write_parquet,
@@ -81,11 +88,18 @@ DAY = 86_400
 
 
 def preflight(paths: Sequence[str], config: RunConfig, *, windowed: bool,
-              for_decisions: bool = False) -> None:
-    """Open every file's footer and check its schema before starting the pipeline."""
-    for path in paths:
-        schema = open_parquet(path).schema_arrow
-        check_schema(schema, path, config, windowed=windowed, for_decisions=for_decisions)
+              for_decisions: bool = False) -> list[dict[str, Any]]:
+    """Check the plausibility settings and every file's schema (footer) before the pipeline.
+
+    Returns the manifest's ``inputs``: ``{"path", "rows", "row_groups"}`` per file.
+    """
+    Plausibility.from_config(config)  # a bad time or range is a ConfigError before any work
+    inputs = []
+    for footer in read_footers(paths):
+        check_schema(footer.schema, footer.path, config, windowed=windowed,
+                     for_decisions=for_decisions)
+        inputs.append(footer.record())
+    return inputs
 
 
 def needed_columns(config: RunConfig, *, windowed: bool) -> list[str]:
@@ -150,7 +164,7 @@ class PublishSpec:
 
     output: str
     run_id: str
-    inputs: list[str]
+    inputs: list[dict[str, Any]]
     runner: str
     started_utc: str
     settings: GuardSettings
@@ -175,6 +189,7 @@ class PublishRunFn(beam.DoFn):
         run = RunDirectory(spec.output, config.digest, spec.run_id)
         write_json(run.path("accounting.json"), accounting)
         checked = check_accounting(accounting)
+        check_rows_read(spec.inputs, checked["read"])
         points = run.path("operating_points.parquet")
         new = read_records(points) if FileSystems.exists(points) else []
         baseline = spec.baseline
@@ -184,6 +199,7 @@ class PublishRunFn(beam.DoFn):
             latest_now = f"(unreadable: {exc})"
         violations = baseline_violations(baseline, latest_now)
         violations += guard_violations(baseline.records, new, spec.settings)
+        violations += plausibility_violations(accounting, Plausibility.from_config(config))
         if not new:
             violations.append("no operating points: no group had rated rows")
         started = dt.datetime.fromisoformat(spec.started_utc)
@@ -198,6 +214,7 @@ class PublishRunFn(beam.DoFn):
             "config": config.raw,
             "inputs": spec.inputs,
             "row_accounting": checked,
+            "plausibility": plausibility_summary(accounting),
             "dead_letter_files": int(dead_letter_files),
             "guard": {
                 "max_threshold_change": spec.settings.max_threshold_change,
@@ -340,13 +357,13 @@ def run_recalibrate(
         run.check_replaceable()
         paths = match_inputs(inputs)
         say(f"checking {len(paths)} input file(s)")
-        preflight(paths, config, windowed=windowed)
+        input_files = preflight(paths, config, windowed=windowed)
         time_range = event_time_range(paths, config.columns["event_time"]) if windowed else None
         baseline = read_baseline(output)  # before prepare(): a re-run replaces its directory
         spec = PublishSpec(
             output=run.output,
             run_id=run.run_id,
-            inputs=list(paths),
+            inputs=input_files,
             runner=runner,
             started_utc=dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
             settings=GuardSettings(
@@ -369,12 +386,19 @@ def run_recalibrate(
                             "its end"}
         result.wait_until_finish()
         if windowed:
-            accounting = check_accounting(run.read_json("accounting.json", {"read": 0}))
+            counters = run.read_json("accounting.json", {"read": 0})
+            accounting = check_accounting(counters)
+            check_rows_read(input_files, accounting["read"])
+            problems = plausibility_violations(counters, Plausibility.from_config(config))
+            if problems:
+                raise InputError(f"run {run.run_id} not committed: " + "; ".join(problems))
             finished = time.time()
             outputs = run.outputs()
             manifest = {"status": "complete", "published": True, "run_id": run.run_id,
                         "command": "recalibrate", "config_digest": config.digest,
-                        "config": config.raw, "inputs": paths, "row_accounting": accounting,
+                        "config": config.raw, "inputs": input_files,
+                        "row_accounting": accounting,
+                        "plausibility": plausibility_summary(counters),
                         "windowing": config.windowing,
                         "windows": sum(1 for f in outputs if f.startswith("windows/")
                                        and f.endswith("/operating_points.parquet")),

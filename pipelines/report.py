@@ -528,15 +528,21 @@ def _status_text(point: Mapping[str, Any], anchors: Mapping[str, str],
     return f"Thresholds chosen on this group's own grid ({_e(own)})."
 
 
-def _inputs_text(inputs: Sequence[str]) -> str:
-    """``N file(s) in DIR: a, b, c …`` (the common directory once, then file names)."""
+def _inputs_text(inputs: Sequence[str | Mapping[str, Any]]) -> str:
+    """``N file(s) in DIR: a, b, c … (R rows)`` (the common directory once, then file names).
+
+    Entries are ``{"path", "rows", "row_groups"}`` (older manifests: plain paths).
+    """
     if not inputs:
         return "none recorded"
+    rows = [entry.get("rows") for entry in inputs if isinstance(entry, Mapping)]
+    total = f" ({_fmt_count(sum(rows))} rows)" if rows and None not in rows else ""
+    inputs = [entry["path"] if isinstance(entry, Mapping) else entry for entry in inputs]
     directories = {path.rsplit("/", 1)[0] if "/" in path else "" for path in inputs}
     names = [path.rsplit("/", 1)[-1] for path in inputs] if len(directories) == 1 else inputs
     where = f" in {next(iter(directories))}" if len(directories) == 1 else ""
     more = f" … ({len(inputs) - 4} more)" if len(inputs) > 4 else ""
-    return f"{len(inputs)} file(s){where}: {', '.join(names[:4])}{more}"
+    return f"{len(inputs)} file(s){where}: {', '.join(names[:4])}{more}{total}"
 
 
 def _publication_text(manifest: Mapping[str, Any]) -> str:
@@ -609,7 +615,29 @@ def _accounting_section(manifest: Mapping[str, Any]) -> str:
                   "in the run's dead_letter/ files")
     return (f'<section id="accounting"><h2>Row accounting</h2>'
             f'{_table(["rows", "count"], rows, css="accounting")}'
-            f'<p class="note">{_e(check)} (from manifest.json).</p></section>')
+            f'<p class="note">{_e(check)} (from manifest.json).</p>'
+            f'{_plausibility_block(manifest)}</section>')
+
+
+def _plausibility_block(manifest: Mapping[str, Any]) -> str:
+    """The plausibility counters of ``manifest.json`` (HTML; a line when all are zero)."""
+    counts = manifest.get("plausibility")
+    if counts is None:  # a manifest written before plausibility checks existed
+        return ""
+    if not any(counts.values()):
+        return ('<p class="note" data-key="plausibility">Plausibility checks: no row failed '
+                '(scores within range, event times plausible, no duplicate item id counted).'
+                '</p>')
+    read = (manifest.get("row_accounting") or {}).get("read") or 0
+    rows = [
+        _row([_e(name), _e(_fmt_count(count)),
+              _e(f"{count / read:.2%}" if read else "")], key=f"plausibility.{name}")
+        for name, count in sorted(counts.items())
+    ]
+    return ('<h3>Plausibility checks</h3>'
+            f'{_table(["check", "rows", "share of read"], rows, css="accounting")}'
+            '<p class="note">Extra counters, not buckets: a counted row stays used or unrated '
+            'unless the config dead-letters it (plausibility section of the run config).</p>')
 
 
 def _change_css(change: ThresholdChange | None) -> str:

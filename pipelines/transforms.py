@@ -14,8 +14,13 @@ Outputs of :class:`AggregateBatches`:
 - ``grids``: ``(group, (edges, SparseCounts))`` partial grids, one per group present in a
   batch (and per period bucket in windowed mode, timestamped at the bucket start), plus the same
   rows summed under ``"__all__"``;
-- ``accounting``: a Counter per batch; ``dead_letters``: ``(source, row_group, table)``;
+- ``accounting``: a Counter per batch (and, with ``plausibility.count_duplicate_item_ids``, one
+  Counter of duplicate item ids per group); ``dead_letters``: ``(source, row_group, table)``;
 - ``bootstrap``: ``(group, BootstrapGrids)`` when bootstrap replicates are configured.
+
+Every accounting counter is also a Beam metric ``Metrics.counter("costlib", name)``
+(:func:`report_metrics`), incremented where it is produced, so the Dataflow and Flink UIs show
+them while the job runs.
 
 :class:`SumGrids` is the combining accumulator (adds partials in place into a dense array it
 owns; compacts to sparse before the shuffle).
@@ -25,27 +30,41 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Mapping
+from typing import NamedTuple
 
 import apache_beam as beam
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 from apache_beam import pvalue
+from apache_beam.metrics import Metrics
+from apache_beam.pvalue import PCollection
 from apache_beam.transforms.window import TimestampedValue
+from numpy.typing import NDArray
 
 from costlib.bootstrap import BootstrapGrids
 from costlib.edges import fine_histogram, quantile_edges_from_histogram
 from costlib.grid import SparseCounts, ThresholdGrid, grouped_histograms, sum_sparse
 from costlib.recalibration import ALL_GROUPS, optimize_group
-from pipelines.batches import validate_batch
-from pipelines.config import RunConfig
-from pipelines.files import read_row_groups, write_parquet
+from pipelines.batches import PLAUSIBILITY, Plausibility, validate_batch
+from pipelines.config import ConfigError, RunConfig
+from pipelines.files import InputError, read_row_groups, write_parquet
 
 __all__ = [
     "AggregateBatches",
+    "AggregateOutputs",
+    "CountDuplicateIds",
     "QuantileEdges",
     "SumCounters",
     "SumGrids",
+    "item_id_keys",
     "iter_batches",
+    "report_metrics",
 ]
+
+#: Namespace of the Beam metrics that mirror the accounting counters.
+METRICS_NAMESPACE = "costlib"
 
 MICROS_PER_DAY = 86_400 * 1_000_000
 
@@ -57,6 +76,91 @@ def iter_batches(element, columns: list[str] | None):
             yield element, index, table
     else:
         yield element
+
+
+def report_metrics(counter: Mapping[str, int]) -> None:
+    """Add every accounting counter to the Beam metric ``costlib/<name>`` (Dataflow, Flink UIs)."""
+    for name, value in counter.items():
+        if value:
+            Metrics.counter(METRICS_NAMESPACE, name).inc(int(value))
+
+
+def item_id_keys(item_ids: pa.Array) -> NDArray[np.uint64]:
+    """One uint64 key per item id: the id's bits for integers (exact), else a 64-bit hash.
+
+    String ids are hashed with ``pandas.util.hash_array`` (SipHash, fixed key: the same in every
+    process); two distinct ids collide with probability ~n²/2^65 among n ids of a group.
+    """
+    if pa.types.is_integer(item_ids.type):
+        if item_ids.type != pa.uint64():
+            item_ids = item_ids.cast(pa.int64())  # every other integer type fits
+        return item_ids.to_numpy(zero_copy_only=False).view(np.uint64)
+    if pa.types.is_dictionary(item_ids.type):
+        item_ids = item_ids.cast(item_ids.type.value_type)
+    values = item_ids.to_numpy(zero_copy_only=False).astype(object)
+    return pd.util.hash_array(values, categorize=False)
+
+
+def keys_per_group(batch) -> list[tuple[str, NDArray[np.uint64]]]:
+    """``(group, sorted item-id keys)`` of a validated batch's valid rows, per group."""
+    keys = item_id_keys(batch.item_ids)
+    codes = batch.group_codes
+    order = np.lexsort((keys, codes))
+    codes, keys = codes[order], keys[order]
+    present, starts = np.unique(codes, return_index=True)
+    bounds = [*starts.tolist(), codes.size]
+    return [(batch.group_names[code], keys[a:b])
+            for code, a, b in zip(present.tolist(), bounds[:-1], bounds[1:], strict=True)]
+
+
+class CountDuplicateIds(beam.CombineFn):
+    """Sorted item-id keys of one group -> rows whose key appeared before (exact, per group).
+
+    The accumulator is ``[distinct sorted keys, pending arrays, pending size, duplicates]``;
+    pending arrays are merged into the distinct keys once they hold as many keys as it (so each
+    key is sorted O(log n) times). Memory: 8 bytes per distinct (group, item id), plus at most
+    as much pending.
+    """
+
+    def create_accumulator(self):
+        return [np.zeros(0, dtype=np.uint64), [], 0, 0]
+
+    def add_input(self, acc, keys):
+        acc[1].append(keys)
+        acc[2] += keys.size
+        return self._maybe_merge(acc) if acc[2] >= max(acc[0].size, 1 << 16) else acc
+
+    def merge_accumulators(self, accs):
+        merged = self.create_accumulator()
+        for acc in accs:
+            merged[1] += [acc[0], *acc[1]]
+            merged[2] += acc[0].size + acc[2]
+            merged[3] += acc[3]
+        return self._maybe_merge(merged)
+
+    @staticmethod
+    def _maybe_merge(acc):
+        if not acc[1]:
+            return acc
+        everything = np.concatenate([acc[0], *acc[1]])
+        distinct = np.unique(everything)
+        return [distinct, [], 0, acc[3] + everything.size - distinct.size]
+
+    def compact(self, acc):
+        return self._maybe_merge(acc)
+
+    def extract_output(self, acc):
+        return int(self._maybe_merge(acc)[3])
+
+
+def _duplicate_counter(element: tuple[str, int]) -> Counter:
+    """``(group, duplicates)`` -> accounting counters (total, and per group when any)."""
+    group, duplicates = element
+    counter = Counter({f"{PLAUSIBILITY}duplicate_item_id": duplicates})
+    if duplicates:
+        counter[f"{PLAUSIBILITY}duplicate_item_id.{group}"] = duplicates
+    report_metrics(counter)
+    return counter
 
 
 class SumCounters(beam.CombineFn):
@@ -166,10 +270,12 @@ class FineHistogramFn(beam.DoFn):
         self.columns = columns
         self.low, self.high = config.grid["range"]
         self.resolution = config.grid["quantile_resolution"]
+        self.plausibility = Plausibility.from_config(config)
 
     def process(self, element):
         for source, row_group, table in iter_batches(element, self.columns):
-            batch = validate_batch(table, self.config, source=source, row_group=row_group)
+            batch = validate_batch(table, self.config, source=source, row_group=row_group,
+                                   plausibility=self.plausibility)
             scores = batch.rated_rows()[2]
             yield np.stack(
                 [fine_histogram(scores[:, j], self.low, self.high, self.resolution)
@@ -177,8 +283,24 @@ class FineHistogramFn(beam.DoFn):
             )
 
 
-def quantile_edges_from_fine(counts: np.ndarray, config: RunConfig) -> list[np.ndarray]:
+def quantile_edges_from_fine(counts: np.ndarray | None, config: RunConfig) -> list[np.ndarray]:
+    """Quantile edges per classifier from the merged fine histograms.
+
+    Raises
+    ------
+    InputError
+        A classifier has no rated score (every row unrated, dead-lettered or unscored), so
+        there is nothing to place its quantile edges on.
+    """
     low, high = config.grid["range"]
+    if counts is None:  # no row group at all
+        counts = np.zeros((len(config.classifiers), 1), dtype=np.int64)
+    empty = [name for name, c in zip(config.classifiers, counts, strict=True) if not c.any()]
+    if empty:
+        raise InputError(
+            f"grid.edges is 'quantile' but there are no rated rows to place quantile edges on "
+            f"(no rated score of {', '.join(repr(n) for n in empty)}: every row is unrated, "
+            "dead-lettered or unscored); use uniform or explicit edges, or more input")
     return [quantile_edges_from_histogram(c, low, high, config.grid["bins"]) for c in counts]
 
 
@@ -196,7 +318,7 @@ class QuantileEdges(beam.PTransform):
             sources
             | "FineHistograms" >> beam.ParDo(FineHistogramFn(config, self.columns))
             | "Global" >> beam.WindowInto(beam.window.GlobalWindows())
-            | "SumFine" >> beam.CombineGlobally(_sum_arrays).without_defaults()
+            | "SumFine" >> beam.CombineGlobally(_sum_arrays)  # None when there is no batch
             | "ToEdges" >> beam.Map(quantile_edges_from_fine, config)
         )
 
@@ -224,14 +346,20 @@ class AggregateBatchesFn(beam.DoFn):
         self.with_bootstrap = with_bootstrap
         window = config.windowing or {}
         self.period_us = round(window.get("period_days", 1) * MICROS_PER_DAY)
+        # Resolved once, when the pipeline is built: every worker uses the same time range.
+        self.plausibility = Plausibility.from_config(config)
 
     def process(self, element, edges):
         for source, row_group, table in iter_batches(element, self.columns):
             batch = validate_batch(table, self.config, source=source, row_group=row_group,
-                                   windowed=self.windowed)
+                                   windowed=self.windowed, plausibility=self.plausibility)
+            report_metrics(batch.accounting)
             yield pvalue.TaggedOutput("accounting", batch.accounting)
             if batch.dead_letters is not None:
                 yield pvalue.TaggedOutput("dead_letters", (source, row_group, batch.dead_letters))
+            if self.plausibility.count_duplicate_item_ids and batch.group_codes.size:
+                for keyed in keys_per_group(batch):
+                    yield pvalue.TaggedOutput("item_ids", keyed)
             yield from self.histograms(batch, edges)
 
     def histograms(self, batch, edges):
@@ -284,8 +412,22 @@ class AggregateBatchesFn(beam.DoFn):
             yield group, value
 
 
+class AggregateOutputs(NamedTuple):
+    """The outputs of :class:`AggregateBatches` (see the module docstring)."""
+
+    grids: PCollection
+    accounting: PCollection
+    dead_letters: PCollection
+    bootstrap: PCollection
+
+
 class AggregateBatches(beam.PTransform):
-    """Sources (paths or batches) -> partial grids keyed by group, plus tagged side outputs."""
+    """Sources (paths or batches) -> partial grids keyed by group, plus tagged side outputs.
+
+    With ``plausibility.count_duplicate_item_ids`` the item-id keys of every group are combined
+    (:class:`CountDuplicateIds`) and the duplicate counts join the accounting; batch runs only
+    (in windowed runs accounting panes accumulate, which would count duplicates again).
+    """
 
     def __init__(self, config: RunConfig, edges, *, columns: list[str] | None = None,
                  windowed: bool = False):
@@ -298,9 +440,22 @@ class AggregateBatches(beam.PTransform):
     def expand(self, sources):
         with_bootstrap = self.config.bootstrap["replicates"] > 0
         fn = AggregateBatchesFn(self.config, self.columns, self.windowed, with_bootstrap)
-        return sources | beam.ParDo(fn, self.edges).with_outputs(
-            "accounting", "dead_letters", "bootstrap", main="grids"
+        if fn.plausibility.count_duplicate_item_ids and self.windowed:
+            raise ConfigError("plausibility.count_duplicate_item_ids is not supported with "
+                              "windowing (batch runs only)")
+        outputs = sources | beam.ParDo(fn, self.edges).with_outputs(
+            "accounting", "dead_letters", "bootstrap", "item_ids", main="grids"
         )
+        accounting = outputs.accounting
+        if fn.plausibility.count_duplicate_item_ids:
+            duplicates = (
+                outputs.item_ids
+                | "DuplicateIdsPerGroup" >> beam.CombinePerKey(CountDuplicateIds())
+                | "DuplicateCounters" >> beam.Map(_duplicate_counter)
+            )
+            accounting = (accounting, duplicates) | "WithDuplicates" >> beam.Flatten()
+        return AggregateOutputs(grids=outputs.grids, accounting=accounting,
+                                dead_letters=outputs.dead_letters, bootstrap=outputs.bootstrap)
 
 
 class OptimizeGroupFn(beam.DoFn):

@@ -625,8 +625,8 @@ def test_cronjob_command_submits_through_the_job_api_and_reports_a_held_run(
     assert (output / "LATEST").read_text().strip() == "daily-20260302"
     manifest = json.loads((output / "runs/daily-20260302/manifest.json").read_text())
     assert manifest["published"] is True and manifest["row_accounting"]["read"] == 12_000 // 7 * 7
-    assert manifest["inputs"] == [str(tmp_path / f"scores/dt={d}/part-0.parquet")
-                                  for d in days]
+    assert [entry["path"] for entry in manifest["inputs"]] == [
+        str(tmp_path / f"scores/dt={d}/part-0.parquet") for d in days]
 
     # Next day, a guard that no group can meet: complete, held, exit 3, LATEST unchanged.
     env["LOGICAL_DATE"] = "2026-03-03"

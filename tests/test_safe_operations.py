@@ -329,7 +329,7 @@ def test_bad_row_group_is_exit_2_in_one_line_also_from_worker_processes(stream, 
                  if not line.startswith("costlib decide: [")]  # progress lines of slow runs
         assert code == 2, lines
         assert lines[-1].startswith("costlib decide: error: ")
-        assert "bad.parquet: row group 1 cannot be read" in lines[-1]
+        assert "bad.parquet: row group 1: cannot be read" in lines[-1]
         if not extra:  # in process: nothing else; worker processes log on their own
             assert len(lines) == 1
     # The console script, with a thread pool of workers still winding down at exit (an abort,
@@ -341,7 +341,7 @@ def test_bad_row_group_is_exit_2_in_one_line_also_from_worker_processes(stream, 
                            "--direct_running_mode=multi_threading", "--direct_num_workers=2"],
                           capture_output=True, text=True)
     assert done.returncode == 2, done.stderr
-    assert "row group 1 cannot be read" in done.stderr.splitlines()[-1]
+    assert "row group 1: cannot be read" in done.stderr.splitlines()[-1]
 
 
 def test_classify_reads_user_errors_out_of_a_workers_traceback():
@@ -350,6 +350,8 @@ def test_classify_reads_user_errors_out_of_a_workers_traceback():
             "page header)\n")
     assert exit_codes.classify(RuntimeError(text)) == (
         2, "f.parquet: row group 3 cannot be read (bad; page header)")
+    suffixed = text.replace("header)\n", "header) [while running 'Decide/ParDo(DecideFn)']\n")
+    assert exit_codes.classify(RuntimeError(suffixed)) == exit_codes.classify(RuntimeError(text))
     assert exit_codes.classify(RuntimeError("ZeroDivisionError: division by zero")) is None
     assert exit_codes.classify(KeyError("guard")) is None
 
