@@ -1,33 +1,35 @@
 """Run ``costlib recalibrate`` from ``--name=value`` pipeline options.
 
-Two launchers call a Python *file* with options spelt ``--name=value`` and names in snake_case:
+Two launchers call a Python *file* with options spelt ``--name=value``, names in snake_case:
 
 * the Dataflow Flex Template launcher (``FLEX_TEMPLATE_PYTHON_PY_FILE``), which passes every
-  template parameter of ``deploy/dataflow/metadata.json`` as ``--<parameter>=<value>`` plus the
-  Dataflow options (``--runner``, ``--project``, ``--region``, ``--temp_location``, ...);
+  template parameter of ``deploy/dataflow/metadata.json`` as ``--<parameter>=<value>`` (an
+  optional parameter that was not given as an empty value) plus the Dataflow options
+  (``--runner``, ``--project``, ``--region``, ``--temp_location``, ``--template_location``...);
 * Airflow's ``BeamRunPythonPipelineOperator``, which runs ``python FILE --runner=R`` followed by
-  its ``pipeline_options`` dict as ``--key=value``.
+  its ``pipeline_options`` as ``--key=value`` (booleans as a bare ``--key``).
 
-This file maps the CLI's own flags from their option names (``run_id`` -> ``--run-id``, see
-:func:`option_to_flag`), keeps every other option as a Beam flag, and calls
-``pipelines.cli.main(["recalibrate", ...])``, so the exit codes are the CLI's: 0 published,
-2 bad config or input, 3 complete but held for review by the publish guard.
+The CLI accepts its own flags in the underscore spelling (``--run_id``) and checks every other
+argument against Beam's pipeline options (exit 2 for an unknown one), so :func:`translate` only
+does what the launchers need beyond that: an empty value of a costlib flag is dropped, and the
+boolean ``--override_guard=true|false`` becomes ``--override-guard`` or nothing. Exit codes are
+the CLI's (pipelines/exit_codes.py): 0 published, 2 bad input/config/command line, 3 complete but
+held for review by the publish guard, 1 a bug or an infrastructure failure.
 
 Flex Template launches pass ``--template_location``: Beam's DataflowRunner then writes the job
-graph and returns at once, and the CLI says so. The job still publishes itself: in a batch run
-the pipeline's last stage checks the row accounting, applies the publish guard, writes
-``manifest.json`` and moves ``LATEST`` (or holds the run), on every runner.
+graph and returns at once. The job still publishes itself: in a batch run the pipeline's last
+stage checks the row accounting, applies the publish guard, writes ``manifest.json`` and moves
+``LATEST`` (or holds the run), on every runner.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 
-#: Exit code of ``costlib recalibrate`` when the publish guard holds a complete run.
-HELD_FOR_REVIEW = 3
-
+TRUE = ("true", "1", "yes")
 
 
 def option_to_flag(name: str) -> str:
@@ -41,70 +43,51 @@ def flag_to_option(flag: str) -> str:
 
 
 def recalibrate_parser() -> argparse.ArgumentParser:
-    """The ``costlib recalibrate`` argument parser, built by the command module itself."""
-    from pipelines.commands import recalibrate
+    """The ``costlib recalibrate`` argument parser, as the CLI builds it."""
+    from pipelines.cli import _subparser, build_parser
 
-    parser = argparse.ArgumentParser(prog="costlib recalibrate", allow_abbrev=False)
-    recalibrate.add_arguments(parser)
-    return parser
+    return _subparser(build_parser(), "recalibrate")
 
 
 def cli_options(parser: argparse.ArgumentParser | None = None) -> dict[str, argparse.Action]:
-    """Option name -> argparse action for every flag ``costlib recalibrate`` declares."""
+    """Option name -> argparse action for every flag ``costlib recalibrate`` itself declares
+    (not ``--help`` or the common ``--log-level``)."""
     parser = parser or recalibrate_parser()
     options = {}
     for action in parser._actions:
         for flag in action.option_strings:
-            if flag.startswith("--") and flag != "--help":
+            if flag.startswith("--") and flag not in ("--help", "--log-level"):
                 options[flag_to_option(flag)] = action
     return options
 
 
-def _split(arg: str) -> tuple[str, str | None]:
-    name, sep, value = arg.removeprefix("--").partition("=")
-    return name, (value if sep else None)
-
-
-def translate(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """``--name=value`` options -> (``costlib recalibrate`` arguments, Beam arguments).
-
-    Options named after a CLI flag become that flag (``--run_id=X`` -> ``--run-id=X``); a
-    boolean flag (``--override-guard``) is set by ``--override_guard`` or a true value
-    (``true``, ``1``, ``yes``) and left out for a false one. Empty values are dropped, as the
-    Flex Template launcher passes optional parameters that were not given as empty. Every other
-    option is a Beam flag and is passed on unchanged.
-    """
+def translate(argv: Sequence[str]) -> list[str]:
+    """Launcher options -> ``costlib recalibrate`` arguments (see the module docstring)."""
     options = cli_options()
-    ours: list[str] = []
-    beam: list[str] = []
+    out: list[str] = []
     for arg in argv:
-        name, value = _split(arg) if arg.startswith("--") else (None, None)
-        action = options.get(name) if name else None
+        name, sep, value = arg.removeprefix("--").partition("=")
+        action = options.get(name) if arg.startswith("--") else None
         if action is None:
-            beam.append(arg)
-            continue
-        flag = option_to_flag(name)
-        if action.nargs == 0:  # store_true
-            if value is None or value.strip().lower() in ("true", "1", "yes"):
-                ours.append(flag)
-        elif value is not None and value != "":
-            ours.append(f"{flag}={value}")
-    return ours, beam
+            out.append(arg)  # a Beam option, or --log_level: the CLI checks it
+        elif action.nargs == 0:  # --override_guard[=true|false]
+            if not sep or value.strip().lower() in TRUE:
+                out.append(option_to_flag(name))
+        elif sep and value != "":
+            out.append(arg)
+        # an empty value: a parameter the launcher passes although it was not set
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    ours, beam = translate(argv)
+    argv = translate(list(sys.argv[1:] if argv is None else argv))
+    # Dataflow's job messages go to the job's log, not to the launcher's stdout: after the
+    # Airflow provider has the job id it stops reading this process's output.
+    logging.getLogger("apache_beam.runners.dataflow.dataflow_runner").setLevel(logging.WARNING)
     from pipelines.cli import main as costlib_main
 
-    print("costlib recalibrate " + " ".join(ours + beam), flush=True)
-    code = costlib_main(["recalibrate", *ours, *beam])
-    if code == HELD_FOR_REVIEW:
-        print("HELD FOR REVIEW: the run is complete but the publish guard kept LATEST where it "
-              "was (violations above and in the run's manifest.json). Release it after review "
-              "with `costlib publish --output OUT --run-id ID --by NAME --reason TEXT`.",
-              file=sys.stderr, flush=True)
-    return code
+    print("costlib recalibrate " + " ".join(argv), flush=True)
+    return costlib_main(["recalibrate", *argv])
 
 
 if __name__ == "__main__":

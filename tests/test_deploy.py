@@ -72,11 +72,9 @@ def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
 
 def recalibrate_parser() -> argparse.ArgumentParser:
     """The ``costlib recalibrate`` parser as the CLI builds it."""
-    from pipelines.cli import _build_parser
+    from pipelines.cli import _subparser, build_parser
 
-    parser = _build_parser()
-    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return subparsers.choices["recalibrate"]
+    return _subparser(build_parser(), "recalibrate")
 
 
 def load_entrypoint():
@@ -94,9 +92,13 @@ def yaml_documents() -> dict[str, list[dict]]:
             for p in files}
 
 
-def one(kind: str) -> dict:
-    found = [d for docs in yaml_documents().values() for d in docs if d.get("kind") == kind]
-    assert len(found) == 1, f"expected one {kind} in deploy/, found {len(found)}"
+def all_of(kind: str) -> list[dict]:
+    return [d for docs in yaml_documents().values() for d in docs if d.get("kind") == kind]
+
+
+def one(kind: str, name: str | None = None) -> dict:
+    found = [d for d in all_of(kind) if name is None or d["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind} {name or ''} in deploy/, found {len(found)}"
     return found[0]
 
 
@@ -104,11 +106,15 @@ def flink_versions() -> dict[str, str]:
     """The Flink version as the FlinkDeployment states it, in each of its spellings."""
     spec = one("FlinkDeployment")["spec"]
     job_server = one("Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
-    match = re.fullmatch(r"apache/beam_flink([\d.]+)_job_server:([\d.]+)", job_server)
+    match = re.fullmatch(r"apache/beam_flink([\d.]+)_job_server:([\d.]+)(@sha256:[0-9a-f]{64})?",
+                         job_server)
     assert match, job_server
+    image = re.fullmatch(r"flink:(\d+)\.(\d+)\.(\d+)(-[\w.-]+)?(@sha256:[0-9a-f]{64})?",
+                         spec["image"])
+    assert image, spec["image"]  # a full patch release, never a floating flink:1.20
     return {
         "operator": spec["flinkVersion"],  # v1_20
-        "image": spec["image"].split(":", 1)[1],  # 1.20
+        "image": f"{image.group(1)}.{image.group(2)}",  # 1.20 (of 1.20.2)
         "job_server_flink": match.group(1),
         "job_server_beam": match.group(2),
     }
@@ -122,10 +128,23 @@ def dry_run(cmd: list[str], env: dict[str, str]) -> list[str]:
     return shlex.split(line[2:])
 
 
+def parse_costlib(argv: list[str]) -> argparse.Namespace:
+    """``costlib COMMAND ARGS`` checked exactly as the CLI checks it, without running it.
+
+    Raises (failing the calling test) for an unknown costlib flag, an unknown Beam option or a
+    runner Beam does not know.
+    """
+    from pipelines.cli import parse_command_line
+
+    assert Path(argv[0]).name == "costlib", argv
+    return parse_command_line(argv[1:])
+
+
 def split_cli(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     """``costlib recalibrate ARGS`` -> (the CLI's namespace, the Beam flags it passes on)."""
-    assert argv[:2] == ["costlib", "recalibrate"], argv
-    return recalibrate_parser().parse_known_args(argv[2:])
+    assert argv[1] == "recalibrate", argv
+    args = parse_costlib(argv)
+    return args, args.beam_args
 
 
 # ----------------------------------------------------------------------- image definition
@@ -357,38 +376,193 @@ def test_graph_translates_with_the_dags_dataflow_options():
         TEST_IMAGE
 
 
-# --------------------------------------------------------------------- YAML, CronJob, DAG
+# --------------------------------------------------------------------- YAML and manifests
 def test_every_yaml_in_deploy_parses_and_names_a_known_kind():
     docs = yaml_documents()
     assert set(docs) >= {"flink/flink-session.yaml", "flink/beam-job-server.yaml",
                          "kubernetes/recalibration-cronjob.yaml",
-                         "kubernetes/costlib-data-pvc.yaml", "cloudbuild.yaml"}
+                         "kubernetes/costlib-data-pvc.yaml", "kubernetes/service-accounts.yaml",
+                         "cloudbuild.yaml"}
     kinds = sorted(d.get("kind", "(cloudbuild)") for ds in docs.values() for d in ds)
-    assert kinds == sorted(["(cloudbuild)", "CronJob", "Deployment", "FlinkDeployment",
-                            "PersistentVolumeClaim", "Service"])
+    assert kinds == sorted(["(cloudbuild)", "CronJob", "CronJob", "Deployment",
+                            "FlinkDeployment", "NetworkPolicy", "PersistentVolumeClaim",
+                            "Service", "ServiceAccount"])
     # Every pod mounts the one shared claim; every costlib container runs the one image.
     claim = one("PersistentVolumeClaim")["metadata"]["name"]
     text = "\n".join(p.read_text() for p in DEPLOY.rglob("*.yaml"))
     assert set(re.findall(r"claimName: (\S+)", text)) == {claim}
     images = set(re.findall(r"image: (\S+)", text))
     assert {i for i in images if "COSTLIB" in i} == {"${COSTLIB_IMAGE}"}
+    # Pods that name a service account name one that deploy/ defines (or the operator's).
+    accounts = {d["metadata"]["name"] for d in all_of("ServiceAccount")} | {"flink"}
+    for _, pod in pod_specs():
+        assert pod.get("serviceAccountName", "flink") in accounts
+
+
+def pod_specs() -> list[tuple[str, dict]]:
+    """(where, pod spec) of every pod template in deploy/; the FlinkDeployment's task-manager
+    pod is its shared podTemplate merged with the task-manager one, container by name, as the
+    operator merges them."""
+    pods = []
+    for cron in all_of("CronJob"):
+        pods.append((f"CronJob/{cron['metadata']['name']}",
+                     cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]))
+    for deployment in all_of("Deployment"):
+        pods.append((f"Deployment/{deployment['metadata']['name']}",
+                     deployment["spec"]["template"]["spec"]))
+    flink = one("FlinkDeployment")["spec"]
+    shared = flink["podTemplate"]["spec"]
+    for role in ("jobManager", "taskManager"):
+        own = flink[role].get("podTemplate", {}).get("spec", {})
+        containers = {c["name"]: dict(c) for c in shared["containers"]}
+        for c in own.get("containers", []):
+            containers[c["name"]] = {**containers.get(c["name"], {}), **c}
+        main = containers.setdefault("flink-main-container", {"name": "flink-main-container"})
+        main.setdefault("image", flink["image"])
+        # The operator sets the Flink container's requests and limits from `resource`: limits
+        # = requests times the limit factors (memory 1.0 by default).
+        resource = flink[role]["resource"]
+        factor = float(flink["flinkConfiguration"][f"kubernetes.{role.lower()}.cpu.limit-factor"])
+        cpu_limit = float(resource["cpu"]) * factor
+        assert cpu_limit == float(resource["cpu"]), "CPU limit must not exceed the request"
+        main["resources"] = {
+            "requests": {"cpu": resource["cpu"], "memory": resource["memory"]},
+            "limits": {"cpu": cpu_limit, "memory": resource["memory"]},
+        }
+        pods.append((f"FlinkDeployment/{role}", {**shared, **own,
+                                                 "containers": list(containers.values())}))
+    return pods
+
+
+#: Containers allowed a writable root filesystem, and why.
+WRITABLE_ROOT = {"flink-main-container"}  # Flink's entrypoint writes conf/ and log/
+
+
+def test_every_container_is_non_root_limited_and_pinned():
+    seen = set()
+    for where, pod in pod_specs():
+        pod_sc = pod.get("securityContext", {})
+        assert pod_sc.get("seccompProfile") == {"type": "RuntimeDefault"}, where
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            name = f"{where}/{container['name']}"
+            seen.add(name)
+            sc = {**pod_sc, **container.get("securityContext", {})}
+            assert sc.get("runAsNonRoot") is True, name
+            assert isinstance(sc.get("runAsUser"), int) and sc["runAsUser"] > 0, name
+            assert sc.get("allowPrivilegeEscalation") is False, name
+            assert sc.get("capabilities", {}).get("drop") == ["ALL"], name
+            assert "add" not in sc.get("capabilities", {}), name
+            assert not sc.get("privileged", False), name
+            if container["name"] not in WRITABLE_ROOT:
+                assert sc.get("readOnlyRootFilesystem") is True, name
+                # ... with a writable /tmp (Beam's semi-persistent directory, HOME)
+                mounts = {m["mountPath"] for m in container.get("volumeMounts", [])}
+                assert "/tmp" in mounts, name
+            resources = container.get("resources", {})
+            for bound in ("requests", "limits"):
+                assert {"cpu", "memory"} <= set(resources.get(bound, {})), (name, bound)
+            image = container["image"]
+            assert (":" in image and not image.endswith(":latest")) \
+                or image == "${COSTLIB_IMAGE}", (name, image)
+            if image != "${COSTLIB_IMAGE}":  # third-party: a full x.y.z release (+ digest)
+                tag = image.split("@")[0].rsplit(":", 1)[1]
+                assert re.match(r"\d+\.\d+\.\d+", tag), (name, image)
+    assert {"CronJob/costlib-recalibration/recalibrate", "CronJob/costlib-status/status",
+            "Deployment/beam-flink-job-server/job-server",
+            "FlinkDeployment/taskManager/beam-worker-pool",
+            "FlinkDeployment/taskManager/flink-main-container",
+            "FlinkDeployment/jobManager/flink-main-container"} <= seen
+    # The costlib image is tagged with its commit (build_image.sh), never a moving tag.
+    build = (DEPLOY / "build_image.sh").read_text()
+    assert 'IMAGE="${IMAGE_REPO}:${SHA}"' in build and "rev-parse --short=12" in build
+    # The image's own user is not root either (Kubernetes runAsNonRoot checks it).
+    users = [args for kw, args in dockerfile_instructions(DEPLOY / "Dockerfile") if kw == "USER"]
+    assert users and users[-1].split(":")[0] in ("${COSTLIB_UID}", "10001")
+    assert re.search(r"ARG COSTLIB_UID=10001", (DEPLOY / "Dockerfile").read_text())
+
+
+def labels_match(selector: dict, labels: dict) -> bool:
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def test_network_policy_admits_only_submitters_and_reaches_only_the_jobmanager():
+    policy = one("NetworkPolicy")["spec"]
+    server = one("Deployment", "beam-flink-job-server")
+    pod = server["spec"]["template"]
+    assert labels_match(policy["podSelector"], pod["metadata"]["labels"])
+    assert set(policy["policyTypes"]) == {"Ingress", "Egress"}
+
+    # Ingress: exactly the Service's job and artifact ports, from the recalibration pods only.
+    (rule,) = policy["ingress"]
+    ports = {p["port"] for p in rule["ports"]}
+    (container,) = pod["spec"]["containers"]
+    named = {p["name"]: p["containerPort"] for p in container["ports"]}
+    service = one("Service", "beam-flink-job-server")["spec"]
+    assert labels_match({"matchLabels": service["selector"]}, pod["metadata"]["labels"])
+    assert ports == {named[p["targetPort"]] for p in service["ports"]}
+    assert ports == {8099, 8098} and "expansion" not in named
+    (source,) = rule["from"]
+    assert set(source) == {"podSelector"}  # this namespace only
+    recalibration = one("CronJob", "costlib-recalibration")["spec"]["jobTemplate"]["spec"]
+    status = one("CronJob", "costlib-status")["spec"]["jobTemplate"]["spec"]
+    assert labels_match(source["podSelector"], recalibration["template"]["metadata"]["labels"])
+    assert not labels_match(source["podSelector"], status["template"]["metadata"]["labels"])
+    assert not labels_match(source["podSelector"], pod["metadata"]["labels"])
+    # The runbook's one-off submit pod carries the submitter labels too.
+    readme = (DEPLOY / "README.md").read_text()
+    for key, value in source["podSelector"]["matchLabels"].items():
+        assert f"{key}={value}" in readme, (key, value)
+
+    # Egress: the FlinkDeployment's JobManager on the REST port of --flink-master, and DNS.
+    jm, dns = policy["egress"]
+    flink_name = one("FlinkDeployment")["metadata"]["name"]
+    assert jm["to"] == [{"podSelector": {"matchLabels": {"app": flink_name,
+                                                         "component": "jobmanager"}}}]
+    master = next(a for a in container["args"] if a.startswith("--flink-master="))
+    assert master == f"--flink-master={flink_name}-rest:{jm['ports'][0]['port']}"
+    assert [p["port"] for p in jm["ports"]] == [8081]
+    assert {(p["protocol"], p["port"]) for p in dns["ports"]} == {("UDP", 53), ("TCP", 53)}
+    assert dns["to"][0]["podSelector"]["matchLabels"] == {"k8s-app": "kube-dns"}
+    # The manifest says why the policy matters.
+    text = (DEPLOY / "flink/beam-job-server.yaml").read_text()
+    assert "NO authentication" in text
+
+
+def test_cronjobs_fail_at_once_on_exit_2_and_3_and_never_overlap():
+    from pipelines.exit_codes import BAD_INPUT, HELD
+
+    for name, container_name in (("costlib-recalibration", "recalibrate"),
+                                 ("costlib-status", "status")):
+        spec = one("CronJob", name)["spec"]
+        assert len(spec["schedule"].split()) == 5 and spec["timeZone"] == "Etc/UTC"
+        assert spec["concurrencyPolicy"] == "Forbid"
+        assert 0 < spec["startingDeadlineSeconds"] <= 3600
+        job = spec["jobTemplate"]["spec"]
+        assert job["backoffLimit"] >= 1 and job["activeDeadlineSeconds"] > 0
+        pod = job["template"]["spec"]
+        assert pod["restartPolicy"] == "Never"  # podFailurePolicy needs it
+        assert [c["name"] for c in pod["containers"]] == [container_name]
+        fail = [r for r in job["podFailurePolicy"]["rules"] if r["action"] == "FailJob"]
+        assert fail == [{"action": "FailJob", "onExitCodes": {
+            "containerName": container_name, "operator": "In",
+            "values": sorted([BAD_INPUT, HELD])}}]
+    # The alert checks the output the daily run writes.
+    recal = one("CronJob", "costlib-recalibration")["spec"]["jobTemplate"]["spec"]
+    status = one("CronJob", "costlib-status")["spec"]["jobTemplate"]["spec"]
+    (container,) = status["template"]["spec"]["containers"]
+    args = parse_costlib([*container["command"], *container["args"]])
+    (recal_container,) = recal["template"]["spec"]["containers"]
+    output = next(a.split("=", 1)[1] for a in recal_container["args"]
+                  if a.startswith("--output="))
+    assert args.command == "status" and args.output == output
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/data")
+    assert mount.get("readOnly") is True
 
 
 def test_cronjob_runs_the_daily_recalibration_with_the_guard():
-    cron = one("CronJob")
-    spec = cron["spec"]
-    assert len(spec["schedule"].split()) == 5 and spec["timeZone"] == "Etc/UTC"
-    assert spec["concurrencyPolicy"] == "Forbid"
-    job = spec["jobTemplate"]["spec"]
-    pod = job["template"]["spec"]
-    assert pod["restartPolicy"] == "Never"
-    (container,) = pod["containers"]
+    job = one("CronJob", "costlib-recalibration")["spec"]["jobTemplate"]["spec"]
+    (container,) = job["template"]["spec"]["containers"]
     assert container["image"] == "${COSTLIB_IMAGE}"
-    # Exit 3 (held for review) and 2 (bad input) fail the Job at once, without retries.
-    (rule,) = job["podFailurePolicy"]["rules"]
-    assert rule["action"] == "FailJob"
-    assert rule["onExitCodes"] == {"containerName": container["name"], "operator": "In",
-                                   "values": [2, 3]}
     args = container["args"]
     assert any(a.startswith("--max-threshold-change=") for a in args)
     assert any(a.startswith("--min-rated=") for a in args)
@@ -411,54 +585,258 @@ def test_cronjob_runs_the_daily_recalibration_with_the_guard():
     assert "--job_endpoint=beam-flink-job-server:8099" in beam_args
 
 
-def test_airflow_dag_parses_and_wires_the_guard():
-    path = DEPLOY / "airflow/costlib_recalibration_dag.py"
-    tree = ast.parse(path.read_text())
-    imports = {(node.module, alias.name) for node in ast.walk(tree)
-               if isinstance(node, ast.ImportFrom) for alias in node.names}
-    assert ("airflow.providers.apache.beam.operators.beam",
-            "BeamRunPythonPipelineOperator") in imports
-    call = next(node for node in ast.walk(tree) if isinstance(node, ast.Call)
-                and getattr(node.func, "id", None) == "CostlibRecalibrateOperator")
-    kwargs = {k.arg: k.value for k in call.keywords}
-    options = {k.value for k in kwargs["pipeline_options"].keys}
-    assert {"config", "input", "output", "run_id", "max_threshold_change", "min_rated",
-            "sdk_container_image"} <= options
-    # Every costlib option the DAG passes is a flag of costlib recalibrate.
-    cli = load_entrypoint().cli_options(recalibrate_parser())
-    beam_only = {"project", "region", "temp_location", "sdk_container_image",
-                 "job_name"}
-    assert options - beam_only <= set(cli)
-    assert "deploy/recalibrate_entrypoint.py" in ast.unparse(kwargs["py_file"])
-    # The driver's virtualenv: the pinned set, the project, and Beam's GCP extra at the pin.
-    requirements = ast.unparse(kwargs["py_requirements"])
-    assert "requirements/runtime.txt" in requirements
-    assert f"apache-beam[gcp]=={runtime_pins()['apache-beam']}" in requirements
-    dag_call = next(node for node in ast.walk(tree) if isinstance(node, ast.Call)
-                    and getattr(node.func, "id", None) == "DAG")
-    dag_kwargs = {k.arg: ast.literal_eval(k.value) for k in dag_call.keywords
-                  if k.arg in ("schedule", "catchup", "max_active_runs")}
-    cron_schedule = one("CronJob")["spec"]["schedule"]  # both schedulers run at the same time
-    assert dag_kwargs == {"schedule": cron_schedule, "catchup": False, "max_active_runs": 1}
-    # The window is the 7 days before data_interval_end, not ds (Airflow 3 changed ds).
-    assert "{{ ds" not in path.read_text()
-    # The window and the exit-code mapping, executed on their own (they need no Airflow).
-    namespace: dict = {}
+# ------------------------------------------------------- every command line in deploy/
+def dag_tree() -> ast.Module:
+    return ast.parse((DEPLOY / "airflow/costlib_recalibration_dag.py").read_text())
+
+
+def dag_call(func: str) -> dict[str, ast.expr]:
+    """Keyword arguments of the one call of ``func`` in the DAG file."""
+    (call,) = [node for node in ast.walk(dag_tree()) if isinstance(node, ast.Call)
+               and getattr(node.func, "id", None) == func]
+    return {k.arg: k.value for k in call.keywords}
+
+
+def dag_namespace() -> dict:
+    """The DAG file's constants and helper functions, executed without Airflow (stand-ins for
+    its two exception classes)."""
+    class AirflowException(Exception):
+        pass
+
+    class AirflowFailException(AirflowException):
+        pass
+
+    namespace: dict = {"AirflowException": AirflowException,
+                       "AirflowFailException": AirflowFailException, "os": os, "Path": Path,
+                       "json": json, "dt": __import__("datetime")}
+    tree = dag_tree()
     nodes = [n for n in tree.body
-             if (isinstance(n, ast.FunctionDef)
-                 and n.name in ("_return_code", "day_before_end", "lookback_input"))
-             or (isinstance(n, ast.Assign)
-                 and getattr(n.targets[0], "id", None) == "LOOKBACK_DAYS")]
-    exec(compile(ast.Module(body=nodes, type_ignores=[]), str(path), "exec"), namespace)
-    value = namespace["lookback_input"]()
+             if isinstance(n, ast.FunctionDef | ast.Assign | ast.AnnAssign)]
+    exec(compile(ast.Module(body=nodes, type_ignores=[]), "dag", "exec"), namespace)
+    return namespace
+
+
+REALISTIC = {  # what the DAG's templates and environment render to on a real deployment
+    "{{ var.value.costlib_config }}": "gs://acme-costlib/config/costlib.yaml",
+    "{{ var.value.costlib_output }}": "gs://acme-costlib/recalibrate",
+    "{{ var.value.costlib_temp_location }}": "gs://acme-costlib/tmp",
+}
+
+
+def render(value: str, day: str = "2026-11-21") -> str:
+    for template, text in REALISTIC.items():
+        value = value.replace(template, text)
+    value = re.sub(r"\{\{ var\.value\.costlib_input_pattern \| replace\('\{date\}', "
+                   r"macros\.ds_add\(data_interval_end \| ds, (-\d+)\)\) \}\}",
+                   lambda m: f"gs://acme-costlib/scores/dt=2026-11-{22 + int(m.group(1)):02d}"
+                             "/*.parquet", value)
+    return value.replace("{{ macros.ds_add(data_interval_end | ds, -1) | replace('-', '') }}",
+                         day.replace("-", ""))
+
+
+def dag_command_line() -> list[str]:
+    """The driver's command line as the Beam provider builds it for the DAG's task.
+
+    The provider runs ``PYTHON FILE --runner=RUNNER`` and then every pipeline option as
+    ``--key=value`` (``beam_options_to_args``), with what ``DataflowConfiguration`` adds:
+    ``job_name`` (with a unique suffix), ``project``, ``region``, ``labels`` and
+    ``impersonate_service_account`` (from ``impersonation_chain``).
+    """
+    ns = dag_namespace()
+    ns.update(IMAGE="europe-docker.pkg.dev/acme/costlib/costlib-beam:0123456789ab",
+              WORKER_SA="costlib-worker@acme.iam.gserviceaccount.com")
+    kwargs = dag_call("CostlibRecalibrateOperator")
+    options = eval(compile(ast.Expression(kwargs["pipeline_options"]), "dag", "eval"), ns)
+    options = {k: render(str(v)) for k, v in options.items()}
+    runner = eval(compile(ast.Expression(kwargs["runner"]), "dag", "eval"), ns)
+    added = {"job_name": "costlib-recalibrate-20261121-1a2b3c4d", "project": "acme",
+             "region": "europe-west1", "labels": "airflow-version=v3-3-2",
+             "impersonate_service_account": "costlib-launcher@acme.iam.gserviceaccount.com"}
+    return [f"--runner={runner}", *(f"--{k}={v}" for k, v in {**added, **options}.items())]
+
+
+def flex_template_command_line(parameters: dict[str, str]) -> list[str]:
+    """What the Flex Template launcher passes to the entrypoint: every template parameter
+    (unset optional ones as empty values) and the Dataflow options it adds."""
+    metadata = json.loads((DEPLOY / "dataflow/metadata.json").read_text())
+    names = [p["name"] for p in metadata["parameters"]]
+    argv = [f"--{name}={parameters.get(name, '')}" for name in names]
+    extra = {k: v for k, v in parameters.items() if k not in names}
+    return [*argv, *(f"--{k}={v}" for k, v in extra.items()),
+            "--runner=DataflowRunner", "--project=acme", "--region=europe-west1",
+            "--temp_location=gs://acme-costlib/tmp", "--staging_location=gs://acme-costlib/stg",
+            "--job_name=costlib-recalibrate-20261121",
+            "--template_location=gs://acme-costlib/tmp/template.json"]
+
+
+def launch_env(**extra) -> dict[str, str]:
+    return {"PROJECT": "acme", "REGION": "europe-west1", "TEMP_LOCATION": "gs://b/tmp",
+            "TEMPLATE_SPEC": "gs://b/t.json", "SDK_IMAGE": TEST_IMAGE,
+            "WORKER_SA": "costlib-worker@acme.iam.gserviceaccount.com",
+            "CONFIG": "gs://b/c.yaml", "INPUT": "gs://b/a/*.parquet,gs://b/b/*.parquet",
+            "OUTPUT": "gs://b/out", **extra}
+
+
+def launch_parameters(env: dict[str, str]) -> dict[str, str]:
+    argv = dry_run([str(DEPLOY / "dataflow/launch.sh")], env)
+    spec = dict(zip(argv[5::2], argv[6::2], strict=True))["--parameters"]
+    assert spec.startswith("^~^")
+    return dict(item.split("=", 1) for item in spec[3:].split("~"))
+
+
+def readme_costlib_commands() -> list[list[str]]:
+    """Every ``costlib ...`` command in the runbook's bash blocks (continuations joined)."""
+    text = (DEPLOY / "README.md").read_text()
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.DOTALL):
+        joined = re.sub(r"\\\n\s*", " ", block)
+        for line in joined.splitlines():
+            line = line.split(" # ")[0].strip()
+            if line.startswith("costlib "):
+                argv = shlex.split(line.replace("$COSTLIB_IMAGE", TEST_IMAGE))
+                commands.append(argv)
+    return commands
+
+
+def test_every_command_line_in_deploy_parses_with_the_cli():
+    """A misspelt flag in any script, manifest, DAG, template or runbook command fails here."""
+    entry = load_entrypoint()
+    lines: dict[str, list[str]] = {}
+    # deploy/flink/submit.sh, both environments
+    lines["submit.sh"] = dry_run([str(DEPLOY / "flink/submit.sh"), "--config=/data/c.yaml",
+                                  "--input=/data/s/*.parquet", "--output=/data/recalibrate",
+                                  "--run-id=manual-1", "--override-guard",
+                                  "--override-by=Ana", "--override-reason=reviewed"], {})
+    lines["submit.sh DOCKER"] = dry_run(
+        [str(DEPLOY / "flink/submit.sh"), "--config=c", "--input=i", "--output=o"],
+        {"ENVIRONMENT_TYPE": "DOCKER", "ENVIRONMENT_CONFIG": TEST_IMAGE})
+    # the CronJobs' commands and args (the daily one through its script)
+    for cron in all_of("CronJob"):
+        (c,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e["value"] for e in c.get("env", [])}
+        if c["command"][0].endswith(".sh"):
+            script = str(ROOT / c["command"][0].removeprefix(IMAGE_ROOT + "/"))
+            argv = dry_run([script, *c["args"]], {**env, "LOGICAL_DATE": "2026-11-21"})
+        else:
+            argv = [*c["command"], *c["args"]]
+        lines[f"CronJob {cron['metadata']['name']}"] = argv
+    # the DAG: the driver through the entrypoint, and the status task
+    lines["DAG recalibrate"] = ["costlib", "recalibrate",
+                                *entry.translate(dag_command_line())]
+    status_cmd = render(eval(compile(ast.Expression(dag_call("BashOperator")["bash_command"]),
+                                     "dag", "eval"), dag_namespace()))
+    lines["DAG status"] = shlex.split(status_cmd)
+    # the Flex Template as launch.sh passes it, through the entrypoint
+    for label, extra in (("defaults", {}),
+                         ("all", {"RUN_ID": "backfill-20261101", "MAX_THRESHOLD_CHANGE": "0.1",
+                                  "MIN_RATED": "50", "OVERRIDE_GUARD": "true",
+                                  "OVERRIDE_BY": "Ana", "OVERRIDE_REASON": "reviewed"})):
+        params = launch_parameters(launch_env(**extra))
+        lines[f"flex template {label}"] = ["costlib", "recalibrate", *entry.translate(
+            flex_template_command_line(params))]
+    # the runbook
+    for i, argv in enumerate(readme_costlib_commands()):
+        lines[f"README #{i}"] = argv
+    assert sum(k.startswith("README") for k in lines) >= 5
+
+    for label, argv in lines.items():
+        try:
+            args = parse_costlib(argv)
+        except SystemExit as exc:  # argparse refused it
+            pytest.fail(f"{label}: {shlex.join(argv)}: exit {exc.code}")
+        except ValueError as exc:  # UsageError: unknown flag or runner
+            pytest.fail(f"{label}: {shlex.join(argv)}: {exc}")
+        if args.command == "recalibrate":
+            from pipelines.runs import RUN_ID_PATTERN
+
+            assert args.run_id is None or re.fullmatch(RUN_ID_PATTERN, args.run_id), label
+    dag = parse_costlib(lines["DAG recalibrate"])
+    assert dag.run_id == "daily-20261121" and dag.log_level == "INFO"
+    assert "--service_account_email=costlib-worker@acme.iam.gserviceaccount.com" in \
+        dag.beam_args
+    flex = parse_costlib(lines["flex template all"])
+    assert flex.override_guard is True and flex.run_id == "backfill-20261101"
+    assert parse_costlib(lines["flex template defaults"]).override_guard is False
+
+
+def test_the_command_line_check_catches_a_misspelt_flag():
+    """The check above can fail: a misspelt costlib flag, Beam option or runner is refused."""
+    from pipelines.flags import UsageError
+
+    good = ["costlib", "recalibrate", "--config=c", "--input=i", "--output=o"]
+    parse_costlib(good)
+    for bad in ("--max-threshhold-change=0.2", "--service_account=x@y",
+                "--sdk_container_imag=img", "--runner=DataflowRuner"):
+        with pytest.raises(UsageError):
+            parse_costlib([*good, bad])
+    with pytest.raises(UsageError, match="did you mean --max-age-hours"):
+        parse_costlib(["costlib", "status", "--output=o", "--max-age-hour=3"])
+
+
+# ------------------------------------------------------------------------ the Airflow DAG
+def test_airflow_dag_tracks_the_dataflow_job_and_never_installs():
+    kwargs = dag_call("CostlibRecalibrateOperator")
+    ns = dag_namespace()
+    # Dataflow integration: the provider tracks the job only for this runner name.
+    assert eval(compile(ast.Expression(kwargs["runner"]), "dag", "eval"), ns) == \
+        "DataflowRunner"
+    config = dag_call("DataflowConfiguration")
+    assert {"job_name", "project_id", "location", "impersonation_chain", "wait_until_finished",
+            "cancel_timeout", "drain_pipeline"} <= set(config)
+    assert ast.literal_eval(config["wait_until_finished"]) is True
+    assert ast.literal_eval(config["drain_pipeline"]) is False
+    assert "service_account" not in config  # would become --service_account: exit 2
+    assert ns["CANCEL_TIMEOUT_SECONDS"] > 0
+    assert isinstance(ns["EXECUTION_TIMEOUT"], ns["dt"].timedelta)
+    assert "execution_timeout" in kwargs
+    # No virtualenv, no pip install per run: the baked interpreter.
+    assert ast.literal_eval(kwargs["py_requirements"]) is None
+    assert ast.unparse(kwargs["py_interpreter"]) == "PYTHON"
+    assert ns["PYTHON"] == "/opt/costlib-venv/bin/python"
+    dockerfile = (DEPLOY / "airflow/Dockerfile").read_text()
+    assert "/opt/costlib-venv/bin/pip install" in dockerfile
+    assert f"apache-beam[gcp]=={runtime_pins()['apache-beam']}" in dockerfile
+    assert "COSTLIB_PYTHON=/opt/costlib-venv/bin/python" in dockerfile
+    options = eval(compile(ast.Expression(kwargs["pipeline_options"]), "dag", "eval"), ns)
+    assert {"sdk_container_image", "service_account_email", "temp_location"} <= set(options)
+    assert options["log_level"] == "INFO"  # Beam prints the job id the provider reads
+    # One run at a time, same schedule as the CronJob.
+    dag_kwargs = {k: ast.literal_eval(v) for k, v in dag_call("DAG").items()
+                  if k in ("schedule", "catchup", "max_active_runs")}
+    cron_schedule = one("CronJob", "costlib-recalibration")["spec"]["schedule"]
+    assert dag_kwargs == {"schedule": cron_schedule, "catchup": False, "max_active_runs": 1}
+    # The alert task runs after the recalibration whatever its outcome.
+    status = dag_call("BashOperator")
+    assert ast.literal_eval(status["trigger_rule"]) == "all_done"
+    assert ast.literal_eval(status["retries"]) == 0
+    assert "recalibrate >> status" in ast.unparse(dag_tree())
+    # The window: the 7 days before data_interval_end, not ds (Airflow 3 changed ds).
+    assert "{{ ds" not in (DEPLOY / "airflow/costlib_recalibration_dag.py").read_text()
+    value = ns["lookback_input"]()
     globs = re.findall(r"\{\{.*?\}\}", value)
-    assert ",".join(globs) == value
-    assert len(globs) == 7 == namespace["LOOKBACK_DAYS"]
+    assert ",".join(globs) == value and len(globs) == 7 == ns["LOOKBACK_DAYS"]
     assert [re.search(r"ds_add\(data_interval_end \| ds, (-\d+)\)", g).group(1)
             for g in globs] == ["-7", "-6", "-5", "-4", "-3", "-2", "-1"]
-    assert namespace["_return_code"](
-        RuntimeError("Apache Beam process failed with return code 3")) == 3
-    assert namespace["_return_code"](RuntimeError("something else")) is None
+
+
+def test_airflow_dag_fails_held_runs_without_retry_naming_the_manifest():
+    from pipelines.exit_codes import BAD_INPUT, HELD
+
+    ns = dag_namespace()
+    assert (ns["BAD_INPUT"], ns["HELD_FOR_REVIEW"]) == (BAD_INPUT, HELD)
+    out, run = "gs://b/recalibrate", "daily-20261121"
+    ns["outcome"]({"published": True}, out, run)  # published: no exception
+    with pytest.raises(ns["AirflowFailException"]) as held:
+        ns["outcome"]({"published": False, "guard": {"violations": ["A: moved 0.3"]}}, out, run)
+    message = str(held.value)
+    assert message.startswith("HELD FOR REVIEW")
+    assert f"{out}/runs/{run}/manifest.json" in message and "A: moved 0.3" in message
+    assert f"costlib publish --output {out} --run-id {run}" in message
+    with pytest.raises(ns["AirflowException"]) as missing:  # retried: not the Fail subclass
+        ns["outcome"](None, out, run)
+    assert not isinstance(missing.value, ns["AirflowFailException"])
+    assert ns["_return_code"](RuntimeError("Apache Beam process failed with return code 3")) == 3
+    assert ns["_return_code"](RuntimeError("something else")) is None
 
 
 def test_airflow_dag_imports_when_airflow_is_installed():
@@ -473,16 +851,18 @@ def test_airflow_dag_imports_when_airflow_is_installed():
     spec.loader.exec_module(module)
     dag = module.dag
     assert dag.dag_id == "costlib_recalibration"
-    (task,) = dag.tasks
+    assert {t.task_id for t in dag.tasks} == {"recalibrate", "status"}
+    task = dag.get_task("recalibrate")
     assert isinstance(task, module.BeamRunPythonPipelineOperator)
-    assert task.pipeline_options["max_threshold_change"] == module.MAX_THRESHOLD_CHANGE
-    assert task.runner == module.RUNNER
-    assert f"{module.SRC}/requirements/runtime.txt" in task.py_requirements
-    assert "apache-beam[gcp]==2.77.0" in task.py_requirements
+    assert task.runner == "DataflowRunner" and task.py_requirements is None
+    assert task.dataflow_config.wait_until_finished is True
+    assert task.dataflow_config.drain_pipeline is False
 
 
 # ----------------------------------------------------- Flex Template metadata and the CLI
 def test_flex_template_parameters_are_the_cli_flags():
+    from pipelines.runs import RUN_ID_PATTERN
+
     entry = load_entrypoint()
     metadata = json.loads((DEPLOY / "dataflow/metadata.json").read_text())
     params = {p["name"]: p for p in metadata["parameters"]}
@@ -497,10 +877,18 @@ def test_flex_template_parameters_are_the_cli_flags():
         assert param["isOptional"] is (not action.required), name
         if action.nargs == 0:
             assert param["paramType"] == "BOOLEAN", name
-        elif action.type in (int, float):
+        elif action.type in (int, float) or name in ("max_threshold_change", "min_rated"):
             assert param["paramType"] == "NUMBER", name
         else:
             assert param["paramType"] in ("TEXT", "GCS_READ_FILE", "GCS_WRITE_FOLDER"), name
+    # The run id regex is the CLI's pattern.
+    assert params["run_id"]["regexes"] == [f"^{RUN_ID_PATTERN.pattern}$"]
+    # One truth: the template publishes itself, everywhere it is described.
+    for text in (metadata["description"], (DEPLOY / "dataflow/launch.sh").read_text(),
+                 (DEPLOY / "README.md").read_text()):
+        text = " ".join(text.replace("#", " ").split())
+        assert "publishes itself" in text
+        assert not re.search(r"not (be )?published|no manifest|LATEST does not move", text)
 
 
 def test_entrypoint_maps_launcher_options_to_the_cli():
@@ -512,17 +900,19 @@ def test_entrypoint_maps_launcher_options_to_the_cli():
         "--min_rated=50", "--override_guard=false", "--override_by=", "--override_reason=",
         "--sdk_container_image=img:1",
     ]
-    ours, beam_args = entry.translate(launcher_argv)
-    args = recalibrate_parser().parse_args(ours)
+    argv = entry.translate(launcher_argv)
+    assert "--override_by=" not in argv and not any("override" in a for a in argv)
+    args = parse_costlib(["costlib", "recalibrate", *argv])
     assert args.input == "gs://b/a/*.parquet,gs://b/b/*.parquet"
     assert (args.run_id, args.max_threshold_change, args.min_rated) == ("daily-20261121", 0.2, 50)
     assert args.override_guard is False and args.override_by == ""
-    assert beam_args == ["--runner=DataflowRunner", "--project=p", "--region=europe-west1",
-                         "--sdk_container_image=img:1"]
-    ours, _ = entry.translate(["--override_guard=true", "--override_by=ana",
-                               "--override_reason=reviewed"])
-    assert ours == ["--override-guard", "--override-by=ana", "--override-reason=reviewed"]
-    assert entry.translate(["--override_guard"])[0] == ["--override-guard"]
+    assert args.beam_args == ["--runner=DataflowRunner", "--project=p",
+                              "--region=europe-west1", "--sdk_container_image=img:1"]
+    assert entry.translate(["--override_guard=true", "--override_by=ana",
+                            "--override_reason=reviewed"]) == \
+        ["--override-guard", "--override_by=ana", "--override_reason=reviewed"]
+    assert entry.translate(["--override_guard"]) == ["--override-guard"]
+    assert entry.translate(["--override_guard=no"]) == []
 
 
 def test_launch_script_passes_only_template_parameters_and_beam_options():
@@ -530,11 +920,7 @@ def test_launch_script_passes_only_template_parameters_and_beam_options():
 
     metadata = json.loads((DEPLOY / "dataflow/metadata.json").read_text())
     names = {p["name"] for p in metadata["parameters"]}
-    env = {"PROJECT": "my-project", "REGION": "europe-west1", "TEMP_LOCATION": "gs://b/tmp",
-           "TEMPLATE_SPEC": "gs://b/t.json", "SDK_IMAGE": TEST_IMAGE,
-           "CONFIG": "gs://b/c.yaml", "INPUT": "gs://b/a/*.parquet,gs://b/b/*.parquet",
-           "OUTPUT": "gs://b/out", "RUN_ID": "r1", "MAX_THRESHOLD_CHANGE": "0.1",
-           "MIN_RATED": "50"}
+    env = launch_env(RUN_ID="r1", MAX_THRESHOLD_CHANGE="0.1", MIN_RATED="50")
     argv = dry_run([str(DEPLOY / "dataflow/launch.sh")], env)
     assert argv[:4] == ["gcloud", "dataflow", "flex-template", "run"]
     assert re.fullmatch(r"costlib-recalibrate-\d{8}-\d{6}", argv[4])  # the job name
@@ -542,15 +928,20 @@ def test_launch_script_passes_only_template_parameters_and_beam_options():
     assert flags["--region"] == "europe-west1"
     assert flags["--template-file-gcs-location"] == "gs://b/t.json"
     assert flags["--temp-location"] == "gs://b/tmp"
-    spec = flags["--parameters"]
-    assert spec.startswith("^~^")
-    passed = dict(item.split("=", 1) for item in spec[3:].split("~"))
+    assert flags["--service-account-email"] == env["WORKER_SA"]  # workers: least privilege
+    passed = launch_parameters(env)
     assert passed["input"] == env["INPUT"] and passed["min_rated"] == "50"
     beam = set(passed) - names
     assert beam == {"sdk_container_image"}
     known = PipelineOptions([f"--{k}={passed[k]}" for k in beam]).get_all_options(
         retain_unknown_options=True)
     assert known["sdk_container_image"] == TEST_IMAGE
+    # Impersonation and a worker cap, when asked for.
+    argv = dry_run([str(DEPLOY / "dataflow/launch.sh")],
+                   launch_env(LAUNCHER_SA="l@acme.iam.gserviceaccount.com", MAX_WORKERS="8"))
+    flags = dict(zip(argv[5::2], argv[6::2], strict=True))
+    assert flags["--impersonate-service-account"] == "l@acme.iam.gserviceaccount.com"
+    assert flags["--max-workers"] == "8"
     # Missing env: a clear error, not a half-built command.
     result = subprocess.run([str(DEPLOY / "dataflow/launch.sh")], capture_output=True,
                             text=True, env={"PATH": os.environ["PATH"]}, timeout=60)
@@ -572,7 +963,7 @@ def test_flink_and_beam_versions_agree():
     assert f"--flink-master={name}-rest:8081" in args
     service = one("Service")
     ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
-    assert (ports["job"], ports["artifact"]) == (8099, 8098)
+    assert ports == {"job": 8099, "artifact": 8098}
     submit = (DEPLOY / "flink/submit.sh").read_text()
     assert f'JOB_SERVER="${{JOB_SERVER:-{service["metadata"]["name"]}}}"' in submit
     # The sidecar the EXTERNAL environment talks to runs the costlib image as a worker pool.
@@ -581,7 +972,9 @@ def test_flink_and_beam_versions_agree():
     assert pool["args"] == ["--worker_pool"] and pool["ports"][0]["containerPort"] == 50000
     # The runbook states the same versions.
     readme = (DEPLOY / "README.md").read_text()
+    image = one("FlinkDeployment")["spec"]["image"]
     assert f"Flink {v['image']}" in readme and f"Beam {v['job_server_beam']}" in readme
+    assert image in readme
 
 
 # ------------------------------------- end to end through the Job API (what Flink receives)

@@ -1,68 +1,89 @@
 """Daily costlib recalibration on Dataflow, scheduled by Airflow.
 
 Each day at 02:30 UTC the DAG runs ``costlib recalibrate`` over the last ``LOOKBACK_DAYS``
-complete days of daily input partitions: the ``LOOKBACK_DAYS`` days before the run's
-``data_interval_end`` (the scheduled time, in Airflow 2 and 3 alike; ``ds`` is not used because
-Airflow 3's cron schedules make it the run's own, still incomplete, day). The run goes into
-``OUTPUT/runs/daily-<YYYYMMDD of the window's last day>/``, next to the previous days' runs, as
-the CronJob's do. The publish guard decides whether ``OUTPUT/LATEST`` moves to it:
+complete days of daily input partitions: the days before the run's ``data_interval_end`` (the
+scheduled time, in Airflow 2 and 3 alike; ``ds`` is not used because Airflow 3's cron schedules
+make it the run's own, still incomplete, day). The run goes into
+``OUTPUT/runs/daily-<YYYYMMDD of the window's last day>/``. Then ``costlib status`` checks the
+output: it is the alert (it fails the DAG run while a run is held or ``LATEST`` is stale).
 
-* exit 0: published;
-* exit 3: complete but *held for review* (thresholds moved more than ``--max-threshold-change``
-  or rest on fewer than ``--min-rated`` rated rows): the task fails at once, without retries,
-  with a message saying so; a person releases the run or keeps the old one (deploy/README.md);
-* exit 2: bad config or input: fails at once, without retries;
-* anything else (a worker or service failure): retried once; the retry re-uses the day's run
-  id, so it replaces that run's directory instead of adding a second run.
+**Dataflow integration.** ``BeamRunPythonPipelineOperator`` with ``runner="DataflowRunner"`` and
+a ``DataflowConfiguration``: the provider reads the job id from the driver's log (``--log_level
+INFO`` makes Beam print it), shows the job link, waits for the job through the Dataflow API
+(``wait_until_finished``), and on a timeout (``execution_timeout``) or a kill cancels the job
+(``on_kill``; ``drain_pipeline=False``, ``cancel_timeout``), so no leftover job publishes while a
+retry writes. Impersonation: the provider's ``DataflowHook`` and the Beam driver
+(``--impersonate_service_account``) act as ``COSTLIB_LAUNCHER_SA``; the workers run as
+``COSTLIB_WORKER_SA`` (``service_account_email``; not ``DataflowConfiguration.service_account``,
+which the provider passes as ``--service_account``, a flag Beam does not define, so costlib
+would refuse it with exit 2).
 
-The operator is the Apache Beam provider's ``BeamRunPythonPipelineOperator``. It runs
-``deploy/recalibrate_entrypoint.py`` (which maps ``--run_id=X`` to ``--run-id=X`` and calls
-``costlib recalibrate``) in a virtualenv it creates with the pinned set of
-``requirements/runtime.txt``, the project and Beam's GCP extra, so Airflow's own dependencies
-never meet the pins. The runner is named by its full class path: the provider treats the name
-``DataflowRunner`` specially and stops waiting for the process once the Dataflow job id is
-known, which would cut off what ``costlib recalibrate`` does after the job (row accounting,
-manifest, publish guard, ``LATEST``). With the class path the task waits for the whole command
-and sees its exit code. Workers run the costlib image (``sdk_container_image``).
+**Exit codes.** Once the provider has the job id it stops reading the driver and follows the
+job itself, so the driver's exit code 3 never reaches it. The job's last stage publishes or
+holds the run (pipelines/recalibrate.py), so after the job finishes this operator reads the
+run's ``manifest.json``: ``published: false`` is *held for review*, an ``AirflowFailException``
+(no retry) naming the manifest. Before the job id (config, input, lock, flag errors) the
+driver's exit code is seen: 2 fails without retry, 3 likewise, anything else is retried.
 
-Needs on the Airflow workers: ``apache-airflow-providers-apache-beam`` and
-``apache-airflow-providers-google`` (the Beam operator refuses to start without the Google
-provider), ``python3.11``, and a checkout of this repository at the deployed commit, named by
-the environment variable ``COSTLIB_SRC`` (read when the DAG is parsed: the operator's
-``py_requirements`` is not a template field).
+**No install per run.** The driver runs with ``COSTLIB_PYTHON``, a virtualenv baked into the
+Airflow worker image (deploy/airflow/Dockerfile: the pinned set, Beam's GCP extra and costlib at
+the deployed commit), and the workers run the costlib image (``sdk_container_image``), so
+nothing is pip-installed at run time. (The KubernetesPodOperator with the costlib image was the
+alternative; it was not chosen because the Beam provider's job tracking, cancel-on-kill and job
+link only exist in the Beam operator.)
 
-Airflow Variables (Admin -> Variables), read when the task runs: ``costlib_image``
-(deploy/build_image.sh's image), ``costlib_project``, ``costlib_region``,
-``costlib_temp_location`` (gs://), ``costlib_config`` (gs:// run config),
-``costlib_input_pattern`` (a glob with ``{date}`` for YYYY-MM-DD, e.g.
-``gs://bucket/scores/dt={date}/*.parquet``), ``costlib_output`` (gs:// output directory).
+Environment of the Airflow workers (set in deploy/airflow/Dockerfile or the deployment), read
+when the DAG is parsed: ``COSTLIB_SRC`` (/opt/costlib), ``COSTLIB_PYTHON``
+(/opt/costlib-venv/bin/python), ``COSTLIB_IMAGE`` (the workers' image, same commit),
+``COSTLIB_PROJECT``, ``COSTLIB_REGION``, ``COSTLIB_LAUNCHER_SA`` (impersonated),
+``COSTLIB_WORKER_SA``. Airflow Variables, read when the task runs: ``costlib_config``,
+``costlib_input_pattern`` (a glob with ``{date}``, e.g. ``gs://b/scores/dt={date}/*.parquet``),
+``costlib_output``, ``costlib_temp_location`` (all gs://).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
+from pathlib import Path
 
 from airflow.providers.apache.beam.operators.beam import BeamRunPythonPipelineOperator
+from airflow.providers.google.cloud.operators.dataflow import DataflowConfiguration
 
 try:  # Airflow 3
+    from airflow.providers.standard.operators.bash import BashOperator
     from airflow.sdk import DAG
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
 except ImportError:  # Airflow 2
     from airflow import DAG
     from airflow.exceptions import AirflowException, AirflowFailException
+    from airflow.operators.bash import BashOperator
 
 DAG_ID = "costlib_recalibration"
 LOOKBACK_DAYS = 7
 MAX_THRESHOLD_CHANGE = 0.2
 MIN_RATED = 50
-#: The full class path keeps the provider from detaching once the Dataflow job id is known.
-RUNNER = "apache_beam.runners.dataflow.dataflow_runner.DataflowRunner"
-#: Exit codes of ``costlib recalibrate``.
+#: The provider tracks the Dataflow job only for this runner name (BeamRunnerType.DataflowRunner).
+RUNNER = "DataflowRunner"
+#: Exit codes of every costlib command (pipelines/exit_codes.py).
 BAD_INPUT, HELD_FOR_REVIEW = 2, 3
+#: A run longer than this is cancelled (on_kill cancels the Dataflow job) and retried.
+EXECUTION_TIMEOUT = dt.timedelta(hours=6)
+#: How long on_kill waits for Dataflow to confirm the cancellation.
+CANCEL_TIMEOUT_SECONDS = 600
+#: costlib status: LATEST older than this is stale (a daily run plus slack).
+MAX_AGE_HOURS = 26
 
-#: This repository on the Airflow workers (the deployed commit).
-SRC = os.environ.get("COSTLIB_SRC", "/opt/airflow/costlib")
+SRC = os.environ.get("COSTLIB_SRC", "/opt/costlib")
+PYTHON = os.environ.get("COSTLIB_PYTHON", "/opt/costlib-venv/bin/python")
+COSTLIB = str(Path(PYTHON).parent / "costlib")
+IMAGE = os.environ.get("COSTLIB_IMAGE", "")
+PROJECT = os.environ.get("COSTLIB_PROJECT", "")
+REGION = os.environ.get("COSTLIB_REGION", "europe-west1")
+LAUNCHER_SA = os.environ.get("COSTLIB_LAUNCHER_SA", "")
+WORKER_SA = os.environ.get("COSTLIB_WORKER_SA", "")
+OUTPUT = "{{ var.value.costlib_output }}"
 
 
 def day_before_end(days: int) -> str:
@@ -71,11 +92,7 @@ def day_before_end(days: int) -> str:
 
 
 def lookback_input(variable: str = "costlib_input_pattern", days: int = LOOKBACK_DAYS) -> str:
-    """Comma-separated globs of the ``days`` complete days before the run, oldest first.
-
-    A template: the Airflow Variable ``variable`` holds a glob with ``{date}`` (YYYY-MM-DD),
-    which Jinja's ``replace`` filter fills in for each day when the task runs.
-    """
+    """Comma-separated globs of the ``days`` complete days before the run, oldest first."""
     return ",".join(
         "{{ var.value." + variable + " | replace('{date}', " + day_before_end(back) + ") }}"
         for back in range(days, 0, -1)
@@ -84,37 +101,26 @@ def lookback_input(variable: str = "costlib_input_pattern", days: int = LOOKBACK
 
 #: YYYYMMDD of the window's last day (yesterday, relative to the scheduled time).
 WINDOW_LAST_DAY = "{{ " + day_before_end(1) + " | replace('-', '') }}"
+RUN_ID = "daily-" + WINDOW_LAST_DAY
 
 
-class CostlibRecalibrateOperator(BeamRunPythonPipelineOperator):
-    """``BeamRunPythonPipelineOperator`` that reads costlib's exit codes.
+def held_message(output: str, run_id: str, violations: list[str]) -> str:
+    manifest = f"{output.rstrip('/')}/runs/{run_id}/manifest.json"
+    return (f"HELD FOR REVIEW: run {run_id} is complete but the publish guard kept "
+            f"{output}/LATEST where it was ({len(violations)} violation(s): "
+            f"{'; '.join(violations[:5])}). Manifest: {manifest}. After review publish it with "
+            f"`costlib publish --output {output} --run-id {run_id} --by NAME --reason TEXT`, or "
+            "leave LATEST as it is. Not retried.")
 
-    The provider raises ``AirflowException("Apache Beam process failed with return code N")``
-    for any non-zero exit; codes 3 (held for review) and 2 (bad config or input) become
-    ``AirflowFailException`` (no retries) with a message that says what happened.
-    """
 
-    def execute(self, context):
-        try:
-            return super().execute(context)
-        except AirflowException as exc:
-            code = _return_code(exc)
-            if code == HELD_FOR_REVIEW:
-                output = self.pipeline_options.get("output")
-                run_id = self.pipeline_options.get("run_id")
-                raise AirflowFailException(
-                    f"HELD FOR REVIEW: run {run_id} is complete but the publish guard kept "
-                    f"{output}/LATEST where it was (violations in the log above and in "
-                    f"{output}/runs/{run_id}/manifest.json). After review either publish it: "
-                    f"costlib publish --output {output} --run-id {run_id} --by NAME --reason "
-                    f"TEXT, or leave LATEST as it is. Not retried."
-                ) from exc
-            if code == BAD_INPUT:
-                raise AirflowFailException(
-                    f"costlib recalibrate rejected its config or input (exit 2, message in the "
-                    f"log above); not retried: {exc}"
-                ) from exc
-            raise
+def outcome(manifest: dict | None, output: str, run_id: str) -> None:
+    """Raise for a run that is not published; return for a published one."""
+    if manifest is None:
+        raise AirflowException(f"the Dataflow job finished but {output}/runs/{run_id}/"
+                               "manifest.json is missing (see the job's log); retrying")
+    if not manifest.get("published"):
+        raise AirflowFailException(
+            held_message(output, run_id, list(manifest.get("guard", {}).get("violations", []))))
 
 
 def _return_code(exc: BaseException) -> int | None:
@@ -124,43 +130,94 @@ def _return_code(exc: BaseException) -> int | None:
     return None
 
 
+class CostlibRecalibrateOperator(BeamRunPythonPipelineOperator):
+    """The Beam operator plus costlib's outcome: held runs and bad input are not retried."""
+
+    def execute(self, context):
+        output = self.pipeline_options["output"]
+        run_id = self.pipeline_options["run_id"]
+        try:
+            result = super().execute(context)
+        except AirflowException as exc:
+            code = _return_code(exc)
+            if code == HELD_FOR_REVIEW:  # the driver saw the end (no job id was printed)
+                raise AirflowFailException(held_message(output, run_id, [])) from exc
+            if code == BAD_INPUT:
+                raise AirflowFailException(
+                    f"costlib recalibrate refused its command line, config or input, or another "
+                    f"run holds {output}/.costlib-lock (exit 2, message in the log above); not "
+                    f"retried: {exc}") from exc
+            raise
+        outcome(self.read_manifest(output, run_id), output, run_id)
+        return result
+
+    def read_manifest(self, output: str, run_id: str) -> dict | None:
+        path = f"{output.rstrip('/')}/runs/{run_id}/manifest.json"
+        if not path.startswith("gs://"):
+            file = Path(path)
+            return json.loads(file.read_text()) if file.exists() else None
+        from airflow.providers.google.cloud.hooks.gcs import GCSHook
+
+        bucket, _, name = path.removeprefix("gs://").partition("/")
+        hook = GCSHook(gcp_conn_id=self.gcp_conn_id,
+                       impersonation_chain=self.dataflow_config.impersonation_chain)
+        if not hook.exists(bucket, name):
+            return None
+        return json.loads(hook.download(bucket_name=bucket, object_name=name))
+
+
 with DAG(
     dag_id=DAG_ID,
     description="Daily costlib recalibration over a 7-day look-back window, with publish guard",
     schedule="30 2 * * *",  # 02:30 UTC, like the CronJob: yesterday's partition is complete
     start_date=dt.datetime(2026, 11, 1, tzinfo=dt.UTC),
     catchup=False,
-    max_active_runs=1,  # the guard compares with LATEST: one day at a time, in order
-    default_args={
-        "owner": "costlib",
-        "retries": 1,
-        "retry_delay": dt.timedelta(minutes=30),
-        "execution_timeout": dt.timedelta(hours=6),
-    },
+    # One run per output (the run's lock on gs:// is not atomic): one day at a time, in order.
+    max_active_runs=1,
+    default_args={"owner": "costlib"},
     tags=["costlib", "beam", "dataflow"],
 ) as dag:
     recalibrate = CostlibRecalibrateOperator(
         task_id="recalibrate",
         runner=RUNNER,
         py_file=f"{SRC}/deploy/recalibrate_entrypoint.py",
-        py_interpreter=os.environ.get("COSTLIB_PYTHON", "python3.11"),
-        py_requirements=[
-            "-r", f"{SRC}/requirements/runtime.txt",
-            "apache-beam[gcp]==2.77.0",  # the DataflowRunner and gs:// for the driver
-            SRC,
-        ],
-        py_system_site_packages=False,
+        py_interpreter=PYTHON,
+        py_requirements=None,  # the baked venv: no virtualenv, no pip install per run
         pipeline_options={
             "config": "{{ var.value.costlib_config }}",
             "input": lookback_input(),
-            "output": "{{ var.value.costlib_output }}",
-            "run_id": "daily-" + WINDOW_LAST_DAY,
+            "output": OUTPUT,
+            "run_id": RUN_ID,
             "max_threshold_change": MAX_THRESHOLD_CHANGE,
             "min_rated": MIN_RATED,
-            "project": "{{ var.value.costlib_project }}",
-            "region": "{{ var.value.costlib_region }}",
+            "log_level": "INFO",  # Beam logs "Created job with id: [...]": the provider tracks it
             "temp_location": "{{ var.value.costlib_temp_location }}",
-            "sdk_container_image": "{{ var.value.costlib_image }}",
-            "job_name": "costlib-recalibrate-" + WINDOW_LAST_DAY,
+            "sdk_container_image": IMAGE,
+            "service_account_email": WORKER_SA,
         },
+        dataflow_config=DataflowConfiguration(
+            job_name="costlib-recalibrate-" + WINDOW_LAST_DAY,
+            append_job_name=True,  # a retry is a new Dataflow job with its own name
+            project_id=PROJECT,
+            location=REGION,
+            impersonation_chain=LAUNCHER_SA or None,
+            wait_until_finished=True,
+            cancel_timeout=CANCEL_TIMEOUT_SECONDS,
+            drain_pipeline=False,  # batch: cancel, never drain
+        ),
+        execution_timeout=EXECUTION_TIMEOUT,
+        retries=1,
+        retry_delay=dt.timedelta(minutes=30),
     )
+
+    status = BashOperator(
+        task_id="status",
+        # The alert: exit 3 when a run is held or LATEST is stale or broken (fails the DAG run).
+        bash_command=(f"{COSTLIB} status --output '{OUTPUT}' "
+                      f"--max-age-hours {MAX_AGE_HOURS}"),
+        trigger_rule="all_done",  # also after a failed or held recalibration
+        retries=0,
+        execution_timeout=dt.timedelta(minutes=10),
+    )
+
+    recalibrate >> status
