@@ -99,16 +99,13 @@ from costlib.decoding import optimal_topk_ragged
 from costlib.losses import get_loss
 from costlib.recalibration import ALL_GROUPS
 from pipelines.batches import (
-    Plausibility,
     ValidatedBatch,
     plausibility_summary,
-    plausibility_violations,
     validate_batch,
 )
 from pipelines.config import ConfigError, RunConfig
 from pipelines.files import (
     InputError,
-    check_rows_read,
     match_inputs,
     read_row_groups,
     write_bytes_atomically,
@@ -120,10 +117,10 @@ from pipelines.records import arrow_schema
 from pipelines.runner import make_pipeline, runner_name
 from pipelines.runs import (
     RunDirectory,
-    check_accounting,
     latest_run_id,
     load_operating_points,
     read_manifest,
+    verified_accounting,
 )
 from pipelines.transforms import (
     SumCounters,
@@ -804,12 +801,7 @@ def run_decide(
         build_decide(pipeline, paths, config, thresholds, run)
         say(f"running the pipeline on {runner} (run {run.run_id})")
         pipeline.run().wait_until_finish()
-        counters = run.read_json("accounting.json", {"read": 0})
-        accounting = check_accounting(counters)
-        check_rows_read(input_files, accounting["read"])
-        problems = plausibility_violations(counters, Plausibility.from_config(config))
-        if problems:
-            raise InputError(f"decide run {run.run_id} not committed: " + "; ".join(problems))
+        counters, accounting = verified_accounting(run, input_files, config)
         counts = run.read_json("decision_counts.json", {}) or {}
         if counts.get("rows_written", 0) != accounting.get("decided", 0):
             raise RuntimeError(f"decided {accounting.get('decided', 0)} rows but wrote "

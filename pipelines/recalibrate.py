@@ -71,7 +71,13 @@ from pipelines.records import (
     records_to_table,
 )
 from pipelines.runner import make_pipeline, runner_name
-from pipelines.runs import RunDirectory, check_accounting, latest_run_id, read_records
+from pipelines.runs import (
+    RunDirectory,
+    check_accounting,
+    latest_run_id,
+    read_records,
+    verified_accounting,
+)
 from pipelines.transforms import (
     AggregateBatches,
     OptimizeGroupFn,
@@ -386,12 +392,7 @@ def run_recalibrate(
                             "its end"}
         result.wait_until_finish()
         if windowed:
-            counters = run.read_json("accounting.json", {"read": 0})
-            accounting = check_accounting(counters)
-            check_rows_read(input_files, accounting["read"])
-            problems = plausibility_violations(counters, Plausibility.from_config(config))
-            if problems:
-                raise InputError(f"run {run.run_id} not committed: " + "; ".join(problems))
+            counters, accounting = verified_accounting(run, input_files, config)
             finished = time.time()
             outputs = run.outputs()
             manifest = {"status": "complete", "published": True, "run_id": run.run_id,

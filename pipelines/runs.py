@@ -43,6 +43,7 @@ __all__ = [
     "load_operating_points",
     "read_manifest",
     "read_records",
+    "verified_accounting",
 ]
 
 
@@ -200,6 +201,37 @@ def check_accounting(accounting: dict[str, int]) -> dict[str, Any]:
     if accounted != summary["read"] or unknown:
         raise RuntimeError(f"row accounting does not add up: {accounting}")
     return summary
+
+
+def verified_accounting(run: RunDirectory, inputs: list[dict[str, Any]],
+                        config: Any) -> tuple[dict[str, int], dict[str, Any]]:
+    """The run's ``accounting.json``, checked before a manifest may be written.
+
+    Rows must add up (:func:`check_accounting`), the rows read must equal the rows of the input
+    footers, and the implausible share must stay within the config's ``plausibility`` limit.
+
+    Returns
+    -------
+    (counters, summary)
+        The raw counters and :func:`check_accounting`'s summary.
+
+    Raises
+    ------
+    InputError
+        Too many implausible rows (the run is not committed).
+    RuntimeError
+        The rows do not add up (a bug: a row was lost or counted twice).
+    """
+    from pipelines.batches import Plausibility, plausibility_violations
+    from pipelines.files import check_rows_read
+
+    counters = run.read_json("accounting.json", {"read": 0})
+    summary = check_accounting(counters)
+    check_rows_read(inputs, summary["read"])
+    problems = plausibility_violations(counters, Plausibility.from_config(config))
+    if problems:
+        raise InputError(f"run {run.run_id} not committed: " + "; ".join(problems))
+    return counters, summary
 
 
 def read_records(path: str) -> list[dict[str, Any]]:

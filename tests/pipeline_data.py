@@ -15,6 +15,17 @@ from pipelines.records import operating_point_records
 CLASSIFIERS = ("text_model", "image_model")
 
 
+#: A small raw run config (one method, 16 bins) for tests of inputs and plausibility.
+SMALL_CONFIG = {
+    "columns": {"weight": "weight"},
+    "classifiers": list(CLASSIFIERS),
+    "grid": {"edges": "uniform", "bins": 16, "range": [0.0, 1.0]},
+    "target": {"marginal_precision": 0.3},
+    "methods": ["graph"],
+    "min_rated": {"positives": 5, "negatives": 5},
+}
+
+
 def base_config(**overrides) -> RunConfig:
     raw = {
         "columns": {"weight": "weight"},

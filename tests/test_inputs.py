@@ -15,19 +15,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from pipeline_data import CLASSIFIERS, sample_frame, write_files
+from pipeline_data import SMALL_CONFIG as BASE
+from pipeline_data import sample_frame, write_files
 
 from pipelines.cli import main
 from pipelines.files import InputError, is_ignored, match_inputs
-
-BASE = {
-    "columns": {"weight": "weight"},
-    "classifiers": list(CLASSIFIERS),
-    "grid": {"edges": "uniform", "bins": 16, "range": [0.0, 1.0]},
-    "target": {"marginal_precision": 0.3},
-    "methods": ["graph"],
-    "min_rated": {"positives": 5, "negatives": 5},
-}
 
 
 def _config(tmp_path, **overrides) -> str:

@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from apache_beam.metrics.metric import MetricsFilter
-from pipeline_data import CLASSIFIERS, sample_frame, write_files
+from pipeline_data import SMALL_CONFIG as BASE
+from pipeline_data import sample_frame, write_files
 
 from pipelines.batches import Plausibility, validate_batch
 from pipelines.cli import main
@@ -25,15 +26,6 @@ from pipelines.recalibrate import build_recalibrate, run_recalibrate
 from pipelines.runner import make_pipeline
 from pipelines.runs import RunDirectory, load_operating_points
 from pipelines.transforms import CountDuplicateIds
-
-BASE = {
-    "columns": {"weight": "weight"},
-    "classifiers": list(CLASSIFIERS),
-    "grid": {"edges": "uniform", "bins": 16, "range": [0.0, 1.0]},
-    "target": {"marginal_precision": 0.3},
-    "methods": ["graph"],
-    "min_rated": {"positives": 5, "negatives": 5},
-}
 
 
 def _raw(**overrides) -> dict:
