@@ -48,6 +48,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "pipelines.commands.status",
         "Check OUTPUT/LATEST: exit 0 when fresh and published, 3 when held or stale.",
     ),
+    "unlock": (
+        "pipelines.commands.unlock",
+        "Remove the output lock a dead run left behind (only that run's lock).",
+    ),
 }
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -183,8 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``costlib`` console script; returns the exit code.
 
     A subcommand module that sets ``PASSES_BEAM_ARGS = True`` receives the Beam flags in
-    ``args.beam_args`` (checked to be Beam pipeline options); for the other subcommands an
-    unknown argument is an error. Expected failures give exit 2 or 3 with one message and no
+    ``args.beam_args`` (checked to be Beam pipeline options; they also configure the
+    filesystems, e.g. ``--impersonate_service_account`` for ``gs://``); for the other
+    subcommands an unknown argument is an error. Expected failures give exit 2 or 3 with one message and no
     traceback (:func:`pipelines.exit_codes.classify`); anything else is a bug and propagates.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -198,6 +203,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{prefix}: error: {exc}", file=sys.stderr)
         return BAD_INPUT
     configure_logging(args.log_level)
+    if args.beam_args:  # credentials of the output's filesystem (--impersonate_service_account)
+        from apache_beam.io.filesystems import FileSystems
+        from apache_beam.options.pipeline_options import PipelineOptions
+
+        FileSystems.set_options(PipelineOptions(args.beam_args))
     if args.command == "reproduce":
         module = importlib.import_module(REPRODUCTIONS[args.name])
         return int(module.main(args.rest) or 0)

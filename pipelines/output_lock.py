@@ -37,7 +37,7 @@ from apache_beam.io.localfilesystem import LocalFileSystem
 
 from pipelines.files import InputError, write_bytes_atomically
 
-__all__ = ["LOCK_NAME", "OutputLock", "OutputLocked", "hold_output", "read_lock"]
+__all__ = ["LOCK_NAME", "OutputLock", "OutputLocked", "break_lock", "hold_output", "read_lock"]
 
 LOCK_NAME = ".costlib-lock"
 
@@ -165,6 +165,33 @@ def release(lock: OutputLock) -> None:
     holder = read_lock(lock.path.rsplit("/", 1)[0])
     if holder and holder.get("token") == lock.token:
         FileSystems.delete([lock.path])
+
+
+def break_lock(output: str, run_id: str) -> dict[str, Any] | None:
+    """Remove a lock its run left behind (e.g. a driver killed with its worker machine).
+
+    Only the lock of the run named ``run_id`` is removed, and never one whose process still
+    runs on this host; returns the removed holder record (None: the output was not locked).
+
+    Raises
+    ------
+    OutputLocked
+        The lock belongs to another run, or to a live process of this host.
+    """
+    path = f"{output.rstrip('/')}/{LOCK_NAME}"
+    holder = read_lock(output)
+    if holder is None:
+        return None
+    if holder.get("run_id") != run_id:
+        raise OutputLocked(f"{path} is held by {_describe(holder)}, not by run {run_id!r}; "
+                           "nothing removed")
+    pid = holder.get("pid")
+    if holder.get("host") == socket.gethostname() and isinstance(pid, int) and (
+            _process_alive(pid)):
+        raise OutputLocked(f"{path}: run {run_id!r} is still running (pid {pid} on this host); "
+                           "nothing removed")
+    FileSystems.delete([path])
+    return holder
 
 
 @contextmanager

@@ -468,3 +468,42 @@ def test_parse_command_line_refuses_without_running(tmp_path):
                             "p", "--output", "o", "--runner=Nope"])
     with pytest.raises(SystemExit):
         parse_command_line(["decide", "--config", "c"])  # required flags missing
+
+
+# --------------------------------------------------------------------------- costlib unlock
+def test_unlock_removes_only_the_named_dead_runs_lock(tmp_path, capsys):
+    output = tmp_path / "out"
+    assert main(["unlock", "--output", str(output), "--run-id", "x"]) == 0  # not locked
+    lock = acquire(str(output), run_id="alive", command="recalibrate")
+    try:
+        assert main(["unlock", "--output", str(output), "--run-id", "other"]) == 2
+        assert "held by run 'alive'" in capsys.readouterr().err
+        assert main(["unlock", "--output", str(output), "--run-id", "alive"]) == 2
+        assert "still running" in capsys.readouterr().err  # this very process
+        assert main(["unlock", "--output", str(output), "--run-id", "../x"]) == 2
+        assert (output / LOCK_NAME).exists()
+    finally:
+        release(lock)
+    # a lock written by a driver on a machine that is gone
+    (output / LOCK_NAME).write_text(json.dumps({
+        "run_id": "lost", "command": "recalibrate", "host": "gone-worker-7", "pid": 1,
+        "started_utc": "2026-01-01T00:00:00+00:00", "token": "t"}))
+    assert main(["unlock", "--output", str(output), "--run-id", "lost"]) == 0
+    assert "removed the lock of run lost" in capsys.readouterr().out
+    assert not (output / LOCK_NAME).exists()
+
+
+def test_beam_flags_set_the_output_filesystems_credentials(stream, tmp_path):
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.pipeline_options import GoogleCloudOptions
+
+    output = tmp_path / "out"
+    assert recalibrate(stream, output, "--run-id", "r") == 0
+    try:
+        assert main(["status", "--output", str(output),
+                     "--impersonate_service_account=launcher@p.iam.gserviceaccount.com"]) == 0
+        options = FileSystems._pipeline_options.view_as(GoogleCloudOptions)
+        assert options.impersonate_service_account == "launcher@p.iam.gserviceaccount.com"
+        assert main(["status", "--output", str(output), "--impersonate_servce_account=x"]) == 2
+    finally:
+        FileSystems.set_options(None)

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import argparse
 
+#: Beam flags (e.g. ``--impersonate_service_account``) set the output filesystem's credentials.
+PASSES_BEAM_ARGS = True
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", required=True, help="the recalibrate output directory")

@@ -12,6 +12,9 @@ import json
 
 from pipelines.exit_codes import HELD, OK
 
+#: Beam flags (e.g. ``--impersonate_service_account``) set the output filesystem's credentials.
+PASSES_BEAM_ARGS = True
+
 
 def _positive_hours(text: str) -> float:
     try:
