@@ -213,8 +213,10 @@ with DAG(
     status = BashOperator(
         task_id="status",
         # The alert: exit 3 when a run is held or LATEST is stale or broken (fails the DAG run).
+        # As the launcher SA (impersonated), so the Airflow worker needs no bucket access.
         bash_command=(f"{COSTLIB} status --output '{OUTPUT}' "
-                      f"--max-age-hours {MAX_AGE_HOURS}"),
+                      f"--max-age-hours {MAX_AGE_HOURS}"
+                      + (f" --impersonate_service_account={LAUNCHER_SA}" if LAUNCHER_SA else "")),
         trigger_rule="all_done",  # also after a failed or held recalibration
         retries=0,
         execution_timeout=dt.timedelta(minutes=10),
