@@ -189,8 +189,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     A subcommand module that sets ``PASSES_BEAM_ARGS = True`` receives the Beam flags in
     ``args.beam_args`` (checked to be Beam pipeline options; they also configure the
     filesystems, e.g. ``--impersonate_service_account`` for ``gs://``); for the other
-    subcommands an unknown argument is an error. Expected failures give exit 2 or 3 with one message and no
-    traceback (:func:`pipelines.exit_codes.classify`); anything else is a bug and propagates.
+    subcommands an unknown argument is an error. Expected failures give exit 2 or 3 with one
+    message and no traceback (:func:`pipelines.exit_codes.classify`); anything else is a bug and
+    propagates.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     command = _command_of(argv)
