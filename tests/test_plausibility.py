@@ -200,7 +200,7 @@ def test_decide_stops_when_most_scores_are_outside_the_range(tmp_path, capsys):
     code = _decide(tmp_path, bad, config)
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 2  # old code: 0, every row flagged
-    assert "decide run d1 not committed: plausibility:" in last
+    assert "run d1 not committed: plausibility:" in last
     assert not (tmp_path / "dec" / "LATEST").exists()
 
 
