@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from costlib.analytic import fit_analytic_path
@@ -59,7 +60,7 @@ from costlib.frontier import (
     marginal_precisions,
     upper_hull,
 )
-from costlib.grid import ThresholdGrid, check_rule
+from costlib.grid import ThresholdGrid, as_score_array, check_rule, split_labels
 from costlib.lattice_path import max_area_path
 from costlib.objectives import Constraints, Objective, Selection, select
 from costlib.target import Target, resolve_target
@@ -173,6 +174,75 @@ class OperatingPoint:
         """Position of the point on its curve."""
         matches = np.flatnonzero((self.path == np.asarray(self.index)).all(axis=1))
         return int(matches[0])
+
+    def apply(self, scores: ArrayLike | pd.DataFrame) -> NDArray[np.bool_]:
+        """Decisions for new rows: True where the point flags the row.
+
+        Classifier ``j`` fires iff ``s_j >= thresholds[j]`` (an "off" threshold, ``+inf``, never
+        fires); rows are flagged when any (``rule="any"``) / all (``"all"``) classifiers fire.
+        A missing score (``-inf``, NaN, or a null in a DataFrame) means the classifier did not
+        score the row: it never fires.
+
+        Parameters
+        ----------
+        scores : array-like of shape (n, k) or (n,), or pandas DataFrame
+            A DataFrame is read by the point's classifier names (:attr:`names`).
+
+        Returns
+        -------
+        ndarray of bool, shape (n,)
+        """
+        s, _ = as_score_array(scores, self.names if isinstance(scores, pd.DataFrame) else None)
+        s = np.asarray(s, dtype=np.float64)
+        if s.ndim == 1:
+            s = s[:, None]
+        k = len(self.thresholds)
+        if s.ndim != 2 or s.shape[1] != k:
+            raise ValueError(f"scores must have shape (n, {k}) for {k} classifiers, got {s.shape}")
+        if np.isposinf(s).any():
+            j = int(np.flatnonzero(np.isposinf(s).any(axis=0))[0])
+            raise ValueError(f"score column {j} has +inf; scores must be finite, -inf or NaN")
+        with np.errstate(invalid="ignore"):
+            fires = s >= np.asarray(self.thresholds)[None, :]  # NaN compares False
+        return fires.any(axis=1) if self.rule == "any" else fires.all(axis=1)
+
+    def evaluate(
+        self,
+        scores: ArrayLike | pd.DataFrame,
+        labels: ArrayLike,
+        weights: ArrayLike | None = None,
+        *,
+        beta: float = 1.0,
+    ) -> dict[str, float]:
+        """What the point achieves on a labelled hold-out set.
+
+        Returns weighted ``tp``, ``fp``, ``fn``, ``precision = tp / (tp + fp)`` (NaN when nothing
+        is flagged), ``recall = tp / (tp + fn)`` (NaN without positives), ``fbeta`` (1 when
+        ``tp = fp = fn = 0``, as in :mod:`costlib.losses`), ``flagged`` (weight flagged, rated or
+        not) and ``unrated_flagged`` (flagged rows with a null label, left out of the counts).
+        """
+        flags = self.apply(scores)
+        y, unrated = split_labels(labels, flags.size)
+        w = np.ones(flags.size) if weights is None else np.asarray(weights, dtype=np.float64)
+        if w.shape != flags.shape:
+            raise ValueError(f"weights must have shape {flags.shape}, got {w.shape}")
+        rated = np.ones(flags.size, dtype=bool) if unrated is None else ~unrated
+        tp = float(w[flags & rated & y].sum())
+        fp = float(w[flags & rated & ~y].sum())
+        fn = float(w[~flags & rated & y].sum())
+        b2 = float(beta) ** 2
+        den = (1 + b2) * tp + b2 * fn + fp
+        return {
+            "tp": tp,
+            "fp": fp,
+            "fn": fn,
+            "precision": _precision(tp, fp),
+            "recall": tp / (tp + fn) if tp + fn > 0 else float("nan"),
+            "fbeta": (1 + b2) * tp / den if den > 0 else 1.0,
+            "beta": float(beta),
+            "flagged": float(w[flags].sum()),
+            "unrated_flagged": float(w[flags & ~rated].sum()),
+        }
 
     def summary(self) -> dict[str, Any]:
         """Flat, JSON-friendly record of the point (no curves)."""
