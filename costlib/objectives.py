@@ -205,6 +205,15 @@ def _best(values, mask, fp, tp) -> int | None:
     return tie_break(np.flatnonzero(mask & (masked == top)), fp, tp)
 
 
+def _best_of(cells, objective, tp, fp, total_positives) -> tuple[int | None, float]:
+    """Best of the given candidate positions (objective evaluated on them only)."""
+    if cells.size == 0:
+        return None, -np.inf
+    values = objective.values(tp[cells], fp[cells], total_positives)
+    top = values.max()
+    return tie_break(cells[values == top], fp, tp), float(top)
+
+
 def select(
     tp: NDArray[np.float64],
     fp: NDArray[np.float64],
@@ -226,25 +235,33 @@ def select(
     total_positives : float
         ``P`` for F-beta.
 
-    Ties among equally good candidates: fewest FP, fewest TP, first position.
+    Ties among equally good candidates: fewest FP, fewest TP, first position. The objective
+    is evaluated only on candidates that meet the constraints.
     """
-    values = objective.values(tp, fp, total_positives)
-    meets = constraints.satisfied(tp, fp, vol)
-    if objective.name == "precision_at_volume":
-        meets &= vol <= objective.volume
-    feasible = meets if covered is None else meets & covered
-    informative = feasible & (vol > 0)
     needs_answer = constraints.active or objective.name == "precision_at_volume"
-    if needs_answer and not informative.any():
+    if needs_answer:
+        meets = constraints.satisfied(tp, fp, vol)
+        if objective.name == "precision_at_volume":
+            meets &= vol <= objective.volume
+        feasible = meets if covered is None else meets & covered
+        if not (feasible & (vol > 0)).any():
+            values = objective.values(tp, fp, total_positives)
+            return _nearest(tp, fp, vol, covered, values, objective, constraints)
+    else:
+        meets = None
+        feasible = covered
+    cells = np.arange(tp.size) if feasible is None else np.flatnonzero(feasible)
+    best, best_value = _best_of(cells, objective, tp, fp, total_positives)
+    if best is None:  # no covered candidate at all (cannot happen: all-off is covered)
+        values = objective.values(tp, fp, total_positives)
         return _nearest(tp, fp, vol, covered, values, objective, constraints)
-    best = _best(values, feasible, fp, tp)
-    unrestricted = None
-    status = "ok"
-    if covered is not None and not covered.all():
-        free = _best(values, meets, fp, tp)
-        if free is not None and values[free] > values[best]:
-            status, unrestricted = "coverage_limited", free
-    return Selection(position=best, status=status, unrestricted=unrestricted)
+    if covered is None or covered.all():
+        return Selection(position=best, status="ok", unrestricted=None)
+    outside = ~covered if meets is None else meets & ~covered
+    free, free_value = _best_of(np.flatnonzero(outside), objective, tp, fp, total_positives)
+    if free is not None and free_value > best_value:
+        return Selection(position=best, status="coverage_limited", unrestricted=free)
+    return Selection(position=best, status="ok", unrestricted=None)
 
 
 def _nearest(tp, fp, vol, covered, values, objective, constraints) -> Selection:
