@@ -157,3 +157,21 @@ def test_max_unrated_share_is_checked():
     assert grid.counts("or")[0].shape == (2,)
     with pytest.raises(ValueError, match="aliases 'or', 'and'"):
         grid.counts("xor")
+
+
+def test_bootstrap_replicates_carry_the_unrated_channel():
+    from costlib.bootstrap import BootstrapGrids, hash_item_ids, poisson_counts
+
+    scores, labels, w, edges, _, rated = make_selective_rows(300, 2, seed=2, weighted=True)
+    ids = np.arange(300)
+    boot = BootstrapGrids.from_scores(scores, labels, edges, ids, w, n_replicates=3)
+    halves = [
+        BootstrapGrids.from_scores(scores[s], labels[s], edges, ids[s], w[s], n_replicates=3)
+        for s in (slice(0, 120), slice(120, 300))
+    ]
+    merged = halves[1] + halves[0]
+    for r in range(3):
+        mult = poisson_counts(hash_item_ids(ids), r).astype(float) * quantize_weights(w, 16)
+        expected = ThresholdGrid.from_scores(scores, labels, edges, mult)
+        assert boot.replicate(r) == expected and merged.replicate(r) == expected
+        assert boot.replicate(r).total_unrated == math.fsum(mult[~rated])
