@@ -26,8 +26,10 @@ from costlib.grid import (
     DEFAULT_WEIGHT_BITS,
     ROW_CHUNK,
     ThresholdGrid,
-    cell_codes,
+    _channel_codes,
+    as_score_array,
     quantize_weights,
+    split_labels,
     validate_rows,
 )
 from costlib.operating_point import OperatingPoint, optimize
@@ -73,7 +75,10 @@ def poisson_counts(hashed_ids: NDArray[np.uint64], replicate: int, seed: int = 0
 
 @dataclass(frozen=True, eq=False)
 class BootstrapGrids:
-    """R replicate threshold grids (histograms of shape ``(R, *lattice)``); mergeable with ``+``."""
+    """R replicate threshold grids (histograms of shape ``(R, *lattice)``); mergeable with ``+``.
+
+    ``unrated`` holds the replicate weights of unrated rows (null labels), zeros by default.
+    """
 
     edges: tuple[NDArray[np.float64], ...]
     pos: NDArray[np.float64]
@@ -81,6 +86,11 @@ class BootstrapGrids:
     seed: int = 0
     names: tuple[str, ...] | None = None
     weight_bits: int = DEFAULT_WEIGHT_BITS
+    unrated: NDArray[np.float64] | None = None
+
+    def __post_init__(self) -> None:
+        if self.unrated is None:
+            object.__setattr__(self, "unrated", np.zeros_like(self.pos))
 
     @property
     def n_replicates(self) -> int:
@@ -112,7 +122,9 @@ class BootstrapGrids:
         """
         if int(n_replicates) != n_replicates or n_replicates < 1:
             raise ValueError(f"n_replicates must be a positive integer, got {n_replicates!r}")
-        s, y, w = validate_rows(scores, labels, weights, names=names)
+        scores, names = as_score_array(scores, names)
+        y, unrated = split_labels(labels, np.shape(scores)[0] if np.ndim(scores) else 0)
+        s, y, w = validate_rows(scores, y, weights, names=names)
         hashed = hash_item_ids(item_ids)
         if hashed.shape[0] != s.shape[0]:
             raise ValueError(f"item_ids has {hashed.shape[0]} entries for {s.shape[0]} rows")
@@ -122,18 +134,20 @@ class BootstrapGrids:
         size = int(np.prod(shape))
         locators = [BinLocator(e) for e in empty.edges]
         wq = None if w is None else quantize_weights(w, weight_bits)
-        total = np.zeros((n_replicates, 2 * size))
+        channels = 2 if unrated is None else 3
+        total = np.zeros((n_replicates, channels * size))
         for start in range(0, s.shape[0], ROW_CHUNK):
             stop = start + ROW_CHUNK
-            code = cell_codes(s[start:stop], locators, shape)
-            code += y[start:stop] * size
+            code = _channel_codes(s[start:stop], y[start:stop],
+                                  None if unrated is None else unrated[start:stop],
+                                  locators, shape)
             base = None if wq is None else wq[start:stop]
             for r in range(n_replicates):
                 mult = poisson_counts(hashed[start:stop], r, seed).astype(np.float64)
                 if base is not None:
                     mult *= base
-                total[r] += np.bincount(code, weights=mult, minlength=2 * size)
-        total = total.reshape((n_replicates, 2, *shape))
+                total[r] += np.bincount(code, weights=mult, minlength=channels * size)
+        total = total.reshape((n_replicates, channels, *shape))
         return cls(
             edges=empty.edges,
             pos=total[:, 1].copy(),
@@ -141,6 +155,7 @@ class BootstrapGrids:
             seed=seed,
             names=empty.names,
             weight_bits=weight_bits,
+            unrated=None if unrated is None else total[:, 2].copy(),
         )
 
     def __add__(self, other: BootstrapGrids) -> BootstrapGrids:
@@ -156,6 +171,7 @@ class BootstrapGrids:
             seed=self.seed,
             names=self.names if self.names is not None else other.names,
             weight_bits=self.weight_bits,
+            unrated=self.unrated + other.unrated,
         )
 
     def replicate(self, r: int) -> ThresholdGrid:
@@ -166,6 +182,7 @@ class BootstrapGrids:
             neg=self.neg[r],
             names=self.names,
             weight_bits=self.weight_bits,
+            unrated=self.unrated[r],
         )
 
 

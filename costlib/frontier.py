@@ -25,6 +25,7 @@ __all__ = [
     "choose_on_curve",
     "hull_neighbours",
     "marginal_precisions",
+    "tie_break",
     "upper_hull",
 ]
 
@@ -32,12 +33,15 @@ __all__ = [
 _CHUNK = 1 << 15  # cells per pass: keeps every temporary in cache
 
 
-def _tie_break(candidates: NDArray[np.intp], fp, tp) -> int:
+def tie_break(candidates: NDArray[np.intp], fp, tp) -> int:
     """Among equally good cells: fewest FP, then fewest TP, then first in row-major order."""
     if candidates.size == 1:
         return int(candidates[0])
     order = np.lexsort((candidates, tp[candidates], fp[candidates]))
     return int(candidates[order[0]])
+
+
+_tie_break = tie_break
 
 
 def _argmax_with_ties(objective, fp, tp) -> int:
@@ -166,7 +170,10 @@ def hull_neighbours(
 
 
 def bucket_frontier(
-    tp: NDArray[np.float64], fp: NDArray[np.float64], n_buckets: int = 50
+    tp: NDArray[np.float64],
+    fp: NDArray[np.float64],
+    n_buckets: int = 50,
+    mask: NDArray[np.bool_] | None = None,
 ) -> NDArray[np.intp]:
     """The paper's manual baseline: the highest-TP cell in each of ``n_buckets`` FP buckets.
 
@@ -176,6 +183,9 @@ def bucket_frontier(
     dominated by a kept point with fewer false positives and at least as many true positives are
     dropped, since no positive trade-off ever selects them.
 
+    With ``mask`` (e.g. the covered cells), only the cells where it is True take part; the
+    all-off cell must be among them.
+
     Returns
     -------
     ndarray
@@ -183,6 +193,11 @@ def bucket_frontier(
     """
     if int(n_buckets) != n_buckets or n_buckets < 1:
         raise ValueError(f"n_buckets must be a positive integer, got {n_buckets!r}")
+    if mask is not None:
+        cells = np.flatnonzero(mask)
+        if cells.size == 0 or cells[-1] != mask.size - 1:
+            raise ValueError("the mask of bucket_frontier must keep the all-off cell")
+        return cells[bucket_frontier(tp.ravel()[cells], fp.ravel()[cells], n_buckets)]
     flat_tp = tp.ravel()
     flat_fp = fp.ravel()
     fp_max = flat_fp.max()

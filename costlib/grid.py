@@ -16,6 +16,15 @@ classifier ``j`` fires iff ``b_j > t_j``, so
 and ``FP`` likewise from ``H_neg``. Raising any threshold never increases TP or FP, and the
 all-off cell has ``TP = FP = 0`` for both rules.
 
+Selective labels (coverage). Humans rate only what the thresholds in force flagged, so next to
+``H_pos``/``H_neg`` a grid keeps ``H_unr[b]``, the weight of *unrated* scored rows per cell (a row
+whose label is null/NaN/``pd.NA``). ``U(t)`` is the same prefix/suffix sum over ``H_unr``, the
+flagged volume is ``V(t) = TP(t) + FP(t) + U(t)`` (every scored row the thresholds flag, rated or
+not) and the coverage is ``(TP + FP) / V``, defined as 1 when ``V = 0`` (flagging nothing is
+trivially covered). A tuple is *covered* at unrated share ``s`` when ``U(t) <= s * V(t)``. With
+``s = 0`` the covered tuples form an up-set under both rules: raising a threshold never adds
+flagged rows, so it never adds unrated ones. Grids without unrated rows are covered everywhere.
+
 Exactness. Weights are rounded to the nearest multiple of ``2**-weight_bits`` (default 16 bits,
 so a weight moves by at most ``2**-17 ~ 7.6e-6``; integer weights and the default weight 1 are
 unchanged). Every histogram cell, every merge and every cumulative sum is then a sum of multiples
@@ -27,10 +36,12 @@ split or ordered. A grid whose total weight would leave that range raises ``Valu
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from costlib.edges import BinLocator, check_edges
@@ -39,16 +50,19 @@ __all__ = [
     "RULES",
     "SparseCounts",
     "ThresholdGrid",
+    "as_score_array",
     "cell_codes",
     "grouped_histograms",
     "histogram_cells",
     "lattice_counts",
     "quantize_weights",
+    "split_labels",
     "sum_sparse",
     "validate_rows",
 ]
 
 RULES = ("any", "all")
+RULE_ALIASES = {"or": "any", "and": "all"}
 DEFAULT_WEIGHT_BITS = 16
 
 
@@ -139,6 +153,83 @@ def _check_weights(weights: ArrayLike | None, n: int) -> NDArray[np.float64] | N
     return w
 
 
+def check_rule(rule: str) -> str:
+    """The canonical rule name: ``"any"``/``"all"``, or their aliases ``"or"``/``"and"``."""
+    canonical = RULE_ALIASES.get(rule, rule) if isinstance(rule, str) else rule
+    if canonical not in RULES:
+        raise ValueError(
+            f"rule must be one of {RULES} (or their aliases 'or', 'and'), got {rule!r}"
+        )
+    return canonical
+
+
+def as_score_array(
+    scores: ArrayLike | pd.DataFrame, names: Sequence[str] | None = None
+) -> tuple[ArrayLike, tuple[str, ...] | None]:
+    """Scores as an array, accepting a pandas DataFrame of classifier columns by name.
+
+    For a DataFrame, ``names`` selects and orders the columns (default: every column, in frame
+    order), and a missing value (``NaN``, ``pd.NA``) means the classifier did not score the row:
+    it becomes ``-inf`` (never fires), pandas' own convention for missing data. Arrays are
+    returned unchanged (there NaN stays invalid input; ``-inf`` means "did not score").
+
+    Returns
+    -------
+    (scores, names) : the array and the classifier names (``None`` if none were known).
+    """
+    if isinstance(scores, pd.DataFrame):
+        columns = list(scores.columns) if names is None else list(names)
+        missing = [c for c in columns if c not in scores.columns]
+        if missing:
+            raise ValueError(
+                f"score columns {missing} not in the DataFrame (columns: {list(scores.columns)})"
+            )
+        frame = scores[columns]
+        bad = [c for c in columns if not pd.api.types.is_numeric_dtype(frame[c])
+               or pd.api.types.is_bool_dtype(frame[c])]
+        if bad:
+            raise ValueError(f"score columns {bad} are not numeric")
+        values = frame.to_numpy(dtype=np.float64, na_value=-np.inf)
+        values[np.isnan(values)] = -np.inf
+        return values, tuple(str(c) for c in columns)
+    return scores, None if names is None else tuple(names)
+
+
+def split_labels(labels: ArrayLike, n: int) -> tuple[NDArray[np.bool_], NDArray[np.bool_] | None]:
+    """Labels of possibly unrated rows: ``(positive, unrated)``.
+
+    A null label (``None``, ``NaN``, ``pd.NA``, in an object or float array or a pandas
+    nullable boolean column) means *unrated*: the row was scored but nobody rated it. Rated
+    labels must be bool or 0/1. ``positive`` is False on unrated rows; ``unrated`` is ``None``
+    when every row is rated (then the result is exactly :func:`validate_rows`' labels).
+
+    A label filled with ``False`` is a rated negative: ``fillna(False)`` on the labels of
+    unrated rows turns them into negatives and cannot be detected here, so do not do it.
+    """
+    if isinstance(labels, (pd.Series, pd.Index, pd.api.extensions.ExtensionArray)):
+        missing = np.asarray(pd.isna(labels), dtype=bool)
+        y = np.asarray(labels, dtype=object) if missing.any() else labels.to_numpy()
+    else:
+        y = np.asarray(labels)
+        if y.dtype == object:
+            missing = np.asarray(pd.isna(y), dtype=bool)
+        elif np.issubdtype(y.dtype, np.floating):
+            missing = np.isnan(y)
+        else:
+            missing = None
+    if missing is None or missing.shape != (n,) or not missing.any():
+        if y.dtype == object and y.shape == (n,):
+            y = np.array(y.tolist()) if n else np.zeros(0, dtype=bool)
+        return _check_labels(y, n), None
+    rated = y[~missing]
+    rated = np.array(rated.tolist()) if rated.dtype == object else rated
+    if rated.size == 0:
+        rated = np.zeros(0, dtype=bool)
+    out = np.zeros(n, dtype=bool)
+    out[~missing] = _check_labels(rated, rated.shape[0])
+    return out, missing
+
+
 def lattice_counts(
     hist: NDArray[np.float64], rule: str, lattice_ndim: int | None = None
 ) -> NDArray[np.float64]:
@@ -156,8 +247,7 @@ def lattice_counts(
     -------
     ndarray of the same shape as ``hist``
     """
-    if rule not in RULES:
-        raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+    rule = check_rule(rule)
     k = hist.ndim if lattice_ndim is None else lattice_ndim
     axes = range(hist.ndim - k, hist.ndim)
     out = hist
@@ -195,6 +285,9 @@ class ThresholdGrid:
         Classifier names, in axis order.
     weight_bits : int
         Weight resolution: weights are rounded to multiples of ``2**-weight_bits``.
+    unrated : ndarray of shape (B_1 + 1, ..., B_k + 1)
+        Weight of scored but unrated rows per bin cell (``H_unr``, quantised like ``pos``);
+        zeros when not given (a grid of rated rows only, covered everywhere).
     """
 
     edges: tuple[NDArray[np.float64], ...]
@@ -202,16 +295,20 @@ class ThresholdGrid:
     neg: NDArray[np.float64]
     names: tuple[str, ...] | None = None
     weight_bits: int = DEFAULT_WEIGHT_BITS
+    unrated: NDArray[np.float64] | None = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         shape = tuple(e.size + 1 for e in self.edges)
-        if self.pos.shape != shape or self.neg.shape != shape:
+        if self.unrated is None:
+            object.__setattr__(self, "unrated", np.zeros(shape))
+        if self.pos.shape != shape or self.neg.shape != shape or self.unrated.shape != shape:
             raise ValueError(
-                f"histogram shapes {self.pos.shape}/{self.neg.shape} do not match edges {shape}"
+                f"histogram shapes {self.pos.shape}/{self.neg.shape}/{self.unrated.shape} do "
+                f"not match edges {shape}"
             )
         limit = 2.0 ** (53 - self.weight_bits)
-        if self.pos.sum() + self.neg.sum() >= limit:
+        if self.pos.sum() + self.neg.sum() + self.unrated.sum() >= limit:
             raise ValueError(
                 f"total weight exceeds 2**{53 - self.weight_bits}, beyond which float64 sums are "
                 "not exact; use a smaller weight_bits"
@@ -236,8 +333,13 @@ class ThresholdGrid:
         scores : array-like of shape (n, k) or (n,)
             Scores of k classifiers; finite, or ``-inf`` when a classifier did not score the item
             (it never fires). NaN and ``+inf`` raise ``ValueError`` naming the column.
+            A pandas DataFrame is accepted too: its columns ``names`` (default: all), by
+            name; there NaN/``pd.NA`` means "did not score" (see :func:`as_score_array`).
         labels : array-like of shape (n,)
-            True (positive) or False; bool or 0/1.
+            True (positive) or False (negative), bool or 0/1; a null label (``None``, ``NaN``,
+            ``pd.NA``, pandas nullable boolean) means the row was scored but not rated: its
+            weight goes to :attr:`unrated` (see :func:`split_labels`). Labels of unrated rows
+            must not be filled with False: that makes them rated negatives.
         edges : sequence of k array-likes
             Strictly ascending candidate thresholds per classifier.
         weights : array-like of shape (n,), optional
@@ -247,17 +349,22 @@ class ThresholdGrid:
         weight_bits : int, default 16
             Weights are rounded to multiples of ``2**-weight_bits`` so that all sums are exact.
         """
-        s, y, w = validate_rows(scores, labels, weights, names=names)
+        scores, names = as_score_array(scores, names)
+        n = np.shape(scores)[0] if np.ndim(scores) else 0
+        y, unrated = split_labels(labels, n)
+        s, y, w = validate_rows(scores, y, weights, names=names)
         edge_arrays = cls._check_edge_list(edges, s.shape[1])
         shape = tuple(e.size + 1 for e in edge_arrays)
         wq = None if w is None else quantize_weights(w, weight_bits)
-        counts = histogram_cells(s, y, wq, [BinLocator(e) for e in edge_arrays], shape)
+        locators = [BinLocator(e) for e in edge_arrays]
+        counts = histogram_cells(s, y, wq, locators, shape, unrated=unrated)
         return cls(
             edges=edge_arrays,
             pos=counts[1],
             neg=counts[0],
             names=tuple(names) if names is not None else None,
             weight_bits=weight_bits,
+            unrated=counts[2] if unrated is not None else None,
         )
 
     @classmethod
@@ -309,6 +416,7 @@ class ThresholdGrid:
             neg=self.neg + other.neg,
             names=self.names if self.names is not None else other.names,
             weight_bits=self.weight_bits,
+            unrated=self.unrated + other.unrated,
         )
 
     def __eq__(self, other: object) -> bool:
@@ -318,7 +426,11 @@ class ThresholdGrid:
             self._check_compatible(other)
         except ValueError:
             return False
-        return bool(np.array_equal(self.pos, other.pos) and np.array_equal(self.neg, other.neg))
+        return bool(
+            np.array_equal(self.pos, other.pos)
+            and np.array_equal(self.neg, other.neg)
+            and np.array_equal(self.unrated, other.unrated)
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -348,6 +460,78 @@ class ThresholdGrid:
         """Weighted number of rated negatives."""
         return float(self.neg.sum())
 
+    @property
+    def total_unrated(self) -> float:
+        """Weight of scored but unrated rows."""
+        return float(self.unrated.sum())
+
+    @property
+    def has_unrated(self) -> bool:
+        """Whether any unrated weight is recorded (otherwise every tuple is covered)."""
+        return bool(self.unrated.any())
+
+    def _lattice(self, name: str, hist: NDArray[np.float64], rule: str) -> NDArray[np.float64]:
+        key = (name, rule)
+        if key not in self._cache:
+            out = lattice_counts(hist, rule)
+            out.flags.writeable = False
+            self._cache[key] = out
+        return self._cache[key]
+
+    def unrated_counts(self, rule: str = "any") -> NDArray[np.float64]:
+        """``U(t)``: unrated weight flagged at every threshold tuple (shape :attr:`shape`).
+
+        The same prefix (``"any"``) or suffix (``"all"``) sum as TP, over :attr:`unrated`.
+        """
+        return self._lattice("unrated", self.unrated, check_rule(rule))
+
+    def volume(self, rule: str = "any") -> NDArray[np.float64]:
+        """``V(t) = TP(t) + FP(t) + U(t)``: every scored row the tuple flags, rated or not.
+
+        Exact (sums of multiples of the weight resolution); non-increasing along every axis.
+        """
+        rule = check_rule(rule)
+        key = ("volume", rule)
+        if key not in self._cache:
+            tp, fp = self.counts(rule)
+            out = tp + fp
+            if self.has_unrated:
+                out += self.unrated_counts(rule)
+            out.flags.writeable = False
+            self._cache[key] = out
+        return self._cache[key]
+
+    def coverage(self, rule: str = "any") -> NDArray[np.float64]:
+        """``(TP + FP) / V`` at every tuple: the rated share of the flagged volume.
+
+        Convention: 1 where ``V = 0`` (nothing flagged is trivially covered).
+        """
+        rule = check_rule(rule)
+        tp, fp = self.counts(rule)
+        vol = self.volume(rule)
+        rated = tp + fp
+        out = np.ones_like(vol)
+        np.divide(rated, vol, out=out, where=vol > 0)
+        return out
+
+    def covered(self, rule: str = "any", max_unrated_share: float = 0.0) -> NDArray[np.bool_]:
+        """Tuples whose flagged volume holds at most a share ``s`` of unrated weight.
+
+        ``covered[t] = U(t) <= s * V(t)``, evaluated in float64 exactly as written. With
+        ``s = 0`` this is ``U(t) == 0``, an up-set under both rules; ``s >= 1`` covers every
+        tuple. The all-off tuple (``V = 0``) is always covered.
+        """
+        rule = check_rule(rule)
+        s = float(max_unrated_share)
+        if not (0.0 <= s <= 1.0) or math.isnan(s):
+            raise ValueError(f"max_unrated_share must be in [0, 1], got {max_unrated_share!r}")
+        if not self.has_unrated:
+            return np.ones(self.shape, dtype=bool)
+        unr = self.unrated_counts(rule)
+        if s == 0.0:
+            return unr == 0
+        return unr <= s * self.volume(rule)
+
     def counts(self, rule: str = "any") -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """``(tp, fp)`` at every threshold tuple, arrays of shape :attr:`shape`.
 
@@ -355,6 +539,7 @@ class ThresholdGrid:
         threshold ``thresholds[j][t_j]`` and the classifiers are combined by ``rule``
         (``"any"``: flagged if any fires; ``"all"``: flagged if all fire).
         """
+        rule = check_rule(rule)
         key = ("counts", rule)
         if key not in self._cache:
             tp = lattice_counts(self.pos, rule)
@@ -389,39 +574,67 @@ def histogram_cells(
     weights: NDArray[np.float64] | None,
     locators: Sequence[BinLocator],
     shape: tuple[int, ...],
+    *,
+    unrated: NDArray[np.bool_] | None = None,
 ) -> NDArray[np.float64]:
     """Weighted counts per (label, cell): an array of shape ``(2, *shape)``, [0] = negatives.
 
-    Rows are processed in chunks of :data:`ROW_CHUNK`; the label is folded into the cell code so
-    that one ``bincount`` per chunk histograms both classes.
+    With ``unrated`` (a row mask) the array has shape ``(3, *shape)`` and channel 2 holds the
+    unrated rows (their ``labels`` entries are ignored). Rows are processed in chunks of
+    :data:`ROW_CHUNK`; the channel is folded into the cell code so that one ``bincount`` per
+    chunk histograms every channel.
     """
     size = int(np.prod(shape))
-    total = np.zeros(2 * size, dtype=np.int64 if weights is None else np.float64)
+    channels = 2 if unrated is None else 3
+    total = np.zeros(channels * size, dtype=np.int64 if weights is None else np.float64)
     for start in range(0, scores.shape[0], ROW_CHUNK):
         stop = start + ROW_CHUNK
-        code = cell_codes(scores[start:stop], locators, shape)
-        code += labels[start:stop] * size
+        code = _channel_codes(scores[start:stop], labels[start:stop],
+                              None if unrated is None else unrated[start:stop],
+                              locators, shape)
         if weights is None:
-            total += np.bincount(code, minlength=2 * size)
+            total += np.bincount(code, minlength=channels * size)
         else:
-            total += np.bincount(code, weights=weights[start:stop], minlength=2 * size)
-    return total.astype(np.float64, copy=False).reshape((2, *shape))
+            total += np.bincount(code, weights=weights[start:stop], minlength=channels * size)
+    return total.astype(np.float64, copy=False).reshape((channels, *shape))
+
+
+def _channel_codes(scores, labels, unrated, locators, shape) -> NDArray[np.intp]:
+    """Flat index into the ``(channels, *shape)`` array: channel * size + cell."""
+    size = int(np.prod(shape))
+    code = cell_codes(scores, locators, shape)
+    code += labels * size
+    if unrated is not None:
+        code[unrated] = cell_codes(scores[unrated], locators, shape) + 2 * size
+    return code
 
 
 @dataclass(frozen=True)
 class SparseCounts:
-    """Non-zero cells of a ``(2, *shape)`` label-by-cell histogram: a compact partial grid.
+    """Non-zero cells of a ``(channels, *shape)`` label-by-cell histogram: a compact partial grid.
 
-    ``cells`` are flat indices into the ``(2, *shape)`` array (label 0 = negatives first),
-    strictly increasing; ``counts`` their weighted counts. Partials of a batch are this small
-    (at most one entry per row) where a dense histogram would be ``2 * prod(shape)`` cells.
+    ``cells`` are flat indices into the ``(channels, *shape)`` array (channel 0 = negatives,
+    1 = positives, 2 = unrated when ``channels == 3``), strictly increasing; ``counts`` their
+    weighted counts. Partials of a batch are this small (at most one entry per row) where a
+    dense histogram would be ``channels * prod(shape)`` cells. ``channels`` defaults to 2, the
+    rated-only layout.
     """
 
     cells: NDArray[np.int64]
     counts: NDArray[np.float64]
+    channels: int = 2
 
     def add_to(self, dense: NDArray[np.float64]) -> None:
-        """Add into a dense ``(2, *shape)`` accumulator in place (cells are unique)."""
+        """Add into a dense ``(channels, *shape)`` accumulator in place (cells are unique).
+
+        A 2-channel partial may be added into a 3-channel accumulator (its cells are the first
+        two channels); a 3-channel partial needs a 3-channel accumulator.
+        """
+        if dense.shape[0] < self.channels:
+            raise ValueError(
+                f"cannot add {self.channels}-channel counts into a {dense.shape[0]}-channel "
+                "accumulator"
+            )
         flat = dense.reshape(-1)
         flat[self.cells] += self.counts
 
@@ -433,11 +646,12 @@ class SparseCounts:
         weight_bits: int = DEFAULT_WEIGHT_BITS,
     ) -> ThresholdGrid:
         shape = tuple(e.size + 1 for e in edges)
-        dense = np.zeros((2, *shape))
+        dense = np.zeros((self.channels, *shape))
         self.add_to(dense)
         return ThresholdGrid(
             edges=tuple(edges), pos=dense[1], neg=dense[0],
             names=tuple(names) if names is not None else None, weight_bits=weight_bits,
+            unrated=dense[2] if self.channels == 3 else None,
         )
 
 
@@ -449,25 +663,29 @@ def grouped_histograms(
     edges: Sequence[NDArray[np.float64]],
     *,
     weight_bits: int = DEFAULT_WEIGHT_BITS,
+    unrated: NDArray[np.bool_] | None = None,
 ) -> dict[int, SparseCounts]:
     """Histograms of already validated rows per group, as sparse partials.
 
     Exactly the counts :meth:`ThresholdGrid.from_scores` computes for each group's rows (same
     binning, same weight rounding): ``partials[g].to_grid(edges)`` equals the grid of group
-    ``g``'s rows. Rows are coded once by (group, label, cell) and sorted; each run of equal codes
-    is one non-zero cell.
+    ``g``'s rows. Rows are coded once by (group, channel, cell) and sorted; each run of equal
+    codes is one non-zero cell. Without ``unrated`` the partials have the 2-channel layout (as
+    before); with an ``unrated`` row mask they have 3 channels, channel 2 = unrated weight.
     """
     locators = [BinLocator(e) for e in edges]
     shape = tuple(e.size + 1 for e in edges)
     size = int(np.prod(shape))
+    channels = 2 if unrated is None else 3
     n = scores.shape[0]
     keys = np.empty(n, dtype=np.int64)
     for start in range(0, n, ROW_CHUNK):
         stop = start + ROW_CHUNK
-        block = cell_codes(scores[start:stop], locators, shape)
-        block += labels[start:stop] * size
-        keys[start:stop] = block
-    keys += np.asarray(group_codes, dtype=np.int64) * (2 * size)
+        keys[start:stop] = _channel_codes(
+            scores[start:stop], labels[start:stop],
+            None if unrated is None else unrated[start:stop], locators, shape,
+        )
+    keys += np.asarray(group_codes, dtype=np.int64) * (channels * size)
     if weights is None:
         keys.sort()
         run_weights = None
@@ -483,26 +701,31 @@ def grouped_histograms(
         counts = np.diff(np.append(starts, n)).astype(np.float64)
     else:
         counts = np.add.reduceat(run_weights, starts)
-    groups = unique // (2 * size)
-    cells = unique - groups * (2 * size)
+    groups = unique // (channels * size)
+    cells = unique - groups * (channels * size)
     bounds = np.concatenate(([0], np.flatnonzero(groups[1:] != groups[:-1]) + 1, [groups.size]))
     return {
-        int(groups[a]): SparseCounts(cells=cells[a:b], counts=counts[a:b])
+        int(groups[a]): SparseCounts(cells=cells[a:b], counts=counts[a:b], channels=channels)
         for a, b in itertools.pairwise(bounds.tolist())
     }
 
 
 def sum_sparse(partials: Sequence[SparseCounts], n_cells: int) -> SparseCounts:
-    """The sum of sparse partials over the same lattice (``n_cells = 2 * prod(shape)``).
+    """The sum of sparse partials over the same lattice (``n_cells = channels * prod(shape)``).
 
-    Exact: counts are multiples of the weight resolution, so float64 sums do not round.
+    Exact: counts are multiples of the weight resolution, so float64 sums do not round. All
+    partials must have the same number of channels (the result keeps it).
     """
     if not partials:
         return SparseCounts(cells=np.zeros(0, dtype=np.int64), counts=np.zeros(0))
+    channels = {p.channels for p in partials}
+    if len(channels) != 1:
+        raise ValueError(f"cannot sum sparse partials with different channels {sorted(channels)}")
     dense = np.bincount(
         np.concatenate([p.cells for p in partials]),
         weights=np.concatenate([p.counts for p in partials]),
         minlength=n_cells,
     )
     cells = np.flatnonzero(dense)
-    return SparseCounts(cells=cells.astype(np.int64), counts=dense[cells])
+    return SparseCounts(cells=cells.astype(np.int64), counts=dense[cells],
+                        channels=channels.pop())

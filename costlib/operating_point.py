@@ -18,6 +18,28 @@ Given a :class:`~costlib.grid.ThresholdGrid`, a combination rule and a target (s
 
 On a concave PN curve, maximising ``TP - r FP`` is the paper's "derivative equals target" rule;
 on the empirical, stepwise curves it is its exact discrete counterpart.
+
+Coverage (selective labels). A grid built from the ratings of the thresholds in force knows
+nothing about the unrated rows a lower threshold would flag. With ``max_unrated_share = s``
+(default 0) every method returns only *covered* tuples, ``U(t) <= s V(t)``
+(:meth:`~costlib.grid.ThresholdGrid.covered`):
+
+- ``hull``: the exact argmax over the covered cells meeting every constraint; its frontier is
+  the upper concave hull of the covered cells (a chosen point that is not a hull vertex, under
+  constraints or a non-linear objective, is inserted into it at its FP rank);
+- ``graph``: the max-area path of the whole lattice is kept (the paper's method; the path does
+  not depend on the objective); the point is the best covered, feasible point on it. With
+  ``s = 0`` the covered part of a monotone path is a suffix of it (covered tuples are an up-set);
+- ``bucket``: the buckets are formed over the covered cells only, then the best feasible point;
+- ``analytic``: the fitted path is the paper's; its snapped root is kept when it is covered and
+  the objective is linear and unconstrained, otherwise the best covered feasible cell of the
+  snapped path.
+
+When a strictly better candidate of the same method exists outside coverage, the point's
+``status`` is ``"coverage_limited"`` and ``unrestricted`` describes that point. Objectives other
+than ``TP - r FP`` and constraints are in :mod:`costlib.objectives`; infeasible constraints give
+``status="infeasible"`` with the nearest point defined there. Grids without unrated weight,
+the linear objective and no constraints give exactly the results of the plain methods.
 """
 
 from __future__ import annotations
@@ -26,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from costlib.analytic import fit_analytic_path
@@ -37,8 +60,9 @@ from costlib.frontier import (
     marginal_precisions,
     upper_hull,
 )
-from costlib.grid import RULES, ThresholdGrid
+from costlib.grid import ThresholdGrid, as_score_array, check_rule, split_labels
 from costlib.lattice_path import max_area_path
+from costlib.objectives import Constraints, Objective, Selection, select
 from costlib.target import Target, resolve_target
 
 __all__ = ["METHODS", "OperatingPoint", "optimize"]
@@ -87,11 +111,35 @@ class OperatingPoint:
         Classifier names.
     details : dict
         Method-specific extras (analytic: fitted exponents, energy, root status, fitted curve).
+    volume, unrated : float
+        ``V = TP + FP + U`` and ``U`` at the point: every scored row it flags, and the unrated
+        weight among them.
+    coverage : float
+        ``(TP + FP) / V`` (1 when nothing is flagged).
+    status : {"ok", "coverage_limited", "infeasible"}
+        ``coverage_limited``: a strictly better candidate flags more unrated weight than
+        allowed (see ``unrestricted``); ``infeasible``: no covered point flagging anything meets
+        the constraints, the point is the nearest one (see :mod:`costlib.objectives`).
+    reason : str
+        One line explaining a status other than ``"ok"`` (empty otherwise).
+    objective_name : str
+        ``"linear"``, ``"fbeta"`` or ``"precision_at_volume"``; ``objective`` is its value.
+    objective_params : dict
+        Its parameters (slope, beta, volume).
+    constraints : dict
+        ``min_precision``, ``max_volume``, ``max_false_positives`` (None = not set).
+    max_unrated_share : float
+        The allowed unrated share ``s`` of the flagged volume.
+    total_positives_source : str
+        Where ``P`` (for F-beta and recall) comes from: ``"rated"`` = rated positives only.
+    unrestricted : dict or None
+        For ``coverage_limited``: ``index``, ``thresholds``, ``tp``, ``fp``, ``unrated``,
+        ``volume``, ``objective`` of the better, uncovered point.
     """
 
     method: str
     rule: str
-    target: Target
+    target: Target | None
     thresholds: tuple[float, ...]
     index: tuple[int, ...]
     tp: float
@@ -109,6 +157,17 @@ class OperatingPoint:
     rated_negatives: float
     names: tuple[str, ...] | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    volume: float = float("nan")
+    unrated: float = 0.0
+    coverage: float = 1.0
+    status: str = "ok"
+    reason: str = ""
+    objective_name: str = "linear"
+    objective_params: dict[str, float] = field(default_factory=dict)
+    constraints: dict[str, float | None] = field(default_factory=dict)
+    max_unrated_share: float = 0.0
+    total_positives_source: str = "rated"
+    unrestricted: dict[str, Any] | None = None
 
     @property
     def position(self) -> int:
@@ -116,13 +175,83 @@ class OperatingPoint:
         matches = np.flatnonzero((self.path == np.asarray(self.index)).all(axis=1))
         return int(matches[0])
 
+    def apply(self, scores: ArrayLike | pd.DataFrame) -> NDArray[np.bool_]:
+        """Decisions for new rows: True where the point flags the row.
+
+        Classifier ``j`` fires iff ``s_j >= thresholds[j]`` (an "off" threshold, ``+inf``, never
+        fires); rows are flagged when any (``rule="any"``) / all (``"all"``) classifiers fire.
+        A missing score (``-inf``, NaN, or a null in a DataFrame) means the classifier did not
+        score the row: it never fires.
+
+        Parameters
+        ----------
+        scores : array-like of shape (n, k) or (n,), or pandas DataFrame
+            A DataFrame is read by the point's classifier names (:attr:`names`).
+
+        Returns
+        -------
+        ndarray of bool, shape (n,)
+        """
+        s, _ = as_score_array(scores, self.names if isinstance(scores, pd.DataFrame) else None)
+        s = np.asarray(s, dtype=np.float64)
+        if s.ndim == 1:
+            s = s[:, None]
+        k = len(self.thresholds)
+        if s.ndim != 2 or s.shape[1] != k:
+            raise ValueError(f"scores must have shape (n, {k}) for {k} classifiers, got {s.shape}")
+        if np.isposinf(s).any():
+            j = int(np.flatnonzero(np.isposinf(s).any(axis=0))[0])
+            raise ValueError(f"score column {j} has +inf; scores must be finite, -inf or NaN")
+        with np.errstate(invalid="ignore"):
+            fires = s >= np.asarray(self.thresholds)[None, :]  # NaN compares False
+        return fires.any(axis=1) if self.rule == "any" else fires.all(axis=1)
+
+    def evaluate(
+        self,
+        scores: ArrayLike | pd.DataFrame,
+        labels: ArrayLike,
+        weights: ArrayLike | None = None,
+        *,
+        beta: float = 1.0,
+    ) -> dict[str, float]:
+        """What the point achieves on a labelled hold-out set.
+
+        Returns weighted ``tp``, ``fp``, ``fn``, ``precision = tp / (tp + fp)`` (NaN when nothing
+        is flagged), ``recall = tp / (tp + fn)`` (NaN without positives), ``fbeta`` (1 when
+        ``tp = fp = fn = 0``, as in :mod:`costlib.losses`), ``flagged`` (weight flagged, rated or
+        not) and ``unrated_flagged`` (flagged rows with a null label, left out of the counts).
+        """
+        flags = self.apply(scores)
+        y, unrated = split_labels(labels, flags.size)
+        w = np.ones(flags.size) if weights is None else np.asarray(weights, dtype=np.float64)
+        if w.shape != flags.shape:
+            raise ValueError(f"weights must have shape {flags.shape}, got {w.shape}")
+        rated = np.ones(flags.size, dtype=bool) if unrated is None else ~unrated
+        tp = float(w[flags & rated & y].sum())
+        fp = float(w[flags & rated & ~y].sum())
+        fn = float(w[~flags & rated & y].sum())
+        b2 = float(beta) ** 2
+        den = (1 + b2) * tp + b2 * fn + fp
+        return {
+            "tp": tp,
+            "fp": fp,
+            "fn": fn,
+            "precision": _precision(tp, fp),
+            "recall": tp / (tp + fn) if tp + fn > 0 else float("nan"),
+            "fbeta": (1 + b2) * tp / den if den > 0 else 1.0,
+            "beta": float(beta),
+            "flagged": float(w[flags].sum()),
+            "unrated_flagged": float(w[flags & ~rated].sum()),
+        }
+
     def summary(self) -> dict[str, Any]:
         """Flat, JSON-friendly record of the point (no curves)."""
         names = self.names or tuple(f"s{j + 1}" for j in range(len(self.thresholds)))
         return {
             "method": self.method,
             "rule": self.rule,
-            "target_marginal_precision": self.target.marginal_precision,
+            "target_marginal_precision": None if self.target is None
+            else self.target.marginal_precision,
             "classifiers": list(names),
             "thresholds": list(self.thresholds),
             "index": list(self.index),
@@ -134,20 +263,82 @@ class OperatingPoint:
             "objective": self.objective,
             "rated_positives": self.rated_positives,
             "rated_negatives": self.rated_negatives,
+            "volume": self.volume,
+            "unrated": self.unrated,
+            "coverage": self.coverage,
+            "status": self.status,
+            "reason": self.reason,
+            "objective_name": self.objective_name,
+            "objective_params": dict(self.objective_params),
+            "constraints": dict(self.constraints),
+            "max_unrated_share": self.max_unrated_share,
+            "total_positives_source": self.total_positives_source,
+            "unrestricted": None if self.unrestricted is None else dict(self.unrestricted),
         }
 
 
+@dataclass(frozen=True)
+class _Context:
+    """What every method needs besides its curve."""
+
+    grid: ThresholdGrid
+    rule: str
+    method: str
+    target: Target | None
+    objective: Objective
+    constraints: Constraints
+    max_unrated_share: float
+    covered: NDArray[np.bool_] | None  # None: every tuple is covered
+
+
+def _cell_record(ctx: _Context, flat: int) -> dict[str, Any]:
+    tp_all, fp_all = ctx.grid.counts(ctx.rule)
+    index = tuple(int(i) for i in np.unravel_index(flat, tp_all.shape))
+    tp, fp = float(tp_all[index]), float(fp_all[index])
+    unrated = float(ctx.grid.unrated_counts(ctx.rule)[index]) if ctx.grid.has_unrated else 0.0
+    value = ctx.objective.values(np.array([tp]), np.array([fp]), ctx.grid.total_positives)
+    return {
+        "index": list(index),
+        "thresholds": list(ctx.grid.threshold_values(index)),
+        "tp": tp,
+        "fp": fp,
+        "unrated": unrated,
+        "volume": tp + fp + unrated,
+        "objective": float(value[0]),
+    }
+
+
+def _reason(ctx: _Context, selection: Selection, chosen: dict, free: dict | None) -> str:
+    if selection.status == "coverage_limited":
+        share = free["unrated"] / free["volume"]
+        return (
+            f"the best {ctx.method} point (thresholds {tuple(free['thresholds'])}, "
+            f"{ctx.objective.name} {free['objective']:.6g}) flags {free['unrated']:g} unrated of "
+            f"{free['volume']:g} ({share:.1%} > allowed {ctx.max_unrated_share:g}); held back "
+            f"to the best covered point ({ctx.objective.name} {chosen['objective']:.6g})"
+        )
+    if selection.status == "infeasible":
+        limits = {k: v for k, v in ctx.constraints.as_dict().items() if v is not None}
+        if ctx.objective.name == "precision_at_volume":
+            limits["volume"] = ctx.objective.volume
+        return (
+            f"no covered {ctx.method} point that flags anything meets {limits}; nearest point "
+            f"(smallest largest relative violation) violates {', '.join(selection.violated)}"
+        )
+    return ""
+
+
 def _on_curve(
-    grid: ThresholdGrid,
-    rule: str,
-    method: str,
-    target: Target,
+    ctx: _Context,
     path: NDArray[np.intp],
     position: int,
     curve_kind: str,
     area: float,
     details: dict[str, Any] | None = None,
+    selection: Selection | None = None,
+    unrestricted_flat: int | None = None,
 ) -> OperatingPoint:
+    grid, rule = ctx.grid, ctx.rule
     tp_all, fp_all = grid.counts(rule)
     idx = tuple(path.T)
     curve_tp = np.asarray(tp_all[idx], dtype=np.float64)
@@ -155,10 +346,19 @@ def _on_curve(
     index = tuple(int(i) for i in path[position])
     tp, fp = float(curve_tp[position]), float(curve_fp[position])
     left, right = marginal_precisions(curve_tp, curve_fp, position)
+    chosen = _cell_record(ctx, int(np.ravel_multi_index(index, tp_all.shape)))
+    if ctx.objective.name == "linear":
+        value = tp - ctx.objective.slope * fp  # exactly today's expression
+    else:
+        value = chosen["objective"]
+    status = "ok" if selection is None else selection.status
+    free = None if unrestricted_flat is None else _cell_record(ctx, unrestricted_flat)
+    reason = "" if selection is None else _reason(ctx, selection, chosen, free)
+    volume = chosen["volume"]
     return OperatingPoint(
-        method=method,
+        method=ctx.method,
         rule=rule,
-        target=target,
+        target=ctx.target,
         thresholds=grid.threshold_values(index),
         index=index,
         tp=tp,
@@ -166,7 +366,7 @@ def _on_curve(
         precision=_precision(tp, fp),
         marginal_precision_left=left,
         marginal_precision_right=right,
-        objective=tp - target.slope * fp,
+        objective=value,
         path=path,
         curve_tp=curve_tp,
         curve_fp=curve_fp,
@@ -176,7 +376,42 @@ def _on_curve(
         rated_negatives=grid.total_negatives,
         names=grid.names,
         details=details or {},
+        volume=volume,
+        unrated=chosen["unrated"],
+        coverage=(tp + fp) / volume if volume > 0 else 1.0,
+        status=status,
+        reason=reason,
+        objective_name=ctx.objective.name,
+        objective_params=ctx.objective.params,
+        constraints=ctx.constraints.as_dict(),
+        max_unrated_share=ctx.max_unrated_share,
+        total_positives_source="rated",
+        unrestricted=free,
     )
+
+
+def _select_among(ctx: _Context, flat: NDArray[np.intp] | None) -> tuple[Selection, int | None]:
+    """Best covered feasible cell among flat candidates (``None`` = every cell).
+
+    Returns the selection (positions into ``flat``) and the unrestricted cell's flat index.
+    """
+    tp_all, fp_all = ctx.grid.counts(ctx.rule)
+    vol_all = ctx.grid.volume(ctx.rule)
+    if flat is None:
+        tp, fp, vol = tp_all.ravel(), fp_all.ravel(), vol_all.ravel()
+        cov = None if ctx.covered is None else ctx.covered.ravel()
+    else:
+        tp, fp, vol = tp_all.ravel()[flat], fp_all.ravel()[flat], vol_all.ravel()[flat]
+        cov = None if ctx.covered is None else ctx.covered.ravel()[flat]
+    sel = select(tp, fp, vol, cov, ctx.objective, ctx.constraints, ctx.grid.total_positives)
+    free = None
+    if sel.unrestricted is not None:
+        free = int(sel.unrestricted if flat is None else flat[sel.unrestricted])
+    return sel, free
+
+
+def _cells(flat: NDArray[np.intp], shape: tuple[int, ...]) -> NDArray[np.intp]:
+    return np.column_stack(np.unravel_index(flat, shape)).astype(np.intp)
 
 
 def optimize(
@@ -191,17 +426,26 @@ def optimize(
     n_buckets: int = 50,
     granularity: int = 512,
     frontier: bool = True,
+    max_unrated_share: float = 0.0,
+    objective: str = "linear",
+    beta: float = 1.0,
+    volume: float | None = None,
+    min_precision: float | None = None,
+    max_volume: float | None = None,
+    max_false_positives: float | None = None,
 ) -> OperatingPoint:
     """Choose an operating point on a threshold grid.
 
     Give the trade-off exactly one way: ``target_marginal_precision`` m in (0, 1),
     ``target_slope`` r = dTP/dFP = m / (1 - m), a 2x2 ``benefit_matrix`` (rows = true class,
-    r = (b00 - b01) / (b11 - b10)), or a :class:`~costlib.target.Target`.
+    r = (b00 - b01) / (b11 - b10)), or a :class:`~costlib.target.Target`. It is required for the
+    linear objective; for other objectives it is optional (it then only steers the analytic
+    method's root finding, r = 1 when absent).
 
     Parameters
     ----------
     grid : ThresholdGrid
-    rule : {"any", "all"}, default "any"
+    rule : {"any", "all"} (aliases "or", "and"), default "any"
         Flag an item when any (OR) / all (AND) classifiers fire.
     method : {"graph", "analytic", "hull", "bucket"}, default "graph"
         See the module docstring.
@@ -213,6 +457,18 @@ def optimize(
         For ``method="hull"``: compute the whole upper concave hull as the reported curve. With
         ``False`` only the optimum and its two hull neighbours are found (two vectorised passes
         instead of quickhull; the point and its marginal precisions are identical).
+    max_unrated_share : float in [0, 1], default 0
+        Only tuples whose flagged volume ``V`` holds at most ``max_unrated_share * V`` unrated
+        weight are returned (see the module docstring). Irrelevant for grids without unrated.
+    objective : {"linear", "fbeta", "f1", "precision_at_volume"}, default "linear"
+        ``TP - r FP``; F-beta with ``beta``; precision at review volume ``volume``
+        (:mod:`costlib.objectives`).
+    beta : float, default 1
+    volume : float, optional
+        Review volume ``k`` for ``objective="precision_at_volume"``.
+    min_precision, max_volume, max_false_positives : float, optional
+        Constraints: ``TP / (TP + FP) >= min_precision``, ``V <= max_volume`` (review capacity,
+        unrated rows included), ``FP <= max_false_positives``.
 
     Returns
     -------
@@ -220,49 +476,65 @@ def optimize(
     """
     if not isinstance(grid, ThresholdGrid):
         raise TypeError(f"grid must be a ThresholdGrid, got {type(grid).__name__}")
-    if rule not in RULES:
-        raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+    rule = check_rule(rule)
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    tgt = resolve_target(target_marginal_precision, target_slope, benefit_matrix, target)
+    given = (target_marginal_precision, target_slope, benefit_matrix, target)
+    if objective == "linear" or any(v is not None for v in given):
+        tgt = resolve_target(target_marginal_precision, target_slope, benefit_matrix, target)
+    else:
+        tgt = None
+    obj = Objective.make(objective, slope=None if tgt is None else tgt.slope, beta=beta,
+                         volume=volume)
+    cons = Constraints(min_precision, max_volume, max_false_positives)
+    covered = grid.covered(rule, max_unrated_share)  # validates the share
+    if covered.all():
+        covered = None
+    ctx = _Context(grid, rule, method, tgt, obj, cons, float(max_unrated_share), covered)
+    # Today's methods, untouched, whenever coverage, objective and constraints cannot matter.
+    plain = covered is None and obj.name == "linear" and not cons.active
     tp, fp = grid.counts(rule)
-    r = tgt.slope
+    r = 1.0 if tgt is None else tgt.slope
 
     if method == "graph":
         path, area = max_area_path(tp, fp)
-        position = choose_on_curve(tp[tuple(path.T)], fp[tuple(path.T)], r)
-        return _on_curve(grid, rule, method, tgt, path, position, "path", area)
+        if plain:
+            position = choose_on_curve(tp[tuple(path.T)], fp[tuple(path.T)], r)
+            return _on_curve(ctx, path, position, "path", area)
+        flat = np.ravel_multi_index(tuple(path.T), tp.shape)
+        sel, free = _select_among(ctx, flat)
+        return _on_curve(ctx, path, sel.position, "path", area, selection=sel,
+                         unrestricted_flat=free)
 
     if method == "hull":
-        cell = best_cell(tp, fp, r)
-        if frontier:
-            flat = upper_hull(tp, fp)
-        else:  # the optimum with its two hull neighbours: enough for the marginal precisions
-            left, right = hull_neighbours(tp, fp, cell)
-            flat = np.array(
-                [i for i in (right, np.ravel_multi_index(cell, tp.shape), left) if i is not None],
-                dtype=np.intp,
-            )
-        path = np.column_stack(np.unravel_index(flat, tp.shape)).astype(np.intp)
-        curve_tp, curve_fp = tp.ravel()[flat], fp.ravel()[flat]
-        same = np.flatnonzero((curve_tp == tp[cell]) & (curve_fp == fp[cell]))
-        if same.size == 0:  # cannot happen for slope > 0; a guard with a clear message
-            raise RuntimeError("hull optimum is not a hull vertex; please report this grid")
-        position = int(same[0])
-        path[position] = cell  # report the optimum itself (a hull vertex may have duplicates)
-        details = {"full_frontier": bool(frontier)}
-        return _on_curve(grid, rule, method, tgt, path, position, "frontier", float("nan"), details)
+        return _hull(ctx, plain, frontier)
 
     if method == "bucket":
-        flat = bucket_frontier(tp, fp, n_buckets)
-        path = np.column_stack(np.unravel_index(flat, tp.shape)).astype(np.intp)
-        position = choose_on_curve(tp.ravel()[flat], fp.ravel()[flat], r)
         details = {"n_buckets": int(n_buckets)}
-        return _on_curve(grid, rule, method, tgt, path, position, "frontier", float("nan"), details)
+        if plain:
+            flat = bucket_frontier(tp, fp, n_buckets)
+            path = _cells(flat, tp.shape)
+            position = choose_on_curve(tp.ravel()[flat], fp.ravel()[flat], r)
+            return _on_curve(ctx, path, position, "frontier", float("nan"), details)
+        flat = bucket_frontier(tp, fp, n_buckets, mask=covered)
+        sel, _ = _select_among(ctx, flat)
+        free = None
+        if covered is not None and sel.status == "ok":
+            # The unrestricted baseline: buckets over every cell.
+            all_flat = bucket_frontier(tp, fp, n_buckets)
+            unres = _Context(grid, rule, method, tgt, obj, cons, ctx.max_unrated_share, None)
+            free_sel, _ = _select_among(unres, all_flat)
+            cand = int(all_flat[free_sel.position])
+            values = obj.values(tp.ravel()[[cand, flat[sel.position]]],
+                                fp.ravel()[[cand, flat[sel.position]]], grid.total_positives)
+            if free_sel.status == "ok" and values[0] > values[1]:
+                sel = Selection(sel.position, "coverage_limited", None)
+                free = cand
+        return _on_curve(ctx, _cells(flat, tp.shape), sel.position, "frontier", float("nan"),
+                         details, selection=sel, unrestricted_flat=free)
 
     fit = fit_analytic_path(tp, fp, r, granularity=granularity)
     path = fit.path_cells
-    position = int(np.flatnonzero((path == np.asarray(fit.cell)).all(axis=1))[0])
     idx = tuple(path.T)
     area = float(np.sum(0.5 * (fp[idx][:-1] - fp[idx][1:]) * (tp[idx][:-1] + tp[idx][1:])))
     details = {
@@ -276,4 +548,49 @@ def optimize(
         "fitted_curve_fp": fit.samples_fp,
         "optimizer_iterations": fit.optimizer_iterations,
     }
-    return _on_curve(grid, rule, method, tgt, path, position, "path", area, details)
+    root = int(np.flatnonzero((path == np.asarray(fit.cell)).all(axis=1))[0])
+    if obj.name == "linear" and not cons.active and (covered is None or covered[fit.cell]):
+        return _on_curve(ctx, path, root, "path", area, details)
+    flat = np.ravel_multi_index(idx, tp.shape)
+    sel, free = _select_among(ctx, flat)
+    return _on_curve(ctx, path, sel.position, "path", area, details, selection=sel,
+                     unrestricted_flat=free)
+
+
+def _hull(ctx: _Context, plain: bool, frontier: bool) -> OperatingPoint:
+    """The hull method: exact optimum over (covered, feasible) cells, hull of covered cells."""
+    tp, fp = ctx.grid.counts(ctx.rule)
+    details = {"full_frontier": bool(frontier)}
+    if plain:
+        cell = best_cell(tp, fp, ctx.objective.slope)
+        sel, free = None, None
+    else:
+        sel, free = _select_among(ctx, None)
+        cell = tuple(int(i) for i in np.unravel_index(sel.position, tp.shape))
+    # The frontier: the upper hull of the covered cells (all cells when all are covered),
+    # computed on the compressed covered cells; the all-off cell is always covered and last.
+    sub = None if ctx.covered is None else np.flatnonzero(ctx.covered)
+    sub_tp = tp.ravel() if sub is None else tp.ravel()[sub]
+    sub_fp = fp.ravel() if sub is None else fp.ravel()[sub]
+    cell_flat = int(np.ravel_multi_index(cell, tp.shape))
+    cell_sub = cell_flat if sub is None else int(np.searchsorted(sub, cell_flat))
+    if frontier:
+        hull = upper_hull(sub_tp, sub_fp)
+    else:  # the optimum with its two hull neighbours: enough for the marginal precisions
+        left, right = hull_neighbours(sub_tp, sub_fp, (cell_sub,))
+        hull = np.array([i for i in (right, cell_sub, left) if i is not None], dtype=np.intp)
+    flat = hull if sub is None else sub[hull]
+    curve_tp, curve_fp = tp.ravel()[flat], fp.ravel()[flat]
+    same = np.flatnonzero((curve_tp == tp[cell]) & (curve_fp == fp[cell]))
+    if same.size:
+        position = int(same[0])
+    elif plain:  # cannot happen for slope > 0; a guard with a clear message
+        raise RuntimeError("hull optimum is not a hull vertex; please report this grid")
+    else:  # constraints or a non-linear objective: insert the point at its FP rank
+        position = int(np.sum((curve_fp > fp[cell]) | ((curve_fp == fp[cell])
+                                                       & (curve_tp > tp[cell]))))
+        flat = np.insert(flat, position, cell_flat)
+    path = _cells(flat, tp.shape)
+    path[position] = cell  # report the optimum itself (a hull vertex may have duplicates)
+    return _on_curve(ctx, path, position, "frontier", float("nan"), details, selection=sel,
+                     unrestricted_flat=free)
