@@ -16,11 +16,10 @@ The *previous run* is the newest other complete run (one with ``manifest.json``)
 command under the same ``OUTPUT/runs/`` whose ``finished_utc`` is earlier than this run's;
 published or not (a run held by the publish guard is complete too).
 
-Windowed runs: each group is shown at its **latest window** and that window's newest pane,
-which is what ``costlib decide`` applies with ``decide.window: latest`` (by default it applies
-the latest *complete* window, see :mod:`pipelines.decide`); a table lists every window of the
-run. The change from
-the previous run compares those latest-window thresholds.
+Windowed runs: each group is shown at the window ``costlib decide`` applies
+(:func:`applied_points`: by default its latest *complete* window, see :mod:`pipelines.decide`)
+and that window's newest pane; a table lists every window of the run. The change from the
+previous run compares those thresholds.
 """
 
 from __future__ import annotations
@@ -198,6 +197,33 @@ def latest_points(records: Iterable[Mapping[str, Any]]) -> dict[Key, dict[str, A
         key = (record["group"], record["method"])
         if key not in chosen or _window_key(record) > _window_key(chosen[key]):
             chosen[key] = dict(record)
+    return chosen
+
+
+def applied_points(run: RunData) -> dict[Key, dict[str, Any]]:
+    """The record shown per ``(group, method)``: the one ``costlib decide`` applies.
+
+    Batch runs: every record. Windowed runs: with ``decide.window: latest_complete`` (the
+    default) a window counts when at most ``decide.max_uncovered_share`` of it lies outside the
+    event-time range the run read (:func:`pipelines.decide.uncovered_share`); each group is
+    shown at its latest such window and that window's newest pane. A group with no complete
+    window is shown at its latest window with ``window_complete`` False: ``decide`` gives it
+    the all-groups thresholds instead. Without a recorded range every window counts.
+    """
+    from pipelines.decide import uncovered_share
+
+    settings = (run.manifest.get("config") or {}).get("decide") or {}
+    time_range = run.manifest.get("event_time_range")
+    if not (run.windowed and time_range and settings.get("window", "latest_complete")
+            != "latest"):
+        return latest_points(run.records)
+    tolerance = settings.get("max_uncovered_share", 0.01)
+    complete = [r for r in run.records if uncovered_share(
+        (r["window_start"], r["window_end"]), time_range) <= tolerance]
+    chosen = latest_points(complete)
+    for key, record in latest_points(run.records).items():
+        if key not in chosen:
+            chosen[key] = {**record, "window_complete": False}
     return chosen
 
 
@@ -757,13 +783,17 @@ def _changes_table(changes: Sequence[ThresholdChange], classifiers: Sequence[str
 
 
 def _window_label(point: Mapping[str, Any]) -> str:
-    """``Latest window ... pane N`` for windowed records, else nothing."""
+    """``Applied window ... pane N`` for windowed records, else nothing."""
     if point["window_start"] is None:
         return ""
     start = f"{point['window_start']:%Y-%m-%d %H:%M}"
     end = f"{point['window_end']:%Y-%m-%d %H:%M}"
-    return (f'<p class="window">Latest window {_e(start)} → {_e(end)} UTC, '
-            f'pane {int(point["pane_index"])}.</p>')
+    if point.get("window_complete", True):
+        return (f'<p class="window">Applied window {_e(start)} → {_e(end)} UTC, '
+                f'pane {int(point["pane_index"])}.</p>')
+    return (f'<p class="window">Latest window {_e(start)} → {_e(end)} UTC, pane '
+            f'{int(point["pane_index"])}: partial, so costlib decide does not apply it; this '
+            f"group gets the all-groups thresholds.</p>")
 
 
 def _figures(run: RunData, points: Sequence[Mapping[str, Any]],
@@ -835,7 +865,8 @@ def _windows_section(records: Sequence[Mapping[str, Any]]) -> str:
                           _e(len(groups)), _e(summary),
                           _e(max(p for _, p in groups.values()))]))
     return ('<section id="windows"><h2>Windows</h2><p class="note">Each group below is shown at '
-            "its latest window and that window's newest pane (what costlib decide applies).</p>"
+            "the window costlib decide applies (by default its latest complete window) and that "
+            "window's newest pane.</p>"
             + _table(["start (UTC)", "end (UTC)", "groups", "statuses", "newest pane"], rows)
             + "</section>")
 
@@ -894,8 +925,8 @@ def _status_counts(points: Mapping[Key, Mapping[str, Any]], groups: Sequence[str
 
 def build_report(run: RunData, previous: RunData | None) -> str:
     """The whole report of ``run`` (compared with ``previous``) as one HTML string."""
-    points = latest_points(run.records)
-    old = latest_points(previous.records) if previous is not None else {}
+    points = applied_points(run)
+    old = applied_points(previous) if previous is not None else {}
     changes = threshold_changes(old, points, run.classifiers) if previous is not None else []
     config = run.manifest.get("config", {})
     methods = list(config.get("methods") or sorted({m for _, m in points}))

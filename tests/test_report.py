@@ -26,6 +26,7 @@ from pipelines.cli import main
 from pipelines.files import InputError
 from pipelines.recalibrate import run_recalibrate
 from pipelines.report import (
+    applied_points,
     build_report,
     latest_points,
     load_run,
@@ -250,10 +251,12 @@ def test_windowed_run_shows_each_groups_latest_window(tmp_path):
     text = build_report(run, None)
     parsed = _parse(text)
     assert set(parsed.sections) == set(GROUPS)
-    for group in ("market_a", TINY):
-        start = points[(group, "graph")]["window_start"]
+    applied = applied_points(run)  # decide's rule: the latest complete window
+    assert applied[(TINY, "graph")]["window_complete"] is False  # only early, partial windows
+    for group, label in (("market_a", "Applied window"), (TINY, "Latest window")):
+        start = applied[(group, "graph")]["window_start"]
         section = text[text.index(f'data-group="{html.escape(group)}" data-status'):]
-        assert section.index(f"Latest window {start:%Y-%m-%d %H:%M}") < section.index("</section>")
+        assert section.index(f"{label} {start:%Y-%m-%d %H:%M}") < section.index("</section>")
     window_rows = [r for r in parsed.rows if len(r["cells"]) == 5 and not r["attrs"]]
     assert len(window_rows) == len(ends)
 

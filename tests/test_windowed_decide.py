@@ -269,3 +269,16 @@ def test_a_window_is_complete_when_little_of_it_lies_outside_the_data():
         (windows[3][0].isoformat(), ["g"])]
     with pytest.raises(InputError, match="without the event-time range"):
         select_operating_points(records, base_config())
+
+
+def test_report_shows_the_window_decide_applies(partial_day):
+    """The report used to show each group's latest window, partial or not."""
+    from pipelines.report import applied_points, build_report, latest_points, load_run
+
+    _, _, recal, _ = partial_day
+    run = load_run(recal)
+    applied = applied_points(run)
+    assert {p["window_end"] for p in applied.values()} == {(START + 10 * DAY).to_pydatetime()}
+    assert {p["window_end"] for p in latest_points(run.records).values()} == {
+        (START + 17 * DAY).to_pydatetime()}  # the partial trailing window
+    assert f"Applied window {START + 3 * DAY:%Y-%m-%d %H:%M}" in build_report(run, None)
