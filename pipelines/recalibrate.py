@@ -60,6 +60,7 @@ from pipelines.publish import (
     Override,
     PublishRefused,
     baseline_violations,
+    guard_notes,
     guard_violations,
     read_baseline,
 )
@@ -231,6 +232,7 @@ class PublishRunFn(beam.DoFn):
                 "compared_with_run": baseline.run_id,
                 "previous_run_unreadable": baseline.problem,
                 "violations": violations,
+                "notes": guard_notes(new, spec.settings),
                 "override": (spec.override.record()
                              if spec.override is not None and violations else None),
             },

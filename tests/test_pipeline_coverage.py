@@ -7,11 +7,25 @@ Truth comes from two independent places: direct costlib calls on the same rows
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from pipeline_data import base_config, comparable, direct_records, sample_frame, write_files
+from pipeline_data import (
+    CLASSIFIERS,
+    base_config,
+    comparable,
+    coverage_fields,
+    direct_records,
+    sample_frame,
+    write_files,
+)
 
+from pipelines.cli import main
+from pipelines.decide import read_decisions, select_operating_points
+from pipelines.files import InputError
 from pipelines.recalibrate import run_recalibrate
 
 #: A low target: the unrestricted optimum of two groups lies below the rating floor (0.5).
@@ -116,3 +130,104 @@ def test_share_0_keeps_points_in_the_rated_region_where_the_old_grid_did_not(fra
     key = ("group", "method", "thresholds", "tp", "fp", "objective_value")
     assert sorted(tuple(map(str, (r[k] for k in key))) for r in old_points) == sorted(
         tuple(map(str, (r[k] for k in key))) for r in rated_only)
+
+
+# ---------------------------------------------------------------------------- through the CLI
+def _write_config(path, config_or_raw):
+    raw = config_or_raw if isinstance(config_or_raw, dict) else config_or_raw.raw
+    path.write_text(json.dumps(raw))  # JSON is YAML
+    return str(path)
+
+
+def _recalibrate(config_path, pattern, out, *extra):
+    return main(["recalibrate", "--config", config_path, "--input", pattern, "--output",
+                 str(out), "--run-id", "r1", *extra])
+
+
+def test_cli_objective_and_share_flag_equal_costlib_and_decide_applies_limited_points(
+        frame, pattern, tmp_path, capsys):
+    # The config leaves coverage unenforced; the flag sets it to 0 (and the digest with it).
+    config_path = _write_config(tmp_path / "c.yaml", base_config(target=LOW_TARGET))
+    assert _recalibrate(config_path, pattern, tmp_path / "out", "--max_unrated_share=0") == 0
+    assert "note: group" in capsys.readouterr().out  # coverage_limited points are listed
+    run_dir = tmp_path / "out" / "runs" / "r1"
+    got = pq.read_table(run_dir / "operating_points.parquet").to_pylist()
+    expected_config = base_config(target=LOW_TARGET, coverage={"max_unrated_share": 0.0})
+    assert comparable(got) == comparable(direct_records(frame, expected_config))
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["published"] and manifest["config_digest"] == expected_config.digest
+    limited = sorted(r["group"] for r in got
+                     if r["method"] == "graph" and r["point_status"] == "coverage_limited")
+    assert limited and manifest["guard"]["violations"] == []
+    assert [n.split("'")[1] for n in manifest["guard"]["notes"]] == limited
+    # decide applies the coverage-limited thresholds (the safe ones)
+    out = tmp_path / "decisions"
+    assert main(["decide", "--config", config_path, "--input", pattern, "--operating-points",
+                 str(tmp_path / "out"), "--output", str(out), "--run-id", "d1"]) == 0
+    decisions = read_decisions(str(out)).to_pandas().set_index("item_id").sort_index()
+    graph = {r["group"]: r["thresholds"] for r in got if r["method"] == "graph"}
+    scores = np.nan_to_num(frame[list(expected_config.classifiers)].to_numpy(), nan=-np.inf)
+    thresholds = np.array([graph[g] for g in frame["group"]])
+    expected = pd.Series((scores >= thresholds).any(axis=1), index=frame["item_id"].astype(str))
+    assert decisions["threshold_decision"].astype(bool).equals(expected.sort_index())
+    decide_manifest = json.loads((out / "runs" / "d1" / "manifest.json").read_text())
+    assert decide_manifest["operating_points"]["groups_coverage_limited"] == limited
+
+
+def test_cli_infeasible_constraint_holds_the_run(pattern, tmp_path, capsys):
+    # No flagged row weighs less than 1: a capacity of 0.5 cannot be met by any point.
+    config = base_config(objective={"name": "f1"}, constraints={"max_volume": 0.5},
+                         coverage={"max_unrated_share": 0.0})
+    config_path = _write_config(tmp_path / "c.yaml", config)
+    assert _recalibrate(config_path, pattern, tmp_path / "out") == 3
+    err = capsys.readouterr().err
+    assert "held for review" in err and "point is infeasible" in err and "max_volume" in err
+    manifest = json.loads((tmp_path / "out" / "runs" / "r1" / "manifest.json").read_text())
+    assert not manifest["published"] and not (tmp_path / "out" / "LATEST").exists()
+    records = pq.read_table(tmp_path / "out" / "runs" / "r1" / "operating_points.parquet")
+    assert set(records.column("point_status").to_pylist()) == {"infeasible"}
+
+
+def test_decide_gives_infeasible_groups_null_decisions():
+    config = base_config()
+    records = [_hand_record("market_a", [0.7, 0.8], "infeasible"),
+               _hand_record("market_b", [0.6, 0.9], "coverage_limited"),
+               _hand_record("__all__", [0.5, 0.5], "infeasible")]
+    chosen = select_operating_points(records, config)
+    assert chosen.get("market_a").thresholds is None  # fail closed
+    assert chosen.get("market_b").thresholds == (0.6, 0.9)
+    assert chosen.get("market_c").thresholds is None  # the __all__ default is infeasible too
+    assert chosen.details["groups_infeasible"] == ["__all__", "market_a"]
+    with pytest.raises(InputError, match="unknown point_status 'maybe'"):
+        select_operating_points([_hand_record("market_a", [0.7, 0.8], "maybe")], config)
+
+
+def _hand_record(group, thresholds, point_status):
+    return {"group": group, "window_start": None, "window_end": None, "rule": "any",
+            "method": "graph", "classifiers": list(CLASSIFIERS), "thresholds": thresholds,
+            "status": "ok", "fallback_group": None, "pane_index": 0, "run_id": "r",
+            **coverage_fields(point_status)}
+
+
+@pytest.mark.parametrize(("section", "value", "key"), [
+    ("objective", {"name": "f2"}, "objective.name"),
+    ("objective", {"name": "fbeta", "beta": 0}, "objective.beta"),
+    ("objective", {"name": "precision_at_volume"}, "objective.volume"),
+    ("constraints", {"min_precision": 1.5}, "constraints.min_precision"),
+    ("constraints", {"max_volume": -1}, "constraints.max_volume"),
+    ("constraints", {"max_fp": 3}, "constraints"),
+    ("coverage", {"max_unrated_share": 2}, "coverage.max_unrated_share"),
+])
+def test_bad_values_exit_2_naming_the_key(pattern, tmp_path, capsys, section, value, key):
+    raw = {**base_config().raw, section: value}
+    assert _recalibrate(_write_config(tmp_path / "c.yaml", raw), pattern, tmp_path / "o") == 2
+    err = capsys.readouterr().err
+    assert f"{key}:" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("value", ["1.5", "-0.1", "nan", "half"])
+def test_share_flag_refuses_values_outside_0_1(pattern, tmp_path, capsys, value):
+    config_path = _write_config(tmp_path / "c.yaml", base_config())
+    assert _recalibrate(config_path, pattern, tmp_path / "o", f"--max-unrated-share={value}") == 2
+    assert "--max-unrated-share" in capsys.readouterr().err
