@@ -8,6 +8,8 @@ Truth comes from two independent places: direct costlib calls on the same rows
 from __future__ import annotations
 
 import json
+from html.parser import HTMLParser
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -27,6 +29,7 @@ from pipelines.cli import main
 from pipelines.decide import read_decisions, select_operating_points
 from pipelines.files import InputError
 from pipelines.recalibrate import run_recalibrate
+from pipelines.report import write_report
 
 #: A low target: the unrestricted optimum of two groups lies below the rating floor (0.5).
 LOW_TARGET = {"marginal_precision": 0.05}
@@ -231,3 +234,49 @@ def test_share_flag_refuses_values_outside_0_1(pattern, tmp_path, capsys, value)
     config_path = _write_config(tmp_path / "c.yaml", base_config())
     assert _recalibrate(config_path, pattern, tmp_path / "o", f"--max-unrated-share={value}") == 2
     assert "--max-unrated-share" in capsys.readouterr().err
+
+
+class _Rows(HTMLParser):
+    """Table rows of a report: their data-* attributes and cell texts."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows: list[tuple[dict, list[str]]] = []
+        self._in_cell = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self.rows.append((dict(attrs), []))
+        elif tag == "td" and self.rows:
+            self.rows[-1][1].append("")
+            self._in_cell = True
+
+    def handle_endtag(self, tag):
+        if tag == "td":
+            self._in_cell = False
+
+    def handle_data(self, data):
+        if self._in_cell:
+            self.rows[-1][1][-1] += data
+
+
+def test_report_shows_volume_coverage_and_point_status(frame, pattern, tmp_path):
+    config = base_config(target=LOW_TARGET, coverage={"max_unrated_share": 0.0})
+    manifest, got = _run(config, pattern, tmp_path / "out")
+    path = write_report(str(tmp_path / "out" / "runs" / manifest["run_id"]))
+    parser = _Rows()
+    parser.feed(Path(path).read_text())
+    per_method = {(a["data-group"], a["data-method"]): cells for a, cells in parser.rows
+                  if "data-method" in a}
+    overview = {a["data-group"]: cells for a, cells in parser.rows
+                if "data-group" in a and "data-method" not in a}
+    for record in got:
+        cells = per_method[(record["group"], record["method"])]
+        volume, coverage, point = cells[-3:]
+        assert float(volume.replace(",", "")) == record["volume"]
+        assert coverage == f"{record['coverage']:.3f}"
+        assert point.startswith(record["point_status"].replace("_", " "))
+        if record["point_status"] == "coverage_limited":
+            assert record["reason"] in point
+        if record["method"] == "graph":  # the overview: before the note column
+            assert overview[record["group"]][-4:-1] == cells[-3:]
