@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from costlib.bootstrap import BootstrapGrids, BootstrapResult, confidence_intervals
 from costlib.grid import ThresholdGrid
@@ -63,8 +64,16 @@ def optimize_group(
     min_negatives: float,
     bootstrap: BootstrapGrids | None = None,
     level: float = 0.9,
+    options: Mapping[str, Any] | None = None,
 ) -> GroupResult:
-    """Optimise one group's grid with every method, if it holds enough rated rows."""
+    """Optimise one group's grid with every method, if it holds enough rated rows.
+
+    ``options`` are further keyword arguments of :func:`costlib.operating_point.optimize`
+    (``max_unrated_share``, ``objective``, ``beta``, ``volume``, ``min_precision``,
+    ``max_volume``, ``max_false_positives``), used for the point and for the bootstrap
+    replicates alike.
+    """
+    options = dict(options or {})
     result = GroupResult(
         group=group,
         status="ok",
@@ -77,12 +86,13 @@ def optimize_group(
         result.intervals = dict.fromkeys(methods)
         return result
     for method in methods:
-        result.points[method] = optimize(grid, target=target, rule=rule, method=method)
+        result.points[method] = optimize(grid, target=target, rule=rule, method=method,
+                                         **options)
         result.intervals[method] = (
             None
             if bootstrap is None
             else confidence_intervals(bootstrap, level=level, target=target, rule=rule,
-                                      method=method)
+                                      method=method, **options)
         )
     return result
 
@@ -131,6 +141,7 @@ def recalibrate_grids(
     fallback: str = "all_groups",
     bootstrap: Mapping[str, BootstrapGrids] | None = None,
     level: float = 0.9,
+    options: Mapping[str, Any] | None = None,
 ) -> dict[str, GroupResult]:
     """Operating points for every group and for the all-groups grid, with fallback.
 
@@ -141,6 +152,9 @@ def recalibrate_grids(
         unless present.
     bootstrap : mapping group -> BootstrapGrids, optional
         Replicate grids per group (``"__all__"`` summed likewise) for intervals.
+    options : mapping, optional
+        Further keyword arguments of :func:`costlib.operating_point.optimize` (coverage,
+        objective, constraints; see :func:`optimize_group`).
     """
     grids = dict(grids)
     if ALL_GROUPS not in grids and grids:
@@ -155,6 +169,7 @@ def recalibrate_grids(
             name, grid, methods=methods, target=target, rule=rule,
             min_positives=min_positives, min_negatives=min_negatives,
             bootstrap=None if boots is None else boots.get(name), level=level,
+            options=options,
         )
         for name, grid in sorted(grids.items())
     }

@@ -124,6 +124,46 @@ class RunConfig:
         return Target.from_benefit_matrix(t["benefit_matrix"])
 
     @property
+    def max_unrated_share(self) -> float | None:
+        """``coverage.max_unrated_share``: the allowed unrated share, None = not enforced."""
+        share = self.raw["coverage"]["max_unrated_share"]
+        return None if share is None else float(share)
+
+    @property
+    def objective(self) -> dict[str, Any]:
+        """``objective``: ``name`` (linear, fbeta, f1, precision_at_volume), ``beta``,
+        ``volume``."""
+        return self.raw["objective"]
+
+    @property
+    def constraints(self) -> dict[str, float | None]:
+        """``constraints``: ``min_precision``, ``max_volume``, ``max_false_positives``."""
+        return self.raw["constraints"]
+
+    @property
+    def optimize_options(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`costlib.operating_point.optimize` besides target/rule.
+
+        A ``max_unrated_share`` of None (not enforced) is passed as 1, which covers every tuple:
+        the points are then exactly those of a grid without the unrated channel.
+        """
+        share = self.max_unrated_share
+        objective = self.objective
+        return {
+            "max_unrated_share": 1.0 if share is None else share,
+            "objective": objective["name"],
+            "beta": float(objective["beta"]),
+            "volume": None if objective["volume"] is None else float(objective["volume"]),
+            **{k: None if v is None else float(v) for k, v in self.constraints.items()},
+        }
+
+    def with_max_unrated_share(self, share: float | None) -> RunConfig:
+        """The same config with ``coverage.max_unrated_share`` replaced (validated again)."""
+        raw = copy.deepcopy(self.raw)
+        raw["coverage"]["max_unrated_share"] = share
+        return RunConfig.from_dict(raw, source="config with --max-unrated-share")
+
+    @property
     def digest(self) -> str:
         canonical = json.dumps(self.raw, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
@@ -179,6 +219,12 @@ class RunConfig:
             _ = self.target
         except ValueError as exc:
             raise ConfigError(f"{source}: {exc}") from exc
+        objective = self.objective
+        if objective["name"] == "precision_at_volume" and objective["volume"] is None:
+            raise ConfigError(
+                f"{source}: objective.volume: objective 'precision_at_volume' needs the review "
+                "volume (a number > 0 of flagged rows, rated and unrated)"
+            )
         if self.decision_method not in self.methods:
             raise ConfigError(
                 f"{source}: decision_method: {self.decision_method!r} is not one of methods "

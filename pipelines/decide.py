@@ -28,6 +28,12 @@ Which operating point a group uses (records of ``config.decision_method`` only):
   ``fallback``: the thresholds stored in the record, which are the parent's
   (``operating_point_group`` = the record's ``fallback_group``); ``insufficient_data``: null
   threshold decision;
+- ``point_status`` (coverage and constraints, issue 10): ``ok`` and ``coverage_limited`` apply
+  the record's thresholds (a coverage-limited point is the best one inside the rated region:
+  the safe choice); ``infeasible`` (no covered point meets the constraints; the record holds
+  the nearest point) gives the group a null threshold decision: decide fails closed rather
+  than apply thresholds that break a constraint. Records without the field (older runs) count
+  as ``ok``. The manifest lists ``groups_infeasible`` and ``groups_coverage_limited``;
 - a group with no record uses the ``"__all__"`` record if that one has thresholds
   (``operating_point_group = "__all__"``), else its threshold decision is null.
 
@@ -311,6 +317,15 @@ def _window_details(window: Window, time_range: dict[str, str] | None) -> dict[s
             "uncovered_share": share}
 
 
+#: ``point_status`` of operating point records (:mod:`costlib.operating_point`).
+POINT_STATUSES = ("ok", "coverage_limited", "infeasible")
+
+
+def _point_statuses(records: list[dict[str, Any]], status: str) -> list[str]:
+    """Groups whose chosen record has ``point_status`` ``status``."""
+    return sorted(r["group"] for r in records if r.get("point_status") == status)
+
+
 def _group_thresholds(
     record: dict[str, Any], config: RunConfig, source: str
 ) -> GroupThresholds:
@@ -328,6 +343,11 @@ def _group_thresholds(
         return NO_THRESHOLDS
     if status not in ("ok", "fallback"):
         raise InputError(f"{where} has unknown status {status!r}")
+    point_status = record.get("point_status") or "ok"  # records written before issue 10: ok
+    if point_status not in POINT_STATUSES:
+        raise InputError(f"{where} has unknown point_status {point_status!r}")
+    if point_status == "infeasible":  # fail closed: the nearest point breaks a constraint
+        return NO_THRESHOLDS
     values = np.asarray(record["thresholds"], dtype=np.float64)
     if values.shape != (len(names),):
         raise InputError(f"{where} has {values.size} thresholds for {len(names)} classifiers")
@@ -392,6 +412,8 @@ def select_operating_points(
         "groups": len(by_group),
         "groups_without_thresholds": sorted(g for g, t in by_group.items()
                                             if t.thresholds is None),
+        "groups_infeasible": _point_statuses(chosen, "infeasible"),
+        "groups_coverage_limited": _point_statuses(chosen, "coverage_limited"),
         "default_group": default.operating_point_group,
     }
     return DecisionThresholds(by_group, default, len(config.classifiers), details)

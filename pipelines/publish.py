@@ -9,7 +9,14 @@ the run back when
   a classifier switched on or off counts as an infinite move), or
 - a group's thresholds rest on fewer than ``min_rated`` rated rows (positives + negatives of the
   grid they were chosen on: the group's own, or the parent's under fallback; a group with no
-  thresholds, status ``insufficient_data``, rests on none).
+  thresholds, status ``insufficient_data``, rests on none), or
+- a group's point of the decision method is ``infeasible`` (``point_status``: no covered point
+  meets the run's constraints; ``costlib decide`` would give it null decisions).
+
+Points that are ``coverage_limited`` (the best point inside the rated region; a better one
+flags more unrated rows than allowed) are no violation; they are listed in the manifest's
+``guard.notes`` (:func:`guard_notes`), as are points that flag unrated rows when coverage is not
+enforced (``coverage.max_unrated_share: null``).
 
 The guard fails closed: when the published run cannot be read (``LATEST`` names a missing,
 incomplete or unreadable run, or ``LATEST`` is gone while ``runs/`` holds published runs), or
@@ -40,6 +47,7 @@ __all__ = [
     "Override",
     "PublishRefused",
     "baseline_violations",
+    "guard_notes",
     "guard_violations",
     "publish_run",
     "read_baseline",
@@ -119,6 +127,9 @@ def guard_violations(
                 f"group {group!r}: thresholds rest on {rated:g} rated rows "
                 f"(status {record['status']}), fewer than min_rated={settings.min_rated:g}"
             )
+        if record.get("point_status") == "infeasible":
+            violations.append(f"group {group!r}: the {settings.method} point is infeasible: "
+                              f"{record.get('reason') or 'no point meets the constraints'}")
         old = old_by_group.get(group)
         if settings.max_threshold_change is None or old is None:
             continue
@@ -148,6 +159,29 @@ def guard_violations(
             if old_by_group[group]["thresholds"] is not None:
                 violations.append(f"group {group!r}: had thresholds and is missing from the run")
     return violations
+
+
+def guard_notes(new: Sequence[dict[str, Any]], settings: GuardSettings) -> list[str]:
+    """What the guard lets pass but a reviewer should see (decision method's points).
+
+    ``coverage_limited`` points (with the refused point's thresholds), and points that flag
+    unrated rows while coverage is not enforced (``max_unrated_share`` null).
+    """
+    notes = []
+    for group, record in sorted(_by_group(new, settings.method).items()):
+        if record.get("point_status") == "coverage_limited":
+            notes.append(
+                f"group {group!r}: coverage_limited: thresholds {record['thresholds']} are the "
+                f"best covered point; {record.get('reason') or ''}".rstrip("; ")
+            )
+        elif (record.get("max_unrated_share") is None and record.get("unrated")
+              and record["status"] == "ok"):
+            notes.append(
+                f"group {group!r}: the point flags {record['unrated']:g} unrated of "
+                f"{record['volume']:g} (coverage {record['coverage']:.1%}); coverage is not "
+                "enforced (coverage.max_unrated_share is null)"
+            )
+    return notes
 
 
 @dataclass(frozen=True)

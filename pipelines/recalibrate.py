@@ -60,6 +60,7 @@ from pipelines.publish import (
     Override,
     PublishRefused,
     baseline_violations,
+    guard_notes,
     guard_violations,
     read_baseline,
 )
@@ -67,6 +68,7 @@ from pipelines.records import (
     PN_CURVE_SCHEMA,
     operating_point_records,
     pn_curve_records,
+    point_settings,
     records_to_jsonl,
     records_to_table,
 )
@@ -153,6 +155,7 @@ class FinalizeWindowFn(beam.DoFn):
                 target_marginal_precision=config.target.marginal_precision,
                 run_id=self.run_id, config_digest=config.digest,
                 window_start=start, window_end=end, pane_index=latest[group][1],
+                settings=point_settings(config),
             )
             curves += pn_curve_records(result, window_start=start, window_end=end)
         write_parquet(f"{directory}/operating_points.parquet",
@@ -229,6 +232,7 @@ class PublishRunFn(beam.DoFn):
                 "compared_with_run": baseline.run_id,
                 "previous_run_unreadable": baseline.problem,
                 "violations": violations,
+                "notes": guard_notes(new, spec.settings),
                 "override": (spec.override.record()
                              if spec.override is not None and violations else None),
             },

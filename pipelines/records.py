@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import Any
 
@@ -17,6 +17,7 @@ __all__ = [
     "arrow_schema",
     "operating_point_records",
     "pn_curve_records",
+    "point_settings",
     "records_to_jsonl",
     "records_to_table",
 ]
@@ -79,6 +80,57 @@ def _float_or_none(value: float | None) -> float | None:
     return None if value is None or value != value else float(value)
 
 
+#: The run settings of :func:`operating_point_records` when none are given (today's defaults).
+DEFAULT_POINT_SETTINGS: dict[str, Any] = {
+    "max_unrated_share": None,
+    "objective": {"name": "linear", "beta": 1.0, "volume": None},
+    "constraints": {"min_precision": None, "max_volume": None, "max_false_positives": None},
+}
+
+
+def point_settings(config) -> dict[str, Any]:
+    """The settings of a :class:`~pipelines.config.RunConfig` that records carry."""
+    return {"max_unrated_share": config.max_unrated_share, "objective": config.objective,
+            "constraints": config.constraints}
+
+
+def _settings_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Objective and constraint fields of a record, from the run settings."""
+    objective = settings["objective"]
+    name = objective["name"]
+    return {
+        "objective": name,
+        "objective_beta": (1.0 if name == "f1" else float(objective["beta"]))
+        if name in ("fbeta", "f1") else None,
+        "objective_volume": float(objective["volume"]) if name == "precision_at_volume"
+        else None,
+        "max_unrated_share": _float_or_none(settings["max_unrated_share"]),
+        **{key: _float_or_none(value) for key, value in settings["constraints"].items()},
+    }
+
+
+def _coverage_fields(point) -> dict[str, Any]:
+    """Volume, coverage, point status and the unrestricted point (all null without a point)."""
+    if point is None:
+        return {"volume": None, "unrated": None, "coverage": None, "point_status": None,
+                "reason": None, "unrestricted_thresholds": None, "unrestricted_tp": None,
+                "unrestricted_fp": None, "unrestricted_unrated": None, "objective_value": None}
+    free = point.unrestricted
+    return {
+        "volume": float(point.volume),
+        "unrated": float(point.unrated),
+        "coverage": _float_or_none(point.coverage),
+        "point_status": point.status,
+        "reason": point.reason or None,
+        "unrestricted_thresholds": None if free is None
+        else [float(t) for t in free["thresholds"]],
+        "unrestricted_tp": None if free is None else float(free["tp"]),
+        "unrestricted_fp": None if free is None else float(free["fp"]),
+        "unrestricted_unrated": None if free is None else float(free["unrated"]),
+        "objective_value": _float_or_none(point.objective),
+    }
+
+
 def operating_point_records(
     result,
     *,
@@ -90,8 +142,14 @@ def operating_point_records(
     window_start=None,
     window_end=None,
     pane_index: int = 0,
+    settings: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """One ``operating_point.json`` record per method of a ``GroupResult``."""
+    """One ``operating_point.json`` record per method of a ``GroupResult``.
+
+    ``settings`` are the run's coverage, objective and constraint settings
+    (:func:`point_settings`; default :data:`DEFAULT_POINT_SETTINGS`), recorded on every record.
+    """
+    fixed = _settings_fields(DEFAULT_POINT_SETTINGS if settings is None else settings)
     records = []
     for method, point in result.points.items():
         ci = result.intervals.get(method)
@@ -122,6 +180,8 @@ def operating_point_records(
                 "fp_ci_high": None if ci is None else float(ci.fp[1]),
                 "precision_ci_low": None if ci is None else _float_or_none(ci.precision[0]),
                 "precision_ci_high": None if ci is None else _float_or_none(ci.precision[1]),
+                **_coverage_fields(point),
+                **fixed,
                 "status": result.status,
                 "fallback_group": result.fallback_group,
                 "pane_index": int(pane_index),

@@ -6,11 +6,13 @@ URIs, with no script, no external file and nothing fetched from the network. It 
 - the run: id, times, runner, inputs, rule, target, methods, publication status, and the row
   accounting of ``manifest.json`` (read = used + unrated + dead-lettered, by reason);
 - an overview of every group: status, rated rows, the decision method's thresholds and their
-  change since the previous run;
+  change since the previous run, and its point's flagged volume, coverage and point status
+  (``ok`` / ``coverage_limited`` / ``infeasible``, with the reason);
 - per group: the operating point of each method with its bootstrap intervals (when the run
-  computed them), the PN curves with the chosen points (from ``pn_curves.parquet``), the paths
-  in threshold-index space (k = 2), the fallback or insufficient-data status, and every
-  threshold's change from the previous run (old -> new and the difference).
+  computed them), flagged volume, coverage and point status with its reason, the PN curves
+  with the chosen points (from ``pn_curves.parquet``), the paths in threshold-index space
+  (k = 2), the fallback or insufficient-data status, and every threshold's change from the
+  previous run (old -> new and the difference).
 
 The *previous run* is the newest other complete run (one with ``manifest.json``) of the same
 command under the same ``OUTPUT/runs/`` whose ``finished_utc`` is earlier than this run's;
@@ -671,6 +673,25 @@ def _change_css(change: ThresholdChange | None) -> str:
     return "" if change is None or change.difference == 0 else "moved"
 
 
+#: Columns of :func:`_coverage_cells`.
+COVERAGE_HEADERS = ("volume", "coverage", "point")
+
+
+def _coverage_cells(point: Mapping[str, Any]) -> list[str]:
+    """Flagged volume, coverage and point status (reason as its title) of a record (HTML).
+
+    Records written before these fields existed show empty cells.
+    """
+    status = point.get("point_status")
+    if status is None:
+        return ["", "", ""]
+    badge = _status_badge(status)
+    reason = point.get("reason")
+    if reason:
+        badge = f'<span title="{_e(reason)}">{badge}</span><div class="note">{_e(reason)}</div>'
+    return [_e(_fmt_count(point.get("volume"))), _e(_fmt_ratio(point.get("coverage"))), badge]
+
+
 def _overview_section(groups: Sequence[str], points: Mapping[Key, Mapping[str, Any]],
                       changes: Sequence[ThresholdChange], method: str,
                       classifiers: Sequence[str], previous: RunData | None) -> str:
@@ -691,6 +712,7 @@ def _overview_section(groups: Sequence[str], points: Mapping[Key, Mapping[str, A
             delta = ("" if change is None
                      else f' <span class="ci">Δ {_e(_fmt_difference(change))}</span>')
             cells.append(_td(_e(_fmt_threshold(value)) + delta, _change_css(change)))
+        cells += [_td(c) for c in _coverage_cells(point)]
         source = point["fallback_group"] if point["status"] == "fallback" else ""
         cells.append(_td(_e(f"thresholds of {source}" if source else "")))
         if windowed:
@@ -700,7 +722,7 @@ def _overview_section(groups: Sequence[str], points: Mapping[Key, Mapping[str, A
     since = ("Δ = change since the previous run " + previous.run_id if previous is not None
              else "no previous run to compare with")
     headers = ["group", "status", "rated +", "rated −",
-               *(f"t[{c}]" for c in classifiers), "note",
+               *(f"t[{c}]" for c in classifiers), *COVERAGE_HEADERS, "note",
                *(["latest window"] if windowed else [])]
     return (f'<section id="overview"><h2>Groups</h2><p class="note">Thresholds of the decision '
             f"method ({_e(method)}); {_e(since)}; \"off\" = that classifier never fires.</p>"
@@ -728,10 +750,11 @@ def _points_table(points: Sequence[Mapping[str, Any]], classifiers: Sequence[str
                                          _fmt_ratio)),
             _e(f"{_fmt_ratio(p['marginal_precision_left'])} / "
                f"{_fmt_ratio(p['marginal_precision_right'])}"),
+            *_coverage_cells(p),
         ]
         rows.append(_row(cells, group=p["group"], method=p["method"]))
     headers = ["method", *(f"t[{c}]" for c in classifiers), "TP", "FP", "precision",
-               "marginal precision in / out"]
+               "marginal precision in / out", *COVERAGE_HEADERS]
     return _table(headers, rows, css="points")
 
 
@@ -895,6 +918,8 @@ table.points td, table.changes td, table.accounting td { font-variant-numeric: t
 .badge.ok { background: #dff3e4; color: #1e6b34; }
 .badge.fallback { background: #fff1d6; color: #8a5a00; }
 .badge.insufficient_data { background: #fde2e1; color: #9b1c1c; }
+.badge.coverage_limited { background: #fff1d6; color: #8a5a00; }
+.badge.infeasible { background: #fde2e1; color: #9b1c1c; }
 .note, .window { color: #5b6570; font-size: .85rem; }
 .nochange { color: #5b6570; font-style: italic; }
 td.moved { font-weight: 600; color: #8a3b00; }

@@ -11,9 +11,10 @@ path, or a ready ``(source, row_group, table)`` batch (as a TestStream provides)
 
 Outputs of :class:`AggregateBatches`:
 
-- ``grids``: ``(group, (edges, SparseCounts))`` partial grids, one per group present in a
-  batch (and per period bucket in windowed mode, timestamped at the bucket start), plus the same
-  rows summed under ``"__all__"``;
+- ``grids``: ``(group, (edges, SparseCounts, rated_rows))`` partial grids, one per group present
+  in a batch (and per period bucket in windowed mode, timestamped at the bucket start), plus the
+  same rows summed under ``"__all__"``; valid unrated rows (label null) are the third channel
+  of the counts (:class:`SumGrids`);
 - ``accounting``: a Counter per batch (and, with ``plausibility.count_duplicate_item_ids``, one
   Counter of duplicate item ids per group); ``dead_letters``: ``(source, row_group, table)``;
 - ``bootstrap``: ``(group, BootstrapGrids)`` when bootstrap replicates are configured.
@@ -184,62 +185,81 @@ class SumCounters(beam.CombineFn):
 class SumGrids(beam.CombineFn):
     """Adds sparse partial grids into a dense accumulator it owns (inputs are never modified).
 
-    Elements are ``(edges, SparseCounts)``; the output is a :class:`costlib.grid.ThresholdGrid`.
-    An accumulator is ``[dense (2, *shape) counts, edges]`` while it is being added to, and is
-    compacted back to ``[SparseCounts, edges]`` before Beam encodes it for the shuffle (most
-    cells of a group's grid are empty), which cuts the bytes moved several-fold.
+    Elements are ``(edges, SparseCounts, rated_rows)``: a partial grid (2 channels, negatives
+    and positives; or 3 with the unrated weight as channel 2) and how many valid rated rows it
+    holds. The output is a :class:`costlib.grid.ThresholdGrid` (with the unrated channel when
+    any partial had one), or ``None`` when the key had no rated row at all (only unrated rows:
+    like a group without rows, it gets no operating point). An accumulator is
+    ``[dense (channels, *shape) counts, edges, rated_rows]`` while it is being added to; the
+    dense array grows from 2 to 3 channels when the first 3-channel partial arrives (adding
+    zeros: exact). It is compacted back to ``[SparseCounts, edges, rated_rows]`` before Beam
+    encodes it for the shuffle (most cells of a group's grid are empty), which cuts the bytes
+    moved several-fold.
     """
 
     def __init__(self, config: RunConfig):
         self.names = config.classifiers
 
     @staticmethod
-    def _dense(acc):
-        counts, edges = acc
+    def _dense(acc, channels: int = 2):
+        """The accumulator with a dense array of at least ``channels`` channels."""
+        counts, edges, rated = acc
         if isinstance(counts, SparseCounts):
-            dense = np.zeros((2, *(e.size + 1 for e in edges)))
+            dense = np.zeros((max(channels, counts.channels), *(e.size + 1 for e in edges)))
             counts.add_to(dense)
-            return [dense, edges]
+            return [dense, edges, rated]
+        if counts.shape[0] < channels:
+            extra = np.zeros((channels - counts.shape[0], *counts.shape[1:]))
+            return [np.concatenate([counts, extra]), edges, rated]
         return acc
 
     def create_accumulator(self):
         return None
 
     def add_input(self, acc, partial):
-        edges, counts = partial
+        edges, counts, rated = partial
         if acc is None:
-            acc = [np.zeros((2, *(e.size + 1 for e in edges))), edges]
-        acc = self._dense(acc)
+            acc = [np.zeros((counts.channels, *(e.size + 1 for e in edges))), edges, 0]
+        acc = self._dense(acc, counts.channels)
         counts.add_to(acc[0])
+        acc[2] += int(rated)
         return acc
 
     def merge_accumulators(self, accs):
-        merged = None
-        for acc in accs:
-            if acc is None:
-                continue
-            if merged is None:
-                merged = self._dense(acc)
-                if merged is acc:  # never modify an accumulator we were handed
-                    merged = [acc[0].copy(), acc[1]]
-            elif isinstance(acc[0], SparseCounts):
+        accs = [acc for acc in accs if acc is not None]
+        if not accs:
+            return None
+        channels = max(self._channels(acc) for acc in accs)
+        merged = self._dense(accs[0], channels)
+        if merged is accs[0]:  # never modify an accumulator we were handed
+            merged = [accs[0][0].copy(), accs[0][1], accs[0][2]]
+        for acc in accs[1:]:
+            if isinstance(acc[0], SparseCounts):
                 acc[0].add_to(merged[0])
             else:
-                merged[0] += acc[0]
+                merged[0][: acc[0].shape[0]] += acc[0]
+            merged[2] += acc[2]
         return merged
+
+    @staticmethod
+    def _channels(acc) -> int:
+        counts = acc[0]
+        return counts.channels if isinstance(counts, SparseCounts) else counts.shape[0]
 
     def compact(self, acc):
         if acc is None or isinstance(acc[0], SparseCounts):
             return acc
         flat = acc[0].reshape(-1)
         cells = np.flatnonzero(flat)
-        return [SparseCounts(cells=cells.astype(np.int64), counts=flat[cells]), acc[1]]
+        return [SparseCounts(cells=cells.astype(np.int64), counts=flat[cells],
+                             channels=acc[0].shape[0]), acc[1], acc[2]]
 
     def extract_output(self, acc):
-        if acc is None:
+        if acc is None or acc[2] == 0:
             return None
-        dense, edges = self._dense(acc)
-        return ThresholdGrid(edges=tuple(edges), pos=dense[1], neg=dense[0], names=self.names)
+        dense, edges, _ = self._dense(acc)
+        return ThresholdGrid(edges=tuple(edges), pos=dense[1], neg=dense[0], names=self.names,
+                             unrated=dense[2] if dense.shape[0] == 3 else None)
 
 
 class SumBootstrapGrids(beam.CombineFn):
@@ -334,8 +354,8 @@ class AggregateBatchesFn(beam.DoFn):
     """Read, validate and histogram batches: partial grids per group, accounting, dead letters.
 
     For each batch: the accounting Counter and any dead-letter table go to tagged outputs, then
-    the rated rows give one partial grid per group (and per period bucket if windowed), and the
-    all-groups partial as their sum.
+    the valid rows (rated, and unrated in a third channel) give one partial grid per group (and
+    per period bucket if windowed), and the all-groups partial as their sum.
     """
 
     def __init__(self, config: RunConfig, columns: list[str] | None, windowed: bool,
@@ -363,11 +383,25 @@ class AggregateBatchesFn(beam.DoFn):
             yield from self.histograms(batch, edges)
 
     def histograms(self, batch, edges):
-        rows, groups, scores, labels, weights = batch.rated_rows()
+        """Partial grids of a batch's valid rows: ``(group, (edges, counts, rated_rows))``.
+
+        Rated rows go to the negative/positive channels; when the batch has valid unrated rows
+        (label null) they go to a third channel, in the same sort-and-count pass
+        (:func:`costlib.grid.grouped_histograms`). A batch without unrated rows gives exactly
+        the 2-channel partials of the rated rows. Bootstrap replicates use the rated rows only.
+        """
+        n_groups = len(batch.group_names)
+        has_unrated = not batch.rated.all()
+        if has_unrated:
+            rows = np.arange(batch.rated.size)
+            groups, scores, labels, weights = (batch.group_codes, batch.scores, batch.labels,
+                                               batch.weights)
+            unrated = ~batch.rated
+        else:
+            rows, groups, scores, labels, weights = batch.rated_rows()
+            unrated = None
         if rows.size == 0:
             return
-        names = self.config.classifiers
-        n_groups = len(batch.group_names)
         if self.windowed:
             bucket = batch.event_times_us.take(rows) // self.period_us
             buckets, bucket_codes = np.unique(bucket, return_inverse=True)
@@ -375,35 +409,51 @@ class AggregateBatchesFn(beam.DoFn):
         else:
             buckets = np.zeros(1, dtype=np.int64)
             codes = groups
+        rated_per_code = np.bincount(codes if unrated is None else codes[~unrated],
+                                     minlength=buckets.size * n_groups)
         edges = tuple(edges)
-        n_cells = 2 * int(np.prod([e.size + 1 for e in edges]))
-        partials = grouped_histograms(codes, scores, labels, weights, edges)
+        channels = 2 if unrated is None else 3
+        n_cells = channels * int(np.prod([e.size + 1 for e in edges]))
+        partials = grouped_histograms(codes, scores, labels, weights, edges, unrated=unrated)
         per_bucket: dict[int, list] = {}
         for code, counts in partials.items():
             bucket_index, group_index = divmod(code, n_groups)
-            per_bucket.setdefault(bucket_index, []).append(counts)
-            yield from self._emit(batch.group_names[group_index], (edges, counts),
+            rated = int(rated_per_code[code])
+            per_bucket.setdefault(bucket_index, []).append((counts, rated))
+            yield from self._emit(batch.group_names[group_index], (edges, counts, rated),
                                   buckets[bucket_index])
         for bucket_index, parts in per_bucket.items():  # the all-groups grid, same rows
-            yield from self._emit(ALL_GROUPS, (edges, sum_sparse(parts, n_cells)),
+            total = sum_sparse([counts for counts, _ in parts], n_cells)
+            yield from self._emit(ALL_GROUPS, (edges, total, sum(r for _, r in parts)),
                                   buckets[bucket_index])
         if self.with_bootstrap:
-            item_ids = np.asarray(batch.item_ids.take(rows).to_pylist())
-            boot = self.config.bootstrap
-            group_labels = [*batch.group_names, ALL_GROUPS]
-            all_codes = (codes // n_groups) * (n_groups + 1) + n_groups
-            own_codes = (codes // n_groups) * (n_groups + 1) + codes % n_groups
-            for code_array in (own_codes, all_codes):
-                for code in np.unique(code_array).tolist():
-                    rows = code_array == code
-                    bucket_index, group_index = divmod(code, n_groups + 1)
-                    grids = BootstrapGrids.from_scores(
-                        scores[rows], labels[rows], edges, item_ids[rows],
-                        None if weights is None else weights[rows],
-                        n_replicates=boot["replicates"], seed=boot["seed"], names=names,
-                    )
-                    for out in self._emit(group_labels[group_index], grids, buckets[bucket_index]):
-                        yield pvalue.TaggedOutput("bootstrap", out)
+            yield from self._bootstrap(batch, edges, codes, unrated, buckets)
+
+    def _bootstrap(self, batch, edges, codes, unrated, buckets):
+        """Replicate grids of the rated rows per group and for all groups (tagged output)."""
+        rows, _, scores, labels, weights = batch.rated_rows()
+        if unrated is not None:
+            codes = codes[~unrated]
+        if rows.size == 0:
+            return
+        n_groups = len(batch.group_names)
+        names = self.config.classifiers
+        item_ids = np.asarray(batch.item_ids.take(rows).to_pylist())
+        boot = self.config.bootstrap
+        group_labels = [*batch.group_names, ALL_GROUPS]
+        all_codes = (codes // n_groups) * (n_groups + 1) + n_groups
+        own_codes = (codes // n_groups) * (n_groups + 1) + codes % n_groups
+        for code_array in (own_codes, all_codes):
+            for code in np.unique(code_array).tolist():
+                selected = code_array == code
+                bucket_index, group_index = divmod(code, n_groups + 1)
+                grids = BootstrapGrids.from_scores(
+                    scores[selected], labels[selected], edges, item_ids[selected],
+                    None if weights is None else weights[selected],
+                    n_replicates=boot["replicates"], seed=boot["seed"], names=names,
+                )
+                for out in self._emit(group_labels[group_index], grids, buckets[bucket_index]):
+                    yield pvalue.TaggedOutput("bootstrap", out)
 
     def _emit(self, group, value, bucket):
         if self.windowed:
@@ -467,15 +517,17 @@ class OptimizeGroupFn(beam.DoFn):
     def process(self, element, window=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
         group, value = element
         if isinstance(value, dict):  # from CoGroupByKey: {"grid": [...], "bootstrap": [...]}
-            grid = value["grid"][0]
+            grid = value["grid"][0] if value["grid"] else None
             boot = value["bootstrap"][0] if value["bootstrap"] else None
         else:
             grid, boot = value, None
+        if grid is None:  # only unrated rows: no operating point (as for a group without rows)
+            return
         config = self.config
         result = optimize_group(
             group, grid, methods=config.methods, target=config.target, rule=config.rule,
             min_positives=config.min_positives, min_negatives=config.min_negatives,
-            bootstrap=boot, level=config.bootstrap["level"],
+            bootstrap=boot, level=config.bootstrap["level"], options=config.optimize_options,
         )
         pane_index = 0 if pane is None else int(pane.index)
         yield "results", (result, pane_index)

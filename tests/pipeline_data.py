@@ -10,7 +10,7 @@ from costlib.grid import ThresholdGrid
 from costlib.recalibration import recalibrate_grids
 from costlib.sample import generate_score_stream
 from pipelines.config import RunConfig
-from pipelines.records import operating_point_records
+from pipelines.records import operating_point_records, point_settings
 
 CLASSIFIERS = ("text_model", "image_model")
 
@@ -59,31 +59,58 @@ def write_files(frame, directory, *, n_files=3, row_group_size=4000, reverse=Fal
     return str(directory / "*.parquet")
 
 
-def direct_records(frame, config: RunConfig, edges=None):
-    """Operating point records computed by calling costlib directly on the rated rows."""
-    rated = frame[frame["label"].notna()]
+def direct_grids(frame, config: RunConfig, edges=None) -> dict[str, ThresholdGrid]:
+    """Grids per group straight from ``ThresholdGrid.from_scores`` on the frame's rows.
+
+    Unrated rows (label null) go to the grids' unrated channel; groups without a rated row get
+    no grid (the pipeline gives them no operating point).
+    """
     edges = edges if edges is not None else config.fixed_edges()
     grids = {}
-    for group, rows in rated.groupby("group"):
+    for group, rows in frame.groupby("group"):
+        if not rows["label"].notna().any():
+            continue
         scores = rows[list(config.classifiers)].to_numpy(dtype=float, na_value=np.nan)
         scores = np.where(np.isnan(scores), -np.inf, scores)
         grids[group] = ThresholdGrid.from_scores(
-            scores, rows["label"].to_numpy(dtype=bool), edges, rows["weight"].to_numpy(),
+            scores, rows["label"].astype(object).to_numpy(), edges, rows["weight"].to_numpy(),
             names=config.classifiers,
         )
+    return grids
+
+
+def direct_records(frame, config: RunConfig, edges=None):
+    """Operating point records computed by calling costlib directly on the rows."""
     results = recalibrate_grids(
-        grids, methods=config.methods, target=config.target, rule=config.rule,
-        min_positives=config.min_positives, min_negatives=config.min_negatives,
-        fallback=config.fallback,
+        direct_grids(frame, config, edges), methods=config.methods, target=config.target,
+        rule=config.rule, min_positives=config.min_positives,
+        min_negatives=config.min_negatives, fallback=config.fallback,
+        options=config.optimize_options,
     )
     records = []
     for name in sorted(results):
         records += operating_point_records(
             results[name], rule=config.rule, classifiers=config.classifiers,
             target_marginal_precision=config.target.marginal_precision, run_id="direct",
-            config_digest=config.digest,
+            config_digest=config.digest, settings=point_settings(config),
         )
     return records
+
+
+def coverage_fields(point_status=None, reason=None) -> dict:
+    """The coverage, objective and constraint fields of a hand-made operating point record.
+
+    Default: as a record written before these fields existed would read (no point status,
+    linear objective, nothing constrained).
+    """
+    return {
+        "volume": None, "unrated": None, "coverage": None, "point_status": point_status,
+        "reason": reason, "unrestricted_thresholds": None, "unrestricted_tp": None,
+        "unrestricted_fp": None, "unrestricted_unrated": None, "objective": "linear",
+        "objective_beta": None, "objective_volume": None, "objective_value": None,
+        "max_unrated_share": None, "min_precision": None, "max_volume": None,
+        "max_false_positives": None,
+    }
 
 
 def comparable(records):

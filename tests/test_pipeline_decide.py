@@ -16,6 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pipeline_data import coverage_fields
 
 from costlib.decoding import optimal_topk
 from costlib.sample import generate_score_stream, write_score_stream
@@ -79,7 +80,7 @@ def op_record(group, status, thresholds, fallback_group=None, *, method="graph",
         "threshold_ci_high": None, "tp_ci_low": None, "tp_ci_high": None, "fp_ci_low": None,
         "fp_ci_high": None, "precision_ci_low": None, "precision_ci_high": None,
         "status": status, "fallback_group": fallback_group, "pane_index": pane,
-        "run_id": run_id, "config_digest": "x",
+        "run_id": run_id, "config_digest": "x", **coverage_fields(),
     }
 
 

@@ -203,7 +203,7 @@ def test_bootstrap_intervals_are_shown(batch, report):
     record = _records(batch["runs"] / "run-2" / "operating_points.parquet")[("market_a", "graph")]
     row = next(r for r in report["parsed"].rows
                if r["attrs"].get("data-group") == "market_a"
-               and r["attrs"].get("data-method") == "graph" and len(r["cells"]) == 7)
+               and r["attrs"].get("data-method") == "graph" and len(r["cells"]) == 10)
     low, high = record["threshold_ci_low"][0], record["threshold_ci_high"][0]
     assert row["cells"][1]["text"] == f"{record['thresholds'][0]:.4f} [{low:.4f}, {high:.4f}]"
     assert f"[{record['precision_ci_low']:.3f}, {record['precision_ci_high']:.3f}]" in (

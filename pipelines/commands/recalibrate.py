@@ -19,6 +19,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run id: 1-128 letters, digits, '.', '_' or '-' (default: UTC time "
                              "+ config hash); a re-run with an id replaces that run, never the "
                              "published one")
+    parser.add_argument("--max-unrated-share", type=_share, default=None, metavar="S",
+                        help="largest share in [0, 1] of a point's flagged volume that may be "
+                             "unrated rows (0: only the rated region); overrides the config's "
+                             "coverage.max_unrated_share (and so its digest)")
     guard = parser.add_argument_group(
         "publish guard",
         "LATEST only moves to the new run if its thresholds moved at most --max-threshold-change "
@@ -47,6 +51,17 @@ def _non_negative(text: str) -> float:
     return value
 
 
+def _share(text: str) -> float:
+    """A number in [0, 1] (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {text}")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
     from pipelines.config import load_config
     from pipelines.flags import UsageError
@@ -63,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
     elif args.override_by or args.override_reason:
         raise UsageError("--override-by/--override-reason only apply with --override-guard")
     config = load_config(args.config)
+    if args.max_unrated_share is not None:
+        config = config.with_max_unrated_share(args.max_unrated_share)
     with Progress("costlib recalibrate") as progress:
         manifest = run_recalibrate(
             config, args.input, args.output, args.beam_args, run_id=args.run_id,
@@ -87,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"operating points: {run_dir}/operating_points.parquet (and .jsonl); manifest.json "
           "written last")
     guard = manifest["guard"]
+    for note in guard.get("notes") or []:
+        print(f"note: {note}")
     if guard["override"]:
         print(f"published despite {len(guard['violations'])} guard violation(s), overridden by "
               f"{guard['override']['by']}: {guard['override']['reason']}")
