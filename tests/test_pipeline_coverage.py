@@ -122,7 +122,7 @@ def test_share_0_keeps_points_in_the_rated_region_where_the_old_grid_did_not(fra
         assert record["reason"] and "unrated" in record["reason"]
     # The defect: the old behaviour (coverage not enforced; the grid of rated rows only picks
     # the same points) chooses thresholds that flag rows nobody rated.
-    old = base_config(target=LOW_TARGET)
+    old = base_config(target=LOW_TARGET, coverage={"max_unrated_share": None})
     _, old_points = _run(old, pattern, tmp_path / "old")
     outside = []
     for record in old_points:
@@ -153,7 +153,8 @@ def _recalibrate(config_path, pattern, out, *extra):
 def test_cli_objective_and_share_flag_equal_costlib_and_decide_applies_limited_points(
         frame, pattern, tmp_path, capsys):
     # The config leaves coverage unenforced; the flag sets it to 0 (and the digest with it).
-    config_path = _write_config(tmp_path / "c.yaml", base_config(target=LOW_TARGET))
+    config_path = _write_config(tmp_path / "c.yaml", base_config(
+        target=LOW_TARGET, coverage={"max_unrated_share": None}))
     assert _recalibrate(config_path, pattern, tmp_path / "out", "--max_unrated_share=0") == 0
     assert "note: group" in capsys.readouterr().out  # coverage_limited points are listed
     run_dir = tmp_path / "out" / "runs" / "r1"
