@@ -62,6 +62,13 @@ def quantile_edges(sample: ArrayLike, n_edges: int) -> NDArray[np.float64]:
     the result may be shorter than ``n_edges`` when the sample has ties. ``-inf`` entries (items
     the classifier did not score) are ignored.
 
+    Take the sample from *every scored row*, rated or not, and build the grid from the same rows
+    (null labels go to its unrated channel): then candidates span the whole score range and
+    :func:`costlib.operating_point.optimize` refuses the tuples whose flagged rows were not
+    rated (``max_unrated_share``). Quantiles of rated rows alone reach below the rating floor
+    wherever another classifier flagged a row, and a grid of rated rows alone cannot tell
+    those candidates from well-rated ones.
+
     Parameters
     ----------
     sample : array-like of shape (n,)
