@@ -388,7 +388,7 @@ class AggregateBatchesFn(beam.DoFn):
         Rated rows go to the negative/positive channels; when the batch has valid unrated rows
         (label null) they go to a third channel, in the same sort-and-count pass
         (:func:`costlib.grid.grouped_histograms`). A batch without unrated rows gives exactly
-        the 2-channel partials of the rated rows. Bootstrap replicates use the rated rows only.
+        the 2-channel partials of the rated rows. Bootstrap replicates get the same rows.
         """
         n_groups = len(batch.group_names)
         has_unrated = not batch.rated.all()
@@ -430,10 +430,17 @@ class AggregateBatchesFn(beam.DoFn):
             yield from self._bootstrap(batch, edges, codes, unrated, buckets)
 
     def _bootstrap(self, batch, edges, codes, unrated, buckets):
-        """Replicate grids of the rated rows per group and for all groups (tagged output)."""
-        rows, _, scores, labels, weights = batch.rated_rows()
-        if unrated is not None:
-            codes = codes[~unrated]
+        """Replicate grids of the valid rows per group and for all groups (tagged output).
+
+        Unrated rows (label null) enter the replicates' unrated channel with their own Poisson
+        multipliers, so the intervals see the same coverage limit as the point estimate.
+        """
+        if unrated is None:
+            rows, _, scores, labels, weights = batch.rated_rows()
+        else:
+            rows = np.arange(batch.rated.size)
+            scores, weights = batch.scores, batch.weights
+            labels = np.where(unrated, np.nan, batch.labels.astype(np.float64))
         if rows.size == 0:
             return
         n_groups = len(batch.group_names)

@@ -112,14 +112,16 @@ def test_bootstrap_intervals_match_costlib(frame, tmp_path):
     small = frame.head(12_000)
     pattern = write_files(small, tmp_path / "in", n_files=2, row_group_size=2500)
     _, _, got = _run(config, pattern, tmp_path / "out")
-    rated = small[small["label"].notna()]
-    scores = rated[list(config.classifiers)].to_numpy(dtype=float, na_value=np.nan)
+    # every valid row: unrated ones (label null) go to the replicates' unrated channel
+    scores = small[list(config.classifiers)].to_numpy(dtype=float, na_value=np.nan)
     scores = np.where(np.isnan(scores), -np.inf, scores)
     boot = BootstrapGrids.from_scores(
-        scores, rated["label"].to_numpy(dtype=bool), config.fixed_edges(),
-        rated["item_id"].to_numpy(), rated["weight"].to_numpy(), n_replicates=8, seed=3,
+        scores, small["label"], config.fixed_edges(),
+        small["item_id"].to_numpy(), small["weight"].to_numpy(), n_replicates=8, seed=3,
     )
-    ci = confidence_intervals(boot, level=0.8, target=config.target, method="graph")
+    assert boot.replicate(0).total_unrated > 0
+    ci = confidence_intervals(boot, level=0.8, target=config.target, method="graph",
+                              **config.optimize_options)
     row = next(r for r in got if r["group"] == "__all__")
     assert row["threshold_ci_low"] == list(ci.thresholds[0])
     assert row["threshold_ci_high"] == list(ci.thresholds[1])
