@@ -620,6 +620,10 @@ def _run_summary(run: RunData, previous: RunData | None) -> str:
     if violations:
         items = "".join(f"<li>{_e(v)}</li>" for v in violations)
         held = f'<div class="warn"><p>Publish guard violations:</p><ul>{items}</ul></div>'
+    notes = guard.get("notes") or []
+    if notes:
+        items = "".join(f"<li>{_e(n)}</li>" for n in notes)
+        held += f'<div class="notes"><p>Publish guard notes:</p><ul>{items}</ul></div>'
     return f'<section id="run"><h2>Run</h2><table class="facts">{rows}</table>{held}</section>'
 
 

@@ -7,6 +7,7 @@ Truth comes from two independent places: direct costlib calls on the same rows
 
 from __future__ import annotations
 
+import html
 import itertools
 import json
 from html.parser import HTMLParser
@@ -284,6 +285,11 @@ def test_report_shows_volume_coverage_and_point_status(frame, pattern, tmp_path)
             assert record["reason"] in point
         if record["method"] == "graph":  # the overview: before the note column
             assert overview[record["group"]][-4:-1] == cells[-3:]
+    notes = manifest["guard"]["notes"]
+    assert notes  # the coverage-limited points, listed by the guard and shown in the report
+    text = Path(path).read_text()
+    assert "Publish guard notes:" in text
+    assert all(html.escape(note) in text for note in notes)
 
 
 def test_sum_grids_merges_2_and_3_channel_partials_exactly_in_any_order():
