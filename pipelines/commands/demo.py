@@ -14,18 +14,21 @@ from __future__ import annotations
 
 import argparse
 
+from pipelines.commands.arguments import integer_in, number_in
+
 PASSES_BEAM_ARGS = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", default="costlib-out", help="directory for everything")
-    parser.add_argument("--n-items", type=_int_in(1_000, 100_000_000), default=300_000,
+    parser.add_argument("--n-items", type=integer_in(1_000, 100_000_000), default=300_000,
                         help="items in the sample (1,000 to 100,000,000)")
-    parser.add_argument("--seed", type=_int_in(0, 2**32 - 1), default=7)
-    parser.add_argument("--bins", type=_int_in(1, 4096), default=64,
+    parser.add_argument("--seed", type=integer_in(0, 2**32 - 1), default=7)
+    parser.add_argument("--bins", type=integer_in(1, 4096), default=64,
                         help="candidate thresholds per classifier (1 to 4096)")
     parser.add_argument(
-        "--target-marginal-precision", type=_open_unit_interval, default=0.3,
+        "--target-marginal-precision", default=0.3,
+        type=number_in(0, 1, low_open=True, high_open=True),
         help="precision the next flagged items must reach (the business trade-off)",
     )
     parser.add_argument("--rule", choices=("any", "all"), default="any")
@@ -33,31 +36,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--methods", default="graph,analytic,hull,bucket", help="comma-separated methods"
     )
     parser.add_argument("--no-plots", action="store_true", help="skip writing figures")
-
-
-def _int_in(low: int, high: int):
-    """argparse type: an integer in [low, high]."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be between {low:,} and {high:,}, got {text}")
-        return value
-
-    return parse
-
-
-def _open_unit_interval(text: str) -> float:
-    """argparse type: a number strictly between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be strictly between 0 and 1, got {text}")
-    return value
 
 
 def _config(args: argparse.Namespace):

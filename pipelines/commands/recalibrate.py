@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from pipelines.commands.arguments import number_in
+
 PASSES_BEAM_ARGS = True
 
 
@@ -19,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run id: 1-128 letters, digits, '.', '_' or '-' (default: UTC time "
                              "+ config hash); a re-run with an id replaces that run, never the "
                              "published one")
-    parser.add_argument("--max-unrated-share", type=_share, default=None, metavar="S",
+    parser.add_argument("--max-unrated-share", type=number_in(0, 1), default=None, metavar="S",
                         help="largest share in [0, 1] of a point's flagged volume that may be "
                              "unrated rows (0: only the rated region); overrides the config's "
                              "coverage.max_unrated_share (and so its digest)")
@@ -29,37 +31,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "since the published run and rest on at least --min-rated rated rows (defaults: the "
         "config's publish section); otherwise the run is held and the command exits with 3.",
     )
-    guard.add_argument("--max-threshold-change", type=_non_negative, default=None,
+    guard.add_argument("--max-threshold-change", type=number_in(0), default=None,
                        metavar="X", help="largest allowed threshold move (absolute)")
-    guard.add_argument("--min-rated", type=_non_negative, default=None, metavar="N",
+    guard.add_argument("--min-rated", type=number_in(0), default=None, metavar="N",
                        help="fewest rated rows a group's thresholds may rest on")
     guard.add_argument("--override-guard", action="store_true",
                        help="publish even if the guard finds violations (needs --override-by "
                             "and --override-reason; recorded in the manifest)")
     guard.add_argument("--override-by", default="", help="who overrides the guard")
     guard.add_argument("--override-reason", default="", help="why the guard is overridden")
-
-
-def _non_negative(text: str) -> float:
-    """A finite number >= 0 (argparse type)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (value >= 0 and value != float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return value
-
-
-def _share(text: str) -> float:
-    """A number in [0, 1] (argparse type)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value <= 1.0:  # NaN fails too
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {text}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,27 +10,18 @@ from __future__ import annotations
 import argparse
 import json
 
+from pipelines.commands.arguments import number_in
 from pipelines.exit_codes import HELD, OK
 
 #: Beam flags (e.g. ``--impersonate_service_account``) set the output filesystem's credentials.
 PASSES_BEAM_ARGS = True
 
 
-def _positive_hours(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of hours, got {text}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``costlib status``."""
     parser.add_argument("--output", required=True,
                         help="a recalibrate (or decide) output directory")
-    parser.add_argument("--max-age-hours", type=_positive_hours, default=26.0,
+    parser.add_argument("--max-age-hours", type=number_in(0, low_open=True), default=26.0,
                         help="LATEST older than this is stale (default 26: a daily run plus "
                              "slack)")
     parser.add_argument("--json", action="store_true", help="print the status as JSON")

@@ -1,0 +1,53 @@
+"""argparse types for numbers in a range: one message format for every command.
+
+A value outside its range (or not a number, or NaN) makes argparse exit 2 with
+``argument --flag: must be ..., got TEXT``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+__all__ = ["integer_in", "number_in"]
+
+
+def number_in(low: float = -math.inf, high: float = math.inf, *, low_open: bool = False,
+              high_open: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite float in the interval between ``low`` and ``high``.
+
+    ``low_open`` / ``high_open`` exclude the bound itself.
+    """
+    if math.isinf(high):
+        interval = f"{'>' if low_open else '>='} {low:g}"
+    else:
+        interval = f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        inside = (math.isfinite(value)
+                  and (value > low if low_open else value >= low)
+                  and (value < high if high_open else value <= high))
+        if not inside:
+            raise argparse.ArgumentTypeError(f"must be a finite number {interval}, got {text}")
+        return value
+
+    return parse
+
+
+def integer_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer in ``[low, high]``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low:,} and {high:,}, got {text}")
+        return value
+
+    return parse
