@@ -23,8 +23,10 @@ def _population(n, seed, prevalence=0.01, separation=(3.2, 2.8), rho=0.3):
     return scores, y
 
 
+@pytest.mark.parametrize("start_at", [(0.9, 0.9), (0.9, np.inf)],
+                         ids=["both-too-high", "image-model-off"])
 @pytest.mark.parametrize("slope", [1.0, 4.0])
-def test_recalibrating_on_own_ratings_never_loses_real_utility(slope):
+def test_recalibrating_on_own_ratings_never_loses_real_utility(slope, start_at):
     edges = [uniform_edges(0.01, 0.99, 99)] * 2
     truth_scores, truth = _population(400_000, seed=999)
 
@@ -34,31 +36,34 @@ def test_recalibrating_on_own_ratings_never_loses_real_utility(slope):
 
     def run(share):
         start = optimize(ThresholdGrid.empty(edges), target_slope=slope, method="hull")
-        start = _with_thresholds(start, (0.9, 0.9))
-        points, grid, point = [], ThresholdGrid.empty(edges), start
+        start = _with_thresholds(start, start_at)
+        points, grid, point, seen = [], ThresholdGrid.empty(edges), start, []
         for day in range(10):
             scores, y = _population(50_000, seed=day)
-            labels = np.where(point.apply(scores), y, None)  # only flagged rows get rated
-            grid = grid + ThresholdGrid.from_scores(scores, labels, edges)
+            rated = point.apply(scores)  # only flagged rows get rated
+            seen.append((scores, rated))
+            grid = grid + ThresholdGrid.from_scores(scores, np.where(rated, y, None), edges)
             point = optimize(grid, target_slope=slope, method="hull", max_unrated_share=share)
-            points.append(point)
+            # counted directly: the rows of every day so far that it flags and nobody rated
+            unrated = sum(int(np.sum(point.apply(x) & ~r)) for x, r in seen)
+            points.append((point, unrated))
         return real_utility(start), points
 
     base, points = run(0.0)
-    for point in points:
+    for point, unrated in points:
         assert real_utility(point) >= base
-        assert all(t >= 0.9 for t in point.thresholds)  # coverage can only raise thresholds
-        assert point.unrated == 0.0
+        assert point.unrated == unrated == 0  # it flags only rows someone rated
         if point.status == "coverage_limited":
             free = point.unrestricted
             assert free["unrated"] > 0 and free["objective"] > point.objective
-            assert min(free["thresholds"]) < 0.9
-    assert any(p.status == "coverage_limited" for p in points)
+            assert any(t < s for t, s in zip(free["thresholds"], start_at, strict=True))
+    assert any(p.status == "coverage_limited" for p, _ in points)
     # Without the guard the same loop jumps to a point that floods false positives: the test
     # would fail for an optimiser that ignores coverage.
     _, unguarded = run(1.0)
-    assert real_utility(unguarded[0]) < base
-    assert min(unguarded[0].thresholds) < 0.5
+    first, unrated = unguarded[0]
+    assert real_utility(first) < base and unrated > 0
+    assert min(first.thresholds) < 0.5
 
 
 def _with_thresholds(point, thresholds):
