@@ -157,11 +157,17 @@ class RunConfig:
             **{k: None if v is None else float(v) for k, v in self.constraints.items()},
         }
 
-    def with_max_unrated_share(self, share: float | None) -> RunConfig:
-        """The same config with ``coverage.max_unrated_share`` replaced (validated again)."""
+    def with_overrides(self, overrides: dict[str, Any], *, source: str) -> RunConfig:
+        """The same config with ``"section.key"`` values replaced, validated again.
+
+        Command-line flags override the config this way, so the run's config and digest record
+        the values used and every schema rule applies to them.
+        """
         raw = copy.deepcopy(self.raw)
-        raw["coverage"]["max_unrated_share"] = share
-        return RunConfig.from_dict(raw, source="config with --max-unrated-share")
+        for dotted, value in overrides.items():
+            section, key = dotted.split(".")
+            raw[section][key] = value
+        return RunConfig.from_dict(raw, source=source)
 
     @property
     def digest(self) -> str:

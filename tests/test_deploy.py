@@ -877,8 +877,8 @@ def test_flex_template_parameters_are_the_cli_flags():
         assert param["isOptional"] is (not action.required), name
         if action.nargs == 0:
             assert param["paramType"] == "BOOLEAN", name
-        elif action.type in (int, float) or name in ("max_threshold_change", "min_rated",
-                                                     "max_unrated_share"):
+        elif action.type in (int, float) or getattr(action.type, "kind", None) in (
+                "number", "integer"):
             assert param["paramType"] == "NUMBER", name
         else:
             assert param["paramType"] in ("TEXT", "GCS_READ_FILE", "GCS_WRITE_FOLDER"), name

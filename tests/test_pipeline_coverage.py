@@ -354,3 +354,22 @@ def test_windowed_points_with_unrated_rows_equal_costlib_per_window(frame, patte
             {k: v for k, v in r.items() if k not in drop} for r in comparable(expected)]
         limited += sum(r["point_status"] == "coverage_limited" for r in got)
     assert limited > 0
+
+
+def test_cli_objective_and_constraint_flags_override_the_config(frame, pattern, tmp_path,
+                                                                capsys):
+    config_path = _write_config(tmp_path / "c.yaml", base_config())
+    assert _recalibrate(config_path, pattern, tmp_path / "out", "--objective", "f1",
+                        "--min_precision=0.4", "--max-volume", "400") == 0
+    got = pq.read_table(tmp_path / "out" / "runs" / "r1" / "operating_points.parquet")
+    expected = base_config(objective={"name": "f1"},
+                           constraints={"min_precision": 0.4, "max_volume": 400.0})
+    assert comparable(got.to_pylist()) == comparable(direct_records(frame, expected))
+    assert {r["objective"] for r in got.to_pylist()} == {"f1"}
+    assert all(r["volume"] <= 400 for r in got.to_pylist() if r["thresholds"] is not None)
+    # a flag combination the schema refuses: exit 2 naming the key, nothing written
+    assert _recalibrate(config_path, pattern, tmp_path / "bad", "--objective",
+                        "precision_at_volume") == 2
+    assert "objective.volume" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+    assert _recalibrate(config_path, pattern, tmp_path / "bad", "--min-precision", "1.5") == 2

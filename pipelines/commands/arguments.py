@@ -36,6 +36,7 @@ def number_in(low: float = -math.inf, high: float = math.inf, *, low_open: bool 
             raise argparse.ArgumentTypeError(f"must be a finite number {interval}, got {text}")
         return value
 
+    parse.kind = "number"  # type: ignore[attr-defined]  (templates map it to NUMBER)
     return parse
 
 
@@ -50,4 +51,5 @@ def integer_in(low: int, high: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"must be between {low:,} and {high:,}, got {text}")
         return value
 
+    parse.kind = "integer"  # type: ignore[attr-defined]
     return parse

@@ -25,6 +25,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="largest share in [0, 1] of a point's flagged volume that may be "
                              "unrated rows (0: only the rated region); overrides the config's "
                              "coverage.max_unrated_share (and so its digest)")
+    choice = parser.add_argument_group(
+        "objective and constraints",
+        "Override the config's objective and constraints sections (the run's config and digest "
+        "record the values used).",
+    )
+    choice.add_argument("--objective", choices=("linear", "fbeta", "f1", "precision_at_volume"),
+                        default=None, help="what the operating point maximises")
+    choice.add_argument("--beta", type=number_in(0, low_open=True), default=None,
+                        help="beta of --objective fbeta")
+    choice.add_argument("--volume", type=number_in(0, low_open=True), default=None,
+                        help="review volume of --objective precision_at_volume")
+    choice.add_argument("--min-precision", type=number_in(0, 1), default=None, metavar="P",
+                        help="constraint: precision among flagged rated rows >= P")
+    choice.add_argument("--max-volume", type=number_in(0), default=None, metavar="V",
+                        help="constraint: at most V flagged rows, rated or not (review capacity)")
+    choice.add_argument("--max-false-positives", type=number_in(0), default=None, metavar="F",
+                        help="constraint: at most F false positives among the rated rows")
     guard = parser.add_argument_group(
         "publish guard",
         "LATEST only moves to the new run if its thresholds moved at most --max-threshold-change "
@@ -58,8 +75,16 @@ def run(args: argparse.Namespace) -> int:
     elif args.override_by or args.override_reason:
         raise UsageError("--override-by/--override-reason only apply with --override-guard")
     config = load_config(args.config)
-    if args.max_unrated_share is not None:
-        config = config.with_max_unrated_share(args.max_unrated_share)
+    overrides = {f"{section}.{key}": value for section, key, value in (
+        ("coverage", "max_unrated_share", args.max_unrated_share),
+        ("objective", "name", args.objective), ("objective", "beta", args.beta),
+        ("objective", "volume", args.volume),
+        ("constraints", "min_precision", args.min_precision),
+        ("constraints", "max_volume", args.max_volume),
+        ("constraints", "max_false_positives", args.max_false_positives),
+    ) if value is not None}
+    if overrides:
+        config = config.with_overrides(overrides, source=f"{args.config} with command-line flags")
     with Progress("costlib recalibrate") as progress:
         manifest = run_recalibrate(
             config, args.input, args.output, args.beam_args, run_id=args.run_id,
