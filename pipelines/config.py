@@ -20,6 +20,7 @@ import numpy as np
 import yaml
 
 import schemas
+from costlib.audit import AuditDesign
 from costlib.edges import check_edges, uniform_edges
 from costlib.target import Target
 
@@ -103,6 +104,18 @@ class RunConfig:
     def decide(self) -> dict[str, Any]:
         """Window selection of ``costlib decide``: ``window`` and ``max_uncovered_share``."""
         return self.raw["decide"]
+
+    @property
+    def audit(self) -> dict[str, Any]:
+        """``audit``: ``enabled``, ``salt``, ``floor``, ``budget_share``, ``strata``."""
+        return self.raw["audit"]
+
+    def audit_design(self) -> AuditDesign:
+        """The :class:`costlib.audit.AuditDesign` of the ``audit`` section."""
+        audit = self.audit
+        return AuditDesign(edges=tuple(audit["strata"]["edges"]),
+                           weights=tuple(audit["strata"]["weights"]),
+                           floor=audit["floor"], budget_share=audit["budget_share"])
 
     @property
     def publish(self) -> dict[str, Any]:
@@ -225,6 +238,10 @@ class RunConfig:
             _ = self.target
         except ValueError as exc:
             raise ConfigError(f"{source}: {exc}") from exc
+        try:
+            self.audit_design()
+        except ValueError as exc:
+            raise ConfigError(f"{source}: audit.{exc}") from exc
         objective = self.objective
         if objective["name"] == "precision_at_volume" and objective["volume"] is None:
             raise ConfigError(

@@ -37,6 +37,16 @@ Which operating point a group uses (records of ``config.decision_method`` only):
 - a group with no record uses the ``"__all__"`` record if that one has thresholds
   (``operating_point_group = "__all__"``), else its threshold decision is null.
 
+**Audit sample** (config ``audit``, issue 11; :mod:`costlib.audit`): when enabled, every row
+whose threshold decision is not true (false, or null: a group without usable thresholds) is
+audited iff ``u(item_id, salt) < pi`` with ``pi = min(1, max(floor, budget_share * weight))`` of
+its stratum (by the row's highest score); ``audit_probability`` is 1 for flagged rows and
+``pi`` otherwise. The salt is ``audit.salt``, or the run id when that is null. Disabled: every
+record has ``audit`` false and ``audit_probability`` null, and no id is hashed.
+``decision_counts.json`` holds ``audited``, ``audit_unflagged.<stratum>``, ``audit_expected``
+and ``audit_expected_variance``; the manifest's ``audit`` section the design, salt and counts
+(:func:`audit_summary`).
+
 The records must have been optimised for the config's ``rule`` and name the config's
 classifiers (in any order: thresholds are re-ordered to the config's order); otherwise the run
 stops with a message saying what differs. The mapping is small and goes to the workers inside
@@ -101,6 +111,7 @@ from apache_beam import pvalue
 from apache_beam.io.filesystems import FileSystems
 from numpy.typing import NDArray
 
+from costlib.audit import AuditDesign, audit_sample, expected_audits
 from costlib.decoding import optimal_topk_ragged
 from costlib.losses import get_loss
 from costlib.recalibration import ALL_GROUPS
@@ -137,9 +148,11 @@ from pipelines.transforms import (
 
 __all__ = [
     "DECISION_SCHEMA",
+    "AuditSettings",
     "DecisionThresholds",
     "GroupThresholds",
     "as_contract",
+    "audit_settings",
     "build_decide",
     "decision_columns",
     "decoding_settings",
@@ -169,6 +182,23 @@ class GroupThresholds:
 
 
 NO_THRESHOLDS = GroupThresholds(None, None, None)
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    """The audit design and the salt of a run (small, pickled into DoFns)."""
+
+    design: AuditDesign
+    salt: str
+
+
+def audit_settings(config: RunConfig, run_id: str) -> AuditSettings | None:
+    """``config.audit`` of a run: None when disabled; the salt defaults to the run id."""
+    audit = config.audit
+    if not audit["enabled"]:
+        return None
+    salt = audit["salt"] if audit["salt"] is not None else run_id
+    return AuditSettings(config.audit_design(), salt)
 
 
 @dataclass(frozen=True)
@@ -487,7 +517,8 @@ def _distinct_codes(values: Sequence[Any]) -> tuple[list[Any], NDArray[np.int32]
 
 
 def decision_columns(
-    batch: ValidatedBatch, thresholds: DecisionThresholds, rule: str, loss: str
+    batch: ValidatedBatch, thresholds: DecisionThresholds, rule: str, loss: str,
+    audit: AuditSettings | None = None,
 ) -> pa.Table:
     """Decision records of a batch's valid rows (top-k fields null).
 
@@ -496,6 +527,25 @@ def decision_columns(
     ``schemas/decision.json`` in its order, with the columns of :data:`DICTIONARY_COLUMNS`
     dictionary-encoded (cheap to build and to write; the files store
     them as plain Parquet strings, see :func:`write_decisions`).
+
+    Audit fields (:func:`decision_table_and_audit`): without ``audit``, ``audit`` false and
+    ``audit_probability`` null on every row.
+    """
+    return decision_table_and_audit(batch, thresholds, rule, loss, audit)[0]
+
+
+def decision_table_and_audit(
+    batch: ValidatedBatch, thresholds: DecisionThresholds, rule: str, loss: str,
+    audit: AuditSettings | None = None,
+) -> tuple[pa.Table, Counter]:
+    """:func:`decision_columns` and the audit counters of the batch.
+
+    With ``audit``, :func:`costlib.audit.audit_sample` of the rows' item ids (as strings),
+    scores and flags, where a row counts as flagged iff its threshold decision is true: rows
+    with a null threshold decision (no usable operating point) are audit candidates like
+    unflagged rows, since audit rows are the only unbiased ratings such a group can get. The
+    counters are ``audited`` and, per stratum ``h``, ``audit_unflagged.h`` (unflagged rows);
+    empty without ``audit``. Ids are hashed only when ``audit`` is given.
     """
     n = batch.group_codes.size
     codes = batch.group_codes
@@ -506,6 +556,9 @@ def decision_columns(
         fired = scores[:, j] >= table[codes, j]
         flagged = (flagged | fired) if rule == "any" else (flagged & fired)
     no_point = None if usable.all() else ~usable[codes]
+    item_ids = _as_string(batch.item_ids)
+    audited, audit_probability, counters = _audit_columns(
+        item_ids, scores, flagged if no_point is None else flagged & ~no_point, audit)
     op_values, op_index = _distinct_codes([e.operating_point_group for e in entries])
     method_values = sorted({e.method for e in entries if e.method is not None})
     window_ends = _window_ends(entries, codes, usable, no_point)
@@ -516,7 +569,7 @@ def decision_columns(
     columns = {
         "group": _dictionary(codes, batch.group_names),
         "set_id": set_ids,
-        "item_id": _as_string(batch.item_ids),
+        "item_id": item_ids,
         "threshold_decision": pa.array(flagged, pa.bool_(), mask=no_point),
         "topk_decision": pa.nulls(n, pa.bool_()),
         "k": pa.nulls(n, pa.int64()),
@@ -526,9 +579,28 @@ def decision_columns(
                                               no_point),
         "operating_point_group": _dictionary(op_index[codes], op_values, no_point),
         "operating_point_window_end": window_ends,
+        "audit": audited,
+        "audit_probability": audit_probability,
     }
-    return pa.Table.from_arrays([columns[f.name] for f in COMPACT_SCHEMA],
-                                schema=COMPACT_SCHEMA)
+    table = pa.Table.from_arrays([columns[f.name] for f in COMPACT_SCHEMA],
+                                 schema=COMPACT_SCHEMA)
+    return table, counters
+
+
+def _audit_columns(
+    item_ids: pa.Array, scores: NDArray[np.float64], flagged: NDArray[np.bool_],
+    audit: AuditSettings | None,
+) -> tuple[pa.Array, pa.Array, Counter]:
+    """``audit``, ``audit_probability`` columns and audit counters (see
+    :func:`decision_table_and_audit`)."""
+    n = flagged.size
+    if audit is None:
+        return pa.array(np.zeros(n, dtype=bool)), pa.nulls(n, pa.float64()), Counter()
+    sample = audit_sample(item_ids, scores, flagged, audit.salt, audit.design)
+    unflagged = np.bincount(sample.stratum[~flagged], minlength=audit.design.n_strata)
+    counters = Counter({f"audit_unflagged.{h}": int(c) for h, c in enumerate(unflagged)})
+    counters["audited"] = int(np.count_nonzero(sample.audit))
+    return pa.array(sample.audit), pa.array(sample.audit_probability), counters
 
 
 def _window_ends(
@@ -638,9 +710,11 @@ class DecideFileFn(beam.DoFn):
     the rows written) and ``"dead_letters"`` (``(source, row_group, table)`` of bad rows).
     """
 
-    def __init__(self, thresholds: DecisionThresholds, config: RunConfig, directory: str):
+    def __init__(self, thresholds: DecisionThresholds, config: RunConfig, directory: str,
+                 audit: AuditSettings | None = None):
         self.thresholds = thresholds
         self.config = config
+        self.audit = audit
         self.columns = decide_columns(config)
         settings = decoding_settings(config)
         self.loss = settings["loss"]
@@ -660,7 +734,10 @@ class DecideFileFn(beam.DoFn):
 
     def decide(self, batch: ValidatedBatch):
         """Threshold decisions of a batch; set rows out as ``(bucket, table)``, others written."""
-        table = decision_columns(batch, self.thresholds, self.config.rule, self.loss)
+        table, audit_counters = decision_table_and_audit(
+            batch, self.thresholds, self.config.rule, self.loss, self.audit)
+        if audit_counters:
+            yield pvalue.TaggedOutput("counters", audit_counters)
         if self.topk:
             in_set = ~(np.isnan(batch.probabilities) | table.column("set_id").is_null()
                        .to_numpy(zero_copy_only=False))
@@ -708,15 +785,16 @@ def build_decide(
     config: RunConfig,
     thresholds: DecisionThresholds,
     run: RunDirectory,
+    audit: AuditSettings | None = None,
 ) -> None:
     """Add the decide transforms to ``pipeline`` (outputs go to ``run``'s directory)."""
     decisions_dir = run.path("decisions")
     decided = (
         pipeline
         | "Paths" >> beam.Create(list(paths))  # Create reshuffles: files spread over workers
-        | "Decide" >> beam.ParDo(DecideFileFn(thresholds, config, decisions_dir)).with_outputs(
-            "counters", "dead_letters", main="sets"
-        )
+        | "Decide" >> beam.ParDo(
+            DecideFileFn(thresholds, config, decisions_dir, audit)
+        ).with_outputs("counters", "dead_letters", main="sets")
     )
     _ = decided.dead_letters | "WriteDeadLetters" >> beam.ParDo(
         WriteDeadLettersFn(run.path("dead_letter"))
@@ -736,7 +814,7 @@ def build_decide(
         | "OneKey" >> beam.Map(_keyed_by_none)
         | "SumCounters" >> beam.CombinePerKey(SumCounters())
         | "WriteCounters" >> beam.Map(_write_counters, run.path("accounting.json"),
-                                      run.path("decision_counts.json"))
+                                      run.path("decision_counts.json"), audit)
     )
 
 
@@ -749,11 +827,58 @@ def _is_row_accounting(key: str) -> bool:
 
 
 def _write_counters(keyed: tuple[None, dict[str, int]], accounting_path: str,
-                    counts_path: str) -> None:
-    """Row accounting (read, decided, dead_letter.*) and decision counts to their files."""
+                    counts_path: str, audit: AuditSettings | None = None) -> None:
+    """Row accounting (read, decided, dead_letter.*) and decision counts to their files.
+
+    With ``audit`` the decision counts also hold ``audited`` (0 when no row was) and
+    ``audit_expected`` / ``audit_expected_variance`` (:func:`audit_summary`).
+    """
     totals = keyed[1]
     write_json(accounting_path, {k: v for k, v in totals.items() if _is_row_accounting(k)})
-    write_json(counts_path, {k: v for k, v in totals.items() if not _is_row_accounting(k)})
+    counts = {k: v for k, v in totals.items() if not _is_row_accounting(k)}
+    if audit is not None:
+        summary = audit_summary(counts, audit)
+        counts["audited"] = summary["audited"]
+        counts["audit_expected"] = summary["expected"]
+        counts["audit_expected_variance"] = summary["variance"]
+    write_json(counts_path, dict(sorted(counts.items())))
+
+
+def audit_summary(counts: dict[str, Any], audit: AuditSettings | None) -> dict[str, Any]:
+    """The manifest's ``audit`` section, from the integer counters of the run.
+
+    ``expected = sum_h N_h pi_h`` and ``variance = sum_h N_h pi_h (1 - pi_h)`` over the
+    ``N_h`` unflagged rows of stratum ``h`` (:func:`costlib.audit.expected_audits`): the mean
+    and variance of the audited count under the design, computed from integer counts so the
+    numbers do not depend on the order in which bundles were summed.
+    """
+    if audit is None:
+        return {"enabled": False}
+    design = audit.design
+    probabilities = design.probabilities()
+    unflagged = [int(counts.get(f"audit_unflagged.{h}", 0)) for h in range(design.n_strata)]
+    expected, variance = expected_audits(unflagged, probabilities)
+    bounds = [-np.inf, *design.edges, np.inf]
+    return {
+        "enabled": True,
+        "salt": audit.salt,
+        "floor": design.floor,
+        "budget_share": design.budget_share,
+        "audited": int(counts.get("audited", 0)),
+        "unflagged": int(sum(unflagged)),
+        "expected": round(expected, 6),
+        "variance": round(variance, 6),
+        "strata": [
+            {"lower": _json_bound(bounds[h]), "upper": _json_bound(bounds[h + 1]),
+             "weight": design.weights[h], "probability": float(probabilities[h]),
+             "unflagged": unflagged[h]}
+            for h in range(design.n_strata)
+        ],
+    }
+
+
+def _json_bound(value: float) -> float | str:
+    return value if np.isfinite(value) else ("inf" if value > 0 else "-inf")
 
 
 def run_decide(
@@ -820,7 +945,8 @@ def run_decide(
         input_files = preflight(paths, config, windowed=False, for_decisions=True)
         run.prepare()
         pipeline = make_pipeline(beam_args)
-        build_decide(pipeline, paths, config, thresholds, run)
+        audit = audit_settings(config, run.run_id)
+        build_decide(pipeline, paths, config, thresholds, run, audit)
         say(f"running the pipeline on {runner} (run {run.run_id})")
         pipeline.run().wait_until_finish()
         counters, accounting = verified_accounting(run, input_files, config)
@@ -841,6 +967,7 @@ def run_decide(
             "decoding": settings,
             "row_accounting": accounting,
             "decision_counts": counts,
+            "audit": audit_summary(counts, audit),
             "outputs": run.outputs(),
             "runner": runner,
             "started_utc": dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
