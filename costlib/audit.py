@@ -164,7 +164,10 @@ def band_scores(scores: ArrayLike) -> NDArray[np.float64]:
         raise ValueError(f"scores must have shape (n, k), got {s.shape}")
     if s.shape[1] == 0:
         return np.full(s.shape[0], -np.inf)
-    return np.fmax.reduce(np.where(np.isnan(s), -np.inf, s), axis=1)
+    best = np.where(np.isnan(s[:, 0]), -np.inf, s[:, 0])
+    for j in range(1, s.shape[1]):
+        best = np.fmax(best, s[:, j])  # fmax ignores NaN
+    return best
 
 
 def salt_key(salt: str) -> np.uint64:
