@@ -20,7 +20,7 @@ import numpy as np
 import yaml
 
 import schemas
-from costlib.audit import AuditDesign
+from costlib.audit_sampling import AuditDesign
 from costlib.edges import check_edges, uniform_edges
 from costlib.target import Target
 
@@ -111,7 +111,7 @@ class RunConfig:
         return self.raw["audit"]
 
     def audit_design(self) -> AuditDesign:
-        """The :class:`costlib.audit.AuditDesign` of the ``audit`` section."""
+        """The :class:`costlib.audit_sampling.AuditDesign` of the ``audit`` section."""
         audit = self.audit
         return AuditDesign(edges=tuple(audit["strata"]["edges"]),
                            weights=tuple(audit["strata"]["weights"]),

@@ -37,12 +37,13 @@ Which operating point a group uses (records of ``config.decision_method`` only):
 - a group with no record uses the ``"__all__"`` record if that one has thresholds
   (``operating_point_group = "__all__"``), else its threshold decision is null.
 
-**Audit sample** (config ``audit``, issue 11; :mod:`costlib.audit`): when enabled, every row
-whose threshold decision is not true (false, or null: a group without usable thresholds) is
-audited iff ``u(item_id, salt) < pi`` with ``pi = min(1, max(floor, budget_share * weight))`` of
-its stratum (by the row's highest score); ``audit_probability`` is 1 for flagged rows and
-``pi`` otherwise. The salt is ``audit.salt``, or the run id when that is null. Disabled: every
-record has ``audit`` false and ``audit_probability`` null, and no id is hashed.
+**Audit sample** (config ``audit``, issue 11; :mod:`costlib.audit_sampling`): when enabled,
+every row whose threshold decision is not true (false, or null: a group without usable
+thresholds) is audited iff ``u(item_id, salt) < pi`` with
+``pi = min(1, max(floor, budget_share * weight))`` of its stratum (by the row's highest score);
+``audit_probability`` is 1 for flagged rows and ``pi`` otherwise. The salt is ``audit.salt``,
+or the run id when that is null. Disabled: every record has ``audit`` false and
+``audit_probability`` null, and no id is hashed.
 ``decision_counts.json`` holds ``audited``, ``audit_unflagged.<stratum>``, ``audit_expected``
 and ``audit_expected_variance``; the manifest's ``audit`` section the design, salt and counts
 (:func:`audit_summary`).
@@ -111,7 +112,7 @@ from apache_beam import pvalue
 from apache_beam.io.filesystems import FileSystems
 from numpy.typing import NDArray
 
-from costlib.audit import AuditDesign, audit_sample, expected_audits
+from costlib.audit_sampling import AuditDesign, audit_sample, expected_audits
 from costlib.decoding import optimal_topk_ragged
 from costlib.losses import get_loss
 from costlib.recalibration import ALL_GROUPS
@@ -540,7 +541,7 @@ def decision_table_and_audit(
 ) -> tuple[pa.Table, Counter]:
     """:func:`decision_columns` and the audit counters of the batch.
 
-    With ``audit``, :func:`costlib.audit.audit_sample` of the rows' item ids (as strings),
+    With ``audit``, :func:`costlib.audit_sampling.audit_sample` of the rows' item ids (as strings),
     scores and flags, where a row counts as flagged iff its threshold decision is true: rows
     with a null threshold decision (no usable operating point) are audit candidates like
     unflagged rows, since audit rows are the only unbiased ratings such a group can get. The
@@ -848,8 +849,8 @@ def audit_summary(counts: dict[str, Any], audit: AuditSettings | None) -> dict[s
     """The manifest's ``audit`` section, from the integer counters of the run.
 
     ``expected = sum_h N_h pi_h`` and ``variance = sum_h N_h pi_h (1 - pi_h)`` over the
-    ``N_h`` unflagged rows of stratum ``h`` (:func:`costlib.audit.expected_audits`): the mean
-    and variance of the audited count under the design, computed from integer counts so the
+    ``N_h`` unflagged rows of stratum ``h`` (:func:`costlib.audit_sampling.expected_audits`):
+    the mean and variance of the audited count under the design, computed from integer counts so the
     numbers do not depend on the order in which bundles were summed.
     """
     if audit is None:

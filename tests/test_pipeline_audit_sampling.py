@@ -1,4 +1,4 @@
-"""costlib decide with an audit sample: the records equal costlib.audit on the same rows."""
+"""costlib decide with an audit sample: the records equal costlib.audit_sampling on the same rows."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from test_pipeline_decide import (
     write_operating_points,
 )
 
-from costlib.audit import AuditDesign, audit_sample
+from costlib.audit_sampling import AuditDesign, audit_sample
 from pipelines.cli import main
 from pipelines.decide import read_decisions
 
