@@ -1,4 +1,4 @@
-"""costlib decide with an audit sample: the records equal costlib.audit_sampling on the same rows."""
+"""costlib decide with an audit sample: records equal costlib.audit_sampling on the same rows."""
 
 from __future__ import annotations
 
