@@ -7,6 +7,7 @@ audit_probabilities=...)`` via ``pipeline_data.direct_records``) and counts on t
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -15,6 +16,7 @@ import pytest
 from pipeline_data import base_config, comparable, direct_records, sample_frame, write_files
 
 from pipelines.cli import main
+from pipelines.report import write_report
 
 AUDIT = {"weight": "weight", "audit_probability": "audit_p"}
 LOW_TARGET = {"marginal_precision": 0.05}
@@ -106,6 +108,9 @@ def test_bootstrap_gives_estimated_recall_intervals(frame, pattern, tmp_path):
             assert (record["estimated_recall_ci_low"] <= record["estimated_recall_ci_high"])
             assert (record["estimated_total_positives_ci_low"]
                     < record["estimated_total_positives_ci_high"])
+    # The report shows the estimated recall with its interval next to the points.
+    text = Path(write_report(str(tmp_path / "out" / "runs" / "r1"))).read_text()
+    assert "est. recall (audit)" in text and "of P̂" in text
 
 
 def _bad_rows(frame):
