@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from costlib.audit import audit_design
+from costlib.audit_estimation import audit_design
 from costlib.edges import BinLocator, check_edges
 
 __all__ = [
@@ -240,7 +240,7 @@ def apply_audit(
     audit_probabilities: ArrayLike | None,
 ) -> tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.float64] | None,
            NDArray[np.bool_] | None, int, NDArray[np.bool_] | None]:
-    """Validated rows as they enter a grid under an audit design (:mod:`costlib.audit`).
+    """Validated rows as they enter a grid under an audit design (:mod:`costlib.audit_estimation`).
 
     Returns ``(scores, labels, weights, unrated, audited_rows, keep)``: without probabilities
     the inputs unchanged, 0 and ``keep = None``; with them the rows that enter the grid
@@ -317,7 +317,7 @@ class ThresholdGrid:
     audited_rows : int
         Number of rated audit rows (inclusion probability ``π < 1``) in the grid. When
         positive, ``pos``/``neg`` hold Horvitz–Thompson weights ``w / π`` (see
-        :mod:`costlib.audit`): every cell estimates the whole scored population, and
+        :mod:`costlib.audit_estimation`): every cell estimates the whole scored population, and
         :attr:`total_positives` is the estimate ``P̂`` of all positives.
     """
 
@@ -385,7 +385,7 @@ class ThresholdGrid:
             Inclusion probability ``π`` of every row (1 = flagged, ``0 < π < 1`` = unflagged
             and audit-eligible, NaN/0 = not reachable by the audit). Rated rows then weigh
             ``w / π`` (Horvitz–Thompson) and unrated rows with ``0 < π < 1`` are represented
-            by the audit sample, not unrated gaps (:func:`costlib.audit.audit_design`).
+            by the audit sample, not unrated gaps (:func:`costlib.audit_estimation.audit_design`).
         """
         scores, names = as_score_array(scores, names)
         n = np.shape(scores)[0] if np.ndim(scores) else 0

@@ -134,7 +134,7 @@ class OperatingPoint:
         Where ``P`` (for F-beta and recall) comes from: ``"rated"`` = rated positives only (a
         lower bound of all positives); ``"horvitz_thompson"`` = the grid holds audit rows and
         ``P̂ = sum_i y_i w_i / π_i`` estimates every positive of the scored population
-        (:mod:`costlib.audit`).
+        (:mod:`costlib.audit_estimation`).
     estimated_total_positives : float or None
         ``P̂`` with audit data (the grid's weighted positives), else None.
     estimated_recall : float or None
@@ -408,7 +408,7 @@ def estimated_recall(grid: ThresholdGrid, tp: float) -> dict[str, float | None]:
     """``estimated_total_positives = P̂`` and ``estimated_recall = TP / P̂`` (None without audit).
 
     With audit rows the grid's positives are Horvitz–Thompson weighted, so ``P̂`` is the
-    grid's total positive weight (:mod:`costlib.audit`); recall is NaN when ``P̂ = 0``.
+    grid's total positive weight (:mod:`costlib.audit_estimation`); recall is NaN when ``P̂ = 0``.
     """
     if not grid.has_audit:
         return {"estimated_total_positives": None, "estimated_recall": None}

@@ -44,7 +44,7 @@ from apache_beam.pvalue import PCollection
 from apache_beam.transforms.window import TimestampedValue
 from numpy.typing import NDArray
 
-from costlib.audit import audit_design
+from costlib.audit_estimation import audit_design
 from costlib.bootstrap import BootstrapGrids
 from costlib.edges import fine_histogram, quantile_edges_from_histogram
 from costlib.grid import SparseCounts, ThresholdGrid, grouped_histograms, sum_sparse
@@ -360,7 +360,7 @@ def audit_rows(batch):
     """Rows of a validated batch with audit probabilities as they enter the grids.
 
     Returns ``(rows, group_codes, scores, labels, weights, unrated, audited)`` over the rows
-    that enter (:func:`costlib.audit.audit_design`: unrated rows with ``0 < p < 1`` are
+    that enter (:func:`costlib.audit_estimation.audit_design`: unrated rows with ``0 < p < 1`` are
     represented by the audit sample and left out), with weights ``w / p`` on rated rows,
     ``unrated`` the gap mask (``None`` when there is no gap) and ``audited`` the rated audit
     rows (p < 1).

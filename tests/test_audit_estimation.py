@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from costlib.audit import audit_design
+from costlib.audit_estimation import audit_design
 from costlib.bootstrap import BootstrapGrids, confidence_intervals
 from costlib.grid import ThresholdGrid
 from costlib.operating_point import optimize
