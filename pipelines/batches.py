@@ -16,9 +16,9 @@ p is null), ``invalid_audit_probability`` (p NaN, p outside (0, 1] on a rated ro
 [0, 1] on an unrated row), ``score_outside_range`` (``plausibility.scores_outside_range:
 dead_letter``).
 
-Audit probabilities (``columns.audit_probability``, see :mod:`costlib.audit_estimation`): a valid rated row
-enters the grids with weight ``w / p``; a valid unrated row with ``0 < p < 1`` is represented by
-the audit sample (counted ``unrated`` and ``audit.represented``, but not a coverage gap); an
+Audit probabilities (``columns.audit_probability``, see :mod:`costlib.audit_estimation`): a
+valid rated row enters the grids with weight ``w / p``; a valid unrated row with ``0 < p < 1`` is
+represented by the audit sample (counted ``unrated`` and ``audit.represented``, but not a coverage gap); an
 unrated row with p null, 0 or 1 is an unrated gap.
 
 Plausibility checks (config section ``plausibility``, see :class:`Plausibility`) also count the
