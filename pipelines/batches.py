@@ -18,8 +18,8 @@ dead_letter``).
 
 Audit probabilities (``columns.audit_probability``, see :mod:`costlib.audit_estimation`): a
 valid rated row enters the grids with weight ``w / p``; a valid unrated row with ``0 < p < 1`` is
-represented by the audit sample (counted ``unrated`` and ``audit.represented``, but not a coverage gap); an
-unrated row with p null, 0 or 1 is an unrated gap.
+represented by the audit sample (counted ``unrated`` and ``audit.represented``, but not a
+coverage gap); an unrated row with p null, 0 or 1 is an unrated gap.
 
 Plausibility checks (config section ``plausibility``, see :class:`Plausibility`) also count the
 rows that fail them in extra counters ``plausibility.*`` next to the buckets (they are not
