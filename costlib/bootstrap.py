@@ -27,6 +27,7 @@ from costlib.grid import (
     ROW_CHUNK,
     ThresholdGrid,
     _channel_codes,
+    apply_audit,
     as_score_array,
     quantize_weights,
     split_labels,
@@ -78,6 +79,14 @@ class BootstrapGrids:
     """R replicate threshold grids (histograms of shape ``(R, *lattice)``); mergeable with ``+``.
 
     ``unrated`` holds the replicate weights of unrated rows (null labels), zeros by default.
+    ``audited_rows`` counts the rated audit rows (as :attr:`ThresholdGrid.audited_rows`).
+
+    With audit data each rated row's Horvitz–Thompson weight ``w / π`` is multiplied by its
+    Poisson(1) draw, so every replicate cell is ``sum_i c_i (w_i / π_i) I_i [cell]`` with
+    variance ``sum_i w_i² / π_i [cell]`` given the population (estimated by the replicates):
+    the sampling variance ``sum_i w_i² (1 - π_i) / π_i`` of the Horvitz–Thompson estimate plus
+    the population's own Poisson variation. The fewer audit rows (smaller ``π``), the wider the
+    intervals of the cells below the flagged region.
     """
 
     edges: tuple[NDArray[np.float64], ...]
@@ -87,6 +96,7 @@ class BootstrapGrids:
     names: tuple[str, ...] | None = None
     weight_bits: int = DEFAULT_WEIGHT_BITS
     unrated: NDArray[np.float64] | None = None
+    audited_rows: int = 0
 
     def __post_init__(self) -> None:
         if self.unrated is None:
@@ -109,6 +119,7 @@ class BootstrapGrids:
         seed: int = 0,
         names: Sequence[str] | None = None,
         weight_bits: int = DEFAULT_WEIGHT_BITS,
+        audit_probabilities: ArrayLike | None = None,
     ) -> BootstrapGrids:
         """Replicate grids of rated rows (see :meth:`ThresholdGrid.from_scores` for the rows).
 
@@ -119,6 +130,8 @@ class BootstrapGrids:
         n_replicates : int, default 50
         seed : int, default 0
             Changes every multiplier; grids with different seeds do not merge.
+        audit_probabilities : array-like of shape (n,), optional
+            Inclusion probabilities ``π`` (see :meth:`ThresholdGrid.from_scores`).
         """
         if int(n_replicates) != n_replicates or n_replicates < 1:
             raise ValueError(f"n_replicates must be a positive integer, got {n_replicates!r}")
@@ -128,6 +141,9 @@ class BootstrapGrids:
         hashed = hash_item_ids(item_ids)
         if hashed.shape[0] != s.shape[0]:
             raise ValueError(f"item_ids has {hashed.shape[0]} entries for {s.shape[0]} rows")
+        s, y, w, unrated, audited, keep = apply_audit(s, y, w, unrated, audit_probabilities)
+        if keep is not None:
+            hashed = hashed[keep]
         edge_arrays = ThresholdGrid._check_edge_list(edges, s.shape[1])
         empty = ThresholdGrid.empty(edge_arrays, names=names, weight_bits=weight_bits)
         shape = empty.shape
@@ -156,6 +172,7 @@ class BootstrapGrids:
             names=empty.names,
             weight_bits=weight_bits,
             unrated=None if unrated is None else total[:, 2].copy(),
+            audited_rows=audited,
         )
 
     def __add__(self, other: BootstrapGrids) -> BootstrapGrids:
@@ -172,6 +189,7 @@ class BootstrapGrids:
             names=self.names if self.names is not None else other.names,
             weight_bits=self.weight_bits,
             unrated=self.unrated + other.unrated,
+            audited_rows=self.audited_rows + other.audited_rows,
         )
 
     def replicate(self, r: int) -> ThresholdGrid:
@@ -183,6 +201,7 @@ class BootstrapGrids:
             names=self.names,
             weight_bits=self.weight_bits,
             unrated=self.unrated[r],
+            audited_rows=self.audited_rows,
         )
 
 
@@ -192,6 +211,8 @@ class BootstrapResult:
 
     ``thresholds`` has shape (2, k) (lower row, upper row); ``tp``, ``fp``, ``precision`` are
     ``(lower, upper)`` pairs; ``replicate_*`` hold the per-replicate values.
+    ``estimated_total_positives`` and ``estimated_recall`` are the intervals of ``P̂`` and of
+    the replicate points' ``TP / P̂`` when the grids hold audit rows, else None.
     """
 
     level: float
@@ -204,6 +225,8 @@ class BootstrapResult:
     replicate_fp: NDArray[np.float64]
     replicate_precision: NDArray[np.float64]
     points: list[OperatingPoint] = field(repr=False, default_factory=list)
+    estimated_total_positives: tuple[float, float] | None = None
+    estimated_recall: tuple[float, float] | None = None
 
 
 def _order_statistic_interval(values: NDArray[np.float64], level: float) -> tuple[float, float]:
@@ -238,6 +261,12 @@ def confidence_intervals(
     fp = np.array([p.fp for p in points])
     precision = np.array([p.precision for p in points])
     k = grids.pos.ndim - 1
+    estimated = {}
+    if grids.audited_rows > 0:
+        totals = np.array([p.estimated_total_positives for p in points], dtype=np.float64)
+        recalls = np.array([p.estimated_recall for p in points], dtype=np.float64)
+        estimated = {"estimated_total_positives": _order_statistic_interval(totals, level),
+                     "estimated_recall": _order_statistic_interval(recalls, level)}
     per_axis = [_order_statistic_interval(thresholds[:, j], level) for j in range(k)]
     return BootstrapResult(
         level=level,
@@ -250,4 +279,5 @@ def confidence_intervals(
         replicate_fp=fp,
         replicate_precision=precision,
         points=points,
+        **estimated,
     )

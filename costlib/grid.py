@@ -44,12 +44,14 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from costlib.audit_estimation import audit_design
 from costlib.edges import BinLocator, check_edges
 
 __all__ = [
     "RULES",
     "SparseCounts",
     "ThresholdGrid",
+    "apply_audit",
     "as_score_array",
     "cell_codes",
     "grouped_histograms",
@@ -230,6 +232,30 @@ def split_labels(labels: ArrayLike, n: int) -> tuple[NDArray[np.bool_], NDArray[
     return out, missing
 
 
+def apply_audit(
+    scores: NDArray[np.float64],
+    labels: NDArray[np.bool_],
+    weights: NDArray[np.float64] | None,
+    unrated: NDArray[np.bool_] | None,
+    audit_probabilities: ArrayLike | None,
+) -> tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.float64] | None,
+           NDArray[np.bool_] | None, int, NDArray[np.bool_] | None]:
+    """Validated rows as they enter a grid under an audit design (:mod:`costlib.audit_estimation`).
+
+    Returns ``(scores, labels, weights, unrated, audited_rows, keep)``: without probabilities
+    the inputs unchanged, 0 and ``keep = None``; with them the rows that enter the grid
+    (``keep``: represented rows dropped), Horvitz–Thompson weights ``w / π`` on rated rows, and
+    the unrated-gap mask (``None`` when there is no gap).
+    """
+    if audit_probabilities is None:
+        return scores, labels, weights, unrated, 0, None
+    design = audit_design(unrated, audit_probabilities, weights)
+    keep = design.keep
+    gaps = design.unrated[keep]
+    return (scores[keep], labels[keep], design.weights[keep], gaps if gaps.any() else None,
+            design.audited_rows, keep)
+
+
 def lattice_counts(
     hist: NDArray[np.float64], rule: str, lattice_ndim: int | None = None
 ) -> NDArray[np.float64]:
@@ -288,6 +314,11 @@ class ThresholdGrid:
     unrated : ndarray of shape (B_1 + 1, ..., B_k + 1)
         Weight of scored but unrated rows per bin cell (``H_unr``, quantised like ``pos``);
         zeros when not given (a grid of rated rows only, covered everywhere).
+    audited_rows : int
+        Number of rated audit rows (inclusion probability ``π < 1``) in the grid. When
+        positive, ``pos``/``neg`` hold Horvitz–Thompson weights ``w / π`` (see
+        :mod:`costlib.audit_estimation`): every cell estimates the whole scored population, and
+        :attr:`total_positives` is the estimate ``P̂`` of all positives.
     """
 
     edges: tuple[NDArray[np.float64], ...]
@@ -296,6 +327,7 @@ class ThresholdGrid:
     names: tuple[str, ...] | None = None
     weight_bits: int = DEFAULT_WEIGHT_BITS
     unrated: NDArray[np.float64] | None = None
+    audited_rows: int = 0
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -325,6 +357,7 @@ class ThresholdGrid:
         *,
         names: Sequence[str] | None = None,
         weight_bits: int = DEFAULT_WEIGHT_BITS,
+        audit_probabilities: ArrayLike | None = None,
     ) -> ThresholdGrid:
         """Histogram rated rows over the bin lattice.
 
@@ -348,11 +381,17 @@ class ThresholdGrid:
             Classifier names, used in messages and reports.
         weight_bits : int, default 16
             Weights are rounded to multiples of ``2**-weight_bits`` so that all sums are exact.
+        audit_probabilities : array-like of shape (n,), optional
+            Inclusion probability ``π`` of every row (1 = flagged, ``0 < π < 1`` = unflagged
+            and audit-eligible, NaN/0 = not reachable by the audit). Rated rows then weigh
+            ``w / π`` (Horvitz–Thompson) and unrated rows with ``0 < π < 1`` are represented
+            by the audit sample, not unrated gaps (:func:`costlib.audit_estimation.audit_design`).
         """
         scores, names = as_score_array(scores, names)
         n = np.shape(scores)[0] if np.ndim(scores) else 0
         y, unrated = split_labels(labels, n)
         s, y, w = validate_rows(scores, y, weights, names=names)
+        s, y, w, unrated, audited, _ = apply_audit(s, y, w, unrated, audit_probabilities)
         edge_arrays = cls._check_edge_list(edges, s.shape[1])
         shape = tuple(e.size + 1 for e in edge_arrays)
         wq = None if w is None else quantize_weights(w, weight_bits)
@@ -365,6 +404,7 @@ class ThresholdGrid:
             names=tuple(names) if names is not None else None,
             weight_bits=weight_bits,
             unrated=counts[2] if unrated is not None else None,
+            audited_rows=audited,
         )
 
     @classmethod
@@ -417,6 +457,7 @@ class ThresholdGrid:
             names=self.names if self.names is not None else other.names,
             weight_bits=self.weight_bits,
             unrated=self.unrated + other.unrated,
+            audited_rows=self.audited_rows + other.audited_rows,
         )
 
     def __eq__(self, other: object) -> bool:
@@ -430,6 +471,7 @@ class ThresholdGrid:
             np.array_equal(self.pos, other.pos)
             and np.array_equal(self.neg, other.neg)
             and np.array_equal(self.unrated, other.unrated)
+            and self.audited_rows == other.audited_rows
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -454,6 +496,16 @@ class ThresholdGrid:
     def total_positives(self) -> float:
         """Weighted number of rated positives."""
         return float(self.pos.sum())
+
+    @property
+    def has_audit(self) -> bool:
+        """Whether the grid holds audit rows, i.e. Horvitz–Thompson estimates of all rows."""
+        return self.audited_rows > 0
+
+    @property
+    def total_positives_source(self) -> str:
+        """``"horvitz_thompson"`` with audit rows (``P̂``), else ``"rated"`` (a lower bound)."""
+        return "horvitz_thompson" if self.has_audit else "rated"
 
     @property
     def total_negatives(self) -> float:
@@ -644,6 +696,7 @@ class SparseCounts:
         *,
         names: Sequence[str] | None = None,
         weight_bits: int = DEFAULT_WEIGHT_BITS,
+        audited_rows: int = 0,
     ) -> ThresholdGrid:
         shape = tuple(e.size + 1 for e in edges)
         dense = np.zeros((self.channels, *shape))
@@ -651,7 +704,7 @@ class SparseCounts:
         return ThresholdGrid(
             edges=tuple(edges), pos=dense[1], neg=dense[0],
             names=tuple(names) if names is not None else None, weight_bits=weight_bits,
-            unrated=dense[2] if self.channels == 3 else None,
+            unrated=dense[2] if self.channels == 3 else None, audited_rows=audited_rows,
         )
 
 

@@ -65,7 +65,7 @@ from costlib.lattice_path import max_area_path
 from costlib.objectives import Constraints, Objective, Selection, select
 from costlib.target import Target, resolve_target
 
-__all__ = ["METHODS", "OperatingPoint", "optimize"]
+__all__ = ["METHODS", "OperatingPoint", "estimated_recall", "optimize"]
 
 METHODS = ("graph", "analytic", "hull", "bucket")
 
@@ -131,7 +131,16 @@ class OperatingPoint:
     max_unrated_share : float
         The allowed unrated share ``s`` of the flagged volume.
     total_positives_source : str
-        Where ``P`` (for F-beta and recall) comes from: ``"rated"`` = rated positives only.
+        Where ``P`` (for F-beta and recall) comes from: ``"rated"`` = rated positives only (a
+        lower bound of all positives); ``"horvitz_thompson"`` = the grid holds audit rows and
+        ``P̂ = sum_i y_i w_i / π_i`` estimates every positive of the scored population
+        (:mod:`costlib.audit_estimation`).
+    estimated_total_positives : float or None
+        ``P̂`` with audit data (the grid's weighted positives), else None.
+    estimated_recall : float or None
+        ``TP / P̂`` with audit data (NaN when ``P̂ = 0``), else None: the share of all
+        positives the point flags. A ratio of two unbiased estimates (consistent, not exactly
+        unbiased); unrated gaps (flagged rows not rated yet) are in neither.
     unrestricted : dict or None
         For ``coverage_limited``: ``index``, ``thresholds``, ``tp``, ``fp``, ``unrated``,
         ``volume``, ``objective`` of the better, uncovered point.
@@ -168,6 +177,8 @@ class OperatingPoint:
     max_unrated_share: float = 0.0
     total_positives_source: str = "rated"
     unrestricted: dict[str, Any] | None = None
+    estimated_total_positives: float | None = None
+    estimated_recall: float | None = None
 
     @property
     def position(self) -> int:
@@ -273,6 +284,8 @@ class OperatingPoint:
             "constraints": dict(self.constraints),
             "max_unrated_share": self.max_unrated_share,
             "total_positives_source": self.total_positives_source,
+            "estimated_total_positives": self.estimated_total_positives,
+            "estimated_recall": self.estimated_recall,
             "unrestricted": None if self.unrestricted is None else dict(self.unrestricted),
         }
 
@@ -385,9 +398,23 @@ def _on_curve(
         objective_params=ctx.objective.params,
         constraints=ctx.constraints.as_dict(),
         max_unrated_share=ctx.max_unrated_share,
-        total_positives_source="rated",
+        total_positives_source=grid.total_positives_source,
         unrestricted=free,
+        **estimated_recall(grid, tp),
     )
+
+
+def estimated_recall(grid: ThresholdGrid, tp: float) -> dict[str, float | None]:
+    """``estimated_total_positives = P̂`` and ``estimated_recall = TP / P̂`` (None without audit).
+
+    With audit rows the grid's positives are Horvitz–Thompson weighted, so ``P̂`` is the
+    grid's total positive weight (:mod:`costlib.audit_estimation`); recall is NaN when ``P̂ = 0``.
+    """
+    if not grid.has_audit:
+        return {"estimated_total_positives": None, "estimated_recall": None}
+    total = grid.total_positives
+    return {"estimated_total_positives": total,
+            "estimated_recall": tp / total if total > 0 else float("nan")}
 
 
 def _select_among(ctx: _Context, flat: NDArray[np.intp] | None) -> tuple[Selection, int | None]:

@@ -10,8 +10,16 @@ grid), ``missing_item_id``, ``missing_event_time`` (windowed mode only),
 ``implausible_event_time`` (windowed mode, ``plausibility.event_times_outside_range:
 dead_letter``), ``invalid_score`` (NaN or +-inf), ``invalid_weight`` (null, NaN, inf or
 negative), ``invalid_probability`` (decide only: NaN or outside [0, 1]),
-``label_without_score`` (rated, but no classifier scored the row), ``score_outside_range``
-(``plausibility.scores_outside_range: dead_letter``).
+``label_without_score`` (rated, but no classifier scored the row),
+``missing_audit_probability`` (``columns.audit_probability`` configured, the row is rated and its
+p is null), ``invalid_audit_probability`` (p NaN, p outside (0, 1] on a rated row or outside
+[0, 1] on an unrated row), ``score_outside_range`` (``plausibility.scores_outside_range:
+dead_letter``).
+
+Audit probabilities (``columns.audit_probability``, see :mod:`costlib.audit_estimation`): a
+valid rated row enters the grids with weight ``w / p``; a valid unrated row with ``0 < p < 1`` is
+represented by the audit sample (counted ``unrated`` and ``audit.represented``, but not a
+coverage gap); an unrated row with p null, 0 or 1 is an unrated gap.
 
 Plausibility checks (config section ``plausibility``, see :class:`Plausibility`) also count the
 rows that fail them in extra counters ``plausibility.*`` next to the buckets (they are not
@@ -62,7 +70,14 @@ REASONS = (
     "reserved_group",
     "implausible_event_time",
     "score_outside_range",
+    "missing_audit_probability",
+    "invalid_audit_probability",
 )
+
+#: Prefix of the audit counters (extra counters, not buckets): ``audit.audited`` = used rows
+#: with p < 1 (the rated audit sample), ``audit.represented`` = unrated rows with 0 < p < 1
+#: (represented by the audit sample, not coverage gaps).
+AUDIT = "audit."
 
 #: Prefix of the plausibility counters in the accounting (extra counters, not buckets).
 PLAUSIBILITY = "plausibility."
@@ -217,6 +232,9 @@ def required_columns(
         needed[cols["event_time"]] = ("event_time", pa.types.is_timestamp, "timestamp")
     if cols.get("weight") and not for_decisions:
         needed[cols["weight"]] = ("weight", _is_float_or_int, "float")
+    if cols.get("audit_probability") and not for_decisions:
+        needed[cols["audit_probability"]] = (
+            "audit_probability", lambda t: _is_float_or_int(t) or pa.types.is_null(t), "float")
     if for_decisions:
         if cols.get("probability"):
             needed[cols["probability"]] = ("probability", _is_float_or_int, "float")
@@ -262,7 +280,8 @@ class ValidatedBatch:
 
     ``scores`` has shape (n_valid, k) with ``-inf`` for null (did not score); ``rated`` marks
     rows with a label; ``labels`` is meaningful where ``rated``. ``group_codes`` index
-    ``group_names``.
+    ``group_names``. ``audit_probabilities`` (NaN = null) when ``columns.audit_probability``
+    is configured, else None.
     """
 
     source: str
@@ -281,6 +300,7 @@ class ValidatedBatch:
     valid_rows: NDArray[np.intp]
     dead_letters: pa.Table | None
     accounting: Counter = field(default_factory=Counter)
+    audit_probabilities: NDArray[np.float64] | None = None
 
     def rated_rows(self):
         """``(row indices, group codes, scores, labels, weights)`` of the rated valid rows.
@@ -429,6 +449,9 @@ def validate_batch(
             np.zeros(n, dtype=bool) if pa.types.is_null(larr.type)
             else larr.fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
         )
+    audit = None
+    if cols.get("audit_probability") and not for_decisions:
+        audit = _audit_probabilities(_column(table, cols["audit_probability"]), rated, flag)
     if outside:
         _check_scores(outside, reason, plausibility, accounting, where)
 
@@ -439,6 +462,10 @@ def validate_batch(
     else:
         accounting["used"] = int((valid & rated).sum())
         accounting["unrated"] = int((valid & ~rated).sum())
+        if audit is not None:
+            accounting[f"{AUDIT}audited"] = int((valid & rated & (audit < 1)).sum())
+            accounting[f"{AUDIT}represented"] = int(
+                (valid & ~rated & (audit > 0) & (audit < 1)).sum())
     dead_letters = None
     if not valid.all():
         bad = np.flatnonzero(~valid)
@@ -479,7 +506,27 @@ def validate_batch(
         valid_rows=valid_rows,
         dead_letters=dead_letters,
         accounting=accounting,
+        audit_probabilities=None if audit is None else pick(audit),
     )
+
+
+def _audit_probabilities(arr: pa.Array, rated: NDArray[np.bool_], flag) -> NDArray[np.float64]:
+    """The audit probability column as float64 (NaN = null), flagging bad rows via ``flag``.
+
+    A rated row needs p in (0, 1] (null: ``missing_audit_probability``, otherwise
+    ``invalid_audit_probability``); an unrated row may have p null or in [0, 1] (NaN or
+    outside: ``invalid_audit_probability``).
+    """
+    p = _floats(arr)
+    null = _nulls(arr)
+    if null is None:
+        null = np.zeros(p.size, dtype=bool)
+    if pa.types.is_null(arr.type):
+        null = np.ones(p.size, dtype=bool)
+    flag(rated & null, "missing_audit_probability")
+    ok = np.where(rated, (p > 0) & (p <= 1), (p >= 0) & (p <= 1))  # NaN compares False
+    flag(~null & ~ok, "invalid_audit_probability")
+    return p
 
 
 def _apply(action: str, failed: NDArray[np.bool_], reason: NDArray[np.int8], name: str,

@@ -116,6 +116,8 @@ def needed_columns(config: RunConfig, *, windowed: bool) -> list[str]:
     names = [cols["group"], cols["item_id"], cols["label"], *config.classifiers]
     if cols.get("weight"):
         names.append(cols["weight"])
+    if cols.get("audit_probability"):
+        names.append(cols["audit_probability"])
     if windowed:
         names.append(cols["event_time"])
     return names

@@ -131,6 +131,23 @@ def _coverage_fields(point) -> dict[str, Any]:
     }
 
 
+def _estimation_fields(point, ci) -> dict[str, Any]:
+    """Estimated recall and total positives (audit data only) and their bootstrap intervals."""
+    est_ci = None if ci is None else ci.estimated_recall
+    tot_ci = None if ci is None else ci.estimated_total_positives
+    return {
+        "estimated_total_positives": None if point is None
+        else _float_or_none(point.estimated_total_positives),
+        "estimated_recall": None if point is None else _float_or_none(point.estimated_recall),
+        "estimated_recall_ci_low": None if est_ci is None else _float_or_none(est_ci[0]),
+        "estimated_recall_ci_high": None if est_ci is None else _float_or_none(est_ci[1]),
+        "estimated_total_positives_ci_low": None if tot_ci is None
+        else _float_or_none(tot_ci[0]),
+        "estimated_total_positives_ci_high": None if tot_ci is None
+        else _float_or_none(tot_ci[1]),
+    }
+
+
 def operating_point_records(
     result,
     *,
@@ -180,6 +197,7 @@ def operating_point_records(
                 "fp_ci_high": None if ci is None else float(ci.fp[1]),
                 "precision_ci_low": None if ci is None else _float_or_none(ci.precision[0]),
                 "precision_ci_high": None if ci is None else _float_or_none(ci.precision[1]),
+                **_estimation_fields(point, ci),
                 **_coverage_fields(point),
                 **fixed,
                 "status": result.status,

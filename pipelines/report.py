@@ -734,7 +734,12 @@ def _overview_section(groups: Sequence[str], points: Mapping[Key, Mapping[str, A
 
 
 def _points_table(points: Sequence[Mapping[str, Any]], classifiers: Sequence[str]) -> str:
-    """One row per method: thresholds, TP, FP, precision (with intervals)."""
+    """One row per method: thresholds, TP, FP, precision (with intervals).
+
+    With audit data (any record with ``estimated_recall``) a last column shows the estimated
+    recall ``TP / P̂`` with its interval and the Horvitz–Thompson total ``P̂``.
+    """
+    estimated = any(p.get("estimated_recall") is not None for p in points)
     rows = []
     for p in points:
         low, high = p["threshold_ci_low"], p["threshold_ci_high"]
@@ -756,10 +761,26 @@ def _points_table(points: Sequence[Mapping[str, Any]], classifiers: Sequence[str
                f"{_fmt_ratio(p['marginal_precision_right'])}"),
             *_coverage_cells(p),
         ]
+        if estimated:
+            cells.append(_estimated_recall_cell(p))
         rows.append(_row(cells, group=p["group"], method=p["method"]))
     headers = ["method", *(f"t[{c}]" for c in classifiers), "TP", "FP", "precision",
-               "marginal precision in / out", *COVERAGE_HEADERS]
+               "marginal precision in / out", *COVERAGE_HEADERS,
+               *(["est. recall (audit)"] if estimated else [])]
     return _table(headers, rows, css="points")
+
+
+def _estimated_recall_cell(point: Mapping[str, Any]) -> str:
+    """``TP / P̂`` with its bootstrap interval and ``P̂`` (audit data only; HTML)."""
+    recall = point.get("estimated_recall")
+    if recall is None:
+        return ""
+    interval = _fmt_interval(point.get("estimated_recall_ci_low"),
+                             point.get("estimated_recall_ci_high"), _fmt_ratio)
+    total = _fmt_count(point.get("estimated_total_positives"))
+    note = f'<div class="note">of P̂ {_e(total)}</div>'
+    return _with_interval(_fmt_ratio(recall), interval) + note
+
 
 
 def _interval_note(points: Sequence[Mapping[str, Any]], bootstrap: Mapping[str, Any]) -> str:

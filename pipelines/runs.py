@@ -196,7 +196,8 @@ def check_accounting(accounting: dict[str, int]) -> dict[str, Any]:
         "read": accounting.get("read", 0),
         "dead_lettered": sum(dead.values()),
         "dead_letter_reasons": dead,
-        **{k: v for k, v in accounting.items() if k in ("used", "unrated", "decided")},
+        **{k: v for k, v in accounting.items() if k in ("used", "unrated", "decided")
+           or k.startswith("audit.")},
     }
     if accounted != summary["read"] or unknown:
         raise RuntimeError(f"row accounting does not add up: {accounting}")

@@ -44,6 +44,7 @@ from apache_beam.pvalue import PCollection
 from apache_beam.transforms.window import TimestampedValue
 from numpy.typing import NDArray
 
+from costlib.audit_estimation import audit_design
 from costlib.bootstrap import BootstrapGrids
 from costlib.edges import fine_histogram, quantile_edges_from_histogram
 from costlib.grid import SparseCounts, ThresholdGrid, grouped_histograms, sum_sparse
@@ -187,14 +188,16 @@ class SumGrids(beam.CombineFn):
 
     Elements are ``(edges, SparseCounts, rated_rows)``: a partial grid (2 channels, negatives
     and positives; or 3 with the unrated weight as channel 2) and how many valid rated rows it
-    holds. The output is a :class:`costlib.grid.ThresholdGrid` (with the unrated channel when
-    any partial had one), or ``None`` when the key had no rated row at all (only unrated rows:
-    like a group without rows, it gets no operating point). An accumulator is
-    ``[dense (channels, *shape) counts, edges, rated_rows]`` while it is being added to; the
-    dense array grows from 2 to 3 channels when the first 3-channel partial arrives (adding
-    zeros: exact). It is compacted back to ``[SparseCounts, edges, rated_rows]`` before Beam
-    encodes it for the shuffle (most cells of a group's grid are empty), which cuts the bytes
-    moved several-fold.
+    holds; with ``columns.audit_probability`` they are ``(edges, SparseCounts, rated_rows,
+    audited_rows)``, the last the rated audit rows (p < 1), which the grid's
+    ``audited_rows`` sums. The output is a :class:`costlib.grid.ThresholdGrid` (with the
+    unrated channel when any partial had one), or ``None`` when the key had no rated row at all
+    (only unrated rows: like a group without rows, it gets no operating point). An accumulator is
+    ``[dense (channels, *shape) counts, edges, rated_rows, audited_rows]`` while it is being
+    added to; the dense array grows from 2 to 3 channels when the first 3-channel partial
+    arrives (adding zeros: exact). It is compacted back to ``[SparseCounts, edges, rated_rows,
+    audited_rows]`` before Beam encodes it for the shuffle (most cells of a group's grid are
+    empty), which cuts the bytes moved several-fold.
     """
 
     def __init__(self, config: RunConfig):
@@ -203,26 +206,27 @@ class SumGrids(beam.CombineFn):
     @staticmethod
     def _dense(acc, channels: int = 2):
         """The accumulator with a dense array of at least ``channels`` channels."""
-        counts, edges, rated = acc
+        counts, edges, rated, audited = acc
         if isinstance(counts, SparseCounts):
             dense = np.zeros((max(channels, counts.channels), *(e.size + 1 for e in edges)))
             counts.add_to(dense)
-            return [dense, edges, rated]
+            return [dense, edges, rated, audited]
         if counts.shape[0] < channels:
             extra = np.zeros((channels - counts.shape[0], *counts.shape[1:]))
-            return [np.concatenate([counts, extra]), edges, rated]
+            return [np.concatenate([counts, extra]), edges, rated, audited]
         return acc
 
     def create_accumulator(self):
         return None
 
     def add_input(self, acc, partial):
-        edges, counts, rated = partial
+        edges, counts, rated, *audited = partial
         if acc is None:
-            acc = [np.zeros((counts.channels, *(e.size + 1 for e in edges))), edges, 0]
+            acc = [np.zeros((counts.channels, *(e.size + 1 for e in edges))), edges, 0, 0]
         acc = self._dense(acc, counts.channels)
         counts.add_to(acc[0])
         acc[2] += int(rated)
+        acc[3] += int(audited[0]) if audited else 0
         return acc
 
     def merge_accumulators(self, accs):
@@ -232,13 +236,14 @@ class SumGrids(beam.CombineFn):
         channels = max(self._channels(acc) for acc in accs)
         merged = self._dense(accs[0], channels)
         if merged is accs[0]:  # never modify an accumulator we were handed
-            merged = [accs[0][0].copy(), accs[0][1], accs[0][2]]
+            merged = [accs[0][0].copy(), accs[0][1], accs[0][2], accs[0][3]]
         for acc in accs[1:]:
             if isinstance(acc[0], SparseCounts):
                 acc[0].add_to(merged[0])
             else:
                 merged[0][: acc[0].shape[0]] += acc[0]
             merged[2] += acc[2]
+            merged[3] += acc[3]
         return merged
 
     @staticmethod
@@ -252,14 +257,15 @@ class SumGrids(beam.CombineFn):
         flat = acc[0].reshape(-1)
         cells = np.flatnonzero(flat)
         return [SparseCounts(cells=cells.astype(np.int64), counts=flat[cells],
-                             channels=acc[0].shape[0]), acc[1], acc[2]]
+                             channels=acc[0].shape[0]), acc[1], acc[2], acc[3]]
 
     def extract_output(self, acc):
         if acc is None or acc[2] == 0:
             return None
-        dense, edges, _ = self._dense(acc)
+        dense, edges, _, audited = self._dense(acc)
         return ThresholdGrid(edges=tuple(edges), pos=dense[1], neg=dense[0], names=self.names,
-                             unrated=dense[2] if dense.shape[0] == 3 else None)
+                             unrated=dense[2] if dense.shape[0] == 3 else None,
+                             audited_rows=audited)
 
 
 class SumBootstrapGrids(beam.CombineFn):
@@ -350,6 +356,24 @@ def _sum_arrays(arrays):
     return total
 
 
+def audit_rows(batch):
+    """Rows of a validated batch with audit probabilities as they enter the grids.
+
+    Returns ``(rows, group_codes, scores, labels, weights, unrated, audited)`` over the rows
+    that enter (:func:`costlib.audit_estimation.audit_design`: unrated rows with ``0 < p < 1`` are
+    represented by the audit sample and left out), with weights ``w / p`` on rated rows,
+    ``unrated`` the gap mask (``None`` when there is no gap) and ``audited`` the rated audit
+    rows (p < 1).
+    """
+    design = audit_design(None if batch.rated.all() else ~batch.rated,
+                          batch.audit_probabilities, batch.weights)
+    rows = np.flatnonzero(design.keep)
+    unrated = design.unrated.take(rows)
+    return (rows, batch.group_codes.take(rows), batch.scores.take(rows, axis=0),
+            batch.labels.take(rows), design.weights.take(rows),
+            unrated if unrated.any() else None, design.audited.take(rows))
+
+
 class AggregateBatchesFn(beam.DoFn):
     """Read, validate and histogram batches: partial grids per group, accounting, dead letters.
 
@@ -392,7 +416,10 @@ class AggregateBatchesFn(beam.DoFn):
         """
         n_groups = len(batch.group_names)
         has_unrated = not batch.rated.all()
-        if has_unrated:
+        audited = None
+        if batch.audit_probabilities is not None:
+            rows, groups, scores, labels, weights, unrated, audited = audit_rows(batch)
+        elif has_unrated:
             rows = np.arange(batch.rated.size)
             groups, scores, labels, weights = (batch.group_codes, batch.scores, batch.labels,
                                                batch.weights)
@@ -411,6 +438,8 @@ class AggregateBatchesFn(beam.DoFn):
             codes = groups
         rated_per_code = np.bincount(codes if unrated is None else codes[~unrated],
                                      minlength=buckets.size * n_groups)
+        audited_per_code = None if audited is None else np.bincount(
+            codes[audited], minlength=buckets.size * n_groups)
         edges = tuple(edges)
         channels = 2 if unrated is None else 3
         n_cells = channels * int(np.prod([e.size + 1 for e in edges]))
@@ -418,31 +447,35 @@ class AggregateBatchesFn(beam.DoFn):
         per_bucket: dict[int, list] = {}
         for code, counts in partials.items():
             bucket_index, group_index = divmod(code, n_groups)
-            rated = int(rated_per_code[code])
-            per_bucket.setdefault(bucket_index, []).append((counts, rated))
-            yield from self._emit(batch.group_names[group_index], (edges, counts, rated),
+            rows_info = (int(rated_per_code[code]),) if audited_per_code is None else (
+                int(rated_per_code[code]), int(audited_per_code[code]))
+            per_bucket.setdefault(bucket_index, []).append((counts, rows_info))
+            yield from self._emit(batch.group_names[group_index], (edges, counts, *rows_info),
                                   buckets[bucket_index])
         for bucket_index, parts in per_bucket.items():  # the all-groups grid, same rows
             total = sum_sparse([counts for counts, _ in parts], n_cells)
-            yield from self._emit(ALL_GROUPS, (edges, total, sum(r for _, r in parts)),
+            rows_info = tuple(int(v) for v in np.sum([info for _, info in parts], axis=0))
+            yield from self._emit(ALL_GROUPS, (edges, total, *rows_info),
                                   buckets[bucket_index])
         if self.with_bootstrap:
-            yield from self._bootstrap(batch, edges, codes, unrated, buckets)
+            yield from self._bootstrap(batch, edges, codes, rows, buckets)
 
-    def _bootstrap(self, batch, edges, codes, unrated, buckets):
+    def _bootstrap(self, batch, edges, codes, rows, buckets):
         """Replicate grids of the valid rows per group and for all groups (tagged output).
 
-        Unrated rows (label null) enter the replicates' unrated channel with their own Poisson
-        multipliers, so the intervals see the same coverage limit as the point estimate.
+        ``rows`` (and their ``codes``) are the rows the point grids got. Unrated rows (label
+        null) enter the replicates' unrated channel with their own Poisson multipliers, so the
+        intervals see the same coverage limit as the point estimate; with audit probabilities
+        rated rows weigh ``w / p`` before their multipliers (:class:`BootstrapGrids`).
         """
-        if unrated is None:
-            rows, _, scores, labels, weights = batch.rated_rows()
-        else:
-            rows = np.arange(batch.rated.size)
-            scores, weights = batch.scores, batch.weights
-            labels = np.where(unrated, np.nan, batch.labels.astype(np.float64))
-        if rows.size == 0:
-            return
+        scores = batch.scores.take(rows, axis=0)
+        weights = None if batch.weights is None else batch.weights.take(rows)
+        rated = batch.rated.take(rows)
+        labels = batch.labels.take(rows)
+        if not rated.all():
+            labels = np.where(~rated, np.nan, labels.astype(np.float64))
+        audit = (None if batch.audit_probabilities is None
+                 else batch.audit_probabilities.take(rows))
         n_groups = len(batch.group_names)
         names = self.config.classifiers
         item_ids = np.asarray(batch.item_ids.take(rows).to_pylist())
@@ -458,6 +491,7 @@ class AggregateBatchesFn(beam.DoFn):
                     scores[selected], labels[selected], edges, item_ids[selected],
                     None if weights is None else weights[selected],
                     n_replicates=boot["replicates"], seed=boot["seed"], names=names,
+                    audit_probabilities=None if audit is None else audit[selected],
                 )
                 for out in self._emit(group_labels[group_index], grids, buckets[bucket_index]):
                     yield pvalue.TaggedOutput("bootstrap", out)

@@ -63,7 +63,8 @@ def direct_grids(frame, config: RunConfig, edges=None) -> dict[str, ThresholdGri
     """Grids per group straight from ``ThresholdGrid.from_scores`` on the frame's rows.
 
     Unrated rows (label null) go to the grids' unrated channel; groups without a rated row get
-    no grid (the pipeline gives them no operating point).
+    no grid (the pipeline gives them no operating point). With ``columns.audit_probability``
+    the rows' inclusion probabilities are passed on (Horvitz–Thompson weights, audit coverage).
     """
     edges = edges if edges is not None else config.fixed_edges()
     grids = {}
@@ -72,9 +73,12 @@ def direct_grids(frame, config: RunConfig, edges=None) -> dict[str, ThresholdGri
             continue
         scores = rows[list(config.classifiers)].to_numpy(dtype=float, na_value=np.nan)
         scores = np.where(np.isnan(scores), -np.inf, scores)
+        audit = config.columns.get("audit_probability")
         grids[group] = ThresholdGrid.from_scores(
             scores, rows["label"].astype(object).to_numpy(), edges, rows["weight"].to_numpy(),
             names=config.classifiers,
+            audit_probabilities=rows[audit].to_numpy(dtype=float, na_value=np.nan)
+            if audit else None,
         )
     return grids
 
@@ -109,7 +113,10 @@ def coverage_fields(point_status=None, reason=None) -> dict:
         "unrestricted_fp": None, "unrestricted_unrated": None, "objective": "linear",
         "objective_beta": None, "objective_volume": None, "objective_value": None,
         "max_unrated_share": None, "min_precision": None, "max_volume": None,
-        "max_false_positives": None,
+        "max_false_positives": None, "estimated_total_positives": None,
+        "estimated_recall": None, "estimated_recall_ci_low": None,
+        "estimated_recall_ci_high": None, "estimated_total_positives_ci_low": None,
+        "estimated_total_positives_ci_high": None,
     }
 
 
