@@ -38,7 +38,7 @@ from pipelines.decide import (
     write_decisions,
 )
 from pipelines.files import match_inputs, read_row_groups
-from pipelines.records import records_to_table
+from pipelines.records import arrow_schema, records_to_table
 from pipelines.runs import load_operating_points
 from pipelines.transforms import dead_letter_name
 
@@ -84,9 +84,11 @@ def write_stream(directory: Path, rows: int, *, files: int, row_group: int, grou
 def write_operating_points(path: Path, groups: int, seed: int) -> str:
     rng = np.random.default_rng(seed)
     records = []
+    unset = {field.name: None for field in arrow_schema("operating_point.json")}
     for group in [f"group_{g:03d}" for g in range(groups)] + ["__all__"]:
         thin = group.endswith("7")  # every tenth group: fallback to __all__
         records.append({
+            **unset, "objective": "linear",  # fields this benchmark does not exercise
             "group": group, "window_start": None, "window_end": None, "rule": "any",
             "method": "graph", "classifiers": list(CLASSIFIERS),
             "thresholds": [float(t) for t in rng.uniform(0.6, 0.95, 2)],

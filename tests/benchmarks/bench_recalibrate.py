@@ -4,8 +4,9 @@ Run: ``.venv/bin/python tests/benchmarks/bench_recalibrate.py [--rows 10000000]`
 
 Same data for both (10M rows, 100 groups, k=2, 256 bins per axis, 10 Parquet files):
 - the peer reads every row group with pyarrow, validates it and histograms it per group and for
-  all groups with the same functions the pipeline calls (``validate_batch``, ``rated_rows``,
-  ``grouped_histograms``, ``sum_sparse``), summing per group: the work without Beam;
+  all groups with the same functions the pipeline calls (``validate_batch``,
+  ``grouped_histograms`` with the unrated rows in a third channel, ``sum_sparse``), summing per
+  group: the work without Beam;
 - ours runs ``costlib recalibrate``'s pipeline end to end on the local runner (FnApiRunner):
   read, validate, aggregate, optimise 101 grids (graph method), write outputs and manifest.
 
@@ -70,7 +71,7 @@ CONFIG = {
 def plain_loop(paths: list[str], config: RunConfig) -> tuple[float, int]:
     edges = config.fixed_edges()
     start = time.perf_counter()
-    shape = (2, *(e.size + 1 for e in edges))
+    shape = (3, *(e.size + 1 for e in edges))  # negatives, positives, unrated
     totals: dict[str, np.ndarray] = {}
     rows = 0
     for path in paths:
@@ -78,8 +79,9 @@ def plain_loop(paths: list[str], config: RunConfig) -> tuple[float, int]:
                                                    "text_model", "image_model"]):
             batch = validate_batch(table, config, source=path, row_group=index)
             rows += batch.n_read
-            _, groups, scores, labels, weights = batch.rated_rows()
-            hists = grouped_histograms(groups, scores, labels, weights, edges)
+            # every valid row, unrated ones in the third channel (as the pipeline does)
+            hists = grouped_histograms(batch.group_codes, batch.scores, batch.labels,
+                                       batch.weights, edges, unrated=~batch.rated)
             parts = {batch.group_names[code]: counts for code, counts in hists.items()}
             parts["__all__"] = sum_sparse(list(hists.values()), int(np.prod(shape)))
             for name, counts in parts.items():
