@@ -18,20 +18,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from machine import describe
+from machine import best_of, describe
 
 from costlib.edges import uniform_edges
 from costlib.grid import ThresholdGrid
 from costlib.operating_point import optimize
-
-
-def best_of(fn, repeat: int = 5) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def grids(n_rows: int = 400_000, n_edges: int = 1023):

@@ -22,22 +22,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from machine import describe
+from machine import best_of, describe
 
 from costlib.bootstrap import BootstrapGrids, confidence_intervals
 from costlib.edges import quantile_edges, uniform_edges
 from costlib.grid import ThresholdGrid
 from costlib.lattice_path import max_area_path
 from costlib.operating_point import optimize
-
-
-def best_of(fn, repeat: int = 5) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def rows(n: int, k: int, seed: int = 0):

@@ -1,9 +1,12 @@
-"""One line describing the machine a benchmark ran on (printed with every figure)."""
+"""One line describing the machine a benchmark ran on (printed with every figure), and the
+smallest wall time of repeated calls."""
 
 from __future__ import annotations
 
 import os
 import platform
+import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -27,3 +30,13 @@ def describe() -> str:
         f"numpy {np.__version__}; {platform.system()} {platform.release()}; "
         f"1-min load average {load} (other work on the machine skews wall times)"
     )
+
+
+def best_of(fn: Callable[[], object], repeat: int = 5) -> float:
+    """Smallest wall time of ``repeat`` calls of ``fn``, in seconds."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
