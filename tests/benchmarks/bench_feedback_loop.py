@@ -33,6 +33,7 @@ Run: ``.venv/bin/python tests/benchmarks/bench_feedback_loop.py [--rows-per-day 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -112,7 +113,10 @@ def make_config(args, audit: bool) -> RunConfig:
         "grid": {"edges": "uniform", "bins": args.bins, "range": [0.0, 1.0]},
         "target": {"marginal_precision": args.target},
         "methods": ["hull"], "decision_method": "hull",
-        "min_rated": {}, "bootstrap": {},
+        "min_rated": {k: v for k, v in (("positives", args.min_rated_positives),
+                                         ("negatives", args.min_rated_negatives))
+                      if v is not None},
+        "bootstrap": {},
         "audit": {
             "enabled": audit, "floor": args.audit_floor, "budget_share": args.budget_share,
             "strata": {"edges": args.strata_edges, "weights": args.strata_weights},
@@ -175,6 +179,7 @@ class Day:
     thresholds: dict = field(default_factory=dict)
     published: str = ""
     seconds: float = 0.0
+    accounting: dict = field(default_factory=dict)
 
     @property
     def ratio(self) -> float:
@@ -195,6 +200,8 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool) ->
     root.mkdir(parents=True)
     current = write_start_points(root / "start_operating_points.parquet", start, args.target)
     rated_paths: list[str] = []
+    rated_counts: list[int] = []
+    audited_rated: list[int] = []
     out: list[Day] = []
     print(f"\n== {name}: start {fmt_t(start)}, audit {'on' if audit else 'off'}"
           + (f", drift -{args.drift_logit} logit on positives from day {args.drift_day}"
@@ -230,12 +237,26 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool) ->
                        rated_path, row_group_size=250_000)
         rated_paths.append(str(rated_path))
         window = rated_paths[-args.window:]
+        rated_counts.append(int(rated.sum()))
+        audited_rated.append(int(audited.sum()))
         published = "published"
         try:
             run_recalibrate(config, window, str(root / "recal"), beam_args=[],
                             run_id=f"day-{day:02d}")
         except PublishRefused as err:
             published = f"held: {str(err).splitlines()[0][:60]}"
+        manifest = json.loads((root / "recal" / "runs" / f"day-{day:02d}" / "manifest.json")
+                              .read_text())
+        accounting = manifest["row_accounting"]
+        # the pipeline's accounting must match the rater's: every rated row of the window used
+        expected = {"read": args.rows_per_day * len(window),
+                    "used": sum(rated_counts[-args.window:]), "dead_lettered": 0}
+        got = {k: accounting.get(k) for k in expected}
+        if audit:
+            expected["audit.audited"] = sum(audited_rated[-args.window:])
+            got["audit.audited"] = accounting.get("audit.audited", 0)
+        if got != expected:
+            raise AssertionError(f"day {day}: recalibrate accounting {got} != rater {expected}")
         points = thresholds_of(str(root / "recal"))
         row = Day(
             day=day,
@@ -244,7 +265,7 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool) ->
             start_utility=utility_of(apply_thresholds(scores, start), y, slope),
             rated=int(rated.sum()), audited=int(audited.sum()), unflagged=int((~td).sum()),
             thresholds=in_force, published=published,
-            seconds=time.perf_counter() - t0,
+            seconds=time.perf_counter() - t0, accounting=accounting,
         )
         current = str(root / "recal")
         out.append(row)
@@ -320,6 +341,10 @@ def main() -> None:
     parser.add_argument("--strata-weights", type=float, nargs="*", default=[0.5, 3.0, 10.0])
     parser.add_argument("--drift-day", type=int, default=7)
     parser.add_argument("--drift-logit", type=float, default=1.0)
+    parser.add_argument("--min-rated-positives", type=float, default=None,
+                        help="config min_rated.positives (default: the schema's)")
+    parser.add_argument("--min-rated-negatives", type=float, default=None,
+                        help="config min_rated.negatives (default: the schema's)")
     parser.add_argument("--check-day", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--scenarios", default="audit,no_audit,drift")
@@ -331,6 +356,7 @@ def main() -> None:
           f"{args.target} (r = {args.target / (1 - args.target):.4f}); {args.bins} uniform bins; "
           f"window {args.window} days; audit: budget_share {args.budget_share}, floor "
           f"{args.audit_floor}, strata edges {args.strata_edges} weights {args.strata_weights}; "
+          f"min_rated {make_config(args, False).raw['min_rated']}; "
           f"publish guard off via config (max_threshold_change null, min_rated 0)")
     results = {}
     start_all = time.perf_counter()
