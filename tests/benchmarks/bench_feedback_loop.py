@@ -56,7 +56,7 @@ from pipelines.decide import read_decisions, run_decide
 from pipelines.publish import PublishRefused
 from pipelines.recalibrate import run_recalibrate
 from pipelines.records import arrow_schema, records_to_table
-from pipelines.runs import load_operating_points
+from pipelines.runs import latest_run_id, load_operating_points
 
 CLASSIFIERS = ("text_model", "image_model")
 GROUPS = ("market_a", "market_b", "market_c")
@@ -121,7 +121,8 @@ def make_config(args, audit: bool) -> RunConfig:
             "enabled": audit, "floor": args.audit_floor, "budget_share": args.budget_share,
             "strata": {"edges": args.strata_edges, "weights": args.strata_weights},
         },
-        "publish": {"max_threshold_change": None, "min_rated": 0},
+        **({"publish": {"max_threshold_change": None, "min_rated": 0}}
+           if args.guard == "off" else {}),
     })
 
 
@@ -167,6 +168,24 @@ def full_label_optimum(g, scores, y, edges, target: float, slope: float) -> floa
     return total
 
 
+def window_oracle(days, g, scores, y, edges, target: float, slope: float) -> float:
+    """Utility today of the full-label hull optimum over the previous days of the window (what
+    the loop would publish if every row of those days were rated): the reference free of the
+    same-day optimum's in-sample optimism and of rating noise, but with the window's lag."""
+    total = 0.0
+    for k in range(len(GROUPS)):
+        grid = None
+        for gd, sd, yd in days:
+            sel = gd == k
+            part = ThresholdGrid.from_scores(sd[sel], yd[sel], edges, names=list(CLASSIFIERS))
+            grid = part if grid is None else grid + part
+        point = optimize(grid, target_marginal_precision=target, method="hull",
+                         max_unrated_share=1)
+        sel = g == k
+        total += utility_of(apply_thresholds(scores[sel], point.thresholds), y[sel], slope)
+    return total
+
+
 @dataclass
 class Day:
     day: int
@@ -178,6 +197,7 @@ class Day:
     unflagged: int
     thresholds: dict = field(default_factory=dict)
     published: str = ""
+    oracle: float = float("nan")
     seconds: float = 0.0
     accounting: dict = field(default_factory=dict)
 
@@ -201,12 +221,13 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool) ->
     current = write_start_points(root / "start_operating_points.parquet", start, args.target)
     rated_paths: list[str] = []
     rated_counts: list[int] = []
+    history: list = []  # (groups, scores, labels) per day, for the window oracle
     audited_rated: list[int] = []
     out: list[Day] = []
     print(f"\n== {name}: start {fmt_t(start)}, audit {'on' if audit else 'off'}"
           + (f", drift -{args.drift_logit} logit on positives from day {args.drift_day}"
              if drift else ""))
-    print(f"{'day':>3} {'utility':>9} {'optimum':>9} {'ratio':>6} {'start_u':>9} "
+    print(f"{'day':>3} {'utility':>9} {'optimum':>9} {'ratio':>6} {'orc/opt':>7} {'start_u':>9} "
           f"{'rated':>6} {'audited':>7} {'audit%':>6}  thresholds in force "
           f"({', '.join(GROUPS)})  next  sec")
     for day in range(args.days):
@@ -257,19 +278,25 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool) ->
             got["audit.audited"] = accounting.get("audit.audited", 0)
         if got != expected:
             raise AssertionError(f"day {day}: recalibrate accounting {got} != rater {expected}")
-        points = thresholds_of(str(root / "recal"))
+        points = (thresholds_of(str(root / "recal"))
+                  if latest_run_id(str(root / "recal")) else in_force)
+        oracle = (window_oracle(history[-args.window:], g, scores, y, edges, args.target, slope)
+                  if history else float("nan"))
+        history.append((g, scores, y))
         row = Day(
             day=day,
-            utility=utility_of(td, y, slope),
+            utility=utility_of(td, y, slope), oracle=oracle,
             optimum=full_label_optimum(g, scores, y, edges, args.target, slope),
             start_utility=utility_of(apply_thresholds(scores, start), y, slope),
             rated=int(rated.sum()), audited=int(audited.sum()), unflagged=int((~td).sum()),
             thresholds=in_force, published=published,
             seconds=time.perf_counter() - t0, accounting=accounting,
         )
-        current = str(root / "recal")
+        if latest_run_id(str(root / "recal")) is not None:
+            current = str(root / "recal")  # else: nothing published yet, the start stays
         out.append(row)
         print(f"{day:>3} {row.utility:9.1f} {row.optimum:9.1f} {row.ratio:6.3f} "
+              f"{row.oracle / row.optimum:7.3f} "
               f"{row.start_utility:9.1f} {row.rated:6d} {row.audited:7d} "
               f"{100 * row.audited / max(row.unflagged, 1):5.2f}%  "
               f"{' '.join(fmt_t(row.thresholds[gr]) for gr in GROUPS)}  "
@@ -295,23 +322,23 @@ def thresholds_of(source: str) -> dict:
 
 # ----------------------------------------------------------------------------- summary
 def summarise(results: dict, args) -> None:
-    print("\n== summary (ratio = utility of the points in force / full-label optimum, "
-          "same day)")
+    print("\n== summary (ratio = utility of the points in force / same-day full-label optimum; "
+          "orc/opt = the window oracle's utility / the same optimum)")
     for (scenario, start_name), days in results.items():
         ratios = [d.ratio for d in days]
+        oracle = [d.oracle / d.optimum for d in days]
         share = max(d.audited / max(d.unflagged, 1) for d in days)
         line = f"{scenario:>8} from {start_name:<9}: "
         if len(days) <= max(args.check_day, args.drift_day):
             print(line + f"too few days ({len(days)}) for the checks; final ratio {ratios[-1]:.3f}")
             continue
         if scenario == "audit":
-            d10 = args.check_day
-            ok_at = ratios[d10] >= 0.95 if len(ratios) > d10 else None
-            ok_after = all(r >= 0.95 for r in ratios[d10:]) if len(ratios) > d10 else None
+            c = args.check_day
             first = next((d.day for d in days if d.ratio >= 0.95), None)
-            line += (f"ratio on day {d10} {ratios[d10]:.3f} (within 5%: {ok_at}; every day "
-                     f"from {d10}: {ok_after}, min {min(ratios[d10:]):.3f}); first day >= 0.95: "
-                     f"{first}; max audit share {100 * share:.2f}%")
+            line += (f"day {c} ratio {ratios[c]:.3f} (within 5%: {ratios[c] >= 0.95}); days "
+                     f"{c}..{len(days) - 1}: min {min(ratios[c:]):.3f}, mean "
+                     f"{np.mean(ratios[c:]):.3f} (oracle mean {np.nanmean(oracle[c:]):.3f}); "
+                     f"first day >= 0.95: {first}; max audit share {100 * share:.2f}%")
         elif scenario == "no_audit":
             below = [d.day for d in days if d.utility < d.start_utility]
             worst = min(d.utility - d.start_utility for d in days)
@@ -319,12 +346,13 @@ def summarise(results: dict, args) -> None:
                      f"worst margin {worst:+.1f}; final ratio {ratios[-1]:.3f}")
         else:
             dd = args.drift_day
-            pre = ratios[dd - 1]
             rec = next((d.day for d in days[dd:] if d.ratio >= 0.95), None)
-            line += (f"ratio day {dd - 1} {pre:.3f}, drift day {dd} {ratios[dd]:.3f}, min after "
-                     f"{min(ratios[dd:]):.3f}; back within 5% on day {rec} "
-                     f"({'within' if rec is not None and rec - dd <= 7 else 'NOT within'} "
-                     f"7 days); max audit share {100 * share:.2f}%")
+            stays = rec is not None and all(r >= 0.95 for r in ratios[rec:])
+            line += (f"ratio day {dd - 1} {ratios[dd - 1]:.3f}, days {dd}..{len(days) - 1}: "
+                     f"{' '.join(f'{r:.2f}' for r in ratios[dd:])} (oracle "
+                     f"{' '.join(f'{r:.2f}' for r in oracle[dd:])}); first back within 5%: "
+                     f"day {rec} ({'within' if rec is not None and rec - dd <= 7 else 'NOT within'}"
+                     f" 7 days; stays there: {stays}); max audit share {100 * share:.2f}%")
         print(line)
 
 
@@ -345,6 +373,10 @@ def main() -> None:
                         help="config min_rated.positives (default: the schema's)")
     parser.add_argument("--min-rated-negatives", type=float, default=None,
                         help="config min_rated.negatives (default: the schema's)")
+    parser.add_argument("--guard", choices=("off", "default"), default="off",
+                        help="off: publish {max_threshold_change: null, min_rated: 0} in the "
+                        "config; default: the schema's publish guard (a held run keeps the "
+                        "points in force)")
     parser.add_argument("--check-day", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--scenarios", default="audit,no_audit,drift")
@@ -357,7 +389,7 @@ def main() -> None:
           f"window {args.window} days; audit: budget_share {args.budget_share}, floor "
           f"{args.audit_floor}, strata edges {args.strata_edges} weights {args.strata_weights}; "
           f"min_rated {make_config(args, False).raw['min_rated']}; "
-          f"publish guard off via config (max_threshold_change null, min_rated 0)")
+          f"publish guard {make_config(args, False).raw['publish']} ({args.guard})")
     results = {}
     start_all = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-loop-") as tmp:
