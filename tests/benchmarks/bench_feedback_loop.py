@@ -121,8 +121,8 @@ def make_config(args, audit: bool) -> RunConfig:
             "enabled": audit, "floor": args.audit_floor, "budget_share": args.budget_share,
             "strata": {"edges": args.strata_edges, "weights": args.strata_weights},
         },
-        **({"publish": {"max_threshold_change": None, "min_rated": 0}}
-           if args.guard == "off" else {}),
+        "publish": ({"max_threshold_change": None, "min_rated": 0} if args.guard == "off"
+                    else {"max_threshold_change": 0.2, "min_rated": 50}),
     })
 
 
@@ -209,7 +209,7 @@ class Day:
 def fmt_t(t) -> str:
     if isinstance(t, str):
         return t
-    return "(" + ",".join("inf" if not math.isfinite(x) else f"{x:.2f}" for x in t) + ")"
+    return "(" + ",".join("inf" if not math.isfinite(x) else f"{x:.3f}" for x in t) + ")"
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -373,10 +373,10 @@ def main() -> None:
                         help="config min_rated.positives (default: the schema's)")
     parser.add_argument("--min-rated-negatives", type=float, default=None,
                         help="config min_rated.negatives (default: the schema's)")
-    parser.add_argument("--guard", choices=("off", "default"), default="off",
-                        help="off: publish {max_threshold_change: null, min_rated: 0} in the "
-                        "config; default: the schema's publish guard (a held run keeps the "
-                        "points in force)")
+    parser.add_argument("--guard", choices=("off", "example"), default="off",
+                        help="off: publish {max_threshold_change: null, min_rated: 0} (also the "
+                        "schema's defaults); example: schemas/example_config.yaml's {0.2, 50}; a "
+                        "held run keeps the points in force")
     parser.add_argument("--check-day", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--scenarios", default="audit,no_audit,drift")
