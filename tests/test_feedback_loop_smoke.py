@@ -3,7 +3,6 @@ pipelines for a few tiny days, and the rated-row accounting is consistent."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -14,13 +13,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
 import bench_feedback_loop as loop
 
 
-def _args(**overrides):
-    args = dict(rows_per_day=4000, days=3, window=2, target=0.3, bins=16, budget_share=0.02,
-                audit_floor=0.005, strata_edges=[0.3, 0.6], strata_weights=[0.5, 3.0, 10.0],
-                drift_day=1, drift_logit=1.0, check_day=2, seed=0, min_rated_positives=None,
-                min_rated_negatives=None)
-    args.update(overrides)
-    return argparse.Namespace(**args)
+def _args():
+    return loop.parse_args(["--rows-per-day", "4000", "--days", "3", "--window", "2",
+                            "--bins", "16", "--budget-share", "0.02", "--audit-floor", "0.005",
+                            "--drift-day", "1"])
 
 
 @pytest.mark.parametrize(("audit", "drift"), [(True, True), (False, False)],

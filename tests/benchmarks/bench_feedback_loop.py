@@ -356,7 +356,7 @@ def summarise(results: dict, args) -> None:
         print(line)
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows-per-day", type=int, default=60_000)
     parser.add_argument("--days", type=int, default=15)
@@ -381,7 +381,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--scenarios", default="audit,no_audit,drift")
     parser.add_argument("--starts", default="high,image-off")
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
     print(f"machine: {describe()}")
     print(f"population: {args.rows_per_day:,} rows/day, groups {GROUPS} prevalence {PREVALENCE}, "
           f"separation {SEPARATION}, correlation {CORRELATION}; target marginal precision "
