@@ -1,0 +1,412 @@
+"""Closed-loop benchmark: decide -> rate -> recalibrate, day by day, on the real pipelines.
+
+Each simulated day:
+
+1. a generated population with known labels (two correlated classifiers, 3 groups, prevalence
+   0.5-2%) is written as Parquet *without* labels;
+2. ``run_decide`` (FnApiRunner) applies the currently published operating points, with an audit
+   sample of the unflagged rows when audit is enabled;
+3. a simulated rater labels every row whose ``threshold_decision`` is true or whose ``audit`` is
+   true, from the truth (the rater-facing contract);
+4. the day's *rated score stream* (scores; label null for unrated rows; the decision records'
+   ``audit_probability`` in ``columns.audit_probability``) is written as Parquet;
+5. ``run_recalibrate`` (batch mode) over the rated streams of the last ``--window`` days
+   publishes the next day's operating points. The publish guard is made permissive in the
+   config (``publish: {max_threshold_change: null, min_rated: 0}``) so it never stalls the
+   loop; a held run would be reported as ``held`` and the previous point kept.
+
+Per day it prints the utility TP - r*FP (r = m / (1 - m) from the target marginal precision m)
+of the operating points in force that day, counted from the decision records against the day's
+full labels; the full-label optimum (per group: ``ThresholdGrid.from_scores`` with all labels,
+``optimize(method="hull", max_unrated_share=1)``, same edges as the pipeline; summed over
+groups); their ratio; the starting point's utility on the same day; the rater load (rows
+rated); and the audit share (audited / unflagged rows).
+
+Scenarios, each from two starting points ((0.9, 0.9) and (0.9, inf): the image model off):
+with audit; without audit; and drift (with audit; from ``--drift-day`` the positives' latent
+score, i.e. the logit, shifts down by ``--drift-logit`` for both classifiers).
+
+Run: ``.venv/bin/python tests/benchmarks/bench_feedback_loop.py [--rows-per-day 60000]
+[--days 15] [--window 7] [--scenarios audit,no_audit,drift]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import describe
+
+from costlib.grid import ThresholdGrid
+from costlib.operating_point import optimize
+from pipelines.config import RunConfig
+from pipelines.decide import read_decisions, run_decide
+from pipelines.publish import PublishRefused
+from pipelines.recalibrate import run_recalibrate
+from pipelines.records import arrow_schema, records_to_table
+from pipelines.runs import latest_run_id, load_operating_points
+
+CLASSIFIERS = ("text_model", "image_model")
+GROUPS = ("market_a", "market_b", "market_c")
+PREVALENCE = (0.005, 0.01, 0.02)
+SEPARATION = (3.2, 2.8)
+CORRELATION = 0.3
+STARTS = {"high": (0.9, 0.9), "image-off": (0.9, math.inf)}
+
+
+# ----------------------------------------------------------------------------- population
+def population(n: int, day: int, *, seed: int, drift_day: int | None, drift_logit: float):
+    """One day's items: (group index, item ids, scores (n, 2), labels). Deterministic per day.
+
+    Latent score of classifier j: ``separation_j * y + sqrt(rho) * shared + sqrt(1 - rho) * noise
+    + group shift``; score = sigmoid(latent - 2) (as ``costlib.sample.generate_score_stream``,
+    every classifier scores every row). Drift: from ``drift_day`` on, positives' latent scores
+    are ``drift_logit`` lower (a shift in logit space).
+    """
+    rng = np.random.default_rng([seed, day])
+    g = rng.integers(0, len(GROUPS), n)
+    y = rng.random(n) < np.asarray(PREVALENCE)[g]
+    shared = rng.standard_normal(n)
+    scores = np.empty((n, len(CLASSIFIERS)))
+    shift_bad = drift_logit if drift_day is not None and day >= drift_day else 0.0
+    for j in range(len(CLASSIFIERS)):
+        group_shift = 0.25 * (g - (len(GROUPS) - 1) / 2) * (1 if j % 2 == 0 else -1)
+        latent = (SEPARATION[j] * y + math.sqrt(CORRELATION) * shared
+                  + math.sqrt(1 - CORRELATION) * rng.standard_normal(n) + group_shift
+                  - shift_bad * y)
+        scores[:, j] = 1.0 / (1.0 + np.exp(-(latent - 2.0)))
+    ids = np.int64(day) * 10_000_000 + np.arange(n, dtype=np.int64)
+    return g, ids, scores, y
+
+
+def score_table(g, ids, scores, label=None, audit_probability=None) -> pa.Table:
+    columns = {
+        "group": pa.array(np.asarray(GROUPS, dtype=object)[g]),
+        "item_id": pa.array(ids),
+    }
+    for j, name in enumerate(CLASSIFIERS):
+        columns[name] = pa.array(scores[:, j])
+    if label is not None:
+        columns["label"] = label
+    if audit_probability is not None:
+        columns["audit_probability"] = audit_probability
+    return pa.table(columns)
+
+
+# ----------------------------------------------------------------------------- configs
+def make_config(args, audit: bool) -> RunConfig:
+    return RunConfig.from_dict({
+        "columns": {"audit_probability": "audit_probability"} if audit else {},
+        "classifiers": list(CLASSIFIERS), "rule": "any",
+        "grid": {"edges": "uniform", "bins": args.bins, "range": [0.0, 1.0]},
+        "target": {"marginal_precision": args.target},
+        "methods": ["hull"], "decision_method": "hull",
+        "min_rated": {k: v for k, v in (("positives", args.min_rated_positives),
+                                         ("negatives", args.min_rated_negatives))
+                      if v is not None},
+        "bootstrap": {},
+        "audit": {
+            "enabled": audit, "floor": args.audit_floor, "budget_share": args.budget_share,
+            "strata": {"edges": args.strata_edges, "weights": args.strata_weights},
+        },
+        "publish": ({"max_threshold_change": None, "min_rated": 0} if args.guard == "off"
+                    else {"max_threshold_change": 0.2, "min_rated": 50}),
+    })
+
+
+def write_start_points(path: Path, thresholds, target: float) -> str:
+    """Day 0's operating points by hand: every field of schemas/operating_point.json."""
+    unset = {f.name: None for f in arrow_schema("operating_point.json")}
+    records = []
+    for group in [*GROUPS, "__all__"]:
+        records.append({
+            **unset, "objective": "linear",
+            "group": group, "window_start": None, "window_end": None, "rule": "any",
+            "method": "hull", "classifiers": list(CLASSIFIERS),
+            "thresholds": [float(t) for t in thresholds],
+            "target_marginal_precision": target, "tp": 0.0, "fp": 0.0, "precision": None,
+            "marginal_precision_left": None, "marginal_precision_right": None,
+            "volume": 0.0, "unrated": 0.0, "coverage": None,
+            "rated_positives": 0.0, "rated_negatives": 0.0,
+            "status": "ok", "fallback_group": None, "point_status": "ok", "reason": None,
+            "max_unrated_share": 0.0, "pane_index": 0,
+            "run_id": "day-0-by-hand", "config_digest": "by-hand",
+        })
+    pq.write_table(records_to_table(records, "operating_point.json"), path)
+    return str(path)
+
+
+# ----------------------------------------------------------------------------- evaluation
+def utility_of(flagged: np.ndarray, y: np.ndarray, slope: float) -> float:
+    return float(np.sum(flagged & y) - slope * np.sum(flagged & ~y))
+
+
+def apply_thresholds(scores: np.ndarray, thresholds) -> np.ndarray:
+    return (scores >= np.asarray(thresholds, dtype=float)).any(axis=1)
+
+
+def full_label_optimum(g, scores, y, edges, target: float, slope: float) -> float:
+    total = 0.0
+    for k in range(len(GROUPS)):
+        sel = g == k
+        grid = ThresholdGrid.from_scores(scores[sel], y[sel], edges, names=list(CLASSIFIERS))
+        point = optimize(grid, target_marginal_precision=target, method="hull",
+                         max_unrated_share=1)
+        total += utility_of(apply_thresholds(scores[sel], point.thresholds), y[sel], slope)
+    return total
+
+
+def window_oracle(days, g, scores, y, edges, target: float, slope: float) -> float:
+    """Utility today of the full-label hull optimum over the previous days of the window (what
+    the loop would publish if every row of those days were rated): the reference free of the
+    same-day optimum's in-sample optimism and of rating noise, but with the window's lag."""
+    total = 0.0
+    for k in range(len(GROUPS)):
+        grid = None
+        for gd, sd, yd in days:
+            sel = gd == k
+            part = ThresholdGrid.from_scores(sd[sel], yd[sel], edges, names=list(CLASSIFIERS))
+            grid = part if grid is None else grid + part
+        point = optimize(grid, target_marginal_precision=target, method="hull",
+                         max_unrated_share=1)
+        sel = g == k
+        total += utility_of(apply_thresholds(scores[sel], point.thresholds), y[sel], slope)
+    return total
+
+
+@dataclass
+class Day:
+    day: int
+    utility: float
+    optimum: float
+    start_utility: float
+    rated: int
+    audited: int
+    unflagged: int
+    thresholds: dict = field(default_factory=dict)
+    published: str = ""
+    oracle: float = float("nan")
+    seconds: float = 0.0
+    accounting: dict = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float:
+        return self.utility / self.optimum if self.optimum > 0 else float("nan")
+
+
+def fmt_t(t) -> str:
+    if isinstance(t, str):
+        return t
+    return "(" + ",".join("inf" if not math.isfinite(x) else f"{x:.3f}" for x in t) + ")"
+
+
+# ----------------------------------------------------------------------------- the loop
+def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool) -> list[Day]:
+    config = make_config(args, audit)
+    edges = config.fixed_edges()
+    slope = args.target / (1 - args.target)
+    root.mkdir(parents=True)
+    current = write_start_points(root / "start_operating_points.parquet", start, args.target)
+    rated_paths: list[str] = []
+    rated_counts: list[int] = []
+    history: list = []  # (groups, scores, labels) per day, for the window oracle
+    audited_rated: list[int] = []
+    out: list[Day] = []
+    print(f"\n== {name}: start {fmt_t(start)}, audit {'on' if audit else 'off'}"
+          + (f", drift -{args.drift_logit} logit on positives from day {args.drift_day}"
+             if drift else ""))
+    print(f"{'day':>3} {'utility':>9} {'optimum':>9} {'ratio':>6} {'orc/opt':>7} {'start_u':>9} "
+          f"{'rated':>6} {'audited':>7} {'audit%':>6}  thresholds in force "
+          f"({', '.join(GROUPS)})  next  sec")
+    for day in range(args.days):
+        t0 = time.perf_counter()
+        in_force = thresholds_of(current)
+        g, ids, scores, y = population(args.rows_per_day, day, seed=args.seed,
+                                       drift_day=args.drift_day if drift else None,
+                                       drift_logit=args.drift_logit)
+        day_dir = root / f"day-{day:02d}"
+        day_dir.mkdir()
+        scores_path = day_dir / "scores.parquet"
+        pq.write_table(score_table(g, ids, scores), scores_path, row_group_size=250_000)
+        run_decide(config, str(scores_path), current, str(root / "decide"), beam_args=[],
+                   run_id=f"day-{day:02d}")
+        records = read_decisions(str(root / "decide")).to_pandas()
+        records["item_id"] = records["item_id"].astype(np.int64)
+        records = records.set_index("item_id").loc[ids]
+        td = records["threshold_decision"].to_numpy(dtype=object)
+        td = td == True  # noqa: E712 (null: not flagged)
+        audited = records["audit"].to_numpy(dtype=bool)
+        rated = td | audited
+        # the rater: labels from the truth for flagged or audited rows, null otherwise
+        label = pa.array(np.where(rated, y, False), mask=~rated, type=pa.bool_())
+        p = records["audit_probability"].to_numpy(dtype=float) if audit else None
+        rated_path = day_dir / "rated.parquet"
+        pq.write_table(score_table(g, ids, scores, label,
+                                   None if p is None else pa.array(p, mask=np.isnan(p))),
+                       rated_path, row_group_size=250_000)
+        rated_paths.append(str(rated_path))
+        window = rated_paths[-args.window:]
+        rated_counts.append(int(rated.sum()))
+        audited_rated.append(int(audited.sum()))
+        published = "published"
+        try:
+            run_recalibrate(config, window, str(root / "recal"), beam_args=[],
+                            run_id=f"day-{day:02d}")
+        except PublishRefused as err:
+            published = f"held: {str(err).splitlines()[0][:60]}"
+        manifest = json.loads((root / "recal" / "runs" / f"day-{day:02d}" / "manifest.json")
+                              .read_text())
+        accounting = manifest["row_accounting"]
+        # the pipeline's accounting must match the rater's: every rated row of the window used
+        expected = {"read": args.rows_per_day * len(window),
+                    "used": sum(rated_counts[-args.window:]), "dead_lettered": 0}
+        got = {k: accounting.get(k) for k in expected}
+        if audit:
+            expected["audit.audited"] = sum(audited_rated[-args.window:])
+            got["audit.audited"] = accounting.get("audit.audited", 0)
+        if got != expected:
+            raise AssertionError(f"day {day}: recalibrate accounting {got} != rater {expected}")
+        points = (thresholds_of(str(root / "recal"))
+                  if latest_run_id(str(root / "recal")) else in_force)
+        oracle = (window_oracle(history[-args.window:], g, scores, y, edges, args.target, slope)
+                  if history else float("nan"))
+        history.append((g, scores, y))
+        row = Day(
+            day=day,
+            utility=utility_of(td, y, slope), oracle=oracle,
+            optimum=full_label_optimum(g, scores, y, edges, args.target, slope),
+            start_utility=utility_of(apply_thresholds(scores, start), y, slope),
+            rated=int(rated.sum()), audited=int(audited.sum()), unflagged=int((~td).sum()),
+            thresholds=in_force, published=published,
+            seconds=time.perf_counter() - t0, accounting=accounting,
+        )
+        if latest_run_id(str(root / "recal")) is not None:
+            current = str(root / "recal")  # else: nothing published yet, the start stays
+        out.append(row)
+        print(f"{day:>3} {row.utility:9.1f} {row.optimum:9.1f} {row.ratio:6.3f} "
+              f"{row.oracle / row.optimum:7.3f} "
+              f"{row.start_utility:9.1f} {row.rated:6d} {row.audited:7d} "
+              f"{100 * row.audited / max(row.unflagged, 1):5.2f}%  "
+              f"{' '.join(fmt_t(row.thresholds[gr]) for gr in GROUPS)}  "
+              f"{' '.join(fmt_t(points[gr]) for gr in GROUPS)}"
+              f"{'' if published == 'published' else ' ' + published}  {row.seconds:.1f}")
+    return out
+
+
+def thresholds_of(source: str) -> dict:
+    """Per group, the thresholds decide applies from ``source`` (display only; the utility is
+    counted from the decision records themselves)."""
+    records, _ = load_operating_points(source)
+    by_group = {r["group"]: r for r in records if r["method"] == "hull"}
+    out = {}
+    for group in GROUPS:
+        r = by_group.get(group, by_group.get("__all__"))
+        if r is None or r["status"] == "insufficient_data" or r["thresholds"] is None:
+            out[group] = "null"  # decide gives null threshold decisions: nothing flagged
+        else:
+            out[group] = tuple(float(t) for t in r["thresholds"])
+    return out
+
+
+# ----------------------------------------------------------------------------- summary
+def summarise(results: dict, args) -> None:
+    print("\n== summary (ratio = utility of the points in force / same-day full-label optimum; "
+          "orc/opt = the window oracle's utility / the same optimum)")
+    for (scenario, start_name), days in results.items():
+        ratios = [d.ratio for d in days]
+        oracle = [d.oracle / d.optimum for d in days]
+        share = max(d.audited / max(d.unflagged, 1) for d in days)
+        line = f"{scenario:>8} from {start_name:<9}: "
+        if len(days) <= max(args.check_day, args.drift_day):
+            print(line + f"too few days ({len(days)}) for the checks; final ratio {ratios[-1]:.3f}")
+            continue
+        if scenario == "audit":
+            c = args.check_day
+            first = next((d.day for d in days if d.ratio >= 0.95), None)
+            line += (f"day {c} ratio {ratios[c]:.3f} (within 5%: {ratios[c] >= 0.95}); days "
+                     f"{c}..{len(days) - 1}: min {min(ratios[c:]):.3f}, mean "
+                     f"{np.mean(ratios[c:]):.3f} (oracle mean {np.nanmean(oracle[c:]):.3f}); "
+                     f"first day >= 0.95: {first}; max audit share {100 * share:.2f}%")
+        elif scenario == "no_audit":
+            below = [d.day for d in days if d.utility < d.start_utility]
+            worst = min(d.utility - d.start_utility for d in days)
+            line += (f"days below the starting point's utility (same day): {below or 'none'}; "
+                     f"worst margin {worst:+.1f}; final ratio {ratios[-1]:.3f}")
+        else:
+            dd = args.drift_day
+            rec = next((d.day for d in days[dd:] if d.ratio >= 0.95), None)
+            stays = rec is not None and all(r >= 0.95 for r in ratios[rec:])
+            line += (f"ratio day {dd - 1} {ratios[dd - 1]:.3f}, days {dd}..{len(days) - 1}: "
+                     f"{' '.join(f'{r:.2f}' for r in ratios[dd:])} (oracle "
+                     f"{' '.join(f'{r:.2f}' for r in oracle[dd:])}); first back within 5%: "
+                     f"day {rec} ({'within' if rec is not None and rec - dd <= 7 else 'NOT within'}"
+                     f" 7 days; stays there: {stays}); max audit share {100 * share:.2f}%")
+        print(line)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows-per-day", type=int, default=60_000)
+    parser.add_argument("--days", type=int, default=15)
+    parser.add_argument("--window", type=int, default=7, help="recalibrate over the last N days")
+    parser.add_argument("--target", type=float, default=0.3, help="target marginal precision")
+    parser.add_argument("--bins", type=int, default=64)
+    parser.add_argument("--budget-share", type=float, default=0.01)
+    parser.add_argument("--audit-floor", type=float, default=0.001)
+    parser.add_argument("--strata-edges", type=float, nargs="*", default=[0.3, 0.6])
+    parser.add_argument("--strata-weights", type=float, nargs="*", default=[0.5, 3.0, 10.0])
+    parser.add_argument("--drift-day", type=int, default=7)
+    parser.add_argument("--drift-logit", type=float, default=1.0)
+    parser.add_argument("--min-rated-positives", type=float, default=None,
+                        help="config min_rated.positives (default: the schema's)")
+    parser.add_argument("--min-rated-negatives", type=float, default=None,
+                        help="config min_rated.negatives (default: the schema's)")
+    parser.add_argument("--guard", choices=("off", "example"), default="off",
+                        help="off: publish {max_threshold_change: null, min_rated: 0} (also the "
+                        "schema's defaults); example: schemas/example_config.yaml's {0.2, 50}; a "
+                        "held run keeps the points in force")
+    parser.add_argument("--check-day", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--scenarios", default="audit,no_audit,drift")
+    parser.add_argument("--starts", default="high,image-off")
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
+    print(f"machine: {describe()}")
+    print(f"population: {args.rows_per_day:,} rows/day, groups {GROUPS} prevalence {PREVALENCE}, "
+          f"separation {SEPARATION}, correlation {CORRELATION}; target marginal precision "
+          f"{args.target} (r = {args.target / (1 - args.target):.4f}); {args.bins} uniform bins; "
+          f"window {args.window} days; audit: budget_share {args.budget_share}, floor "
+          f"{args.audit_floor}, strata edges {args.strata_edges} weights {args.strata_weights}; "
+          f"min_rated {make_config(args, False).raw['min_rated']}; "
+          f"publish guard {make_config(args, False).raw['publish']} ({args.guard})")
+    results = {}
+    start_all = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-loop-") as tmp:
+        for scenario in args.scenarios.split(","):
+            for start_name in args.starts.split(","):
+                results[(scenario, start_name)] = run_loop(
+                    args, Path(tmp) / f"{scenario}-{start_name}",
+                    name=f"{scenario} / {start_name}", start=STARTS[start_name],
+                    audit=scenario != "no_audit", drift=scenario == "drift")
+    summarise(results, args)
+    print(f"total wall {time.perf_counter() - start_all:.0f} s; load average at end "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
