@@ -36,10 +36,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from apache_beam.io.filesystems import FileSystems
-
 from pipelines.files import InputError, write_bytes_atomically, write_json
-from pipelines.runs import check_run_id, latest_run_id, load_operating_points, read_manifest
+from pipelines.runs import (
+    check_run_id,
+    latest_run_id,
+    list_runs,
+    load_operating_points,
+    read_manifest,
+)
 
 __all__ = [
     "Baseline",
@@ -197,18 +201,10 @@ class Baseline:
 
 
 def _published_runs(output: str) -> list[str]:
-    """Run ids under ``OUTPUT/runs/`` whose manifest says they were published."""
-    found = []
-    for result in FileSystems.match([f"{output}/runs/*/manifest.json"]):
-        for meta in result.metadata_list:
-            try:
-                manifest = read_manifest(meta.path.rsplit("/", 1)[0])
-            except (InputError, ValueError):
-                continue
-            if manifest.get("published") and manifest.get("command", "recalibrate") == (
-                    "recalibrate"):
-                found.append(meta.path.rsplit("/", 2)[1])
-    return sorted(found)
+    """Run ids under ``OUTPUT/runs/`` whose recalibrate manifest says they were published."""
+    complete, _ = list_runs(output)
+    return [run_id for run_id, manifest in complete.items() if manifest.get("published")
+            and manifest.get("command", "recalibrate") == "recalibrate"]
 
 
 def read_baseline(output: str) -> Baseline:

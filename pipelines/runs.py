@@ -30,8 +30,9 @@ from typing import Any
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.batches import REASONS
-from pipelines.files import InputError, write_bytes_atomically, write_json
+from pipelines.batches import REASONS, Plausibility, plausibility_violations
+from pipelines.config import RunConfig
+from pipelines.files import InputError, check_rows_read, write_bytes_atomically, write_json
 
 __all__ = [
     "MARKER",
@@ -40,6 +41,7 @@ __all__ = [
     "check_accounting",
     "check_run_id",
     "latest_run_id",
+    "list_runs",
     "load_operating_points",
     "read_manifest",
     "read_records",
@@ -182,6 +184,24 @@ def read_manifest(run_dir: str) -> dict[str, Any]:
         return json.loads(fh.read().decode())
 
 
+def list_runs(output: str) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Complete runs (id -> manifest) and incomplete run directories (ids) under ``runs/``.
+
+    A run directory is one holding costlib's :data:`MARKER` or a ``manifest.json``; it is
+    incomplete when its manifest is missing or not JSON (failed, or still running).
+    """
+    output = output.rstrip("/")
+    complete: dict[str, dict[str, Any]] = {}
+    incomplete = []
+    found = FileSystems.match([f"{output}/runs/*/{MARKER}", f"{output}/runs/*/manifest.json"])
+    for run_id in sorted({m.path.rsplit("/", 2)[1] for r in found for m in r.metadata_list}):
+        try:
+            complete[run_id] = read_manifest(f"{output}/runs/{run_id}")
+        except ValueError:  # InputError (no manifest), or a manifest that is not JSON
+            incomplete.append(run_id)
+    return complete, incomplete
+
+
 def check_accounting(accounting: dict[str, int]) -> dict[str, Any]:
     """read == used + unrated + dead-lettered (or decided + dead-lettered), with the breakdown.
 
@@ -205,7 +225,7 @@ def check_accounting(accounting: dict[str, int]) -> dict[str, Any]:
 
 
 def verified_accounting(run: RunDirectory, inputs: list[dict[str, Any]],
-                        config: Any) -> tuple[dict[str, int], dict[str, Any]]:
+                        config: RunConfig) -> tuple[dict[str, int], dict[str, Any]]:
     """The run's ``accounting.json``, checked before a manifest may be written.
 
     Rows must add up (:func:`check_accounting`), the rows read must equal the rows of the input
@@ -223,9 +243,6 @@ def verified_accounting(run: RunDirectory, inputs: list[dict[str, Any]],
     RuntimeError
         The rows do not add up (a bug: a row was lost or counted twice).
     """
-    from pipelines.batches import Plausibility, plausibility_violations
-    from pipelines.files import check_rows_read
-
     counters = run.read_json("accounting.json", {"read": 0})
     summary = check_accounting(counters)
     check_rows_read(inputs, summary["read"])

@@ -16,7 +16,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipelines.files import InputError
 from pipelines.output_lock import read_lock
-from pipelines.runs import MARKER, latest_run_id, read_manifest
+from pipelines.runs import latest_run_id, list_runs
 
 __all__ = ["OutputStatus", "check_status"]
 
@@ -41,22 +41,6 @@ class OutputStatus:
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "healthy": self.healthy}
-
-
-def _run_ids(output: str) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """Complete runs (id -> manifest) and incomplete run directories (ids) under ``runs/``."""
-    complete: dict[str, dict[str, Any]] = {}
-    incomplete = []
-    markers = FileSystems.match([f"{output}/runs/*/{MARKER}", f"{output}/runs/*/manifest.json"])
-    seen = sorted({m.path.rsplit("/", 2)[1] for r in markers for m in r.metadata_list})
-    for run_id in seen:
-        try:
-            complete[run_id] = read_manifest(f"{output}/runs/{run_id}")
-        except InputError:
-            incomplete.append(run_id)
-        except ValueError:  # a manifest that is not JSON: as good as none
-            incomplete.append(run_id)
-    return complete, incomplete
 
 
 def _parse_utc(text: str | None) -> dt.datetime | None:
@@ -86,7 +70,7 @@ def check_status(
     if not FileSystems.exists(output):
         raise InputError(f"{output}: no such output directory")
     now = now or dt.datetime.now(dt.UTC)
-    complete, incomplete = _run_ids(output)
+    complete, incomplete = list_runs(output)
     status = OutputStatus(output=output, latest=None, latest_finished_utc=None,
                           age_hours=None, max_age_hours=max_age_hours,
                           incomplete_runs=incomplete, lock=read_lock(output))
