@@ -26,8 +26,9 @@ Which operating point a group uses (records of ``config.decision_method`` only):
   ``operating_point_window_end``;
 - status ``ok``: the group's thresholds (``operating_point_group`` = the group);
   ``fallback``: the thresholds stored in the record, which are the parent's
-  (``operating_point_group`` = the record's ``fallback_group``); ``insufficient_data``: null
-  threshold decision;
+  (``operating_point_group`` = the record's ``fallback_group``); ``kept``: the thresholds in
+  force that the recalibration kept for want of ratings (``operating_point_group`` = the
+  group); ``insufficient_data``: null threshold decision;
 - ``point_status`` (coverage and constraints, issue 10): ``ok`` and ``coverage_limited`` apply
   the record's thresholds (a coverage-limited point is the best one inside the rated region:
   the safe choice); ``infeasible`` (no covered point meets the constraints; the record holds
@@ -372,7 +373,7 @@ def _group_thresholds(
     status = record["status"]
     if status == "insufficient_data" or record["thresholds"] is None:
         return NO_THRESHOLDS
-    if status not in ("ok", "fallback"):
+    if status not in ("ok", "fallback", "kept"):
         raise InputError(f"{where} has unknown status {status!r}")
     point_status = record.get("point_status") or "ok"  # records written before issue 10: ok
     if point_status not in POINT_STATUSES:
@@ -386,7 +387,7 @@ def _group_thresholds(
         raise InputError(f"{where} has thresholds {values.tolist()}; each must be a finite "
                          f"number or +inf (classifier off)")
     ordered = tuple(float(values[names.index(c)]) for c in config.classifiers)
-    op_group = group if status == "ok" else (record["fallback_group"] or ALL_GROUPS)
+    op_group = group if status != "fallback" else (record["fallback_group"] or ALL_GROUPS)
     return GroupThresholds(ordered, op_group, record["method"], record["window_end"])
 
 

@@ -552,8 +552,11 @@ class AggregateBatches(beam.PTransform):
 class OptimizeGroupFn(beam.DoFn):
     """(group, grid[, replicate grids]) -> (window key, GroupResult, pane index)."""
 
-    def __init__(self, config: RunConfig):
+    def __init__(self, config: RunConfig, in_force=None):
         self.config = config
+        settings = config.in_force
+        use = settings["keep_when_insufficient"] or settings["min_gain_z"] is not None
+        self.in_force = in_force if use else None  # pipelines.in_force.InForce
 
     def process(self, element, window=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
         group, value = element
@@ -569,6 +572,9 @@ class OptimizeGroupFn(beam.DoFn):
             group, grid, methods=config.methods, target=config.target, rule=config.rule,
             min_positives=config.min_positives, min_negatives=config.min_negatives,
             bootstrap=boot, level=config.bootstrap["level"], options=config.optimize_options,
+            in_force=None if self.in_force is None else self.in_force.get(group),
+            min_gain_z=config.in_force["min_gain_z"],
+            keep_when_insufficient=config.in_force["keep_when_insufficient"],
         )
         pane_index = 0 if pane is None else int(pane.index)
         yield "results", (result, pane_index)
