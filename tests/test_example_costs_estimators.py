@@ -61,8 +61,8 @@ def test_gradient_matches_finite_differences():
     a = rng.normal(size=50)
     for fit_intercept in (True, False):
         w = rng.normal(size=3 + fit_intercept)
-        err = check_grad(lambda v: _objective(v, X, a, fit_intercept)[0],
-                         lambda v: _objective(v, X, a, fit_intercept)[1], w)
+        err = check_grad(lambda v, fi=fit_intercept: _objective(v, X, a, fi)[0],
+                         lambda v, fi=fit_intercept: _objective(v, X, a, fi)[1], w)
         assert err < 1e-6
 
 

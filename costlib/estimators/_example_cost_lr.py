@@ -45,7 +45,9 @@ class ExampleCostLogisticRegression(ClassifierMixin, BaseEstimator):  # type: ig
     analytic gradient. Unlike the log loss, the expected cost is bounded, so an unpenalised
     intercept could run off to infinity ("flag everything" as a limit, never attained) and the
     stopping point would be arbitrary; the intercept is therefore penalised like the weights,
-    which makes ``J`` coercive (a minimiser exists). With many rows the penalty is negligible. ``J`` is not convex. The default start is ``w = 0``, where the gradient
+    which makes ``J`` coercive (a minimiser exists). With many rows the penalty is negligible.
+
+    ``J`` is not convex. The default start is ``w = 0``, where the gradient
     ``Σ_i a_i x_i / 4`` already points along the cost-weighted class difference; ``init=
     "logistic"`` starts instead from the minimiser of the convex surrogate, the logistic loss
     with target "the cheaper decision" (``d_i < 0``) and weights ``s_i |d_i|`` (for zero-cost
