@@ -194,9 +194,9 @@ def cost_weighted(
     regret = np.where(batch.rated & batch.labels, positive_regret, negative_regret)
     bad = ~(np.isfinite(regret) & (regret >= 0))
     if bad.any():
-        row = int(batch.valid_rows[np.flatnonzero(bad)[0]])
-        is_pos = bool(batch.rated[np.flatnonzero(bad)[0]] and batch.labels[np.flatnonzero(
-            bad)[0]])
+        first = int(np.flatnonzero(bad)[0])
+        row = int(batch.valid_rows[first])
+        is_pos = bool(batch.rated[first] and batch.labels[first])
         names = ("fn", "tp") if is_pos else ("fp", "tn")
         columns = _columns_of(settings, names)
         raise InputError(

@@ -20,9 +20,7 @@ from costlib.example_costs import as_example_costs
 FloatArray = npt.NDArray[np.float64]
 
 
-class BayesMinimumRiskClassifier(  # type: ignore[misc]
-    ClassifierMixin, MetaEstimatorMixin, BaseEstimator
-):
+class BayesMinimumRiskClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):  # type: ignore[misc]
     """Decide each example by minimum expected cost under its own cost matrix.
 
     With posteriors ``p(q | x_i)`` of the (optionally calibrated) classifier and the example's

@@ -48,7 +48,7 @@ class ExampleCostLogisticRegression(ClassifierMixin, BaseEstimator):  # type: ig
     which makes ``J`` coercive (a minimiser exists). With many rows the penalty is negligible.
 
     ``J`` is not convex. The default start is ``w = 0``, where the gradient
-    ``Σ_i a_i x_i / 4`` already points along the cost-weighted class difference; ``init=
+    ``(C/d̄) Σ_i s_i d_i x_i / 4`` already points along the cost-weighted class difference; ``init=
     "logistic"`` starts instead from the minimiser of the convex surrogate, the logistic loss
     with target "the cheaper decision" (``d_i < 0``) and weights ``s_i |d_i|`` (for zero-cost
     correct decisions: target ``y_i``, weights ``C^{FN}_i`` / ``C^{FP}_i``) fitted by
