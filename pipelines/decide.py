@@ -117,6 +117,7 @@ from costlib.audit_sampling import AuditDesign, audit_sample, expected_audits
 from costlib.decoding import optimal_topk_ragged
 from costlib.losses import get_loss
 from costlib.recalibration import ALL_GROUPS
+from pipelines import min_risk
 from pipelines.batches import (
     ValidatedBatch,
     plausibility_summary,
@@ -469,7 +470,9 @@ def decide_columns(config: RunConfig) -> list[str]:
     cols = config.columns
     names = [cols["group"], cols["item_id"], *config.classifiers]
     names += [cols[c] for c in ("probability", "set_id") if cols.get(c)]
-    return names
+    settings = min_risk.decide_settings(config)
+    extra = [] if settings is None else settings.input_columns()
+    return names + [c for c in extra if c not in names]
 
 
 # --------------------------------------------------------------------------- per batch
@@ -583,6 +586,8 @@ def decision_table_and_audit(
         "operating_point_window_end": window_ends,
         "audit": audited,
         "audit_probability": audit_probability,
+        "min_risk_decision": pa.nulls(n, pa.bool_()),  # filled by min_risk.with_min_risk
+        "expected_cost": pa.nulls(n, pa.float64()),
     }
     table = pa.Table.from_arrays([columns[f.name] for f in COMPACT_SCHEMA],
                                  schema=COMPACT_SCHEMA)
@@ -723,6 +728,7 @@ class DecideFileFn(beam.DoFn):
         self.buckets = int(settings["buckets"])
         self.topk = with_topk(config)
         self.directory = directory
+        self.min_risk = min_risk.decide_settings(config)
 
     def process(self, path: str):
         for row_group, table in read_row_groups(path, self.columns):
@@ -732,12 +738,15 @@ class DecideFileFn(beam.DoFn):
             yield pvalue.TaggedOutput("counters", batch.accounting)
             if batch.dead_letters is not None:
                 yield pvalue.TaggedOutput("dead_letters", (path, row_group, batch.dead_letters))
-            yield from self.decide(batch)
+            yield from self.decide(batch, table)
 
-    def decide(self, batch: ValidatedBatch):
+    def decide(self, batch: ValidatedBatch, raw: pa.Table | None = None):
         """Threshold decisions of a batch; set rows out as ``(bucket, table)``, others written."""
         table, audit_counters = decision_table_and_audit(
             batch, self.thresholds, self.config.rule, self.loss, self.audit)
+        if raw is not None and self.min_risk is not None:
+            table, risk_counters = min_risk.with_min_risk(table, self.min_risk, raw, batch)
+            yield pvalue.TaggedOutput("counters", risk_counters)
         if audit_counters:
             yield pvalue.TaggedOutput("counters", audit_counters)
         if self.topk:

@@ -54,6 +54,7 @@ from pipelines.files import (
     write_parquet,
 )
 from pipelines.in_force import InForce, edges_with_in_force, read_in_force
+from pipelines.min_risk import MinRiskSettings
 from pipelines.output_lock import hold_output
 from pipelines.publish import (
     Baseline,
@@ -121,6 +122,9 @@ def needed_columns(config: RunConfig, *, windowed: bool) -> list[str]:
         names.append(cols["audit_probability"])
     if windowed:
         names.append(cols["event_time"])
+    costs = MinRiskSettings.from_config(config)
+    if costs is not None and costs.weight_rated_rows:
+        names += [c for c in costs.input_columns() if c not in names]
     return names
 
 

@@ -52,6 +52,7 @@ from costlib.recalibration import ALL_GROUPS, optimize_group
 from pipelines.batches import PLAUSIBILITY, Plausibility, validate_batch
 from pipelines.config import ConfigError, RunConfig
 from pipelines.files import InputError, read_row_groups, write_parquet
+from pipelines.min_risk import MinRiskSettings, cost_weighted
 
 __all__ = [
     "AggregateBatches",
@@ -392,11 +393,13 @@ class AggregateBatchesFn(beam.DoFn):
         self.period_us = round(window.get("period_days", 1) * MICROS_PER_DAY)
         # Resolved once, when the pipeline is built: every worker uses the same time range.
         self.plausibility = Plausibility.from_config(config)
+        self.min_risk = MinRiskSettings.from_config(config)  # weight_rated_rows: cost weights
 
     def process(self, element, edges):
         for source, row_group, table in iter_batches(element, self.columns):
             batch = validate_batch(table, self.config, source=source, row_group=row_group,
                                    windowed=self.windowed, plausibility=self.plausibility)
+            batch = cost_weighted(batch, table, self.min_risk)
             report_metrics(batch.accounting)
             yield pvalue.TaggedOutput("accounting", batch.accounting)
             if batch.dead_letters is not None:
