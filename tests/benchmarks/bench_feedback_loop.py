@@ -49,8 +49,10 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe
 
+from costlib.audit_plots import plot_audit_pn_curves
 from costlib.grid import ThresholdGrid
 from costlib.operating_point import optimize
+from costlib.target import resolve_target
 from pipelines.config import RunConfig
 from pipelines.decide import read_decisions, run_decide
 from pipelines.publish import PublishRefused
@@ -282,6 +284,8 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool) ->
         # the rater: labels from the truth for flagged or audited rows, null otherwise
         label = pa.array(np.where(rated, y, False), mask=~rated, type=pa.bool_())
         p = records["audit_probability"].to_numpy(dtype=float) if audit else None
+        if audit and args.figure and day == args.figure_day and not Path(args.figure).exists():
+            write_figure(args, g, scores, y, td, audited, p, edges, in_force)
         rated_path = day_dir / "rated.parquet"
         pq.write_table(score_table(g, ids, scores, label,
                                    None if p is None else pa.array(p, mask=np.isnan(p))),
@@ -335,6 +339,29 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool) ->
               f"{' '.join(fmt_t(points[gr]) for gr in GROUPS)}"
               f"{'' if published == 'published' else ' ' + published}  {row.seconds:.1f}")
     return out
+
+
+def write_figure(args, g, scores, y, flagged, audited, p, edges, in_force) -> None:
+    """The day's PN frontier of one group three ways: audit-weighted (flagged + audited rows,
+    Horvitz–Thompson), rated only (flagged rows), and all labels (the truth)."""
+    k = GROUPS.index(args.figure_group)
+    sel = g == k
+    rated = (flagged | audited)[sel]
+    labels = np.where(rated, y[sel], None).astype(object)
+    grids = {
+        "audit-weighted": ThresholdGrid.from_scores(scores[sel], labels, edges,
+                                                    audit_probabilities=p[sel]),
+        "rated only": ThresholdGrid.from_scores(scores[sel][flagged[sel]],
+                                                y[sel][flagged[sel]], edges),
+        "all labels": ThresholdGrid.from_scores(scores[sel], y[sel], edges),
+    }
+    force = in_force[args.figure_group]
+    plot_audit_pn_curves(
+        grids, target=resolve_target(args.target), in_force=None if force == "null" else force,
+        path=args.figure,
+        title=f"{args.figure_group}, day {args.figure_day}: PN frontier estimated from "
+              f"{int(audited[sel].sum())} audited + {int(flagged[sel].sum())} flagged rows")
+    print(f"figure: {args.figure}")
 
 
 def thresholds_of(source: str) -> dict:
@@ -428,6 +455,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "exceeds this many bootstrap standard errors (default: always move)")
     parser.add_argument("--bootstrap-replicates", type=int, default=0,
                         help="config bootstrap.replicates (>= 2 with --min-gain-z)")
+    parser.add_argument("--figure", default=None, metavar="PNG",
+                        help="write the PN frontier (audit-weighted vs rated only vs all labels) "
+                        "of --figure-group on --figure-day of the first audit loop to this file")
+    parser.add_argument("--figure-day", type=int, default=3)
+    parser.add_argument("--figure-group", choices=GROUPS, default="market_c")
     parser.add_argument("--check-day", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--reference-factor", type=int, default=10,
