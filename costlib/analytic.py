@@ -47,6 +47,8 @@ from numpy.typing import NDArray
 from scipy.interpolate import RegularGridInterpolator
 from scipy.optimize import minimize, ridder
 
+from costlib._messages import plain
+
 __all__ = ["AnalyticFit", "fit_analytic_path"]
 
 
@@ -93,7 +95,7 @@ def fit_analytic_path(
         Number of samples of the path (the paper's "granularity").
     """
     if granularity < 3:
-        raise ValueError(f"granularity must be >= 3, got {granularity!r}")
+        raise ValueError(f"granularity must be >= 3, got {plain(granularity)}")
     shape = tp.shape
     k = tp.ndim
     axes = tuple(np.linspace(0.0, 1.0, n) for n in shape)

@@ -21,6 +21,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from scipy.stats import poisson
 
+from costlib._messages import plain
 from costlib.edges import BinLocator
 from costlib.grid import (
     DEFAULT_WEIGHT_BITS,
@@ -134,7 +135,7 @@ class BootstrapGrids:
             Inclusion probabilities ``π`` (see :meth:`ThresholdGrid.from_scores`).
         """
         if int(n_replicates) != n_replicates or n_replicates < 1:
-            raise ValueError(f"n_replicates must be a positive integer, got {n_replicates!r}")
+            raise ValueError(f"n_replicates must be a positive integer, got {plain(n_replicates)}")
         scores, names = as_score_array(scores, names)
         y, unrated = split_labels(labels, np.shape(scores)[0] if np.ndim(scores) else 0)
         s, y, w = validate_rows(scores, y, weights, names=names)
@@ -254,7 +255,7 @@ def confidence_intervals(
         Passed to :func:`costlib.operating_point.optimize` (target, rule, method, ...).
     """
     if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
+        raise ValueError(f"level must be in (0, 1), got {plain(level)}")
     points = [optimize(grids.replicate(r), **optimize_kwargs) for r in range(grids.n_replicates)]
     thresholds = np.array([p.thresholds for p in points], dtype=np.float64)
     tp = np.array([p.tp for p in points])

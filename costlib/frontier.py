@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from costlib._messages import plain
+
 __all__ = [
     "best_cell",
     "bucket_frontier",
@@ -192,7 +194,7 @@ def bucket_frontier(
         Flat cell indices ordered by decreasing FP.
     """
     if int(n_buckets) != n_buckets or n_buckets < 1:
-        raise ValueError(f"n_buckets must be a positive integer, got {n_buckets!r}")
+        raise ValueError(f"n_buckets must be a positive integer, got {plain(n_buckets)}")
     if mask is not None:
         cells = np.flatnonzero(mask)
         if cells.size == 0 or cells[-1] != mask.size - 1:

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from costlib._messages import plain
 from costlib.audit_estimation import audit_design
 from costlib.edges import BinLocator, check_edges
 
@@ -576,7 +577,7 @@ class ThresholdGrid:
         rule = check_rule(rule)
         s = float(max_unrated_share)
         if not (0.0 <= s <= 1.0) or math.isnan(s):
-            raise ValueError(f"max_unrated_share must be in [0, 1], got {max_unrated_share!r}")
+            raise ValueError(f"max_unrated_share must be in [0, 1], got {plain(max_unrated_share)}")
         if not self.has_unrated:
             return np.ones(self.shape, dtype=bool)
         unr = self.unrated_counts(rule)

@@ -42,6 +42,7 @@ coefficients are the user's responsibility, and :func:`is_tp_monotonic` checks t
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -50,6 +51,8 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from costlib._messages import plain
 
 __all__ = [
     "LOSS_NAMES",
@@ -146,7 +149,7 @@ def fbeta_loss(beta: float = 1.0) -> SetLoss:
     """
     beta = float(beta)
     if not (math.isfinite(beta) and beta > 0):
-        raise ValueError(f"beta is {beta!r}; beta must be a finite real number > 0")
+        raise ValueError(f"beta is {plain(beta)}; beta must be a finite real number > 0")
     b2 = beta * beta
 
     def f(tp, fp, fn, tn):
@@ -276,7 +279,7 @@ def fractional_linear_loss(
     for label, arr in (("numerator", c), ("denominator", d)):
         if arr.shape != (4,) or not np.all(np.isfinite(arr)):
             raise ValueError(f"{label} must be 4 finite coefficients (x0, x_u, x_v, x_p); "
-                             f"got {arr!r}")
+                             f"got {plain(arr)}")
     zero_division = float(zero_division)
 
     def f(tp, fp, fn, tn):
@@ -332,10 +335,20 @@ def get_loss(name: str | SetLoss | CountFunction, **params: Any) -> SetLoss:
     ----------
     name : str, SetLoss or callable
         A loss name (``"f1"``, ``"fbeta"``, ``"jaccard"``, ``"am"``, ``"g_tp_pr"``,
-        ``"g_mean"``, ``"h_mean"``, ``"auc"``, ``"fractional_linear"``), an existing
-        :class:`SetLoss` (returned as is), or a callable ``f(tp, fp, fn, tn)``.
+        ``"g_mean"``, ``"h_mean"``, ``"auc"``, ``"fractional_linear"``), an F-β name
+        ``"f<β>"`` such as ``"f2"`` or ``"f0.5"``, an existing :class:`SetLoss` (returned as
+        is), or a callable ``f(tp, fp, fn, tn)``.
     **params
-        Parameters of the family, e.g. ``beta=2.0`` for ``"fbeta"``.
+        Parameters of the family, e.g. ``beta=2.0`` for ``"fbeta"``. An F-β name fixes β:
+        ``get_loss("f2")`` equals ``get_loss("fbeta", beta=2)``; a different ``beta`` with such
+        a name (``get_loss("f1", beta=2)``) raises ``ValueError`` pointing to ``"fbeta"``.
+
+    Examples
+    --------
+    >>> get_loss("f2") is get_loss("fbeta", beta=2.0)
+    True
+    >>> dict(get_loss("f0.5").params)
+    {'beta': 0.5}
     """
     if isinstance(name, SetLoss):
         if params:
@@ -349,8 +362,21 @@ def get_loss(name: str | SetLoss | CountFunction, **params: Any) -> SetLoss:
         raise TypeError(f"loss must be a name, a SetLoss or a callable; got {type(name).__name__}")
     key = name.strip().lower()
     key = _ALIASES.get(key, key)
+    beta_in_name = _fbeta_name_beta(key)
+    if beta_in_name is not None:  # "f1", "f2", "f0.5": F-β with β fixed by the name
+        if "beta" in params and float(params["beta"]) != beta_in_name:
+            raise ValueError(
+                f"loss {name!r} is F-β with β = {beta_in_name:g}, but beta={params['beta']!r} "
+                f"was given; use get_loss('fbeta', beta={params['beta']!r}) (or the name "
+                f"'f{float(params['beta']):g}')"
+            )
+        params = {**params, "beta": beta_in_name}
+        key = "fbeta"
     if key not in _FACTORIES:
-        raise ValueError(f"loss {name!r} is unknown; known losses: {', '.join(LOSS_NAMES)}")
+        raise ValueError(
+            f"loss {name!r} is unknown; known losses: {', '.join(LOSS_NAMES)}, and F-β by "
+            "name as f<β> (e.g. 'f2', 'f0.5')"
+        )
     try:
         frozen = tuple(sorted(params.items()))
         hash(frozen)
@@ -362,6 +388,20 @@ def get_loss(name: str | SetLoss | CountFunction, **params: Any) -> SetLoss:
         return _named_loss(key, frozen)
     except TypeError as exc:
         raise ValueError(f"invalid parameters for loss {name!r}: {exc}") from None
+
+
+_FBETA_NAME = re.compile(r"f(?P<beta>[0-9]+(?:\.[0-9]+)?)")
+
+
+def _fbeta_name_beta(key: str) -> float | None:
+    """β of an F-β name such as ``"f1"``, ``"f2"`` or ``"f0.5"``; None for other names."""
+    match = _FBETA_NAME.fullmatch(key)
+    if match is None:
+        return None
+    beta = float(match["beta"])
+    if not beta > 0:
+        raise ValueError(f"loss {key!r}: β must be > 0")
+    return beta
 
 
 @lru_cache(maxsize=128)

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from costlib._messages import plain
 from costlib.frontier import tie_break
 
 __all__ = ["OBJECTIVES", "Constraints", "Objective", "Selection", "select"]
@@ -91,12 +92,12 @@ class Objective:
         if name in ("fbeta", "f1"):
             b = 1.0 if name == "f1" else float(beta)
             if not (math.isfinite(b) and b > 0):
-                raise ValueError(f"beta must be a finite number > 0, got {beta!r}")
+                raise ValueError(f"beta must be a finite number > 0, got {plain(beta)}")
             return cls("fbeta", beta=b)
         if volume is None or not (math.isfinite(volume) and volume > 0):
             raise ValueError(
                 f"objective 'precision_at_volume' needs volume > 0 (the review volume), "
-                f"got {volume!r}"
+                f"got {plain(volume)}"
             )
         return cls("precision_at_volume", volume=float(volume))
 
@@ -133,11 +134,11 @@ class Constraints:
     def __post_init__(self) -> None:
         p = self.min_precision
         if p is not None and not (0.0 < p <= 1.0):
-            raise ValueError(f"min_precision must be in (0, 1], got {p!r}")
+            raise ValueError(f"min_precision must be in (0, 1], got {plain(p)}")
         for name in ("max_volume", "max_false_positives"):
             v = getattr(self, name)
             if v is not None and not (v >= 0 and math.isfinite(v)):
-                raise ValueError(f"{name} must be finite and >= 0, got {v!r}")
+                raise ValueError(f"{name} must be finite and >= 0, got {plain(v)}")
 
     @property
     def active(self) -> bool:

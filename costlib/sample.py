@@ -22,6 +22,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from costlib._messages import plain
+
 __all__ = ["generate_score_stream", "rated_arrays", "write_score_stream"]
 
 
@@ -57,7 +59,7 @@ def generate_score_stream(
     separation = np.broadcast_to(np.asarray(separation, dtype=float), (k,))
     coverage = np.broadcast_to(np.asarray(coverage, dtype=float), (k,))
     if not 0 <= correlation < 1:
-        raise ValueError(f"correlation must be in [0, 1), got {correlation!r}")
+        raise ValueError(f"correlation must be in [0, 1), got {plain(correlation)}")
 
     group_index = rng.integers(0, n_groups, size=n_items)
     y = rng.random(n_items) < prevalence[group_index]

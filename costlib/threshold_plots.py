@@ -1,6 +1,7 @@
 """Figures for threshold choices: PN curves with chosen points, and TP/FP surfaces with paths.
 
-Uses :class:`matplotlib.figure.Figure` directly (no pyplot state, no display needed); pass
+Uses :class:`matplotlib.figure.Figure` directly (no pyplot state, no display needed; matplotlib
+comes with the ``plots`` extra: ``pip install 'costlib[plots]'``); pass
 ``path`` to save the figure to a file (format from the extension).
 """
 
@@ -9,14 +10,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from matplotlib.figure import Figure
 from numpy.typing import NDArray
 
+from costlib._optional import new_figure
 from costlib.grid import ThresholdGrid
 from costlib.operating_point import OperatingPoint
 from costlib.target import Target
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["CurveSpec", "draw_pn_curves", "plot_pn_curves", "plot_threshold_surfaces"]
 
@@ -89,7 +94,7 @@ def draw_pn_curves(
 ) -> Figure:
     """Draw PN curves from :class:`CurveSpec` (see :func:`plot_pn_curves`)."""
     best = max(specs, key=lambda c: c.objective)
-    fig = Figure(figsize=(13, 5.2), layout="constrained")
+    fig = new_figure(figsize=(13, 5.2), layout="constrained")
     fp_point_max = max(c.fp for c in specs)
     fp_all_max = max(float(np.max(c.curve_fp)) for c in specs)
     tp_all_max = max(float(np.max(c.curve_tp)) for c in specs)
@@ -144,7 +149,7 @@ def plot_threshold_surfaces(
     tp, fp = grid.counts(first.rule)
     names = grid.names or tuple(f"s{j + 1}" for j in range(grid.k))
     if grid.k == 1:
-        fig = Figure(figsize=(7, 4.5))
+        fig = new_figure(figsize=(7, 4.5))
         ax = fig.add_subplot()
         x = np.arange(tp.shape[0])
         ax.plot(x, tp, label="TP")
@@ -163,7 +168,7 @@ def plot_threshold_surfaces(
     tp2, fp2 = tp[tuple(index)], fp[tuple(index)]
     if a > b:
         tp2, fp2 = tp2.T, fp2.T
-    fig = Figure(figsize=(12.5, 5), layout="constrained")
+    fig = new_figure(figsize=(12.5, 5), layout="constrained")
     thresholds = grid.thresholds
     for panel, (surface, label) in enumerate(((tp2, "TP"), (fp2, "FP"))):
         ax = fig.add_subplot(1, 2, panel + 1)

@@ -12,6 +12,7 @@ from sklearn.naive_bayes import CategoricalNB
 from sklearn.preprocessing import KBinsDiscretizer
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from costlib._messages import plain
 from costlib.benefit import CostMatrix
 from costlib.estimators._common import (
     aligned_cost_matrix,
@@ -140,7 +141,7 @@ class CostSensitiveNaiveBayes(ClassifierMixin, BaseEstimator):
         self : object
         """
         if not isinstance(self.n_bins, Integral) or self.n_bins < 2:
-            raise ValueError(f"n_bins must be an int >= 2, got {self.n_bins!r}")
+            raise ValueError(f"n_bins must be an int >= 2, got {plain(self.n_bins)}")
         X, y = validate_data(self, X, y, dtype=np.float64)
         classes, _ = encode_classes(y)
         self.classes_ = classes
