@@ -43,7 +43,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy.interpolate import RegularGridInterpolator
 from scipy.optimize import minimize, ridder
 
@@ -106,15 +106,15 @@ def fit_analytic_path(
     def phi(xs: NDArray[np.float64], exponents: NDArray[np.float64]) -> NDArray[np.float64]:
         return np.clip(np.power.outer(xs, exponents), 0.0, 1.0)
 
-    def curve(exponents):
+    def curve(exponents: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         pts = phi(x, exponents)
         return tp_hat(pts), fp_hat(pts)
 
-    def energy(exponents) -> float:
+    def energy(exponents: NDArray[np.float64]) -> float:
         t, f = curve(exponents)
         return float(np.sum(0.5 * (f[:-1] - f[1:]) * (t[:-1] + t[1:])))
 
-    def full_exponents(q):
+    def full_exponents(q: ArrayLike) -> NDArray[np.float64]:
         return np.concatenate(([1.0], np.exp(np.asarray(q, dtype=np.float64))))
 
     iterations = 0

@@ -37,7 +37,7 @@ import warnings
 from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, DTypeLike, NDArray
 from sklearn.metrics import confusion_matrix
 from sklearn.utils.multiclass import unique_labels
 from sklearn.utils.validation import check_consistent_length, column_or_1d
@@ -120,7 +120,7 @@ class _SquareMatrix:
         """K."""
         return int(self._values.shape[0])
 
-    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> np.ndarray:
         return np.array(self._values, dtype=dtype, copy=True)
 
     def __repr__(self) -> str:
@@ -139,9 +139,9 @@ class _SquareMatrix:
         )
         return same_labels and np.array_equal(self._values, other._values)
 
-    __hash__ = None  # mutable-looking container semantics; not hashable
+    __hash__ = None  # type: ignore[assignment]  # value semantics with a mutable look: unhashable
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self._values.copy(), self._labels))
 
     def aligned_to(self, classes: ArrayLike) -> np.ndarray:
@@ -179,7 +179,8 @@ class _SquareMatrix:
             )
         pos = {lab: i for i, lab in enumerate(self._labels.tolist())}
         idx = np.array([pos[c] for c in classes.tolist()])
-        return self._values[np.ix_(idx, idx)]
+        aligned: np.ndarray = self._values[np.ix_(idx, idx)]
+        return aligned
 
 
 class BenefitMatrix(_SquareMatrix):
@@ -236,7 +237,7 @@ class BenefitMatrix(_SquareMatrix):
         ]
         return out
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_benefit, (self._values.copy(), self._labels))
 
     @classmethod
@@ -370,8 +371,9 @@ def class_priors(
         idx = np.array([pos[v] for v in y.tolist()], dtype=np.intp)
     except KeyError as exc:
         raise ValueError(f"label {exc.args[0]!r} is not among {labels.tolist()}") from None
-    counts = np.bincount(idx, weights=w, minlength=labels.shape[0])
-    return counts / counts.sum()
+    counts = np.bincount(idx, weights=w, minlength=labels.shape[0]).astype(np.float64)
+    priors: NDArray[np.float64] = counts / counts.sum()
+    return priors
 
 
 def expected_benefit(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -66,7 +67,9 @@ def hash_item_ids(item_ids: ArrayLike) -> NDArray[np.uint64]:
     raise ValueError(f"item_ids must be integers or strings, got dtype {ids.dtype}")
 
 
-def poisson_counts(hashed_ids: NDArray[np.uint64], replicate: int, seed: int = 0) -> NDArray:
+def poisson_counts(
+    hashed_ids: NDArray[np.uint64], replicate: int, seed: int = 0
+) -> NDArray[np.intp]:
     """Poisson(1) multiplier of every row for one replicate, from its hashed item id."""
     with np.errstate(over="ignore"):
         key = np.uint64(seed) * _GOLDEN + np.uint64(replicate + 1) * np.uint64(0xD1B54A32D192ED03)
@@ -182,6 +185,7 @@ class BootstrapGrids:
         if other.seed != self.seed or other.n_replicates != self.n_replicates:
             raise ValueError("cannot merge bootstrap grids with different seeds or replicates")
         self.replicate(0)._check_compatible(other.replicate(0))
+        assert self.unrated is not None and other.unrated is not None  # set in __post_init__
         return BootstrapGrids(
             edges=self.edges,
             pos=self.pos + other.pos,
@@ -195,6 +199,7 @@ class BootstrapGrids:
 
     def replicate(self, r: int) -> ThresholdGrid:
         """The r-th replicate as a :class:`ThresholdGrid`."""
+        assert self.unrated is not None  # set in __post_init__
         return ThresholdGrid(
             edges=self.edges,
             pos=self.pos[r],
@@ -242,7 +247,7 @@ def _order_statistic_interval(values: NDArray[np.float64], level: float) -> tupl
 
 
 def confidence_intervals(
-    grids: BootstrapGrids, *, level: float = 0.9, **optimize_kwargs
+    grids: BootstrapGrids, *, level: float = 0.9, **optimize_kwargs: Any
 ) -> BootstrapResult:
     """Re-optimise every replicate and take percentile intervals.
 

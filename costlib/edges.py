@@ -176,7 +176,7 @@ class BinLocator:
         estimate = values - (self._low - self._step)
         estimate *= 1.0 / self._step
         np.clip(estimate, 0.0, self._cells + 1, out=estimate)
-        bins = estimate.astype(np.intp)
+        bins: NDArray[np.intp] = estimate.astype(np.intp)
         if self._table is not None:
             bins = self._table[bins]
         lower, upper = self._lower, self._upper
@@ -206,7 +206,8 @@ def bin_indices(values: NDArray[np.floating], edges: NDArray[np.float64]) -> NDA
     return BinLocator(edges)(np.asarray(values, dtype=np.float64))
 
 
-def fine_histogram(values: ArrayLike, low: float, high: float, resolution: int) -> NDArray:
+def fine_histogram(values: ArrayLike, low: float, high: float,
+                   resolution: int) -> NDArray[np.intp]:
     """Counts of values in ``resolution`` equal cells over ``[low, high]`` (int64, mergeable).
 
     Values below ``low`` count in the first cell and values above ``high`` in the last; ``-inf``

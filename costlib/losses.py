@@ -73,6 +73,7 @@ __all__ = [
 CountFunction = Callable[[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
                           NDArray[np.float64]], ArrayLike]
 RateFunction = Callable[[NDArray[np.float64], NDArray[np.float64]], NDArray[np.float64]]
+_F = NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,7 @@ def fbeta_loss(beta: float = 1.0) -> SetLoss:
         raise ValueError(f"beta is {plain(beta)}; beta must be a finite real number > 0")
     b2 = beta * beta
 
-    def f(tp, fp, fn, tn):
+    def f(tp: _F, fp: _F, fn: _F, tn: _F) -> _F:
         return 1.0 - _rate((1.0 + b2) * tp, (1.0 + b2) * tp + b2 * fn + fp)
 
     name = "f1" if beta == 1.0 else f"fbeta(beta={beta:g})"
@@ -165,7 +166,7 @@ def jaccard_loss() -> SetLoss:
     0 when TP = FP = FN = 0 (module convention).
     """
 
-    def f(tp, fp, fn, tn):
+    def f(tp: _F, fp: _F, fn: _F, tn: _F) -> _F:
         return 1.0 - _rate(tp, tp + fp + fn)
 
     return SetLoss("jaccard", f, "jaccard", {})
@@ -174,22 +175,22 @@ def jaccard_loss() -> SetLoss:
 def _from_rates(of_rates: RateFunction) -> CountFunction:
     """The count function ``of_rates(TPR, TNR)`` with the module's zero-division convention."""
 
-    def f(tp, fp, fn, tn):
+    def f(tp: _F, fp: _F, fn: _F, tn: _F) -> _F:
         return of_rates(_rate(tp, tp + fn), _rate(tn, tn + fp))
 
     return f
 
 
-def _am_of_rates(tpr, tnr):
+def _am_of_rates(tpr: _F, tnr: _F) -> _F:
     return 1.0 - 0.5 * (tpr + tnr)
 
 
-def _g_mean_of_rates(tpr, tnr):
+def _g_mean_of_rates(tpr: _F, tnr: _F) -> _F:
     product = np.asarray(tpr * tnr)
     return 1.0 - np.sqrt(product, out=product)
 
 
-def _h_mean_of_rates(tpr, tnr):
+def _h_mean_of_rates(tpr: _F, tnr: _F) -> _F:
     total = np.asarray(tpr + tnr)
     product = np.asarray(tpr * tnr)
     product *= 2.0
@@ -197,7 +198,7 @@ def _h_mean_of_rates(tpr, tnr):
     return 1.0 - mean
 
 
-def _auc_of_rates(tpr, tnr):
+def _auc_of_rates(tpr: _F, tnr: _F) -> _F:
     return (1.0 - tpr) * (1.0 - tnr)
 
 
@@ -212,7 +213,7 @@ def g_tp_pr_loss() -> SetLoss:
     Equals :math:`1 - TP/\\sqrt{(TP+FN)(TP+FP)}` when both are positive.
     """
 
-    def f(tp, fp, fn, tn):
+    def f(tp: _F, fp: _F, fn: _F, tn: _F) -> _F:
         product = _times(_rate(tp, tp + fn), _rate(tp, tp + fp))
         return 1.0 - np.sqrt(product, out=product)
 
@@ -282,7 +283,7 @@ def fractional_linear_loss(
                              f"got {plain(arr)}")
     zero_division = float(zero_division)
 
-    def f(tp, fp, fn, tn):
+    def f(tp: _F, fp: _F, fn: _F, tn: _F) -> _F:
         n = tp + fp + fn + tn
         safe_n = np.where(n > 0, n, 1.0)
         u, v, p = tp / safe_n, (tp + fp) / safe_n, (tp + fn) / safe_n
@@ -305,7 +306,8 @@ def callable_loss(function: CountFunction, name: str | None = None) -> SetLoss:
     """
     if not callable(function):
         raise TypeError(f"function must be callable; got {type(function).__name__}")
-    return SetLoss(name or getattr(function, "__name__", "callable"), function, "callable", {})
+    label = name or str(getattr(function, "__name__", "callable"))
+    return SetLoss(label, function, "callable", {})
 
 
 _FACTORIES: dict[str, Callable[..., SetLoss]] = {

@@ -112,9 +112,12 @@ class Objective:
     ) -> NDArray[np.float64]:
         """Objective value at every given tuple (larger is better)."""
         if self.name == "linear":
+            assert self.slope is not None  # set by every linear constructor
             return tp - self.slope * fp
         if self.name == "precision_at_volume":
+            assert self.volume is not None
             return tp / self.volume
+        assert self.beta is not None
         b2 = self.beta * self.beta
         num = (1.0 + b2) * tp
         den = num + b2 * (total_positives - tp) + fp
@@ -198,7 +201,12 @@ class Selection:
     violated: tuple[str, ...] = ()
 
 
-def _best(values, mask, fp, tp) -> int | None:
+def _best(
+    values: NDArray[np.float64],
+    mask: NDArray[np.bool_],
+    fp: NDArray[np.float64],
+    tp: NDArray[np.float64],
+) -> int | None:
     if not mask.any():
         return None
     masked = np.where(mask, values, -np.inf)
@@ -206,7 +214,13 @@ def _best(values, mask, fp, tp) -> int | None:
     return tie_break(np.flatnonzero(mask & (masked == top)), fp, tp)
 
 
-def _best_of(cells, objective, tp, fp, total_positives) -> tuple[int | None, float]:
+def _best_of(
+    cells: NDArray[np.intp],
+    objective: Objective,
+    tp: NDArray[np.float64],
+    fp: NDArray[np.float64],
+    total_positives: float,
+) -> tuple[int | None, float]:
     """Best of the given candidate positions (objective evaluated on them only)."""
     if cells.size == 0:
         return None, -np.inf
@@ -243,9 +257,11 @@ def select(
     if needs_answer:
         meets = constraints.satisfied(tp, fp, vol)
         if objective.name == "precision_at_volume":
+            assert objective.volume is not None
             meets &= vol <= objective.volume
-        feasible = meets if covered is None else meets & covered
-        if not (feasible & (vol > 0)).any():
+        feasible_here = meets if covered is None else meets & covered
+        feasible: NDArray[np.bool_] | None = feasible_here
+        if not (feasible_here & (vol > 0)).any():
             values = objective.values(tp, fp, total_positives)
             return _nearest(tp, fp, vol, covered, values, objective, constraints)
     else:
@@ -265,9 +281,18 @@ def select(
     return Selection(position=best, status="ok", unrestricted=None)
 
 
-def _nearest(tp, fp, vol, covered, values, objective, constraints) -> Selection:
+def _nearest(
+    tp: NDArray[np.float64],
+    fp: NDArray[np.float64],
+    vol: NDArray[np.float64],
+    covered: NDArray[np.bool_] | None,
+    values: NDArray[np.float64],
+    objective: Objective,
+    constraints: Constraints,
+) -> Selection:
     cons = constraints
     if objective.name == "precision_at_volume":
+        assert objective.volume is not None
         cap = objective.volume if cons.max_volume is None else min(cons.max_volume,
                                                                    objective.volume)
         cons = Constraints(cons.min_precision, cap, cons.max_false_positives)
@@ -279,6 +304,7 @@ def _nearest(tp, fp, vol, covered, values, objective, constraints) -> Selection:
     least = worst[pool].min()
     near = pool & (worst == least)
     position = _best(values, near, fp, tp)
+    assert position is not None  # the pool is never empty
     violated = tuple(name for name, v in violations.items() if v[position] > 0)
     return Selection(position=position, status="infeasible", unrestricted=None,
                      violated=violated)

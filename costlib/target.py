@@ -101,4 +101,5 @@ def resolve_target(
         return Target.from_marginal_precision(float(target_marginal_precision))
     if target_slope is not None:
         return Target(slope=float(target_slope))
+    assert benefit_matrix is not None  # exactly one of the four was given
     return Target.from_benefit_matrix(benefit_matrix)

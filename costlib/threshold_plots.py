@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,7 +28,9 @@ __all__ = ["CurveSpec", "draw_pn_curves", "plot_pn_curves", "plot_threshold_surf
 _COLORS = {"graph": "tab:blue", "analytic": "tab:orange", "hull": "tab:green", "bucket": "tab:red"}
 
 
-def _as_mapping(points: Mapping[str, OperatingPoint] | Sequence[OperatingPoint]):
+def _as_mapping(
+    points: Mapping[str, OperatingPoint] | Sequence[OperatingPoint],
+) -> dict[str, OperatingPoint]:
     if isinstance(points, Mapping):
         return dict(points)
     return {p.method: p for p in points}
@@ -87,7 +89,7 @@ def plot_pn_curves(
 
 def draw_pn_curves(
     specs: Sequence[CurveSpec],
-    target: Target,
+    target: Target | None,
     path: str | Path | None = None,
     *,
     title: str = "PN curves",
@@ -106,15 +108,17 @@ def draw_pn_curves(
             style = "-" if c.kind == "path" else "--"
             ax.plot(c.curve_fp, c.curve_tp, style, color=color, lw=1.3,
                     label=f"{c.label} {c.kind}")
-            if c.fitted_fp is not None:
+            if c.fitted_fp is not None and c.fitted_tp is not None:
                 ax.plot(c.fitted_fp, c.fitted_tp, ":", color=color, lw=1,
                         label=f"{c.label} fitted curve")
             thresholds = ", ".join(_fmt(t) for t in c.thresholds)
             ax.plot([c.fp], [c.tp], "o", color=color, ms=8, mec="black",
                     label=f"{c.label}: t=({thresholds}) TP={c.tp:.0f} FP={c.fp:.0f}")
-        xs = np.array([0.0, fp_limit])
-        ax.plot(xs, best.objective + target.slope * xs, color="gray", lw=0.8,
-                label=f"target slope r={target.slope:.3g} (m={target.marginal_precision:.3g})")
+        if target is not None:  # the iso-objective line exists for a linear objective only
+            xs = np.array([0.0, fp_limit])
+            ax.plot(xs, best.objective + target.slope * xs, color="gray", lw=0.8,
+                    label=f"target slope r={target.slope:.3g} "
+                    f"(m={target.marginal_precision:.3g})")
         in_view = [c.curve_tp[c.curve_fp <= fp_limit] for c in specs]
         tp_limit = max(float(np.max(t)) if t.size else 0.0 for t in in_view)
         ax.set_xlim(0, fp_limit * 1.02 if fp_limit > 0 else 1)
@@ -163,7 +167,7 @@ def plot_threshold_surfaces(
     a, b = axes
     if a == b or not (0 <= a < grid.k and 0 <= b < grid.k):
         raise ValueError(f"axes must name two different classifiers of {grid.k}, got {axes!r}")
-    index: list[object] = list(first.index)
+    index: list[Any] = list(first.index)
     index[a], index[b] = slice(None), slice(None)
     tp2, fp2 = tp[tuple(index)], fp[tuple(index)]
     if a > b:

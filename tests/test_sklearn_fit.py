@@ -49,7 +49,7 @@ def test_tuned_threshold_with_benefit_scorer_equals_costlibs_threshold_on_the_sa
     ).fit(Xval, yval)
     # costlib's route on the same scores.
     t_costlib = benefit_optimal_threshold(yval, scores, B)
-    thresholds, curve = benefit_curve(yval, scores, B)
+    _, curve = benefit_curve(yval, scores, B)
     assert tuned.best_threshold_ == t_costlib
     assert tuned.best_score_ == pytest.approx(curve.max(), abs=1e-12)
     # Independent truth: brute force over every candidate with the >= rule.

@@ -63,7 +63,7 @@ class RaggedTopK:
 def _is_ragged(rows: object) -> bool:
     """True for a sequence of sequences whose lengths differ (what numpy cannot stack)."""
     try:
-        lengths = {len(row) for row in rows}  # type: ignore[attr-defined, arg-type]
+        lengths = {len(row) for row in rows}  # type: ignore[attr-defined]
     except TypeError:
         return False
     return len(lengths) > 1

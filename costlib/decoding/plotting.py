@@ -47,7 +47,9 @@ def plot_expected_losses(
         fig = new_figure(figsize=(6.0, 4.0))
         ax = fig.add_subplot()
     else:
-        fig = ax.figure
+        root = ax.get_figure(root=True)  # the figure that saves, also for an Axes in a subfigure
+        assert root is not None  # an Axes always belongs to a figure
+        fig = root
     losses = result.expected_losses
     ks = np.arange(losses.size)
     shown = ~np.isnan(losses)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -216,7 +216,7 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
             return self.classes_[(scores > 0).astype(np.intp)]
         return self.classes_[np.argmax(scores, axis=1)]
 
-    def __sklearn_tags__(self):
+    def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags

@@ -71,7 +71,7 @@ def resolve_groups(
     """
     known = classes.tolist()
 
-    def _mask(name: str, given: ArrayLike) -> np.ndarray:
+    def _mask(name: str, given: ArrayLike | None) -> np.ndarray:
         vals = np.atleast_1d(np.asarray(given, dtype=object)).tolist()
         unknown = [v for v in vals if v not in known]
         if unknown:

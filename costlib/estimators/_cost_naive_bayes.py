@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from numbers import Integral
-from typing import Self
+from typing import Any, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -68,6 +68,16 @@ class CostSensitiveNaiveBayes(ClassifierMixin, BaseEstimator):
     naive_bayes_ : CategoricalNB
     continuous_features_, categorical_features_ : ndarray of int
     """
+
+    # Fitted attributes (scikit-learn objects are untyped: Any).
+    classes_: np.ndarray
+    cost_matrix_: np.ndarray
+    continuous_features_: np.ndarray
+    categorical_features_: np.ndarray
+    discretizer_: Any
+    n_continuous_bins_: np.ndarray
+    n_categories_: np.ndarray
+    naive_bayes_: Any
 
     def __init__(
         self,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -97,7 +97,7 @@ class HierarchicalCostSensitiveClassifier(ClassifierMixin, BaseEstimator):
         self.stage2_estimator = stage2_estimator
         self.random_state = random_state
 
-    def _stage_models(self, c_hd: float, c_dh: float):
+    def _stage_models(self, c_hd: float, c_dh: float) -> tuple[Any, Any]:
         if self.stage1 == "kernel":
             first = self.stage1_estimator
             if first is None:
@@ -126,7 +126,9 @@ class HierarchicalCostSensitiveClassifier(ClassifierMixin, BaseEstimator):
         return first, second
 
     @staticmethod
-    def _fit_group(template, X, y_idx, sw, members: np.ndarray):
+    def _fit_group(
+        template: Any, X: np.ndarray, y_idx: np.ndarray, sw: np.ndarray, members: np.ndarray
+    ) -> Any:
         """Cost-blind model among ``members`` (class indices); None if there is only one."""
         if members.shape[0] == 1:
             return None
@@ -184,7 +186,7 @@ class HierarchicalCostSensitiveClassifier(ClassifierMixin, BaseEstimator):
         col = int(np.flatnonzero(np.asarray(self.stage1_.classes_) == 1)[0])
         return np.asarray(proba[:, col], dtype=np.float64)
 
-    def _within_group(self, X: np.ndarray, members: np.ndarray, model: object) -> np.ndarray:
+    def _within_group(self, X: np.ndarray, members: np.ndarray, model: Any) -> np.ndarray:
         """``P(c | group, x)`` for the classes of one group, shape (n_samples, len(members))."""
         if model is None:
             return np.ones((X.shape[0], 1))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from numbers import Integral, Real
-from typing import Self
+from typing import Any, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -56,6 +56,11 @@ class KernelLogisticRegression(ClassifierMixin, BaseEstimator):
         Solver iterations.
     """
 
+    # Fitted attributes (scikit-learn objects are untyped: Any).
+    classes_: np.ndarray
+    feature_map_: Any
+    logistic_: Any
+
     def __init__(
         self,
         *,
@@ -73,7 +78,9 @@ class KernelLogisticRegression(ClassifierMixin, BaseEstimator):
         self.tol = tol
         self.random_state = random_state
 
-    def _fit_kernel_lr(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None):
+    def _fit_kernel_lr(
+        self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None
+    ) -> tuple[np.ndarray, np.ndarray]:
         X, y = validate_data(self, X, y, dtype=np.float64)
         classes, _ = encode_classes(y)
         if not isinstance(self.n_components, Integral) or self.n_components < 1:
