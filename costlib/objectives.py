@@ -250,6 +250,8 @@ def select(
     total_positives : float
         ``P`` for F-beta.
 
+    Notes
+    -----
     Ties among equally good candidates: fewest FP, fewest TP, first position. The objective
     is evaluated only on candidates that meet the constraints.
     """
