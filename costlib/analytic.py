@@ -43,9 +43,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy.interpolate import RegularGridInterpolator
 from scipy.optimize import minimize, ridder
+
+from costlib._messages import plain
 
 __all__ = ["AnalyticFit", "fit_analytic_path"]
 
@@ -93,7 +95,7 @@ def fit_analytic_path(
         Number of samples of the path (the paper's "granularity").
     """
     if granularity < 3:
-        raise ValueError(f"granularity must be >= 3, got {granularity!r}")
+        raise ValueError(f"granularity must be >= 3, got {plain(granularity)}")
     shape = tp.shape
     k = tp.ndim
     axes = tuple(np.linspace(0.0, 1.0, n) for n in shape)
@@ -104,15 +106,15 @@ def fit_analytic_path(
     def phi(xs: NDArray[np.float64], exponents: NDArray[np.float64]) -> NDArray[np.float64]:
         return np.clip(np.power.outer(xs, exponents), 0.0, 1.0)
 
-    def curve(exponents):
+    def curve(exponents: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         pts = phi(x, exponents)
         return tp_hat(pts), fp_hat(pts)
 
-    def energy(exponents) -> float:
+    def energy(exponents: NDArray[np.float64]) -> float:
         t, f = curve(exponents)
         return float(np.sum(0.5 * (f[:-1] - f[1:]) * (t[:-1] + t[1:])))
 
-    def full_exponents(q):
+    def full_exponents(q: ArrayLike) -> NDArray[np.float64]:
         return np.concatenate(([1.0], np.exp(np.asarray(q, dtype=np.float64))))
 
     iterations = 0

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from costlib._messages import plain
+
 __all__ = ["AuditDesign", "audit_design"]
 
 
@@ -115,4 +117,4 @@ def audit_design(
 def _raise_first(bad: NDArray[np.bool_], p: NDArray[np.float64], what: str) -> None:
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"audit probability π[{i}] = {p[i]!r} {what}")
+        raise ValueError(f"audit probability π[{i}] = {plain(p[i])} {what}")

@@ -51,6 +51,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -267,7 +268,7 @@ def audit_sample(
 
 
 def expected_audits(
-    counts: Sequence[int] | NDArray, probabilities: Sequence[float] | NDArray
+    counts: Sequence[int] | NDArray[Any], probabilities: Sequence[float] | NDArray[Any]
 ) -> tuple[float, float]:
     """``(E[A], Var[A])`` of the audited count over ``counts[h]`` unflagged rows per stratum:
     ``sum_h N_h pi_h`` and ``sum_h N_h pi_h (1 - pi_h)`` (independent Bernoulli draws)."""
@@ -278,7 +279,9 @@ def expected_audits(
     return float(np.sum(n * p)), float(np.sum(n * p * (1.0 - p)))
 
 
-def budget_scale(counts: Sequence[int] | NDArray, design: AuditDesign, expected: float) -> float:
+def budget_scale(
+    counts: Sequence[int] | NDArray[Any], design: AuditDesign, expected: float
+) -> float:
     """The scale ``c`` with ``sum_h N_h min(1, max(f, c w_h)) = expected``.
 
     ``g(c) = sum_h N_h min(1, max(f, c w_h))`` is continuous, nondecreasing and piecewise

@@ -14,7 +14,8 @@ Metric. With class priors ``π_i`` and ``F_ij`` the fraction of class-``i`` samp
 
 .. math:: B = \\sum_i \\sum_j π_i F_{ij} b_{ij},
 
-which for a binary score thresholded at ``t`` (``s <= t`` → class 0, ``s > t`` → class 1) is
+which for a binary score thresholded at ``t`` (``s < t`` → class 0, ``s >= t`` → class 1, the
+rule of scikit-learn's :class:`~sklearn.model_selection.TunedThresholdClassifierCV`) is
 
 .. math:: B(t) = π_0 F_0(t) b_{00} + π_0 (1 - F_0(t)) b_{01} + π_1 F_1(t) b_{10}
                  + π_1 (1 - F_1(t)) b_{11},
@@ -33,10 +34,10 @@ equivalently the target marginal precision ``m = η / (1 + η)`` (see :mod:`cost
 from __future__ import annotations
 
 import warnings
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, DTypeLike, NDArray
 from sklearn.metrics import confusion_matrix
 from sklearn.utils.multiclass import unique_labels
 from sklearn.utils.validation import check_consistent_length, column_or_1d
@@ -48,6 +49,7 @@ __all__ = [
     "as_cost_matrix",
     "benefit_curve",
     "benefit_optimal_threshold",
+    "benefit_scorer",
     "class_priors",
     "eta",
     "expected_benefit",
@@ -118,7 +120,7 @@ class _SquareMatrix:
         """K."""
         return int(self._values.shape[0])
 
-    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> np.ndarray:
         return np.array(self._values, dtype=dtype, copy=True)
 
     def __repr__(self) -> str:
@@ -137,9 +139,9 @@ class _SquareMatrix:
         )
         return same_labels and np.array_equal(self._values, other._values)
 
-    __hash__ = None  # mutable-looking container semantics; not hashable
+    __hash__ = None  # type: ignore[assignment]  # value semantics with a mutable look: unhashable
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self._values.copy(), self._labels))
 
     def aligned_to(self, classes: ArrayLike) -> np.ndarray:
@@ -177,7 +179,8 @@ class _SquareMatrix:
             )
         pos = {lab: i for i, lab in enumerate(self._labels.tolist())}
         idx = np.array([pos[c] for c in classes.tolist()])
-        return self._values[np.ix_(idx, idx)]
+        aligned: np.ndarray = self._values[np.ix_(idx, idx)]
+        return aligned
 
 
 class BenefitMatrix(_SquareMatrix):
@@ -234,7 +237,7 @@ class BenefitMatrix(_SquareMatrix):
         ]
         return out
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_benefit, (self._values.copy(), self._labels))
 
     @classmethod
@@ -368,8 +371,9 @@ def class_priors(
         idx = np.array([pos[v] for v in y.tolist()], dtype=np.intp)
     except KeyError as exc:
         raise ValueError(f"label {exc.args[0]!r} is not among {labels.tolist()}") from None
-    counts = np.bincount(idx, weights=w, minlength=labels.shape[0])
-    return counts / counts.sum()
+    counts = np.bincount(idx, weights=w, minlength=labels.shape[0]).astype(np.float64)
+    priors: NDArray[np.float64] = counts / counts.sum()
+    return priors
 
 
 def expected_benefit(
@@ -494,15 +498,19 @@ def benefit_curve(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Expected benefit ``B(t)`` at every distinct decision threshold of a binary score.
 
-    Decision rule (the paper's): ``s <= t`` → class 0 (``labels[0]``), ``s > t`` → class 1
-    (``labels[1]``, the positive class, expected to score higher). ``B(t)`` is
+    Decision rule: ``s < t`` → class 0 (``labels[0]``), ``s >= t`` → class 1 (``labels[1]``,
+    the positive class, expected to score higher). This is scikit-learn's rule (its
+    :class:`~sklearn.model_selection.TunedThresholdClassifierCV` predicts the positive class
+    when the score is ``>=`` the threshold), so a threshold from here can be set on a
+    scikit-learn classifier as is. (The paper writes ``s > t``; for continuous scores the two
+    coincide, on ties ``>=`` makes every threshold an observed score.) ``B(t)`` is
 
     .. math:: B(t) = π_0 F_0(t) b_{00} + π_0 (1 - F_0(t)) b_{01} + π_1 F_1(t) b_{10}
                      + π_1 (1 - F_1(t)) b_{11}
 
-    with the empirical (weighted) class-conditional score CDFs ``F_0``, ``F_1``. ``B`` only
-    changes at observed scores, so the candidate thresholds are ``-inf`` (everything class 1)
-    and every distinct score (the largest: everything class 0).
+    with ``F_c(t)`` the empirical (weighted) share of class ``c`` scoring below ``t``. ``B``
+    only changes at observed scores, so the candidate thresholds are every distinct score (the
+    smallest: everything class 1) and ``+inf`` (everything class 0).
 
     Parameters
     ----------
@@ -518,7 +526,7 @@ def benefit_curve(
     Returns
     -------
     thresholds : ndarray of shape (n_thresholds,)
-        Increasing; the first is ``-inf``.
+        Increasing; the last is ``+inf``.
     benefit : ndarray of shape (n_thresholds,)
         ``B(t)`` per threshold (per-sample benefit).
     """
@@ -526,7 +534,7 @@ def benefit_curve(
     uniq, inv = np.unique(s, return_inverse=True)
     w0 = np.bincount(inv, weights=np.where(is_pos, 0.0, w), minlength=uniq.shape[0])
     w1 = np.bincount(inv, weights=np.where(is_pos, w, 0.0), minlength=uniq.shape[0])
-    # Weighted mass of each class at or below each threshold: π_c F_c(t) · W.
+    # Weighted mass of each class strictly below each threshold: π_c F_c(t) · W.
     cum0 = np.concatenate(([0.0], np.cumsum(w0)))
     cum1 = np.concatenate(([0.0], np.cumsum(w1)))
     tot0, tot1 = cum0[-1], cum1[-1]
@@ -534,7 +542,7 @@ def benefit_curve(
     benefit = (
         cum0 * b[0, 0] + (tot0 - cum0) * b[0, 1] + cum1 * b[1, 0] + (tot1 - cum1) * b[1, 1]
     ) / total
-    thresholds = np.concatenate(([-np.inf], uniq))
+    thresholds = np.concatenate((uniq, [np.inf]))
     return thresholds, benefit
 
 
@@ -546,12 +554,18 @@ def benefit_optimal_threshold(
     labels: ArrayLike | None = None,
     sample_weight: ArrayLike | None = None,
 ) -> float:
-    """Threshold ``t*`` maximising the empirical ``B(t)`` (rule: ``s > t`` → class 1).
+    """Threshold ``t*`` maximising the empirical ``B(t)`` (rule: ``s >= t`` → class 1).
 
     The empirical counterpart of the paper's optimality condition
     ``f_0(t*) π_0 (b00 - b01) = f_1(t*) π_1 (b11 - b10)``. Among tied maximisers the smallest
-    threshold is returned; ``-inf`` means "classify everything as class 1". Parameters as in
+    threshold is returned; ``+inf`` means "classify everything as class 0". Parameters as in
     :func:`benefit_curve`.
+
+    This is an *in-sample* optimum on the scores given. To tune the threshold of a
+    scikit-learn classifier out of sample (cross-validated), use scikit-learn's
+    :class:`~sklearn.model_selection.TunedThresholdClassifierCV` with
+    ``scoring=benefit_scorer(benefit_matrix)``; on the same scores and candidate thresholds
+    both return the same threshold (tested).
 
     Returns
     -------
@@ -561,6 +575,57 @@ def benefit_optimal_threshold(
         y_true, scores, benefit_matrix, labels=labels, sample_weight=sample_weight
     )
     return float(thresholds[int(np.argmax(benefit))])
+
+
+def benefit_scorer(
+    matrix: ArrayLike | BenefitMatrix | CostMatrix,
+    *,
+    labels: ArrayLike | None = None,
+    normalize: bool = False,
+) -> Any:
+    """A scikit-learn scorer of the expected benefit (or, from costs, minus the expected cost).
+
+    Use it wherever scikit-learn takes ``scoring=``: ``cross_val_score``, ``GridSearchCV`` and,
+    to choose a cost- or benefit-optimal decision threshold for one classifier out of sample,
+    :class:`~sklearn.model_selection.TunedThresholdClassifierCV`::
+
+        TunedThresholdClassifierCV(LogisticRegression(), scoring=benefit_scorer(B))
+
+    The scorer evaluates :func:`expected_benefit` (or :func:`normalized_benefit` with
+    ``normalize=True``) on the hard predictions, so higher is better. A
+    :class:`CostMatrix` ``V`` is turned into the benefit matrix ``-V``: the score is then minus
+    the expected cost per sample, and maximising it minimises the cost.
+
+    Parameters
+    ----------
+    matrix : array-like of shape (K, K), BenefitMatrix or CostMatrix
+        Rows = true class, columns = predicted class; a plain array is read as benefits.
+    labels : array-like of shape (K,), default=None
+        The class of each row/column when the matrix carries no labels (by default the sorted
+        labels seen by each call; pass them when a fold or a threshold may lack a class).
+    normalize : bool, default=False
+        Score with ``μ = B / Σ_i π_i b_ii`` instead of ``B``.
+
+    Returns
+    -------
+    scorer : callable
+        ``scorer(estimator, X, y, sample_weight=None) -> float`` from
+        :func:`sklearn.metrics.make_scorer`.
+    """
+    from sklearn.metrics import make_scorer
+
+    if isinstance(matrix, CostMatrix):
+        # Any real costs define the metric; the paper's sign assumption is not needed here.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            bm = BenefitMatrix(-matrix.values, matrix.labels, strict=False)
+    else:
+        bm = as_benefit_matrix(matrix)
+    func = normalized_benefit if normalize else expected_benefit
+    kwargs: dict[str, Any] = {"benefit_matrix": bm}
+    if labels is not None:
+        kwargs["labels"] = labels
+    return make_scorer(func, **kwargs)
 
 
 def _binary_values(benefit_matrix: ArrayLike | BenefitMatrix) -> np.ndarray:

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from scipy.stats import poisson
 
+from costlib._messages import plain
 from costlib.edges import BinLocator
 from costlib.grid import (
     DEFAULT_WEIGHT_BITS,
@@ -65,7 +67,9 @@ def hash_item_ids(item_ids: ArrayLike) -> NDArray[np.uint64]:
     raise ValueError(f"item_ids must be integers or strings, got dtype {ids.dtype}")
 
 
-def poisson_counts(hashed_ids: NDArray[np.uint64], replicate: int, seed: int = 0) -> NDArray:
+def poisson_counts(
+    hashed_ids: NDArray[np.uint64], replicate: int, seed: int = 0
+) -> NDArray[np.intp]:
     """Poisson(1) multiplier of every row for one replicate, from its hashed item id."""
     with np.errstate(over="ignore"):
         key = np.uint64(seed) * _GOLDEN + np.uint64(replicate + 1) * np.uint64(0xD1B54A32D192ED03)
@@ -134,7 +138,7 @@ class BootstrapGrids:
             Inclusion probabilities ``π`` (see :meth:`ThresholdGrid.from_scores`).
         """
         if int(n_replicates) != n_replicates or n_replicates < 1:
-            raise ValueError(f"n_replicates must be a positive integer, got {n_replicates!r}")
+            raise ValueError(f"n_replicates must be a positive integer, got {plain(n_replicates)}")
         scores, names = as_score_array(scores, names)
         y, unrated = split_labels(labels, np.shape(scores)[0] if np.ndim(scores) else 0)
         s, y, w = validate_rows(scores, y, weights, names=names)
@@ -181,6 +185,7 @@ class BootstrapGrids:
         if other.seed != self.seed or other.n_replicates != self.n_replicates:
             raise ValueError("cannot merge bootstrap grids with different seeds or replicates")
         self.replicate(0)._check_compatible(other.replicate(0))
+        assert self.unrated is not None and other.unrated is not None  # set in __post_init__
         return BootstrapGrids(
             edges=self.edges,
             pos=self.pos + other.pos,
@@ -194,6 +199,7 @@ class BootstrapGrids:
 
     def replicate(self, r: int) -> ThresholdGrid:
         """The r-th replicate as a :class:`ThresholdGrid`."""
+        assert self.unrated is not None  # set in __post_init__
         return ThresholdGrid(
             edges=self.edges,
             pos=self.pos[r],
@@ -241,7 +247,7 @@ def _order_statistic_interval(values: NDArray[np.float64], level: float) -> tupl
 
 
 def confidence_intervals(
-    grids: BootstrapGrids, *, level: float = 0.9, **optimize_kwargs
+    grids: BootstrapGrids, *, level: float = 0.9, **optimize_kwargs: Any
 ) -> BootstrapResult:
     """Re-optimise every replicate and take percentile intervals.
 
@@ -254,7 +260,7 @@ def confidence_intervals(
         Passed to :func:`costlib.operating_point.optimize` (target, rule, method, ...).
     """
     if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
+        raise ValueError(f"level must be in (0, 1), got {plain(level)}")
     points = [optimize(grids.replicate(r), **optimize_kwargs) for r in range(grids.n_replicates)]
     thresholds = np.array([p.thresholds for p in points], dtype=np.float64)
     tp = np.array([p.tp for p in points])

@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from costlib._messages import plain
+
 __all__ = [
     "BinLocator",
     "bin_indices",
@@ -45,13 +47,17 @@ def uniform_edges(low: float, high: float, n_edges: int) -> NDArray[np.float64]:
     ndarray of shape (n_edges,)
     """
     if not (np.isfinite(low) and np.isfinite(high)):
-        raise ValueError(f"uniform_edges: low and high must be finite, got {low!r}, {high!r}")
+        raise ValueError(
+            f"uniform_edges: low and high must be finite, got {plain(low)}, {plain(high)}"
+        )
     if int(n_edges) != n_edges or n_edges < 1:
-        raise ValueError(f"uniform_edges: n_edges must be a positive integer, got {n_edges!r}")
+        raise ValueError(f"uniform_edges: n_edges must be a positive integer, got {plain(n_edges)}")
     if n_edges == 1:
         return np.array([float(low)])
     if not low < high:
-        raise ValueError(f"uniform_edges: need low < high, got low={low!r}, high={high!r}")
+        raise ValueError(
+            f"uniform_edges: need low < high, got low={plain(low)}, high={plain(high)}"
+        )
     return np.linspace(float(low), float(high), int(n_edges))
 
 
@@ -81,7 +87,9 @@ def quantile_edges(sample: ArrayLike, n_edges: int) -> NDArray[np.float64]:
     if np.isnan(values).any():
         raise ValueError("quantile_edges: sample contains NaN")
     if int(n_edges) != n_edges or n_edges < 1:
-        raise ValueError(f"quantile_edges: n_edges must be a positive integer, got {n_edges!r}")
+        raise ValueError(
+            f"quantile_edges: n_edges must be a positive integer, got {plain(n_edges)}"
+        )
     values = values[np.isfinite(values)]
     if values.size == 0:
         raise ValueError("quantile_edges: sample has no finite score")
@@ -202,7 +210,7 @@ class BinLocator:
         estimate = values - (self._low - self._step)
         estimate *= 1.0 / self._step
         np.clip(estimate, 0.0, self._cells + 1, out=estimate)
-        bins = estimate.astype(np.intp)
+        bins: NDArray[np.intp] = estimate.astype(np.intp)
         if self._table is not None:
             bins = self._table[bins]
         lower, upper = self._lower, self._upper
@@ -232,7 +240,8 @@ def bin_indices(values: NDArray[np.floating], edges: NDArray[np.float64]) -> NDA
     return BinLocator(edges)(np.asarray(values, dtype=np.float64))
 
 
-def fine_histogram(values: ArrayLike, low: float, high: float, resolution: int) -> NDArray:
+def fine_histogram(values: ArrayLike, low: float, high: float,
+                   resolution: int) -> NDArray[np.intp]:
     """Counts of values in ``resolution`` equal cells over ``[low, high]`` (int64, mergeable).
 
     Values below ``low`` count in the first cell and values above ``high`` in the last; ``-inf``

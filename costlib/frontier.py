@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from costlib._messages import plain
+
 __all__ = [
     "best_cell",
     "bucket_frontier",
@@ -33,7 +35,8 @@ __all__ = [
 _CHUNK = 1 << 15  # cells per pass: keeps every temporary in cache
 
 
-def tie_break(candidates: NDArray[np.intp], fp, tp) -> int:
+def tie_break(candidates: NDArray[np.intp], fp: NDArray[np.float64],
+              tp: NDArray[np.float64]) -> int:
     """Among equally good cells: fewest FP, then fewest TP, then first in row-major order."""
     if candidates.size == 1:
         return int(candidates[0])
@@ -44,7 +47,8 @@ def tie_break(candidates: NDArray[np.intp], fp, tp) -> int:
 _tie_break = tie_break
 
 
-def _argmax_with_ties(objective, fp, tp) -> int:
+def _argmax_with_ties(objective: NDArray[np.float64], fp: NDArray[np.float64],
+                      tp: NDArray[np.float64]) -> int:
     return _tie_break(np.flatnonzero(objective == objective.max()), fp, tp)
 
 
@@ -95,7 +99,9 @@ def upper_hull(tp: NDArray[np.float64], fp: NDArray[np.float64]) -> NDArray[np.i
     if flat_fp[right] == flat_fp[left] and flat_tp[right] == flat_tp[left]:
         return np.array([left], dtype=np.intp)
 
-    def above(a: int, b: int, idx, f, t):
+    def above(a: int, b: int, idx: NDArray[np.intp], f: NDArray[np.float64],
+              t: NDArray[np.float64]) -> tuple[NDArray[np.intp], NDArray[np.float64],
+                                               NDArray[np.float64], NDArray[np.float64]]:
         """Points strictly above the chord from a (higher FP) to b, with their heights."""
         height = (flat_fp[a] - flat_fp[b]) * (t - flat_tp[b]) - (flat_tp[a] - flat_tp[b]) * (
             f - flat_fp[b]
@@ -192,7 +198,7 @@ def bucket_frontier(
         Flat cell indices ordered by decreasing FP.
     """
     if int(n_buckets) != n_buckets or n_buckets < 1:
-        raise ValueError(f"n_buckets must be a positive integer, got {n_buckets!r}")
+        raise ValueError(f"n_buckets must be a positive integer, got {plain(n_buckets)}")
     if mask is not None:
         cells = np.flatnonzero(mask)
         if cells.size == 0 or cells[-1] != mask.size - 1:
@@ -246,7 +252,7 @@ def marginal_precisions(
     """
     t0, f0 = curve_tp[position], curve_fp[position]
 
-    def towards(indices) -> float:
+    def towards(indices: range) -> float:
         for i in indices:
             dt, df = abs(curve_tp[i] - t0), abs(curve_fp[i] - f0)
             if dt + df > 0:

@@ -39,11 +39,13 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from costlib._messages import plain
 from costlib.audit_estimation import audit_design
 from costlib.edges import BinLocator, check_edges
 
@@ -326,14 +328,15 @@ class ThresholdGrid:
     neg: NDArray[np.float64]
     names: tuple[str, ...] | None = None
     weight_bits: int = DEFAULT_WEIGHT_BITS
-    unrated: NDArray[np.float64] | None = None
+    unrated: NDArray[np.float64] | None = None  # None: replaced by zeros in __post_init__
     audited_rows: int = 0
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    _cache: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         shape = tuple(e.size + 1 for e in self.edges)
         if self.unrated is None:
             object.__setattr__(self, "unrated", np.zeros(shape))
+        assert self.unrated is not None
         if self.pos.shape != shape or self.neg.shape != shape or self.unrated.shape != shape:
             raise ValueError(
                 f"histogram shapes {self.pos.shape}/{self.neg.shape}/{self.unrated.shape} do "
@@ -456,7 +459,7 @@ class ThresholdGrid:
             neg=self.neg + other.neg,
             names=self.names if self.names is not None else other.names,
             weight_bits=self.weight_bits,
-            unrated=self.unrated + other.unrated,
+            unrated=self._unrated() + other._unrated(),
             audited_rows=self.audited_rows + other.audited_rows,
         )
 
@@ -470,7 +473,7 @@ class ThresholdGrid:
         return bool(
             np.array_equal(self.pos, other.pos)
             and np.array_equal(self.neg, other.neg)
-            and np.array_equal(self.unrated, other.unrated)
+            and np.array_equal(self._unrated(), other._unrated())
             and self.audited_rows == other.audited_rows
         )
 
@@ -512,15 +515,20 @@ class ThresholdGrid:
         """Weighted number of rated negatives."""
         return float(self.neg.sum())
 
+    def _unrated(self) -> NDArray[np.float64]:
+        """``unrated`` as the array it always is after ``__post_init__`` (for the type checker)."""
+        assert self.unrated is not None
+        return self.unrated
+
     @property
     def total_unrated(self) -> float:
         """Weight of scored but unrated rows."""
-        return float(self.unrated.sum())
+        return float(self._unrated().sum())
 
     @property
     def has_unrated(self) -> bool:
         """Whether any unrated weight is recorded (otherwise every tuple is covered)."""
-        return bool(self.unrated.any())
+        return bool(self._unrated().any())
 
     def _lattice(self, name: str, hist: NDArray[np.float64], rule: str) -> NDArray[np.float64]:
         key = (name, rule)
@@ -535,7 +543,7 @@ class ThresholdGrid:
 
         The same prefix (``"any"``) or suffix (``"all"``) sum as TP, over :attr:`unrated`.
         """
-        return self._lattice("unrated", self.unrated, check_rule(rule))
+        return self._lattice("unrated", self._unrated(), check_rule(rule))
 
     def volume(self, rule: str = "any") -> NDArray[np.float64]:
         """``V(t) = TP(t) + FP(t) + U(t)``: every scored row the tuple flags, rated or not.
@@ -576,7 +584,7 @@ class ThresholdGrid:
         rule = check_rule(rule)
         s = float(max_unrated_share)
         if not (0.0 <= s <= 1.0) or math.isnan(s):
-            raise ValueError(f"max_unrated_share must be in [0, 1], got {max_unrated_share!r}")
+            raise ValueError(f"max_unrated_share must be in [0, 1], got {plain(max_unrated_share)}")
         if not self.has_unrated:
             return np.ones(self.shape, dtype=bool)
         unr = self.unrated_counts(rule)
@@ -651,7 +659,13 @@ def histogram_cells(
     return total.astype(np.float64, copy=False).reshape((channels, *shape))
 
 
-def _channel_codes(scores, labels, unrated, locators, shape) -> NDArray[np.intp]:
+def _channel_codes(
+    scores: NDArray[np.float64],
+    labels: NDArray[Any],
+    unrated: NDArray[np.bool_] | None,
+    locators: Sequence[BinLocator],
+    shape: tuple[int, ...],
+) -> NDArray[np.intp]:
     """Flat index into the ``(channels, *shape)`` array: channel * size + cell."""
     size = int(np.prod(shape))
     code = cell_codes(scores, locators, shape)
@@ -778,7 +792,7 @@ def sum_sparse(partials: Sequence[SparseCounts], n_cells: int) -> SparseCounts:
         np.concatenate([p.cells for p in partials]),
         weights=np.concatenate([p.counts for p in partials]),
         minlength=n_cells,
-    )
+    ).astype(np.float64, copy=False)  # weighted: already float64
     cells = np.flatnonzero(dense)
     return SparseCounts(cells=cells.astype(np.int64), counts=dense[cells],
                         channels=channels.pop())

@@ -21,6 +21,9 @@ and the previous line towards the step from the previous line.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -46,7 +49,12 @@ def step_weights(tp: NDArray[np.float64], fp: NDArray[np.float64]) -> list[NDArr
     return weights
 
 
-def _line(values_in, source_in, weights, axis_code):
+def _line(
+    values_in: NDArray[np.float64],
+    source_in: NDArray[Any],
+    weights: NDArray[np.float64],
+    axis_code: int,
+) -> tuple[NDArray[np.float64], NDArray[Any]]:
     """Solve the recursion along one line (1-D), see the module docstring."""
     cum = np.empty(values_in.size)
     cum[0] = 0.0
@@ -59,7 +67,9 @@ def _line(values_in, source_in, weights, axis_code):
     return cum + running, source
 
 
-def _block(values_in, source_in, weights, axis_code):
+def _block(
+    values_in: NDArray[np.float64], source_in: NDArray[Any], weights: Sequence[Any], axis_code: int
+) -> tuple[NDArray[np.float64], NDArray[Any]]:
     """Solve the recursion on a sub-lattice given the values arriving from outside it."""
     if values_in.ndim == 1:
         return _line(values_in, source_in, weights[0], axis_code)
@@ -85,7 +95,12 @@ _WIDE_ROW = 512  # from this row width on, per-row buffered updates beat 2-D blo
 _BLOCK_CELLS = 16_384  # cells per block of rows whose step weights are computed together
 
 
-def _forward_blocks(tp, fp, entry_values, best) -> None:
+def _forward_blocks(
+    tp: NDArray[np.float64],
+    fp: NDArray[np.float64],
+    entry_values: NDArray[np.float64],
+    best: NDArray[np.float64],
+) -> None:
     """Narrow rows: step weights for blocks of rows in 2-D operations, 4 numpy calls a row."""
     n0, n1 = tp.shape
     running = np.empty(n1)
@@ -105,7 +120,12 @@ def _forward_blocks(tp, fp, entry_values, best) -> None:
             np.add(cum[i - r0], running, out=best)
 
 
-def _forward_rows(tp, fp, entry_values, best) -> None:
+def _forward_rows(
+    tp: NDArray[np.float64],
+    fp: NDArray[np.float64],
+    entry_values: NDArray[np.float64],
+    best: NDArray[np.float64],
+) -> None:
     """Wide rows: every step weight computed row by row into preallocated buffers."""
     n0, n1 = tp.shape
     running = np.empty(n1)
@@ -146,7 +166,7 @@ def _max_area_path_2d(
     forward = _forward_rows if n1 >= _WIDE_ROW else _forward_blocks
     forward(tp, fp, entry_values, best)
     area = float(best[-1]) / 2.0
-    cells = []
+    cells: list[tuple[int, ...]] = []
     j = n1 - 1
     for i in range(n0 - 1, -1, -1):
         row = entry_values[i, : j + 1]

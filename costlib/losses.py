@@ -42,6 +42,7 @@ coefficients are the user's responsibility, and :func:`is_tp_monotonic` checks t
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -50,6 +51,8 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from costlib._messages import plain
 
 __all__ = [
     "LOSS_NAMES",
@@ -70,6 +73,7 @@ __all__ = [
 CountFunction = Callable[[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
                           NDArray[np.float64]], ArrayLike]
 RateFunction = Callable[[NDArray[np.float64], NDArray[np.float64]], NDArray[np.float64]]
+_F = NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -146,10 +150,10 @@ def fbeta_loss(beta: float = 1.0) -> SetLoss:
     """
     beta = float(beta)
     if not (math.isfinite(beta) and beta > 0):
-        raise ValueError(f"beta is {beta!r}; beta must be a finite real number > 0")
+        raise ValueError(f"beta is {plain(beta)}; beta must be a finite real number > 0")
     b2 = beta * beta
 
-    def f(tp, fp, fn, tn):
+    def f(tp: _F, fp: _F, fn: _F, tn: _F) -> _F:
         return 1.0 - _rate((1.0 + b2) * tp, (1.0 + b2) * tp + b2 * fn + fp)
 
     name = "f1" if beta == 1.0 else f"fbeta(beta={beta:g})"
@@ -162,7 +166,7 @@ def jaccard_loss() -> SetLoss:
     0 when TP = FP = FN = 0 (module convention).
     """
 
-    def f(tp, fp, fn, tn):
+    def f(tp: _F, fp: _F, fn: _F, tn: _F) -> _F:
         return 1.0 - _rate(tp, tp + fp + fn)
 
     return SetLoss("jaccard", f, "jaccard", {})
@@ -171,22 +175,22 @@ def jaccard_loss() -> SetLoss:
 def _from_rates(of_rates: RateFunction) -> CountFunction:
     """The count function ``of_rates(TPR, TNR)`` with the module's zero-division convention."""
 
-    def f(tp, fp, fn, tn):
+    def f(tp: _F, fp: _F, fn: _F, tn: _F) -> _F:
         return of_rates(_rate(tp, tp + fn), _rate(tn, tn + fp))
 
     return f
 
 
-def _am_of_rates(tpr, tnr):
+def _am_of_rates(tpr: _F, tnr: _F) -> _F:
     return 1.0 - 0.5 * (tpr + tnr)
 
 
-def _g_mean_of_rates(tpr, tnr):
+def _g_mean_of_rates(tpr: _F, tnr: _F) -> _F:
     product = np.asarray(tpr * tnr)
     return 1.0 - np.sqrt(product, out=product)
 
 
-def _h_mean_of_rates(tpr, tnr):
+def _h_mean_of_rates(tpr: _F, tnr: _F) -> _F:
     total = np.asarray(tpr + tnr)
     product = np.asarray(tpr * tnr)
     product *= 2.0
@@ -194,7 +198,7 @@ def _h_mean_of_rates(tpr, tnr):
     return 1.0 - mean
 
 
-def _auc_of_rates(tpr, tnr):
+def _auc_of_rates(tpr: _F, tnr: _F) -> _F:
     return (1.0 - tpr) * (1.0 - tnr)
 
 
@@ -209,7 +213,7 @@ def g_tp_pr_loss() -> SetLoss:
     Equals :math:`1 - TP/\\sqrt{(TP+FN)(TP+FP)}` when both are positive.
     """
 
-    def f(tp, fp, fn, tn):
+    def f(tp: _F, fp: _F, fn: _F, tn: _F) -> _F:
         product = _times(_rate(tp, tp + fn), _rate(tp, tp + fp))
         return 1.0 - np.sqrt(product, out=product)
 
@@ -276,10 +280,10 @@ def fractional_linear_loss(
     for label, arr in (("numerator", c), ("denominator", d)):
         if arr.shape != (4,) or not np.all(np.isfinite(arr)):
             raise ValueError(f"{label} must be 4 finite coefficients (x0, x_u, x_v, x_p); "
-                             f"got {arr!r}")
+                             f"got {plain(arr)}")
     zero_division = float(zero_division)
 
-    def f(tp, fp, fn, tn):
+    def f(tp: _F, fp: _F, fn: _F, tn: _F) -> _F:
         n = tp + fp + fn + tn
         safe_n = np.where(n > 0, n, 1.0)
         u, v, p = tp / safe_n, (tp + fp) / safe_n, (tp + fn) / safe_n
@@ -302,7 +306,8 @@ def callable_loss(function: CountFunction, name: str | None = None) -> SetLoss:
     """
     if not callable(function):
         raise TypeError(f"function must be callable; got {type(function).__name__}")
-    return SetLoss(name or getattr(function, "__name__", "callable"), function, "callable", {})
+    label = name or str(getattr(function, "__name__", "callable"))
+    return SetLoss(label, function, "callable", {})
 
 
 _FACTORIES: dict[str, Callable[..., SetLoss]] = {
@@ -332,10 +337,20 @@ def get_loss(name: str | SetLoss | CountFunction, **params: Any) -> SetLoss:
     ----------
     name : str, SetLoss or callable
         A loss name (``"f1"``, ``"fbeta"``, ``"jaccard"``, ``"am"``, ``"g_tp_pr"``,
-        ``"g_mean"``, ``"h_mean"``, ``"auc"``, ``"fractional_linear"``), an existing
-        :class:`SetLoss` (returned as is), or a callable ``f(tp, fp, fn, tn)``.
+        ``"g_mean"``, ``"h_mean"``, ``"auc"``, ``"fractional_linear"``), an F-β name
+        ``"f<β>"`` such as ``"f2"`` or ``"f0.5"``, an existing :class:`SetLoss` (returned as
+        is), or a callable ``f(tp, fp, fn, tn)``.
     **params
-        Parameters of the family, e.g. ``beta=2.0`` for ``"fbeta"``.
+        Parameters of the family, e.g. ``beta=2.0`` for ``"fbeta"``. An F-β name fixes β:
+        ``get_loss("f2")`` equals ``get_loss("fbeta", beta=2)``; a different ``beta`` with such
+        a name (``get_loss("f1", beta=2)``) raises ``ValueError`` pointing to ``"fbeta"``.
+
+    Examples
+    --------
+    >>> get_loss("f2") is get_loss("fbeta", beta=2.0)
+    True
+    >>> dict(get_loss("f0.5").params)
+    {'beta': 0.5}
     """
     if isinstance(name, SetLoss):
         if params:
@@ -349,8 +364,21 @@ def get_loss(name: str | SetLoss | CountFunction, **params: Any) -> SetLoss:
         raise TypeError(f"loss must be a name, a SetLoss or a callable; got {type(name).__name__}")
     key = name.strip().lower()
     key = _ALIASES.get(key, key)
+    beta_in_name = _fbeta_name_beta(key)
+    if beta_in_name is not None:  # "f1", "f2", "f0.5": F-β with β fixed by the name
+        if "beta" in params and float(params["beta"]) != beta_in_name:
+            raise ValueError(
+                f"loss {name!r} is F-β with β = {beta_in_name:g}, but beta={params['beta']!r} "
+                f"was given; use get_loss('fbeta', beta={params['beta']!r}) (or the name "
+                f"'f{float(params['beta']):g}')"
+            )
+        params = {**params, "beta": beta_in_name}
+        key = "fbeta"
     if key not in _FACTORIES:
-        raise ValueError(f"loss {name!r} is unknown; known losses: {', '.join(LOSS_NAMES)}")
+        raise ValueError(
+            f"loss {name!r} is unknown; known losses: {', '.join(LOSS_NAMES)}, and F-β by "
+            "name as f<β> (e.g. 'f2', 'f0.5')"
+        )
     try:
         frozen = tuple(sorted(params.items()))
         hash(frozen)
@@ -362,6 +390,20 @@ def get_loss(name: str | SetLoss | CountFunction, **params: Any) -> SetLoss:
         return _named_loss(key, frozen)
     except TypeError as exc:
         raise ValueError(f"invalid parameters for loss {name!r}: {exc}") from None
+
+
+_FBETA_NAME = re.compile(r"f(?P<beta>[0-9]+(?:\.[0-9]+)?)")
+
+
+def _fbeta_name_beta(key: str) -> float | None:
+    """β of an F-β name such as ``"f1"``, ``"f2"`` or ``"f0.5"``; None for other names."""
+    match = _FBETA_NAME.fullmatch(key)
+    if match is None:
+        return None
+    beta = float(match["beta"])
+    if not beta > 0:
+        raise ValueError(f"loss {key!r}: β must be > 0")
+    return beta
 
 
 @lru_cache(maxsize=128)

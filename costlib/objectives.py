@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from costlib._messages import plain
 from costlib.frontier import tie_break
 
 __all__ = ["OBJECTIVES", "Constraints", "Objective", "Selection", "select"]
@@ -91,12 +92,12 @@ class Objective:
         if name in ("fbeta", "f1"):
             b = 1.0 if name == "f1" else float(beta)
             if not (math.isfinite(b) and b > 0):
-                raise ValueError(f"beta must be a finite number > 0, got {beta!r}")
+                raise ValueError(f"beta must be a finite number > 0, got {plain(beta)}")
             return cls("fbeta", beta=b)
         if volume is None or not (math.isfinite(volume) and volume > 0):
             raise ValueError(
                 f"objective 'precision_at_volume' needs volume > 0 (the review volume), "
-                f"got {volume!r}"
+                f"got {plain(volume)}"
             )
         return cls("precision_at_volume", volume=float(volume))
 
@@ -111,9 +112,12 @@ class Objective:
     ) -> NDArray[np.float64]:
         """Objective value at every given tuple (larger is better)."""
         if self.name == "linear":
+            assert self.slope is not None  # set by every linear constructor
             return tp - self.slope * fp
         if self.name == "precision_at_volume":
+            assert self.volume is not None
             return tp / self.volume
+        assert self.beta is not None
         b2 = self.beta * self.beta
         num = (1.0 + b2) * tp
         den = num + b2 * (total_positives - tp) + fp
@@ -133,11 +137,11 @@ class Constraints:
     def __post_init__(self) -> None:
         p = self.min_precision
         if p is not None and not (0.0 < p <= 1.0):
-            raise ValueError(f"min_precision must be in (0, 1], got {p!r}")
+            raise ValueError(f"min_precision must be in (0, 1], got {plain(p)}")
         for name in ("max_volume", "max_false_positives"):
             v = getattr(self, name)
             if v is not None and not (v >= 0 and math.isfinite(v)):
-                raise ValueError(f"{name} must be finite and >= 0, got {v!r}")
+                raise ValueError(f"{name} must be finite and >= 0, got {plain(v)}")
 
     @property
     def active(self) -> bool:
@@ -197,7 +201,12 @@ class Selection:
     violated: tuple[str, ...] = ()
 
 
-def _best(values, mask, fp, tp) -> int | None:
+def _best(
+    values: NDArray[np.float64],
+    mask: NDArray[np.bool_],
+    fp: NDArray[np.float64],
+    tp: NDArray[np.float64],
+) -> int | None:
     if not mask.any():
         return None
     masked = np.where(mask, values, -np.inf)
@@ -205,7 +214,13 @@ def _best(values, mask, fp, tp) -> int | None:
     return tie_break(np.flatnonzero(mask & (masked == top)), fp, tp)
 
 
-def _best_of(cells, objective, tp, fp, total_positives) -> tuple[int | None, float]:
+def _best_of(
+    cells: NDArray[np.intp],
+    objective: Objective,
+    tp: NDArray[np.float64],
+    fp: NDArray[np.float64],
+    total_positives: float,
+) -> tuple[int | None, float]:
     """Best of the given candidate positions (objective evaluated on them only)."""
     if cells.size == 0:
         return None, -np.inf
@@ -235,6 +250,8 @@ def select(
     total_positives : float
         ``P`` for F-beta.
 
+    Notes
+    -----
     Ties among equally good candidates: fewest FP, fewest TP, first position. The objective
     is evaluated only on candidates that meet the constraints.
     """
@@ -242,9 +259,11 @@ def select(
     if needs_answer:
         meets = constraints.satisfied(tp, fp, vol)
         if objective.name == "precision_at_volume":
+            assert objective.volume is not None
             meets &= vol <= objective.volume
-        feasible = meets if covered is None else meets & covered
-        if not (feasible & (vol > 0)).any():
+        feasible_here = meets if covered is None else meets & covered
+        feasible: NDArray[np.bool_] | None = feasible_here
+        if not (feasible_here & (vol > 0)).any():
             values = objective.values(tp, fp, total_positives)
             return _nearest(tp, fp, vol, covered, values, objective, constraints)
     else:
@@ -264,9 +283,18 @@ def select(
     return Selection(position=best, status="ok", unrestricted=None)
 
 
-def _nearest(tp, fp, vol, covered, values, objective, constraints) -> Selection:
+def _nearest(
+    tp: NDArray[np.float64],
+    fp: NDArray[np.float64],
+    vol: NDArray[np.float64],
+    covered: NDArray[np.bool_] | None,
+    values: NDArray[np.float64],
+    objective: Objective,
+    constraints: Constraints,
+) -> Selection:
     cons = constraints
     if objective.name == "precision_at_volume":
+        assert objective.volume is not None
         cap = objective.volume if cons.max_volume is None else min(cons.max_volume,
                                                                    objective.volume)
         cons = Constraints(cons.min_precision, cap, cons.max_false_positives)
@@ -278,6 +306,7 @@ def _nearest(tp, fp, vol, covered, values, objective, constraints) -> Selection:
     least = worst[pool].min()
     near = pool & (worst == least)
     position = _best(values, near, fp, tp)
+    assert position is not None  # the pool is never empty
     violated = tuple(name for name, v in violations.items() if v[position] > 0)
     return Selection(position=position, status="infeasible", unrestricted=None,
                      violated=violated)

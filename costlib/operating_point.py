@@ -215,7 +215,7 @@ class OperatingPoint:
             raise ValueError(f"score column {j} has +inf; scores must be finite, -inf or NaN")
         with np.errstate(invalid="ignore"):
             fires = s >= np.asarray(self.thresholds)[None, :]  # NaN compares False
-        return fires.any(axis=1) if self.rule == "any" else fires.all(axis=1)
+        return np.asarray(fires.any(axis=1) if self.rule == "any" else fires.all(axis=1))
 
     def evaluate(
         self,
@@ -321,8 +321,10 @@ def _cell_record(ctx: _Context, flat: int) -> dict[str, Any]:
     }
 
 
-def _reason(ctx: _Context, selection: Selection, chosen: dict, free: dict | None) -> str:
+def _reason(ctx: _Context, selection: Selection, chosen: dict[str, Any],
+            free: dict[str, Any] | None) -> str:
     if selection.status == "coverage_limited":
+        assert free is not None  # a coverage-limited selection has an unrestricted point
         share = free["unrated"] / free["volume"]
         return (
             f"the best {ctx.method} point (thresholds {tuple(free['thresholds'])}, "
@@ -332,7 +334,7 @@ def _reason(ctx: _Context, selection: Selection, chosen: dict, free: dict | None
         )
     if selection.status == "infeasible":
         limits = {k: v for k, v in ctx.constraints.as_dict().items() if v is not None}
-        if ctx.objective.name == "precision_at_volume":
+        if ctx.objective.name == "precision_at_volume" and ctx.objective.volume is not None:
             limits["volume"] = ctx.objective.volume
         return (
             f"no covered {ctx.method} point that flags anything meets {limits}; nearest point "
@@ -361,6 +363,7 @@ def _on_curve(
     left, right = marginal_precisions(curve_tp, curve_fp, position)
     chosen = _cell_record(ctx, int(np.ravel_multi_index(index, tp_all.shape)))
     if ctx.objective.name == "linear":
+        assert ctx.objective.slope is not None
         value = tp - ctx.objective.slope * fp  # exactly today's expression
     else:
         value = chosen["objective"]
@@ -527,7 +530,7 @@ def optimize(
         return _hull(ctx, plain, frontier)
 
     if method == "bucket":
-        details = {"n_buckets": int(n_buckets)}
+        details: dict[str, Any] = {"n_buckets": int(n_buckets)}
         if plain:
             flat = bucket_frontier(tp, fp, n_buckets)
             path = _cells(flat, tp.shape)
@@ -575,7 +578,8 @@ def optimize(
 
 
 def _make_context(
-    grid: ThresholdGrid, rule: str, method: str, given: tuple, objective: str, beta: float,
+    grid: ThresholdGrid, rule: str, method: str, given: tuple[Any, ...], objective: str,
+    beta: float,
     volume: float | None, constraints: Constraints, max_unrated_share: float,
 ) -> _Context:
     """Validate the common arguments of :func:`optimize` and :func:`point_at`."""
@@ -657,6 +661,7 @@ def _hull(ctx: _Context, plain: bool, frontier: bool) -> OperatingPoint:
     tp, fp = ctx.grid.counts(ctx.rule)
     details = {"full_frontier": bool(frontier)}
     if plain:
+        assert ctx.objective.slope is not None  # plain: the linear objective
         cell = best_cell(tp, fp, ctx.objective.slope)
         sel, free = None, None
     else:

@@ -112,10 +112,10 @@ def optimize_group(
         return result
     kept = []
     for method in methods:
-        result.points[method] = optimize(grid, target=target, rule=rule, method=method,
-                                         **options)
+        chosen = optimize(grid, target=target, rule=rule, method=method, **options)
+        result.points[method] = chosen
         if in_force is not None and min_gain_z is not None and bootstrap is not None:
-            evidence = move_evidence(grid, bootstrap, result.points[method], in_force,
+            evidence = move_evidence(grid, bootstrap, chosen, in_force,
                                      z=min_gain_z, target=target, rule=rule, method=method,
                                      options=options)
             if not evidence.move:

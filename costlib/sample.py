@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
+
+from costlib._messages import plain
 
 __all__ = ["generate_score_stream", "rated_arrays", "write_score_stream"]
 
@@ -53,27 +56,27 @@ def generate_score_stream(
     rng = np.random.default_rng(seed)
     k = len(classifiers)
     n_groups = len(groups)
-    prevalence = np.broadcast_to(np.asarray(prevalence, dtype=float), (n_groups,))
-    separation = np.broadcast_to(np.asarray(separation, dtype=float), (k,))
-    coverage = np.broadcast_to(np.asarray(coverage, dtype=float), (k,))
+    prevalences = np.broadcast_to(np.asarray(prevalence, dtype=float), (n_groups,))
+    separations = np.broadcast_to(np.asarray(separation, dtype=float), (k,))
+    coverages = np.broadcast_to(np.asarray(coverage, dtype=float), (k,))
     if not 0 <= correlation < 1:
-        raise ValueError(f"correlation must be in [0, 1), got {correlation!r}")
+        raise ValueError(f"correlation must be in [0, 1), got {plain(correlation)}")
 
     group_index = rng.integers(0, n_groups, size=n_items)
-    y = rng.random(n_items) < prevalence[group_index]
+    y = rng.random(n_items) < prevalences[group_index]
     shared = rng.standard_normal(n_items)
     scores = np.empty((n_items, k))
     for j in range(k):
         # Each group shifts the score distribution a little: thresholds differ per group.
         shift = 0.25 * (group_index - (n_groups - 1) / 2) * (1 if j % 2 == 0 else -1)
         latent = (
-            separation[j] * y
+            separations[j] * y
             + np.sqrt(correlation) * shared
             + np.sqrt(1 - correlation) * rng.standard_normal(n_items)
             + shift
         )
         scores[:, j] = 1.0 / (1.0 + np.exp(-(latent - 2.0)))
-        scores[rng.random(n_items) >= coverage[j], j] = np.nan
+        scores[rng.random(n_items) >= coverages[j], j] = np.nan
     rated = (np.nan_to_num(scores, nan=-np.inf) >= rating_floor).any(axis=1)
     seconds = rng.integers(0, days * 86400, size=n_items)
     frame = pd.DataFrame(
@@ -91,8 +94,8 @@ def generate_score_stream(
     # P(bad | observed scores) under the model with the shared noise ignored (so only
     # approximately calibrated), for top-k decoding: log-odds add up over scoring classifiers.
     latent = np.log(scores / (1 - scores)) + 2.0
-    shift_free = np.nan_to_num(separation * latent - separation**2 / 2, nan=0.0)
-    base = np.log(prevalence[group_index] / (1 - prevalence[group_index]))
+    shift_free = np.nan_to_num(separations * latent - separations**2 / 2, nan=0.0)
+    base = np.log(prevalences[group_index] / (1 - prevalences[group_index]))
     frame["probability"] = 1.0 / (1.0 + np.exp(-(base + shift_free.sum(axis=1))))
     # Items arrive in sets (e.g. the posts of one request) of ``set_size`` within a group.
     order = np.argsort(group_index, kind="stable")
@@ -105,7 +108,7 @@ def generate_score_stream(
 
 def rated_arrays(
     frame: pd.DataFrame, classifiers: Sequence[str]
-) -> tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.float64], NDArray]:
+) -> tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.float64], NDArray[Any]]:
     """Rated rows of a score stream as ``(scores (n, k), labels, weights, item_ids)``.
 
     Null scores become ``-inf`` ("did not score": the classifier never fires on the item).

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from costlib._messages import plain
+
 __all__ = ["Target", "resolve_target"]
 
 
@@ -32,7 +34,9 @@ class Target:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.slope) and self.slope > 0):
-            raise ValueError(f"target slope dTP/dFP must be finite and > 0, got {self.slope!r}")
+            raise ValueError(
+                f"target slope dTP/dFP must be finite and > 0, got {plain(self.slope)}"
+            )
 
     @property
     def marginal_precision(self) -> float:
@@ -43,14 +47,14 @@ class Target:
     def from_marginal_precision(cls, m: float) -> Target:
         """Target marginal precision ``m`` in (0, 1)."""
         if not (0.0 < m < 1.0):
-            raise ValueError(f"target_marginal_precision must be in (0, 1), got {m!r}")
+            raise ValueError(f"target_marginal_precision must be in (0, 1), got {plain(m)}")
         return cls(slope=m / (1.0 - m))
 
     @classmethod
     def from_fp_per_tp(cls, fp_per_tp: float) -> Target:
         """"One more true positive is worth up to ``fp_per_tp`` false positives": ``r = 1/that``."""
         if not (math.isfinite(fp_per_tp) and fp_per_tp > 0):
-            raise ValueError(f"fp_per_tp must be finite and > 0, got {fp_per_tp!r}")
+            raise ValueError(f"fp_per_tp must be finite and > 0, got {plain(fp_per_tp)}")
         return cls(slope=1.0 / fp_per_tp)
 
     @classmethod
@@ -64,7 +68,7 @@ class Target:
         if gain_tp <= 0 or gain_tn <= 0:
             raise ValueError(
                 "benefit_matrix must reward correct decisions: need b11 > b10 and b00 > b01, "
-                f"got b11-b10={gain_tp!r}, b00-b01={gain_tn!r}"
+                f"got b11-b10={plain(gain_tp)}, b00-b01={plain(gain_tn)}"
             )
         return cls(slope=float(gain_tn / gain_tp))
 
@@ -97,4 +101,5 @@ def resolve_target(
         return Target.from_marginal_precision(float(target_marginal_precision))
     if target_slope is not None:
         return Target(slope=float(target_slope))
+    assert benefit_matrix is not None  # exactly one of the four was given
     return Target.from_benefit_matrix(benefit_matrix)

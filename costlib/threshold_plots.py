@@ -1,6 +1,7 @@
 """Figures for threshold choices: PN curves with chosen points, and TP/FP surfaces with paths.
 
-Uses :class:`matplotlib.figure.Figure` directly (no pyplot state, no display needed); pass
+Uses :class:`matplotlib.figure.Figure` directly (no pyplot state, no display needed; matplotlib
+comes with the ``plots`` extra: ``pip install 'costlib[plots]'``); pass
 ``path`` to save the figure to a file (format from the extension).
 """
 
@@ -9,21 +10,27 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 from numpy.typing import NDArray
 
+from costlib._optional import new_figure
 from costlib.grid import ThresholdGrid
 from costlib.operating_point import OperatingPoint
 from costlib.target import Target
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["CurveSpec", "draw_pn_curves", "plot_pn_curves", "plot_threshold_surfaces"]
 
 _COLORS = {"graph": "tab:blue", "analytic": "tab:orange", "hull": "tab:green", "bucket": "tab:red"}
 
 
-def _as_mapping(points: Mapping[str, OperatingPoint] | Sequence[OperatingPoint]):
+def _as_mapping(
+    points: Mapping[str, OperatingPoint] | Sequence[OperatingPoint],
+) -> dict[str, OperatingPoint]:
     if isinstance(points, Mapping):
         return dict(points)
     return {p.method: p for p in points}
@@ -82,14 +89,14 @@ def plot_pn_curves(
 
 def draw_pn_curves(
     specs: Sequence[CurveSpec],
-    target: Target,
+    target: Target | None,
     path: str | Path | None = None,
     *,
     title: str = "PN curves",
 ) -> Figure:
     """Draw PN curves from :class:`CurveSpec` (see :func:`plot_pn_curves`)."""
     best = max(specs, key=lambda c: c.objective)
-    fig = Figure(figsize=(13, 5.2), layout="constrained")
+    fig = new_figure(figsize=(13, 5.2), layout="constrained")
     fp_point_max = max(c.fp for c in specs)
     fp_all_max = max(float(np.max(c.curve_fp)) for c in specs)
     tp_all_max = max(float(np.max(c.curve_tp)) for c in specs)
@@ -101,15 +108,17 @@ def draw_pn_curves(
             style = "-" if c.kind == "path" else "--"
             ax.plot(c.curve_fp, c.curve_tp, style, color=color, lw=1.3,
                     label=f"{c.label} {c.kind}")
-            if c.fitted_fp is not None:
+            if c.fitted_fp is not None and c.fitted_tp is not None:
                 ax.plot(c.fitted_fp, c.fitted_tp, ":", color=color, lw=1,
                         label=f"{c.label} fitted curve")
             thresholds = ", ".join(_fmt(t) for t in c.thresholds)
             ax.plot([c.fp], [c.tp], "o", color=color, ms=8, mec="black",
                     label=f"{c.label}: t=({thresholds}) TP={c.tp:.0f} FP={c.fp:.0f}")
-        xs = np.array([0.0, fp_limit])
-        ax.plot(xs, best.objective + target.slope * xs, color="gray", lw=0.8,
-                label=f"target slope r={target.slope:.3g} (m={target.marginal_precision:.3g})")
+        if target is not None:  # the iso-objective line exists for a linear objective only
+            xs = np.array([0.0, fp_limit])
+            ax.plot(xs, best.objective + target.slope * xs, color="gray", lw=0.8,
+                    label=f"target slope r={target.slope:.3g} "
+                    f"(m={target.marginal_precision:.3g})")
         in_view = [c.curve_tp[c.curve_fp <= fp_limit] for c in specs]
         tp_limit = max(float(np.max(t)) if t.size else 0.0 for t in in_view)
         ax.set_xlim(0, fp_limit * 1.02 if fp_limit > 0 else 1)
@@ -144,7 +153,7 @@ def plot_threshold_surfaces(
     tp, fp = grid.counts(first.rule)
     names = grid.names or tuple(f"s{j + 1}" for j in range(grid.k))
     if grid.k == 1:
-        fig = Figure(figsize=(7, 4.5))
+        fig = new_figure(figsize=(7, 4.5))
         ax = fig.add_subplot()
         x = np.arange(tp.shape[0])
         ax.plot(x, tp, label="TP")
@@ -158,12 +167,12 @@ def plot_threshold_surfaces(
     a, b = axes
     if a == b or not (0 <= a < grid.k and 0 <= b < grid.k):
         raise ValueError(f"axes must name two different classifiers of {grid.k}, got {axes!r}")
-    index: list[object] = list(first.index)
+    index: list[Any] = list(first.index)
     index[a], index[b] = slice(None), slice(None)
     tp2, fp2 = tp[tuple(index)], fp[tuple(index)]
     if a > b:
         tp2, fp2 = tp2.T, fp2.T
-    fig = Figure(figsize=(12.5, 5), layout="constrained")
+    fig = new_figure(figsize=(12.5, 5), layout="constrained")
     thresholds = grid.thresholds
     for panel, (surface, label) in enumerate(((tp2, "TP"), (fp2, "FP"))):
         ax = fig.add_subplot(1, 2, panel + 1)

@@ -4,9 +4,37 @@ Importing Beam without its optional Google Cloud client libraries logs "apitools
 bigquery client libraries are not available" on the root logger at import time; it is about
 GCP connectors these pipelines do not use, so that one message is filtered out. Everything else
 Beam logs is left alone.
+
+These modules need the ``pipelines`` extra (``pip install 'costlib[pipelines]'``: Apache Beam,
+pyarrow, PyYAML, jsonschema, matplotlib). Without it, importing this package raises one
+:class:`ImportError` naming that command, and the ``costlib`` command prints it and exits 2.
 """
 
 import logging
+import os
+import sys
+from importlib.util import find_spec
+
+#: Import name -> distribution of everything the pipelines import beyond costlib's core.
+EXTRA_MODULES = {"apache_beam": "apache-beam", "pyarrow": "pyarrow", "yaml": "PyYAML",
+                 "jsonschema": "jsonschema", "matplotlib": "matplotlib"}
+
+
+def missing_extra_message() -> str | None:
+    """One line naming the missing distributions and the install command, or None."""
+    missing = [dist for module, dist in EXTRA_MODULES.items() if find_spec(module) is None]
+    if not missing:
+        return None
+    return (f"costlib's pipelines and command line need {', '.join(missing)} (not installed); "
+            "install them with: pip install 'costlib[pipelines]'")
+
+
+_MISSING = missing_extra_message()
+if _MISSING is not None:
+    if os.path.basename(sys.argv[0]).removesuffix(".exe") == "costlib":  # the console script
+        print(f"costlib: {_MISSING}", file=sys.stderr)
+        raise SystemExit(2)
+    raise ImportError(_MISSING)
 
 
 class _WithoutOptionalGcpNotice(logging.Filter):

@@ -201,11 +201,11 @@ def test_benefit_curve_and_optimum_equal_a_brute_force_scan(n, seed, ties):
     b = np.array([[1.0, -rng.uniform(0.1, 4)], [-rng.uniform(0.1, 9), rng.uniform(0.1, 3)]])
     kw = {"labels": [0, 1], "sample_weight": w}
     thresholds, curve = benefit_curve(y, s, b, **kw)
-    assert thresholds[0] == -np.inf
+    assert thresholds[-1] == np.inf
     assert np.all(np.diff(thresholds) > 0)
 
-    def brute(t):  # weighted mean of b[true, pred] with the rule s > t -> class 1
-        return float(np.average(b[y, (s > t).astype(int)], weights=w))
+    def brute(t):  # weighted mean of b[true, pred] with the rule s >= t -> class 1
+        return float(np.average(b[y, (s >= t).astype(int)], weights=w))
 
     # Scan every observed score, every midpoint and beyond both ends.
     grid = np.unique(np.concatenate((s, (s[:-1] + s[1:]) / 2, [s.min() - 1, s.max() + 1])))
@@ -213,7 +213,7 @@ def test_benefit_curve_and_optimum_equal_a_brute_force_scan(n, seed, ties):
         assert val == pytest.approx(brute(t), abs=1e-12)
     t_star = benefit_optimal_threshold(y, s, b, **kw)
     assert brute(t_star) == pytest.approx(max(brute(t) for t in grid), abs=1e-12)
-    assert expected_benefit(y, (s > t_star).astype(int), b, **kw) == pytest.approx(brute(t_star))
+    assert expected_benefit(y, (s >= t_star).astype(int), b, **kw) == pytest.approx(brute(t_star))
 
 
 def test_optimal_threshold_matches_the_paper_condition_for_gaussian_scores():
@@ -250,9 +250,9 @@ def test_threshold_on_calibrated_probabilities_is_the_target_marginal_precision(
 
 def test_curve_edge_cases():
     thresholds, curve = benefit_curve([1, 1], [0.3, 0.5], B2, labels=[0, 1])
-    np.testing.assert_allclose(thresholds, [-np.inf, 0.3, 0.5])
+    np.testing.assert_allclose(thresholds, [0.3, 0.5, np.inf])
     np.testing.assert_allclose(curve, [2.0, (2.0 - 5.0) / 2, -5.0])
-    assert benefit_optimal_threshold([1, 1], [0.3, 0.5], B2, labels=[0, 1]) == -np.inf
+    assert benefit_optimal_threshold([1, 1], [0.3, 0.5], B2, labels=[0, 1]) == 0.3
     with pytest.raises(ValueError, match="pass labels"):
         benefit_curve([1, 1], [0.3, 0.5], B2)
     with pytest.raises(ValueError, match="2x2"):

@@ -39,6 +39,13 @@ CHECKED = [
 
 
 def _expected_failed_checks(estimator) -> dict[str, str]:
+    if isinstance(estimator, HierarchicalCostSensitiveClassifier):
+        # predict applies the cost threshold p* to stage 1 before choosing the class, so it is
+        # not the argmax of predict_proba; scikit-learn marks its own FixedThresholdClassifier
+        # and TunedThresholdClassifierCV the same way for this check. The rest of what the
+        # check asserts (shapes, argmax of decision_function = predict) is in
+        # tests/test_sklearn_fit.py.
+        return {"check_classifiers_train": "predict is not the argmax of predict_proba"}
     if isinstance(estimator, CostSensitiveNaiveBayes) and estimator.strategy == "kmeans":
         # scikit-learn's KMeans (inside KBinsDiscretizer(strategy="kmeans")) is itself not
         # exactly equivalent under integer weights vs repeated rows (we measured different

@@ -65,7 +65,7 @@ def algorithm1_expected_losses(
         if k > 0:
             offset, pmf = trim(offset, add_item(pmf, float(p[k - 1])), tol)
         other = rest[k]
-        if rates is not None:
+        if rates is not None and loss.of_rates is not None:
             grid = loss.of_rates(*rates.grids(k, offset, pmf.size, other.offset, other.pmf.size))
         else:
             tp = np.arange(offset, offset + pmf.size, dtype=np.float64)[:, None]

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from costlib._messages import plain
+
 from ..losses import CountFunction, SetLoss, get_loss
 from ._validation import check_probabilities, sorted_descending, top_k_mask
 
@@ -81,7 +83,7 @@ def optimal_classes(
     sums = probs.sum(axis=1)
     bad = np.flatnonzero(np.abs(sums - 1.0) > atol)
     if bad.size:
-        raise ValueError(f"class_probabilities row {int(bad[0])} sums to {sums[bad[0]]!r}; "
+        raise ValueError(f"class_probabilities row {int(bad[0])} sums to {plain(sums[bad[0]])}; "
                          f"each row must sum to 1 (within atol={atol})")
     loss_obj = get_loss(loss, **loss_params)
     n_rows, n_classes = probs.shape

@@ -60,6 +60,15 @@ class RaggedTopK:
     expected_loss: NDArray[np.float64]
 
 
+def _is_ragged(rows: object) -> bool:
+    """True for a sequence of sequences whose lengths differ (what numpy cannot stack)."""
+    try:
+        lengths = {len(row) for row in rows}  # type: ignore[attr-defined]
+    except TypeError:
+        return False
+    return len(lengths) > 1
+
+
 def optimal_topk_batch(
     probabilities: ArrayLike,
     loss: str | SetLoss | CountFunction = "f1",
@@ -83,7 +92,16 @@ def optimal_topk_batch(
     BatchTopK
         Exact (untruncated) expected losses; ties in :math:`L_k` go to the smallest ``k``.
     """
-    probs = np.asarray(probabilities, dtype=np.float64)
+    try:
+        probs = np.asarray(probabilities, dtype=np.float64)
+    except ValueError as exc:
+        if _is_ragged(probabilities):
+            raise ValueError(
+                "probabilities must be a 2-D array of equally sized sets; these sets have "
+                "different sizes: use optimal_topk_ragged(values, offsets, loss) for sets of "
+                "different sizes"
+            ) from None
+        raise ValueError(f"probabilities must be a 2-D array of numbers in [0, 1]: {exc}") from None
     if probs.ndim != 2:
         raise ValueError(f"probabilities must be 2-D (sets x items); got shape {probs.shape}")
     check_probabilities(probs)

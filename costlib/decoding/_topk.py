@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from costlib._messages import plain
+
 from ..losses import CountFunction, SetLoss, get_loss
 from ._algorithm1 import algorithm1_expected_losses
 from ._exponential_sum import SUPPORTED_KINDS, exponential_sum_expected_losses
@@ -158,7 +160,7 @@ def optimal_topk(
     p = as_probability_vector(probabilities)
     loss_obj = get_loss(loss, **loss_params)
     if not (np.isfinite(tol) and tol >= 0):
-        raise ValueError(f"tol is {tol!r}; tol must be a finite number >= 0")
+        raise ValueError(f"tol is {plain(tol)}; tol must be a finite number >= 0")
     order = descending_order(p)
     sorted_p = np.ascontiguousarray(p[order])
     chosen = resolve_method(method, loss_obj, p.size)

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from costlib._messages import plain
+
 from ..losses import CountFunction, SetLoss, get_loss
 from ._validation import as_probability_vector, descending_order
 
@@ -22,7 +24,7 @@ def threshold_predictions(probabilities: ArrayLike, threshold: float = 0.5) -> N
     """Predict positive where ``probability >= threshold`` (the paper's baseline at 1/2)."""
     p = as_probability_vector(probabilities)
     if not np.isfinite(threshold):
-        raise ValueError(f"threshold is {threshold!r}; it must be finite")
+        raise ValueError(f"threshold is {plain(threshold)}; it must be finite")
     return p >= threshold
 
 

@@ -7,13 +7,16 @@ works headless and in worker processes.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
+from .._optional import new_figure
 from ._topk import TopK
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 def plot_expected_losses(
@@ -41,11 +44,12 @@ def plot_expected_losses(
     matplotlib.figure.Figure
     """
     if ax is None:
-        fig = Figure(figsize=(6.0, 4.0))
-        FigureCanvasAgg(fig)
+        fig = new_figure(figsize=(6.0, 4.0))
         ax = fig.add_subplot()
     else:
-        fig = ax.figure
+        root = ax.get_figure(root=True)  # the figure that saves, also for an Axes in a subfigure
+        assert root is not None  # an Axes always belongs to a figure
+        fig = root
     losses = result.expected_losses
     ks = np.arange(losses.size)
     shown = ~np.isnan(losses)

@@ -20,7 +20,7 @@ from costlib.example_costs import as_example_costs
 FloatArray = npt.NDArray[np.float64]
 
 
-class BayesMinimumRiskClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):  # type: ignore[misc]
+class BayesMinimumRiskClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
     """Decide each example by minimum expected cost under its own cost matrix.
 
     With posteriors ``p(q | x_i)`` of the (optionally calibrated) classifier and the example's

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -12,6 +12,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from costlib._messages import plain
 from costlib.benefit import BenefitMatrix, class_priors, eta, one_vs_rest_benefit
 from costlib.estimators._common import aligned_benefit_matrix, encode_classes
 
@@ -130,7 +131,7 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
         pri = np.asarray(self.priors, dtype=np.float64)
         if pri.shape != classes.shape or not np.isfinite(pri).all() or (pri < 0).any():
             raise ValueError(
-                f"priors must be {classes.shape[0]} finite non-negative numbers, got {pri!r}"
+                f"priors must be {classes.shape[0]} finite non-negative numbers, got {plain(pri)}"
             )
         if pri.sum() <= 0:
             raise ValueError("priors must not all be zero")
@@ -215,7 +216,7 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
             return self.classes_[(scores > 0).astype(np.intp)]
         return self.classes_[np.argmax(scores, axis=1)]
 
-    def __sklearn_tags__(self):
+    def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags

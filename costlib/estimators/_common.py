@@ -6,6 +6,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.utils.multiclass import check_classification_targets
 
+from costlib._messages import plain
 from costlib.benefit import BenefitMatrix, CostMatrix, as_benefit_matrix, as_cost_matrix
 
 
@@ -70,7 +71,7 @@ def resolve_groups(
     """
     known = classes.tolist()
 
-    def _mask(name: str, given: ArrayLike) -> np.ndarray:
+    def _mask(name: str, given: ArrayLike | None) -> np.ndarray:
         vals = np.atleast_1d(np.asarray(given, dtype=object)).tolist()
         unknown = [v for v in vals if v not in known]
         if unknown:
@@ -111,7 +112,7 @@ def check_positive(name: str, value: float) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a positive number, got {value!r}") from None
+        raise ValueError(f"{name} must be a positive number, got {plain(value)}") from None
     if not (np.isfinite(v) and v > 0):
-        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+        raise ValueError(f"{name} must be finite and > 0, got {plain(value)}")
     return v

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from numbers import Integral
-from typing import Self
+from typing import Any, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -12,6 +12,7 @@ from sklearn.naive_bayes import CategoricalNB
 from sklearn.preprocessing import KBinsDiscretizer
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from costlib._messages import plain
 from costlib.benefit import CostMatrix
 from costlib.estimators._common import (
     aligned_cost_matrix,
@@ -67,6 +68,16 @@ class CostSensitiveNaiveBayes(ClassifierMixin, BaseEstimator):
     naive_bayes_ : CategoricalNB
     continuous_features_, categorical_features_ : ndarray of int
     """
+
+    # Fitted attributes (scikit-learn objects are untyped: Any).
+    classes_: np.ndarray
+    cost_matrix_: np.ndarray
+    continuous_features_: np.ndarray
+    categorical_features_: np.ndarray
+    discretizer_: Any
+    n_continuous_bins_: np.ndarray
+    n_categories_: np.ndarray
+    naive_bayes_: Any
 
     def __init__(
         self,
@@ -140,7 +151,7 @@ class CostSensitiveNaiveBayes(ClassifierMixin, BaseEstimator):
         self : object
         """
         if not isinstance(self.n_bins, Integral) or self.n_bins < 2:
-            raise ValueError(f"n_bins must be an int >= 2, got {self.n_bins!r}")
+            raise ValueError(f"n_bins must be an int >= 2, got {plain(self.n_bins)}")
         X, y = validate_data(self, X, y, dtype=np.float64)
         classes, _ = encode_classes(y)
         self.classes_ = classes

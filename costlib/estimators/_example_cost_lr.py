@@ -22,7 +22,7 @@ from costlib.example_costs import as_example_costs
 FloatArray = npt.NDArray[np.float64]
 
 
-class ExampleCostLogisticRegression(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
+class ExampleCostLogisticRegression(ClassifierMixin, BaseEstimator):
     """Binary logistic regression trained on per-example cost matrices.
 
     With ``h_i = σ(wᵀx_i + b)`` read as a soft decision "flag example ``i``", the expected cost

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -97,7 +97,7 @@ class HierarchicalCostSensitiveClassifier(ClassifierMixin, BaseEstimator):
         self.stage2_estimator = stage2_estimator
         self.random_state = random_state
 
-    def _stage_models(self, c_hd: float, c_dh: float):
+    def _stage_models(self, c_hd: float, c_dh: float) -> tuple[Any, Any]:
         if self.stage1 == "kernel":
             first = self.stage1_estimator
             if first is None:
@@ -126,7 +126,9 @@ class HierarchicalCostSensitiveClassifier(ClassifierMixin, BaseEstimator):
         return first, second
 
     @staticmethod
-    def _fit_group(template, X, y_idx, sw, members: np.ndarray):
+    def _fit_group(
+        template: Any, X: np.ndarray, y_idx: np.ndarray, sw: np.ndarray, members: np.ndarray
+    ) -> Any:
         """Cost-blind model among ``members`` (class indices); None if there is only one."""
         if members.shape[0] == 1:
             return None
@@ -177,6 +179,102 @@ class HierarchicalCostSensitiveClassifier(ClassifierMixin, BaseEstimator):
             col = int(np.flatnonzero(np.asarray(self.stage1_.classes_) == 1)[0])
             return proba[:, col] >= self.threshold_
         return np.asarray(self.stage1_.predict(X)) == 1
+
+    def _minority_probability(self, X: np.ndarray) -> np.ndarray:
+        """Stage 1's ``P(D|x)``: its probability of the minority group."""
+        proba = self.stage1_.predict_proba(X)
+        col = int(np.flatnonzero(np.asarray(self.stage1_.classes_) == 1)[0])
+        return np.asarray(proba[:, col], dtype=np.float64)
+
+    def _within_group(self, X: np.ndarray, members: np.ndarray, model: Any) -> np.ndarray:
+        """``P(c | group, x)`` for the classes of one group, shape (n_samples, len(members))."""
+        if model is None:
+            return np.ones((X.shape[0], 1))
+        if not hasattr(model, "predict_proba"):
+            raise AttributeError(
+                "predict_proba and decision_function need a stage2_estimator with predict_proba, "
+                f"got {type(model).__name__}"
+            )
+        proba = np.asarray(model.predict_proba(X), dtype=np.float64)
+        out = np.zeros((X.shape[0], members.shape[0]))
+        # Columns of the stage-2 model follow its classes_ (class indices of this group).
+        position = {int(c): i for i, c in enumerate(members.tolist())}
+        for j, c in enumerate(np.asarray(model.classes_).tolist()):
+            out[:, position[int(c)]] = proba[:, j]
+        return out
+
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
+        """Class probabilities of the two-stage model, ``P(c|x) = P(g(c)|x) · P(c|g(c), x)``.
+
+        ``P(D|x)`` is stage 1's probability of the minority group (for ``stage1="benefit"``
+        that of the benefit-weighted logistic regression, so it leans towards the cheaper
+        error), and ``P(c|g, x)`` the cost-blind stage-2 model's probability within the group
+        (1 for a group with one class). Rows sum to 1.
+
+        These are probability *estimates*, not the decision: :meth:`predict` applies the cost
+        threshold ``p*`` to ``P(D|x)`` first, so it is not in general the argmax of these
+        probabilities (it is when ``c_hd == c_dh`` and each group holds one class).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Columns in the order of ``classes_``.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        p_minority = self._minority_probability(X)
+        out = np.zeros((X.shape[0], self.classes_.shape[0]))
+        for members, model, p_group in (
+            (np.flatnonzero(self.minority_mask_), self.minority_estimator_, p_minority),
+            (np.flatnonzero(~self.minority_mask_), self.majority_estimator_, 1.0 - p_minority),
+        ):
+            out[:, members] = p_group[:, None] * self._within_group(X, members, model)
+        return out
+
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
+        r"""Scores whose argmax is :meth:`predict` (sign for two classes), built from both stages.
+
+        With the stage-1 margin ``m(x)`` (positive: minority group) — ``P(D|x) - p*`` for
+        ``stage1="kernel"``, the benefit LR's ``decision_function`` for ``"benefit"`` — the
+        score of class ``c`` in group ``g`` is
+
+        .. math:: f_c(x) = \pm m(x) + \log P(c|g, x) - \max_{c' \in g} \log P(c'|g, x),
+
+        with ``+`` for the minority group and ``-`` for the majority. The most probable class
+        of the chosen group scores ``|m(x)| >= 0`` and every class of the other group at most
+        ``-|m(x)|``, so ``argmax_c f_c = predict`` (at ``m = 0`` exactly, ``predict`` takes the
+        minority group). For two classes (one per group) the result has shape
+        ``(n_samples,)``, positive for ``classes_[1]``, as scikit-learn expects.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, n_classes)
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        if self.stage1 == "kernel":
+            margin = self._minority_probability(X) - self.threshold_
+        else:
+            margin = np.asarray(self.stage1_.decision_function(X), dtype=np.float64)
+        if self.classes_.shape[0] == 2:
+            return margin if bool(self.minority_mask_[1]) else -margin
+        out = np.empty((X.shape[0], self.classes_.shape[0]))
+        for members, model, sign in (
+            (np.flatnonzero(self.minority_mask_), self.minority_estimator_, 1.0),
+            (np.flatnonzero(~self.minority_mask_), self.majority_estimator_, -1.0),
+        ):
+            with np.errstate(divide="ignore"):
+                log_p = np.log(self._within_group(X, members, model))
+            out[:, members] = sign * margin[:, None] + log_p - log_p.max(axis=1, keepdims=True)
+        return out
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """Group by stage 1, then the class within the group by the cost-blind model."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from numbers import Integral, Real
-from typing import Self
+from typing import Any, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -12,6 +12,7 @@ from sklearn.kernel_approximation import Nystroem
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from costlib._messages import plain
 from costlib.estimators._common import check_positive, encode_classes, resolve_groups
 
 
@@ -55,6 +56,11 @@ class KernelLogisticRegression(ClassifierMixin, BaseEstimator):
         Solver iterations.
     """
 
+    # Fitted attributes (scikit-learn objects are untyped: Any).
+    classes_: np.ndarray
+    feature_map_: Any
+    logistic_: Any
+
     def __init__(
         self,
         *,
@@ -72,15 +78,19 @@ class KernelLogisticRegression(ClassifierMixin, BaseEstimator):
         self.tol = tol
         self.random_state = random_state
 
-    def _fit_kernel_lr(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None):
+    def _fit_kernel_lr(
+        self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None
+    ) -> tuple[np.ndarray, np.ndarray]:
         X, y = validate_data(self, X, y, dtype=np.float64)
         classes, _ = encode_classes(y)
         if not isinstance(self.n_components, Integral) or self.n_components < 1:
-            raise ValueError(f"n_components must be a positive int, got {self.n_components!r}")
+            raise ValueError(f"n_components must be a positive int, got {plain(self.n_components)}")
         sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
         if isinstance(self.gamma, str):
             if self.gamma != "scale":
-                raise ValueError(f"gamma must be 'scale' or a positive float, got {self.gamma!r}")
+                raise ValueError(
+                    f"gamma must be 'scale' or a positive float, got {plain(self.gamma)}"
+                )
             # Variance of all entries of X, samples weighted by sample_weight.
             mean = np.average(X.mean(axis=1), weights=sw)
             var = float(np.average(((X - mean) ** 2).mean(axis=1), weights=sw))
@@ -88,7 +98,7 @@ class KernelLogisticRegression(ClassifierMixin, BaseEstimator):
         elif isinstance(self.gamma, Real):
             gamma = check_positive("gamma", self.gamma)
         else:
-            raise ValueError(f"gamma must be 'scale' or a positive float, got {self.gamma!r}")
+            raise ValueError(f"gamma must be 'scale' or a positive float, got {plain(self.gamma)}")
         n_comp = min(int(self.n_components), X.shape[0])
         self.classes_ = classes
         self.gamma_ = gamma

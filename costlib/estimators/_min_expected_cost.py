@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Any, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -69,11 +69,11 @@ class MinimumExpectedCostClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEst
         self.estimator = estimator
         self.cost_matrix = cost_matrix
 
-    def _base_estimator(self):
+    def _base_estimator(self) -> Any:
         return LogisticRegression() if self.estimator is None else self.estimator
 
     def fit(
-        self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None, **fit_params
+        self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None, **fit_params: Any
     ) -> Self:
         """Fit the probabilistic classifier (cost-blind) and align the cost matrix.
 
@@ -134,7 +134,7 @@ class MinimumExpectedCostClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEst
         idx = min_expected_cost_index(self.predict_proba(X), self.cost_matrix_)
         return self.classes_[idx]
 
-    def __sklearn_tags__(self):
+    def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         base_tags = get_tags(self._base_estimator())
         tags.input_tags.sparse = base_tags.input_tags.sparse

@@ -136,8 +136,8 @@ def run_dataset(dataset: Dataset, repeats: int, seed: int, test_size: float, c: 
                                         y[test], losses, c, seed + r)
             for key, value in values.items():
                 per_class.setdefault(key, []).append(value)
-        for key, values in per_class.items():
-            results.setdefault(key, []).append(float(np.mean(values)))
+        for key, per_repeat in per_class.items():
+            results.setdefault(key, []).append(float(np.mean(per_repeat)))
     return {key: np.array(values) for key, values in results.items()}
 
 

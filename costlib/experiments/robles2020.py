@@ -595,7 +595,7 @@ def run_experiment(
         )
         points[key] = p
         t = np.asarray(p.thresholds)
-        flagged = (hold_scores >= t).any(axis=1)  # +inf never fires
+        flagged = np.asarray((hold_scores >= t).any(axis=1))  # +inf never fires
         flags[label] = flagged
         rows.append(holdout_metrics(label, flagged, y_h))
     for j, name in enumerate(names):

@@ -37,6 +37,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -74,7 +75,7 @@ METHODS = (
     "hierarchical, benefit LR",
 )
 
-LR_PARAMS = {"C": 1.0, "max_iter": 2000}
+LR_PARAMS: dict[str, Any] = {"C": 1.0, "max_iter": 2000}
 KERNEL_PARAMS = {"C": 100.0, "gamma": "scale", "n_components": 300, "max_iter": 2000}
 
 
@@ -159,6 +160,7 @@ def xu_costs(bm: BenefitMatrix, majority: tuple[str, ...]) -> tuple[float, float
         If the matrix is not of Xu's form (one cost per kind of error).
     """
     regret = bm.regret_costs().values
+    assert bm.labels is not None  # the schema's matrix is labelled
     is_major = np.isin(bm.labels, majority)
     off = ~np.eye(regret.shape[0], dtype=bool)
     kinds = {
@@ -178,7 +180,7 @@ def make_methods(s: Setting, seed: int) -> dict[str, BaseEstimator]:
     """The eight models of the table for one setting (fresh, unfitted)."""
     bm = group_benefit_matrix(s.classes, s.majority)
     c_hd, c_dh, c_dd = xu_costs(bm, s.majority)
-    kernel = {**KERNEL_PARAMS, "random_state": seed}
+    kernel: dict[str, Any] = {**KERNEL_PARAMS, "random_state": seed}
 
     def scaled(est: BaseEstimator) -> BaseEstimator:
         return make_pipeline(StandardScaler(), est)
