@@ -16,13 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from matplotlib.figure import Figure
 
+from costlib._optional import new_figure
 from costlib.grid import ThresholdGrid
 from costlib.operating_point import OperatingPoint, optimize
 from costlib.target import Target
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["audit_frontiers", "plot_audit_pn_curves"]
 
@@ -63,9 +67,10 @@ def plot_audit_pn_curves(
     Returns
     -------
     matplotlib.figure.Figure
+        Needs matplotlib (``pip install 'costlib[plots]'``).
     """
     points = audit_frontiers(grids, target=target, rule=rule)
-    fig = Figure(figsize=(8, 5.5), layout="constrained")
+    fig = new_figure(figsize=(8, 5.5), layout="constrained")
     ax = fig.add_subplot(1, 1, 1)
     for (label, point), color in zip(points.items(), _STYLES, strict=False):
         ax.plot(point.curve_fp, point.curve_tp, "-", color=color, lw=1.4,
