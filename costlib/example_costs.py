@@ -433,16 +433,18 @@ def cost_curve(
     labels: ArrayLike | None = None,
     sample_weight: ArrayLike | None = None,
 ) -> tuple[FloatArray, FloatArray]:
-    """Total example-dependent cost of the rule ``score > t`` → class 1 at every threshold.
+    """Total example-dependent cost of the rule ``score >= t`` → class 1 at every threshold.
 
-    ``cost(t) = Σ_{s_i <= t} w_i C[i, y_i, 0] + Σ_{s_i > t} w_i C[i, y_i, 1]``, which only
-    changes at observed scores: candidates are ``-inf`` (flag everything) and every distinct
-    score (the largest flags nothing). One sort and two cumulative sums, O(n log n).
+    ``cost(t) = Σ_{s_i < t} w_i C[i, y_i, 0] + Σ_{s_i >= t} w_i C[i, y_i, 1]``, which only
+    changes at observed scores: candidates are every distinct score (the smallest flags
+    everything) and ``+inf`` (flags nothing). The rule is scikit-learn's (and
+    :func:`costlib.benefit.benefit_curve`'s), so a threshold from here can be set on a
+    scikit-learn classifier as is. One sort and two cumulative sums, O(n log n).
 
     Returns
     -------
     thresholds : ndarray of shape (m,)
-        Increasing; the first is ``-inf``.
+        Increasing; the last is ``+inf``.
     cost : ndarray of shape (m,)
         Total cost at each threshold.
     """
@@ -463,7 +465,7 @@ def cost_curve(
     below = np.concatenate(([0.0], np.cumsum(np.bincount(inv, c0, uniq.shape[0]))))
     above1 = np.concatenate(([0.0], np.cumsum(np.bincount(inv, c1, uniq.shape[0]))))
     cost = below + (above1[-1] - above1)
-    return np.concatenate(([-np.inf], uniq)), cost
+    return np.concatenate((uniq, [np.inf])), cost
 
 
 def cost_optimal_threshold(
@@ -476,8 +478,8 @@ def cost_optimal_threshold(
 ) -> float:
     """The single score threshold minimising the total example-dependent cost.
 
-    The empirical optimum of :func:`cost_curve` (rule ``score > t`` → class 1); among ties the
-    smallest threshold, ``-inf`` meaning "flag everything". With every row's matrix ``C = -b``
+    The empirical optimum of :func:`cost_curve` (rule ``score >= t`` → class 1); among ties the
+    smallest threshold, ``+inf`` meaning "flag nothing". With every row's matrix ``C = -b``
     this is :func:`costlib.benefit.benefit_optimal_threshold`.
     """
     thresholds, cost = cost_curve(y_true, scores, cost_matrix, labels=labels,

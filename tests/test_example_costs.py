@@ -137,17 +137,17 @@ def test_cost_optimal_threshold_equals_brute_force_scan(seed, n):
     c = binary_example_costs(fn=rng.exponential(size=n) * 5, fp=rng.exponential(size=n),
                              tp=rng.uniform(0, 0.2, size=n))
     w = rng.uniform(0, 2, size=n)
-    candidates = np.concatenate(([-np.inf], np.unique(s)))
-    brute = [sum(w[i] * c[i, y[i], int(s[i] > t)] for i in range(n)) for t in candidates]
+    candidates = np.concatenate((np.unique(s), [np.inf]))
+    brute = [sum(w[i] * c[i, y[i], int(s[i] >= t)] for i in range(n)) for t in candidates]
     thr, cost = cost_curve(y, s, c, sample_weight=w)
     np.testing.assert_array_equal(thr, candidates)
     np.testing.assert_allclose(cost, brute, rtol=1e-10, atol=1e-10)
     best = candidates[int(np.argmin(brute))]
     assert cost_optimal_threshold(y, s, c, sample_weight=w) == best
     # no threshold between or beyond the candidates does better
-    mids = np.concatenate((candidates[1:] - 0.05, [2.0]))
+    mids = np.concatenate(([-1.0], candidates[:-1] + 0.05))
     for t in mids:
-        assert sum(w[i] * c[i, y[i], int(s[i] > t)] for i in range(n)) >= min(brute) - 1e-9
+        assert sum(w[i] * c[i, y[i], int(s[i] >= t)] for i in range(n)) >= min(brute) - 1e-9
 
 
 @settings(max_examples=30, deadline=None)

@@ -108,7 +108,7 @@ def run_split(data: CostDataset, seed: int) -> dict[str, np.ndarray]:
         "LR @ 0.5": (p_test > 0.5).astype(np.int64),
         "LR class-weighted": weighted.predict(X[te]),
         "LR + class Bayes": (p_test > t_class).astype(np.int64),
-        "LR + tuned threshold": (p_test > t_tuned).astype(np.int64),
+        "LR + tuned threshold": (p_test >= t_tuned).astype(np.int64),
         "LR + example BMR": bayes_minimum_risk(p_test, c[te]),
         "LR + calibrated example BMR": calibrated.predict(X[te], cost_matrix=c[te]),
         "example-cost LR": cslr.predict(X[te]),
