@@ -70,32 +70,44 @@ def plot_audit_pn_curves(
         Needs matplotlib (``pip install 'costlib[plots]'``).
     """
     points = audit_frontiers(grids, target=target, rule=rule)
-    fig = new_figure(figsize=(8, 5.5), layout="constrained")
-    ax = fig.add_subplot(1, 1, 1)
-    for (label, point), color in zip(points.items(), _STYLES, strict=False):
-        ax.plot(point.curve_fp, point.curve_tp, "-", color=color, lw=1.4,
-                label=f"{label}: frontier")
-        thresholds = ", ".join("off" if not np.isfinite(t) else f"{t:.3g}"
-                               for t in point.thresholds)
-        ax.plot([point.fp], [point.tp], "o", color=color, mec="black", ms=8,
-                label=f"{label}: optimum t=({thresholds}), TP={point.tp:.0f}, FP={point.fp:.0f}")
-        if in_force is not None:
-            grid = grids[label]
-            index = [int(np.searchsorted(c, t)) for c, t in zip(grid.thresholds, in_force,
-                                                                   strict=True)]
-            tp, fp = grid.counts(rule)
-            ax.plot([fp[tuple(index)]], [tp[tuple(index)]], "s", color=color, mfc="white",
-                    ms=7, label=f"{label}: thresholds in force")
-    best = max(points.values(), key=lambda p: p.objective)
-    xs = np.array([0.0, float(max(np.max(p.curve_fp) for p in points.values()))])
-    ax.plot(xs, best.objective + target.slope * xs, color="gray", lw=0.7, ls=":",
-            label=f"slope r = {target.slope:.3g} "
-                  f"(marginal precision {target.marginal_precision:.3g})")
-    ax.set_xlabel("false positives (estimated over all scored rows)")
-    ax.set_ylabel("true positives (estimated over all scored rows)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    fig = new_figure(figsize=(13, 5.5), layout="constrained")
+    fp_max = float(max(np.max(p.curve_fp) for p in points.values()))
+    zoom = min(fp_max, max(3.0 * max(p.fp for p in points.values()), 1.0))
+    for panel, limit in enumerate((fp_max, zoom)):
+        ax = fig.add_subplot(1, 2, panel + 1)
+        for (label, point), color in zip(points.items(), _STYLES, strict=False):
+            ax.plot(point.curve_fp, point.curve_tp, "-", color=color, lw=1.4,
+                    label=f"{label}: frontier")
+            thresholds = ", ".join("off" if not np.isfinite(t) else f"{t:.3g}"
+                                   for t in point.thresholds)
+            ax.plot([point.fp], [point.tp], "o", color=color, mec="black", ms=8,
+                    label=f"{label}: optimum t=({thresholds}), TP={point.tp:.0f}, "
+                          f"FP={point.fp:.0f}")
+            xs = np.array([max(point.fp - limit / 4, 0.0), min(point.fp + limit / 4, limit)])
+            ax.plot(xs, point.tp + target.slope * (xs - point.fp), color=color, lw=0.7,
+                    ls=":")
+            if in_force is not None:
+                grid = grids[label]
+                index = tuple(int(np.searchsorted(c, t))
+                              for c, t in zip(grid.thresholds, in_force, strict=True))
+                tp, fp = grid.counts(rule)
+                ax.plot([fp[index]], [tp[index]], "s", color=color, mfc="white", ms=7,
+                        label=f"{label}: thresholds in force")
+        visible = [p.curve_tp[p.curve_fp <= limit] for p in points.values()]
+        low = min(float(np.min(v)) for v in visible if v.size)
+        high = max(float(np.max(v)) for v in visible if v.size)
+        pad = 0.05 * (high - low or 1.0)
+        ax.set_xlim(0, limit * 1.02 or 1)
+        ax.set_ylim(max(low - pad, 0.0) if panel else 0.0, high + pad)
+        ax.set_xlabel("false positives (estimated over all scored rows)")
+        ax.set_ylabel("true positives (estimated over all scored rows)")
+        ax.grid(alpha=0.3)
+        if panel == 0:
+            ax.set_title(title)
+        else:
+            ax.set_title(f"zoom; dotted: slope r = {target.slope:.3g} through each optimum "
+                         f"(marginal precision {target.marginal_precision:.3g})", fontsize=9)
+            ax.legend(fontsize=7, loc="lower right")
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=110, bbox_inches="tight")
