@@ -87,8 +87,10 @@ The shuffle moves Arrow tables, not rows: each batch splits its set rows into
 set id as a string: SipHash with a fixed key, identical across processes and machines; Python's
 ``hash()`` of ``str`` is salted per process), emits ``(bucket, table)``, and after a
 ``GroupByKey`` each bucket's tables are concatenated and sorted by ``(set_id, item_id,
-probability, group, threshold_decision)`` (strings compared as UTF-8) before decoding. Within a
-set, items are thus ordered by item id, and ties in probability go to the earlier item id.
+probability, group, threshold_decision, audit, audit_probability)`` (strings compared as UTF-8)
+before decoding. Within a set, items are thus ordered by item id, and ties in probability go
+to the earlier item id. The set rows travel as Arrow IPC bytes (one per batch and bucket), and
+a decode worker decodes the buckets of a bundle in one decoder call (:func:`decode_many`).
 """
 
 from __future__ import annotations
@@ -857,6 +859,7 @@ def _sorted_sets(table: pa.Table) -> tuple[pa.Table, NDArray[np.int64]]:
         "set": set_rank, "item": table.column("item_id"), "p": table.column(PROBABILITY),
         "group": _sort_codes(table.column("group").chunk(0)),
         "decision": table.column("threshold_decision"),
+        "audit": table.column("audit"), "audit_probability": table.column("audit_probability"),
     })
     order = set_order(keys)
     sorted_sets = set_rank[order]
@@ -880,11 +883,13 @@ def decode_many(tables: Sequence[pa.Table], loss: str, params: dict[str, Any]
     """:func:`decode_sets` of several tables (buckets) with one decoder call for all.
 
     The rows of each table are ordered by ``(set_id, item_id, probability, group,
-    threshold_decision)`` (strings in UTF-8 byte order, null decisions last); set id and group
-    are compared through the ranks of their sorted distinct values, so only ``item_id`` is
-    compared as a string, and only between rows of one set. The sets of all tables, each now
-    contiguous, go to one :func:`costlib.decoding.optimal_topk_ragged` call (which decodes the
-    sets of each size together): the decoder's fixed cost per set size is paid once per call,
+    threshold_decision, audit, audit_probability)`` (strings in UTF-8 byte order, nulls last;
+    the last two only order repeated items, so that every column of the output is the same
+    whatever order the rows arrived in); set id and group are compared through their codes in
+    sorted dictionaries, and item ids mostly through integer prefixes (:func:`set_order`). The
+    sets of all tables, each now contiguous, go to one
+    :func:`costlib.decoding.optimal_topk_ragged` call (which decodes the sets of each size
+    together): the decoder's fixed cost per set size is paid once per call,
     not once per bucket. The dictionary columns of every result hold the values used, sorted,
     so a bucket's output does not depend on how its rows were split into batches or on the
     other tables decoded with it.
