@@ -89,8 +89,8 @@ set id as a string: SipHash with a fixed key, identical across processes and mac
 ``GroupByKey`` each bucket's tables are concatenated and sorted by ``(set_id, item_id,
 probability, group, threshold_decision, audit, audit_probability)`` (strings compared as UTF-8)
 before decoding. Within a set, items are thus ordered by item id, and ties in probability go
-to the earlier item id. The set rows travel as Arrow IPC bytes (one per batch and bucket), and
-a decode worker decodes the buckets of a bundle in one decoder call (:func:`decode_many`).
+to the earlier item id. The set rows travel as Arrow IPC bytes, one payload per batch and
+bucket (:func:`split_sets`, :func:`encode_sets`).
 """
 
 from __future__ import annotations
@@ -112,9 +112,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam import pvalue
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
-from apache_beam.utils.windowed_value import WindowedValue
 from numpy.typing import NDArray
 
 from costlib.audit_sampling import AuditDesign, audit_sample, expected_audits
@@ -174,9 +171,6 @@ DECISION_SCHEMA = arrow_schema("decision.json")
 
 #: Column carried through the shuffle next to the decision columns (dropped before writing).
 PROBABILITY = "__probability"
-
-#: Set rows a decode worker collects before it decodes them together (one decoder call).
-DECODE_ROWS = 1_000_000
 
 
 # --------------------------------------------------------------------------- operating points
@@ -846,7 +840,7 @@ def set_order(keys: pa.Table) -> NDArray[np.intp]:
 
 
 def _sorted_sets(table: pa.Table) -> tuple[pa.Table, NDArray[np.int64]]:
-    """Set rows sorted as :func:`decode_many` describes, and the offsets of the sets."""
+    """Set rows sorted as :func:`decode_sets` describes, and the offsets of the sets."""
     table = table.drop_columns([c for c in ("topk_decision", "k", "expected_loss")
                                 if c in table.column_names])
     for name in DICTIONARY_COLUMNS:
@@ -872,52 +866,29 @@ def decode_sets(table: pa.Table, loss: str, params: dict[str, Any]) -> pa.Table:
     """Sort set rows by (set_id, item_id, ...) and decode every set; returns decision records.
 
     ``table`` holds decision columns plus :data:`PROBABILITY` (string or dictionary-encoded
-    string columns, any number of chunks); every row has a set id and a probability. See
-    :func:`decode_many`.
+    string columns, any number of chunks); every row has a set id and a probability. Rows are
+    ordered by ``(set_id, item_id, probability, group, threshold_decision, audit,
+    audit_probability)`` (strings in UTF-8 byte order, nulls last; the last two only order
+    repeated items, so that every column of the output is the same whatever order the rows
+    arrived in); set id and group are compared through their codes in sorted dictionaries,
+    and item ids mostly through integer prefixes (:func:`set_order`). The sets, each now
+    contiguous, go to one :func:`costlib.decoding.optimal_topk_ragged` call (which decodes the
+    sets of each size together). The dictionary columns of the result hold the values used,
+    sorted, so the output does not depend on how the rows were split into batches.
     """
-    return decode_many([table], loss, params)[0]
-
-
-def decode_many(tables: Sequence[pa.Table], loss: str, params: dict[str, Any]
-                ) -> list[pa.Table]:
-    """:func:`decode_sets` of several tables (buckets) with one decoder call for all.
-
-    The rows of each table are ordered by ``(set_id, item_id, probability, group,
-    threshold_decision, audit, audit_probability)`` (strings in UTF-8 byte order, nulls last;
-    the last two only order repeated items, so that every column of the output is the same
-    whatever order the rows arrived in); set id and group are compared through their codes in
-    sorted dictionaries, and item ids mostly through integer prefixes (:func:`set_order`). The
-    sets of all tables, each now contiguous, go to one
-    :func:`costlib.decoding.optimal_topk_ragged` call (which decodes the sets of each size
-    together): the decoder's fixed cost per set size is paid once per call,
-    not once per bucket. The dictionary columns of every result hold the values used, sorted,
-    so a bucket's output does not depend on how its rows were split into batches or on the
-    other tables decoded with it.
-    """
-    parts = [_sorted_sets(t) for t in tables if t.num_rows]
-    if not parts:
-        return [COMPACT_SCHEMA.empty_table() for _ in tables]
-    rows = np.cumsum([0, *(p[0].num_rows for p in parts)])
-    offsets = np.concatenate([parts[0][1]] + [o[1:] + start for (_, o), start
-                                              in zip(parts[1:], rows[1:-1], strict=True)])
-    probabilities = np.concatenate([p[0].column(PROBABILITY).to_numpy() for p in parts])
-    result = optimal_topk_ragged(probabilities, offsets, loss, **params)
+    if table.num_rows == 0:
+        return COMPACT_SCHEMA.empty_table()
+    table, offsets = _sorted_sets(table)
+    result = optimal_topk_ragged(table.column(PROBABILITY).to_numpy(), offsets, loss, **params)
     sizes = np.diff(offsets)
-    k = np.repeat(result.k, sizes).astype(np.int64)
-    expected = np.repeat(result.expected_loss, sizes)
-    decided = []
-    for (table, _), start, stop in zip(parts, rows[:-1], rows[1:], strict=True):
-        columns = {
-            "topk_decision": pa.array(result.selected[start:stop], pa.bool_()),
-            "k": pa.array(k[start:stop]),
-            "expected_loss": pa.array(expected[start:stop], pa.float64()),
-        }
-        decided.append(pa.Table.from_arrays(
-            [columns[f.name] if f.name in columns else table.column(f.name)
-             for f in COMPACT_SCHEMA],
-            schema=COMPACT_SCHEMA))
-    results = iter(decided)
-    return [next(results) if t.num_rows else COMPACT_SCHEMA.empty_table() for t in tables]
+    columns = {
+        "topk_decision": pa.array(result.selected, pa.bool_()),
+        "k": pa.array(np.repeat(result.k, sizes).astype(np.int64)),
+        "expected_loss": pa.array(np.repeat(result.expected_loss, sizes), pa.float64()),
+    }
+    return pa.Table.from_arrays(
+        [columns[f.name] if f.name in columns else table.column(f.name) for f in COMPACT_SCHEMA],
+        schema=COMPACT_SCHEMA)
 
 
 # --------------------------------------------------------------------------- DoFns
@@ -996,45 +967,19 @@ class DecideFileFn(beam.DoFn):
 
 
 class DecodeBucketFn(beam.DoFn):
-    """``(bucket, [IPC bytes])`` -> the bucket's sets decoded, written to ``part-bucket-N``.
+    """``(bucket, [IPC bytes])`` -> the bucket's sets decoded, written to ``part-bucket-N``."""
 
-    Buckets are collected over a bundle and decoded together (:func:`decode_many`, one decoder
-    call) once :data:`DECODE_ROWS` rows are waiting or the bundle ends; each bucket still gets
-    its own file, identical to decoding it alone.
-    """
-
-    def __init__(self, config: RunConfig, directory: str, max_rows: int | None = None):
+    def __init__(self, config: RunConfig, directory: str):
         settings = decoding_settings(config)
         self.loss = settings["loss"]
         self.params = dict(settings["params"])
         self.directory = directory
-        self.max_rows = DECODE_ROWS if max_rows is None else max_rows
-        self._pending: list[tuple[int, pa.Table]] = []
-        self._rows = 0
-
-    def start_bundle(self):
-        self._pending, self._rows = [], 0
 
     def process(self, element):
         bucket, payloads = element
-        table = decode_shuffled(list(payloads))
-        self._pending.append((int(bucket), table))
-        self._rows += table.num_rows
-        if self._rows >= self.max_rows:
-            yield from self._flush()
-
-    def finish_bundle(self):
-        for counts in self._flush():
-            yield WindowedValue(counts, MIN_TIMESTAMP, [GlobalWindow()])
-
-    def _flush(self):
-        pending, self._pending, self._rows = self._pending, [], 0
-        if not pending:
-            return
-        decided = decode_many([table for _, table in pending], self.loss, self.params)
-        for (bucket, _), table in zip(pending, decided, strict=True):
-            write_decisions(f"{self.directory}/part-bucket-{bucket:05d}.parquet", table)
-            yield _counts(table, sets=len(table.column("set_id").combine_chunks().dictionary))
+        decided = decode_sets(decode_shuffled(list(payloads)), self.loss, self.params)
+        write_decisions(f"{self.directory}/part-bucket-{bucket:05d}.parquet", decided)
+        yield _counts(decided, sets=len(decided.column("set_id").combine_chunks().dictionary))
 
 
 def build_decide(

@@ -10,11 +10,8 @@ loss and ``n``), so
 
     L_k = \\sum_{a, b} P(A_k = a)\\, T_k[a, b]\\, P(B_k = b)
 
-is one bilinear form per ``k``, evaluated for all rows at once: :math:`O(N n^3 / 6)` flops, no
-truncation, no Python loop over sets. Only elementwise operations and sums along an axis are
-used (no BLAS matrix product, whose blocking would make a row's rounding depend on the rows
-around it), so every set's :math:`L_k` is the same bit for bit whatever other sets it is
-decoded with. Used for many small sets and for single sets of up to 32 items.
+is one matrix product per ``k``: :math:`O(N n^3 / 6)` flops, no truncation, no Python loop over
+sets. Used for many small sets and for single sets of up to 32 items.
 """
 
 from __future__ import annotations
@@ -69,13 +66,8 @@ def expected_losses_exact(sorted_p: NDArray[np.float64], tables: Sequence[NDArra
         rest[k, :, width:width + 1] = p * prev[:, width - 1:width]
     out = np.empty((rows, n + 1))
     for k in range(n + 1):
-        # Elementwise products and axis sums, not a matrix product: BLAS blocks rows, so a
-        # row's rounding would depend on the other rows of the call (on how sets are batched).
-        table, forward = tables[k], top[k]
-        partial = forward[:, 0:1] * table[0]
-        for a in range(1, k + 1):
-            partial += forward[:, a:a + 1] * table[a]
-        out[:, k] = (partial * rest[k, :, :n - k + 1]).sum(axis=1)
+        partial = top[k, :, :k + 1] @ tables[k]
+        out[:, k] = np.einsum("ij,ij->i", partial, rest[k, :, :n - k + 1])
     return out
 
 
