@@ -60,7 +60,9 @@ __all__ = [
 
 ALL_GROUPS = "__all__"
 #: Resolution of the embedded figures (pixels per inch of the matplotlib figure size).
-DPI = 80
+DPI = 72
+#: Colours of the palette the embedded PNG figures are stored with.
+COLOURS = 96
 Key = tuple[str, str]
 
 
@@ -311,21 +313,41 @@ def _lattice_thresholds(manifest: Mapping[str, Any]) -> list[np.ndarray] | None:
 
 
 def figure_data_uri(fig: Figure) -> str:
-    """A matplotlib figure as a ``data:image/png;base64,...`` URI."""
+    """A matplotlib figure as a ``data:image/png;base64,...`` URI, small and cheap.
+
+    The figure is drawn once at :data:`DPI` (its own layout engine places the artists; no
+    second pass for a tight bounding box) and stored as a palette PNG of at most
+    :data:`COLOURS` colours without dithering: plots are flat colours and antialiased edges,
+    so this keeps them sharp at about a third of the bytes of a true-colour PNG.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+
+    canvas = FigureCanvasAgg(fig)
+    fig.set_dpi(DPI)
+    canvas.draw()
+    image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba())
+    palette = image.convert("RGB").quantize(colors=COLOURS, method=Image.Quantize.MEDIANCUT,
+                                            dither=Image.Dither.NONE)
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight",
-                metadata={"Software": None})
+    palette.save(buffer, format="PNG", optimize=True)
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _curves_of(run: RunData, point: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The PN curve record a point was chosen on (same group, method and window)."""
+def _curve_index(run: RunData) -> dict[tuple[Any, Any, Any], dict[str, Any]]:
+    """The run's PN curve records by (group, method, window start) (first one wins)."""
+    index: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
     for curve in run.curves:
-        if (curve["group"], curve["method"], curve["window_start"]) == (
-            point["group"], point["method"], point["window_start"]
-        ):
-            return curve
-    return None
+        index.setdefault((curve["group"], curve["method"], curve["window_start"]), curve)
+    return index
+
+
+def _curves_of(run: RunData, point: Mapping[str, Any],
+               index: Mapping[tuple[Any, Any, Any], dict[str, Any]] | None = None
+               ) -> dict[str, Any] | None:
+    """The PN curve record a point was chosen on (same group, method and window)."""
+    index = _curve_index(run) if index is None else index
+    return index.get((point["group"], point["method"], point["window_start"]))
 
 
 def pn_figure(points: Sequence[Mapping[str, Any]], curves: Sequence[Mapping[str, Any]],
@@ -520,11 +542,6 @@ def _image(uri: str, alt: str, css: str) -> str:
     return f'<img class="{_e(css)}" src="{uri}" alt="{_e(alt)}">'
 
 
-def _anchor(groups: Sequence[str], group: str) -> str:
-    """The element id of a group's section."""
-    return f"group-{groups.index(group)}"
-
-
 def _status_badge(status: str) -> str:
     """A coloured status label (HTML)."""
     return f'<span class="badge {_e(status)}">{_e(status.replace("_", " "))}</span>'
@@ -696,41 +713,124 @@ def _coverage_cells(point: Mapping[str, Any]) -> list[str]:
     return [_e(_fmt_count(point.get("volume"))), _e(_fmt_ratio(point.get("coverage"))), badge]
 
 
-def _overview_section(groups: Sequence[str], points: Mapping[Key, Mapping[str, Any]],
-                      changes: Sequence[ThresholdChange], method: str,
-                      classifiers: Sequence[str], previous: RunData | None) -> str:
-    """One row per group: status, rated rows, the decision method's thresholds and change."""
+def _sort_value(value: float | None) -> str:
+    """A cell's ``data-sort`` value: the number (``inf`` for off), empty when there is none."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return "Infinity" if math.isinf(value) else repr(float(value))
+
+
+def _overview_section(groups: Sequence[str], shown: Mapping[str, Mapping[str, Any]],
+                      changes: Sequence[ThresholdChange], classifiers: Sequence[str],
+                      previous: RunData | None, method: str, anchors: Mapping[str, str],
+                      reasons: Mapping[str, Sequence[str]], detailed_all: bool) -> str:
+    """One row per group: status, rated rows, the decision method's thresholds and change,
+    coverage, and whether (and why) the group has a section below; with a search box and
+    sortable columns (:data:`_OVERVIEW_SCRIPT`, no network).
+
+    ``shown`` holds per group the record the row shows (its decision-method record, else its
+    first); ``anchors`` the section ids of the groups that have a section.
+    """
     by_key = {(c.group, c.method, c.classifier): c for c in changes}
-    windowed = any(p["window_start"] is not None for p in points.values())
+    windowed = any(p["window_start"] is not None for p in shown.values())
     rows = []
     for group in groups:
-        point = points.get((group, method)) or next(
-            p for (g, _), p in points.items() if g == group)
-        link = f'<a href="#{_e(_anchor(groups, group))}">{_e(group)}</a>'
-        cells = [_td(link), _td(_status_badge(point["status"])),
-                 _td(_e(_fmt_count(point["rated_positives"]))),
-                 _td(_e(_fmt_count(point["rated_negatives"])))]
+        point = shown[group]
+        label = (f'<a href="#{_e(anchors[group])}">{_e(group)}</a>' if group in anchors
+                 else _e(group))
+        cells = [_td(label, sort=group), _td(_status_badge(point["status"]), sort=point["status"]),
+                 _td(_e(_fmt_count(point["rated_positives"])),
+                     sort=_sort_value(point["rated_positives"])),
+                 _td(_e(_fmt_count(point["rated_negatives"])),
+                     sort=_sort_value(point["rated_negatives"]))]
         for j, name in enumerate(classifiers):
             value = None if point["thresholds"] is None else point["thresholds"][j]
             change = by_key.get((group, point["method"], name))
             delta = ("" if change is None
                      else f' <span class="ci">Δ {_e(_fmt_difference(change))}</span>')
-            cells.append(_td(_e(_fmt_threshold(value)) + delta, _change_css(change)))
-        cells += [_td(c) for c in _coverage_cells(point)]
+            cells.append(_td(_e(_fmt_threshold(value)) + delta, _change_css(change),
+                             sort=_sort_value(value)))
+        coverage = _coverage_cells(point)
+        cells += [_td(coverage[0], sort=_sort_value(point.get("volume"))),
+                  _td(coverage[1], sort=_sort_value(point.get("coverage"))),
+                  _td(coverage[2], sort=point.get("point_status") or "")]
         source = point["fallback_group"] if point["status"] == "fallback" else ""
         cells.append(_td(_e(f"thresholds of {source}" if source else "")))
         if windowed:
             start, end = point["window_start"], point["window_end"]
             cells.append(_td(_e(f"{start:%Y-%m-%d} → {end:%Y-%m-%d}")))
+        if not detailed_all:
+            cells.append(_td(_e(", ".join(reasons.get(group, ())))))
         rows.append(_tr(cells, group=group))
     since = ("Δ = change since the previous run " + previous.run_id if previous is not None
              else "no previous run to compare with")
     headers = ["group", "status", "rated +", "rated −",
                *(f"t[{c}]" for c in classifiers), *COVERAGE_HEADERS, "note",
-               *(["latest window"] if windowed else [])]
+               *(["latest window"] if windowed else []),
+               *([] if detailed_all else ["details"])]
+    details = ("" if detailed_all else
+               f" Only {len(anchors)} of {len(groups)} groups have a section below: those "
+               f"that changed since the previous run, fell back or have no thresholds, have a "
+               f"coverage-limited or infeasible point, are named by the publish guard, or were "
+               f"selected (costlib report --groups); the column \"details\" says why.")
+    search = (f'<p class="search"><input id="group-search" type="search" '
+              f'placeholder="search groups, statuses, notes" aria-label="search groups"> '
+              f'<span id="group-count" class="note">{len(groups)} groups</span> '
+              f'<span class="note">Click a column title to sort.</span></p>')
     return (f'<section id="overview"><h2>Groups</h2><p class="note">Thresholds of the decision '
-            f"method ({_e(method)}); {_e(since)}; \"off\" = that classifier never fires.</p>"
-            f"{_table(headers, rows)}</section>")
+            f"method ({_e(method)}); {_e(since)}; \"off\" = that classifier never fires."
+            f"{_e(details)}</p>{search}{_table(headers, rows, css='overview')}"
+            f"<script>{_OVERVIEW_SCRIPT}</script></section>")
+
+
+#: Search and sort for the overview table: plain DOM code, inline, nothing fetched. Search
+#: keeps the rows whose text contains every word typed (case-insensitive); a click on a column
+#: title sorts by it (numbers by their ``data-sort`` value, then text; again: reversed).
+_OVERVIEW_SCRIPT = """
+(() => {
+  const table = document.querySelector("table.overview");
+  const input = document.getElementById("group-search");
+  const count = document.getElementById("group-count");
+  if (!table || !input) return;
+  const body = table.tBodies[0];
+  const rows = Array.from(body.rows);
+  const texts = new Map(rows.map(r => [r, r.textContent.toLowerCase()]));
+  const filter = () => {
+    const words = input.value.toLowerCase().split(/\\s+/).filter(w => w);
+    let shown = 0;
+    for (const row of rows) {
+      const text = texts.get(row);
+      row.hidden = !words.every(w => text.includes(w));
+      if (!row.hidden) shown += 1;
+    }
+    count.textContent = shown + " of " + rows.length + " groups";
+  };
+  input.addEventListener("input", filter);
+  const key = (row, i) => {
+    const cell = row.cells[i];
+    const raw = cell.dataset.sort !== undefined ? cell.dataset.sort : cell.textContent.trim();
+    const number = raw === "" ? NaN : Number(raw);
+    return Number.isNaN(number) ? [1, raw] : [0, number];
+  };
+  const compare = (a, b) => a[0] - b[0] || (a[0] === 0 ? a[1] - b[1] || 0
+                                               : a[1].localeCompare(b[1]));
+  Array.from(table.tHead.rows[0].cells).forEach((th, i) => {
+    th.classList.add("sortable");
+    th.addEventListener("click", () => {
+      const order = th.dataset.order === "ascending" ? "descending" : "ascending";
+      for (const other of table.tHead.rows[0].cells) delete other.dataset.order;
+      th.dataset.order = order;
+      const sign = order === "ascending" ? 1 : -1;
+      const sorted = rows.map(r => [key(r, i), r])
+        .sort((a, b) => sign * compare(a[0], b[0]))
+        .map(pair => pair[1]);
+      const fragment = document.createDocumentFragment();
+      for (const row of sorted) fragment.appendChild(row);
+      body.appendChild(fragment);
+    });
+  });
+})();
+"""
 
 
 def _points_table(points: Sequence[Mapping[str, Any]], classifiers: Sequence[str]) -> str:
@@ -845,10 +945,12 @@ def _window_label(point: Mapping[str, Any]) -> str:
 
 
 def _figures(run: RunData, points: Sequence[Mapping[str, Any]],
-             lattice: Sequence[np.ndarray] | None) -> str:
+             lattice: Sequence[np.ndarray] | None,
+             index: Mapping[tuple[Any, Any, Any], dict[str, Any]] | None = None) -> str:
     """The PN curves and the threshold-space paths of one group (HTML)."""
     group = points[0]["group"]
-    curves = [_curves_of(run, p) for p in points]
+    index = _curve_index(run) if index is None else index
+    curves = [_curves_of(run, p, index) for p in points]
     # "$" would start matplotlib mathtext in a group name.
     pn = pn_figure(points, curves, title=f"PN curves — {group}".replace("$", r"\$"))
     if pn is None:
@@ -875,25 +977,31 @@ def _figures(run: RunData, points: Sequence[Mapping[str, Any]],
     return '<div class="figures">' + "".join(parts) + "</div>"
 
 
-def _group_section(run: RunData, groups: Sequence[str], points: Sequence[Mapping[str, Any]],
-                   changes: Sequence[ThresholdChange], previous: RunData | None,
-                   lattice: Sequence[np.ndarray] | None) -> str:
-    """Everything about one group: status, points, intervals, figures, change (HTML)."""
+def _group_section(run: RunData, anchors: Mapping[str, str],
+                   points: Sequence[Mapping[str, Any]], changes: Sequence[ThresholdChange],
+                   previous: RunData | None, lattice: Sequence[np.ndarray] | None,
+                   index: Mapping[tuple[Any, Any, Any], dict[str, Any]],
+                   reasons: Sequence[str] = ()) -> str:
+    """Everything about one group: status, points, intervals, figures, change (HTML).
+
+    ``anchors`` holds the section ids of the groups that have a section; ``changes`` are this
+    group's; ``reasons`` say why the group is shown in detail (large reports only).
+    """
     first = points[0]
     group = first["group"]
-    anchors = {g: _anchor(groups, g) for g in groups}
     config = run.manifest.get("config", {})
     min_rated = config.get("min_rated", {})
     title = f"{group} (all groups)" if group == ALL_GROUPS else group
-    mine = [c for c in changes if c.group == group]
+    why = (f'<p class="note">Shown in detail: {_e(", ".join(reasons))}.</p>' if reasons
+           else "")
     return (
         f'<section class="group" id="{_e(anchors[group])}" data-group="{_e(group)}" '
         f'data-status="{_e(first["status"])}">'
-        f"<h3>{_e(title)} {_status_badge(first['status'])}</h3>"
+        f"<h3>{_e(title)} {_status_badge(first['status'])}</h3>{why}"
         f"{_window_label(first)}<p>{_status_text(first, anchors, min_rated)}</p>"
         f"{_points_block(points, run.classifiers, config.get('bootstrap', {}))}"
-        f"{_figures(run, points, lattice)}"
-        f"{_changes_table(mine, run.classifiers, [p['method'] for p in points], previous)}"
+        f"{_figures(run, points, lattice, index)}"
+        f"{_changes_table(changes, run.classifiers, [p['method'] for p in points], previous)}"
         f"</section>"
     )
 
@@ -951,6 +1059,10 @@ td.moved { font-weight: 600; color: #8a3b00; }
 .warn { background: #fff1d6; border-left: 4px solid #e0a100; padding: .4rem .9rem; }
 .figures img { display: block; max-width: 100%; height: auto; margin: .6rem 0; }
 .figures img.paths { max-width: 760px; }
+table.overview th.sortable { cursor: pointer; user-select: none; }
+table.overview th[data-order="ascending"]::after { content: " ▲"; }
+table.overview th[data-order="descending"]::after { content: " ▼"; }
+.search input { font: inherit; padding: .25rem .5rem; min-width: 22rem; }
 a { color: #1f5fbf; }
 """
 
@@ -963,45 +1075,131 @@ def _page(title: str, body: str) -> str:
             f"<body>{body}</body></html>\n")
 
 
-def _status_counts(points: Mapping[Key, Mapping[str, Any]], groups: Sequence[str],
-                   method: str) -> str:
-    """``5 groups: 4 ok, 1 fallback`` (statuses of the decision method's records)."""
-    statuses = [next(p["status"] for (g, m), p in points.items() if g == group
-                     and (m == method or (group, method) not in points)) for group in groups]
+def _status_counts(shown: Mapping[str, Mapping[str, Any]]) -> str:
+    """``5 groups: 4 ok, 1 fallback`` (statuses of the records the overview shows)."""
+    statuses = [p["status"] for p in shown.values()]
     parts = [f"{statuses.count(s)} {s.replace('_', ' ')}"
              for s in ("ok", "fallback", "insufficient_data") if s in statuses]
-    return f"{len(groups)} groups: {', '.join(parts)}"
+    return f"{len(shown)} groups: {', '.join(parts)}"
 
 
-def build_report(run: RunData, previous: RunData | None) -> str:
-    """The whole report of ``run`` (compared with ``previous``) as one HTML string."""
+#: Up to this many groups every group gets its section; above it only the groups
+#: :func:`detail_reasons` names (and those selected), the rest are rows of the overview.
+MAX_DETAILED_GROUPS = 200
+
+#: Threshold changes that count as "changed" (see :func:`_change_note`).
+_MOVED = ("raised", "lowered", "switched on", "switched off", "no thresholds before",
+          "no thresholds now", "new in this run")
+
+
+def detail_reasons(run: RunData, shown: Mapping[str, Mapping[str, Any]],
+                   changes: Sequence[ThresholdChange],
+                   selected: Iterable[str] = ()) -> dict[str, list[str]]:
+    """Why each group deserves a section of its own in a large report (groups without a
+    reason are absent).
+
+    Reasons: ``changed`` (a threshold of the decision method moved since the previous run,
+    was switched on or off, or appeared), ``fallback`` / ``insufficient data`` (its status),
+    ``coverage limited`` / ``infeasible`` (its point status), ``held`` (a publish-guard
+    violation names it), ``all groups`` (the parent the fallbacks use) and ``selected``
+    (named in ``selected``).
+    """
+    reasons: dict[str, list[str]] = {}
+
+    def add(group: str, reason: str) -> None:
+        if reason not in reasons.setdefault(group, []):
+            reasons[group].append(reason)
+
+    for change in changes:
+        point = shown.get(change.group)
+        if point is not None and change.method == point["method"] and change.note in _MOVED:
+            add(change.group, "changed")
+    violations = ((run.manifest.get("guard") or {}).get("violations") or []
+                  if not run.manifest.get("published", True) else [])
+    for group, point in shown.items():
+        if point["status"] in ("fallback", "insufficient_data"):
+            add(group, point["status"].replace("_", " "))
+        if point.get("point_status") in ("coverage_limited", "infeasible"):
+            add(group, point["point_status"].replace("_", " "))
+        if any(f"group {group!r}" in str(v) for v in violations):
+            add(group, "held")
+        if group == ALL_GROUPS:
+            add(group, "all groups")
+    for group in selected:
+        add(group, "selected")
+    return reasons
+
+
+def _shown_points(points: Mapping[Key, Mapping[str, Any]], groups: Sequence[str],
+                  method: str) -> dict[str, Mapping[str, Any]]:
+    """Per group the record the overview shows: its decision-method record, else its first."""
+    first: dict[str, Mapping[str, Any]] = {}
+    for (group, _), point in points.items():
+        first.setdefault(group, point)
+    return {g: points.get((g, method)) or first[g] for g in groups}
+
+
+def build_report(run: RunData, previous: RunData | None, *, groups: Iterable[str] = (),
+                 all_details: bool = False) -> str:
+    """The whole report of ``run`` (compared with ``previous``) as one HTML string.
+
+    Up to :data:`MAX_DETAILED_GROUPS` groups (or with ``all_details``) every group gets a
+    section with its figures; above, only the groups :func:`detail_reasons` names and the
+    ``groups`` selected, and the overview table (search, sort) lists every group.
+
+    Raises
+    ------
+    InputError
+        A selected group is not in the run.
+    """
     points = applied_points(run)
     old = applied_points(previous) if previous is not None else {}
     changes = threshold_changes(old, points, run.classifiers) if previous is not None else []
     config = run.manifest.get("config", {})
     methods = list(config.get("methods") or sorted({m for _, m in points}))
     method = config.get("decision_method") or methods[0]
-    groups = _group_order(g for g, _ in points)
+    names = _group_order(g for g, _ in points)
+    selected = list(dict.fromkeys(groups))
+    unknown = [g for g in selected if g not in set(names)]
+    if unknown:
+        raise InputError(f"{run.run_dir}: no group {', '.join(map(repr, unknown))} in this run "
+                         f"({len(names)} groups)")
+    shown = _shown_points(points, names, method)
+    detailed_all = all_details or len(names) <= MAX_DETAILED_GROUPS
+    reasons = {} if detailed_all else detail_reasons(run, shown, changes, selected)
+    detailed = names if detailed_all else [g for g in names if g in reasons]
+    position = {g: i for i, g in enumerate(names)}
+    anchors = {g: f"group-{position[g]}" for g in detailed}
     lattice = _lattice_thresholds(run.manifest)
+    index = _curve_index(run)
     order = {m: i for i, m in enumerate(methods)}
+    by_group: dict[str, list[Mapping[str, Any]]] = {}
+    for (group, _), point in points.items():
+        by_group.setdefault(group, []).append(point)
+    changes_of: dict[str, list[ThresholdChange]] = {}
+    for change in changes:
+        changes_of.setdefault(change.group, []).append(change)
     sections = []
-    for group in groups:
-        mine = sorted((p for (g, _), p in points.items() if g == group),
+    for group in detailed:
+        mine = sorted(by_group[group],
                       key=lambda p: (order.get(p["method"], len(order)), p["method"]))
-        sections.append(_group_section(run, groups, mine, changes, previous, lattice))
+        sections.append(_group_section(run, anchors, mine, changes_of.get(group, []),
+                                       previous, lattice, index, reasons.get(group, ())))
     body = (
         f"<h1>Recalibration report</h1><p class=\"subtitle\">run {_e(run.run_id)} · "
-        f"{_e(_status_counts(points, groups, method))} · {_e(', '.join(methods))}</p>"
+        f"{_e(_status_counts(shown))} · {_e(', '.join(methods))}</p>"
         + _run_summary(run, previous)
         + _accounting_section(run.manifest)
-        + _overview_section(groups, points, changes, method, run.classifiers, previous)
+        + _overview_section(names, shown, changes, run.classifiers, previous, method,
+                            anchors, reasons, detailed_all)
         + (_windows_section(run.records) if run.windowed else "")
         + "<h2>Per group</h2>" + "".join(sections)
     )
     return _page(f"costlib report — {run.run_id}", body)
 
 
-def write_report(run_path: str, out: str | None = None) -> str:
+def write_report(run_path: str, out: str | None = None, *, groups: Iterable[str] = (),
+                 all_details: bool = False) -> str:
     """Write the report of the run at ``run_path``; returns the path written.
 
     Parameters
@@ -1010,14 +1208,18 @@ def write_report(run_path: str, out: str | None = None) -> str:
         A run directory, or a recalibrate output directory (its ``LATEST`` run).
     out : str, optional
         Where to write; by default ``report.html`` inside the run directory.
+    groups : iterable of str
+        Groups that get a section in any case (see :func:`build_report`).
+    all_details : bool
+        A section for every group, however many.
 
     Raises
     ------
     InputError
-        See :func:`load_run`.
+        See :func:`load_run`; or a selected group is not in the run.
     """
     run = load_run(run_path)
-    document = build_report(run, previous_run(run))
+    document = build_report(run, previous_run(run), groups=groups, all_details=all_details)
     target = out or f"{run.run_dir}/report.html"
     write_bytes_atomically(target, document.encode("utf-8"))
     return target
