@@ -39,11 +39,12 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
+from matplotlib.ticker import MaxNLocator
 
 from costlib.target import Target
 from costlib.threshold_plots import _COLORS as METHOD_COLORS
-from costlib.threshold_plots import CurveSpec, draw_pn_curves
 from pipelines.files import InputError, write_bytes_atomically
 from pipelines.runs import load_operating_points, read_manifest, read_records
 
@@ -60,9 +61,13 @@ __all__ = [
 
 ALL_GROUPS = "__all__"
 #: Resolution of the embedded figures (pixels per inch of the matplotlib figure size).
-DPI = 72
+DPI = 64
 #: Colours of the palette the embedded PNG figures are stored with.
-COLOURS = 96
+COLOURS = 32
+#: Fixed axes positions of the PN-curve figure (two panels, legend inside) and of the path
+#: figure (legend right of the axes), instead of a layout engine (see figure_data_uri).
+PN_MARGINS = {"left": 0.06, "right": 0.99, "bottom": 0.11, "top": 0.93, "wspace": 0.16}
+PATH_MARGINS = {"left": 0.1, "right": 0.6, "bottom": 0.11, "top": 0.93}
 Key = tuple[str, str]
 
 
@@ -312,25 +317,32 @@ def _lattice_thresholds(manifest: Mapping[str, Any]) -> list[np.ndarray] | None:
 # --------------------------------------------------------------------------- figures
 
 
-def figure_data_uri(fig: Figure) -> str:
+def figure_data_uri(fig: Figure, margins: Mapping[str, float] | None = None) -> str:
     """A matplotlib figure as a ``data:image/png;base64,...`` URI, small and cheap.
 
-    The figure is drawn once at :data:`DPI` (its own layout engine places the artists; no
-    second pass for a tight bounding box) and stored as a palette PNG of at most
+    The figure is drawn once at :data:`DPI` and stored as a palette PNG of at most
     :data:`COLOURS` colours without dithering: plots are flat colours and antialiased edges,
-    so this keeps them sharp at about a third of the bytes of a true-colour PNG.
+    so this keeps them sharp at about a third of the bytes of a true-colour PNG. With
+    ``margins`` (``fig.subplots_adjust`` arguments) the figure's layout engine is switched off
+    and the axes placed by them: measuring every text for a constrained layout, and again for
+    a tight bounding box, cost about three times the drawing itself.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from PIL import Image
 
+    if margins is not None:
+        fig.set_layout_engine("none")
+        for grid in {id(s.get_gridspec()): s.get_gridspec() for s in
+                     (ax.get_subplotspec() for ax in fig.axes) if s is not None}.values():
+            grid.update(**margins)  # what subplots_adjust does, past the layout-engine check
     canvas = FigureCanvasAgg(fig)
     fig.set_dpi(DPI)
     canvas.draw()
     image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba())
-    palette = image.convert("RGB").quantize(colors=COLOURS, method=Image.Quantize.MEDIANCUT,
+    palette = image.convert("RGB").quantize(colors=COLOURS, method=Image.Quantize.FASTOCTREE,
                                             dither=Image.Dither.NONE)
     buffer = io.BytesIO()
-    palette.save(buffer, format="PNG", optimize=True)
+    palette.save(buffer, format="PNG", compress_level=6)
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
@@ -350,28 +362,157 @@ def _curves_of(run: RunData, point: Mapping[str, Any],
     return index.get((point["group"], point["method"], point["window_start"]))
 
 
-def pn_figure(points: Sequence[Mapping[str, Any]], curves: Sequence[Mapping[str, Any]],
-              title: str) -> Figure | None:
-    """PN curves of each method with its chosen point (None when no method has a curve).
+class GroupFigures:
+    """The two figures of a group section, drawn on two figures made once per report.
 
-    ``points`` and ``curves`` are the records of one group (and window), in the same order.
+    Creating a figure, its axes, ticks and legend and laying them out costs far more than
+    drawing it; the report draws the same two plots for every group, so one figure per plot
+    is kept and only its data, limits and titles change from group to group. Legends name the
+    methods only (the thresholds are in the table next to the figures), so they are made once.
+
+    PN curves (two panels, like :func:`costlib.threshold_plots.draw_pn_curves`): every
+    method's curve with its chosen point, and the target line through the best point; the
+    right panel zooms to FP <= max(4 x the largest chosen FP, 1). Paths (k = 2 only): every
+    method's path (graph, analytic) or frontier cells (hull, bucket) in lattice-index space,
+    its chosen cell, and with fixed edges the bootstrap box of its thresholds.
     """
-    specs = []
-    target = None
-    for point, curve in zip(points, curves, strict=True):
-        if curve is None or point["thresholds"] is None:
-            continue
-        target = Target.from_marginal_precision(point["target_marginal_precision"])
-        specs.append(CurveSpec(
-            label=point["method"], method=point["method"], kind=curve["curve_kind"],
-            curve_fp=np.asarray(curve["fp"], dtype=float),
-            curve_tp=np.asarray(curve["tp"], dtype=float),
-            fp=point["fp"], tp=point["tp"], thresholds=tuple(point["thresholds"]),
-            objective=point["tp"] - target.slope * point["fp"],
-        ))
-    if not specs or target is None:
-        return None
-    return draw_pn_curves(specs, target, title=title)
+
+    def __init__(self, methods: Sequence[str], kinds: Mapping[str, str],
+                 classifiers: Sequence[str], lattice: Sequence[np.ndarray] | None):
+        self.methods = list(methods)
+        self.lattice = lattice
+        self.pn = Figure(figsize=(11, 4.2))
+        self.pn.subplots_adjust(**PN_MARGINS)
+        self.pn_axes = self.pn.subplots(1, 2)
+        self.curve_lines: dict[tuple[int, str], Any] = {}
+        self.point_lines: dict[tuple[int, str], Any] = {}
+        self.target_lines = []
+        for panel, ax in enumerate(self.pn_axes):
+            for method in self.methods:
+                kind = kinds.get(method, "path")
+                color = METHOD_COLORS.get(method)
+                (self.curve_lines[panel, method],) = ax.plot(
+                    [], [], "-" if kind == "path" else "--", color=color, lw=1.3,
+                    label=f"{method} {kind}")
+                (self.point_lines[panel, method],) = ax.plot(
+                    [], [], "o", color=color, ms=8, mec="black", label="_chosen")
+            (line,) = ax.plot([], [], color="gray", lw=0.8, label="target slope")
+            self.target_lines.append(line)
+            ax.set_xlabel("false positives (rated)")
+            ax.set_ylabel("true positives (rated)")
+            ax.xaxis.set_major_locator(MaxNLocator(5))  # fewer labels: text is the cost
+            ax.yaxis.set_major_locator(MaxNLocator(5))
+            ax.grid(alpha=0.3)
+        self.pn_axes[1].set_title("zoom around the chosen points")
+        handles = [self.curve_lines[1, m] for m in self.methods] + [self.target_lines[1]]
+        handles.append(Line2D([], [], ls="", marker="o", color="white", mec="black", ms=8,
+                              label="chosen points"))
+        self.pn_axes[1].legend(handles=handles, fontsize=7, loc="lower right")
+        self.paths = None
+        if len(classifiers) == 2:
+            self._make_paths(kinds, classifiers)
+
+    def _make_paths(self, kinds: Mapping[str, str], classifiers: Sequence[str]) -> None:
+        self.paths = Figure(figsize=(9.5, 5.4))
+        self.paths.subplots_adjust(**PATH_MARGINS)
+        ax = self.path_ax = self.paths.add_subplot()
+        self.path_lines, self.chosen_lines, self.boxes = {}, {}, {}
+        for method in self.methods:
+            color = METHOD_COLORS.get(method)
+            if kinds.get(method, "path") == "path":
+                (line,) = ax.plot([], [], "-", color=color, lw=1.6, alpha=0.85,
+                                  label=f"{method} path")
+            else:
+                (line,) = ax.plot([], [], "o", color=color, ms=4, alpha=0.7, mew=0,
+                                  label=f"{method} frontier cells")
+            self.path_lines[method] = line
+            (self.chosen_lines[method],) = ax.plot([], [], "o", color=color, ms=15,
+                                                   mec="black", label="_chosen")
+            self.boxes[method] = ax.add_patch(_ci_box([0, 0], [0, 0], color))
+        ax.set_xlabel(f"threshold of {classifiers[0]}")
+        ax.set_ylabel(f"threshold of {classifiers[1]}")
+        ax.set_title("Paths in threshold space (lattice indices)")
+        ax.grid(alpha=0.3)
+        if self.lattice is not None:
+            ax.set_xlim(-0.5, len(self.lattice[0]) - 0.5)
+            ax.set_ylim(-0.5, len(self.lattice[1]) - 0.5)
+            _threshold_ticks(ax, self.lattice[0], "x")
+            _threshold_ticks(ax, self.lattice[1], "y")
+        handles = list(self.path_lines.values())
+        handles.append(Line2D([], [], ls="", marker="o", color="white", mec="black", ms=10,
+                              label="chosen points"))
+        if self.lattice is not None:
+            handles.append(Rectangle((0, 0), 1, 1, fill=False, ls="--", ec="gray",
+                                     label="bootstrap interval"))
+        ax.legend(handles=handles, fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5),
+                  frameon=False)
+
+    def pn_uri(self, points: Sequence[Mapping[str, Any]],
+               curves: Sequence[Mapping[str, Any] | None], title: str) -> str | None:
+        """The PN figure of one group's points and curves (None when no method has both)."""
+        drawn = [(p, c) for p, c in zip(points, curves, strict=True)
+                 if c is not None and p["thresholds"] is not None and p["method"] in
+                 self.methods]
+        if not drawn:
+            return None
+        slope = Target.from_marginal_precision(drawn[0][0]["target_marginal_precision"]).slope
+        data = {p["method"]: (np.asarray(c["fp"], dtype=float), np.asarray(c["tp"], dtype=float),
+                              float(p["fp"]), float(p["tp"])) for p, c in drawn}
+        best = max(data.values(), key=lambda d: d[3] - slope * d[2])
+        fp_all = max(float(np.max(d[0])) for d in data.values())
+        tp_all = max(float(np.max(d[1])) for d in data.values())
+        zoom = min(fp_all, max(4.0 * max(d[2] for d in data.values()), 1.0))
+        for panel, (ax, limit) in enumerate(zip(self.pn_axes, (fp_all, zoom), strict=True)):
+            for method in self.methods:
+                fp, tp, point_fp, point_tp = data.get(method, ((), (), None, None))
+                self.curve_lines[panel, method].set_data(fp, tp)
+                self.point_lines[panel, method].set_data(
+                    [] if point_fp is None else [point_fp], [] if point_tp is None else [point_tp])
+            xs = np.array([0.0, limit])
+            self.target_lines[panel].set_data(xs, best[3] - slope * best[2] + slope * xs)
+            seen = [d[1][d[0] <= limit] for d in data.values()]
+            tp_view = max(float(np.max(s)) if s.size else 0.0 for s in seen)
+            ax.set_xlim(0, limit * 1.02 if limit > 0 else 1)
+            ax.set_ylim(0, (tp_view if panel else tp_all) * 1.05 or 1)
+        self.pn_axes[0].set_title(title)
+        return figure_data_uri(self.pn)
+
+    def path_uri(self, points: Sequence[Mapping[str, Any]],
+                 curves: Sequence[Mapping[str, Any] | None]) -> str | None:
+        """The path figure of one group (None for k != 2 or when no method has a curve)."""
+        if self.paths is None:
+            return None
+        drawn = {p["method"]: (p, c) for p, c in zip(points, curves, strict=True)
+                 if c is not None and p["method"] in self.path_lines}
+        if not drawn:
+            return None
+        for rank, method in enumerate(m for m in self.methods if m in drawn):
+            point, curve = drawn[method]
+            cells = np.asarray(curve["path"], dtype=int).reshape(-1, 2)
+            chosen = cells[curve["chosen_position"]]
+            self.path_lines[method].set_data(cells[:, 0], cells[:, 1])
+            # Methods often choose the same cell: later markers are smaller, all stay visible.
+            marker = self.chosen_lines[method]
+            marker.set_data([chosen[0]], [chosen[1]])
+            marker.set_markersize(15 - 3 * min(rank, 3))
+            marker.set_zorder(3 + rank)
+            box = self.boxes[method]
+            low, high = point["threshold_ci_low"], point["threshold_ci_high"]
+            box.set_visible(self.lattice is not None and low is not None and high is not None)
+            if box.get_visible():
+                low = [_index_of(v, a) for v, a in zip(low, self.lattice, strict=True)]
+                high = [_index_of(v, a) for v, a in zip(high, self.lattice, strict=True)]
+                shape = _ci_box(low, high, None)
+                box.set_bounds(*shape.get_xy(), shape.get_width(), shape.get_height())
+        for method in self.path_lines:
+            if method not in drawn:
+                self.path_lines[method].set_data([], [])
+                self.chosen_lines[method].set_data([], [])
+                self.boxes[method].set_visible(False)
+        if self.lattice is None:
+            self.path_ax.relim()
+            self.path_ax.autoscale_view()
+        return figure_data_uri(self.paths)
 
 
 def _index_of(value: float, axis: np.ndarray) -> float:
@@ -387,56 +528,6 @@ def _threshold_ticks(ax: Axes, axis: np.ndarray, which: str) -> None:
     positions = np.unique(np.linspace(0, len(axis) - 1, 6).round().astype(int))
     labels = ["off" if math.isinf(axis[i]) else f"{axis[i]:.2f}" for i in positions]
     getattr(ax, f"set_{which}ticks")(positions, labels)
-
-
-def path_figure(points: Sequence[Mapping[str, Any]], curves: Sequence[Mapping[str, Any]],
-                classifiers: Sequence[str],
-                lattice: Sequence[np.ndarray] | None) -> Figure | None:
-    """Each method's path (or frontier cells) and chosen point in threshold-index space.
-
-    Only for k = 2 (returns None otherwise, or when no method has a curve). Paths of ``graph``
-    and ``analytic`` are drawn as lines, the frontier cells of ``hull`` and ``bucket`` as dots.
-    With fixed edges (``lattice``) the ticks show threshold values and the bootstrap interval
-    of the thresholds is drawn as a dashed box around the chosen point.
-    """
-    if len(classifiers) != 2:
-        return None
-    drawn = [(p, c) for p, c in zip(points, curves, strict=True) if c is not None]
-    if not drawn:
-        return None
-    fig = Figure(figsize=(9.5, 5.4), layout="constrained")
-    ax = fig.add_subplot()
-    for rank, (point, curve) in enumerate(drawn):
-        cells = np.asarray(curve["path"], dtype=int).reshape(-1, 2)
-        chosen = cells[curve["chosen_position"]]
-        color = METHOD_COLORS.get(point["method"])
-        if curve["curve_kind"] == "path":
-            ax.plot(cells[:, 0], cells[:, 1], "-", color=color, lw=1.6, alpha=0.85,
-                    label=f"{point['method']} path")
-        else:
-            ax.plot(cells[:, 0], cells[:, 1], "o", color=color, ms=4, alpha=0.7, mew=0,
-                    label=f"{point['method']} frontier cells")
-        # Methods often choose the same cell: later markers are smaller, so all stay visible.
-        ax.plot(chosen[0], chosen[1], "o", color=color, ms=15 - 3 * min(rank, 3), mec="black",
-                zorder=3 + rank,
-                label=f"{point['method']} chosen ({_fmt_thresholds(point['thresholds'])})")
-        if lattice is not None and point["threshold_ci_low"] is not None:
-            low = [_index_of(v, a) for v, a in zip(point["threshold_ci_low"], lattice,
-                                                     strict=True)]
-            high = [_index_of(v, a) for v, a in zip(point["threshold_ci_high"], lattice,
-                                                      strict=True)]
-            ax.add_patch(_ci_box(low, high, color))
-    if lattice is not None:
-        ax.set_xlim(-0.5, len(lattice[0]) - 0.5)
-        ax.set_ylim(-0.5, len(lattice[1]) - 0.5)
-        _threshold_ticks(ax, lattice[0], "x")
-        _threshold_ticks(ax, lattice[1], "y")
-    ax.set_xlabel(f"threshold of {classifiers[0]}")
-    ax.set_ylabel(f"threshold of {classifiers[1]}")
-    ax.set_title("Paths in threshold space (lattice indices)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
-    return fig
 
 
 def _ci_box(low: Sequence[float], high: Sequence[float], color: str | None) -> Rectangle:
@@ -944,27 +1035,24 @@ def _window_label(point: Mapping[str, Any]) -> str:
             f"group gets the all-groups thresholds.</p>")
 
 
-def _figures(run: RunData, points: Sequence[Mapping[str, Any]],
-             lattice: Sequence[np.ndarray] | None,
-             index: Mapping[tuple[Any, Any, Any], dict[str, Any]] | None = None) -> str:
+def _figures(run: RunData, points: Sequence[Mapping[str, Any]], drawer: GroupFigures,
+             index: Mapping[tuple[Any, Any, Any], dict[str, Any]]) -> str:
     """The PN curves and the threshold-space paths of one group (HTML)."""
     group = points[0]["group"]
-    index = _curve_index(run) if index is None else index
     curves = [_curves_of(run, p, index) for p in points]
     # "$" would start matplotlib mathtext in a group name.
-    pn = pn_figure(points, curves, title=f"PN curves — {group}".replace("$", r"\$"))
+    pn = drawer.pn_uri(points, curves, f"PN curves — {group}".replace("$", r"\$"))
     if pn is None:
         return ""
-    parts = [_image(figure_data_uri(pn), f"PN curves of group {group}", "pn"),
+    parts = [_image(pn, f"PN curves of group {group}", "pn"),
              '<p class="note">Methods that chose the same point are drawn on top of each other; '
              "the table above lists every method's point.</p>"]
     k = len(run.classifiers)
-    paths = path_figure(points, curves, run.classifiers, lattice)
+    paths = drawer.path_uri(points, curves)
     if paths is not None:
-        parts.append(_image(figure_data_uri(paths), f"paths in threshold space of group {group}",
-                            "paths"))
+        parts.append(_image(paths, f"paths in threshold space of group {group}", "paths"))
         axes = ("Axes: lattice index of each classifier's threshold (ticks show the threshold "
-                "value; the last index is off)." if lattice is not None else
+                "value; the last index is off)." if drawer.lattice is not None else
                 "Axes: lattice index of each classifier's threshold (quantile edges are not "
                 "stored with the run, so the ticks are indices).")
         parts.append(f'<p class="note">{_e(axes)} Lines: monotone paths (graph, analytic); '
@@ -979,7 +1067,7 @@ def _figures(run: RunData, points: Sequence[Mapping[str, Any]],
 
 def _group_section(run: RunData, anchors: Mapping[str, str],
                    points: Sequence[Mapping[str, Any]], changes: Sequence[ThresholdChange],
-                   previous: RunData | None, lattice: Sequence[np.ndarray] | None,
+                   previous: RunData | None, drawer: GroupFigures,
                    index: Mapping[tuple[Any, Any, Any], dict[str, Any]],
                    reasons: Sequence[str] = ()) -> str:
     """Everything about one group: status, points, intervals, figures, change (HTML).
@@ -1000,7 +1088,7 @@ def _group_section(run: RunData, anchors: Mapping[str, str],
         f"<h3>{_e(title)} {_status_badge(first['status'])}</h3>{why}"
         f"{_window_label(first)}<p>{_status_text(first, anchors, min_rated)}</p>"
         f"{_points_block(points, run.classifiers, config.get('bootstrap', {}))}"
-        f"{_figures(run, points, lattice, index)}"
+        f"{_figures(run, points, drawer, index)}"
         f"{_changes_table(changes, run.classifiers, [p['method'] for p in points], previous)}"
         f"</section>"
     )
@@ -1170,8 +1258,11 @@ def build_report(run: RunData, previous: RunData | None, *, groups: Iterable[str
     detailed = names if detailed_all else [g for g in names if g in reasons]
     position = {g: i for i, g in enumerate(names)}
     anchors = {g: f"group-{position[g]}" for g in detailed}
-    lattice = _lattice_thresholds(run.manifest)
     index = _curve_index(run)
+    kinds: dict[str, str] = {}
+    for curve in run.curves:
+        kinds.setdefault(curve["method"], curve["curve_kind"])
+    drawer = GroupFigures(methods, kinds, run.classifiers, _lattice_thresholds(run.manifest))
     order = {m: i for i, m in enumerate(methods)}
     by_group: dict[str, list[Mapping[str, Any]]] = {}
     for (group, _), point in points.items():
@@ -1184,7 +1275,7 @@ def build_report(run: RunData, previous: RunData | None, *, groups: Iterable[str
         mine = sorted(by_group[group],
                       key=lambda p: (order.get(p["method"], len(order)), p["method"]))
         sections.append(_group_section(run, anchors, mine, changes_of.get(group, []),
-                                       previous, lattice, index, reasons.get(group, ())))
+                                       previous, drawer, index, reasons.get(group, ())))
     body = (
         f"<h1>Recalibration report</h1><p class=\"subtitle\">run {_e(run.run_id)} · "
         f"{_e(_status_counts(shown))} · {_e(', '.join(methods))}</p>"

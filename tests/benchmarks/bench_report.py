@@ -55,18 +55,18 @@ def template_runs(directory: Path) -> Path:
     return output / "runs"
 
 
-def _replicate(table: pa.Table, groups: int, moved: np.ndarray | None, seed: int = 0
-               ) -> pa.Table:
-    """``table``'s groups copied to ``groups`` groups (each a copy of a random template group,
-    the fallback group ``tiny`` for about 3% of them); ``moved`` groups get their thresholds
-    raised by 0.05 (capped at 0.99)."""
+def _replicate(table: pa.Table, groups: int, moved: np.ndarray | None, seed: int = 0,
+               fallback_share: float = 0.03) -> pa.Table:
+    """``table``'s groups copied to ``groups`` groups (each a copy of a template group, the
+    fallback group ``tiny`` for about ``fallback_share`` of them); ``moved`` groups get their
+    thresholds raised by 0.05 (capped at 0.99)."""
     rng = np.random.default_rng(seed)
     names = table.column("group").to_pylist()
     markets = sorted({g for g in names if g.startswith("market")})
     rows_of = {g: [j for j, n in enumerate(names) if n == g] for g in set(names)}
     parts = []
     for i in range(groups):
-        template = "tiny" if rng.random() < 0.03 else markets[i % len(markets)]
+        template = "tiny" if rng.random() < fallback_share else markets[i % len(markets)]
         part = table.take(pa.array(rows_of.get(template, []), pa.int64()))
         field = part.schema.field("group")
         part = part.set_column(part.schema.get_field_index("group"), field,
@@ -82,16 +82,17 @@ def _replicate(table: pa.Table, groups: int, moved: np.ndarray | None, seed: int
     return pa.concat_tables(parts)
 
 
-def make_runs(template: Path, output: Path, groups: int, seed: int = 0) -> Path:
+def make_runs(template: Path, output: Path, groups: int, seed: int = 0, *,
+              changed_share: float = CHANGED_SHARE, fallback_share: float = 0.03) -> Path:
     """``output/runs/{previous,current}`` with ``groups`` groups; returns the current run."""
     rng = np.random.default_rng(seed)
-    moved = rng.random(groups) < CHANGED_SHARE
+    moved = rng.random(groups) < changed_share
     for name, source, shift in (("previous", "run-1", None), ("current", "run-1", moved)):
         run = output / "runs" / name
         run.mkdir(parents=True, exist_ok=True)
         for file in ("operating_points.parquet", "pn_curves.parquet"):
             table = pq.read_table(template / source / file)
-            pq.write_table(_replicate(table, groups, shift), run / file)
+            pq.write_table(_replicate(table, groups, shift, seed, fallback_share), run / file)
         manifest = json.loads((template / "run-2" / "manifest.json").read_text())
         manifest["run_id"] = name
         if name == "previous":
