@@ -53,6 +53,8 @@ from pipelines.files import (
     write_json,
     write_parquet,
 )
+from pipelines.in_force import InForce, edges_with_in_force, read_in_force
+from pipelines.min_risk import MinRiskSettings
 from pipelines.output_lock import hold_output
 from pipelines.publish import (
     Baseline,
@@ -120,6 +122,9 @@ def needed_columns(config: RunConfig, *, windowed: bool) -> list[str]:
         names.append(cols["audit_probability"])
     if windowed:
         names.append(cols["event_time"])
+    costs = MinRiskSettings.from_config(config)
+    if costs is not None and costs.weight_rated_rows:
+        names += [c for c in costs.input_columns() if c not in names]
     return names
 
 
@@ -181,6 +186,7 @@ class PublishSpec:
     settings: GuardSettings
     override: Override | None
     baseline: Baseline
+    in_force: dict[str, Any] | None = None  # the manifest's ``in_force`` entry
 
 
 class PublishRunFn(beam.DoFn):
@@ -238,6 +244,7 @@ class PublishRunFn(beam.DoFn):
                 "override": (spec.override.record()
                              if spec.override is not None and violations else None),
             },
+            "in_force": spec.in_force,
             "outputs": run.outputs(),
             "runner": spec.runner,
             "started_utc": spec.started_utc,
@@ -260,12 +267,15 @@ def build_recalibrate(
     *,
     batches=None,
     publish: PublishSpec | None = None,
+    in_force: InForce | None = None,
 ):
     """Add the recalibration transforms to ``pipeline``.
 
     ``batches`` may be given instead of ``paths`` (a PCollection of
     ``(source, row_group, table)``, e.g. from a TestStream). With ``publish`` (batch runs), the
-    last stage writes the manifest and publishes the run (:class:`PublishRunFn`).
+    last stage writes the manifest and publishes the run (:class:`PublishRunFn`). ``in_force``:
+    the thresholds in force, added to the edges and kept for thin groups as the config's
+    ``in_force`` section says (:mod:`pipelines.in_force`).
     """
     windowed = config.windowing is not None
     columns = needed_columns(config, windowed=windowed)
@@ -274,7 +284,10 @@ def build_recalibrate(
     if edges is None:
         edges = beam.pvalue.AsSingleton(
             sources | "QuantileEdges" >> QuantileEdges(config, columns)
+            | "InForceEdges" >> beam.Map(lambda e: edges_with_in_force(e, in_force, config)[0])
         )
+    else:
+        edges, _ = edges_with_in_force(edges, in_force, config)
     partials = sources | "Aggregate" >> AggregateBatches(
         config, edges, columns=columns, windowed=windowed
     )
@@ -315,7 +328,7 @@ def build_recalibrate(
         summed = {"grid": summed, "bootstrap": summed_boots} | "Join" >> beam.CoGroupByKey()
     written = (
         summed
-        | "Optimize" >> beam.ParDo(OptimizeGroupFn(config))
+        | "Optimize" >> beam.ParDo(OptimizeGroupFn(config, in_force))
         | "PerWindow" >> beam.GroupByKey()
         | "Finalize" >> beam.ParDo(FinalizeWindowFn(config, run_dir, run_id, windowed))
     )
@@ -345,6 +358,7 @@ def run_recalibrate(
     min_rated: float | None = None,
     override: Override | None = None,
     progress: Callable[[str], None] | None = None,
+    in_force: str | None = None,
 ) -> dict[str, object]:
     """Run the pipeline; batch runs publish themselves in their last stage (see the guard).
 
@@ -359,6 +373,9 @@ def run_recalibrate(
     Before any input is read: the run id is checked, the runner must be known to Beam, and the
     run takes ``output``'s lock (:mod:`pipelines.output_lock`: one run per output; also the
     check that the output is writable). ``progress`` receives a line per phase.
+
+    ``in_force``: where the thresholds in force are read (an operating points file, run or
+    output directory); default the output's published run (:mod:`pipelines.in_force`).
     """
     say = progress or (lambda _message: None)
     windowed = config.windowing is not None
@@ -372,6 +389,10 @@ def run_recalibrate(
         input_files = preflight(paths, config, windowed=windowed)
         time_range = event_time_range(paths, config.columns["event_time"]) if windowed else None
         baseline = read_baseline(output)  # before prepare(): a re-run replaces its directory
+        thresholds_in_force, in_force_entry = read_in_force(config, in_force, baseline, output)
+        if config.fixed_edges() is not None:
+            in_force_entry["edges_added"] = edges_with_in_force(
+                config.fixed_edges(), thresholds_in_force, config)[1]
         spec = PublishSpec(
             output=run.output,
             run_id=run.run_id,
@@ -386,10 +407,12 @@ def run_recalibrate(
             ),
             override=override,
             baseline=baseline,
+            in_force=in_force_entry,
         )
         run.prepare()
         pipeline = make_pipeline(beam_args)
-        build_recalibrate(pipeline, paths, config, run.run_dir, run.run_id, publish=spec)
+        build_recalibrate(pipeline, paths, config, run.run_dir, run.run_id, publish=spec,
+                          in_force=thresholds_in_force)
         say(f"running the pipeline on {runner} (run {run.run_id})")
         result = pipeline.run()
         if _graph_only(pipeline):
@@ -410,6 +433,7 @@ def run_recalibrate(
                         "windows": sum(1 for f in outputs if f.startswith("windows/")
                                        and f.endswith("/operating_points.parquet")),
                         "event_time_range": time_range,
+                        "in_force": in_force_entry,
                         "guard": None,  # windowed runs publish without the guard
                         "outputs": outputs, "runner": spec.runner,
                         "started_utc": spec.started_utc,

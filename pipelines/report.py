@@ -17,9 +17,10 @@ and nothing fetched from the network. It shows
   previous run (old -> new and the difference).
 
 Up to :data:`MAX_DETAILED_GROUPS` groups every group has its section. Above, only the groups
-that need a look (:func:`detail_reasons`: changed since the previous run, fell back or have no
-thresholds, coverage-limited or infeasible point, named by the publish guard, ``__all__``)
-and those selected (``--groups``) have one; ``--all-groups`` restores every section. The
+that need a look (:func:`detail_reasons`: changed since the previous run, fell back, kept the
+thresholds in force or have none, coverage-limited or infeasible point, named by the publish
+guard, ``__all__``) and those selected (``--groups``) have one; ``--all-groups`` restores every
+section. The
 figures are drawn on two figures made once per report (:class:`GroupFigures`) and stored as
 small palette PNGs: about 0.1 s and 20 KB per group instead of ~0.8 s and 130 KB.
 
@@ -667,6 +668,13 @@ def _status_text(point: Mapping[str, Any], anchors: Mapping[str, str],
                 f"<strong>falls back</strong> to the thresholds of {link}. The table shows "
                 f"{link}'s operating points (TP, FP and precision on its grid); there is no PN "
                 f"curve of this group's own.")
+    if point["status"] == "kept" and point.get("reason"):
+        return (f"Thresholds chosen on this group's own grid ({_e(own)}), but this group "
+                f"<strong>keeps the thresholds in force</strong>: {_e(point['reason'])}.")
+    if point["status"] == "kept":
+        return (f"Too few rated rows ({_e(own)}; {_e(needed)}) and no usable parent: this "
+                f"group <strong>keeps the thresholds in force</strong> (TP, FP and precision "
+                f"are theirs on its grid) until enough of its rows are rated.")
     if point["status"] == "insufficient_data":
         return (f"Too few rated rows ({_e(own)}; {_e(needed)}) and no usable parent: "
                 f"<strong>no thresholds</strong>; decisions for this group are null.")
@@ -1113,7 +1121,8 @@ def _windows_section(records: Sequence[Mapping[str, Any]]) -> str:
     for (start, end), groups in sorted(windows.items()):
         statuses = [s for s, _ in groups.values()]
         summary = ", ".join(f"{statuses.count(s)} {s.replace('_', ' ')}"
-                            for s in ("ok", "fallback", "insufficient_data") if s in statuses)
+                            for s in ("ok", "fallback", "kept", "insufficient_data")
+                            if s in statuses)
         rows.append(_row([_e(f"{start:%Y-%m-%d %H:%M}"), _e(f"{end:%Y-%m-%d %H:%M}"),
                           _e(len(groups)), _e(summary),
                           _e(max(p for _, p in groups.values()))]))
@@ -1148,6 +1157,7 @@ table.points td, table.changes td, table.accounting td { font-variant-numeric: t
 .badge.ok { background: #dff3e4; color: #1e6b34; }
 .badge.fallback { background: #fff1d6; color: #8a5a00; }
 .badge.insufficient_data { background: #fde2e1; color: #9b1c1c; }
+.badge.kept { background: #e8eefc; color: #1e3a8a; }
 .badge.coverage_limited { background: #fff1d6; color: #8a5a00; }
 .badge.infeasible { background: #fde2e1; color: #9b1c1c; }
 .note, .window { color: #5b6570; font-size: .85rem; }
@@ -1176,7 +1186,7 @@ def _status_counts(shown: Mapping[str, Mapping[str, Any]]) -> str:
     """``5 groups: 4 ok, 1 fallback`` (statuses of the records the overview shows)."""
     statuses = [p["status"] for p in shown.values()]
     parts = [f"{statuses.count(s)} {s.replace('_', ' ')}"
-             for s in ("ok", "fallback", "insufficient_data") if s in statuses]
+             for s in ("ok", "fallback", "kept", "insufficient_data") if s in statuses]
     return f"{len(shown)} groups: {', '.join(parts)}"
 
 
@@ -1196,7 +1206,8 @@ def detail_reasons(run: RunData, shown: Mapping[str, Mapping[str, Any]],
     reason are absent).
 
     Reasons: ``changed`` (a threshold of the decision method moved since the previous run,
-    was switched on or off, or appeared), ``fallback`` / ``insufficient data`` (its status),
+    was switched on or off, or appeared), ``fallback`` / ``kept`` / ``insufficient data``
+    (its status: thresholds not chosen on its own rated rows),
     ``coverage limited`` / ``infeasible`` (its point status), ``held`` (a publish-guard
     violation names it), ``all groups`` (the parent the fallbacks use) and ``selected``
     (named in ``selected``).
@@ -1214,7 +1225,7 @@ def detail_reasons(run: RunData, shown: Mapping[str, Mapping[str, Any]],
     violations = ((run.manifest.get("guard") or {}).get("violations") or []
                   if not run.manifest.get("published", True) else [])
     for group, point in shown.items():
-        if point["status"] in ("fallback", "insufficient_data"):
+        if point["status"] in ("fallback", "kept", "insufficient_data"):
             add(group, point["status"].replace("_", " "))
         if point.get("point_status") in ("coverage_limited", "infeasible"):
             add(group, point["point_status"].replace("_", " "))

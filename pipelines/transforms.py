@@ -52,6 +52,7 @@ from costlib.recalibration import ALL_GROUPS, optimize_group
 from pipelines.batches import PLAUSIBILITY, Plausibility, validate_batch
 from pipelines.config import ConfigError, RunConfig
 from pipelines.files import InputError, read_row_groups, write_parquet
+from pipelines.min_risk import MinRiskSettings, cost_weighted
 
 __all__ = [
     "AggregateBatches",
@@ -392,11 +393,13 @@ class AggregateBatchesFn(beam.DoFn):
         self.period_us = round(window.get("period_days", 1) * MICROS_PER_DAY)
         # Resolved once, when the pipeline is built: every worker uses the same time range.
         self.plausibility = Plausibility.from_config(config)
+        self.min_risk = MinRiskSettings.from_config(config)  # weight_rated_rows: cost weights
 
     def process(self, element, edges):
         for source, row_group, table in iter_batches(element, self.columns):
             batch = validate_batch(table, self.config, source=source, row_group=row_group,
                                    windowed=self.windowed, plausibility=self.plausibility)
+            batch = cost_weighted(batch, table, self.min_risk)
             report_metrics(batch.accounting)
             yield pvalue.TaggedOutput("accounting", batch.accounting)
             if batch.dead_letters is not None:
@@ -552,8 +555,11 @@ class AggregateBatches(beam.PTransform):
 class OptimizeGroupFn(beam.DoFn):
     """(group, grid[, replicate grids]) -> (window key, GroupResult, pane index)."""
 
-    def __init__(self, config: RunConfig):
+    def __init__(self, config: RunConfig, in_force=None):
         self.config = config
+        settings = config.in_force
+        use = settings["keep_when_insufficient"] or settings["min_gain_z"] is not None
+        self.in_force = in_force if use else None  # pipelines.in_force.InForce
 
     def process(self, element, window=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
         group, value = element
@@ -569,6 +575,9 @@ class OptimizeGroupFn(beam.DoFn):
             group, grid, methods=config.methods, target=config.target, rule=config.rule,
             min_positives=config.min_positives, min_negatives=config.min_negatives,
             bootstrap=boot, level=config.bootstrap["level"], options=config.optimize_options,
+            in_force=None if self.in_force is None else self.in_force.get(group),
+            min_gain_z=config.in_force["min_gain_z"],
+            keep_when_insufficient=config.in_force["keep_when_insufficient"],
         )
         pane_index = 0 if pane is None else int(pane.index)
         yield "results", (result, pane_index)

@@ -63,8 +63,11 @@ def decision_rows(n_sets: int, seed: int, *, max_size: int = 9, tricky: bool = F
             "operating_point_window_end").type),
         "audit": pa.array(rng.random(n) < 0.2),
         "audit_probability": pa.array(rng.random(n)),
-        PROBABILITY: pa.array(probability),
     }
+    for spec in COMPACT_SCHEMA:  # other decision columns (e.g. min-risk fields): null here
+        if spec.name not in columns and spec.name not in ("topk_decision", "k", "expected_loss"):
+            columns[spec.name] = pa.nulls(n, spec.type)
+    columns[PROBABILITY] = pa.array(probability)
     return pa.table(columns)
 
 
