@@ -22,7 +22,8 @@ thresholds in force or have none, coverage-limited or infeasible point, named by
 guard, ``__all__``) and those selected (``--groups``) have one; ``--all-groups`` restores every
 section. The
 figures are drawn on two figures made once per report (:class:`GroupFigures`) and stored as
-small palette PNGs: about 0.1 s and 20 KB per group instead of ~0.8 s and 130 KB.
+small palette PNGs: about a ninth of the time and a sixth of the bytes of a fresh figure per
+group saved as a true-colour PNG (``tests/benchmarks/bench_report.py``).
 
 The *previous run* is the newest other complete run (one with ``manifest.json``) of the same
 command under the same ``OUTPUT/runs/`` whose ``finished_utc`` is earlier than this run's;
