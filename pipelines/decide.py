@@ -88,8 +88,10 @@ The shuffle moves Arrow tables, not rows: each batch splits its set rows into
 set id as a string: SipHash with a fixed key, identical across processes and machines; Python's
 ``hash()`` of ``str`` is salted per process), emits ``(bucket, table)``, and after a
 ``GroupByKey`` each bucket's tables are concatenated and sorted by ``(set_id, item_id,
-probability, group, threshold_decision)`` (strings compared as UTF-8) before decoding. Within a
-set, items are thus ordered by item id, and ties in probability go to the earlier item id.
+probability, group, threshold_decision, audit, audit_probability)`` (strings compared as UTF-8)
+before decoding. Within a set, items are thus ordered by item id, and ties in probability go
+to the earlier item id. The set rows travel as Arrow IPC bytes, one payload per batch and
+bucket (:func:`split_sets`, :func:`encode_sets`).
 """
 
 from __future__ import annotations
@@ -647,48 +649,252 @@ def write_decisions(path: str, table: pa.Table) -> None:
     write_bytes_atomically(path, sink.getvalue())
 
 
-def set_buckets(set_ids: pa.Array, n_buckets: int) -> NDArray[np.int64]:
+def _value_buckets(values: pa.Array, n_buckets: int) -> NDArray[np.int64]:
+    """Bucket of each value (SipHash of its UTF-8 string, mod ``n_buckets``)."""
+    distinct = _as_string(values).to_numpy(zero_copy_only=False).astype(object)
+    hashed = pd.util.hash_array(distinct, categorize=False)
+    return (hashed % np.uint64(n_buckets)).astype(np.int64)
+
+
+def _as_dictionary(array: pa.Array | pa.ChunkedArray) -> pa.DictionaryArray:
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if pa.types.is_dictionary(array.type):
+        return array
+    return pc.dictionary_encode(_as_string(array))
+
+
+def set_buckets(set_ids: pa.Array | pa.ChunkedArray, n_buckets: int) -> NDArray[np.int64]:
     """Bucket of every row's set id: a stable hash (the same in every process) mod buckets.
 
     Only the distinct set ids of the array are hashed (``pandas.util.hash_array``, SipHash with
-    a fixed key, of the id as a UTF-8 string).
+    a fixed key, of the id as a UTF-8 string); a dictionary-encoded array is hashed through its
+    dictionary without re-encoding. Null set ids get bucket 0 (callers pass set rows only).
     """
-    encoded = pc.dictionary_encode(_as_string(set_ids))
-    distinct = encoded.dictionary.to_numpy(zero_copy_only=False).astype(object)
-    hashed = pd.util.hash_array(distinct, categorize=False)
-    bucket_of = (hashed % np.uint64(n_buckets)).astype(np.int64)
-    return bucket_of[encoded.indices.to_numpy(zero_copy_only=False)]
+    encoded = _as_dictionary(set_ids)
+    bucket_of = _value_buckets(encoded.dictionary, n_buckets)
+    indices = encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)
+    return bucket_of[indices] if bucket_of.size else np.zeros(indices.size, dtype=np.int64)
+
+
+def _compact_dictionary(array: pa.DictionaryArray, *, sort: bool = False) -> pa.DictionaryArray:
+    """``array`` with only the dictionary values its rows use (sorted by value with ``sort``).
+
+    With ``sort`` the result depends only on the row values, not on the dictionary ``array``
+    arrived with: what the bucket files need to be identical for any split of the input.
+    """
+    valid = array.indices.is_valid().to_numpy(zero_copy_only=False)
+    codes = array.indices.fill_null(0).to_numpy(zero_copy_only=False)
+    used = np.flatnonzero(np.bincount(codes[valid], minlength=len(array.dictionary)))
+    values = array.dictionary.take(pa.array(used))
+    if sort and len(values) > 1:
+        by_value = pc.sort_indices(values).to_numpy()
+        values = values.take(pa.array(by_value))
+        used = used[by_value]
+    position = np.zeros(max(len(array.dictionary), 1), dtype=np.int32)
+    position[used] = np.arange(used.size, dtype=np.int32)
+    return pa.DictionaryArray.from_arrays(
+        pa.array(position[codes], pa.int32(), mask=None if valid.all() else ~valid), values)
+
+
+def _compact_dictionaries(table: pa.Table, *, sort: bool = False) -> pa.Table:
+    """:func:`_compact_dictionary` of every dictionary column (chunks unified first)."""
+    table = table.unify_dictionaries().combine_chunks()
+    for i, name in enumerate(table.column_names):
+        column = table.column(i)
+        if pa.types.is_dictionary(column.type) and column.num_chunks == 1:
+            table = table.set_column(i, name, _compact_dictionary(column.chunk(0), sort=sort))
+    return table
+
+
+def _bucket_type(n_buckets: int) -> type:
+    """The smallest integer type for bucket numbers (numpy radix-sorts 8 and 16 bit ints)."""
+    return np.int8 if n_buckets <= 127 else np.int16 if n_buckets <= 32767 else np.int64
+
+
+#: Dictionary columns with more values than this are compacted per bucket before the shuffle.
+SMALL_DICTIONARY = 256
+
+
+def split_sets(table: pa.Table, rows: NDArray[np.intp], n_buckets: int):
+    """``(bucket, table)`` of ``table``'s ``rows`` per set-id bucket present, in bucket order.
+
+    One ``take`` orders the rows by bucket (stable: batch order within a bucket); every part
+    is a zero-copy slice of it. The set-id dictionary is split with the rows: each set id
+    belongs to one bucket, so ordering the dictionary values by bucket gives every part the
+    values of its own bucket only (a slice of the reordered dictionary). Other dictionary
+    columns keep their dictionary when small (at most :data:`SMALL_DICTIONARY` values) and are
+    compacted to the values their part uses otherwise.
+    """
+    set_ids = _as_dictionary(table.column("set_id"))
+    value_bucket = _value_buckets(set_ids.dictionary, n_buckets).astype(_bucket_type(n_buckets))
+    codes = set_ids.indices.fill_null(0).to_numpy(zero_copy_only=False)
+    bucket = value_bucket[codes[rows]] if value_bucket.size else np.zeros(rows.size, np.int8)
+    by_bucket = np.argsort(bucket, kind="stable")  # radix sort of small integers
+    rows = rows[by_bucket]
+    value_order = np.argsort(value_bucket, kind="stable")
+    new_code = np.empty(value_order.size, dtype=np.int64)
+    new_code[value_order] = np.arange(value_order.size)
+    sorted_values = set_ids.dictionary.take(pa.array(value_order))
+    value_starts = np.concatenate([[0], np.cumsum(np.bincount(value_bucket,
+                                                              minlength=n_buckets))])
+    row_starts = np.concatenate([[0], np.cumsum(np.bincount(bucket, minlength=n_buckets))])
+    row_codes = new_code[codes[rows]]
+    column = table.schema.get_field_index("set_id")
+    taken = table.take(pa.array(rows))
+    for b in np.flatnonzero(np.diff(row_starts)).tolist():
+        start, stop = int(row_starts[b]), int(row_starts[b + 1])
+        low, high = int(value_starts[b]), int(value_starts[b + 1])
+        part = taken.slice(start, stop - start)
+        part = part.set_column(column, "set_id", pa.DictionaryArray.from_arrays(
+            pa.array(row_codes[start:stop] - low, pa.int32()), sorted_values[low:high]))
+        for i, spec in enumerate(part.schema):
+            if pa.types.is_dictionary(spec.type) and spec.name != "set_id":
+                array = part.column(i).combine_chunks()
+                if len(array.dictionary) > SMALL_DICTIONARY:
+                    part = part.set_column(i, spec.name, _compact_dictionary(array))
+        yield int(b), part
+
+
+def encode_sets(table: pa.Table) -> bytes:
+    """Set rows as Arrow IPC stream bytes for the shuffle (parts of :func:`split_sets`).
+
+    Pickling a sliced Arrow table would carry the buffers of the whole batch; the IPC stream
+    holds only the rows of the slice, and Beam moves bytes without pickling them.
+    """
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def decode_shuffled(payloads: Sequence[bytes]) -> pa.Table:
+    """The tables of :func:`encode_sets` payloads, concatenated."""
+    tables = [pa.ipc.open_stream(pa.py_buffer(p)).read_all() for p in payloads]
+    return pa.concat_tables(tables)
+
+
+def _sort_codes(array: pa.DictionaryArray) -> NDArray[np.int64]:
+    """Codes of a dictionary array whose dictionary is sorted (nulls: after every value).
+
+    Comparing them orders rows exactly as comparing their strings (UTF-8 byte order) with
+    nulls last, Arrow's default.
+    """
+    codes = array.indices.fill_null(len(array.dictionary)).to_numpy(zero_copy_only=False)
+    return codes.astype(np.int64)
+
+
+def _string_prefixes(strings: pa.Array, width: int) -> NDArray[np.uint64] | None:
+    """The first ``width`` (<= 8) bytes of every string as a big-endian integer, shorter
+    strings padded with zero bytes: comparing prefixes orders strings by their first
+    ``width`` bytes. None for an array with nulls or of another type than ``string``."""
+    if strings.type != pa.string() or strings.null_count:
+        return None
+    n = len(strings)
+    offsets = np.frombuffer(strings.buffers()[1], dtype=np.int32)[
+        strings.offset:strings.offset + n + 1].astype(np.int64)
+    buffer = strings.buffers()[2]
+    data = np.frombuffer(buffer, dtype=np.uint8) if buffer is not None else np.zeros(0, np.uint8)
+    prefix = np.zeros(n, dtype=np.uint64)
+    if data.size == 0:
+        return prefix
+    start, end, last = offsets[:-1], offsets[1:], data.size - 1
+    for j in range(width):
+        position = start + j
+        byte = data[np.minimum(position, last)].astype(np.uint64)
+        byte[position >= end] = 0
+        prefix = (prefix << np.uint64(8)) | byte
+    return prefix
+
+
+#: Bits of the sort key of :func:`set_order` that hold the set code (the rest: item bytes).
+SET_BITS = 16
+
+
+def set_order(keys: pa.Table) -> NDArray[np.intp]:
+    """Row order by all columns of ``keys``, ascending, nulls last (like Arrow's sort).
+
+    ``keys`` holds ``set`` (int codes >= 0 in set-id order, no nulls), ``item`` (string),
+    then any tie-breaking columns. Fast path: one stable integer sort of ``set code << 48 |
+    first 6 bytes of the item``; runs of rows that tie on that key (items of a set sharing
+    their first 6 bytes, or repeated items) are then ordered by Arrow's sort over all keys,
+    run by run (the order between runs is already right). Without such runs one integer sort
+    is paid; with only such runs the cost is about Arrow's sort alone.
+    """
+    sort_keys = [(name, "ascending") for name in keys.column_names]
+    sets = keys.column("set").to_numpy()
+    width = (64 - SET_BITS) // 8
+    prefix = None
+    if sets.size and sets.max() < 2**SET_BITS:
+        prefix = _string_prefixes(keys.column("item").combine_chunks(), width)
+    if prefix is None:
+        return pc.sort_indices(keys, sort_keys=sort_keys).to_numpy()
+    key = (sets.astype(np.uint64) << np.uint64(64 - SET_BITS)) | prefix
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    same = key[1:] == key[:-1]
+    if not same.any():
+        return order
+    tied = np.zeros(order.size, dtype=bool)
+    tied[1:] |= same
+    tied[:-1] |= same
+    run = np.cumsum(np.concatenate([[True], ~same]))[tied]  # run number of every tied row
+    rows = order[tied]
+    sub = keys.take(pa.array(rows)).set_column(0, "set", pa.array(run))
+    order[tied] = rows[pc.sort_indices(sub, sort_keys=sort_keys).to_numpy()]
+    return order
+
+
+def _sorted_sets(table: pa.Table) -> tuple[pa.Table, NDArray[np.int64]]:
+    """Set rows sorted as :func:`decode_sets` describes, and the offsets of the sets."""
+    table = table.drop_columns([c for c in ("topk_decision", "k", "expected_loss")
+                                if c in table.column_names])
+    for name in DICTIONARY_COLUMNS:
+        if not pa.types.is_dictionary(table.schema.field(name).type):
+            table = table.set_column(table.schema.get_field_index(name), name,
+                                     pc.dictionary_encode(table.column(name)))
+    table = _compact_dictionaries(table, sort=True)
+    set_rank = _sort_codes(table.column("set_id").chunk(0))
+    keys = pa.table({
+        "set": set_rank, "item": table.column("item_id"), "p": table.column(PROBABILITY),
+        "group": _sort_codes(table.column("group").chunk(0)),
+        "decision": table.column("threshold_decision"),
+        "audit": table.column("audit"), "audit_probability": table.column("audit_probability"),
+    })
+    order = set_order(keys)
+    sorted_sets = set_rank[order]
+    starts = np.flatnonzero(sorted_sets[1:] != sorted_sets[:-1]) + 1
+    offsets = np.concatenate([[0], starts, [sorted_sets.size]]).astype(np.int64)
+    return table.take(pa.array(order)), offsets
 
 
 def decode_sets(table: pa.Table, loss: str, params: dict[str, Any]) -> pa.Table:
     """Sort set rows by (set_id, item_id, ...) and decode every set; returns decision records.
 
-    ``table`` holds decision columns plus :data:`PROBABILITY`; every row has a set id and a
-    probability.
+    ``table`` holds decision columns plus :data:`PROBABILITY` (string or dictionary-encoded
+    string columns, any number of chunks); every row has a set id and a probability. Rows are
+    ordered by ``(set_id, item_id, probability, group, threshold_decision, audit,
+    audit_probability)`` (strings in UTF-8 byte order, nulls last; the last two only order
+    repeated items, so that every column of the output is the same whatever order the rows
+    arrived in); set id and group are compared through their codes in sorted dictionaries,
+    and item ids mostly through integer prefixes (:func:`set_order`). The sets, each now
+    contiguous, go to one :func:`costlib.decoding.optimal_topk_ragged` call (which decodes the
+    sets of each size together). The dictionary columns of the result hold the values used,
+    sorted, so the output does not depend on how the rows were split into batches.
     """
-    table = table.sort_by([
-        ("set_id", "ascending"), ("item_id", "ascending"), (PROBABILITY, "ascending"),
-        ("group", "ascending"), ("threshold_decision", "ascending"),
-    ])
-    n = table.num_rows
-    set_ids = table.column("set_id").combine_chunks()
-    if n > 1:
-        change = pc.not_equal(set_ids.slice(1), set_ids.slice(0, n - 1))
-        starts = np.flatnonzero(change.to_numpy(zero_copy_only=False)) + 1
-    else:
-        starts = np.zeros(0, dtype=np.int64)
-    offsets = np.concatenate([[0], starts, [n]]).astype(np.int64)
-    probabilities = table.column(PROBABILITY).to_numpy()
-    result = optimal_topk_ragged(probabilities, offsets, loss, **params)
+    if table.num_rows == 0:
+        return COMPACT_SCHEMA.empty_table()
+    table, offsets = _sorted_sets(table)
+    result = optimal_topk_ragged(table.column(PROBABILITY).to_numpy(), offsets, loss, **params)
     sizes = np.diff(offsets)
-    table = table.drop_columns([PROBABILITY])
-    for name, values in (
-        ("topk_decision", pa.array(result.selected, pa.bool_())),
-        ("k", pa.array(np.repeat(result.k, sizes).astype(np.int64))),
-        ("expected_loss", pa.array(np.repeat(result.expected_loss, sizes), pa.float64())),
-    ):
-        table = table.set_column(DECISION_SCHEMA.get_field_index(name), name, values)
-    return table
+    columns = {
+        "topk_decision": pa.array(result.selected, pa.bool_()),
+        "k": pa.array(np.repeat(result.k, sizes).astype(np.int64)),
+        "expected_loss": pa.array(np.repeat(result.expected_loss, sizes), pa.float64()),
+    }
+    return pa.Table.from_arrays(
+        [columns[f.name] if f.name in columns else table.column(f.name) for f in COMPACT_SCHEMA],
+        schema=COMPACT_SCHEMA)
 
 
 # --------------------------------------------------------------------------- DoFns
@@ -712,7 +918,7 @@ class DecideFileFn(beam.DoFn):
     Reading, validation and the threshold decisions of a row group happen in one call, so no
     PCollection ever holds a whole batch: Beam samples the elements of every PCollection for
     size estimates by encoding them, which for Arrow batches (pickled) costs about as much as
-    the decisions themselves. Outputs are small: main ``(bucket, table)`` of rows to decode in
+    the decisions themselves. Outputs are small: main ``(bucket, bytes)`` of rows to decode in
     sets (top-k path only), tagged ``"counters"`` (row accounting of the batch, and counts of
     the rows written) and ``"dead_letters"`` (``(source, row_group, table)`` of bad rows).
     """
@@ -741,7 +947,7 @@ class DecideFileFn(beam.DoFn):
             yield from self.decide(batch, table)
 
     def decide(self, batch: ValidatedBatch, raw: pa.Table | None = None):
-        """Threshold decisions of a batch; set rows out as ``(bucket, table)``, others written."""
+        """Threshold decisions of a batch; set rows out as ``(bucket, bytes)``, others written."""
         table, audit_counters = decision_table_and_audit(
             batch, self.thresholds, self.config.rule, self.loss, self.audit)
         if raw is not None and self.min_risk is not None:
@@ -753,17 +959,7 @@ class DecideFileFn(beam.DoFn):
             in_set = ~(np.isnan(batch.probabilities) | table.column("set_id").is_null()
                        .to_numpy(zero_copy_only=False))
             if in_set.any():
-                rows = np.flatnonzero(in_set)
-                sets = as_contract(table.take(rows)).append_column(
-                    PROBABILITY, pa.array(batch.probabilities[rows])
-                )
-                bucket = set_buckets(sets.column("set_id").combine_chunks(), self.buckets)
-                order = np.argsort(bucket, kind="stable")
-                present, starts = np.unique(bucket[order], return_index=True)
-                bounds = [*starts.tolist(), rows.size]
-                for b, start, stop in zip(present.tolist(), bounds[:-1], bounds[1:],
-                                          strict=True):
-                    yield int(b), sets.take(order[start:stop])
+                yield from self.shuffle_sets(table, batch.probabilities, in_set)
                 table = table.filter(pa.array(~in_set))
         if table.num_rows:
             write_decisions(
@@ -771,9 +967,17 @@ class DecideFileFn(beam.DoFn):
             )
             yield pvalue.TaggedOutput("counters", _counts(table))
 
+    def shuffle_sets(self, table: pa.Table, probabilities: NDArray[np.float64],
+                     in_set: NDArray[np.bool_]):
+        """``(bucket, bytes)`` per set-id bucket present (:func:`split_sets`)."""
+        sets = table.drop_columns(["topk_decision", "k", "expected_loss"]).append_column(
+            PROBABILITY, pa.array(probabilities))  # top-k fields are set after decoding
+        for bucket, part in split_sets(sets, np.flatnonzero(in_set), self.buckets):
+            yield bucket, encode_sets(part)
+
 
 class DecodeBucketFn(beam.DoFn):
-    """``(bucket, [tables])`` -> the bucket's sets decoded, written to ``part-bucket-N``."""
+    """``(bucket, [IPC bytes])`` -> the bucket's sets decoded, written to ``part-bucket-N``."""
 
     def __init__(self, config: RunConfig, directory: str):
         settings = decoding_settings(config)
@@ -782,12 +986,10 @@ class DecodeBucketFn(beam.DoFn):
         self.directory = directory
 
     def process(self, element):
-        bucket, tables = element
-        table = pa.concat_tables(list(tables))
-        decided = decode_sets(table, self.loss, self.params)
+        bucket, payloads = element
+        decided = decode_sets(decode_shuffled(list(payloads)), self.loss, self.params)
         write_decisions(f"{self.directory}/part-bucket-{bucket:05d}.parquet", decided)
-        n_sets = len(pc.unique(decided.column("set_id")))
-        yield _counts(decided, sets=n_sets)
+        yield _counts(decided, sets=len(decided.column("set_id").combine_chunks().dictionary))
 
 
 def build_decide(

@@ -1,18 +1,29 @@
 """A self-contained HTML report of one recalibration run (``costlib report --run DIR``).
 
-The report is one HTML file: text, tables and matplotlib figures embedded as base64 PNG data
-URIs, with no script, no external file and nothing fetched from the network. It shows
+The report is one HTML file: text, tables, matplotlib figures embedded as base64 PNG data
+URIs and one small inline script (search and sort of the group table), with no external file
+and nothing fetched from the network. It shows
 
 - the run: id, times, runner, inputs, rule, target, methods, publication status, and the row
   accounting of ``manifest.json`` (read = used + unrated + dead-lettered, by reason);
 - an overview of every group: status, rated rows, the decision method's thresholds and their
   change since the previous run, and its point's flagged volume, coverage and point status
-  (``ok`` / ``coverage_limited`` / ``infeasible``, with the reason);
+  (``ok`` / ``coverage_limited`` / ``infeasible``, with the reason); a search box keeps the
+  rows containing every word typed, and a click on a column title sorts by it;
 - per group: the operating point of each method with its bootstrap intervals (when the run
   computed them), flagged volume, coverage and point status with its reason, the PN curves
   with the chosen points (from ``pn_curves.parquet``), the paths in threshold-index space
   (k = 2), the fallback or insufficient-data status, and every threshold's change from the
   previous run (old -> new and the difference).
+
+Up to :data:`MAX_DETAILED_GROUPS` groups every group has its section. Above, only the groups
+that need a look (:func:`detail_reasons`: changed since the previous run, fell back, kept the
+thresholds in force or have none, coverage-limited or infeasible point, named by the publish
+guard, ``__all__``) and those selected (``--groups``) have one; ``--all-groups`` restores every
+section. The
+figures are drawn on two figures made once per report (:class:`GroupFigures`) and stored as
+small palette PNGs: about a ninth of the time and a sixth of the bytes of a fresh figure per
+group saved as a true-colour PNG (``tests/benchmarks/bench_report.py``).
 
 The *previous run* is the newest other complete run (one with ``manifest.json``) of the same
 command under the same ``OUTPUT/runs/`` whose ``finished_utc`` is earlier than this run's;
@@ -39,11 +50,12 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
+from matplotlib.ticker import MaxNLocator
 
 from costlib.target import Target
 from costlib.threshold_plots import _COLORS as METHOD_COLORS
-from costlib.threshold_plots import CurveSpec, draw_pn_curves
 from pipelines.files import InputError, write_bytes_atomically
 from pipelines.runs import load_operating_points, read_manifest, read_records
 
@@ -60,7 +72,13 @@ __all__ = [
 
 ALL_GROUPS = "__all__"
 #: Resolution of the embedded figures (pixels per inch of the matplotlib figure size).
-DPI = 80
+DPI = 64
+#: Colours of the palette the embedded PNG figures are stored with.
+COLOURS = 32
+#: Fixed axes positions of the PN-curve figure (two panels, legend inside) and of the path
+#: figure (legend right of the axes), instead of a layout engine (see figure_data_uri).
+PN_MARGINS = {"left": 0.06, "right": 0.99, "bottom": 0.11, "top": 0.93, "wspace": 0.16}
+PATH_MARGINS = {"left": 0.1, "right": 0.6, "bottom": 0.11, "top": 0.93}
 Key = tuple[str, str]
 
 
@@ -310,46 +328,202 @@ def _lattice_thresholds(manifest: Mapping[str, Any]) -> list[np.ndarray] | None:
 # --------------------------------------------------------------------------- figures
 
 
-def figure_data_uri(fig: Figure) -> str:
-    """A matplotlib figure as a ``data:image/png;base64,...`` URI."""
+def figure_data_uri(fig: Figure, margins: Mapping[str, float] | None = None) -> str:
+    """A matplotlib figure as a ``data:image/png;base64,...`` URI, small and cheap.
+
+    The figure is drawn once at :data:`DPI` and stored as a palette PNG of at most
+    :data:`COLOURS` colours without dithering: plots are flat colours and antialiased edges,
+    so this keeps them sharp at about a third of the bytes of a true-colour PNG. With
+    ``margins`` (``fig.subplots_adjust`` arguments) the figure's layout engine is switched off
+    and the axes placed by them: measuring every text for a constrained layout, and again for
+    a tight bounding box, cost about three times the drawing itself.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+
+    if margins is not None:
+        fig.set_layout_engine("none")
+        for grid in {id(s.get_gridspec()): s.get_gridspec() for s in
+                     (ax.get_subplotspec() for ax in fig.axes) if s is not None}.values():
+            grid.update(**margins)  # what subplots_adjust does, past the layout-engine check
+    canvas = FigureCanvasAgg(fig)
+    fig.set_dpi(DPI)
+    canvas.draw()
+    image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba())
+    palette = image.convert("RGB").quantize(colors=COLOURS, method=Image.Quantize.FASTOCTREE,
+                                            dither=Image.Dither.NONE)
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight",
-                metadata={"Software": None})
+    palette.save(buffer, format="PNG", compress_level=6)
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _curves_of(run: RunData, point: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The PN curve record a point was chosen on (same group, method and window)."""
+def _curve_index(run: RunData) -> dict[tuple[Any, Any, Any], dict[str, Any]]:
+    """The run's PN curve records by (group, method, window start) (first one wins)."""
+    index: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
     for curve in run.curves:
-        if (curve["group"], curve["method"], curve["window_start"]) == (
-            point["group"], point["method"], point["window_start"]
-        ):
-            return curve
-    return None
+        index.setdefault((curve["group"], curve["method"], curve["window_start"]), curve)
+    return index
 
 
-def pn_figure(points: Sequence[Mapping[str, Any]], curves: Sequence[Mapping[str, Any]],
-              title: str) -> Figure | None:
-    """PN curves of each method with its chosen point (None when no method has a curve).
+def _curves_of(run: RunData, point: Mapping[str, Any],
+               index: Mapping[tuple[Any, Any, Any], dict[str, Any]] | None = None
+               ) -> dict[str, Any] | None:
+    """The PN curve record a point was chosen on (same group, method and window)."""
+    index = _curve_index(run) if index is None else index
+    return index.get((point["group"], point["method"], point["window_start"]))
 
-    ``points`` and ``curves`` are the records of one group (and window), in the same order.
+
+class GroupFigures:
+    """The two figures of a group section, drawn on two figures made once per report.
+
+    Creating a figure, its axes, ticks and legend and laying them out costs far more than
+    drawing it; the report draws the same two plots for every group, so one figure per plot
+    is kept and only its data, limits and titles change from group to group. Legends name the
+    methods only (the thresholds are in the table next to the figures), so they are made once.
+
+    PN curves (two panels, like :func:`costlib.threshold_plots.draw_pn_curves`): every
+    method's curve with its chosen point, and the target line through the best point; the
+    right panel zooms to FP <= max(4 x the largest chosen FP, 1). Paths (k = 2 only): every
+    method's path (graph, analytic) or frontier cells (hull, bucket) in lattice-index space,
+    its chosen cell, and with fixed edges the bootstrap box of its thresholds.
     """
-    specs = []
-    target = None
-    for point, curve in zip(points, curves, strict=True):
-        if curve is None or point["thresholds"] is None:
-            continue
-        target = Target.from_marginal_precision(point["target_marginal_precision"])
-        specs.append(CurveSpec(
-            label=point["method"], method=point["method"], kind=curve["curve_kind"],
-            curve_fp=np.asarray(curve["fp"], dtype=float),
-            curve_tp=np.asarray(curve["tp"], dtype=float),
-            fp=point["fp"], tp=point["tp"], thresholds=tuple(point["thresholds"]),
-            objective=point["tp"] - target.slope * point["fp"],
-        ))
-    if not specs or target is None:
-        return None
-    return draw_pn_curves(specs, target, title=title)
+
+    def __init__(self, methods: Sequence[str], kinds: Mapping[str, str],
+                 classifiers: Sequence[str], lattice: Sequence[np.ndarray] | None):
+        self.methods = list(methods)
+        self.lattice = lattice
+        self.pn = Figure(figsize=(11, 4.2))
+        self.pn.subplots_adjust(**PN_MARGINS)
+        self.pn_axes = self.pn.subplots(1, 2)
+        self.curve_lines: dict[tuple[int, str], Any] = {}
+        self.point_lines: dict[tuple[int, str], Any] = {}
+        self.target_lines = []
+        for panel, ax in enumerate(self.pn_axes):
+            for method in self.methods:
+                kind = kinds.get(method, "path")
+                color = METHOD_COLORS.get(method)
+                (self.curve_lines[panel, method],) = ax.plot(
+                    [], [], "-" if kind == "path" else "--", color=color, lw=1.3,
+                    label=f"{method} {kind}")
+                (self.point_lines[panel, method],) = ax.plot(
+                    [], [], "o", color=color, ms=8, mec="black", label="_chosen")
+            (line,) = ax.plot([], [], color="gray", lw=0.8, label="target slope")
+            self.target_lines.append(line)
+            ax.set_xlabel("false positives (rated)")
+            ax.set_ylabel("true positives (rated)")
+            ax.xaxis.set_major_locator(MaxNLocator(5))  # fewer labels: text is the cost
+            ax.yaxis.set_major_locator(MaxNLocator(5))
+            ax.grid(alpha=0.3)
+        self.pn_axes[1].set_title("zoom around the chosen points")
+        handles = [self.curve_lines[1, m] for m in self.methods] + [self.target_lines[1]]
+        handles.append(Line2D([], [], ls="", marker="o", color="white", mec="black", ms=8,
+                              label="chosen points"))
+        self.pn_axes[1].legend(handles=handles, fontsize=7, loc="lower right")
+        self.paths = None
+        if len(classifiers) == 2:
+            self._make_paths(kinds, classifiers)
+
+    def _make_paths(self, kinds: Mapping[str, str], classifiers: Sequence[str]) -> None:
+        self.paths = Figure(figsize=(9.5, 5.4))
+        self.paths.subplots_adjust(**PATH_MARGINS)
+        ax = self.path_ax = self.paths.add_subplot()
+        self.path_lines, self.chosen_lines, self.boxes = {}, {}, {}
+        for method in self.methods:
+            color = METHOD_COLORS.get(method)
+            if kinds.get(method, "path") == "path":
+                (line,) = ax.plot([], [], "-", color=color, lw=1.6, alpha=0.85,
+                                  label=f"{method} path")
+            else:
+                (line,) = ax.plot([], [], "o", color=color, ms=4, alpha=0.7, mew=0,
+                                  label=f"{method} frontier cells")
+            self.path_lines[method] = line
+            (self.chosen_lines[method],) = ax.plot([], [], "o", color=color, ms=15,
+                                                   mec="black", label="_chosen")
+            self.boxes[method] = ax.add_patch(_ci_box([0, 0], [0, 0], color))
+        ax.set_xlabel(f"threshold of {classifiers[0]}")
+        ax.set_ylabel(f"threshold of {classifiers[1]}")
+        ax.set_title("Paths in threshold space (lattice indices)")
+        ax.grid(alpha=0.3)
+        if self.lattice is not None:
+            ax.set_xlim(-0.5, len(self.lattice[0]) - 0.5)
+            ax.set_ylim(-0.5, len(self.lattice[1]) - 0.5)
+            _threshold_ticks(ax, self.lattice[0], "x")
+            _threshold_ticks(ax, self.lattice[1], "y")
+        handles = list(self.path_lines.values())
+        handles.append(Line2D([], [], ls="", marker="o", color="white", mec="black", ms=10,
+                              label="chosen points"))
+        if self.lattice is not None:
+            handles.append(Rectangle((0, 0), 1, 1, fill=False, ls="--", ec="gray",
+                                     label="bootstrap interval"))
+        ax.legend(handles=handles, fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5),
+                  frameon=False)
+
+    def pn_uri(self, points: Sequence[Mapping[str, Any]],
+               curves: Sequence[Mapping[str, Any] | None], title: str) -> str | None:
+        """The PN figure of one group's points and curves (None when no method has both)."""
+        drawn = [(p, c) for p, c in zip(points, curves, strict=True)
+                 if c is not None and p["thresholds"] is not None and p["method"] in
+                 self.methods]
+        if not drawn:
+            return None
+        slope = Target.from_marginal_precision(drawn[0][0]["target_marginal_precision"]).slope
+        data = {p["method"]: (np.asarray(c["fp"], dtype=float), np.asarray(c["tp"], dtype=float),
+                              float(p["fp"]), float(p["tp"])) for p, c in drawn}
+        best = max(data.values(), key=lambda d: d[3] - slope * d[2])
+        fp_all = max(float(np.max(d[0])) for d in data.values())
+        tp_all = max(float(np.max(d[1])) for d in data.values())
+        zoom = min(fp_all, max(4.0 * max(d[2] for d in data.values()), 1.0))
+        for panel, (ax, limit) in enumerate(zip(self.pn_axes, (fp_all, zoom), strict=True)):
+            for method in self.methods:
+                fp, tp, point_fp, point_tp = data.get(method, ((), (), None, None))
+                self.curve_lines[panel, method].set_data(fp, tp)
+                self.point_lines[panel, method].set_data(
+                    [] if point_fp is None else [point_fp], [] if point_tp is None else [point_tp])
+            xs = np.array([0.0, limit])
+            self.target_lines[panel].set_data(xs, best[3] - slope * best[2] + slope * xs)
+            seen = [d[1][d[0] <= limit] for d in data.values()]
+            tp_view = max(float(np.max(s)) if s.size else 0.0 for s in seen)
+            ax.set_xlim(0, limit * 1.02 if limit > 0 else 1)
+            ax.set_ylim(0, (tp_view if panel else tp_all) * 1.05 or 1)
+        self.pn_axes[0].set_title(title)
+        return figure_data_uri(self.pn)
+
+    def path_uri(self, points: Sequence[Mapping[str, Any]],
+                 curves: Sequence[Mapping[str, Any] | None]) -> str | None:
+        """The path figure of one group (None for k != 2 or when no method has a curve)."""
+        if self.paths is None:
+            return None
+        drawn = {p["method"]: (p, c) for p, c in zip(points, curves, strict=True)
+                 if c is not None and p["method"] in self.path_lines}
+        if not drawn:
+            return None
+        for rank, method in enumerate(m for m in self.methods if m in drawn):
+            point, curve = drawn[method]
+            cells = np.asarray(curve["path"], dtype=int).reshape(-1, 2)
+            chosen = cells[curve["chosen_position"]]
+            self.path_lines[method].set_data(cells[:, 0], cells[:, 1])
+            # Methods often choose the same cell: later markers are smaller, all stay visible.
+            marker = self.chosen_lines[method]
+            marker.set_data([chosen[0]], [chosen[1]])
+            marker.set_markersize(15 - 3 * min(rank, 3))
+            marker.set_zorder(3 + rank)
+            box = self.boxes[method]
+            low, high = point["threshold_ci_low"], point["threshold_ci_high"]
+            box.set_visible(self.lattice is not None and low is not None and high is not None)
+            if box.get_visible():
+                low = [_index_of(v, a) for v, a in zip(low, self.lattice, strict=True)]
+                high = [_index_of(v, a) for v, a in zip(high, self.lattice, strict=True)]
+                shape = _ci_box(low, high, None)
+                box.set_bounds(*shape.get_xy(), shape.get_width(), shape.get_height())
+        for method in self.path_lines:
+            if method not in drawn:
+                self.path_lines[method].set_data([], [])
+                self.chosen_lines[method].set_data([], [])
+                self.boxes[method].set_visible(False)
+        if self.lattice is None:
+            self.path_ax.relim()
+            self.path_ax.autoscale_view()
+        return figure_data_uri(self.paths)
 
 
 def _index_of(value: float, axis: np.ndarray) -> float:
@@ -365,56 +539,6 @@ def _threshold_ticks(ax: Axes, axis: np.ndarray, which: str) -> None:
     positions = np.unique(np.linspace(0, len(axis) - 1, 6).round().astype(int))
     labels = ["off" if math.isinf(axis[i]) else f"{axis[i]:.2f}" for i in positions]
     getattr(ax, f"set_{which}ticks")(positions, labels)
-
-
-def path_figure(points: Sequence[Mapping[str, Any]], curves: Sequence[Mapping[str, Any]],
-                classifiers: Sequence[str],
-                lattice: Sequence[np.ndarray] | None) -> Figure | None:
-    """Each method's path (or frontier cells) and chosen point in threshold-index space.
-
-    Only for k = 2 (returns None otherwise, or when no method has a curve). Paths of ``graph``
-    and ``analytic`` are drawn as lines, the frontier cells of ``hull`` and ``bucket`` as dots.
-    With fixed edges (``lattice``) the ticks show threshold values and the bootstrap interval
-    of the thresholds is drawn as a dashed box around the chosen point.
-    """
-    if len(classifiers) != 2:
-        return None
-    drawn = [(p, c) for p, c in zip(points, curves, strict=True) if c is not None]
-    if not drawn:
-        return None
-    fig = Figure(figsize=(9.5, 5.4), layout="constrained")
-    ax = fig.add_subplot()
-    for rank, (point, curve) in enumerate(drawn):
-        cells = np.asarray(curve["path"], dtype=int).reshape(-1, 2)
-        chosen = cells[curve["chosen_position"]]
-        color = METHOD_COLORS.get(point["method"])
-        if curve["curve_kind"] == "path":
-            ax.plot(cells[:, 0], cells[:, 1], "-", color=color, lw=1.6, alpha=0.85,
-                    label=f"{point['method']} path")
-        else:
-            ax.plot(cells[:, 0], cells[:, 1], "o", color=color, ms=4, alpha=0.7, mew=0,
-                    label=f"{point['method']} frontier cells")
-        # Methods often choose the same cell: later markers are smaller, so all stay visible.
-        ax.plot(chosen[0], chosen[1], "o", color=color, ms=15 - 3 * min(rank, 3), mec="black",
-                zorder=3 + rank,
-                label=f"{point['method']} chosen ({_fmt_thresholds(point['thresholds'])})")
-        if lattice is not None and point["threshold_ci_low"] is not None:
-            low = [_index_of(v, a) for v, a in zip(point["threshold_ci_low"], lattice,
-                                                     strict=True)]
-            high = [_index_of(v, a) for v, a in zip(point["threshold_ci_high"], lattice,
-                                                      strict=True)]
-            ax.add_patch(_ci_box(low, high, color))
-    if lattice is not None:
-        ax.set_xlim(-0.5, len(lattice[0]) - 0.5)
-        ax.set_ylim(-0.5, len(lattice[1]) - 0.5)
-        _threshold_ticks(ax, lattice[0], "x")
-        _threshold_ticks(ax, lattice[1], "y")
-    ax.set_xlabel(f"threshold of {classifiers[0]}")
-    ax.set_ylabel(f"threshold of {classifiers[1]}")
-    ax.set_title("Paths in threshold space (lattice indices)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
-    return fig
 
 
 def _ci_box(low: Sequence[float], high: Sequence[float], color: str | None) -> Rectangle:
@@ -518,11 +642,6 @@ def _row(cells: Sequence[str], **data: Any) -> str:
 def _image(uri: str, alt: str, css: str) -> str:
     """An ``<img>`` with a data URI."""
     return f'<img class="{_e(css)}" src="{uri}" alt="{_e(alt)}">'
-
-
-def _anchor(groups: Sequence[str], group: str) -> str:
-    """The element id of a group's section."""
-    return f"group-{groups.index(group)}"
 
 
 def _status_badge(status: str) -> str:
@@ -703,41 +822,124 @@ def _coverage_cells(point: Mapping[str, Any]) -> list[str]:
     return [_e(_fmt_count(point.get("volume"))), _e(_fmt_ratio(point.get("coverage"))), badge]
 
 
-def _overview_section(groups: Sequence[str], points: Mapping[Key, Mapping[str, Any]],
-                      changes: Sequence[ThresholdChange], method: str,
-                      classifiers: Sequence[str], previous: RunData | None) -> str:
-    """One row per group: status, rated rows, the decision method's thresholds and change."""
+def _sort_value(value: float | None) -> str:
+    """A cell's ``data-sort`` value: the number (``inf`` for off), empty when there is none."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return "Infinity" if math.isinf(value) else repr(float(value))
+
+
+def _overview_section(groups: Sequence[str], shown: Mapping[str, Mapping[str, Any]],
+                      changes: Sequence[ThresholdChange], classifiers: Sequence[str],
+                      previous: RunData | None, method: str, anchors: Mapping[str, str],
+                      reasons: Mapping[str, Sequence[str]], detailed_all: bool) -> str:
+    """One row per group: status, rated rows, the decision method's thresholds and change,
+    coverage, and whether (and why) the group has a section below; with a search box and
+    sortable columns (:data:`_OVERVIEW_SCRIPT`, no network).
+
+    ``shown`` holds per group the record the row shows (its decision-method record, else its
+    first); ``anchors`` the section ids of the groups that have a section.
+    """
     by_key = {(c.group, c.method, c.classifier): c for c in changes}
-    windowed = any(p["window_start"] is not None for p in points.values())
+    windowed = any(p["window_start"] is not None for p in shown.values())
     rows = []
     for group in groups:
-        point = points.get((group, method)) or next(
-            p for (g, _), p in points.items() if g == group)
-        link = f'<a href="#{_e(_anchor(groups, group))}">{_e(group)}</a>'
-        cells = [_td(link), _td(_status_badge(point["status"])),
-                 _td(_e(_fmt_count(point["rated_positives"]))),
-                 _td(_e(_fmt_count(point["rated_negatives"])))]
+        point = shown[group]
+        label = (f'<a href="#{_e(anchors[group])}">{_e(group)}</a>' if group in anchors
+                 else _e(group))
+        cells = [_td(label, sort=group), _td(_status_badge(point["status"]), sort=point["status"]),
+                 _td(_e(_fmt_count(point["rated_positives"])),
+                     sort=_sort_value(point["rated_positives"])),
+                 _td(_e(_fmt_count(point["rated_negatives"])),
+                     sort=_sort_value(point["rated_negatives"]))]
         for j, name in enumerate(classifiers):
             value = None if point["thresholds"] is None else point["thresholds"][j]
             change = by_key.get((group, point["method"], name))
             delta = ("" if change is None
                      else f' <span class="ci">Δ {_e(_fmt_difference(change))}</span>')
-            cells.append(_td(_e(_fmt_threshold(value)) + delta, _change_css(change)))
-        cells += [_td(c) for c in _coverage_cells(point)]
+            cells.append(_td(_e(_fmt_threshold(value)) + delta, _change_css(change),
+                             sort=_sort_value(value)))
+        coverage = _coverage_cells(point)
+        cells += [_td(coverage[0], sort=_sort_value(point.get("volume"))),
+                  _td(coverage[1], sort=_sort_value(point.get("coverage"))),
+                  _td(coverage[2], sort=point.get("point_status") or "")]
         source = point["fallback_group"] if point["status"] == "fallback" else ""
         cells.append(_td(_e(f"thresholds of {source}" if source else "")))
         if windowed:
             start, end = point["window_start"], point["window_end"]
             cells.append(_td(_e(f"{start:%Y-%m-%d} → {end:%Y-%m-%d}")))
+        if not detailed_all:
+            cells.append(_td(_e(", ".join(reasons.get(group, ())))))
         rows.append(_tr(cells, group=group))
     since = ("Δ = change since the previous run " + previous.run_id if previous is not None
              else "no previous run to compare with")
     headers = ["group", "status", "rated +", "rated −",
                *(f"t[{c}]" for c in classifiers), *COVERAGE_HEADERS, "note",
-               *(["latest window"] if windowed else [])]
+               *(["latest window"] if windowed else []),
+               *([] if detailed_all else ["details"])]
+    details = ("" if detailed_all else
+               f" Only {len(anchors)} of {len(groups)} groups have a section below: those "
+               f"that changed since the previous run, fell back or have no thresholds, have a "
+               f"coverage-limited or infeasible point, are named by the publish guard, or were "
+               f"selected (costlib report --groups); the column \"details\" says why.")
+    search = (f'<p class="search"><input id="group-search" type="search" '
+              f'placeholder="search groups, statuses, notes" aria-label="search groups"> '
+              f'<span id="group-count" class="note">{len(groups)} groups</span> '
+              f'<span class="note">Click a column title to sort.</span></p>')
     return (f'<section id="overview"><h2>Groups</h2><p class="note">Thresholds of the decision '
-            f"method ({_e(method)}); {_e(since)}; \"off\" = that classifier never fires.</p>"
-            f"{_table(headers, rows)}</section>")
+            f"method ({_e(method)}); {_e(since)}; \"off\" = that classifier never fires."
+            f"{_e(details)}</p>{search}{_table(headers, rows, css='overview')}"
+            f"<script>{_OVERVIEW_SCRIPT}</script></section>")
+
+
+#: Search and sort for the overview table: plain DOM code, inline, nothing fetched. Search
+#: keeps the rows whose text contains every word typed (case-insensitive); a click on a column
+#: title sorts by it (numbers by their ``data-sort`` value, then text; again: reversed).
+_OVERVIEW_SCRIPT = """
+(() => {
+  const table = document.querySelector("table.overview");
+  const input = document.getElementById("group-search");
+  const count = document.getElementById("group-count");
+  if (!table || !input) return;
+  const body = table.tBodies[0];
+  const rows = Array.from(body.rows);
+  const texts = new Map(rows.map(r => [r, r.textContent.toLowerCase()]));
+  const filter = () => {
+    const words = input.value.toLowerCase().split(/\\s+/).filter(w => w);
+    let shown = 0;
+    for (const row of rows) {
+      const text = texts.get(row);
+      row.hidden = !words.every(w => text.includes(w));
+      if (!row.hidden) shown += 1;
+    }
+    count.textContent = shown + " of " + rows.length + " groups";
+  };
+  input.addEventListener("input", filter);
+  const key = (row, i) => {
+    const cell = row.cells[i];
+    const raw = cell.dataset.sort !== undefined ? cell.dataset.sort : cell.textContent.trim();
+    const number = raw === "" ? NaN : Number(raw);
+    return Number.isNaN(number) ? [1, raw] : [0, number];
+  };
+  const compare = (a, b) => a[0] - b[0] || (a[0] === 0 ? a[1] - b[1] || 0
+                                               : a[1].localeCompare(b[1]));
+  Array.from(table.tHead.rows[0].cells).forEach((th, i) => {
+    th.classList.add("sortable");
+    th.addEventListener("click", () => {
+      const order = th.dataset.order === "ascending" ? "descending" : "ascending";
+      for (const other of table.tHead.rows[0].cells) delete other.dataset.order;
+      th.dataset.order = order;
+      const sign = order === "ascending" ? 1 : -1;
+      const sorted = rows.map(r => [key(r, i), r])
+        .sort((a, b) => sign * compare(a[0], b[0]))
+        .map(pair => pair[1]);
+      const fragment = document.createDocumentFragment();
+      for (const row of sorted) fragment.appendChild(row);
+      body.appendChild(fragment);
+    });
+  });
+})();
+"""
 
 
 def _points_table(points: Sequence[Mapping[str, Any]], classifiers: Sequence[str]) -> str:
@@ -851,25 +1053,24 @@ def _window_label(point: Mapping[str, Any]) -> str:
             f"group gets the all-groups thresholds.</p>")
 
 
-def _figures(run: RunData, points: Sequence[Mapping[str, Any]],
-             lattice: Sequence[np.ndarray] | None) -> str:
+def _figures(run: RunData, points: Sequence[Mapping[str, Any]], drawer: GroupFigures,
+             index: Mapping[tuple[Any, Any, Any], dict[str, Any]]) -> str:
     """The PN curves and the threshold-space paths of one group (HTML)."""
     group = points[0]["group"]
-    curves = [_curves_of(run, p) for p in points]
+    curves = [_curves_of(run, p, index) for p in points]
     # "$" would start matplotlib mathtext in a group name.
-    pn = pn_figure(points, curves, title=f"PN curves — {group}".replace("$", r"\$"))
+    pn = drawer.pn_uri(points, curves, f"PN curves — {group}".replace("$", r"\$"))
     if pn is None:
         return ""
-    parts = [_image(figure_data_uri(pn), f"PN curves of group {group}", "pn"),
+    parts = [_image(pn, f"PN curves of group {group}", "pn"),
              '<p class="note">Methods that chose the same point are drawn on top of each other; '
              "the table above lists every method's point.</p>"]
     k = len(run.classifiers)
-    paths = path_figure(points, curves, run.classifiers, lattice)
+    paths = drawer.path_uri(points, curves)
     if paths is not None:
-        parts.append(_image(figure_data_uri(paths), f"paths in threshold space of group {group}",
-                            "paths"))
+        parts.append(_image(paths, f"paths in threshold space of group {group}", "paths"))
         axes = ("Axes: lattice index of each classifier's threshold (ticks show the threshold "
-                "value; the last index is off)." if lattice is not None else
+                "value; the last index is off)." if drawer.lattice is not None else
                 "Axes: lattice index of each classifier's threshold (quantile edges are not "
                 "stored with the run, so the ticks are indices).")
         parts.append(f'<p class="note">{_e(axes)} Lines: monotone paths (graph, analytic); '
@@ -882,25 +1083,31 @@ def _figures(run: RunData, points: Sequence[Mapping[str, Any]],
     return '<div class="figures">' + "".join(parts) + "</div>"
 
 
-def _group_section(run: RunData, groups: Sequence[str], points: Sequence[Mapping[str, Any]],
-                   changes: Sequence[ThresholdChange], previous: RunData | None,
-                   lattice: Sequence[np.ndarray] | None) -> str:
-    """Everything about one group: status, points, intervals, figures, change (HTML)."""
+def _group_section(run: RunData, anchors: Mapping[str, str],
+                   points: Sequence[Mapping[str, Any]], changes: Sequence[ThresholdChange],
+                   previous: RunData | None, drawer: GroupFigures,
+                   index: Mapping[tuple[Any, Any, Any], dict[str, Any]],
+                   reasons: Sequence[str] = ()) -> str:
+    """Everything about one group: status, points, intervals, figures, change (HTML).
+
+    ``anchors`` holds the section ids of the groups that have a section; ``changes`` are this
+    group's; ``reasons`` say why the group is shown in detail (large reports only).
+    """
     first = points[0]
     group = first["group"]
-    anchors = {g: _anchor(groups, g) for g in groups}
     config = run.manifest.get("config", {})
     min_rated = config.get("min_rated", {})
     title = f"{group} (all groups)" if group == ALL_GROUPS else group
-    mine = [c for c in changes if c.group == group]
+    why = (f'<p class="note">Shown in detail: {_e(", ".join(reasons))}.</p>' if reasons
+           else "")
     return (
         f'<section class="group" id="{_e(anchors[group])}" data-group="{_e(group)}" '
         f'data-status="{_e(first["status"])}">'
-        f"<h3>{_e(title)} {_status_badge(first['status'])}</h3>"
+        f"<h3>{_e(title)} {_status_badge(first['status'])}</h3>{why}"
         f"{_window_label(first)}<p>{_status_text(first, anchors, min_rated)}</p>"
         f"{_points_block(points, run.classifiers, config.get('bootstrap', {}))}"
-        f"{_figures(run, points, lattice)}"
-        f"{_changes_table(mine, run.classifiers, [p['method'] for p in points], previous)}"
+        f"{_figures(run, points, drawer, index)}"
+        f"{_changes_table(changes, run.classifiers, [p['method'] for p in points], previous)}"
         f"</section>"
     )
 
@@ -960,6 +1167,10 @@ td.moved { font-weight: 600; color: #8a3b00; }
 .warn { background: #fff1d6; border-left: 4px solid #e0a100; padding: .4rem .9rem; }
 .figures img { display: block; max-width: 100%; height: auto; margin: .6rem 0; }
 .figures img.paths { max-width: 760px; }
+table.overview th.sortable { cursor: pointer; user-select: none; }
+table.overview th[data-order="ascending"]::after { content: " ▲"; }
+table.overview th[data-order="descending"]::after { content: " ▼"; }
+.search input { font: inherit; padding: .25rem .5rem; min-width: 22rem; }
 a { color: #1f5fbf; }
 """
 
@@ -972,45 +1183,135 @@ def _page(title: str, body: str) -> str:
             f"<body>{body}</body></html>\n")
 
 
-def _status_counts(points: Mapping[Key, Mapping[str, Any]], groups: Sequence[str],
-                   method: str) -> str:
-    """``5 groups: 4 ok, 1 fallback`` (statuses of the decision method's records)."""
-    statuses = [next(p["status"] for (g, m), p in points.items() if g == group
-                     and (m == method or (group, method) not in points)) for group in groups]
+def _status_counts(shown: Mapping[str, Mapping[str, Any]]) -> str:
+    """``5 groups: 4 ok, 1 fallback`` (statuses of the records the overview shows)."""
+    statuses = [p["status"] for p in shown.values()]
     parts = [f"{statuses.count(s)} {s.replace('_', ' ')}"
              for s in ("ok", "fallback", "kept", "insufficient_data") if s in statuses]
-    return f"{len(groups)} groups: {', '.join(parts)}"
+    return f"{len(shown)} groups: {', '.join(parts)}"
 
 
-def build_report(run: RunData, previous: RunData | None) -> str:
-    """The whole report of ``run`` (compared with ``previous``) as one HTML string."""
+#: Up to this many groups every group gets its section; above it only the groups
+#: :func:`detail_reasons` names (and those selected), the rest are rows of the overview.
+MAX_DETAILED_GROUPS = 200
+
+#: Threshold changes that count as "changed" (see :func:`_change_note`).
+_MOVED = ("raised", "lowered", "switched on", "switched off", "no thresholds before",
+          "no thresholds now", "new in this run")
+
+
+def detail_reasons(run: RunData, shown: Mapping[str, Mapping[str, Any]],
+                   changes: Sequence[ThresholdChange],
+                   selected: Iterable[str] = ()) -> dict[str, list[str]]:
+    """Why each group deserves a section of its own in a large report (groups without a
+    reason are absent).
+
+    Reasons: ``changed`` (a threshold of the decision method moved since the previous run,
+    was switched on or off, or appeared), ``fallback`` / ``kept`` / ``insufficient data``
+    (its status: thresholds not chosen on its own rated rows),
+    ``coverage limited`` / ``infeasible`` (its point status), ``held`` (a publish-guard
+    violation names it), ``all groups`` (the parent the fallbacks use) and ``selected``
+    (named in ``selected``).
+    """
+    reasons: dict[str, list[str]] = {}
+
+    def add(group: str, reason: str) -> None:
+        if reason not in reasons.setdefault(group, []):
+            reasons[group].append(reason)
+
+    for change in changes:
+        point = shown.get(change.group)
+        if point is not None and change.method == point["method"] and change.note in _MOVED:
+            add(change.group, "changed")
+    violations = ((run.manifest.get("guard") or {}).get("violations") or []
+                  if not run.manifest.get("published", True) else [])
+    for group, point in shown.items():
+        if point["status"] in ("fallback", "kept", "insufficient_data"):
+            add(group, point["status"].replace("_", " "))
+        if point.get("point_status") in ("coverage_limited", "infeasible"):
+            add(group, point["point_status"].replace("_", " "))
+        if any(f"group {group!r}" in str(v) for v in violations):
+            add(group, "held")
+        if group == ALL_GROUPS:
+            add(group, "all groups")
+    for group in selected:
+        add(group, "selected")
+    return reasons
+
+
+def _shown_points(points: Mapping[Key, Mapping[str, Any]], groups: Sequence[str],
+                  method: str) -> dict[str, Mapping[str, Any]]:
+    """Per group the record the overview shows: its decision-method record, else its first."""
+    first: dict[str, Mapping[str, Any]] = {}
+    for (group, _), point in points.items():
+        first.setdefault(group, point)
+    return {g: points.get((g, method)) or first[g] for g in groups}
+
+
+def build_report(run: RunData, previous: RunData | None, *, groups: Iterable[str] = (),
+                 all_details: bool = False) -> str:
+    """The whole report of ``run`` (compared with ``previous``) as one HTML string.
+
+    Up to :data:`MAX_DETAILED_GROUPS` groups (or with ``all_details``) every group gets a
+    section with its figures; above, only the groups :func:`detail_reasons` names and the
+    ``groups`` selected, and the overview table (search, sort) lists every group.
+
+    Raises
+    ------
+    InputError
+        A selected group is not in the run.
+    """
     points = applied_points(run)
     old = applied_points(previous) if previous is not None else {}
     changes = threshold_changes(old, points, run.classifiers) if previous is not None else []
     config = run.manifest.get("config", {})
     methods = list(config.get("methods") or sorted({m for _, m in points}))
     method = config.get("decision_method") or methods[0]
-    groups = _group_order(g for g, _ in points)
-    lattice = _lattice_thresholds(run.manifest)
+    names = _group_order(g for g, _ in points)
+    selected = list(dict.fromkeys(groups))
+    unknown = [g for g in selected if g not in set(names)]
+    if unknown:
+        raise InputError(f"{run.run_dir}: no group {', '.join(map(repr, unknown))} in this run "
+                         f"({len(names)} groups)")
+    shown = _shown_points(points, names, method)
+    detailed_all = all_details or len(names) <= MAX_DETAILED_GROUPS
+    reasons = {} if detailed_all else detail_reasons(run, shown, changes, selected)
+    detailed = names if detailed_all else [g for g in names if g in reasons]
+    position = {g: i for i, g in enumerate(names)}
+    anchors = {g: f"group-{position[g]}" for g in detailed}
+    index = _curve_index(run)
+    kinds: dict[str, str] = {}
+    for curve in run.curves:
+        kinds.setdefault(curve["method"], curve["curve_kind"])
+    drawer = GroupFigures(methods, kinds, run.classifiers, _lattice_thresholds(run.manifest))
     order = {m: i for i, m in enumerate(methods)}
+    by_group: dict[str, list[Mapping[str, Any]]] = {}
+    for (group, _), point in points.items():
+        by_group.setdefault(group, []).append(point)
+    changes_of: dict[str, list[ThresholdChange]] = {}
+    for change in changes:
+        changes_of.setdefault(change.group, []).append(change)
     sections = []
-    for group in groups:
-        mine = sorted((p for (g, _), p in points.items() if g == group),
+    for group in detailed:
+        mine = sorted(by_group[group],
                       key=lambda p: (order.get(p["method"], len(order)), p["method"]))
-        sections.append(_group_section(run, groups, mine, changes, previous, lattice))
+        sections.append(_group_section(run, anchors, mine, changes_of.get(group, []),
+                                       previous, drawer, index, reasons.get(group, ())))
     body = (
         f"<h1>Recalibration report</h1><p class=\"subtitle\">run {_e(run.run_id)} · "
-        f"{_e(_status_counts(points, groups, method))} · {_e(', '.join(methods))}</p>"
+        f"{_e(_status_counts(shown))} · {_e(', '.join(methods))}</p>"
         + _run_summary(run, previous)
         + _accounting_section(run.manifest)
-        + _overview_section(groups, points, changes, method, run.classifiers, previous)
+        + _overview_section(names, shown, changes, run.classifiers, previous, method,
+                            anchors, reasons, detailed_all)
         + (_windows_section(run.records) if run.windowed else "")
         + "<h2>Per group</h2>" + "".join(sections)
     )
     return _page(f"costlib report — {run.run_id}", body)
 
 
-def write_report(run_path: str, out: str | None = None) -> str:
+def write_report(run_path: str, out: str | None = None, *, groups: Iterable[str] = (),
+                 all_details: bool = False) -> str:
     """Write the report of the run at ``run_path``; returns the path written.
 
     Parameters
@@ -1019,14 +1320,18 @@ def write_report(run_path: str, out: str | None = None) -> str:
         A run directory, or a recalibrate output directory (its ``LATEST`` run).
     out : str, optional
         Where to write; by default ``report.html`` inside the run directory.
+    groups : iterable of str
+        Groups that get a section in any case (see :func:`build_report`).
+    all_details : bool
+        A section for every group, however many.
 
     Raises
     ------
     InputError
-        See :func:`load_run`.
+        See :func:`load_run`; or a selected group is not in the run.
     """
     run = load_run(run_path)
-    document = build_report(run, previous_run(run))
+    document = build_report(run, previous_run(run), groups=groups, all_details=all_details)
     target = out or f"{run.run_dir}/report.html"
     write_bytes_atomically(target, document.encode("utf-8"))
     return target

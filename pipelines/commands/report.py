@@ -1,8 +1,12 @@
-"""``costlib report --run DIR [--out FILE]``: a self-contained HTML report of a recalibration run.
+"""``costlib report --run DIR [--out FILE] [--groups A,B] [--all-groups]``: a self-contained
+HTML report of a recalibration run.
 
 ``DIR`` is a run directory (``OUTPUT/runs/<run_id>``) or a recalibrate output directory (its
 ``LATEST`` run). The report goes to ``DIR/report.html`` unless ``--out`` says otherwise; see
-:mod:`pipelines.report` for what it shows.
+:mod:`pipelines.report` for what it shows. With more than
+:data:`pipelines.report.MAX_DETAILED_GROUPS` groups only the groups that need a look get a
+section (changed, fell back, coverage-limited or infeasible, held) plus those named by
+``--groups``; ``--all-groups`` gives every group its section.
 """
 
 from __future__ import annotations
@@ -21,6 +25,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", default=None,
                         help="HTML file to write (default: report.html in the run directory)")
+    parser.add_argument("--groups", default="",
+                        help="comma-separated groups that get a section with figures in any "
+                             "case (large reports show only the groups that need a look)")
+    parser.add_argument("--all-groups", action="store_true",
+                        help="a section with figures for every group, however many")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     """
     from pipelines.report import write_report
 
-    path = write_report(args.run, args.out)
+    groups = [g.strip() for g in args.groups.split(",") if g.strip()]
+    path = write_report(args.run, args.out, groups=groups, all_details=args.all_groups)
     print(f"wrote {path}")
     return 0

@@ -5,15 +5,24 @@
    the same work as a plain pyarrow + numpy loop in the same run (read every row group,
    validate, compare with the thresholds, write one Parquet file per row group). Target:
    >= 1M rows/s for the pipeline.
-2. Top-k decoding (F1) on ~1M rows in sets of 20 spread over all files (shuffle by set-id hash
-   bucket, then ``optimal_topk_ragged``); no target.
+2. Top-k decisions (F1) on 1M rows in 50,000 sets of exactly 20 (``--set-sizes poisson``:
+   ragged sets, Poisson sizes of mean 20), every set's rows spread over 4 files and their row
+   groups of 100,000. In the same run, on the same files, through the real CLI in process
+   (``pipelines.cli.main(["decide", ...])``, FnApiRunner): ``costlib decide`` with top-k
+   (config names ``probability`` and ``set_id``), the same command threshold-only (config
+   without them), and the library decoder alone (``optimal_topk_ragged`` on the sets already
+   grouped in memory). Targets: top-k >= 1M rows/s, and top-k wall time <= 2x the
+   threshold-only wall time on the same rows. Also printed: the rate of the work top-k adds,
+   ``rows / (top-k s - threshold s)``, which excludes the fixed cost both runs pay.
 
 Run: ``.venv/bin/python tests/benchmarks/bench_decide.py [--rows 10000000] [--topk-rows 1000000]``
+(``--rows 0`` skips part 1).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -28,7 +37,9 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe
 
+from costlib.decoding import optimal_topk_ragged
 from pipelines.batches import validate_batch
+from pipelines.cli import main as costlib_main
 from pipelines.config import RunConfig
 from pipelines.decide import (
     decide_columns,
@@ -54,10 +65,25 @@ def make_config(topk: bool) -> RunConfig:
     })
 
 
+def set_numbers(rows: int, set_size: int, sizes: str, rng: np.random.Generator
+                ) -> np.ndarray:
+    """Set number of every row, rows in random order: ``fixed`` sets of exactly ``set_size``
+    (the last one shorter if ``rows`` is not a multiple), ``poisson`` sizes ~ Poisson(set_size)
+    (at least 1)."""
+    if sizes == "fixed":
+        numbers = np.arange(rows) // set_size
+    else:
+        lengths = np.maximum(rng.poisson(set_size, rows // set_size + 1), 1)
+        numbers = np.repeat(np.arange(lengths.size), lengths)[:rows]
+    return rng.permutation(numbers)
+
+
 def write_stream(directory: Path, rows: int, *, files: int, row_group: int, groups: int,
-                 set_size: int | None, seed: int) -> str:
-    """A score stream: 10% of scores null per classifier; sets spread over all files."""
+                 set_size: int | None, seed: int, sizes: str = "fixed") -> str:
+    """A score stream: 10% of scores null per classifier; every set's rows spread over all
+    files (``set_size``: see :func:`set_numbers`)."""
     rng = np.random.default_rng(seed)
+    numbers = set_numbers(rows, set_size, sizes, rng) if set_size else None
     directory.mkdir(parents=True, exist_ok=True)
     names = pa.array([f"group_{g:03d}" for g in range(groups)])
     bounds = np.linspace(0, rows, files + 1).astype(np.int64)
@@ -73,7 +99,7 @@ def write_stream(directory: Path, rows: int, *, files: int, row_group: int, grou
             columns[name] = pa.array(rng.random(n), mask=rng.random(n) < 0.1)
         if set_size:
             columns["probability"] = pa.array(rng.random(n) ** 4)
-            set_number = rng.integers(0, rows // set_size, n)  # sets spread over files
+            set_number = numbers[bounds[i]:bounds[i + 1]]
             columns["set_id"] = pc.binary_join_element_wise(
                 "set-", pa.array(set_number).cast(pa.string()), "")
         pq.write_table(pa.table(columns), directory / f"scores-{i:03d}.parquet",
@@ -127,55 +153,134 @@ def main() -> None:
     parser.add_argument("--topk-rows", type=int, default=1_000_000)
     parser.add_argument("--groups", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=2, help="best of this many runs")
+    parser.add_argument("--set-sizes", choices=("fixed", "poisson"), default="fixed")
     args = parser.parse_args()
     print(f"machine: {describe()}; load average at start "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="bench-decide-") as tmp:
         tmp = Path(tmp)
-        start = time.perf_counter()
-        inputs = write_stream(tmp / "stream", args.rows, files=8, row_group=250_000,
-                              groups=args.groups, set_size=None, seed=1)
         ops = write_operating_points(tmp / "operating_points.parquet", args.groups, seed=2)
-        print(f"data: {args.rows:,} rows, k=2, {args.groups} groups, 8 files, row groups of "
-              f"250,000 (written in {time.perf_counter() - start:.1f} s)")
-        config = make_config(topk=False)
-        pipeline_s, loop_s = [], []
-        for r in range(args.repeats):
-            start = time.perf_counter()
-            manifest = run_decide(config, inputs, ops, str(tmp / "out"), beam_args=[],
-                                  run_id=f"fast-{r}")
-            pipeline_s.append(time.perf_counter() - start)
-            assert manifest["row_accounting"]["decided"] == args.rows
-            start = time.perf_counter()
-            assert plain_loop(config, inputs, ops, tmp / f"loop-{r}") == args.rows
-            loop_s.append(time.perf_counter() - start)
-        best, peer = min(pipeline_s), min(loop_s)
-        flagged = manifest["decision_counts"]["threshold_flagged"]
-        print(f"threshold decisions, decide pipeline (FnApiRunner): {best:.2f} s wall, "
-              f"{args.rows / best / 1e6:.2f} M rows/s (target >= 1.0 M rows/s; "
-              f"{flagged:,} flagged; runs: {', '.join(f'{s:.2f}' for s in pipeline_s)} s)")
-        print(f"threshold decisions, plain pyarrow+numpy loop: {peer:.2f} s wall, "
-              f"{args.rows / peer / 1e6:.2f} M rows/s (runs: "
-              f"{', '.join(f'{s:.2f}' for s in loop_s)} s)")
-        print(f"pipeline / loop throughput: {peer / best:.2f}x")
-        threads = ["--direct_running_mode=multi_threading", "--direct_num_workers=2"]
-        start = time.perf_counter()
-        run_decide(config, inputs, ops, str(tmp / "out"), beam_args=threads, run_id="threads")
-        seconds = time.perf_counter() - start
-        print(f"threshold decisions, decide pipeline ({' '.join(threads)}): {seconds:.2f} s "
-              f"wall, {args.rows / seconds / 1e6:.2f} M rows/s")
+        if args.rows:
+            threshold_benchmark(tmp, args, ops)
+        if args.topk_rows:
+            topk_comparison(tmp, args, ops)
 
-        n = args.topk_rows
-        inputs = write_stream(tmp / "sets", n, files=4, row_group=100_000, groups=args.groups,
-                              set_size=20, seed=3)
+
+def threshold_benchmark(tmp: Path, args: argparse.Namespace, ops: str) -> None:
+    """Part 1: the threshold-only pipeline against the plain loop on ``args.rows`` rows."""
+    start = time.perf_counter()
+    inputs = write_stream(tmp / "stream", args.rows, files=8, row_group=250_000,
+                          groups=args.groups, set_size=None, seed=1)
+    print(f"data: {args.rows:,} rows, k=2, {args.groups} groups, 8 files, row groups of "
+          f"250,000 (written in {time.perf_counter() - start:.1f} s)")
+    config = make_config(topk=False)
+    pipeline_s, loop_s = [], []
+    for r in range(args.repeats):
         start = time.perf_counter()
-        manifest = run_decide(make_config(topk=True), inputs, ops, str(tmp / "out-topk"),
-                              beam_args=[], run_id="topk")
-        seconds = time.perf_counter() - start
-        counts = manifest["decision_counts"]
-        print(f"top-k (F1) decide pipeline: {n:,} rows in {counts['topk_sets']:,} sets "
-              f"(mean size {counts['topk_rows'] / counts['topk_sets']:.1f}), 16 buckets: "
-              f"{seconds:.2f} s wall, {n / seconds / 1e6:.2f} M rows/s")
+        manifest = run_decide(config, inputs, ops, str(tmp / "out"), beam_args=[],
+                              run_id=f"fast-{r}")
+        pipeline_s.append(time.perf_counter() - start)
+        assert manifest["row_accounting"]["decided"] == args.rows
+        start = time.perf_counter()
+        assert plain_loop(config, inputs, ops, tmp / f"loop-{r}") == args.rows
+        loop_s.append(time.perf_counter() - start)
+    best, peer = min(pipeline_s), min(loop_s)
+    flagged = manifest["decision_counts"]["threshold_flagged"]
+    print(f"threshold decisions, decide pipeline (FnApiRunner): {best:.2f} s wall, "
+          f"{args.rows / best / 1e6:.2f} M rows/s (target >= 1.0 M rows/s; "
+          f"{flagged:,} flagged; runs: {', '.join(f'{s:.2f}' for s in pipeline_s)} s)")
+    print(f"threshold decisions, plain pyarrow+numpy loop: {peer:.2f} s wall, "
+          f"{args.rows / peer / 1e6:.2f} M rows/s (runs: "
+          f"{', '.join(f'{s:.2f}' for s in loop_s)} s)")
+    print(f"pipeline / loop throughput: {peer / best:.2f}x")
+    threads = ["--direct_running_mode=multi_threading", "--direct_num_workers=2"]
+    start = time.perf_counter()
+    run_decide(config, inputs, ops, str(tmp / "out"), beam_args=threads, run_id="threads")
+    seconds = time.perf_counter() - start
+    print(f"threshold decisions, decide pipeline ({' '.join(threads)}): {seconds:.2f} s "
+          f"wall, {args.rows / seconds / 1e6:.2f} M rows/s")
+
+
+
+def cli_decide(config: RunConfig, inputs: str, ops: str, output: Path, run_id: str
+               ) -> tuple[float, float, dict]:
+    """``costlib decide`` through the CLI entry point, in process; (wall seconds, CPU seconds
+    of this process, manifest)."""
+    config_path = output.parent / f"{run_id}.yaml"
+    config_path.write_text(json.dumps(config.raw))  # JSON is YAML
+    start, cpu = time.perf_counter(), time.process_time()
+    code = costlib_main(["decide", "--config", str(config_path), "--input", inputs,
+                         "--operating-points", ops, "--output", str(output),
+                         "--run-id", run_id])
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    assert code == 0, f"costlib decide exited {code}"
+    manifest = json.loads((output / "runs" / run_id / "manifest.json").read_text())
+    return seconds, cpu, manifest
+
+
+def library_decoder(inputs: str, repeats: int) -> tuple[float, int, int]:
+    """The library decoder alone on the benchmark's sets: (best seconds, rows, sets).
+
+    The sets are grouped in memory first (sorted by set id, then item id, like the pipeline);
+    only ``optimal_topk_ragged`` is timed.
+    """
+    table = pa.concat_tables([pq.read_table(p, columns=["set_id", "item_id", "probability"])
+                              for p in match_inputs(inputs)])
+    table = table.sort_by([("set_id", "ascending"), ("item_id", "ascending")])
+    ids = table.column("set_id").combine_chunks()
+    change = np.flatnonzero(pc.not_equal(ids[1:], ids[:-1]).to_numpy(zero_copy_only=False)) + 1
+    offsets = np.concatenate([[0], change, [len(ids)]])
+    values = table.column("probability").to_numpy()
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        optimal_topk_ragged(values, offsets, "f1")
+        seconds.append(time.perf_counter() - start)
+    return min(seconds), values.size, offsets.size - 1
+
+
+def topk_comparison(tmp: Path, args: argparse.Namespace, ops: str) -> None:
+    """Part 2: top-k and threshold-only ``costlib decide`` on the same rows, and the library
+    decoder alone, in this run."""
+    n = args.topk_rows
+    start = time.perf_counter()
+    inputs = write_stream(tmp / "sets", n, files=4, row_group=100_000, groups=args.groups,
+                          set_size=20, seed=3, sizes=args.set_sizes)
+    print(f"top-k data: {n:,} rows, sets of 20 ({args.set_sizes}), every set spread over 4 "
+          f"files, row groups of 100,000 (written in {time.perf_counter() - start:.1f} s)")
+    topk_s, threshold_s, topk_cpu, threshold_cpu = [], [], [], []
+    for r in range(args.repeats):
+        seconds, cpu, manifest = cli_decide(make_config(topk=True), inputs, ops,
+                                            tmp / "out-topk", f"topk-{r}")
+        topk_s.append(seconds)
+        topk_cpu.append(cpu)
+        seconds, cpu, _ = cli_decide(make_config(topk=False), inputs, ops,
+                                     tmp / "out-threshold", f"threshold-{r}")
+        threshold_s.append(seconds)
+        threshold_cpu.append(cpu)
+    counts = manifest["decision_counts"]
+    assert manifest["row_accounting"]["decided"] == n == counts["topk_rows"]
+    best_topk, best_threshold = min(topk_s), min(threshold_s)
+    decoder_s, decoder_rows, decoder_sets = library_decoder(inputs, args.repeats)
+    assert decoder_rows == n and decoder_sets == counts["topk_sets"]
+    print(f"top-k (F1) costlib decide: {n:,} rows in {counts['topk_sets']:,} sets, 16 buckets: "
+          f"{best_topk:.2f} s wall, {n / best_topk / 1e6:.2f} M rows/s (target >= 1.0; runs: "
+          f"{', '.join(f'{s:.2f}' for s in topk_s)} s)")
+    print(f"threshold-only costlib decide, same rows: {best_threshold:.2f} s wall, "
+          f"{n / best_threshold / 1e6:.2f} M rows/s (runs: "
+          f"{', '.join(f'{s:.2f}' for s in threshold_s)} s)")
+    print(f"top-k / threshold-only wall time: {best_topk / best_threshold:.2f}x (target <= 2x); "
+          f"CPU time of the process: {min(topk_cpu):.2f} s / {min(threshold_cpu):.2f} s = "
+          f"{min(topk_cpu) / min(threshold_cpu):.2f}x")
+    extra = best_topk - best_threshold
+    if extra > 0:
+        print(f"work top-k adds (shuffle, sort, decode, write by bucket): {extra:.2f} s, "
+              f"{n / extra / 1e6:.2f} M rows/s")
+    print(f"library decoder alone (optimal_topk_ragged, sets grouped in memory): "
+          f"{decoder_s:.2f} s, {decoder_sets / decoder_s:,.0f} sets/s, "
+          f"{decoder_rows / decoder_s / 1e6:.2f} M rows/s; pipeline / decoder time: "
+          f"{best_topk / decoder_s:.1f}x")
+    print(f"load average at end {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,157 @@
+"""Benchmark of ``costlib report``: time and page size for 100 and 1,000 groups, against the
+report module as it is on ``main`` (``git show main:pipelines/report.py``), in the same run.
+
+The runs are made from two real small recalibrations (4 methods, k = 2, 24 bins; groups
+``market_a..c``, a fallback group and ``__all__``): their records and PN curves are copied to
+``N`` groups (``group_00000`` ...), and in the later run about 5% of the groups get other
+thresholds (changed since the previous run), so both reports compare two runs. Targets: 100
+groups in <= 10 s and <= 3 MB; 1,000 groups: an overview with search and sort, details only for
+the groups that need a look.
+
+Run: ``.venv/bin/python tests/benchmarks/bench_report.py [--groups 100,1000] [--old-max 100]``
+(``--old-max``: the largest group count the old module is timed on; it takes minutes per 1,000
+groups).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from machine import describe
+
+#: Share of groups whose thresholds change between the two runs.
+CHANGED_SHARE = 0.05
+
+
+def template_runs(directory: Path) -> Path:
+    """Two real recalibration runs (``run-1``, then ``run-2``) of a small stream; their
+    ``runs/`` directory."""
+    from pipeline_data import base_config
+
+    from costlib.sample import generate_score_stream, write_score_stream
+    from pipelines.recalibrate import run_recalibrate
+
+    output = directory / "template"
+    for seed, name in ((0, "run-1"), (1, "run-2")):
+        frame = generate_score_stream(24_000, seed=seed)
+        frame.loc[frame.index[:60], "group"] = "tiny"  # falls back to __all__
+        write_score_stream(frame, str(directory / name), n_files=1, row_group_size=24_000)
+        run_recalibrate(base_config(bootstrap={"replicates": 8}),
+                        str(directory / name / "*.parquet"), str(output), run_id=name)
+    return output / "runs"
+
+
+def _replicate(table: pa.Table, groups: int, moved: np.ndarray | None, seed: int = 0,
+               fallback_share: float = 0.03) -> pa.Table:
+    """``table``'s groups copied to ``groups`` groups (each a copy of a template group, the
+    fallback group ``tiny`` for about ``fallback_share`` of them); ``moved`` groups get their
+    thresholds raised by 0.05 (capped at 0.99)."""
+    rng = np.random.default_rng(seed)
+    names = table.column("group").to_pylist()
+    markets = sorted({g for g in names if g.startswith("market")})
+    rows_of = {g: [j for j, n in enumerate(names) if n == g] for g in set(names)}
+    parts = []
+    for i in range(groups):
+        template = "tiny" if rng.random() < fallback_share else markets[i % len(markets)]
+        part = table.take(pa.array(rows_of.get(template, []), pa.int64()))
+        field = part.schema.field("group")
+        part = part.set_column(part.schema.get_field_index("group"), field,
+                               pa.array([f"group_{i:05d}"] * part.num_rows, field.type))
+        if moved is not None and moved[i] and "thresholds" in part.column_names:
+            values = [None if t is None else [min(v + 0.05, 0.99) if v < 1 else v for v in t]
+                      for t in part.column("thresholds").to_pylist()]
+            field = part.schema.field("thresholds")
+            part = part.set_column(part.schema.get_field_index("thresholds"), field,
+                                   pa.array(values, field.type))
+        parts.append(part)
+    parts.append(table.take(pa.array(rows_of.get("__all__", []), pa.int64())))
+    return pa.concat_tables(parts)
+
+
+def make_runs(template: Path, output: Path, groups: int, seed: int = 0, *,
+              changed_share: float = CHANGED_SHARE, fallback_share: float = 0.03) -> Path:
+    """``output/runs/{previous,current}`` with ``groups`` groups; returns the current run."""
+    rng = np.random.default_rng(seed)
+    moved = rng.random(groups) < changed_share
+    for name, source, shift in (("previous", "run-1", None), ("current", "run-1", moved)):
+        run = output / "runs" / name
+        run.mkdir(parents=True, exist_ok=True)
+        for file in ("operating_points.parquet", "pn_curves.parquet"):
+            table = pq.read_table(template / source / file)
+            pq.write_table(_replicate(table, groups, shift, seed, fallback_share), run / file)
+        manifest = json.loads((template / "run-2" / "manifest.json").read_text())
+        manifest["run_id"] = name
+        if name == "previous":
+            manifest["finished_utc"] = json.loads(
+                (template / "run-1" / "manifest.json").read_text())["finished_utc"]
+        (run / "manifest.json").write_text(json.dumps(manifest))
+    return output / "runs" / "current"
+
+
+def old_module(directory: Path):
+    """``pipelines/report.py`` as on ``main``, imported from a copy."""
+    source = subprocess.run(["git", "show", "main:pipelines/report.py"], capture_output=True,
+                            text=True, check=True,
+                            cwd=Path(__file__).resolve().parents[2]).stdout
+    path = directory / "report_main.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("report_main", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def timed(write, run: Path, out: Path) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds of this process, bytes written) of one report."""
+    start, cpu = time.perf_counter(), time.process_time()
+    write(str(run), str(out))
+    return time.perf_counter() - start, time.process_time() - cpu, out.stat().st_size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--groups", default="100,1000")
+    parser.add_argument("--old-max", type=int, default=100,
+                        help="time the old module only up to this many groups")
+    args = parser.parse_args()
+    from pipelines.report import write_report
+
+    print(f"machine: {describe()}; load average at start "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:
+        tmp = Path(tmp)
+        template = template_runs(tmp)
+        old = old_module(tmp)
+        for groups in (int(g) for g in args.groups.split(",")):
+            run = make_runs(template, tmp / f"g{groups}", groups)
+            seconds, cpu, size = timed(write_report, run, tmp / f"new-{groups}.html")
+            print(f"{groups:,} groups: report {seconds:.1f} s wall ({cpu:.1f} s CPU), "
+                  f"{size / 1e6:.2f} MB (targets for 100 groups: <= 10 s, <= 3 MB)")
+            if groups <= args.old_max:
+                old_s, old_cpu, old_size = timed(old.write_report, run,
+                                                 tmp / f"old-{groups}.html")
+                print(f"{groups:,} groups: main's report {old_s:.1f} s wall ({old_cpu:.1f} s "
+                      f"CPU), {old_size / 1e6:.2f} MB; speed-up {old_s / seconds:.1f}x wall, "
+                      f"{old_cpu / cpu:.1f}x CPU; {old_size / size:.1f}x smaller")
+            else:
+                print(f"{groups:,} groups: main's report not timed (--old-max {args.old_max})")
+    print(f"load average at end {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()

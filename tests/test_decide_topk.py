@@ -1,0 +1,217 @@
+"""The top-k path of ``costlib decide`` piece by piece: ordering, shuffle encoding, decoding.
+
+Independent truths: Arrow's own multi-key sort for :func:`set_order`; per set, items sorted by
+item id (Python's ``sorted`` on the UTF-8 bytes) and decoded one set at a time by
+:func:`costlib.decoding.optimal_topk` for the shuffled, bucketed, batched decoding.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from costlib.decoding import optimal_topk
+from pipelines.decide import (
+    COMPACT_SCHEMA,
+    PROBABILITY,
+    decode_sets,
+    decode_shuffled,
+    encode_sets,
+    set_buckets,
+    set_order,
+    split_sets,
+)
+
+#: Item ids that share long prefixes, differ only in trailing NULs, or are not ASCII.
+TRICKY_IDS = ["", "a", "a\x00", "a\x00\x00", "ab", "abcdefgh", "abcdefghi", "abcdefgh\x00",
+              "abcdefgz", "\u00e9", "\u00e9t\u00e9", "\U0001f600", "zzzzzzzzzzzzzzzz1",
+              "zzzzzzzzzzzzzzzz0", "12", "112", "2"]
+
+
+def decision_rows(n_sets: int, seed: int, *, max_size: int = 9, tricky: bool = False
+                  ) -> pa.Table:
+    """Set rows as the decide stage emits them: decision columns (dictionary-encoded like
+    :data:`COMPACT_SCHEMA`, top-k fields dropped) plus the probability column."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, max_size + 1, n_sets)
+    set_ids = np.repeat([f"set-{i:03d}" for i in rng.permutation(n_sets)], sizes)
+    n = set_ids.size
+    if tricky:
+        items = np.array([TRICKY_IDS[i % len(TRICKY_IDS)] + str(i // len(TRICKY_IDS))
+                          for i in range(n)], dtype=object)
+        items[rng.random(n) < 0.1] = "dup"  # repeated items inside a set
+    else:
+        items = np.array([str(i) for i in rng.permutation(10 * n)[:n]], dtype=object)
+    probability = np.round(rng.random(n) ** 2, 1)  # many ties in probability
+    groups = np.array(["g0", "g1", "g2"], dtype=object)[rng.integers(0, 3, n)]
+    decision = np.array([True, False, None], dtype=object)[rng.integers(0, 3, n)]
+    columns = {
+        "group": pa.array(groups).dictionary_encode(),
+        "set_id": pa.array(set_ids).dictionary_encode(),
+        "item_id": pa.array(items, pa.string()),
+        "threshold_decision": pa.array(decision, pa.bool_()),
+        "loss": pa.array(["f1"] * n).dictionary_encode(),
+        "operating_point_method": pa.array(["graph"] * n).dictionary_encode(),
+        "operating_point_group": pa.array(groups).dictionary_encode(),
+        "operating_point_window_end": pa.nulls(n, COMPACT_SCHEMA.field(
+            "operating_point_window_end").type),
+        "audit": pa.array(rng.random(n) < 0.2),
+        "audit_probability": pa.array(rng.random(n)),
+    }
+    for spec in COMPACT_SCHEMA:  # other decision columns (e.g. min-risk fields): null here
+        if spec.name not in columns and spec.name not in ("topk_decision", "k", "expected_loss"):
+            columns[spec.name] = pa.nulls(n, spec.type)
+    columns[PROBABILITY] = pa.array(probability)
+    return pa.table(columns)
+
+
+def reference(rows: pa.Table) -> dict[tuple[str, str, int], tuple[bool, int, float]]:
+    """Per (set, item, occurrence): top-k decision, k and expected loss, set by set.
+
+    Items of a set in the order (item id bytes, probability, group, decision with null last,
+    audit, audit probability), the pipeline's documented order, decoded by ``optimal_topk``
+    (ties in probability go to the earlier item).
+    """
+    frame = rows.to_pandas()
+    out = {}
+    for set_id, members in frame.groupby("set_id", sort=True, observed=True):
+        members = members.assign(
+            item_bytes=members.item_id.map(lambda s: s.encode()),
+            group_str=members.group.astype(str),
+            decision_key=members.threshold_decision.map(
+                lambda d: 2 if d is None or d != d else int(d)))
+        members = members.sort_values(["item_bytes", PROBABILITY, "group_str", "decision_key",
+                                       "audit", "audit_probability"], kind="stable")
+        result = optimal_topk(members[PROBABILITY].to_numpy(), "f1")
+        seen: dict[str, int] = {}
+        for item, chosen in zip(members.item_id, result.selected, strict=True):
+            seen[item] = seen.get(item, -1) + 1
+            out[(set_id, item, seen[item])] = (bool(chosen), result.k, result.expected_loss)
+    return out
+
+
+def decided_rows(tables: list[pa.Table]) -> dict[tuple[str, str, int], tuple[bool, int, float]]:
+    out = {}
+    for table in tables:
+        seen: dict[tuple[str, str], int] = {}
+        for row in table.to_pylist():
+            key = (row["set_id"], row["item_id"])
+            seen[key] = seen.get(key, -1) + 1
+            out[(*key, seen[key])] = (row["topk_decision"], row["k"], row["expected_loss"])
+    return out
+
+
+def decode_all(tables: list[pa.Table]) -> list[pa.Table]:
+    """Every bucket decoded on its own, as ``DecodeBucketFn`` does."""
+    return [decode_sets(table, "f1", {}) for table in tables]
+
+
+def assert_same_decisions(got, want) -> None:
+    assert got.keys() == want.keys()
+    for key, (chosen, k, loss) in want.items():
+        assert got[key][:2] == (chosen, k), key
+        assert got[key][2] == pytest.approx(loss, rel=1e-12, abs=1e-15)
+
+
+def shuffle(rows: pa.Table, cuts: list[int], n_buckets: int, seed: int) -> list[pa.Table]:
+    """The pipeline's path without Beam: batches at ``cuts`` (rows in a random order), each
+    split by bucket and encoded; per bucket the payloads in a random order, decoded."""
+    rng = np.random.default_rng(seed)
+    rows = rows.take(pa.array(rng.permutation(rows.num_rows)))
+    bounds = [0, *sorted(set(cuts)), rows.num_rows]
+    payloads: dict[int, list[bytes]] = {}
+    for start, stop in itertools.pairwise(bounds):
+        if stop <= start:
+            continue
+        batch = rows.slice(start, stop - start)
+        for bucket, part in split_sets(batch, np.arange(batch.num_rows), n_buckets):
+            payloads.setdefault(bucket, []).append(encode_sets(part))
+    tables = []
+    for bucket in sorted(payloads):
+        parts = payloads[bucket]
+        tables.append(decode_shuffled([parts[i] for i in rng.permutation(len(parts))]))
+    return tables
+
+
+def test_shuffled_batched_decoding_equals_the_library_set_by_set():
+    rows = decision_rows(400, seed=1, max_size=30)
+    tables = shuffle(rows, cuts=[97, 500, 501, 1400, 2000], n_buckets=5, seed=2)
+    assert len(tables) == 5
+    decided = decode_all(tables)
+    assert_same_decisions(decided_rows(decided), reference(rows))
+    # sets really were split over batches, and several sizes decoded in the one call
+    sizes = np.bincount(pc.dictionary_encode(rows.column("set_id")).combine_chunks()
+                        .indices.to_numpy())
+    assert len(set(sizes.tolist())) > 10
+    for table in decided:
+        assert table.schema == COMPACT_SCHEMA
+        # rows sorted by (set id, item id) within every bucket
+        keys = list(zip(table.column("set_id").to_pylist(),
+                        [s.encode() for s in table.column("item_id").to_pylist()], strict=True))
+        assert keys == sorted(keys)
+
+
+def test_tricky_item_ids_and_repeated_items_order_like_the_reference():
+    rows = decision_rows(60, seed=3, max_size=25, tricky=True)
+    decided = decode_all(shuffle(rows, cuts=[50, 300], n_buckets=3, seed=4))
+    assert_same_decisions(decided_rows(decided), reference(rows))
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), cuts=st.lists(st.integers(0, 400), max_size=6),
+       other_cuts=st.lists(st.integers(0, 400), max_size=6), n_buckets=st.integers(1, 6))
+def test_batch_splits_and_shard_order_never_change_decisions(seed, cuts, other_cuts,
+                                                             n_buckets):
+    rows = decision_rows(40, seed=seed, max_size=12, tricky=seed % 2 == 0)
+    first = decode_all(shuffle(rows, cuts, n_buckets, seed=seed + 1))
+    second = decode_all(shuffle(rows, other_cuts, n_buckets, seed=seed + 2))
+    assert len(first) == len(second)
+    for a, b in zip(first, second, strict=True):
+        assert a.equals(b)  # same rows, same order, same dictionaries: identical files
+    # other buckets: the same decisions (expected losses to rounding: BLAS blocks the rows of
+    # one decoder call, so their last bits depend on the sets decoded together)
+    assert_same_decisions(decided_rows(decode_all(shuffle(rows, cuts, n_buckets + 1,
+                                                          seed=seed + 3))),
+                          decided_rows(first))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    items=st.lists(st.one_of(st.sampled_from(TRICKY_IDS), st.text(max_size=12)),
+                   min_size=1, max_size=60),
+    data=st.data(),
+)
+def test_set_order_equals_arrows_sort(items, data):
+    n = len(items)
+    sets = data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n))
+    probability = data.draw(st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0]), min_size=n,
+                                     max_size=n))
+    decision = data.draw(st.lists(st.sampled_from([True, False, None]), min_size=n,
+                                  max_size=n))
+    keys = pa.table({"set": pa.array(sets, pa.int64()), "item": pa.array(items, pa.string()),
+                     "p": pa.array(probability), "decision": pa.array(decision, pa.bool_())})
+    want = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in keys.column_names])
+    got = set_order(keys)
+    # Arrow's sort is stable, so rows equal in every key keep their order in both
+    assert got.tolist() == want.to_numpy().tolist()
+
+
+def test_split_sets_keeps_every_row_once_and_each_set_in_its_bucket():
+    rows = decision_rows(300, seed=7)
+    keep = np.flatnonzero(np.random.default_rng(8).random(rows.num_rows) < 0.8)
+    parts = list(split_sets(rows, keep, 7))
+    assert [b for b, _ in parts] == sorted({b for b, _ in parts})
+    back = pa.concat_tables([decode_shuffled([encode_sets(p)]) for _, p in parts])
+    assert sorted(back.column("item_id").to_pylist()) == sorted(
+        rows.take(pa.array(keep)).column("item_id").to_pylist())
+    for bucket, part in parts:
+        ids = part.column("set_id").combine_chunks()
+        assert (set_buckets(ids, 7) == bucket).all()
+        assert (set_buckets(ids.dictionary, 7) == bucket).all()  # its own bucket's ids only
+
