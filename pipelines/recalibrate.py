@@ -35,7 +35,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms import trigger
 from apache_beam.transforms.window import SlidingWindows
 
-from costlib.recalibration import apply_fallback
+from costlib.recalibration import ALL_GROUPS, apply_fallback
 from pipelines.batches import (
     Plausibility,
     check_schema,
@@ -79,6 +79,13 @@ from pipelines.runs import (
     latest_run_id,
     read_records,
     verified_accounting,
+)
+from pipelines.shards import (
+    AssembleShardsFn,
+    OptimizeGroupsFn,
+    ShardBoundaries,
+    WriteShardFn,
+    optimize_parent,
 )
 from pipelines.transforms import (
     AggregateBatches,
@@ -309,17 +316,19 @@ def build_recalibrate(
         )
         grids = grids | "WindowGrids" >> windowing
         boots = boots | "WindowBootstrap" >> windowing
-    summed = grids | "SumGrids" >> beam.CombinePerKey(SumGrids(config))
+    summed = grids | "SumGrids" >> beam.CombinePerKey(SumGrids(config, compact_output=True))
     if config.bootstrap["replicates"] > 0:
         summed_boots = boots | "SumBootstrap" >> beam.CombinePerKey(SumBootstrapGrids())
         summed = {"grid": summed, "bootstrap": summed_boots} | "Join" >> beam.CoGroupByKey()
-    written = (
-        summed
-        | "Optimize" >> beam.ParDo(OptimizeGroupFn(config))
-        | "PerWindow" >> beam.GroupByKey()
-        | "Finalize" >> beam.ParDo(FinalizeWindowFn(config, run_dir, run_id, windowed))
-    )
-    if publish is None or windowed:
+    if windowed:
+        return (
+            summed
+            | "Optimize" >> beam.ParDo(OptimizeGroupFn(config))
+            | "PerWindow" >> beam.GroupByKey()
+            | "Finalize" >> beam.ParDo(FinalizeWindowFn(config, run_dir, run_id, windowed))
+        )
+    written = optimize_and_write(summed, config, run_dir, run_id)
+    if publish is None:
         return written
     return (
         written
@@ -331,6 +340,35 @@ def build_recalibrate(
                 dead_letter_files | "CountDeadLetterFiles" >> beam.combiners.Count.Globally()
             ),
         )
+    )
+
+
+def optimize_and_write(summed, config: RunConfig, run_dir: str, run_id: str):
+    """Batch runs: optimise and write per group, records sharded by group range.
+
+    See :mod:`pipelines.shards`: the all-groups result and the shard boundaries are side
+    inputs; groups are optimised (with their fallback) and their records written by shard in
+    parallel; the last step concatenates the shards into the run's record files. Returns a
+    PCollection with one element once the files are written.
+    """
+    parent = beam.pvalue.AsSingleton(
+        summed
+        | "AllGroupsGrid" >> beam.Filter(lambda kv: kv[0] == ALL_GROUPS)
+        | "OptimizeAllGroups" >> beam.Map(optimize_parent, config),
+        default_value=None,
+    )
+    boundaries = beam.pvalue.AsSingleton(
+        summed
+        | "GroupNames" >> beam.Keys()
+        | "ShardBoundaries" >> beam.CombineGlobally(ShardBoundaries())
+    )
+    return (
+        summed
+        | "Optimize" >> beam.ParDo(OptimizeGroupsFn(config, run_id), parent, boundaries)
+        | "PerWindow" >> beam.GroupByKey()  # by shard (batch runs have one, global, window)
+        | "Finalize" >> beam.ParDo(WriteShardFn(run_dir))
+        | "ShardIds" >> beam.combiners.ToList()
+        | "Assemble" >> beam.ParDo(AssembleShardsFn(run_dir))
     )
 
 
