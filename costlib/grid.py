@@ -844,6 +844,18 @@ class SparseGrid:
     weight_bits: int = DEFAULT_WEIGHT_BITS
     audited_rows: int = 0
 
+    def with_edges(self, edges: Sequence[NDArray[np.float64]]) -> SparseGrid:
+        """The same grid with its edges (a pipeline may carry only the lattice shape in
+        ``edges`` until the edges are needed; they must give that shape)."""
+        edges = tuple(np.asarray(e, dtype=np.float64) for e in edges)
+        shape = tuple(int(n) for n in self.edges) if all(
+            isinstance(n, (int, np.integer)) for n in self.edges) else None
+        if shape is not None and shape != tuple(e.size + 1 for e in edges):
+            raise ValueError(f"edges give lattice {tuple(e.size + 1 for e in edges)}, the "
+                             f"counts were made on {shape}")
+        return SparseGrid(edges=edges, counts=self.counts, names=self.names,
+                          weight_bits=self.weight_bits, audited_rows=self.audited_rows)
+
     def to_grid(self) -> ThresholdGrid:
         """The dense :class:`ThresholdGrid` (unrated channel zeros when there is none)."""
         return self.counts.to_grid(self.edges, names=self.names, weight_bits=self.weight_bits,

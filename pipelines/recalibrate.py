@@ -36,6 +36,7 @@ from apache_beam.transforms import trigger
 from apache_beam.transforms.window import SlidingWindows
 
 from costlib.recalibration import ALL_GROUPS, apply_fallback
+from pipelines import shards
 from pipelines.batches import (
     Plausibility,
     check_schema,
@@ -44,6 +45,7 @@ from pipelines.batches import (
 )
 from pipelines.config import RunConfig
 from pipelines.files import (
+    UNIT_ROWS,
     InputError,
     check_rows_read,
     match_inputs,
@@ -91,6 +93,7 @@ from pipelines.transforms import (
     AggregateBatches,
     OptimizeGroupFn,
     QuantileEdges,
+    ReadingUnits,
     SumBootstrapGrids,
     SumCounters,
     SumGrids,
@@ -267,16 +270,23 @@ def build_recalibrate(
     *,
     batches=None,
     publish: PublishSpec | None = None,
+    unit_rows: int = UNIT_ROWS,
 ):
     """Add the recalibration transforms to ``pipeline``.
 
     ``batches`` may be given instead of ``paths`` (a PCollection of
-    ``(source, row_group, table)``, e.g. from a TestStream). With ``publish`` (batch runs), the
-    last stage writes the manifest and publishes the run (:class:`PublishRunFn`).
+    ``(source, row_group, table)``, e.g. from a TestStream). Files are read in units of
+    row-group ranges of about ``unit_rows`` rows, spread over workers
+    (:class:`~pipelines.transforms.ReadingUnits`). With ``publish`` (batch runs), the last
+    stage writes the manifest and publishes the run (:class:`PublishRunFn`).
     """
     windowed = config.windowing is not None
     columns = needed_columns(config, windowed=windowed)
-    sources = batches if batches is not None else pipeline | "Files" >> beam.Create(list(paths))
+    if batches is not None:
+        sources = batches
+    else:
+        sources = (pipeline | "Files" >> beam.Create(list(paths))
+                   | "Units" >> ReadingUnits(unit_rows))
     edges = config.fixed_edges()
     if edges is None:
         edges = beam.pvalue.AsSingleton(
@@ -323,11 +333,11 @@ def build_recalibrate(
     if windowed:
         return (
             summed
-            | "Optimize" >> beam.ParDo(OptimizeGroupFn(config))
+            | "Optimize" >> beam.ParDo(OptimizeGroupFn(config), edges)
             | "PerWindow" >> beam.GroupByKey()
             | "Finalize" >> beam.ParDo(FinalizeWindowFn(config, run_dir, run_id, windowed))
         )
-    written = optimize_and_write(summed, config, run_dir, run_id)
+    written = optimize_and_write(summed, config, edges, run_dir, run_id)
     if publish is None:
         return written
     return (
@@ -343,28 +353,30 @@ def build_recalibrate(
     )
 
 
-def optimize_and_write(summed, config: RunConfig, run_dir: str, run_id: str):
+def optimize_and_write(summed, config: RunConfig, edges, run_dir: str, run_id: str):
     """Batch runs: optimise and write per group, records sharded by group range.
 
-    See :mod:`pipelines.shards`: the all-groups result and the shard boundaries are side
-    inputs; groups are optimised (with their fallback) and their records written by shard in
-    parallel; the last step concatenates the shards into the run's record files. Returns a
-    PCollection with one element once the files are written.
+    See :mod:`pipelines.shards`: the edges (a list, or the quantile edges' side input), the
+    all-groups result and the shard boundaries are side inputs; groups are optimised (with
+    their fallback) and their records written by shard in parallel; the last step
+    concatenates the shards into the run's record files. Returns a PCollection with one
+    element once the files are written.
     """
     parent = beam.pvalue.AsSingleton(
         summed
         | "AllGroupsGrid" >> beam.Filter(lambda kv: kv[0] == ALL_GROUPS)
-        | "OptimizeAllGroups" >> beam.Map(optimize_parent, config),
+        | "OptimizeAllGroups" >> beam.Map(optimize_parent, config, edges),
         default_value=None,
     )
     boundaries = beam.pvalue.AsSingleton(
         summed
         | "GroupNames" >> beam.Keys()
-        | "ShardBoundaries" >> beam.CombineGlobally(ShardBoundaries())
+        | "ShardBoundaries" >> beam.CombineGlobally(ShardBoundaries(shards.GROUPS_PER_SHARD))
     )
     return (
         summed
-        | "Optimize" >> beam.ParDo(OptimizeGroupsFn(config, run_id), parent, boundaries)
+        | "Optimize" >> beam.ParDo(OptimizeGroupsFn(config, run_id, shards.FLUSH_GROUPS), edges,
+                                  parent, boundaries)
         | "PerWindow" >> beam.GroupByKey()  # by shard (batch runs have one, global, window)
         | "Finalize" >> beam.ParDo(WriteShardFn(run_dir))
         | "ShardIds" >> beam.combiners.ToList()
@@ -383,6 +395,7 @@ def run_recalibrate(
     min_rated: float | None = None,
     override: Override | None = None,
     progress: Callable[[str], None] | None = None,
+    unit_rows: int = UNIT_ROWS,
 ) -> dict[str, object]:
     """Run the pipeline; batch runs publish themselves in their last stage (see the guard).
 
@@ -396,7 +409,8 @@ def run_recalibrate(
 
     Before any input is read: the run id is checked, the runner must be known to Beam, and the
     run takes ``output``'s lock (:mod:`pipelines.output_lock`: one run per output; also the
-    check that the output is writable). ``progress`` receives a line per phase.
+    check that the output is writable). ``progress`` receives a line per phase; ``unit_rows``
+    sizes the row-group ranges files are read in (:class:`~pipelines.transforms.ReadingUnits`).
     """
     say = progress or (lambda _message: None)
     windowed = config.windowing is not None
@@ -427,7 +441,8 @@ def run_recalibrate(
         )
         run.prepare()
         pipeline = make_pipeline(beam_args)
-        build_recalibrate(pipeline, paths, config, run.run_dir, run.run_id, publish=spec)
+        build_recalibrate(pipeline, paths, config, run.run_dir, run.run_id, publish=spec,
+                          unit_rows=unit_rows)
         say(f"running the pipeline on {runner} (run {run.run_id})")
         result = pipeline.run()
         if _graph_only(pipeline):

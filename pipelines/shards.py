@@ -11,7 +11,8 @@ it; no stage sees all groups' grids or results. The stages:
    fallback (:func:`costlib.recalibration.apply_fallback` with the parent) and builds its
    ``operating_point.json`` records, their JSON lines and its PN curves; they are buffered
    per shard and leave the DoFn as zstd Parquet chunks of at most :data:`FLUSH_GROUPS` groups
-   (bytes, not Python rows, cross the shuffle).
+   (bytes, not Python rows, cross the shuffle); at most :data:`MAX_BUFFERED_GROUPS` groups
+   are buffered in all.
 4. :class:`WriteShardFn` (one shard per element, in parallel) sorts a shard's chunks by group
    and writes ``shards/operating_points-NNNNN.{parquet,jsonl}`` and
    ``shards/pn_curves-NNNNN.parquet``.
@@ -55,6 +56,7 @@ from pipelines.transforms import optimize_one, split_grid_value
 __all__ = [
     "FLUSH_GROUPS",
     "GROUPS_PER_SHARD",
+    "MAX_BUFFERED_GROUPS",
     "AssembleShardsFn",
     "OptimizeGroupsFn",
     "ShardBoundaries",
@@ -67,6 +69,9 @@ __all__ = [
 GROUPS_PER_SHARD = 2000
 #: Groups of one shard buffered in :class:`OptimizeGroupsFn` before they leave as a chunk.
 FLUSH_GROUPS = 256
+#: Groups buffered over all shards before every buffer is flushed (bounds a worker's memory
+#: whatever the number of shards: ~30 KB a group with its PN curves as Python lists).
+MAX_BUFFERED_GROUPS = 2048
 #: Column carrying each record's JSON line through the shuffle (not written to Parquet).
 JSONL_COLUMN = "__jsonl"
 
@@ -103,11 +108,11 @@ def shard_of(boundaries: Sequence[str], group: str) -> int:
     return bisect.bisect_right(boundaries, group)
 
 
-def optimize_parent(element, config: RunConfig) -> GroupResult | None:
+def optimize_parent(element, config: RunConfig, edges) -> GroupResult | None:
     """The all-groups result (the fallback parent), or None when it has no rated row."""
     group, value = element
     grid, boot = split_grid_value(value)
-    return None if grid is None else optimize_one(config, group, grid, boot)
+    return None if grid is None else optimize_one(config, group, grid, boot, edges)
 
 
 def _table_bytes(table: pa.Table) -> bytes:
@@ -121,9 +126,10 @@ def _read_table(data: bytes) -> pa.Table:
 class OptimizeGroupsFn(beam.DoFn):
     """``(group, compact grid)`` -> ``(shard, (records chunk, curves chunk))`` (see the module).
 
-    Side inputs: ``parent`` (:func:`optimize_parent`'s result) and ``boundaries``
-    (:class:`ShardBoundaries`). One group's dense lattice is alive at a time; records are
-    buffered per shard and flushed every :data:`FLUSH_GROUPS` groups and at the bundle's end.
+    Side inputs: the grid ``edges``, ``parent`` (:func:`optimize_parent`'s result) and
+    ``boundaries`` (:class:`ShardBoundaries`). One group's dense lattice is alive at a time;
+    records are buffered per shard and flushed every :data:`FLUSH_GROUPS` groups and at the
+    bundle's end.
     """
 
     def __init__(self, config: RunConfig, run_id: str, flush_groups: int = FLUSH_GROUPS):
@@ -134,8 +140,9 @@ class OptimizeGroupsFn(beam.DoFn):
 
     def start_bundle(self):
         self.buffers: dict[int, list] = {}
+        self.buffered = 0
 
-    def process(self, element, parent, boundaries):
+    def process(self, element, edges, parent, boundaries):
         group, value = element
         if group == ALL_GROUPS:
             result = parent
@@ -143,7 +150,7 @@ class OptimizeGroupsFn(beam.DoFn):
             grid, boot = split_grid_value(value)
             if grid is None:  # only unrated rows: no operating point
                 return
-            result = optimize_one(self.config, group, grid, boot)
+            result = optimize_one(self.config, group, grid, boot, edges)
         if result is None:
             return
         if parent is not None:
@@ -152,14 +159,20 @@ class OptimizeGroupsFn(beam.DoFn):
         shard = shard_of(boundaries, group)
         buffer = self.buffers.setdefault(shard, [])
         buffer.append(self._outputs(result))
+        self.buffered += 1
         if len(buffer) >= self.flush_groups:
+            self.buffered -= len(buffer)
             yield shard, self._chunk(self.buffers.pop(shard))
+        elif self.buffered >= MAX_BUFFERED_GROUPS:
+            for shard, buffer in sorted(self.buffers.items()):
+                yield shard, self._chunk(buffer)
+            self.buffers, self.buffered = {}, 0
 
     def finish_bundle(self):
         for shard, buffer in sorted(self.buffers.items()):
             yield WindowedValue((shard, self._chunk(buffer)), GlobalWindow().max_timestamp(),
                                 [GlobalWindow()])
-        self.buffers = {}
+        self.buffers, self.buffered = {}, 0
 
     def _outputs(self, result: GroupResult):
         config = self.config

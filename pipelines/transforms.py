@@ -11,7 +11,7 @@ path, or a ready ``(source, row_group, table)`` batch (as a TestStream provides)
 
 Outputs of :class:`AggregateBatches`:
 
-- ``grids``: ``(group, (edges, SparseCounts, rated_rows))`` partial grids, one per group present
+- ``grids``: ``(group, (shape, SparseCounts, rated_rows))`` partial grids, one per group present
   in a batch (and per period bucket in windowed mode, timestamped at the bucket start), plus the
   same rows summed under ``"__all__"``; valid unrated rows (label null) are the third channel
   of the counts (:class:`SumGrids`);
@@ -58,13 +58,21 @@ from costlib.grid import (
 from costlib.recalibration import ALL_GROUPS, optimize_group
 from pipelines.batches import PLAUSIBILITY, Plausibility, validate_batch
 from pipelines.config import ConfigError, RunConfig
-from pipelines.files import InputError, read_row_groups, write_parquet
+from pipelines.files import (
+    UNIT_ROWS,
+    InputError,
+    RowGroupRange,
+    read_row_groups,
+    row_group_ranges,
+    write_parquet,
+)
 
 __all__ = [
     "AggregateBatches",
     "AggregateOutputs",
     "CountDuplicateIds",
     "QuantileEdges",
+    "ReadingUnits",
     "SumCounters",
     "SumGrids",
     "item_id_keys",
@@ -79,12 +87,51 @@ MICROS_PER_DAY = 86_400 * 1_000_000
 
 
 def iter_batches(element, columns: list[str] | None):
-    """``(source, row_group, table)`` for every batch of an element (a path, or one batch)."""
+    """``(source, row_group, table)`` for every batch of an element.
+
+    An element is a path (every row group of the file), a :class:`RowGroupRange` (its row
+    groups), or one ready batch.
+    """
     if isinstance(element, str):
         for index, table in read_row_groups(element, columns):
             yield element, index, table
+    elif isinstance(element, RowGroupRange):
+        for index, table in read_row_groups(element.path, columns, start=element.start,
+                                            stop=element.stop):
+            yield element.path, index, table
     else:
         yield element
+
+
+class SplitFilesFn(beam.DoFn):
+    """A path -> its :class:`RowGroupRange` reading units (from the footer; see
+    :func:`pipelines.files.row_group_ranges`)."""
+
+    def __init__(self, target_rows: int = UNIT_ROWS):
+        self.target_rows = target_rows
+
+    def process(self, path: str):
+        yield from row_group_ranges(path, self.target_rows)
+
+
+class ReadingUnits(beam.PTransform):
+    """Paths -> row-group ranges spread over workers (a Reshuffle after the footer split).
+
+    The unit of parallel reading is a range of row groups, not a file: one big file's row
+    groups reach different bundles and workers. Every row group is in exactly one unit, so the
+    rows read still equal the footers' rows.
+    """
+
+    def __init__(self, target_rows: int = UNIT_ROWS):
+        super().__init__()
+        self.target_rows = target_rows
+
+    def expand(self, paths):
+        return (
+            paths
+            | "SplitFiles" >> beam.ParDo(SplitFilesFn(self.target_rows))
+            | "SpreadUnits" >> beam.Reshuffle()
+        )
 
 
 def report_metrics(counter: Mapping[str, int]) -> None:
@@ -190,13 +237,27 @@ class SumCounters(beam.CombineFn):
         return dict(sorted(acc.items()))
 
 
+def _is_shape(lattice) -> bool:
+    return all(isinstance(n, (int, np.integer)) for n in lattice)
+
+
+def lattice_shape(lattice) -> tuple[int, ...]:
+    """The bin lattice's shape from the edges per classifier, or the shape itself (ints)."""
+    if _is_shape(lattice):
+        return tuple(int(n) for n in lattice)
+    return tuple(e.size + 1 for e in lattice)
+
+
 class SumGrids(beam.CombineFn):
     """Adds sparse partial grids per group, sparse while the group is small (inputs never modified).
 
-    Elements are ``(edges, SparseCounts, rated_rows)``: a partial grid (2 channels, negatives
+    Elements are ``(lattice, SparseCounts, rated_rows)``: a partial grid (2 channels, negatives
     and positives; or 3 with the unrated weight as channel 2) and how many valid rated rows it
-    holds; with ``columns.audit_probability`` they are ``(edges, SparseCounts, rated_rows,
-    audited_rows)``, the last the rated audit rows (p < 1), which the grid's
+    holds; ``lattice`` is the edges per classifier or, as the pipeline sends them, only the
+    lattice's shape (a tuple of ints: 2 bytes a group instead of the edges' kilobytes; the
+    optimiser attaches the edges, :func:`optimize_one`). With ``columns.audit_probability``
+    they are ``(lattice, SparseCounts, rated_rows, audited_rows)``, the last the rated audit
+    rows (p < 1), which the grid's
     ``audited_rows`` sums. The output is ``None`` when the key had no rated row at all (only
     unrated rows: like a group without rows, it gets no operating point); otherwise a
     :class:`costlib.grid.ThresholdGrid`, or with ``compact_output=True`` (what the pipeline
@@ -228,8 +289,8 @@ class SumGrids(beam.CombineFn):
         self.compact_output = compact_output
 
     @staticmethod
-    def _cells(edges, channels: int) -> int:
-        return channels * int(np.prod([e.size + 1 for e in edges]))
+    def _cells(lattice, channels: int) -> int:
+        return channels * int(np.prod(lattice_shape(lattice)))
 
     @staticmethod
     def _channels(acc) -> int:
@@ -247,7 +308,7 @@ class SumGrids(beam.CombineFn):
         parts = counts if isinstance(counts, list) else [counts]
         channels = max([channels, *(p.channels if isinstance(p, SparseCounts) else p.shape[0]
                                     for p in parts)])
-        dense = np.zeros((channels, *(e.size + 1 for e in edges)))
+        dense = np.zeros((channels, *lattice_shape(edges)))
         for part in parts:
             if isinstance(part, SparseCounts):
                 part.add_to(dense)
@@ -319,6 +380,9 @@ class SumGrids(beam.CombineFn):
             counts, edges, _, audited = self.compact(acc)
             return SparseGrid(edges=tuple(edges), counts=counts, names=self.names,
                               audited_rows=audited)
+        if _is_shape(acc[1]):
+            raise ValueError("SumGrids: partials keyed by lattice shape need compact_output=True "
+                             "(the optimiser attaches the edges)")
         dense, edges, _, audited = self._to_dense(acc, 2)
         return ThresholdGrid(edges=tuple(edges), pos=dense[1], neg=dense[0], names=self.names,
                              unrated=dense[2] if dense.shape[0] == 3 else None,
@@ -464,7 +528,7 @@ class AggregateBatchesFn(beam.DoFn):
             yield from self.histograms(batch, edges)
 
     def histograms(self, batch, edges):
-        """Partial grids of a batch's valid rows: ``(group, (edges, counts, rated_rows))``.
+        """Partial grids of a batch's valid rows: ``(group, (shape, counts, rated_rows))``.
 
         Rated rows go to the negative/positive channels; when the batch has valid unrated rows
         (label null) they go to a third channel, in the same sort-and-count pass
@@ -498,6 +562,7 @@ class AggregateBatchesFn(beam.DoFn):
         audited_per_code = None if audited is None else np.bincount(
             codes[audited], minlength=buckets.size * n_groups)
         edges = tuple(edges)
+        shape = tuple(int(e.size + 1) for e in edges)  # partials carry the shape, not the edges
         channels = 2 if unrated is None else 3
         n_cells = channels * int(np.prod([e.size + 1 for e in edges]))
         partials = grouped_histograms(codes, scores, labels, weights, edges, unrated=unrated)
@@ -507,12 +572,12 @@ class AggregateBatchesFn(beam.DoFn):
             rows_info = (int(rated_per_code[code]),) if audited_per_code is None else (
                 int(rated_per_code[code]), int(audited_per_code[code]))
             per_bucket.setdefault(bucket_index, []).append((counts, rows_info))
-            yield from self._emit(batch.group_names[group_index], (edges, counts, *rows_info),
+            yield from self._emit(batch.group_names[group_index], (shape, counts, *rows_info),
                                   buckets[bucket_index])
         for bucket_index, parts in per_bucket.items():  # the all-groups grid, same rows
             total = sum_sparse([counts for counts, _ in parts], n_cells)
             rows_info = tuple(int(v) for v in np.sum([info for _, info in parts], axis=0))
-            yield from self._emit(ALL_GROUPS, (edges, total, *rows_info),
+            yield from self._emit(ALL_GROUPS, (shape, total, *rows_info),
                                   buckets[bucket_index])
         if self.with_bootstrap:
             yield from self._bootstrap(batch, edges, codes, rows, buckets)
@@ -612,12 +677,13 @@ class OptimizeGroupFn(beam.DoFn):
     def __init__(self, config: RunConfig):
         self.config = config
 
-    def process(self, element, window=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
+    def process(self, element, edges=None, window=beam.DoFn.WindowParam,
+                pane=beam.DoFn.PaneInfoParam):
         group, value = element
         grid, boot = split_grid_value(value)
         if grid is None:  # only unrated rows: no operating point (as for a group without rows)
             return
-        result = optimize_one(self.config, group, grid, boot)
+        result = optimize_one(self.config, group, grid, boot, edges)
         pane_index = 0 if pane is None else int(pane.index)
         yield "results", (result, pane_index)
 
@@ -631,10 +697,13 @@ def split_grid_value(value):
     return value, None
 
 
-def optimize_one(config: RunConfig, group: str, grid, boot=None):
+def optimize_one(config: RunConfig, group: str, grid, boot=None, edges=None):
     """One group's :class:`~costlib.recalibration.GroupResult`; a compact grid is made dense
-    here, so a worker holds one group's dense lattice at a time."""
+    here (with ``edges`` when it carries only its lattice shape), so a worker holds one
+    group's dense lattice at a time."""
     if isinstance(grid, SparseGrid):
+        if edges is not None and _is_shape(grid.edges):
+            grid = grid.with_edges(edges)
         grid = grid.to_grid()
     return optimize_group(
         group, grid, methods=config.methods, target=config.target, rule=config.rule,
