@@ -101,6 +101,44 @@ def make_peer(work: Path) -> Path:
     return peer
 
 
+def shuffle_bytes(work: Path) -> None:
+    """Bytes crossing the shuffle (Beam's FastPrimitivesCoder), for docs/cost_model.md.
+
+    Per row group: every partial grid ``AggregateBatchesFn`` emits for one 250,000-row row group
+    of ``bench_recalibrate``'s data (100 groups, 256 bins per axis). Per group: a group's compact
+    accumulator after 1M rows (what one bundle sends per group).
+    """
+    from apache_beam.coders import coders
+    from bench_recalibrate import CONFIG as RECALIBRATE_CONFIG
+    from bench_recalibrate import write_data as write_stream
+
+    from pipelines.batches import validate_batch
+    from pipelines.config import RunConfig
+    from pipelines.transforms import AggregateBatchesFn, SumGrids
+
+    coder = coders.FastPrimitivesCoder()
+    write_stream(work, 1_000_000, 100, n_files=4)
+    config = RunConfig.from_dict(RECALIBRATE_CONFIG)
+    edges = config.fixed_edges()
+    fn = AggregateBatchesFn(config, None, False, False)
+    combine = SumGrids(config, compact_output=True)
+    accs: dict = {}
+    for index, path in enumerate(sorted(work.glob("*.parquet"))):
+        batch = validate_batch(pq.read_table(path), config, source=str(path), row_group=0)
+        outputs = list(fn.histograms(batch, edges))
+        if index == 0:
+            size = sum(len(coder.encode(o)) for o in outputs)
+            print(f"per row group ({batch.n_read:,} rows, {len(outputs)} partials): "
+                  f"{size:,} B = {size / batch.n_read:.1f} B a row")
+        for group, value in outputs:
+            accs[group] = combine.add_input(accs.get(group), value)
+    sizes = [len(coder.encode((g, combine.compact(a)))) for g, a in accs.items()
+             if g != "__all__"]
+    print(f"per group after 1M rows (10,000 a group, 256x256 lattice): median "
+          f"{int(np.median(sizes)):,} B; all-groups grid "
+          f"{len(coder.encode(('__all__', combine.compact(accs['__all__'])))):,} B")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--groups", type=int, nargs="+", default=[1_000, 10_000, 100_000])
@@ -110,9 +148,17 @@ def main() -> None:
                              "of main)")
     parser.add_argument("--peer-max-groups", type=int, default=100_000,
                         help="skip the peer above this many groups (it may need > 10 GB)")
+    parser.add_argument("--shuffle-bytes", action="store_true",
+                        help="only print the bytes shuffled per row group and per group")
     args = parser.parse_args()
     print(f"machine: {describe()}")
     work = Path(tempfile.mkdtemp(prefix="bench_groups_"))
+    if args.shuffle_bytes:
+        try:
+            shuffle_bytes(work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     peer = args.peer
     made_peer = peer is None
     try:
