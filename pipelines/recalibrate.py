@@ -270,20 +270,23 @@ def build_recalibrate(
     *,
     batches=None,
     publish: PublishSpec | None = None,
-    unit_rows: int = UNIT_ROWS,
+    unit_rows: int | None = UNIT_ROWS,
 ):
     """Add the recalibration transforms to ``pipeline``.
 
     ``batches`` may be given instead of ``paths`` (a PCollection of
     ``(source, row_group, table)``, e.g. from a TestStream). Files are read in units of
     row-group ranges of about ``unit_rows`` rows, spread over workers
-    (:class:`~pipelines.transforms.ReadingUnits`). With ``publish`` (batch runs), the last
+    (:class:`~pipelines.transforms.ReadingUnits`; ``unit_rows=None``: whole files, one stage
+    less, for inputs no file of which would split). With ``publish`` (batch runs), the last
     stage writes the manifest and publishes the run (:class:`PublishRunFn`).
     """
     windowed = config.windowing is not None
     columns = needed_columns(config, windowed=windowed)
     if batches is not None:
         sources = batches
+    elif unit_rows is None:  # files are the units (Create spreads them already)
+        sources = pipeline | "Files" >> beam.Create(list(paths))
     else:
         sources = (pipeline | "Files" >> beam.Create(list(paths))
                    | "Units" >> ReadingUnits(unit_rows))
@@ -441,8 +444,9 @@ def run_recalibrate(
         )
         run.prepare()
         pipeline = make_pipeline(beam_args)
+        splits = any(f["rows"] > unit_rows and f["row_groups"] > 1 for f in input_files)
         build_recalibrate(pipeline, paths, config, run.run_dir, run.run_id, publish=spec,
-                          unit_rows=unit_rows)
+                          unit_rows=unit_rows if splits else None)
         say(f"running the pipeline on {runner} (run {run.run_id})")
         result = pipeline.run()
         if _graph_only(pipeline):
