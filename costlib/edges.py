@@ -22,6 +22,7 @@ __all__ = [
     "quantile_edges",
     "quantile_edges_from_histogram",
     "uniform_edges",
+    "with_thresholds",
 ]
 
 # Relative tolerance under which edges count as evenly spaced for the arithmetic binning path.
@@ -102,6 +103,39 @@ def check_edges(edges: ArrayLike, name: str = "edges") -> NDArray[np.float64]:
             f">= {name}[{bad + 1}]={arr[bad + 1].item()!r}"
         )
     return arr
+
+
+def with_thresholds(
+    edges: ArrayLike, thresholds: ArrayLike, name: str = "edges"
+) -> NDArray[np.float64]:
+    """Edges with further candidate thresholds added: ``sorted(set(edges) | finite thresholds)``.
+
+    Used to put the thresholds in force on the lattice, so that "keep what is applied" is a
+    candidate of the optimiser exactly (a threshold between two edges could otherwise only be
+    approximated by the next edge above it, which flags fewer rows). ``+inf`` ("off") is
+    dropped: it is always a choice. Scores binned against the result count the same rows above
+    every old edge, so grids built on ``edges`` and on the result agree at the old thresholds.
+
+    Parameters
+    ----------
+    edges : array_like of shape (B,)
+        Strictly ascending finite candidate thresholds.
+    thresholds : array_like
+        Thresholds to add; ``+inf`` entries are ignored, NaN and ``-inf`` are refused.
+
+    Returns
+    -------
+    ndarray of shape (B',), B' >= B
+    """
+    base = check_edges(edges, name=name)
+    extra = np.asarray(thresholds, dtype=np.float64).ravel()
+    if np.isnan(extra).any() or (extra == -np.inf).any():
+        raise ValueError(f"{name}: thresholds to add must be finite or +inf, got "
+                         f"{[float(v) for v in extra]}")
+    extra = extra[np.isfinite(extra)]
+    if extra.size == 0:
+        return base
+    return check_edges(np.union1d(base, extra), name=name)
 
 
 def _is_uniform(edges: NDArray[np.float64]) -> bool:

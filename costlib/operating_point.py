@@ -65,7 +65,7 @@ from costlib.lattice_path import max_area_path
 from costlib.objectives import Constraints, Objective, Selection, select
 from costlib.target import Target, resolve_target
 
-__all__ = ["METHODS", "OperatingPoint", "estimated_recall", "optimize"]
+__all__ = ["METHODS", "OperatingPoint", "estimated_recall", "optimize", "point_at"]
 
 METHODS = ("graph", "analytic", "hull", "bucket")
 
@@ -501,23 +501,13 @@ def optimize(
     -------
     OperatingPoint
     """
-    if not isinstance(grid, ThresholdGrid):
-        raise TypeError(f"grid must be a ThresholdGrid, got {type(grid).__name__}")
-    rule = check_rule(rule)
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    given = (target_marginal_precision, target_slope, benefit_matrix, target)
-    if objective == "linear" or any(v is not None for v in given):
-        tgt = resolve_target(target_marginal_precision, target_slope, benefit_matrix, target)
-    else:
-        tgt = None
-    obj = Objective.make(objective, slope=None if tgt is None else tgt.slope, beta=beta,
-                         volume=volume)
-    cons = Constraints(min_precision, max_volume, max_false_positives)
-    covered = grid.covered(rule, max_unrated_share)  # validates the share
-    if covered.all():
-        covered = None
-    ctx = _Context(grid, rule, method, tgt, obj, cons, float(max_unrated_share), covered)
+    ctx = _make_context(grid, rule, method, (target_marginal_precision, target_slope,
+                                             benefit_matrix, target),
+                        objective, beta, volume,
+                        Constraints(min_precision, max_volume, max_false_positives),
+                        max_unrated_share)
+    rule, tgt, obj, cons = ctx.rule, ctx.target, ctx.objective, ctx.constraints
+    covered = ctx.covered
     # Today's methods, untouched, whenever coverage, objective and constraints cannot matter.
     plain = covered is None and obj.name == "linear" and not cons.active
     tp, fp = grid.counts(rule)
@@ -582,6 +572,84 @@ def optimize(
     sel, free = _select_among(ctx, flat)
     return _on_curve(ctx, path, sel.position, "path", area, details, selection=sel,
                      unrestricted_flat=free)
+
+
+def _make_context(
+    grid: ThresholdGrid, rule: str, method: str, given: tuple, objective: str, beta: float,
+    volume: float | None, constraints: Constraints, max_unrated_share: float,
+) -> _Context:
+    """Validate the common arguments of :func:`optimize` and :func:`point_at`."""
+    if not isinstance(grid, ThresholdGrid):
+        raise TypeError(f"grid must be a ThresholdGrid, got {type(grid).__name__}")
+    rule = check_rule(rule)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if objective == "linear" or any(v is not None for v in given):
+        tgt = resolve_target(*given)
+    else:
+        tgt = None
+    obj = Objective.make(objective, slope=None if tgt is None else tgt.slope, beta=beta,
+                         volume=volume)
+    covered = grid.covered(rule, max_unrated_share)  # validates the share
+    return _Context(grid, rule, method, tgt, obj, constraints, float(max_unrated_share),
+                    None if covered.all() else covered)
+
+
+def point_at(
+    grid: ThresholdGrid,
+    thresholds: ArrayLike,
+    *,
+    target_marginal_precision: float | None = None,
+    target_slope: float | None = None,
+    benefit_matrix: ArrayLike | None = None,
+    target: Target | None = None,
+    rule: str = "any",
+    method: str = "hull",
+    max_unrated_share: float = 0.0,
+    objective: str = "linear",
+    beta: float = 1.0,
+    volume: float | None = None,
+    min_precision: float | None = None,
+    max_volume: float | None = None,
+    max_false_positives: float | None = None,
+) -> OperatingPoint:
+    """What given thresholds achieve on a grid: an :class:`OperatingPoint` at a fixed place.
+
+    For each classifier ``j`` the lattice index is the first candidate threshold
+    ``t_j' >= t_j`` (``+inf`` = off), so the point flags exactly the rows ``thresholds`` flag
+    when every finite threshold is a candidate (see :func:`costlib.edges.with_thresholds`) and
+    a subset otherwise; ``details["exact"]`` says which. TP, FP, volume, unrated, objective and
+    estimated recall are read off the grid as for an optimised point; the "curve" is the single
+    point (marginal precisions NaN). Arguments are those of :func:`optimize` (``method`` is
+    only recorded). Nothing is chosen, so ``status`` is ``"ok"``.
+
+    Parameters
+    ----------
+    grid : ThresholdGrid
+    thresholds : array_like of shape (k,)
+        One per classifier, finite or ``+inf``.
+
+    Returns
+    -------
+    OperatingPoint
+    """
+    ctx = _make_context(grid, rule, method, (target_marginal_precision, target_slope,
+                                             benefit_matrix, target),
+                        objective, beta, volume,
+                        Constraints(min_precision, max_volume, max_false_positives),
+                        max_unrated_share)
+    values = np.asarray(thresholds, dtype=np.float64).ravel()
+    if values.shape != (grid.k,):
+        raise ValueError(f"thresholds must have one value per classifier ({grid.k}), got "
+                         f"{values.size}")
+    if np.isnan(values).any() or (values == -np.inf).any():
+        raise ValueError(f"thresholds must be finite or +inf, got {[float(v) for v in values]}")
+    index = [int(np.searchsorted(candidates, value, side="left"))
+             for candidates, value in zip(grid.thresholds, values, strict=True)]
+    exact = all(float(c[i]) == float(v)
+                for c, i, v in zip(grid.thresholds, index, values, strict=True))
+    path = np.asarray([index], dtype=np.intp)
+    return _on_curve(ctx, path, 0, "path", float("nan"), {"exact": exact})
 
 
 def _hull(ctx: _Context, plain: bool, frontier: bool) -> OperatingPoint:

@@ -3,8 +3,10 @@
 A group's thresholds are only trusted when its grid holds at least ``min_positives`` rated
 positives and ``min_negatives`` rated negatives (weighted). Otherwise the group *falls back* to
 a parent grid (by default the all-groups grid ``"__all__"``, the sum of every group's grid) and
-says so in its status; when the parent is itself too thin the status is ``insufficient_data``
-and no thresholds are given.
+says so in its status. When the parent is itself too thin (or fallback is off) and the
+thresholds in force are known, the group *keeps* them (status ``kept``): a scheduled loop must
+not switch a group off because its current thresholds flag too little to rate, or it would
+never be rated again. Otherwise the status is ``insufficient_data`` and no thresholds are given.
 
 This is what the Beam pipeline computes per group and window; calling
 :func:`recalibrate_grids` on grids built from the same rows gives identical results.
@@ -13,12 +15,13 @@ This is what the Beam pipeline computes per group and window; calling
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from costlib.bootstrap import BootstrapGrids, BootstrapResult, confidence_intervals
 from costlib.grid import ThresholdGrid
-from costlib.operating_point import OperatingPoint, optimize
+from costlib.move_evidence import move_evidence
+from costlib.operating_point import OperatingPoint, optimize, point_at
 from costlib.target import Target
 
 __all__ = [
@@ -36,8 +39,11 @@ ALL_GROUPS = "__all__"
 class GroupResult:
     """Operating points of one group (per method) and how they were obtained.
 
-    ``status`` is ``"ok"`` (own grid), ``"fallback"`` (points of ``fallback_group``) or
-    ``"insufficient_data"`` (no points). ``rated_positives/negatives`` are the group's own.
+    ``status`` is ``"ok"`` (own grid), ``"fallback"`` (points of ``fallback_group``),
+    ``"kept"`` (too few rated rows and no usable parent: the thresholds in force, evaluated on
+    the group's grid) or ``"insufficient_data"`` (no points). ``rated_positives/negatives`` are
+    the group's own. ``in_force`` holds, for a thin group whose thresholds in force were given,
+    those thresholds evaluated on its grid per method (what :func:`apply_fallback` keeps).
     """
 
     group: str
@@ -47,6 +53,7 @@ class GroupResult:
     points: dict[str, OperatingPoint | None] = field(default_factory=dict)
     intervals: dict[str, BootstrapResult | None] = field(default_factory=dict)
     fallback_group: str | None = None
+    in_force: dict[str, OperatingPoint] | None = None
 
 
 def is_sufficient(grid: ThresholdGrid, min_positives: float, min_negatives: float) -> bool:
@@ -65,13 +72,25 @@ def optimize_group(
     bootstrap: BootstrapGrids | None = None,
     level: float = 0.9,
     options: Mapping[str, Any] | None = None,
+    in_force: Sequence[float] | None = None,
+    min_gain_z: float | None = None,
+    keep_when_insufficient: bool = True,
 ) -> GroupResult:
     """Optimise one group's grid with every method, if it holds enough rated rows.
 
     ``options`` are further keyword arguments of :func:`costlib.operating_point.optimize`
     (``max_unrated_share``, ``objective``, ``beta``, ``volume``, ``min_precision``,
     ``max_volume``, ``max_false_positives``), used for the point and for the bootstrap
-    replicates alike.
+    replicates alike. ``in_force``: the thresholds the group is decided with now (one per
+    classifier, ``+inf`` = off); when the grid is too thin they are evaluated on it
+    (:func:`costlib.operating_point.point_at`) so that :func:`apply_fallback` can keep them
+    (unless ``keep_when_insufficient`` is false).
+
+    ``min_gain_z`` (with ``in_force`` and ``bootstrap``): a method's new point replaces the
+    thresholds in force only when its estimated gain exceeds ``min_gain_z`` bootstrap standard
+    errors (:mod:`costlib.move_evidence`); otherwise the method keeps them (the point's
+    ``reason`` says so, ``details["move_evidence"]`` holds gain and se), and when every method
+    keeps them the status is ``"kept"``.
     """
     options = dict(options or {})
     result = GroupResult(
@@ -84,26 +103,50 @@ def optimize_group(
         result.status = "insufficient_data"
         result.points = dict.fromkeys(methods)
         result.intervals = dict.fromkeys(methods)
+        if in_force is not None and keep_when_insufficient:
+            result.in_force = {
+                method: point_at(grid, in_force, target=target, rule=rule, method=method,
+                                 **options)
+                for method in methods
+            }
         return result
+    kept = []
     for method in methods:
         result.points[method] = optimize(grid, target=target, rule=rule, method=method,
                                          **options)
+        if in_force is not None and min_gain_z is not None and bootstrap is not None:
+            evidence = move_evidence(grid, bootstrap, result.points[method], in_force,
+                                     z=min_gain_z, target=target, rule=rule, method=method,
+                                     options=options)
+            if not evidence.move:
+                details = {**evidence.kept.details,
+                           "move_evidence": {"gain": evidence.gain, "se": evidence.se,
+                                             "z": evidence.z}}
+                result.points[method] = replace(evidence.kept, reason=evidence.reason(),
+                                                details=details)
+                kept.append(method)
         result.intervals[method] = (
             None
             if bootstrap is None
             else confidence_intervals(bootstrap, level=level, target=target, rule=rule,
                                       method=method, **options)
         )
+    if methods and len(kept) == len(methods):
+        result.status = "kept"
     return result
 
 
 def apply_fallback(
     results: Mapping[str, GroupResult], *, fallback: str = "all_groups"
 ) -> dict[str, GroupResult]:
-    """Replace the points of thin groups by the parent's (``fallback="all_groups"``).
+    """Replace the points of thin groups by the parent's (``fallback="all_groups"``), else keep
+    the thresholds in force.
 
-    With ``fallback="none"`` thin groups keep status ``insufficient_data``. The parent
-    ``"__all__"`` never falls back.
+    A thin group (status ``insufficient_data``) takes, in this order: the parent's points when
+    ``fallback="all_groups"`` and the parent ``"__all__"`` is ``ok`` (status ``fallback``); its
+    thresholds in force when they were given to :func:`optimize_group` (status ``kept``: the
+    run neither learns nor switches the group off for want of ratings, so ratings keep
+    arriving); else no points (status ``insufficient_data``). The parent never falls back.
     """
     if fallback not in ("all_groups", "none"):
         raise ValueError(f"fallback must be 'all_groups' or 'none', got {fallback!r}")
@@ -126,6 +169,15 @@ def apply_fallback(
                 intervals=dict(parent.intervals),
                 fallback_group=ALL_GROUPS,
             )
+        elif res.status == "insufficient_data" and res.in_force is not None:
+            res = GroupResult(
+                group=name,
+                status="kept",
+                rated_positives=res.rated_positives,
+                rated_negatives=res.rated_negatives,
+                points=dict(res.in_force),
+                intervals=dict.fromkeys(res.in_force),
+            )
         out[name] = res
     return out
 
@@ -142,6 +194,8 @@ def recalibrate_grids(
     bootstrap: Mapping[str, BootstrapGrids] | None = None,
     level: float = 0.9,
     options: Mapping[str, Any] | None = None,
+    in_force: Mapping[str, Sequence[float]] | None = None,
+    min_gain_z: float | None = None,
 ) -> dict[str, GroupResult]:
     """Operating points for every group and for the all-groups grid, with fallback.
 
@@ -155,6 +209,11 @@ def recalibrate_grids(
     options : mapping, optional
         Further keyword arguments of :func:`costlib.operating_point.optimize` (coverage,
         objective, constraints; see :func:`optimize_group`).
+    in_force : mapping group -> thresholds, optional
+        The thresholds each group (and ``"__all__"``) is decided with now; thin groups without
+        a usable parent keep them (status ``kept``, see :func:`apply_fallback`).
+    min_gain_z : float, optional
+        With ``in_force`` and ``bootstrap``: move only on evidence (see :func:`optimize_group`).
     """
     grids = dict(grids)
     if ALL_GROUPS not in grids and grids:
@@ -169,7 +228,8 @@ def recalibrate_grids(
             name, grid, methods=methods, target=target, rule=rule,
             min_positives=min_positives, min_negatives=min_negatives,
             bootstrap=None if boots is None else boots.get(name), level=level,
-            options=options,
+            options=options, in_force=None if in_force is None else in_force.get(name),
+            min_gain_z=min_gain_z,
         )
         for name, grid in sorted(grids.items())
     }

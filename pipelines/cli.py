@@ -26,6 +26,7 @@ REPRODUCTIONS: dict[str, str] = {
     "robles2020": "costlib.experiments.robles2020",
     "natarajan2016": "costlib.experiments.natarajan2016",
     "sooklal_benefit": "costlib.experiments.sooklal_benefit",
+    "example-costs": "costlib.experiments.example_costs",
 }
 
 #: ``costlib SUBCOMMAND`` -> module with ``add_arguments(parser)`` and ``run(args) -> int``.

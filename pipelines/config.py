@@ -122,6 +122,11 @@ class RunConfig:
         return self.raw["publish"]
 
     @property
+    def in_force(self) -> dict[str, Any]:
+        """``in_force``: ``add_to_edges``, ``max_added_edges``, ``keep_when_insufficient``."""
+        return self.raw["in_force"]
+
+    @property
     def grid(self) -> dict[str, Any]:
         return self.raw["grid"]
 
@@ -247,6 +252,12 @@ class RunConfig:
             raise ConfigError(
                 f"{source}: objective.volume: objective 'precision_at_volume' needs the review "
                 "volume (a number > 0 of flagged rows, rated and unrated)"
+            )
+        if self.in_force["min_gain_z"] is not None and self.bootstrap["replicates"] < 2:
+            raise ConfigError(
+                f"{source}: in_force.min_gain_z: moving only on evidence needs bootstrap "
+                f"replicates for the standard error of the gain; set bootstrap.replicates >= 2 "
+                f"(got {self.bootstrap['replicates']}) or min_gain_z to null"
             )
         if self.decision_method not in self.methods:
             raise ConfigError(

@@ -26,8 +26,9 @@ Which operating point a group uses (records of ``config.decision_method`` only):
   ``operating_point_window_end``;
 - status ``ok``: the group's thresholds (``operating_point_group`` = the group);
   ``fallback``: the thresholds stored in the record, which are the parent's
-  (``operating_point_group`` = the record's ``fallback_group``); ``insufficient_data``: null
-  threshold decision;
+  (``operating_point_group`` = the record's ``fallback_group``); ``kept``: the thresholds in
+  force that the recalibration kept for want of ratings (``operating_point_group`` = the
+  group); ``insufficient_data``: null threshold decision;
 - ``point_status`` (coverage and constraints, issue 10): ``ok`` and ``coverage_limited`` apply
   the record's thresholds (a coverage-limited point is the best one inside the rated region:
   the safe choice); ``infeasible`` (no covered point meets the constraints; the record holds
@@ -116,6 +117,7 @@ from costlib.audit_sampling import AuditDesign, audit_sample, expected_audits
 from costlib.decoding import optimal_topk_ragged
 from costlib.losses import get_loss
 from costlib.recalibration import ALL_GROUPS
+from pipelines import min_risk
 from pipelines.batches import (
     ValidatedBatch,
     plausibility_summary,
@@ -372,7 +374,7 @@ def _group_thresholds(
     status = record["status"]
     if status == "insufficient_data" or record["thresholds"] is None:
         return NO_THRESHOLDS
-    if status not in ("ok", "fallback"):
+    if status not in ("ok", "fallback", "kept"):
         raise InputError(f"{where} has unknown status {status!r}")
     point_status = record.get("point_status") or "ok"  # records written before issue 10: ok
     if point_status not in POINT_STATUSES:
@@ -386,7 +388,7 @@ def _group_thresholds(
         raise InputError(f"{where} has thresholds {values.tolist()}; each must be a finite "
                          f"number or +inf (classifier off)")
     ordered = tuple(float(values[names.index(c)]) for c in config.classifiers)
-    op_group = group if status == "ok" else (record["fallback_group"] or ALL_GROUPS)
+    op_group = group if status != "fallback" else (record["fallback_group"] or ALL_GROUPS)
     return GroupThresholds(ordered, op_group, record["method"], record["window_end"])
 
 
@@ -468,7 +470,9 @@ def decide_columns(config: RunConfig) -> list[str]:
     cols = config.columns
     names = [cols["group"], cols["item_id"], *config.classifiers]
     names += [cols[c] for c in ("probability", "set_id") if cols.get(c)]
-    return names
+    settings = min_risk.decide_settings(config)
+    extra = [] if settings is None else settings.input_columns()
+    return names + [c for c in extra if c not in names]
 
 
 # --------------------------------------------------------------------------- per batch
@@ -582,6 +586,8 @@ def decision_table_and_audit(
         "operating_point_window_end": window_ends,
         "audit": audited,
         "audit_probability": audit_probability,
+        "min_risk_decision": pa.nulls(n, pa.bool_()),  # filled by min_risk.with_min_risk
+        "expected_cost": pa.nulls(n, pa.float64()),
     }
     table = pa.Table.from_arrays([columns[f.name] for f in COMPACT_SCHEMA],
                                  schema=COMPACT_SCHEMA)
@@ -722,6 +728,7 @@ class DecideFileFn(beam.DoFn):
         self.buckets = int(settings["buckets"])
         self.topk = with_topk(config)
         self.directory = directory
+        self.min_risk = min_risk.decide_settings(config)
 
     def process(self, path: str):
         for row_group, table in read_row_groups(path, self.columns):
@@ -731,12 +738,15 @@ class DecideFileFn(beam.DoFn):
             yield pvalue.TaggedOutput("counters", batch.accounting)
             if batch.dead_letters is not None:
                 yield pvalue.TaggedOutput("dead_letters", (path, row_group, batch.dead_letters))
-            yield from self.decide(batch)
+            yield from self.decide(batch, table)
 
-    def decide(self, batch: ValidatedBatch):
+    def decide(self, batch: ValidatedBatch, raw: pa.Table | None = None):
         """Threshold decisions of a batch; set rows out as ``(bucket, table)``, others written."""
         table, audit_counters = decision_table_and_audit(
             batch, self.thresholds, self.config.rule, self.loss, self.audit)
+        if raw is not None and self.min_risk is not None:
+            table, risk_counters = min_risk.with_min_risk(table, self.min_risk, raw, batch)
+            yield pvalue.TaggedOutput("counters", risk_counters)
         if audit_counters:
             yield pvalue.TaggedOutput("counters", audit_counters)
         if self.topk:

@@ -9,7 +9,8 @@ the run back when
   a classifier switched on or off counts as an infinite move), or
 - a group's thresholds rest on fewer than ``min_rated`` rated rows (positives + negatives of the
   grid they were chosen on: the group's own, or the parent's under fallback; a group with no
-  thresholds, status ``insufficient_data``, rests on none), or
+  thresholds, status ``insufficient_data``, rests on none; a group that ``kept`` the published
+  thresholds unchanged is only noted), or
 - a group's point of the decision method is ``infeasible`` (``point_status``: no covered point
   meets the run's constraints; ``costlib decide`` would give it null decisions).
 
@@ -107,6 +108,17 @@ def _by_group(records: Sequence[dict[str, Any]], method: str) -> dict[str, dict[
     return {r["group"]: r for r in batch}
 
 
+def _kept_unchanged(record: dict[str, Any], old: dict[str, Any] | None) -> bool:
+    """A ``kept`` record whose thresholds are the published ones: nothing changes for the group,
+    so the few rated rows it rests on are no reason to hold the run (they are noted instead)."""
+    if record["status"] != "kept" or old is None or old["thresholds"] is None:
+        return False
+    if sorted(old["classifiers"]) != sorted(record["classifiers"]):
+        return False
+    before = dict(zip(old["classifiers"], old["thresholds"], strict=True))
+    return [before[c] for c in record["classifiers"]] == list(record["thresholds"])
+
+
 def guard_violations(
     previous: Sequence[dict[str, Any]] | None,
     new: Sequence[dict[str, Any]],
@@ -126,7 +138,9 @@ def guard_violations(
         rated = source["rated_positives"] + source["rated_negatives"]
         if record["thresholds"] is None:
             rated = 0.0
-        if settings.min_rated > 0 and rated < settings.min_rated:
+        old = old_by_group.get(group)
+        if settings.min_rated > 0 and rated < settings.min_rated and not _kept_unchanged(
+                record, old):
             violations.append(
                 f"group {group!r}: thresholds rest on {rated:g} rated rows "
                 f"(status {record['status']}), fewer than min_rated={settings.min_rated:g}"
@@ -134,7 +148,6 @@ def guard_violations(
         if record.get("point_status") == "infeasible":
             violations.append(f"group {group!r}: the {settings.method} point is infeasible: "
                               f"{record.get('reason') or 'no point meets the constraints'}")
-        old = old_by_group.get(group)
         if settings.max_threshold_change is None or old is None:
             continue
         if sorted(old["classifiers"]) != sorted(record["classifiers"]):
@@ -173,7 +186,12 @@ def guard_notes(new: Sequence[dict[str, Any]], settings: GuardSettings) -> list[
     """
     notes = []
     for group, record in sorted(_by_group(new, settings.method).items()):
-        if record.get("point_status") == "coverage_limited":
+        if record["status"] == "kept":
+            why = record.get("reason") or (
+                f"kept the thresholds in force: {record['rated_positives']:g} rated positives "
+                f"and {record['rated_negatives']:g} rated negatives are too few to recalibrate")
+            notes.append(f"group {group!r}: thresholds {record['thresholds']}: {why}")
+        elif record.get("point_status") == "coverage_limited":
             notes.append(
                 f"group {group!r}: coverage_limited: thresholds {record['thresholds']} are the "
                 f"best covered point; {record.get('reason') or ''}".rstrip("; ")

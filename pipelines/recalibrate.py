@@ -55,6 +55,8 @@ from pipelines.files import (
     write_json,
     write_parquet,
 )
+from pipelines.in_force import InForce, edges_with_in_force, read_in_force
+from pipelines.min_risk import MinRiskSettings
 from pipelines.output_lock import hold_output
 from pipelines.publish import (
     Baseline,
@@ -130,6 +132,9 @@ def needed_columns(config: RunConfig, *, windowed: bool) -> list[str]:
         names.append(cols["audit_probability"])
     if windowed:
         names.append(cols["event_time"])
+    costs = MinRiskSettings.from_config(config)
+    if costs is not None and costs.weight_rated_rows:
+        names += [c for c in costs.input_columns() if c not in names]
     return names
 
 
@@ -191,6 +196,7 @@ class PublishSpec:
     settings: GuardSettings
     override: Override | None
     baseline: Baseline
+    in_force: dict[str, Any] | None = None  # the manifest's ``in_force`` entry
 
 
 class PublishRunFn(beam.DoFn):
@@ -248,6 +254,7 @@ class PublishRunFn(beam.DoFn):
                 "override": (spec.override.record()
                              if spec.override is not None and violations else None),
             },
+            "in_force": spec.in_force,
             "outputs": run.outputs(),
             "runner": spec.runner,
             "started_utc": spec.started_utc,
@@ -271,6 +278,7 @@ def build_recalibrate(
     batches=None,
     publish: PublishSpec | None = None,
     unit_rows: int | None = UNIT_ROWS,
+    in_force: InForce | None = None,
 ):
     """Add the recalibration transforms to ``pipeline``.
 
@@ -279,7 +287,9 @@ def build_recalibrate(
     row-group ranges of about ``unit_rows`` rows, spread over workers
     (:class:`~pipelines.transforms.ReadingUnits`; ``unit_rows=None``: whole files, one stage
     less, for inputs no file of which would split). With ``publish`` (batch runs), the last
-    stage writes the manifest and publishes the run (:class:`PublishRunFn`).
+    stage writes the manifest and publishes the run (:class:`PublishRunFn`). ``in_force``:
+    the thresholds in force, added to the edges and kept for thin groups as the config's
+    ``in_force`` section says (:mod:`pipelines.in_force`).
     """
     windowed = config.windowing is not None
     columns = needed_columns(config, windowed=windowed)
@@ -294,7 +304,10 @@ def build_recalibrate(
     if edges is None:
         edges = beam.pvalue.AsSingleton(
             sources | "QuantileEdges" >> QuantileEdges(config, columns)
+            | "InForceEdges" >> beam.Map(lambda e: edges_with_in_force(e, in_force, config)[0])
         )
+    else:
+        edges, _ = edges_with_in_force(edges, in_force, config)
     partials = sources | "Aggregate" >> AggregateBatches(
         config, edges, columns=columns, windowed=windowed
     )
@@ -336,11 +349,11 @@ def build_recalibrate(
     if windowed:
         return (
             summed
-            | "Optimize" >> beam.ParDo(OptimizeGroupFn(config), edges)
+            | "Optimize" >> beam.ParDo(OptimizeGroupFn(config, in_force), edges)
             | "PerWindow" >> beam.GroupByKey()
             | "Finalize" >> beam.ParDo(FinalizeWindowFn(config, run_dir, run_id, windowed))
         )
-    written = optimize_and_write(summed, config, edges, run_dir, run_id)
+    written = optimize_and_write(summed, config, edges, run_dir, run_id, in_force)
     if publish is None:
         return written
     return (
@@ -356,7 +369,8 @@ def build_recalibrate(
     )
 
 
-def optimize_and_write(summed, config: RunConfig, edges, run_dir: str, run_id: str):
+def optimize_and_write(summed, config: RunConfig, edges, run_dir: str, run_id: str,
+                       in_force: InForce | None = None):
     """Batch runs: optimise and write per group, records sharded by group range.
 
     See :mod:`pipelines.shards`: the edges (a list, or the quantile edges' side input), the
@@ -368,7 +382,7 @@ def optimize_and_write(summed, config: RunConfig, edges, run_dir: str, run_id: s
     parent = beam.pvalue.AsSingleton(
         summed
         | "AllGroupsGrid" >> beam.Filter(lambda kv: kv[0] == ALL_GROUPS)
-        | "OptimizeAllGroups" >> beam.Map(optimize_parent, config, edges),
+        | "OptimizeAllGroups" >> beam.Map(optimize_parent, config, edges, in_force),
         default_value=None,
     )
     boundaries = beam.pvalue.AsSingleton(
@@ -378,8 +392,9 @@ def optimize_and_write(summed, config: RunConfig, edges, run_dir: str, run_id: s
     )
     return (
         summed
-        | "Optimize" >> beam.ParDo(OptimizeGroupsFn(config, run_id, shards.FLUSH_GROUPS), edges,
-                                  parent, boundaries)
+        | "Optimize" >> beam.ParDo(
+            OptimizeGroupsFn(config, run_id, shards.FLUSH_GROUPS, in_force), edges, parent,
+            boundaries)
         | "PerWindow" >> beam.GroupByKey()  # by shard (batch runs have one, global, window)
         | "Finalize" >> beam.ParDo(WriteShardFn(run_dir))
         | "ShardIds" >> beam.combiners.ToList()
@@ -399,6 +414,7 @@ def run_recalibrate(
     override: Override | None = None,
     progress: Callable[[str], None] | None = None,
     unit_rows: int = UNIT_ROWS,
+    in_force: str | None = None,
 ) -> dict[str, object]:
     """Run the pipeline; batch runs publish themselves in their last stage (see the guard).
 
@@ -414,6 +430,9 @@ def run_recalibrate(
     run takes ``output``'s lock (:mod:`pipelines.output_lock`: one run per output; also the
     check that the output is writable). ``progress`` receives a line per phase; ``unit_rows``
     sizes the row-group ranges files are read in (:class:`~pipelines.transforms.ReadingUnits`).
+
+    ``in_force``: where the thresholds in force are read (an operating points file, run or
+    output directory); default the output's published run (:mod:`pipelines.in_force`).
     """
     say = progress or (lambda _message: None)
     windowed = config.windowing is not None
@@ -427,6 +446,10 @@ def run_recalibrate(
         input_files = preflight(paths, config, windowed=windowed)
         time_range = event_time_range(paths, config.columns["event_time"]) if windowed else None
         baseline = read_baseline(output)  # before prepare(): a re-run replaces its directory
+        thresholds_in_force, in_force_entry = read_in_force(config, in_force, baseline, output)
+        if config.fixed_edges() is not None:
+            in_force_entry["edges_added"] = edges_with_in_force(
+                config.fixed_edges(), thresholds_in_force, config)[1]
         spec = PublishSpec(
             output=run.output,
             run_id=run.run_id,
@@ -441,12 +464,13 @@ def run_recalibrate(
             ),
             override=override,
             baseline=baseline,
+            in_force=in_force_entry,
         )
         run.prepare()
         pipeline = make_pipeline(beam_args)
         splits = any(f["rows"] > unit_rows and f["row_groups"] > 1 for f in input_files)
         build_recalibrate(pipeline, paths, config, run.run_dir, run.run_id, publish=spec,
-                          unit_rows=unit_rows if splits else None)
+                          in_force=thresholds_in_force, unit_rows=unit_rows if splits else None)
         say(f"running the pipeline on {runner} (run {run.run_id})")
         result = pipeline.run()
         if _graph_only(pipeline):
@@ -467,6 +491,7 @@ def run_recalibrate(
                         "windows": sum(1 for f in outputs if f.startswith("windows/")
                                        and f.endswith("/operating_points.parquet")),
                         "event_time_range": time_range,
+                        "in_force": in_force_entry,
                         "guard": None,  # windowed runs publish without the guard
                         "outputs": outputs, "runner": spec.runner,
                         "started_utc": spec.started_utc,

@@ -550,6 +550,13 @@ def _status_text(point: Mapping[str, Any], anchors: Mapping[str, str],
                 f"<strong>falls back</strong> to the thresholds of {link}. The table shows "
                 f"{link}'s operating points (TP, FP and precision on its grid); there is no PN "
                 f"curve of this group's own.")
+    if point["status"] == "kept" and point.get("reason"):
+        return (f"Thresholds chosen on this group's own grid ({_e(own)}), but this group "
+                f"<strong>keeps the thresholds in force</strong>: {_e(point['reason'])}.")
+    if point["status"] == "kept":
+        return (f"Too few rated rows ({_e(own)}; {_e(needed)}) and no usable parent: this "
+                f"group <strong>keeps the thresholds in force</strong> (TP, FP and precision "
+                f"are theirs on its grid) until enough of its rows are rated.")
     if point["status"] == "insufficient_data":
         return (f"Too few rated rows ({_e(own)}; {_e(needed)}) and no usable parent: "
                 f"<strong>no thresholds</strong>; decisions for this group are null.")
@@ -908,7 +915,8 @@ def _windows_section(records: Sequence[Mapping[str, Any]]) -> str:
     for (start, end), groups in sorted(windows.items()):
         statuses = [s for s, _ in groups.values()]
         summary = ", ".join(f"{statuses.count(s)} {s.replace('_', ' ')}"
-                            for s in ("ok", "fallback", "insufficient_data") if s in statuses)
+                            for s in ("ok", "fallback", "kept", "insufficient_data")
+                            if s in statuses)
         rows.append(_row([_e(f"{start:%Y-%m-%d %H:%M}"), _e(f"{end:%Y-%m-%d %H:%M}"),
                           _e(len(groups)), _e(summary),
                           _e(max(p for _, p in groups.values()))]))
@@ -943,6 +951,7 @@ table.points td, table.changes td, table.accounting td { font-variant-numeric: t
 .badge.ok { background: #dff3e4; color: #1e6b34; }
 .badge.fallback { background: #fff1d6; color: #8a5a00; }
 .badge.insufficient_data { background: #fde2e1; color: #9b1c1c; }
+.badge.kept { background: #e8eefc; color: #1e3a8a; }
 .badge.coverage_limited { background: #fff1d6; color: #8a5a00; }
 .badge.infeasible { background: #fde2e1; color: #9b1c1c; }
 .note, .window { color: #5b6570; font-size: .85rem; }
@@ -969,7 +978,7 @@ def _status_counts(points: Mapping[Key, Mapping[str, Any]], groups: Sequence[str
     statuses = [next(p["status"] for (g, m), p in points.items() if g == group
                      and (m == method or (group, method) not in points)) for group in groups]
     parts = [f"{statuses.count(s)} {s.replace('_', ' ')}"
-             for s in ("ok", "fallback", "insufficient_data") if s in statuses]
+             for s in ("ok", "fallback", "kept", "insufficient_data") if s in statuses]
     return f"{len(groups)} groups: {', '.join(parts)}"
 
 

@@ -108,11 +108,21 @@ def shard_of(boundaries: Sequence[str], group: str) -> int:
     return bisect.bisect_right(boundaries, group)
 
 
-def optimize_parent(element, config: RunConfig, edges) -> GroupResult | None:
+def in_force_of(in_force, config: RunConfig, group: str):
+    """The group's thresholds in force when the config uses them (as ``OptimizeGroupFn``)."""
+    settings = config.in_force
+    if in_force is None or not (settings["keep_when_insufficient"]
+                                or settings["min_gain_z"] is not None):
+        return None
+    return in_force.get(group)
+
+
+def optimize_parent(element, config: RunConfig, edges, in_force=None) -> GroupResult | None:
     """The all-groups result (the fallback parent), or None when it has no rated row."""
     group, value = element
     grid, boot = split_grid_value(value)
-    return None if grid is None else optimize_one(config, group, grid, boot, edges)
+    return None if grid is None else optimize_one(config, group, grid, boot, edges,
+                                                  in_force_of(in_force, config, group))
 
 
 def _table_bytes(table: pa.Table) -> bytes:
@@ -132,8 +142,10 @@ class OptimizeGroupsFn(beam.DoFn):
     bundle's end.
     """
 
-    def __init__(self, config: RunConfig, run_id: str, flush_groups: int = FLUSH_GROUPS):
+    def __init__(self, config: RunConfig, run_id: str, flush_groups: int = FLUSH_GROUPS,
+                 in_force=None):
         self.config = config
+        self.in_force = in_force  # pipelines.in_force.InForce, or None
         self.run_id = run_id
         self.flush_groups = flush_groups
         self.settings = point_settings(config)
@@ -150,7 +162,8 @@ class OptimizeGroupsFn(beam.DoFn):
             grid, boot = split_grid_value(value)
             if grid is None:  # only unrated rows: no operating point
                 return
-            result = optimize_one(self.config, group, grid, boot, edges)
+            result = optimize_one(self.config, group, grid, boot, edges,
+                                  in_force_of(self.in_force, self.config, group))
         if result is None:
             return
         if parent is not None:

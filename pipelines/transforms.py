@@ -66,6 +66,7 @@ from pipelines.files import (
     row_group_ranges,
     write_parquet,
 )
+from pipelines.min_risk import MinRiskSettings, cost_weighted
 
 __all__ = [
     "AggregateBatches",
@@ -513,11 +514,13 @@ class AggregateBatchesFn(beam.DoFn):
         self.period_us = round(window.get("period_days", 1) * MICROS_PER_DAY)
         # Resolved once, when the pipeline is built: every worker uses the same time range.
         self.plausibility = Plausibility.from_config(config)
+        self.min_risk = MinRiskSettings.from_config(config)  # weight_rated_rows: cost weights
 
     def process(self, element, edges):
         for source, row_group, table in iter_batches(element, self.columns):
             batch = validate_batch(table, self.config, source=source, row_group=row_group,
                                    windowed=self.windowed, plausibility=self.plausibility)
+            batch = cost_weighted(batch, table, self.min_risk)
             report_metrics(batch.accounting)
             yield pvalue.TaggedOutput("accounting", batch.accounting)
             if batch.dead_letters is not None:
@@ -674,8 +677,11 @@ class AggregateBatches(beam.PTransform):
 class OptimizeGroupFn(beam.DoFn):
     """(group, grid[, replicate grids]) -> (window key, GroupResult, pane index)."""
 
-    def __init__(self, config: RunConfig):
+    def __init__(self, config: RunConfig, in_force=None):
         self.config = config
+        settings = config.in_force
+        use = settings["keep_when_insufficient"] or settings["min_gain_z"] is not None
+        self.in_force = in_force if use else None  # pipelines.in_force.InForce
 
     def process(self, element, edges=None, window=beam.DoFn.WindowParam,
                 pane=beam.DoFn.PaneInfoParam):
@@ -683,7 +689,8 @@ class OptimizeGroupFn(beam.DoFn):
         grid, boot = split_grid_value(value)
         if grid is None:  # only unrated rows: no operating point (as for a group without rows)
             return
-        result = optimize_one(self.config, group, grid, boot, edges)
+        in_force = None if self.in_force is None else self.in_force.get(group)
+        result = optimize_one(self.config, group, grid, boot, edges, in_force)
         pane_index = 0 if pane is None else int(pane.index)
         yield "results", (result, pane_index)
 
@@ -697,10 +704,10 @@ def split_grid_value(value):
     return value, None
 
 
-def optimize_one(config: RunConfig, group: str, grid, boot=None, edges=None):
+def optimize_one(config: RunConfig, group: str, grid, boot=None, edges=None, in_force=None):
     """One group's :class:`~costlib.recalibration.GroupResult`; a compact grid is made dense
     here (with ``edges`` when it carries only its lattice shape), so a worker holds one
-    group's dense lattice at a time."""
+    group's dense lattice at a time. ``in_force``: the group's thresholds in force, if used."""
     if isinstance(grid, SparseGrid):
         if edges is not None and _is_shape(grid.edges):
             grid = grid.with_edges(edges)
@@ -709,6 +716,8 @@ def optimize_one(config: RunConfig, group: str, grid, boot=None, edges=None):
         group, grid, methods=config.methods, target=config.target, rule=config.rule,
         min_positives=config.min_positives, min_negatives=config.min_negatives,
         bootstrap=boot, level=config.bootstrap["level"], options=config.optimize_options,
+        in_force=in_force, min_gain_z=config.in_force["min_gain_z"],
+        keep_when_insufficient=config.in_force["keep_when_insufficient"],
     )
 
 

@@ -5,8 +5,10 @@ order of the estimator's ``classes_`` (sorted labels) unless the matrix carries 
 (:class:`costlib.benefit.BenefitMatrix` / :class:`costlib.benefit.CostMatrix`).
 """
 
+from costlib.estimators._bayes_min_risk import BayesMinimumRiskClassifier
 from costlib.estimators._benefit_lr import BenefitLogisticRegression
 from costlib.estimators._cost_naive_bayes import CostSensitiveNaiveBayes
+from costlib.estimators._example_cost_lr import ExampleCostLogisticRegression
 from costlib.estimators._hierarchical import HierarchicalCostSensitiveClassifier
 from costlib.estimators._kernel_lr import (
     CostSensitiveKernelLogisticRegression,
@@ -16,9 +18,11 @@ from costlib.estimators._kernel_lr import (
 from costlib.estimators._min_expected_cost import MinimumExpectedCostClassifier
 
 __all__ = [
+    "BayesMinimumRiskClassifier",
     "BenefitLogisticRegression",
     "CostSensitiveKernelLogisticRegression",
     "CostSensitiveNaiveBayes",
+    "ExampleCostLogisticRegression",
     "HierarchicalCostSensitiveClassifier",
     "KernelLogisticRegression",
     "MinimumExpectedCostClassifier",

@@ -21,6 +21,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run id: 1-128 letters, digits, '.', '_' or '-' (default: UTC time "
                              "+ config hash); a re-run with an id replaces that run, never the "
                              "published one")
+    parser.add_argument("--in-force", default=None, metavar="PATH",
+                        help="the operating points decide applied to the rated rows (a file, "
+                             "run or output directory, as decide --operating-points takes); "
+                             "default: the output's published run. Their thresholds become grid "
+                             "edges and thin groups keep them (config section in_force)")
     parser.add_argument("--max-unrated-share", type=number_in(0, 1), default=None, metavar="S",
                         help="largest share in [0, 1] of a point's flagged volume that may be "
                              "unrated rows (0: only the rated region); overrides the config's "
@@ -89,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         manifest = run_recalibrate(
             config, args.input, args.output, args.beam_args, run_id=args.run_id,
             max_threshold_change=args.max_threshold_change, min_rated=args.min_rated,
-            override=override, progress=progress,
+            override=override, progress=progress, in_force=args.in_force,
         )
     if manifest["status"] == "submitted":  # a template launch: only the job graph was written
         print(f"run {manifest['run_id']}: job graph written; the job checks its row "

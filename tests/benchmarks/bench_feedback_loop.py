@@ -49,8 +49,10 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe
 
+from costlib.audit_plots import plot_audit_pn_curves
 from costlib.grid import ThresholdGrid
 from costlib.operating_point import optimize
+from costlib.target import resolve_target
 from pipelines.config import RunConfig
 from pipelines.decide import read_decisions, run_decide
 from pipelines.publish import PublishRefused
@@ -116,7 +118,8 @@ def make_config(args, audit: bool) -> RunConfig:
         "min_rated": {k: v for k, v in (("positives", args.min_rated_positives),
                                          ("negatives", args.min_rated_negatives))
                       if v is not None},
-        "bootstrap": {},
+        "bootstrap": {"replicates": args.bootstrap_replicates},
+        "in_force": {"min_gain_z": args.min_gain_z},
         "audit": {
             "enabled": audit, "floor": args.audit_floor, "budget_share": args.budget_share,
             "strata": {"edges": args.strata_edges, "weights": args.strata_weights},
@@ -168,6 +171,29 @@ def full_label_optimum(g, scores, y, edges, target: float, slope: float) -> floa
     return total
 
 
+def population_optimum(day: int, g, scores, y, edges, args, slope: float,
+                       drift: bool) -> tuple[float, dict]:
+    """Utility on the day's rows of the thresholds that are optimal for the day's *distribution*:
+    per group, the full-label hull optimum on an independent sample of ``--reference-factor``
+    times the day's rows drawn from the same day's generator (another seed). Unlike the same-day
+    optimum it does not fit the day's own noise, so no policy fixed before the day could expect
+    to beat it; a ratio above 1 on a day is possible."""
+    rg, _, rs, ry = population(args.rows_per_day * args.reference_factor, day,
+                               seed=args.seed + 1_000_003,
+                               drift_day=args.drift_day if drift else None,
+                               drift_logit=args.drift_logit)
+    total, points = 0.0, {}
+    for k, name in enumerate(GROUPS):
+        ref = rg == k
+        grid = ThresholdGrid.from_scores(rs[ref], ry[ref], edges, names=list(CLASSIFIERS))
+        point = optimize(grid, target_marginal_precision=args.target, method="hull",
+                         max_unrated_share=1)
+        sel = g == k
+        total += utility_of(apply_thresholds(scores[sel], point.thresholds), y[sel], slope)
+        points[name] = tuple(point.thresholds)
+    return total, points
+
+
 def window_oracle(days, g, scores, y, edges, target: float, slope: float) -> float:
     """Utility today of the full-label hull optimum over the previous days of the window (what
     the loop would publish if every row of those days were rated): the reference free of the
@@ -198,12 +224,17 @@ class Day:
     thresholds: dict = field(default_factory=dict)
     published: str = ""
     oracle: float = float("nan")
+    population: float = float("nan")
     seconds: float = 0.0
     accounting: dict = field(default_factory=dict)
 
     @property
     def ratio(self) -> float:
         return self.utility / self.optimum if self.optimum > 0 else float("nan")
+
+    @property
+    def population_ratio(self) -> float:
+        return self.utility / self.population if self.population > 0 else float("nan")
 
 
 def fmt_t(t) -> str:
@@ -227,7 +258,8 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool) ->
     print(f"\n== {name}: start {fmt_t(start)}, audit {'on' if audit else 'off'}"
           + (f", drift -{args.drift_logit} logit on positives from day {args.drift_day}"
              if drift else ""))
-    print(f"{'day':>3} {'utility':>9} {'optimum':>9} {'ratio':>6} {'orc/opt':>7} {'start_u':>9} "
+    print(f"{'day':>3} {'utility':>9} {'optimum':>9} {'ratio':>6} {'orc/opt':>7} "
+          f"{'pop_opt':>9} {'u/pop':>6} {'start_u':>9} "
           f"{'rated':>6} {'audited':>7} {'audit%':>6}  thresholds in force "
           f"({', '.join(GROUPS)})  next  sec")
     for day in range(args.days):
@@ -252,6 +284,8 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool) ->
         # the rater: labels from the truth for flagged or audited rows, null otherwise
         label = pa.array(np.where(rated, y, False), mask=~rated, type=pa.bool_())
         p = records["audit_probability"].to_numpy(dtype=float) if audit else None
+        if audit and args.figure and day == args.figure_day and not Path(args.figure).exists():
+            write_figure(args, g, scores, y, td, audited, p, edges, in_force)
         rated_path = day_dir / "rated.parquet"
         pq.write_table(score_table(g, ids, scores, label,
                                    None if p is None else pa.array(p, mask=np.isnan(p))),
@@ -263,7 +297,7 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool) ->
         published = "published"
         try:
             run_recalibrate(config, window, str(root / "recal"), beam_args=[],
-                            run_id=f"day-{day:02d}")
+                            run_id=f"day-{day:02d}", in_force=current)
         except PublishRefused as err:
             published = f"held: {str(err).splitlines()[0][:60]}"
         manifest = json.loads((root / "recal" / "runs" / f"day-{day:02d}" / "manifest.json")
@@ -286,6 +320,7 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool) ->
         row = Day(
             day=day,
             utility=utility_of(td, y, slope), oracle=oracle,
+            population=population_optimum(day, g, scores, y, edges, args, slope, drift)[0],
             optimum=full_label_optimum(g, scores, y, edges, args.target, slope),
             start_utility=utility_of(apply_thresholds(scores, start), y, slope),
             rated=int(rated.sum()), audited=int(audited.sum()), unflagged=int((~td).sum()),
@@ -296,13 +331,37 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool) ->
             current = str(root / "recal")  # else: nothing published yet, the start stays
         out.append(row)
         print(f"{day:>3} {row.utility:9.1f} {row.optimum:9.1f} {row.ratio:6.3f} "
-              f"{row.oracle / row.optimum:7.3f} "
-              f"{row.start_utility:9.1f} {row.rated:6d} {row.audited:7d} "
+              f"{row.oracle / row.optimum:7.3f} {row.population:9.1f} "
+              f"{row.population_ratio:6.3f} {row.start_utility:9.1f} {row.rated:6d} "
+              f"{row.audited:7d} "
               f"{100 * row.audited / max(row.unflagged, 1):5.2f}%  "
               f"{' '.join(fmt_t(row.thresholds[gr]) for gr in GROUPS)}  "
               f"{' '.join(fmt_t(points[gr]) for gr in GROUPS)}"
               f"{'' if published == 'published' else ' ' + published}  {row.seconds:.1f}")
     return out
+
+
+def write_figure(args, g, scores, y, flagged, audited, p, edges, in_force) -> None:
+    """The day's PN frontier of one group three ways: audit-weighted (flagged + audited rows,
+    Horvitz–Thompson), rated only (flagged rows), and all labels (the truth)."""
+    k = GROUPS.index(args.figure_group)
+    sel = g == k
+    rated = (flagged | audited)[sel]
+    labels = np.where(rated, y[sel], None).astype(object)
+    grids = {
+        "audit-weighted": ThresholdGrid.from_scores(scores[sel], labels, edges,
+                                                    audit_probabilities=p[sel]),
+        "rated only": ThresholdGrid.from_scores(scores[sel][flagged[sel]],
+                                                y[sel][flagged[sel]], edges),
+        "all labels": ThresholdGrid.from_scores(scores[sel], y[sel], edges),
+    }
+    force = in_force[args.figure_group]
+    plot_audit_pn_curves(
+        grids, target=resolve_target(args.target), in_force=None if force == "null" else force,
+        path=args.figure,
+        title=f"{args.figure_group}, day {args.figure_day}: PN frontier estimated from "
+              f"{int(audited[sel].sum())} audited + {int(flagged[sel].sum())} flagged rows")
+    print(f"figure: {args.figure}")
 
 
 def thresholds_of(source: str) -> dict:
@@ -323,7 +382,9 @@ def thresholds_of(source: str) -> dict:
 # ----------------------------------------------------------------------------- summary
 def summarise(results: dict, args) -> None:
     print("\n== summary (ratio = utility of the points in force / same-day full-label optimum; "
-          "orc/opt = the window oracle's utility / the same optimum)")
+          "orc/opt = the window oracle's utility / the same optimum; population = utility / "
+          "that of the thresholds optimal for the day's distribution, fitted on "
+          f"{args.reference_factor}x the day's rows)")
     for (scenario, start_name), days in results.items():
         ratios = [d.ratio for d in days]
         oracle = [d.oracle / d.optimum for d in days]
@@ -332,12 +393,15 @@ def summarise(results: dict, args) -> None:
         if len(days) <= max(args.check_day, args.drift_day):
             print(line + f"too few days ({len(days)}) for the checks; final ratio {ratios[-1]:.3f}")
             continue
+        pop = [d.population_ratio for d in days]
         if scenario == "audit":
             c = args.check_day
             first = next((d.day for d in days if d.ratio >= 0.95), None)
-            line += (f"day {c} ratio {ratios[c]:.3f} (within 5%: {ratios[c] >= 0.95}); days "
+            line += (f"day {c} ratio {ratios[c]:.3f} (within 5%: {ratios[c] >= 0.95}), vs the "
+                     f"population optimum {pop[c]:.3f}; days "
                      f"{c}..{len(days) - 1}: min {min(ratios[c:]):.3f}, mean "
-                     f"{np.mean(ratios[c:]):.3f} (oracle mean {np.nanmean(oracle[c:]):.3f}); "
+                     f"{np.mean(ratios[c:]):.3f} (oracle mean {np.nanmean(oracle[c:]):.3f}; "
+                     f"vs population: min {min(pop[c:]):.3f}); "
                      f"first day >= 0.95: {first}; max audit share {100 * share:.2f}%")
         elif scenario == "no_audit":
             below = [d.day for d in days if d.utility < d.start_utility]
@@ -346,14 +410,23 @@ def summarise(results: dict, args) -> None:
                      f"worst margin {worst:+.1f}; final ratio {ratios[-1]:.3f}")
         else:
             dd = args.drift_day
-            rec = next((d.day for d in days[dd:] if d.ratio >= 0.95), None)
-            stays = rec is not None and all(r >= 0.95 for r in ratios[rec:])
+
             line += (f"ratio day {dd - 1} {ratios[dd - 1]:.3f}, days {dd}..{len(days) - 1}: "
                      f"{' '.join(f'{r:.2f}' for r in ratios[dd:])} (oracle "
-                     f"{' '.join(f'{r:.2f}' for r in oracle[dd:])}); first back within 5%: "
-                     f"day {rec} ({'within' if rec is not None and rec - dd <= 7 else 'NOT within'}"
-                     f" 7 days; stays there: {stays}); max audit share {100 * share:.2f}%")
+                     f"{' '.join(f'{r:.2f}' for r in oracle[dd:])}; vs population optimum "
+                     f"{' '.join(f'{r:.2f}' for r in pop[dd:])}); within 5% for good from: "
+                     f"{recovery(ratios, dd)}, vs population {recovery(pop, dd)}; "
+                     f"max audit share {100 * share:.2f}%")
         print(line)
+
+
+def recovery(series: list[float], drift_day: int) -> str:
+    """The first day from which every later day is within 5%, and whether it is <= 7 days
+    after the drift."""
+    late = [d for d in range(drift_day, len(series)) if all(r >= 0.95 for r in series[d:])]
+    day = late[0] if late else None
+    ok = day is not None and day - drift_day <= 7
+    return f"day {day} ({'within' if ok else 'NOT within'} 7 days after the drift)"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -377,8 +450,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="off: publish {max_threshold_change: null, min_rated: 0} (also the "
                         "schema's defaults); example: schemas/example_config.yaml's {0.2, 50}; a "
                         "held run keeps the points in force")
+    parser.add_argument("--min-gain-z", type=float, default=None,
+                        help="config in_force.min_gain_z: move only when the estimated gain "
+                        "exceeds this many bootstrap standard errors (default: always move)")
+    parser.add_argument("--bootstrap-replicates", type=int, default=0,
+                        help="config bootstrap.replicates (>= 2 with --min-gain-z)")
+    parser.add_argument("--figure", default=None, metavar="PNG",
+                        help="write the PN frontier (audit-weighted vs rated only vs all labels) "
+                        "of --figure-group on --figure-day of the first audit loop to this file")
+    parser.add_argument("--figure-day", type=int, default=3)
+    parser.add_argument("--figure-group", choices=GROUPS, default="market_c")
     parser.add_argument("--check-day", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--reference-factor", type=int, default=10,
+                        help="the population optimum is fitted on this many times the day's rows")
     parser.add_argument("--scenarios", default="audit,no_audit,drift")
     parser.add_argument("--starts", default="high,image-off")
     return parser.parse_args(argv)
@@ -392,7 +477,9 @@ def main() -> None:
           f"{args.target} (r = {args.target / (1 - args.target):.4f}); {args.bins} uniform bins; "
           f"window {args.window} days; audit: budget_share {args.budget_share}, floor "
           f"{args.audit_floor}, strata edges {args.strata_edges} weights {args.strata_weights}; "
-          f"min_rated {make_config(args, False).raw['min_rated']}; "
+          f"min_rated {make_config(args, False).raw['min_rated']}; in_force "
+          f"{make_config(args, False).raw['in_force']}; bootstrap replicates "
+          f"{args.bootstrap_replicates}; "
           f"publish guard {make_config(args, False).raw['publish']} ({args.guard})")
     results = {}
     start_all = time.perf_counter()

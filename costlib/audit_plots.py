@@ -1,0 +1,97 @@
+"""A figure for audit samples: the PN frontier as the audit estimates it, against the rated-only
+one (and the truth, where known).
+
+Rated-only grids see only what the thresholds in force flagged: below those thresholds every
+cell is empty, so their frontier stops where the flagged region ends and the optimum cannot lie
+lower. Audit-weighted grids (Horvitz–Thompson, :mod:`costlib.audit_estimation`) estimate every
+cell of the scored population, so their frontier continues below the thresholds in force; with
+full labels (a simulation) the true frontier shows how close the estimate is.
+
+Each curve is the upper hull frontier of its grid (``optimize(method="hull",
+max_unrated_share=1)``: every cell counts, as the estimate is meant to), with its optimum at
+the target slope marked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from costlib.grid import ThresholdGrid
+from costlib.operating_point import OperatingPoint, optimize
+from costlib.target import Target
+
+__all__ = ["audit_frontiers", "plot_audit_pn_curves"]
+
+_STYLES = ("tab:green", "tab:gray", "black", "tab:purple", "tab:orange")
+
+
+def audit_frontiers(
+    grids: Mapping[str, ThresholdGrid], *, target: Target, rule: str = "any"
+) -> dict[str, OperatingPoint]:
+    """The hull optimum (with its frontier as ``curve_fp``/``curve_tp``) of each grid."""
+    return {label: optimize(grid, target=target, rule=rule, method="hull", max_unrated_share=1)
+            for label, grid in grids.items()}
+
+
+def plot_audit_pn_curves(
+    grids: Mapping[str, ThresholdGrid],
+    *,
+    target: Target,
+    rule: str = "any",
+    in_force: tuple[float, ...] | None = None,
+    path: str | Path | None = None,
+    title: str = "PN frontier: audit-weighted estimate vs rated only",
+) -> Figure:
+    """Draw the hull frontier and optimum of each grid (FP on x, TP on y) in one panel.
+
+    Parameters
+    ----------
+    grids : mapping label -> ThresholdGrid
+        For example ``{"audit-weighted": ht_grid, "rated only": flagged_grid,
+        "all labels": truth_grid}`` (same edges).
+    target : Target
+        The trade-off; the iso-objective line of each optimum has slope ``r``.
+    in_force : tuple of float, optional
+        The thresholds in force, marked on each curve where the grid has them as a candidate.
+    path : str or Path, optional
+        Save the figure there (format from the extension).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    points = audit_frontiers(grids, target=target, rule=rule)
+    fig = Figure(figsize=(8, 5.5), layout="constrained")
+    ax = fig.add_subplot(1, 1, 1)
+    for (label, point), color in zip(points.items(), _STYLES, strict=False):
+        ax.plot(point.curve_fp, point.curve_tp, "-", color=color, lw=1.4,
+                label=f"{label}: frontier")
+        thresholds = ", ".join("off" if not np.isfinite(t) else f"{t:.3g}"
+                               for t in point.thresholds)
+        ax.plot([point.fp], [point.tp], "o", color=color, mec="black", ms=8,
+                label=f"{label}: optimum t=({thresholds}), TP={point.tp:.0f}, FP={point.fp:.0f}")
+        if in_force is not None:
+            grid = grids[label]
+            index = [int(np.searchsorted(c, t)) for c, t in zip(grid.thresholds, in_force,
+                                                                   strict=True)]
+            tp, fp = grid.counts(rule)
+            ax.plot([fp[tuple(index)]], [tp[tuple(index)]], "s", color=color, mfc="white",
+                    ms=7, label=f"{label}: thresholds in force")
+    best = max(points.values(), key=lambda p: p.objective)
+    xs = np.array([0.0, float(max(np.max(p.curve_fp) for p in points.values()))])
+    ax.plot(xs, best.objective + target.slope * xs, color="gray", lw=0.7, ls=":",
+            label=f"slope r = {target.slope:.3g} "
+                  f"(marginal precision {target.marginal_precision:.3g})")
+    ax.set_xlabel("false positives (estimated over all scored rows)")
+    ax.set_ylabel("true positives (estimated over all scored rows)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+    return fig

@@ -1,0 +1,184 @@
+"""Per-example Bayes minimum-risk decisions on top of any probabilistic classifier."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Self
+
+import numpy as np
+import numpy.typing as npt
+from numpy.typing import ArrayLike
+from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
+from sklearn.calibration import CalibratedClassifierCV
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils import get_tags
+from sklearn.utils.validation import check_is_fitted
+
+from costlib.benefit import CostMatrix
+from costlib.estimators._common import aligned_cost_matrix
+from costlib.example_costs import as_example_costs
+
+FloatArray = npt.NDArray[np.float64]
+
+
+class BayesMinimumRiskClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):  # type: ignore[misc]
+    """Decide each example by minimum expected cost under its own cost matrix.
+
+    With posteriors ``p(q | x_i)`` of the (optionally calibrated) classifier and the example's
+    cost matrix ``C_i`` (rows = true class, columns = predicted class), predict
+
+    .. math:: \\hat y_i = \\arg\\min_k \\sum_q p(q | x_i) C_i[q, k]
+
+    (binary: flag iff ``p(1|x_i) > t_i = (C^{FP}_i - C^{TN}_i) / (C^{FP}_i - C^{TN}_i + C^{FN}_i
+    - C^{TP}_i)``). Training is cost-blind; the costs are given to :meth:`predict` (scikit-learn
+    metadata ``cost_matrix``, request it with ``set_predict_request(cost_matrix=True)``) or,
+    for class-level costs, to the constructor. The rule is only as good as the probabilities,
+    hence the optional calibration step.
+
+    Parameters
+    ----------
+    estimator : classifier with ``predict_proba``, default=None
+        Cloned and fitted; None means ``LogisticRegression()``. A prefit model wrapped in
+        :class:`sklearn.frozen.FrozenEstimator` is used as is (then ``fit`` only calibrates,
+        if asked to, like ``TunedThresholdClassifierCV`` with a frozen estimator).
+    calibration : {None, "sigmoid", "isotonic"}, default=None
+        Wrap the estimator in ``CalibratedClassifierCV(method=calibration, cv=cv)``.
+    cv : int or cross-validation generator, default=5
+        Passed to ``CalibratedClassifierCV``.
+    cost_matrix : array-like of shape (K, K) or CostMatrix, default=None
+        Costs used when :meth:`predict` gets none (0/1 costs if None too).
+
+    Attributes
+    ----------
+    estimator_ : classifier
+        The fitted (calibrated) classifier.
+    classes_ : ndarray of shape (K,)
+    cost_matrix_ : ndarray of shape (K, K)
+        The default costs aligned to ``classes_``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from costlib.example_costs import binary_example_costs
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 2)); y = (X[:, 0] + rng.normal(size=300) > 1).astype(int)
+    >>> clf = BayesMinimumRiskClassifier(calibration="sigmoid").fit(X, y)
+    >>> amounts = rng.uniform(1, 500, size=3)
+    >>> clf.predict(X[:3], cost_matrix=binary_example_costs(fn=amounts, fp=10.0)).shape
+    (3,)
+    """
+
+    def __init__(
+        self,
+        estimator: Any = None,
+        *,
+        calibration: Literal["sigmoid", "isotonic"] | None = None,
+        cv: Any = 5,
+        cost_matrix: ArrayLike | CostMatrix | None = None,
+    ) -> None:
+        self.estimator = estimator
+        self.calibration = calibration
+        self.cv = cv
+        self.cost_matrix = cost_matrix
+
+    def _base_estimator(self) -> Any:
+        return LogisticRegression() if self.estimator is None else self.estimator
+
+    def fit(
+        self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None,
+        **fit_params: Any,
+    ) -> Self:
+        """Fit (and optionally calibrate) the probabilistic classifier; costs play no part.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Passed on when given.
+        **fit_params : dict
+            Passed to the estimator's (or the calibrator's) ``fit``.
+
+        Returns
+        -------
+        self : object
+        """
+        if self.calibration not in (None, "sigmoid", "isotonic"):
+            raise ValueError(
+                f"calibration must be None, 'sigmoid' or 'isotonic', got {self.calibration!r}"
+            )
+        base = self._base_estimator()
+        if not hasattr(base, "predict_proba"):
+            raise ValueError(f"estimator must implement predict_proba, got "
+                             f"{type(base).__name__}")
+        model = clone(base)
+        if self.calibration is not None:
+            model = CalibratedClassifierCV(model, method=self.calibration, cv=self.cv)
+        if sample_weight is not None:
+            fit_params["sample_weight"] = sample_weight
+        self.estimator_ = model.fit(X, y, **fit_params)
+        classes = np.asarray(self.estimator_.classes_)
+        if classes.shape[0] < 2:
+            raise ValueError("the classifier needs samples of at least 2 classes")
+        self.cost_matrix_ = aligned_cost_matrix(self.cost_matrix, classes)
+        return self
+
+    @property
+    def classes_(self) -> npt.NDArray[Any]:
+        """Class labels of the fitted classifier."""
+        check_is_fitted(self, "estimator_")
+        out: npt.NDArray[Any] = self.estimator_.classes_
+        return out
+
+    @property
+    def n_features_in_(self) -> int:
+        """Number of features seen by the fitted classifier."""
+        check_is_fitted(self, "estimator_")
+        return int(self.estimator_.n_features_in_)
+
+    def predict_proba(self, X: ArrayLike) -> FloatArray:
+        """Posteriors of the fitted (calibrated) classifier, shape (n, K)."""
+        check_is_fitted(self, "estimator_")
+        out: FloatArray = np.asarray(self.estimator_.predict_proba(X), dtype=np.float64)
+        return out
+
+    def expected_costs(
+        self, X: ArrayLike, cost_matrix: ArrayLike | CostMatrix | None = None
+    ) -> FloatArray:
+        """``R_i(k) = Σ_q p(q|x_i) C_i[q, k]``, shape (n, K).
+
+        ``cost_matrix`` of shape (n, K, K) or (K, K) in ``classes_`` order; None uses the
+        constructor's ``cost_matrix`` (0/1 costs if that is None too).
+        """
+        proba = self.predict_proba(X)
+        n, k = proba.shape
+        if cost_matrix is None:
+            costs = np.broadcast_to(self.cost_matrix_, (n, k, k))
+        else:
+            costs = as_example_costs(cost_matrix, n, n_classes=k)
+        out: FloatArray = np.einsum("iq,iqk->ik", proba, costs)
+        return out
+
+    def decision_function(
+        self, X: ArrayLike, cost_matrix: ArrayLike | CostMatrix | None = None
+    ) -> FloatArray:
+        """Negated expected costs (binary: ``R(0) - R(1)``, > 0 where flagging is cheaper)."""
+        risk = self.expected_costs(X, cost_matrix)
+        if risk.shape[1] == 2:
+            out: FloatArray = risk[:, 0] - risk[:, 1]
+            return out
+        return -risk
+
+    def predict(
+        self, X: ArrayLike, cost_matrix: ArrayLike | CostMatrix | None = None
+    ) -> npt.NDArray[Any]:
+        """Minimum-risk class per example (ties go to the first class of ``classes_``)."""
+        idx = np.argmin(self.expected_costs(X, cost_matrix), axis=1)
+        out: npt.NDArray[Any] = self.classes_[idx]
+        return out
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        base_tags = get_tags(self._base_estimator())
+        tags.input_tags.sparse = base_tags.input_tags.sparse
+        tags.input_tags.allow_nan = base_tags.input_tags.allow_nan
+        return tags

@@ -1,0 +1,116 @@
+"""Per-row costs in the pipelines: decide's minimum-risk decisions vs direct numpy, and
+cost-weighted recalibration vs costlib on rows weighted by their regret."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from pipeline_data import base_config, comparable, direct_records, sample_frame, write_files
+from test_pipeline_decide import decide, make_config, make_stream
+
+from pipelines.config import ConfigError, RunConfig
+from pipelines.min_risk import CostSpec, MinRiskSettings
+from pipelines.recalibrate import run_recalibrate
+
+MIN_RISK = {"fn": {"column": "amount"}, "fp": 5.0, "tp": {"column": "fee", "scale": 0.5}}
+
+
+def _decide_config(min_risk):
+    raw = dict(make_config(topk=True).raw)
+    raw["min_risk"] = min_risk
+    return RunConfig.from_dict(raw)
+
+
+def _with_costs(frame, seed=0):
+    rng = np.random.default_rng(seed)
+    frame = frame.copy()
+    amount = rng.lognormal(3.0, 1.0, size=len(frame))
+    amount[rng.random(len(frame)) < 0.03] = np.nan  # null amount: no min-risk decision
+    frame["amount"] = amount
+    frame["fee"] = np.full(len(frame), 2.0)
+    return frame
+
+
+def test_decide_minimum_risk_equals_direct_numpy(tmp_path):
+    frame = _with_costs(make_stream(2000, seed=4))
+    manifest, got = decide(tmp_path, frame, _decide_config(MIN_RISK))
+    p, amount = frame["probability"].to_numpy(), frame["amount"].to_numpy()
+    cost_flag = p * 1.0 + (1 - p) * 5.0  # tp = 0.5 x fee 2.0
+    cost_pass = p * amount
+    usable = ~np.isnan(p) & ~np.isnan(amount)
+    want = np.where(usable, cost_flag < cost_pass, False)
+    ids = frame["item_id"].astype(str)
+    got = got.loc[ids]
+    assert got["min_risk_decision"].isna().to_numpy().tolist() == (~usable).tolist()
+    np.testing.assert_array_equal(got["min_risk_decision"][usable].astype(bool), want[usable])
+    np.testing.assert_allclose(got["expected_cost"][usable].astype(float),
+                               np.minimum(cost_flag, cost_pass)[usable], rtol=1e-12)
+    assert 0 < want.sum() < usable.sum()  # the scenario flags some rows and passes others
+    counts = manifest["decision_counts"]
+    assert counts["min_risk_flagged"] == int(want.sum())
+    assert counts["min_risk_null.no_probability"] == int(np.isnan(p).sum())
+    assert counts["min_risk_null.invalid_cost"] == int((~np.isnan(p) & np.isnan(amount)).sum())
+    # the other decisions are still made for every row, on both the fast and the top-k path
+    assert got["topk_decision"].notna().sum() > 0
+    assert len(got) == len(frame)
+
+
+def test_decide_without_min_risk_has_null_fields(tmp_path):
+    _, got = decide(tmp_path, make_stream(300, seed=5), make_config())
+    assert got["min_risk_decision"].isna().all() and got["expected_cost"].isna().all()
+
+
+def test_decide_missing_cost_column_names_it(tmp_path):
+    frame = make_stream(300, seed=6)
+    with pytest.raises(Exception, match=r"'amount' \(min_risk\.fn\) is missing"):
+        decide(tmp_path, frame, _decide_config(MIN_RISK))
+
+
+def test_min_risk_config_validation():
+    with pytest.raises(ConfigError, match=r"columns\.probability"):
+        raw = dict(make_config().raw)
+        raw["min_risk"] = {"fn": 1.0, "fp": 1.0}
+        from pipelines.min_risk import decide_settings
+        decide_settings(RunConfig.from_dict(raw))
+    with pytest.raises(ConfigError, match="min_risk"):
+        _decide_config({"fn": "amount", "fp": 1.0})  # a bare string is not a cost
+    with pytest.raises(ConfigError, match="min_risk"):
+        _decide_config({"fp": 1.0})  # fn is required
+    settings = MinRiskSettings.from_config(_decide_config(MIN_RISK))
+    assert settings.fn == CostSpec("fn", column="amount")
+    assert settings.tp == CostSpec("tp", column="fee", scale=0.5)
+    assert settings.tn == CostSpec("tn", value=0.0)
+    assert settings.input_columns() == ["amount", "fee"]
+
+
+@pytest.mark.usefixtures("single_blas_thread")
+def test_recalibrate_weights_rated_rows_by_their_regret(tmp_path):
+    frame = sample_frame(6000, seed=2)
+    rng = np.random.default_rng(1)
+    frame["amount"] = rng.lognormal(3.0, 1.0, size=len(frame))
+    min_risk = {"fn": {"column": "amount"}, "fp": 4.0, "tp": 1.0, "weight_rated_rows": True}
+    config = base_config(min_risk=min_risk, target={"slope": 1.0})
+    positive = frame["label"].fillna(False).to_numpy(dtype=bool)
+    regret = np.where(positive, frame["amount"].to_numpy() - 1.0, 4.0)
+    weighted = frame.copy()
+    weighted["weight"] = frame["weight"].to_numpy() * regret
+    expected = comparable(direct_records(weighted, config))
+    pattern = write_files(frame, tmp_path / "in", n_files=2, row_group_size=1000)
+    manifest = run_recalibrate(config, pattern, str(tmp_path / "out"), [])
+    run_dir = tmp_path / "out" / "runs" / manifest["run_id"]
+    got = pq.read_table(run_dir / "operating_points.parquet").to_pylist()
+    assert comparable(got) == expected
+    # and it is not what counts give
+    plain = comparable(direct_records(frame, base_config(target={"slope": 1.0})))
+    assert [r["thresholds"] for r in plain] != [r["thresholds"] for r in expected]
+
+
+def test_recalibrate_rejects_negative_regret(tmp_path):
+    frame = sample_frame(2000, seed=3)
+    frame["amount"] = -1.0
+    config = base_config(min_risk={"fn": {"column": "amount"}, "fp": 1.0,
+                                   "weight_rated_rows": True})
+    pattern = write_files(frame, tmp_path / "in", n_files=1, row_group_size=1000)
+    with pytest.raises(Exception, match=r"negative cost regret .*columns \['amount'"):
+        run_recalibrate(config, pattern, str(tmp_path / "out"), [])
