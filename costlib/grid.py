@@ -52,6 +52,7 @@ from costlib.edges import BinLocator, check_edges
 __all__ = [
     "RULES",
     "SparseCounts",
+    "SparseGrid",
     "ThresholdGrid",
     "apply_audit",
     "as_score_array",
@@ -59,6 +60,7 @@ __all__ = [
     "grouped_histograms",
     "histogram_cells",
     "lattice_counts",
+    "merge_sparse",
     "quantize_weights",
     "split_labels",
     "sum_sparse",
@@ -704,6 +706,21 @@ class SparseCounts:
         flat = dense.reshape(-1)
         flat[self.cells] += self.counts
 
+    @property
+    def nnz(self) -> int:
+        """Number of stored (non-zero) cells."""
+        return int(self.cells.size)
+
+    def with_channels(self, channels: int) -> SparseCounts:
+        """The same counts in a layout of at least ``channels`` channels (no copy).
+
+        Flat cell indices of channel ``c`` are ``c * size + cell`` in every layout, so widening
+        a 2-channel partial to the 3-channel layout (an empty unrated channel) keeps its cells.
+        """
+        if channels <= self.channels:
+            return self
+        return SparseCounts(cells=self.cells, counts=self.counts, channels=channels)
+
     def to_grid(
         self,
         edges: Sequence[NDArray[np.float64]],
@@ -796,3 +813,64 @@ def sum_sparse(partials: Sequence[SparseCounts], n_cells: int) -> SparseCounts:
     cells = np.flatnonzero(dense)
     return SparseCounts(cells=cells.astype(np.int64), counts=dense[cells],
                         channels=channels.pop())
+
+
+def merge_sparse(partials: Sequence[SparseCounts]) -> SparseCounts:
+    """The sum of sparse partials without a dense array: ``O(nnz log nnz)`` time, ``O(nnz)`` memory.
+
+    Equal to :func:`sum_sparse` (exact for the same reason: counts are multiples of the weight
+    resolution, so float64 sums do not round and the order of addition does not matter), but
+    its memory is proportional to the stored cells, not to the lattice. Partials may mix 2 and
+    3 channels (the result has the most; see :meth:`SparseCounts.with_channels`). Cells whose
+    counts sum to zero are dropped, as :func:`sum_sparse` drops them.
+    """
+    channels = max((p.channels for p in partials), default=2)
+    partials = [p for p in partials if p.nnz]
+    if not partials:
+        return SparseCounts(cells=np.zeros(0, dtype=np.int64), counts=np.zeros(0),
+                            channels=channels)
+    if len(partials) == 1:
+        only = partials[0]
+        keep = only.counts != 0
+        return SparseCounts(cells=only.cells[keep], counts=only.counts[keep], channels=channels)
+    cells = np.concatenate([p.cells for p in partials])
+    counts = np.concatenate([p.counts for p in partials])
+    unique, inverse = np.unique(cells, return_inverse=True)
+    sums = np.bincount(inverse, weights=counts, minlength=unique.size)
+    keep = sums != 0
+    return SparseCounts(cells=unique[keep].astype(np.int64, copy=False), counts=sums[keep],
+                        channels=channels)
+
+
+@dataclass(frozen=True)
+class SparseGrid:
+    """A threshold grid kept compact: the occupied cells of its histograms, and its edges.
+
+    What the pipeline hands from aggregation to optimisation: memory proportional to the
+    occupied cells (at most one per row), where a :class:`ThresholdGrid` holds three dense
+    arrays of ``prod(B_j + 1)`` cells. :meth:`to_grid` makes the dense grid when it is needed
+    (exactly the grid of the same rows).
+    """
+
+    edges: tuple[NDArray[np.float64], ...]
+    counts: SparseCounts
+    names: tuple[str, ...] | None = None
+    weight_bits: int = DEFAULT_WEIGHT_BITS
+    audited_rows: int = 0
+
+    def with_edges(self, edges: Sequence[NDArray[np.float64]]) -> SparseGrid:
+        """The same grid with its edges (a pipeline may carry only the lattice shape in
+        ``edges`` until the edges are needed; they must give that shape)."""
+        edges = tuple(np.asarray(e, dtype=np.float64) for e in edges)
+        shape = tuple(int(n) for n in self.edges) if all(
+            isinstance(n, (int, np.integer)) for n in self.edges) else None
+        if shape is not None and shape != tuple(e.size + 1 for e in edges):
+            raise ValueError(f"edges give lattice {tuple(e.size + 1 for e in edges)}, the "
+                             f"counts were made on {shape}")
+        return SparseGrid(edges=edges, counts=self.counts, names=self.names,
+                          weight_bits=self.weight_bits, audited_rows=self.audited_rows)
+
+    def to_grid(self) -> ThresholdGrid:
+        """The dense :class:`ThresholdGrid` (unrated channel zeros when there is none)."""
+        return self.counts.to_grid(self.edges, names=self.names, weight_bits=self.weight_bits,
+                                   audited_rows=self.audited_rows)

@@ -21,6 +21,7 @@ from apache_beam.io.filesystems import FileSystems
 __all__ = [
     "InputError",
     "InputFile",
+    "RowGroupRange",
     "check_rows_read",
     "is_ignored",
     "match_inputs",
@@ -28,6 +29,7 @@ __all__ = [
     "open_parquet",
     "read_footers",
     "read_row_groups",
+    "row_group_ranges",
     "write_bytes_atomically",
     "write_json",
     "write_parquet",
@@ -201,15 +203,18 @@ def check_rows_read(inputs: Sequence[dict[str, Any]], read: int) -> None:
 
 
 def read_row_groups(
-    path: str, columns: Sequence[str] | None = None
+    path: str, columns: Sequence[str] | None = None, *, start: int = 0,
+    stop: int | None = None,
 ) -> Iterator[tuple[int, pa.Table]]:
-    """``(row_group_index, table)`` for every row group of a Parquet file.
+    """``(row_group_index, table)`` for every row group of a Parquet file (or of ``start ..
+    stop - 1``).
 
     A file with no row group yields nothing (it has zero rows). A row group that cannot be
     decoded raises :class:`InputError` naming the file and the row group.
     """
     parquet = open_parquet(path)
-    for index in range(parquet.num_row_groups):
+    stop = parquet.num_row_groups if stop is None else min(stop, parquet.num_row_groups)
+    for index in range(start, stop):
         try:
             table = parquet.read_row_group(index, columns=list(columns) if columns else None)
         except Exception as exc:
@@ -217,6 +222,36 @@ def read_row_groups(
                     if "checksum" in str(exc).lower() else "cannot be read")
             raise InputError(f"{path}: row group {index}: {what} ({exc})") from exc
         yield index, table
+
+
+@dataclass(frozen=True)
+class RowGroupRange:
+    """A unit of parallel reading: row groups ``start .. stop - 1`` of one Parquet file."""
+
+    path: str
+    start: int
+    stop: int
+
+
+#: Rows a reading unit aims at (several row groups of one file, never a partial row group).
+UNIT_ROWS = 1_000_000
+
+
+def row_group_ranges(path: str, target_rows: int = UNIT_ROWS) -> Iterator[RowGroupRange]:
+    """Split a file into consecutive row-group ranges of about ``target_rows`` rows each.
+
+    From the footer only. Every row group is in exactly one range (a row group larger than
+    ``target_rows`` is a range of its own); a file without row groups gives no range.
+    """
+    metadata = open_parquet(path).metadata
+    start, rows = 0, 0
+    for index in range(metadata.num_row_groups):
+        rows += metadata.row_group(index).num_rows
+        if rows >= target_rows:
+            yield RowGroupRange(path, start, index + 1)
+            start, rows = index + 1, 0
+    if start < metadata.num_row_groups:
+        yield RowGroupRange(path, start, metadata.num_row_groups)
 
 
 def parquet_bytes(table: pa.Table) -> bytes:

@@ -35,7 +35,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms import trigger
 from apache_beam.transforms.window import SlidingWindows
 
-from costlib.recalibration import apply_fallback
+from costlib.recalibration import ALL_GROUPS, apply_fallback
+from pipelines import shards
 from pipelines.batches import (
     Plausibility,
     check_schema,
@@ -44,6 +45,7 @@ from pipelines.batches import (
 )
 from pipelines.config import RunConfig
 from pipelines.files import (
+    UNIT_ROWS,
     InputError,
     check_rows_read,
     match_inputs,
@@ -82,10 +84,18 @@ from pipelines.runs import (
     read_records,
     verified_accounting,
 )
+from pipelines.shards import (
+    AssembleShardsFn,
+    OptimizeGroupsFn,
+    ShardBoundaries,
+    WriteShardFn,
+    optimize_parent,
+)
 from pipelines.transforms import (
     AggregateBatches,
     OptimizeGroupFn,
     QuantileEdges,
+    ReadingUnits,
     SumBootstrapGrids,
     SumCounters,
     SumGrids,
@@ -267,19 +277,29 @@ def build_recalibrate(
     *,
     batches=None,
     publish: PublishSpec | None = None,
+    unit_rows: int | None = UNIT_ROWS,
     in_force: InForce | None = None,
 ):
     """Add the recalibration transforms to ``pipeline``.
 
     ``batches`` may be given instead of ``paths`` (a PCollection of
-    ``(source, row_group, table)``, e.g. from a TestStream). With ``publish`` (batch runs), the
-    last stage writes the manifest and publishes the run (:class:`PublishRunFn`). ``in_force``:
+    ``(source, row_group, table)``, e.g. from a TestStream). Files are read in units of
+    row-group ranges of about ``unit_rows`` rows, spread over workers
+    (:class:`~pipelines.transforms.ReadingUnits`; ``unit_rows=None``: whole files, one stage
+    less, for inputs no file of which would split). With ``publish`` (batch runs), the last
+    stage writes the manifest and publishes the run (:class:`PublishRunFn`). ``in_force``:
     the thresholds in force, added to the edges and kept for thin groups as the config's
     ``in_force`` section says (:mod:`pipelines.in_force`).
     """
     windowed = config.windowing is not None
     columns = needed_columns(config, windowed=windowed)
-    sources = batches if batches is not None else pipeline | "Files" >> beam.Create(list(paths))
+    if batches is not None:
+        sources = batches
+    elif unit_rows is None:  # files are the units (Create spreads them already)
+        sources = pipeline | "Files" >> beam.Create(list(paths))
+    else:
+        sources = (pipeline | "Files" >> beam.Create(list(paths))
+                   | "Units" >> ReadingUnits(unit_rows))
     edges = config.fixed_edges()
     if edges is None:
         edges = beam.pvalue.AsSingleton(
@@ -322,17 +342,19 @@ def build_recalibrate(
         )
         grids = grids | "WindowGrids" >> windowing
         boots = boots | "WindowBootstrap" >> windowing
-    summed = grids | "SumGrids" >> beam.CombinePerKey(SumGrids(config))
+    summed = grids | "SumGrids" >> beam.CombinePerKey(SumGrids(config, compact_output=True))
     if config.bootstrap["replicates"] > 0:
         summed_boots = boots | "SumBootstrap" >> beam.CombinePerKey(SumBootstrapGrids())
         summed = {"grid": summed, "bootstrap": summed_boots} | "Join" >> beam.CoGroupByKey()
-    written = (
-        summed
-        | "Optimize" >> beam.ParDo(OptimizeGroupFn(config, in_force))
-        | "PerWindow" >> beam.GroupByKey()
-        | "Finalize" >> beam.ParDo(FinalizeWindowFn(config, run_dir, run_id, windowed))
-    )
-    if publish is None or windowed:
+    if windowed:
+        return (
+            summed
+            | "Optimize" >> beam.ParDo(OptimizeGroupFn(config, in_force), edges)
+            | "PerWindow" >> beam.GroupByKey()
+            | "Finalize" >> beam.ParDo(FinalizeWindowFn(config, run_dir, run_id, windowed))
+        )
+    written = optimize_and_write(summed, config, edges, run_dir, run_id, in_force)
+    if publish is None:
         return written
     return (
         written
@@ -347,6 +369,39 @@ def build_recalibrate(
     )
 
 
+def optimize_and_write(summed, config: RunConfig, edges, run_dir: str, run_id: str,
+                       in_force: InForce | None = None):
+    """Batch runs: optimise and write per group, records sharded by group range.
+
+    See :mod:`pipelines.shards`: the edges (a list, or the quantile edges' side input), the
+    all-groups result and the shard boundaries are side inputs; groups are optimised (with
+    their fallback) and their records written by shard in parallel; the last step
+    concatenates the shards into the run's record files. Returns a PCollection with one
+    element once the files are written.
+    """
+    parent = beam.pvalue.AsSingleton(
+        summed
+        | "AllGroupsGrid" >> beam.Filter(lambda kv: kv[0] == ALL_GROUPS)
+        | "OptimizeAllGroups" >> beam.Map(optimize_parent, config, edges, in_force),
+        default_value=None,
+    )
+    boundaries = beam.pvalue.AsSingleton(
+        summed
+        | "GroupNames" >> beam.Keys()
+        | "ShardBoundaries" >> beam.CombineGlobally(ShardBoundaries(shards.GROUPS_PER_SHARD))
+    )
+    return (
+        summed
+        | "Optimize" >> beam.ParDo(
+            OptimizeGroupsFn(config, run_id, shards.FLUSH_GROUPS, in_force), edges, parent,
+            boundaries)
+        | "PerWindow" >> beam.GroupByKey()  # by shard (batch runs have one, global, window)
+        | "Finalize" >> beam.ParDo(WriteShardFn(run_dir))
+        | "ShardIds" >> beam.combiners.ToList()
+        | "Assemble" >> beam.ParDo(AssembleShardsFn(run_dir))
+    )
+
+
 def run_recalibrate(
     config: RunConfig,
     inputs: str | Sequence[str],
@@ -358,6 +413,7 @@ def run_recalibrate(
     min_rated: float | None = None,
     override: Override | None = None,
     progress: Callable[[str], None] | None = None,
+    unit_rows: int = UNIT_ROWS,
     in_force: str | None = None,
 ) -> dict[str, object]:
     """Run the pipeline; batch runs publish themselves in their last stage (see the guard).
@@ -372,7 +428,8 @@ def run_recalibrate(
 
     Before any input is read: the run id is checked, the runner must be known to Beam, and the
     run takes ``output``'s lock (:mod:`pipelines.output_lock`: one run per output; also the
-    check that the output is writable). ``progress`` receives a line per phase.
+    check that the output is writable). ``progress`` receives a line per phase; ``unit_rows``
+    sizes the row-group ranges files are read in (:class:`~pipelines.transforms.ReadingUnits`).
 
     ``in_force``: where the thresholds in force are read (an operating points file, run or
     output directory); default the output's published run (:mod:`pipelines.in_force`).
@@ -411,8 +468,9 @@ def run_recalibrate(
         )
         run.prepare()
         pipeline = make_pipeline(beam_args)
+        splits = any(f["rows"] > unit_rows and f["row_groups"] > 1 for f in input_files)
         build_recalibrate(pipeline, paths, config, run.run_dir, run.run_id, publish=spec,
-                          in_force=thresholds_in_force)
+                          in_force=thresholds_in_force, unit_rows=unit_rows if splits else None)
         say(f"running the pipeline on {runner} (run {run.run_id})")
         result = pipeline.run()
         if _graph_only(pipeline):

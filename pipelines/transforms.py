@@ -11,7 +11,7 @@ path, or a ready ``(source, row_group, table)`` batch (as a TestStream provides)
 
 Outputs of :class:`AggregateBatches`:
 
-- ``grids``: ``(group, (edges, SparseCounts, rated_rows))`` partial grids, one per group present
+- ``grids``: ``(group, (shape, SparseCounts, rated_rows))`` partial grids, one per group present
   in a batch (and per period bucket in windowed mode, timestamped at the bucket start), plus the
   same rows summed under ``"__all__"``; valid unrated rows (label null) are the third channel
   of the counts (:class:`SumGrids`);
@@ -47,11 +47,25 @@ from numpy.typing import NDArray
 from costlib.audit_estimation import audit_design
 from costlib.bootstrap import BootstrapGrids
 from costlib.edges import fine_histogram, quantile_edges_from_histogram
-from costlib.grid import SparseCounts, ThresholdGrid, grouped_histograms, sum_sparse
+from costlib.grid import (
+    SparseCounts,
+    SparseGrid,
+    ThresholdGrid,
+    grouped_histograms,
+    merge_sparse,
+    sum_sparse,
+)
 from costlib.recalibration import ALL_GROUPS, optimize_group
 from pipelines.batches import PLAUSIBILITY, Plausibility, validate_batch
 from pipelines.config import ConfigError, RunConfig
-from pipelines.files import InputError, read_row_groups, write_parquet
+from pipelines.files import (
+    UNIT_ROWS,
+    InputError,
+    RowGroupRange,
+    read_row_groups,
+    row_group_ranges,
+    write_parquet,
+)
 from pipelines.min_risk import MinRiskSettings, cost_weighted
 
 __all__ = [
@@ -59,6 +73,7 @@ __all__ = [
     "AggregateOutputs",
     "CountDuplicateIds",
     "QuantileEdges",
+    "ReadingUnits",
     "SumCounters",
     "SumGrids",
     "item_id_keys",
@@ -73,12 +88,51 @@ MICROS_PER_DAY = 86_400 * 1_000_000
 
 
 def iter_batches(element, columns: list[str] | None):
-    """``(source, row_group, table)`` for every batch of an element (a path, or one batch)."""
+    """``(source, row_group, table)`` for every batch of an element.
+
+    An element is a path (every row group of the file), a :class:`RowGroupRange` (its row
+    groups), or one ready batch.
+    """
     if isinstance(element, str):
         for index, table in read_row_groups(element, columns):
             yield element, index, table
+    elif isinstance(element, RowGroupRange):
+        for index, table in read_row_groups(element.path, columns, start=element.start,
+                                            stop=element.stop):
+            yield element.path, index, table
     else:
         yield element
+
+
+class SplitFilesFn(beam.DoFn):
+    """A path -> its :class:`RowGroupRange` reading units (from the footer; see
+    :func:`pipelines.files.row_group_ranges`)."""
+
+    def __init__(self, target_rows: int = UNIT_ROWS):
+        self.target_rows = target_rows
+
+    def process(self, path: str):
+        yield from row_group_ranges(path, self.target_rows)
+
+
+class ReadingUnits(beam.PTransform):
+    """Paths -> row-group ranges spread over workers (a Reshuffle after the footer split).
+
+    The unit of parallel reading is a range of row groups, not a file: one big file's row
+    groups reach different bundles and workers. Every row group is in exactly one unit, so the
+    rows read still equal the footers' rows.
+    """
+
+    def __init__(self, target_rows: int = UNIT_ROWS):
+        super().__init__()
+        self.target_rows = target_rows
+
+    def expand(self, paths):
+        return (
+            paths
+            | "SplitFiles" >> beam.ParDo(SplitFilesFn(self.target_rows))
+            | "SpreadUnits" >> beam.Reshuffle()
+        )
 
 
 def report_metrics(counter: Mapping[str, int]) -> None:
@@ -184,37 +238,96 @@ class SumCounters(beam.CombineFn):
         return dict(sorted(acc.items()))
 
 
-class SumGrids(beam.CombineFn):
-    """Adds sparse partial grids into a dense accumulator it owns (inputs are never modified).
+def _is_shape(lattice) -> bool:
+    return all(isinstance(n, (int, np.integer)) for n in lattice)
 
-    Elements are ``(edges, SparseCounts, rated_rows)``: a partial grid (2 channels, negatives
+
+def lattice_shape(lattice) -> tuple[int, ...]:
+    """The bin lattice's shape from the edges per classifier, or the shape itself (ints)."""
+    if _is_shape(lattice):
+        return tuple(int(n) for n in lattice)
+    return tuple(e.size + 1 for e in lattice)
+
+
+class SumGrids(beam.CombineFn):
+    """Adds sparse partial grids per group, sparse while the group is small (inputs never modified).
+
+    Elements are ``(lattice, SparseCounts, rated_rows)``: a partial grid (2 channels, negatives
     and positives; or 3 with the unrated weight as channel 2) and how many valid rated rows it
-    holds; with ``columns.audit_probability`` they are ``(edges, SparseCounts, rated_rows,
-    audited_rows)``, the last the rated audit rows (p < 1), which the grid's
-    ``audited_rows`` sums. The output is a :class:`costlib.grid.ThresholdGrid` (with the
-    unrated channel when any partial had one), or ``None`` when the key had no rated row at all
-    (only unrated rows: like a group without rows, it gets no operating point). An accumulator is
-    ``[dense (channels, *shape) counts, edges, rated_rows, audited_rows]`` while it is being
-    added to; the dense array grows from 2 to 3 channels when the first 3-channel partial
-    arrives (adding zeros: exact). It is compacted back to ``[SparseCounts, edges, rated_rows,
-    audited_rows]`` before Beam encodes it for the shuffle (most cells of a group's grid are
-    empty), which cuts the bytes moved several-fold.
+    holds; ``lattice`` is the edges per classifier or, as the pipeline sends them, only the
+    lattice's shape (a tuple of ints: 2 bytes a group instead of the edges' kilobytes; the
+    optimiser attaches the edges, :func:`optimize_one`). With ``columns.audit_probability``
+    they are ``(lattice, SparseCounts, rated_rows, audited_rows)``, the last the rated audit
+    rows (p < 1), which the grid's
+    ``audited_rows`` sums. The output is ``None`` when the key had no rated row at all (only
+    unrated rows: like a group without rows, it gets no operating point); otherwise a
+    :class:`costlib.grid.ThresholdGrid`, or with ``compact_output=True`` (what the pipeline
+    uses) a :class:`costlib.grid.SparseGrid` that the optimising stage makes dense, one group
+    at a time.
+
+    An accumulator is ``[counts, edges, rated_rows, audited_rows]`` where ``counts`` is
+
+    - a list of :class:`SparseCounts` partials (a *sparse* accumulator: memory proportional to
+      the occupied cells, so a worker can hold the accumulators of 100,000 small groups), merged
+      by :func:`costlib.grid.merge_sparse` whenever the pending partials hold more entries than
+      the merged one;
+    - a dense ``(channels, *shape)`` array once the group's entries reach
+      :data:`DENSE_FRACTION` of the lattice's cells (dense is then no larger than sparse, and
+      adding into it is the fastest);
+    - a single :class:`SparseCounts` after :meth:`compact` (before Beam encodes it for the
+      shuffle: most cells of a group's grid are empty).
+
+    Every form holds the same exact sums (counts are multiples of the weight resolution), so
+    the result does not depend on the order of adds and merges. A 2-channel partial widens to
+    3 channels by adding an empty unrated channel (exact).
     """
 
-    def __init__(self, config: RunConfig):
+    #: A group's accumulator becomes dense when its stored entries reach this share of cells.
+    DENSE_FRACTION = 0.125
+
+    def __init__(self, config: RunConfig, *, compact_output: bool = False):
         self.names = config.classifiers
+        self.compact_output = compact_output
 
     @staticmethod
-    def _dense(acc, channels: int = 2):
-        """The accumulator with a dense array of at least ``channels`` channels."""
-        counts, edges, rated, audited = acc
+    def _cells(lattice, channels: int) -> int:
+        return channels * int(np.prod(lattice_shape(lattice)))
+
+    @staticmethod
+    def _channels(acc) -> int:
+        counts = acc[0]
         if isinstance(counts, SparseCounts):
-            dense = np.zeros((max(channels, counts.channels), *(e.size + 1 for e in edges)))
-            counts.add_to(dense)
-            return [dense, edges, rated, audited]
-        if counts.shape[0] < channels:
-            extra = np.zeros((channels - counts.shape[0], *counts.shape[1:]))
-            return [np.concatenate([counts, extra]), edges, rated, audited]
+            return counts.channels
+        if isinstance(counts, list):
+            return max((c.channels for c in counts), default=2)
+        return counts.shape[0]
+
+    @staticmethod
+    def _to_dense(acc, channels: int):
+        """A new accumulator with a dense array of at least ``channels`` channels."""
+        counts, edges, rated, audited = acc
+        parts = counts if isinstance(counts, list) else [counts]
+        channels = max([channels, *(p.channels if isinstance(p, SparseCounts) else p.shape[0]
+                                    for p in parts)])
+        dense = np.zeros((channels, *lattice_shape(edges)))
+        for part in parts:
+            if isinstance(part, SparseCounts):
+                part.add_to(dense)
+            else:
+                dense[: part.shape[0]] += part
+        return [dense, edges, rated, audited]
+
+    def _settle(self, acc):
+        """Merge a sparse accumulator's pending partials, or go dense (see the class doc)."""
+        counts, edges = acc[0], acc[1]
+        if not isinstance(counts, list) or len(counts) < 2:
+            return acc
+        total = sum(c.nnz for c in counts)
+        channels = self._channels(acc)
+        if total >= self.DENSE_FRACTION * self._cells(edges, channels):
+            return self._to_dense(acc, channels)
+        if total - counts[0].nnz > counts[0].nnz:  # pending outweigh the merged: merge
+            return [[merge_sparse(counts)], edges, acc[2], acc[3]]
         return acc
 
     def create_accumulator(self):
@@ -223,9 +336,16 @@ class SumGrids(beam.CombineFn):
     def add_input(self, acc, partial):
         edges, counts, rated, *audited = partial
         if acc is None:
-            acc = [np.zeros((counts.channels, *(e.size + 1 for e in edges))), edges, 0, 0]
-        acc = self._dense(acc, counts.channels)
-        counts.add_to(acc[0])
+            acc = [[], edges, 0, 0]
+        elif isinstance(acc[0], SparseCounts):
+            acc = [[acc[0]], acc[1], acc[2], acc[3]]
+        if isinstance(acc[0], list):
+            acc[0].append(counts)
+            acc = self._settle(acc)
+        else:
+            if acc[0].shape[0] < counts.channels:
+                acc = self._to_dense(acc, counts.channels)
+            counts.add_to(acc[0])
         acc[2] += int(rated)
         acc[3] += int(audited[0]) if audited else 0
         return acc
@@ -234,27 +354,21 @@ class SumGrids(beam.CombineFn):
         accs = [acc for acc in accs if acc is not None]
         if not accs:
             return None
-        channels = max(self._channels(acc) for acc in accs)
-        merged = self._dense(accs[0], channels)
-        if merged is accs[0]:  # never modify an accumulator we were handed
-            merged = [accs[0][0].copy(), accs[0][1], accs[0][2], accs[0][3]]
-        for acc in accs[1:]:
-            if isinstance(acc[0], SparseCounts):
-                acc[0].add_to(merged[0])
-            else:
-                merged[0][: acc[0].shape[0]] += acc[0]
-            merged[2] += acc[2]
-            merged[3] += acc[3]
-        return merged
-
-    @staticmethod
-    def _channels(acc) -> int:
-        counts = acc[0]
-        return counts.channels if isinstance(counts, SparseCounts) else counts.shape[0]
+        edges = accs[0][1]
+        rated = sum(acc[2] for acc in accs)
+        audited = sum(acc[3] for acc in accs)
+        parts = []
+        for acc in accs:
+            parts += acc[0] if isinstance(acc[0], list) else [acc[0]]
+        if any(isinstance(p, np.ndarray) for p in parts):  # new array: inputs stay untouched
+            return self._to_dense([parts, edges, rated, audited], 2)
+        return self._settle([parts, edges, rated, audited])
 
     def compact(self, acc):
         if acc is None or isinstance(acc[0], SparseCounts):
             return acc
+        if isinstance(acc[0], list):
+            return [merge_sparse(acc[0]), acc[1], acc[2], acc[3]]
         flat = acc[0].reshape(-1)
         cells = np.flatnonzero(flat)
         return [SparseCounts(cells=cells.astype(np.int64), counts=flat[cells],
@@ -263,7 +377,14 @@ class SumGrids(beam.CombineFn):
     def extract_output(self, acc):
         if acc is None or acc[2] == 0:
             return None
-        dense, edges, _, audited = self._dense(acc)
+        if self.compact_output:
+            counts, edges, _, audited = self.compact(acc)
+            return SparseGrid(edges=tuple(edges), counts=counts, names=self.names,
+                              audited_rows=audited)
+        if _is_shape(acc[1]):
+            raise ValueError("SumGrids: partials keyed by lattice shape need compact_output=True "
+                             "(the optimiser attaches the edges)")
+        dense, edges, _, audited = self._to_dense(acc, 2)
         return ThresholdGrid(edges=tuple(edges), pos=dense[1], neg=dense[0], names=self.names,
                              unrated=dense[2] if dense.shape[0] == 3 else None,
                              audited_rows=audited)
@@ -410,7 +531,7 @@ class AggregateBatchesFn(beam.DoFn):
             yield from self.histograms(batch, edges)
 
     def histograms(self, batch, edges):
-        """Partial grids of a batch's valid rows: ``(group, (edges, counts, rated_rows))``.
+        """Partial grids of a batch's valid rows: ``(group, (shape, counts, rated_rows))``.
 
         Rated rows go to the negative/positive channels; when the batch has valid unrated rows
         (label null) they go to a third channel, in the same sort-and-count pass
@@ -444,6 +565,7 @@ class AggregateBatchesFn(beam.DoFn):
         audited_per_code = None if audited is None else np.bincount(
             codes[audited], minlength=buckets.size * n_groups)
         edges = tuple(edges)
+        shape = tuple(int(e.size + 1) for e in edges)  # partials carry the shape, not the edges
         channels = 2 if unrated is None else 3
         n_cells = channels * int(np.prod([e.size + 1 for e in edges]))
         partials = grouped_histograms(codes, scores, labels, weights, edges, unrated=unrated)
@@ -453,12 +575,12 @@ class AggregateBatchesFn(beam.DoFn):
             rows_info = (int(rated_per_code[code]),) if audited_per_code is None else (
                 int(rated_per_code[code]), int(audited_per_code[code]))
             per_bucket.setdefault(bucket_index, []).append((counts, rows_info))
-            yield from self._emit(batch.group_names[group_index], (edges, counts, *rows_info),
+            yield from self._emit(batch.group_names[group_index], (shape, counts, *rows_info),
                                   buckets[bucket_index])
         for bucket_index, parts in per_bucket.items():  # the all-groups grid, same rows
             total = sum_sparse([counts for counts, _ in parts], n_cells)
             rows_info = tuple(int(v) for v in np.sum([info for _, info in parts], axis=0))
-            yield from self._emit(ALL_GROUPS, (edges, total, *rows_info),
+            yield from self._emit(ALL_GROUPS, (shape, total, *rows_info),
                                   buckets[bucket_index])
         if self.with_bootstrap:
             yield from self._bootstrap(batch, edges, codes, rows, buckets)
@@ -561,26 +683,42 @@ class OptimizeGroupFn(beam.DoFn):
         use = settings["keep_when_insufficient"] or settings["min_gain_z"] is not None
         self.in_force = in_force if use else None  # pipelines.in_force.InForce
 
-    def process(self, element, window=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
+    def process(self, element, edges=None, window=beam.DoFn.WindowParam,
+                pane=beam.DoFn.PaneInfoParam):
         group, value = element
-        if isinstance(value, dict):  # from CoGroupByKey: {"grid": [...], "bootstrap": [...]}
-            grid = value["grid"][0] if value["grid"] else None
-            boot = value["bootstrap"][0] if value["bootstrap"] else None
-        else:
-            grid, boot = value, None
+        grid, boot = split_grid_value(value)
         if grid is None:  # only unrated rows: no operating point (as for a group without rows)
             return
-        config = self.config
-        result = optimize_group(
-            group, grid, methods=config.methods, target=config.target, rule=config.rule,
-            min_positives=config.min_positives, min_negatives=config.min_negatives,
-            bootstrap=boot, level=config.bootstrap["level"], options=config.optimize_options,
-            in_force=None if self.in_force is None else self.in_force.get(group),
-            min_gain_z=config.in_force["min_gain_z"],
-            keep_when_insufficient=config.in_force["keep_when_insufficient"],
-        )
+        in_force = None if self.in_force is None else self.in_force.get(group)
+        result = optimize_one(self.config, group, grid, boot, edges, in_force)
         pane_index = 0 if pane is None else int(pane.index)
         yield "results", (result, pane_index)
+
+
+def split_grid_value(value):
+    """``(grid, bootstrap grids or None)`` of a summed element (plain, or from CoGroupByKey)."""
+    if isinstance(value, dict):  # from CoGroupByKey: {"grid": [...], "bootstrap": [...]}
+        grid = value["grid"][0] if value["grid"] else None
+        boot = value["bootstrap"][0] if value["bootstrap"] else None
+        return grid, boot
+    return value, None
+
+
+def optimize_one(config: RunConfig, group: str, grid, boot=None, edges=None, in_force=None):
+    """One group's :class:`~costlib.recalibration.GroupResult`; a compact grid is made dense
+    here (with ``edges`` when it carries only its lattice shape), so a worker holds one
+    group's dense lattice at a time. ``in_force``: the group's thresholds in force, if used."""
+    if isinstance(grid, SparseGrid):
+        if edges is not None and _is_shape(grid.edges):
+            grid = grid.with_edges(edges)
+        grid = grid.to_grid()
+    return optimize_group(
+        group, grid, methods=config.methods, target=config.target, rule=config.rule,
+        min_positives=config.min_positives, min_negatives=config.min_negatives,
+        bootstrap=boot, level=config.bootstrap["level"], options=config.optimize_options,
+        in_force=in_force, min_gain_z=config.in_force["min_gain_z"],
+        keep_when_insufficient=config.in_force["keep_when_insufficient"],
+    )
 
 
 def dead_letter_name(source: str, row_group: int) -> str:

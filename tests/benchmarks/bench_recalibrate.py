@@ -2,6 +2,10 @@
 
 Run: ``.venv/bin/python tests/benchmarks/bench_recalibrate.py [--rows 10000000]``
 
+One big file against many (issue 12: row-group ranges are the unit of parallel work):
+``.venv/bin/python tests/benchmarks/bench_recalibrate.py --one-file --rows 4000000 [--peer
+CHECKOUT_OF_MAIN] -- --direct_running_mode=multi_processing --direct_num_workers=2``
+
 Same data for both (10M rows, 100 groups, k=2, 256 bins per axis, 10 Parquet files):
 - the peer reads every row group with pyarrow, validates it and histograms it per group and for
   all groups with the same functions the pipeline calls (``validate_batch``,
@@ -91,12 +95,77 @@ def plain_loop(paths: list[str], config: RunConfig) -> tuple[float, int]:
     return time.perf_counter() - start, rows
 
 
+def one_file_vs_many(work: Path, rows: int, groups: int, beam_args: list[str],
+                     peer: Path | None) -> None:
+    """Throughput on one big file (40 row groups) against the same rows in 10 files.
+
+    Row-group ranges are the unit of parallel work, so on two workers one file should run as
+    fast as many; ``peer`` (a checkout of main) reads a file on one worker.
+    """
+    config = RunConfig.from_dict(CONFIG)
+    many = work / "many"
+    many.mkdir()
+    write_data(many, rows, groups, n_files=10)
+    one = work / "one"
+    one.mkdir()
+    pq.write_table(pa.concat_tables(pq.read_table(p) for p in sorted(many.glob("*.parquet"))),
+                   one / "big.parquet", row_group_size=rows // 40)
+    print(f"one file vs many, {rows:,} rows, runner flags {' '.join(beam_args) or '(none)'}:")
+    for name, data in (("10 files", many), ("1 file, 40 row groups", one)):
+        best = min(_timed_run(config, data, work / f"out_{name[:2]}", beam_args)
+                   for _ in range(2))
+        line = f"  ours {name:>22}: {best:6.2f} s = {rows / best / 1e6:5.2f} M rows/s"
+        if peer is not None:
+            peer_best = min(_peer_run(peer, data, work / f"peer_{name[:2]}", beam_args)
+                            for _ in range(2))
+            line += f"; today's code: {peer_best:6.2f} s = {rows / peer_best / 1e6:5.2f} M rows/s"
+        print(line, flush=True)
+
+
+def _timed_run(config, data: Path, out: Path, beam_args) -> float:
+    start = time.perf_counter()
+    run_recalibrate(config, str(data / "*.parquet"), str(out), beam_args)
+    return time.perf_counter() - start
+
+
+def _peer_run(peer: Path, data: Path, out: Path, beam_args) -> float:
+    """Wall time of today's code (a checkout of main) in a subprocess, same config and data."""
+    import json
+    import os
+    import subprocess
+
+    code = ("import json, sys; from pipelines.config import RunConfig; "
+            "from pipelines.recalibrate import run_recalibrate; import time; "
+            "c = RunConfig.from_dict(json.loads(sys.argv[1])); t = time.perf_counter(); "
+            "run_recalibrate(c, sys.argv[2], sys.argv[3], sys.argv[4:]); "
+            "print(time.perf_counter() - t)")
+    out_text = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(CONFIG), str(data / "*.parquet"), str(out),
+         *beam_args], env=dict(os.environ, PYTHONPATH=str(peer)), cwd=peer,
+        capture_output=True, text=True, check=True).stdout
+    return float(out_text.split()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--groups", type=int, default=100)
+    parser.add_argument("--one-file", action="store_true",
+                        help="only compare one big file with many files (row-group units)")
+    parser.add_argument("--peer", type=Path, default=None,
+                        help="with --one-file: a checkout of main to time as well")
+    parser.add_argument("beam_args", nargs="*",
+                        help="with --one-file: runner flags, e.g. "
+                             "--direct_running_mode=multi_processing --direct_num_workers=2")
     args = parser.parse_args()
     print(f"machine: {describe()}")
+    if args.one_file:
+        work = Path(tempfile.mkdtemp(prefix="bench_one_file_"))
+        try:
+            one_file_vs_many(work, args.rows, args.groups, args.beam_args, args.peer)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     work = Path(tempfile.mkdtemp(prefix="bench_recalibrate_"))
     try:
         sizes = {"full": args.rows, "fifth": args.rows // 5}

@@ -1,0 +1,293 @@
+"""Per-group optimisation and records, sharded by group range (batch recalibration).
+
+Every group is optimised, given its fallback and turned into records on whichever worker holds
+it; no stage sees all groups' grids or results. The stages:
+
+1. The all-groups grid (``"__all__"``) is optimised on its own (:func:`optimize_parent`): its
+   result is the fallback parent, a side input of step 3.
+2. The sorted group names give the *shard boundaries* (:class:`ShardBoundaries`: every
+   :data:`GROUPS_PER_SHARD`-th name), a side input of step 3 (names only, no grids).
+3. :class:`OptimizeGroupsFn` makes each group's compact grid dense, optimises it, applies the
+   fallback (:func:`costlib.recalibration.apply_fallback` with the parent) and builds its
+   ``operating_point.json`` records, their JSON lines and its PN curves; they are buffered
+   per shard and leave the DoFn as zstd Parquet chunks of at most :data:`FLUSH_GROUPS` groups
+   (bytes, not Python rows, cross the shuffle); at most :data:`MAX_BUFFERED_GROUPS` groups
+   are buffered in all.
+4. :class:`WriteShardFn` (one shard per element, in parallel) sorts a shard's chunks by group
+   and writes ``shards/operating_points-NNNNN.{parquet,jsonl}`` and
+   ``shards/pn_curves-NNNNN.parquet``.
+5. :class:`AssembleShardsFn` streams the shards, in shard order (= group order), into the run's
+   ``operating_points.parquet``/``.jsonl`` and ``pn_curves.parquet`` (one Parquet row group
+   per shard; memory: one shard), then deletes ``shards/``. Readers keep their files, with
+   the records in the same order as before (sorted by group, then method).
+
+Shards are ranges of sorted names, so concatenating them in shard order gives the records
+sorted by group; within a group, records keep the method order (the sorts are stable).
+"""
+
+from __future__ import annotations
+
+import bisect
+import io
+from collections.abc import Iterable, Sequence
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.windowed_value import WindowedValue
+
+from costlib.recalibration import ALL_GROUPS, GroupResult, apply_fallback
+from pipelines.config import RunConfig
+from pipelines.files import parquet_bytes
+from pipelines.records import (
+    PN_CURVE_SCHEMA,
+    arrow_schema,
+    operating_point_records,
+    pn_curve_records,
+    point_settings,
+    records_to_jsonl,
+    records_to_table,
+)
+from pipelines.transforms import optimize_one, split_grid_value
+
+__all__ = [
+    "FLUSH_GROUPS",
+    "GROUPS_PER_SHARD",
+    "MAX_BUFFERED_GROUPS",
+    "AssembleShardsFn",
+    "OptimizeGroupsFn",
+    "ShardBoundaries",
+    "WriteShardFn",
+    "optimize_parent",
+    "shard_of",
+]
+
+#: Groups per records shard (a shard is sorted and written by one worker).
+GROUPS_PER_SHARD = 2000
+#: Groups of one shard buffered in :class:`OptimizeGroupsFn` before they leave as a chunk.
+FLUSH_GROUPS = 256
+#: Groups buffered over all shards before every buffer is flushed (bounds a worker's memory
+#: whatever the number of shards: ~30 KB a group with its PN curves as Python lists).
+MAX_BUFFERED_GROUPS = 2048
+#: Column carrying each record's JSON line through the shuffle (not written to Parquet).
+JSONL_COLUMN = "__jsonl"
+
+
+class ShardBoundaries(beam.CombineFn):
+    """Group names -> the sorted boundary names of the shards (every ``size``-th name).
+
+    Shard ``i`` holds the names ``n`` with ``boundaries[i-1] <= n < boundaries[i]``
+    (:func:`shard_of`). Only names are combined, never grids.
+    """
+
+    def __init__(self, size: int = GROUPS_PER_SHARD):
+        self.size = size
+
+    def create_accumulator(self):
+        return set()
+
+    def add_input(self, acc, name):
+        acc.add(name)
+        return acc
+
+    def merge_accumulators(self, accs):
+        merged = set()
+        for acc in accs:
+            merged |= acc
+        return merged
+
+    def extract_output(self, acc):
+        return sorted(acc)[self.size::self.size]
+
+
+def shard_of(boundaries: Sequence[str], group: str) -> int:
+    """The shard of ``group``: how many boundaries are <= it (code point order, as ``sorted``)."""
+    return bisect.bisect_right(boundaries, group)
+
+
+def in_force_of(in_force, config: RunConfig, group: str):
+    """The group's thresholds in force when the config uses them (as ``OptimizeGroupFn``)."""
+    settings = config.in_force
+    if in_force is None or not (settings["keep_when_insufficient"]
+                                or settings["min_gain_z"] is not None):
+        return None
+    return in_force.get(group)
+
+
+def optimize_parent(element, config: RunConfig, edges, in_force=None) -> GroupResult | None:
+    """The all-groups result (the fallback parent), or None when it has no rated row."""
+    group, value = element
+    grid, boot = split_grid_value(value)
+    return None if grid is None else optimize_one(config, group, grid, boot, edges,
+                                                  in_force_of(in_force, config, group))
+
+
+def _table_bytes(table: pa.Table) -> bytes:
+    return parquet_bytes(table)
+
+
+def _read_table(data: bytes) -> pa.Table:
+    return pq.read_table(io.BytesIO(data))
+
+
+class OptimizeGroupsFn(beam.DoFn):
+    """``(group, compact grid)`` -> ``(shard, (records chunk, curves chunk))`` (see the module).
+
+    Side inputs: the grid ``edges``, ``parent`` (:func:`optimize_parent`'s result) and
+    ``boundaries`` (:class:`ShardBoundaries`). One group's dense lattice is alive at a time;
+    records are buffered per shard and flushed every :data:`FLUSH_GROUPS` groups and at the
+    bundle's end.
+    """
+
+    def __init__(self, config: RunConfig, run_id: str, flush_groups: int = FLUSH_GROUPS,
+                 in_force=None):
+        self.config = config
+        self.in_force = in_force  # pipelines.in_force.InForce, or None
+        self.run_id = run_id
+        self.flush_groups = flush_groups
+        self.settings = point_settings(config)
+
+    def start_bundle(self):
+        self.buffers: dict[int, list] = {}
+        self.buffered = 0
+
+    def process(self, element, edges, parent, boundaries):
+        group, value = element
+        if group == ALL_GROUPS:
+            result = parent
+        else:
+            grid, boot = split_grid_value(value)
+            if grid is None:  # only unrated rows: no operating point
+                return
+            result = optimize_one(self.config, group, grid, boot, edges,
+                                  in_force_of(self.in_force, self.config, group))
+        if result is None:
+            return
+        if parent is not None:
+            result = apply_fallback({group: result, ALL_GROUPS: parent},
+                                    fallback=self.config.fallback)[group]
+        shard = shard_of(boundaries, group)
+        buffer = self.buffers.setdefault(shard, [])
+        buffer.append(self._outputs(result))
+        self.buffered += 1
+        if len(buffer) >= self.flush_groups:
+            self.buffered -= len(buffer)
+            yield shard, self._chunk(self.buffers.pop(shard))
+        elif self.buffered >= MAX_BUFFERED_GROUPS:
+            for shard, buffer in sorted(self.buffers.items()):
+                yield shard, self._chunk(buffer)
+            self.buffers, self.buffered = {}, 0
+
+    def finish_bundle(self):
+        for shard, buffer in sorted(self.buffers.items()):
+            yield WindowedValue((shard, self._chunk(buffer)), GlobalWindow().max_timestamp(),
+                                [GlobalWindow()])
+        self.buffers, self.buffered = {}, 0
+
+    def _outputs(self, result: GroupResult):
+        config = self.config
+        records = operating_point_records(
+            result, rule=config.rule, classifiers=config.classifiers,
+            target_marginal_precision=config.target.marginal_precision,
+            run_id=self.run_id, config_digest=config.digest, pane_index=0,
+            settings=self.settings,
+        )
+        lines = [records_to_jsonl([record]) for record in records]
+        return records, lines, pn_curve_records(result)
+
+    @staticmethod
+    def _chunk(buffer) -> tuple[bytes, bytes]:
+        records = [r for records, _, _ in buffer for r in records]
+        lines = [line for _, lines, _ in buffer for line in lines]
+        curves = [c for _, _, curves in buffer for c in curves]
+        table = records_to_table(records, "operating_point.json").append_column(
+            JSONL_COLUMN, pa.array(lines, pa.string()))
+        return (_table_bytes(table),
+                _table_bytes(pa.Table.from_pylist(curves, schema=PN_CURVE_SCHEMA)))
+
+
+def shard_path(run_dir: str, stem: str, shard: int, suffix: str) -> str:
+    return f"{run_dir}/shards/{stem}-{shard:05d}.{suffix}"
+
+
+def _by_group(table: pa.Table) -> pa.Table:
+    """Rows sorted by group; rows of a group keep their order (Arrow's sort is stable)."""
+    if table.num_rows == 0:
+        return table
+    return table.take(pc.sort_indices(table, sort_keys=[("group", "ascending")]))
+
+
+class WriteShardFn(beam.DoFn):
+    """``(shard, chunks)`` -> the shard's files sorted by group; yields ``shard``."""
+
+    def __init__(self, run_dir: str):
+        self.run_dir = run_dir
+
+    def process(self, element):
+        from pipelines.files import write_bytes_atomically, write_parquet
+
+        shard, chunks = element
+        chunks = list(chunks)
+        records = _by_group(pa.concat_tables([_read_table(r) for r, _ in chunks]))
+        curves = _by_group(pa.concat_tables([_read_table(c) for _, c in chunks]))
+        lines = records.column(JSONL_COLUMN).to_pylist()
+        records = records.drop_columns([JSONL_COLUMN])
+        write_parquet(shard_path(self.run_dir, "operating_points", shard, "parquet"), records)
+        write_bytes_atomically(shard_path(self.run_dir, "operating_points", shard, "jsonl"),
+                               "".join(lines).encode())
+        write_parquet(shard_path(self.run_dir, "pn_curves", shard, "parquet"), curves)
+        yield shard
+
+
+class AssembleShardsFn(beam.DoFn):
+    """All shard ids (one element) -> the run's three record files, streamed in shard order.
+
+    Memory: one shard at a time. Writes nothing when there is no shard (no group had rated
+    rows), as before. Yields the number of shards.
+    """
+
+    def __init__(self, run_dir: str):
+        self.run_dir = run_dir
+
+    def process(self, shards: Iterable[int]):
+        shards = sorted(shards)
+        if not shards:
+            yield 0
+            return
+        run_dir = self.run_dir
+        _concatenate_parquet([shard_path(run_dir, "operating_points", s, "parquet")
+                              for s in shards], f"{run_dir}/operating_points.parquet",
+                             arrow_schema("operating_point.json"))
+        _concatenate_bytes([shard_path(run_dir, "operating_points", s, "jsonl") for s in shards],
+                           f"{run_dir}/operating_points.jsonl")
+        _concatenate_parquet([shard_path(run_dir, "pn_curves", s, "parquet") for s in shards],
+                             f"{run_dir}/pn_curves.parquet", PN_CURVE_SCHEMA)
+        FileSystems.delete([f"{run_dir}/shards"])
+        yield len(shards)
+
+
+def _concatenate_parquet(paths: Sequence[str], path: str, schema: pa.Schema) -> None:
+    """Parquet files -> one file (a row group per input), written to ``.tmp`` and renamed."""
+    tmp = path + ".tmp"
+    with FileSystems.create(tmp) as sink:
+        with pq.ParquetWriter(sink, schema, compression="zstd") as writer:
+            for source in paths:
+                with FileSystems.open(source) as fh:
+                    table = pq.read_table(fh)
+                if table.num_rows:
+                    writer.write_table(table.cast(schema))
+    FileSystems.rename([tmp], [path])
+
+
+def _concatenate_bytes(paths: Sequence[str], path: str, block: int = 1 << 22) -> None:
+    """Files -> one file, byte for byte, streamed; written to ``.tmp`` and renamed."""
+    tmp = path + ".tmp"
+    with FileSystems.create(tmp) as sink:
+        for source in paths:
+            with FileSystems.open(source) as fh:
+                while data := fh.read(block):
+                    sink.write(data)
+    FileSystems.rename([tmp], [path])

@@ -1,0 +1,163 @@
+"""Many groups: sparse accumulators, compact grids and sharded records give today's results.
+
+Truth is independent of the pipeline: ``ThresholdGrid.from_scores`` on each group's rows (one
+dense histogram, no splitting), and costlib's :func:`recalibrate_grids` for the records.
+"""
+
+import itertools
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pipeline_data import base_config, direct_records, sample_frame, write_files
+
+from costlib.grid import SparseCounts, SparseGrid, ThresholdGrid, grouped_histograms, merge_sparse
+from pipelines import shards
+from pipelines.recalibrate import run_recalibrate
+from pipelines.records import records_to_jsonl
+from pipelines.shards import ShardBoundaries, shard_of
+from pipelines.transforms import SumGrids
+
+EDGES = (np.linspace(0.1, 0.9, 5), np.linspace(0.2, 0.8, 4))
+SHAPE = tuple(e.size + 1 for e in EDGES)
+
+
+def _partials(rng, n_rows, n_parts, unrated_share, lattice):
+    """Rows split into ``n_parts`` batches -> SumGrids partials, and the rows' true grid."""
+    scores = rng.random((n_rows, 2))
+    truth = rng.random(n_rows) < 0.3
+    weights = rng.choice([1.0, 2.5, 0.125], size=n_rows)
+    rated = rng.random(n_rows) >= unrated_share
+    cuts = np.sort(rng.integers(0, n_rows + 1, size=n_parts - 1))
+    bounds = [0, *cuts.tolist(), n_rows]
+    partials = []
+    for a, b in itertools.pairwise(bounds):
+        if a == b:
+            continue
+        mask = None if rated[a:b].all() else ~rated[a:b]
+        parts = grouped_histograms(np.zeros(b - a, dtype=np.intp), scores[a:b], truth[a:b],
+                                   weights[a:b], EDGES, unrated=mask)
+        partials.append((lattice, parts[0], int(rated[a:b].sum())))
+    labels = np.where(rated, truth, None).astype(object)
+    return partials, ThresholdGrid.from_scores(scores, labels, EDGES, weights)
+
+
+def _combine(fn, partials, plan, draw_order):
+    """Apply ``partials`` through add_input/compact/merge as ``plan`` splits them."""
+    accs = []
+    for chunk in plan:
+        acc = fn.create_accumulator()
+        for i in chunk:
+            acc = fn.add_input(acc, partials[i])
+        accs.append(fn.compact(acc) if draw_order % 2 else acc)
+    while len(accs) > 1:  # merge in pairs, in the drawn order
+        k = draw_order % (len(accs) - 1)
+        accs = [*accs[:k], fn.merge_accumulators(accs[k:k + 2]), *accs[k + 2:]]
+    return fn.extract_output(accs[0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_rows=st.integers(1, 400),
+       n_parts=st.integers(1, 8), unrated_share=st.sampled_from([0.0, 0.3]),
+       dense_fraction=st.sampled_from([0.0, 0.05, 0.125, 2.0]), order=st.integers(0, 7),
+       shape_only=st.booleans())
+def test_sum_grids_equals_the_rows_grid_for_any_split_merge_order_and_representation(
+        seed, n_rows, n_parts, unrated_share, dense_fraction, order, shape_only):
+    rng = np.random.default_rng(seed)
+    partials, expected = _partials(rng, n_rows, n_parts, unrated_share,
+                                   SHAPE if shape_only else EDGES)
+    config = base_config(grid={"edges": "explicit", "values": [e.tolist() for e in EDGES]})
+    fn = SumGrids(config, compact_output=True)
+    fn.DENSE_FRACTION = dense_fraction  # 0: dense at once; 2.0: never dense
+    indices = rng.permutation(len(partials)).tolist()
+    cut = sorted(rng.integers(0, len(indices) + 1, size=2).tolist())
+    plan = [c for c in (indices[:cut[0]], indices[cut[0]:cut[1]], indices[cut[1]:]) if c]
+    if not any(p[2] for p in partials):  # no rated row: no grid
+        assert _combine(fn, partials, plan, order) is None
+        return
+    out = _combine(fn, partials, plan, order)
+    assert isinstance(out, SparseGrid)
+    grid = (out.with_edges(EDGES) if shape_only else out).to_grid()
+    assert grid == expected
+    if not shape_only:  # the dense output of the public default is the same grid
+        dense = _combine(SumGrids(config), partials, plan, order)
+        assert isinstance(dense, ThresholdGrid) and dense == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(parts=st.lists(st.lists(st.tuples(st.integers(0, 59), st.sampled_from([0.5, 1.0, 3.0])),
+                               max_size=12), max_size=5),
+       channels=st.lists(st.sampled_from([2, 3]), min_size=5, max_size=5))
+def test_merge_sparse_equals_dense_addition(parts, channels):
+    sparse, dense = [], np.zeros(3 * 20)
+    for entries, ch in zip(parts, channels, strict=False):
+        cells = sorted({c % (ch * 20) for c, _ in entries})
+        counts = np.array([dict((c % (ch * 20), w) for c, w in entries)[c] for c in cells])
+        sc = SparseCounts(cells=np.array(cells, dtype=np.int64), counts=counts, channels=ch)
+        sparse.append(sc)
+        np.add.at(dense, sc.cells, sc.counts)
+    merged = merge_sparse(sparse)
+    assert merged.channels == max([p.channels for p in sparse], default=2)
+    assert np.array_equal(merged.cells, np.flatnonzero(dense))
+    assert np.array_equal(merged.counts, dense[np.flatnonzero(dense)])
+
+
+@settings(max_examples=50, deadline=None)
+@given(names=st.sets(st.text(min_size=1, max_size=6), min_size=1, max_size=60),
+       size=st.integers(1, 10))
+def test_shards_are_ranges_of_sorted_names_so_concatenation_is_sorted(names, size):
+    fn = ShardBoundaries(size)
+    acc = fn.merge_accumulators([fn.add_input(fn.create_accumulator(), n) for n in names])
+    boundaries = fn.extract_output(acc)
+    by_shard = {}
+    for name in names:
+        by_shard.setdefault(shard_of(boundaries, name), []).append(name)
+    assert len(by_shard) == -(-len(names) // size)  # ceil: every shard holds `size` names
+    assert all(len(v) <= size for v in by_shard.values())
+    concatenated = [n for s in sorted(by_shard) for n in sorted(by_shard[s])]
+    assert concatenated == sorted(names)
+
+
+@pytest.fixture(scope="module")
+def many_groups():
+    frame = sample_frame(12_000, seed=4)
+    # 40 groups, some thin (they fall back), names whose order differs from their codes
+    frame["group"] = np.array([f"g{(i * 7) % 40:02d}" for i in range(40)])[
+        frame["item_id"].to_numpy() % 40]
+    return frame
+
+
+@pytest.mark.parametrize("per_shard,flush,buffered,unit_rows", [
+    (2000, 256, 2048, 1_000_000),  # defaults: one shard
+    (3, 1, 2, 1),  # 14 shards, chunks of one group, every row group its own unit
+    (7, 2, 5, 2500),
+])
+def test_records_identical_whatever_shards_chunks_and_units(many_groups, tmp_path, monkeypatch,
+                                                            per_shard, flush, buffered,
+                                                            unit_rows):
+    monkeypatch.setattr(shards, "GROUPS_PER_SHARD", per_shard)
+    monkeypatch.setattr(shards, "FLUSH_GROUPS", flush)
+    monkeypatch.setattr(shards, "MAX_BUFFERED_GROUPS", buffered)
+    config = base_config(methods=["graph", "hull"], min_rated={"positives": 12,
+                                                              "negatives": 12})
+    pattern = write_files(many_groups, tmp_path / "in", n_files=2, row_group_size=700)
+    manifest = run_recalibrate(config, pattern, str(tmp_path / "out"), [],
+                               unit_rows=unit_rows)
+    run_dir = tmp_path / "out" / "runs" / manifest["run_id"]
+    got = pq.read_table(run_dir / "operating_points.parquet").to_pylist()
+    expected = direct_records(many_groups, config)  # sorted by group, then method order
+    for record in expected:
+        record["run_id"] = manifest["run_id"]
+    # the same records in the same order (repr: NaN equals NaN; sorted keys: field order)
+    assert repr([sorted(r.items()) for r in got]) == repr([sorted(r.items()) for r in expected])
+    assert {r["status"] for r in got} == {"ok", "fallback"}
+    assert (run_dir / "operating_points.jsonl").read_text() == records_to_jsonl(expected)
+    curves = pq.read_table(run_dir / "pn_curves.parquet").to_pylist()
+    assert [(c["group"], c["method"]) for c in curves] == [
+        (r["group"], r["method"]) for r in expected if r["status"] == "ok"]
+    assert not (run_dir / "shards").exists()
+    assert manifest["row_accounting"]["read"] == len(many_groups)
+    assert "shards" not in json.dumps(manifest["outputs"])

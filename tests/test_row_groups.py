@@ -1,0 +1,79 @@
+"""Reading units are row-group ranges: one big file is spread over bundles and workers."""
+
+import json
+import uuid
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipelines.files import RowGroupRange, read_row_groups, row_group_ranges
+from pipelines.transforms import ReadingUnits, iter_batches
+
+
+def _write(path, sizes):
+    """A Parquet file with one row group per entry of ``sizes`` (rows 0..n-1 in order)."""
+    schema = pa.schema([("x", pa.int64())])
+    with pq.ParquetWriter(path, schema) as writer:
+        start = 0
+        for size in sizes:
+            writer.write_table(pa.table({"x": pa.array(np.arange(start, start + size))},
+                                        schema=schema))
+            start += size
+    return str(path)
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(1, 50), max_size=12), target=st.integers(1, 200))
+def test_ranges_partition_the_row_groups_and_rows_exactly(tmp_path_factory, sizes, target):
+    path = _write(tmp_path_factory.mktemp("rg") / "f.parquet", sizes)
+    ranges = list(row_group_ranges(path, target))
+    covered = [i for r in ranges for i in range(r.start, r.stop)]
+    assert covered == list(range(len(sizes)))  # each row group once, in order
+    for r in ranges:  # about target rows: only the last range may hold fewer
+        rows = sum(sizes[r.start:r.stop])
+        assert rows >= target or r is ranges[-1]
+        assert rows - sizes[r.stop - 1] < target  # closed as soon as it reached the target
+    rows = [t.column("x").to_pylist() for r in ranges
+            for _, _, t in iter_batches(r, ["x"])]
+    assert [x for batch in rows for x in batch] == list(range(sum(sizes)))
+    assert [i for r in ranges for i, _ in read_row_groups(path, start=r.start, stop=r.stop)] \
+        == list(range(len(sizes)))
+
+
+class RecordBundleFn(beam.DoFn):
+    """Writes the row groups each bundle saw to a file per bundle (works in any process)."""
+
+    def __init__(self, directory):
+        self.directory = directory
+
+    def start_bundle(self):
+        self.seen = []
+
+    def process(self, unit: RowGroupRange):
+        self.seen += [(unit.path, i) for i in range(unit.start, unit.stop)]
+        yield unit
+
+    def finish_bundle(self):
+        if self.seen:
+            with open(f"{self.directory}/{uuid.uuid4().hex}.json", "w") as fh:
+                json.dump(self.seen, fh)
+
+
+def test_one_files_row_groups_reach_different_bundles_on_two_workers(tmp_path):
+    path = _write(tmp_path / "big.parquet", [10] * 8)
+    seen_dir = tmp_path / "seen"
+    seen_dir.mkdir()
+    options = PipelineOptions(["--direct_num_workers=2", "--direct_running_mode=multi_threading"])
+    with beam.Pipeline(runner=FnApiRunner(), options=options) as pipeline:
+        _ = (pipeline | beam.Create([path]) | ReadingUnits(target_rows=10)
+             | beam.ParDo(RecordBundleFn(str(seen_dir))))
+    bundles = [json.loads(p.read_text()) for p in seen_dir.glob("*.json")]
+    row_groups = sorted(i for bundle in bundles for _, i in bundle)
+    assert row_groups == list(range(8))  # every row group read once
+    assert len([b for b in bundles if b]) >= 2  # the one file's row groups were spread
