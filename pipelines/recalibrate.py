@@ -36,14 +36,14 @@ from apache_beam.transforms import trigger
 from apache_beam.transforms.window import SlidingWindows
 
 from costlib.recalibration import apply_fallback
-from pipelines.batches import (
+from costlib_pipelines.batches import (
     Plausibility,
     check_schema,
     plausibility_summary,
     plausibility_violations,
 )
-from pipelines.config import RunConfig
-from pipelines.files import (
+from costlib_pipelines.config import RunConfig
+from costlib_pipelines.files import (
     InputError,
     check_rows_read,
     match_inputs,
@@ -53,8 +53,8 @@ from pipelines.files import (
     write_json,
     write_parquet,
 )
-from pipelines.output_lock import hold_output
-from pipelines.publish import (
+from costlib_pipelines.output_lock import hold_output
+from costlib_pipelines.publish import (
     Baseline,
     GuardSettings,
     Override,
@@ -64,7 +64,7 @@ from pipelines.publish import (
     guard_violations,
     read_baseline,
 )
-from pipelines.records import (
+from costlib_pipelines.records import (
     PN_CURVE_SCHEMA,
     operating_point_records,
     pn_curve_records,
@@ -72,15 +72,15 @@ from pipelines.records import (
     records_to_jsonl,
     records_to_table,
 )
-from pipelines.runner import make_pipeline, runner_name
-from pipelines.runs import (
+from costlib_pipelines.runner import make_pipeline, runner_name
+from costlib_pipelines.runs import (
     RunDirectory,
     check_accounting,
     latest_run_id,
     read_records,
     verified_accounting,
 )
-from pipelines.transforms import (
+from costlib_pipelines.transforms import (
     AggregateBatches,
     OptimizeGroupFn,
     QuantileEdges,
@@ -349,15 +349,16 @@ def run_recalibrate(
     """Run the pipeline; batch runs publish themselves in their last stage (see the guard).
 
     ``max_threshold_change`` and ``min_rated`` override the config's ``publish`` section. When
-    the guard finds violations (see :mod:`pipelines.publish`) the run is complete but not
+    the guard finds violations (see :mod:`costlib_pipelines.publish`) the run is complete but not
     published: the manifest lists the violations, ``LATEST`` stays, and
-    :class:`~pipelines.publish.PublishRefused` is raised, unless ``override`` (who and why) is
-    given, which publishes and records it. A launch that only writes a job graph (Dataflow Flex
-    Templates: ``--template_location``) returns at once; the job publishes itself when it ends.
+    :class:`~costlib_pipelines.publish.PublishRefused` is raised, unless ``override`` (who and
+    why) is given, which publishes and records it. A launch that only writes a job graph
+    (Dataflow Flex Templates: ``--template_location``) returns at once; the job publishes itself
+    when it ends.
     Windowed runs have no publish step: their files are upserted per window as panes fire.
 
     Before any input is read: the run id is checked, the runner must be known to Beam, and the
-    run takes ``output``'s lock (:mod:`pipelines.output_lock`: one run per output; also the
+    run takes ``output``'s lock (:mod:`costlib_pipelines.output_lock`: one run per output; also the
     check that the output is writable). ``progress`` receives a line per phase.
     """
     say = progress or (lambda _message: None)
@@ -445,7 +446,7 @@ _US_PER_ARROW_UNIT = {"s": 1_000_000, "ms": 1000, "us": 1, "ns": 0.001}
 
 
 def _as_us(value: int, us_per_unit: float) -> int:
-    """A raw timestamp in microseconds, floored (as :mod:`pipelines.batches` floors them)."""
+    """A raw timestamp in microseconds, floored (as :mod:`costlib_pipelines.batches` does)."""
     return value * int(us_per_unit) if us_per_unit >= 1 else value // round(1 / us_per_unit)
 
 

@@ -49,9 +49,9 @@ from costlib.bootstrap import BootstrapGrids
 from costlib.edges import fine_histogram, quantile_edges_from_histogram
 from costlib.grid import SparseCounts, ThresholdGrid, grouped_histograms, sum_sparse
 from costlib.recalibration import ALL_GROUPS, optimize_group
-from pipelines.batches import PLAUSIBILITY, Plausibility, validate_batch
-from pipelines.config import ConfigError, RunConfig
-from pipelines.files import InputError, read_row_groups, write_parquet
+from costlib_pipelines.batches import PLAUSIBILITY, Plausibility, validate_batch
+from costlib_pipelines.config import ConfigError, RunConfig
+from costlib_pipelines.files import InputError, read_row_groups, write_parquet
 
 __all__ = [
     "AggregateBatches",

@@ -2,7 +2,7 @@
 
 ``DIR`` is a run directory (``OUTPUT/runs/<run_id>``) or a recalibrate output directory (its
 ``LATEST`` run). The report goes to ``DIR/report.html`` unless ``--out`` says otherwise; see
-:mod:`pipelines.report` for what it shows.
+:mod:`costlib_pipelines.report` for what it shows.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Write the report and print where; returns 0.
 
-    A missing path or an incomplete run raises ``InputError`` (``pipelines.cli.main`` prints it
-    in one line and returns 2).
+    A missing path or an incomplete run raises ``InputError`` (``costlib_pipelines.cli.main``
+    prints it in one line and returns 2).
     """
-    from pipelines.report import write_report
+    from costlib_pipelines.report import write_report
 
     path = write_report(args.run, args.out)
     print(f"wrote {path}")

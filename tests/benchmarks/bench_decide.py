@@ -28,19 +28,19 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe
 
-from pipelines.batches import validate_batch
-from pipelines.config import RunConfig
-from pipelines.decide import (
+from costlib_pipelines.batches import validate_batch
+from costlib_pipelines.config import RunConfig
+from costlib_pipelines.decide import (
     decide_columns,
     decision_columns,
     run_decide,
     select_operating_points,
     write_decisions,
 )
-from pipelines.files import match_inputs, read_row_groups
-from pipelines.records import arrow_schema, records_to_table
-from pipelines.runs import load_operating_points
-from pipelines.transforms import dead_letter_name
+from costlib_pipelines.files import match_inputs, read_row_groups
+from costlib_pipelines.records import arrow_schema, records_to_table
+from costlib_pipelines.runs import load_operating_points
+from costlib_pipelines.transforms import dead_letter_name
 
 CLASSIFIERS = ("text_model", "image_model")
 

@@ -33,10 +33,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from machine import describe
 
 from costlib.grid import grouped_histograms, sum_sparse
-from pipelines.batches import validate_batch
-from pipelines.config import RunConfig
-from pipelines.files import read_row_groups
-from pipelines.recalibrate import run_recalibrate
+from costlib_pipelines.batches import validate_batch
+from costlib_pipelines.config import RunConfig
+from costlib_pipelines.files import read_row_groups
+from costlib_pipelines.recalibrate import run_recalibrate
 
 
 def write_data(directory: Path, n_rows: int, n_groups: int, n_files: int, seed: int = 0) -> None:
