@@ -44,7 +44,7 @@ def flag_to_option(flag: str) -> str:
 
 def recalibrate_parser() -> argparse.ArgumentParser:
     """The ``costlib recalibrate`` argument parser, as the CLI builds it."""
-    from pipelines.cli import _subparser, build_parser
+    from costlib_pipelines.cli import _subparser, build_parser
 
     return _subparser(build_parser(), "recalibrate")
 
@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Dataflow's job messages go to the job's log, not to the launcher's stdout: after the
     # Airflow provider has the job id it stops reading this process's output.
     logging.getLogger("apache_beam.runners.dataflow.dataflow_runner").setLevel(logging.WARNING)
-    from pipelines.cli import main as costlib_main
+    from costlib_pipelines.cli import main as costlib_main
 
     print("costlib recalibrate " + " ".join(argv), flush=True)
     return costlib_main(["recalibrate", *argv])

@@ -5,9 +5,11 @@ bigquery client libraries are not available" on the root logger at import time; 
 GCP connectors these pipelines do not use, so that one message is filtered out. Everything else
 Beam logs is left alone.
 
-These modules need the ``pipelines`` extra (``pip install 'costlib[pipelines]'``: Apache Beam,
-pyarrow, PyYAML, jsonschema, matplotlib). Without it, importing this package raises one
-:class:`ImportError` naming that command, and the ``costlib`` command prints it and exits 2.
+Installed as ``costlib_pipelines`` (the repository keeps the directory ``pipelines/``; see
+docs/install.md). These modules need the ``pipelines`` extra
+(``pip install 'costlib[pipelines]'``: Apache Beam, pyarrow, PyYAML, jsonschema, matplotlib).
+Without it, importing this package raises one :class:`ImportError` naming that command, and
+the ``costlib`` command prints it and exits 2.
 """
 
 import logging
@@ -28,6 +30,12 @@ def missing_extra_message() -> str | None:
     return (f"costlib's pipelines and command line need {', '.join(missing)} (not installed); "
             "install them with: pip install 'costlib[pipelines]'")
 
+
+if __name__ != "costlib_pipelines":  # loaded under the directory's bare name (a checkout's root)
+    raise ImportError(
+        f"the pipelines/ directory is the package costlib_pipelines; import costlib_pipelines, "
+        f"not {__name__} (a second name would load every module twice)"
+    )
 
 _MISSING = missing_extra_message()
 if _MISSING is not None:

@@ -44,8 +44,8 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from costlib.recalibration import ALL_GROUPS
-from pipelines.config import ConfigError, RunConfig
-from pipelines.files import InputError
+from costlib_pipelines.config import ConfigError, RunConfig
+from costlib_pipelines.files import InputError
 
 __all__ = [
     "REASONS",

@@ -3,10 +3,11 @@
 Subcommands import their implementation lazily so that ``costlib --help`` is fast and the
 library parts stay usable without Apache Beam being imported.
 
-Every command keeps one exit-code contract (:mod:`pipelines.exit_codes`): 0 ok, 2 bad input,
+Every command keeps one exit-code contract (:mod:`costlib_pipelines.exit_codes`): 0 ok, 2 bad input,
 config or command line (one line, no traceback), 3 held for review or a held/stale ``LATEST``,
 1 only for bugs. Arguments a pipeline command does not declare must be Apache Beam pipeline
-options (:mod:`pipelines.flags`); costlib's own flags are accepted with hyphens or underscores.
+options (:mod:`costlib_pipelines.flags`); costlib's own flags are accepted with hyphens or
+underscores.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 
-from pipelines.exit_codes import BAD_INPUT, HELD, classify
+from costlib_pipelines.exit_codes import BAD_INPUT, HELD, classify
 
 #: ``costlib reproduce NAME`` -> module with a ``main(argv) -> int`` function.
 REPRODUCTIONS: dict[str, str] = {
@@ -31,26 +32,29 @@ REPRODUCTIONS: dict[str, str] = {
 
 #: ``costlib SUBCOMMAND`` -> module with ``add_arguments(parser)`` and ``run(args) -> int``.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("pipelines.commands.demo", "Run the main job on a built-in generated sample."),
+    "demo": ("costlib_pipelines.commands.demo", "Run the main job on a built-in generated sample."),
     "publish": (
-        "pipelines.commands.publish",
+        "costlib_pipelines.commands.publish",
         "Point OUTPUT/LATEST at a complete run (rollback, or release a held run).",
     ),
     "recalibrate": (
-        "pipelines.commands.recalibrate",
+        "costlib_pipelines.commands.recalibrate",
         "Operating points per group from Parquet score streams (Beam pipeline).",
     ),
     "decide": (
-        "pipelines.commands.decide",
+        "costlib_pipelines.commands.decide",
         "Threshold and optimal top-k decisions per row of a Parquet score stream.",
     ),
-    "report": ("pipelines.commands.report", "Self-contained HTML report of a recalibration run."),
+    "report": (
+        "costlib_pipelines.commands.report",
+        "Self-contained HTML report of a recalibration run.",
+    ),
     "status": (
-        "pipelines.commands.status",
+        "costlib_pipelines.commands.status",
         "Check OUTPUT/LATEST: exit 0 when fresh and published, 3 when held or stale.",
     ),
     "unlock": (
-        "pipelines.commands.unlock",
+        "costlib_pipelines.commands.unlock",
         "Remove the output lock a dead run left behind (only that run's lock).",
     ),
 }
@@ -119,10 +123,10 @@ def parse_command_line(argv: Sequence[str]) -> argparse.Namespace:
     ------
     SystemExit
         From argparse (code 2) for a malformed command line, or 0 for ``--help``.
-    pipelines.flags.UsageError
+    costlib_pipelines.flags.UsageError
         An unknown flag or runner (the message names it and the closest match).
     """
-    from pipelines.flags import (
+    from costlib_pipelines.flags import (
         UsageError,
         check_beam_flags,
         check_runner,
@@ -191,8 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``args.beam_args`` (checked to be Beam pipeline options; they also configure the
     filesystems, e.g. ``--impersonate_service_account`` for ``gs://``); for the other
     subcommands an unknown argument is an error. Expected failures give exit 2 or 3 with one
-    message and no traceback (:func:`pipelines.exit_codes.classify`); anything else is a bug and
-    propagates.
+    message and no traceback (:func:`costlib_pipelines.exit_codes.classify`); anything else is a
+    bug and propagates.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     command = _command_of(argv)

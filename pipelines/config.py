@@ -19,7 +19,7 @@ import jsonschema
 import numpy as np
 import yaml
 
-import schemas
+import costlib_schemas
 from costlib.audit_sampling import AuditDesign
 from costlib.edges import check_edges, uniform_edges
 from costlib.target import Target
@@ -214,7 +214,7 @@ class RunConfig:
         if not isinstance(data, dict):
             kind = type(data).__name__
             raise ConfigError(f"{source}: the run config must be a mapping, got {kind}")
-        schema = schemas.load("run_config.schema.json")
+        schema = costlib_schemas.load("run_config.schema.json")
         filled = _apply_defaults(data, schema)
         validator = jsonschema.Draft202012Validator(schema)
         errors = sorted(validator.iter_errors(filled), key=lambda e: list(e.absolute_path))

@@ -1,6 +1,6 @@
 """The decision pipeline: score streams in, one decision record per valid row out.
 
-For every valid row (see :mod:`pipelines.batches`, ``for_decisions=True``):
+For every valid row (see :mod:`costlib_pipelines.batches`, ``for_decisions=True``):
 
 - **threshold decision** with its group's operating point: classifier ``j`` fires iff
   ``score_j >= threshold_j`` (a null score never fires, a ``+inf`` threshold is "off"), combined
@@ -59,7 +59,7 @@ Example: 10 whole days and 6 hours of an 11th, windows of 7 days sliding by 1. T
 the largest end, ``[day 10, day 17)``, holds the 6 hours only (96% uncovered); the latest
 complete one is ``[day 3, day 10)``.
 
-Output layout (like :mod:`pipelines.recalibrate`; see :mod:`pipelines.runs`)::
+Output layout (like :mod:`costlib_pipelines.recalibrate`; see :mod:`costlib_pipelines.runs`)::
 
     OUTPUT/LATEST
     OUTPUT/runs/<run_id>/
@@ -119,32 +119,32 @@ from costlib.audit_sampling import AuditDesign, audit_sample, expected_audits
 from costlib.decoding import optimal_topk_ragged
 from costlib.losses import get_loss
 from costlib.recalibration import ALL_GROUPS
-from pipelines import min_risk
-from pipelines.batches import (
+from costlib_pipelines import min_risk
+from costlib_pipelines.batches import (
     ValidatedBatch,
     plausibility_summary,
     validate_batch,
 )
-from pipelines.config import ConfigError, RunConfig
-from pipelines.files import (
+from costlib_pipelines.config import ConfigError, RunConfig
+from costlib_pipelines.files import (
     InputError,
     match_inputs,
     read_row_groups,
     write_bytes_atomically,
     write_json,
 )
-from pipelines.output_lock import hold_output
-from pipelines.recalibrate import preflight
-from pipelines.records import arrow_schema
-from pipelines.runner import make_pipeline, runner_name
-from pipelines.runs import (
+from costlib_pipelines.output_lock import hold_output
+from costlib_pipelines.recalibrate import preflight
+from costlib_pipelines.records import arrow_schema
+from costlib_pipelines.runner import make_pipeline, runner_name
+from costlib_pipelines.runs import (
     RunDirectory,
     latest_run_id,
     load_operating_points,
     read_manifest,
     verified_accounting,
 )
-from pipelines.transforms import (
+from costlib_pipelines.transforms import (
     SumCounters,
     WriteDeadLettersFn,
     dead_letter_name,
@@ -1106,7 +1106,7 @@ def run_decide(
     """Run the decide pipeline to completion and write the manifest; returns the manifest.
 
     Before any score is read the runner must be known and the run takes ``output``'s lock
-    (:mod:`pipelines.output_lock`); ``progress`` receives a line per phase.
+    (:mod:`costlib_pipelines.output_lock`); ``progress`` receives a line per phase.
 
     Parameters
     ----------

@@ -31,10 +31,10 @@ HELD = 3
 
 #: Fully qualified names of the user-error classes, as they appear in a worker's traceback.
 _USER_ERROR_NAMES = (
-    "pipelines.files.InputError",
-    "pipelines.batches.SchemaError",
-    "pipelines.config.ConfigError",
-    "pipelines.flags.UsageError",
+    "costlib_pipelines.files.InputError",
+    "costlib_pipelines.batches.SchemaError",
+    "costlib_pipelines.config.ConfigError",
+    "costlib_pipelines.flags.UsageError",
 )
 _REMOTE_ERROR = re.compile(
     r"^(?:" + "|".join(re.escape(n) for n in _USER_ERROR_NAMES) + r"): (.*?)"
@@ -45,10 +45,10 @@ _REMOTE_ERROR = re.compile(
 
 def user_error_types() -> tuple[type[BaseException], ...]:
     """Exception classes that mean bad input, config or command line (exit 2)."""
-    from pipelines.batches import SchemaError
-    from pipelines.config import ConfigError
-    from pipelines.files import InputError
-    from pipelines.flags import UsageError
+    from costlib_pipelines.batches import SchemaError
+    from costlib_pipelines.config import ConfigError
+    from costlib_pipelines.files import InputError
+    from costlib_pipelines.flags import UsageError
 
     return (ConfigError, SchemaError, InputError, UsageError)
 
@@ -72,7 +72,7 @@ def classify(exc: BaseException) -> tuple[int, str] | None:
     exc : BaseException
         What the command raised.
     """
-    from pipelines.publish import PublishRefused
+    from costlib_pipelines.publish import PublishRefused
 
     if isinstance(exc, PublishRefused):
         return HELD, str(exc)

@@ -30,10 +30,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from costlib.edges import with_thresholds
-from pipelines.config import ConfigError, RunConfig
-from pipelines.files import InputError
-from pipelines.publish import Baseline
-from pipelines.runs import load_operating_points
+from costlib_pipelines.config import ConfigError, RunConfig
+from costlib_pipelines.files import InputError
+from costlib_pipelines.publish import Baseline
+from costlib_pipelines.runs import load_operating_points
 
 __all__ = ["InForce", "edges_with_in_force", "read_in_force"]
 
@@ -77,7 +77,8 @@ def read_in_force(
     fit (another decision method or classifiers: the config changed) gives none, and the
     manifest says why.
     """
-    from pipelines.decide import select_operating_points  # decide imports recalibrate, and so us
+    # decide imports recalibrate, which imports this module: import it when called
+    from costlib_pipelines.decide import select_operating_points
 
     settings = dict(config.in_force)
     entry: dict[str, Any] = {"settings": settings}

@@ -43,9 +43,9 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from costlib.example_costs import bayes_minimum_risk, expected_costs
-from pipelines.batches import SchemaError, ValidatedBatch
-from pipelines.config import ConfigError, RunConfig
-from pipelines.files import InputError
+from costlib_pipelines.batches import SchemaError, ValidatedBatch
+from costlib_pipelines.config import ConfigError, RunConfig
+from costlib_pipelines.files import InputError
 
 __all__ = ["CostSpec", "MinRiskSettings", "cost_weighted", "with_min_risk"]
 

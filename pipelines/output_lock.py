@@ -14,7 +14,7 @@ made before any input is read.
   run's lock is visible, but two runs starting within the same second can both pass. Schedulers
   must not start overlapping runs (Airflow ``max_active_runs=1``, CronJob
   ``concurrencyPolicy: Forbid``). Independently of the lock, the publish stage holds a run when
-  ``LATEST`` moved while it ran (see :mod:`pipelines.recalibrate`), on every filesystem.
+  ``LATEST`` moved while it ran (see :mod:`costlib_pipelines.recalibrate`), on every filesystem.
 - A job launched as a template (``--template_location``) runs after its launcher returned: the
   launcher's lock covers only the launch; the publish stage's ``LATEST`` check covers the job.
 """
@@ -35,7 +35,7 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
 
-from pipelines.files import InputError, write_bytes_atomically
+from costlib_pipelines.files import InputError, write_bytes_atomically
 
 __all__ = ["LOCK_NAME", "OutputLock", "OutputLocked", "break_lock", "hold_output", "read_lock"]
 

@@ -37,8 +37,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipelines.files import InputError, write_bytes_atomically, write_json
-from pipelines.runs import (
+from costlib_pipelines.files import InputError, write_bytes_atomically, write_json
+from costlib_pipelines.runs import (
     check_run_id,
     latest_run_id,
     list_runs,
@@ -83,7 +83,7 @@ class Override:
 
     def __post_init__(self) -> None:
         if not self.by.strip() or not self.reason.strip():
-            from pipelines.flags import UsageError
+            from costlib_pipelines.flags import UsageError
 
             raise UsageError("an override or a publication needs both who (--override-by / "
                              "--by) and why (--override-reason / --reason)")

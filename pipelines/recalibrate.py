@@ -36,15 +36,15 @@ from apache_beam.transforms import trigger
 from apache_beam.transforms.window import SlidingWindows
 
 from costlib.recalibration import ALL_GROUPS, apply_fallback
-from pipelines import shards
-from pipelines.batches import (
+from costlib_pipelines import shards
+from costlib_pipelines.batches import (
     Plausibility,
     check_schema,
     plausibility_summary,
     plausibility_violations,
 )
-from pipelines.config import RunConfig
-from pipelines.files import (
+from costlib_pipelines.config import RunConfig
+from costlib_pipelines.files import (
     UNIT_ROWS,
     InputError,
     check_rows_read,
@@ -55,10 +55,10 @@ from pipelines.files import (
     write_json,
     write_parquet,
 )
-from pipelines.in_force import InForce, edges_with_in_force, read_in_force
-from pipelines.min_risk import MinRiskSettings
-from pipelines.output_lock import hold_output
-from pipelines.publish import (
+from costlib_pipelines.in_force import InForce, edges_with_in_force, read_in_force
+from costlib_pipelines.min_risk import MinRiskSettings
+from costlib_pipelines.output_lock import hold_output
+from costlib_pipelines.publish import (
     Baseline,
     GuardSettings,
     Override,
@@ -68,7 +68,7 @@ from pipelines.publish import (
     guard_violations,
     read_baseline,
 )
-from pipelines.records import (
+from costlib_pipelines.records import (
     PN_CURVE_SCHEMA,
     operating_point_records,
     pn_curve_records,
@@ -76,22 +76,22 @@ from pipelines.records import (
     records_to_jsonl,
     records_to_table,
 )
-from pipelines.runner import make_pipeline, runner_name
-from pipelines.runs import (
+from costlib_pipelines.runner import make_pipeline, runner_name
+from costlib_pipelines.runs import (
     RunDirectory,
     check_accounting,
     latest_run_id,
     read_records,
     verified_accounting,
 )
-from pipelines.shards import (
+from costlib_pipelines.shards import (
     AssembleShardsFn,
     OptimizeGroupsFn,
     ShardBoundaries,
     WriteShardFn,
     optimize_parent,
 )
-from pipelines.transforms import (
+from costlib_pipelines.transforms import (
     AggregateBatches,
     OptimizeGroupFn,
     QuantileEdges,
@@ -285,11 +285,11 @@ def build_recalibrate(
     ``batches`` may be given instead of ``paths`` (a PCollection of
     ``(source, row_group, table)``, e.g. from a TestStream). Files are read in units of
     row-group ranges of about ``unit_rows`` rows, spread over workers
-    (:class:`~pipelines.transforms.ReadingUnits`; ``unit_rows=None``: whole files, one stage
+    (:class:`~costlib_pipelines.transforms.ReadingUnits`; ``unit_rows=None``: whole files, one stage
     less, for inputs no file of which would split). With ``publish`` (batch runs), the last
     stage writes the manifest and publishes the run (:class:`PublishRunFn`). ``in_force``:
     the thresholds in force, added to the edges and kept for thin groups as the config's
-    ``in_force`` section says (:mod:`pipelines.in_force`).
+    ``in_force`` section says (:mod:`costlib_pipelines.in_force`).
     """
     windowed = config.windowing is not None
     columns = needed_columns(config, windowed=windowed)
@@ -373,7 +373,7 @@ def optimize_and_write(summed, config: RunConfig, edges, run_dir: str, run_id: s
                        in_force: InForce | None = None):
     """Batch runs: optimise and write per group, records sharded by group range.
 
-    See :mod:`pipelines.shards`: the edges (a list, or the quantile edges' side input), the
+    See :mod:`costlib_pipelines.shards`: the edges (a list, or the quantile edges' side input), the
     all-groups result and the shard boundaries are side inputs; groups are optimised (with
     their fallback) and their records written by shard in parallel; the last step
     concatenates the shards into the run's record files. Returns a PCollection with one
@@ -419,20 +419,22 @@ def run_recalibrate(
     """Run the pipeline; batch runs publish themselves in their last stage (see the guard).
 
     ``max_threshold_change`` and ``min_rated`` override the config's ``publish`` section. When
-    the guard finds violations (see :mod:`pipelines.publish`) the run is complete but not
+    the guard finds violations (see :mod:`costlib_pipelines.publish`) the run is complete but not
     published: the manifest lists the violations, ``LATEST`` stays, and
-    :class:`~pipelines.publish.PublishRefused` is raised, unless ``override`` (who and why) is
+    :class:`~costlib_pipelines.publish.PublishRefused` is raised, unless ``override`` (who and
+    why) is
     given, which publishes and records it. A launch that only writes a job graph (Dataflow Flex
     Templates: ``--template_location``) returns at once; the job publishes itself when it ends.
     Windowed runs have no publish step: their files are upserted per window as panes fire.
 
     Before any input is read: the run id is checked, the runner must be known to Beam, and the
-    run takes ``output``'s lock (:mod:`pipelines.output_lock`: one run per output; also the
+    run takes ``output``'s lock (:mod:`costlib_pipelines.output_lock`: one run per output; also the
     check that the output is writable). ``progress`` receives a line per phase; ``unit_rows``
-    sizes the row-group ranges files are read in (:class:`~pipelines.transforms.ReadingUnits`).
+    sizes the row-group ranges files are read in
+    (:class:`~costlib_pipelines.transforms.ReadingUnits`).
 
     ``in_force``: where the thresholds in force are read (an operating points file, run or
-    output directory); default the output's published run (:mod:`pipelines.in_force`).
+    output directory); default the output's published run (:mod:`costlib_pipelines.in_force`).
     """
     say = progress or (lambda _message: None)
     windowed = config.windowing is not None
@@ -527,7 +529,8 @@ _US_PER_ARROW_UNIT = {"s": 1_000_000, "ms": 1000, "us": 1, "ns": 0.001}
 
 
 def _as_us(value: int, us_per_unit: float) -> int:
-    """A raw timestamp in microseconds, floored (as :mod:`pipelines.batches` floors them)."""
+    """A raw timestamp in microseconds, floored (as :mod:`costlib_pipelines.batches` floors
+    them)."""
     return value * int(us_per_unit) if us_per_unit >= 1 else value // round(1 / us_per_unit)
 
 

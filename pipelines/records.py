@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 
-import schemas
+import costlib_schemas
 
 __all__ = [
     "PN_CURVE_SCHEMA",
@@ -36,7 +36,7 @@ _TYPES = {
 @cache
 def arrow_schema(contract: str) -> pa.Schema:
     """Arrow schema of a record contract, e.g. ``arrow_schema("operating_point.json")``."""
-    fields = schemas.load(contract)["fields"]
+    fields = costlib_schemas.load(contract)["fields"]
     return pa.schema(
         [pa.field(f["name"], _TYPES[f["type"]], nullable=f["nullable"]) for f in fields]
     )
@@ -89,7 +89,7 @@ DEFAULT_POINT_SETTINGS: dict[str, Any] = {
 
 
 def point_settings(config) -> dict[str, Any]:
-    """The settings of a :class:`~pipelines.config.RunConfig` that records carry."""
+    """The settings of a :class:`~costlib_pipelines.config.RunConfig` that records carry."""
     return {"max_unrated_share": config.max_unrated_share, "objective": config.objective,
             "constraints": config.constraints}
 

@@ -30,7 +30,8 @@ command under the same ``OUTPUT/runs/`` whose ``finished_utc`` is earlier than t
 published or not (a run held by the publish guard is complete too).
 
 Windowed runs: each group is shown at the window ``costlib decide`` applies
-(:func:`applied_points`: by default its latest *complete* window, see :mod:`pipelines.decide`)
+(:func:`applied_points`: by default its latest *complete* window, see
+:mod:`costlib_pipelines.decide`)
 and that window's newest pane; a table lists every window of the run. The change from the
 previous run compares those thresholds.
 """
@@ -56,8 +57,8 @@ from matplotlib.ticker import MaxNLocator
 
 from costlib.target import Target
 from costlib.threshold_plots import _COLORS as METHOD_COLORS
-from pipelines.files import InputError, write_bytes_atomically
-from pipelines.runs import load_operating_points, read_manifest, read_records
+from costlib_pipelines.files import InputError, write_bytes_atomically
+from costlib_pipelines.runs import load_operating_points, read_manifest, read_records
 
 __all__ = [
     "RunData",
@@ -225,12 +226,12 @@ def applied_points(run: RunData) -> dict[Key, dict[str, Any]]:
 
     Batch runs: every record. Windowed runs: with ``decide.window: latest_complete`` (the
     default) a window counts when at most ``decide.max_uncovered_share`` of it lies outside the
-    event-time range the run read (:func:`pipelines.decide.uncovered_share`); each group is
+    event-time range the run read (:func:`costlib_pipelines.decide.uncovered_share`); each group is
     shown at its latest such window and that window's newest pane. A group with no complete
     window is shown at its latest window with ``window_complete`` False: ``decide`` gives it
     the all-groups thresholds instead. Without a recorded range every window counts.
     """
-    from pipelines.decide import uncovered_share
+    from costlib_pipelines.decide import uncovered_share
 
     settings = (run.manifest.get("config") or {}).get("decide") or {}
     time_range = run.manifest.get("event_time_range")
@@ -316,7 +317,7 @@ def _group_order(groups: Iterable[str]) -> list[str]:
 
 def _lattice_thresholds(manifest: Mapping[str, Any]) -> list[np.ndarray] | None:
     """Threshold value at every lattice index per classifier, when the edges are fixed."""
-    from pipelines.config import ConfigError, RunConfig
+    from costlib_pipelines.config import ConfigError, RunConfig
 
     try:
         edges = RunConfig.from_dict(manifest.get("config", {}), source="manifest").fixed_edges()

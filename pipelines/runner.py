@@ -16,7 +16,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from pipelines.flags import check_runner
+from costlib_pipelines.flags import check_runner
 
 __all__ = ["make_pipeline", "runner_name"]
 
@@ -26,7 +26,7 @@ def runner_name(beam_args: Sequence[str]) -> str:
 
     Raises
     ------
-    pipelines.flags.UsageError
+    costlib_pipelines.flags.UsageError
         An unknown ``--runner`` (before any input is read).
     """
     return check_runner(beam_args) or "FnApiRunner"

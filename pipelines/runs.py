@@ -30,9 +30,9 @@ from typing import Any
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.batches import REASONS, Plausibility, plausibility_violations
-from pipelines.config import RunConfig
-from pipelines.files import InputError, check_rows_read, write_bytes_atomically, write_json
+from costlib_pipelines.batches import REASONS, Plausibility, plausibility_violations
+from costlib_pipelines.config import RunConfig
+from costlib_pipelines.files import InputError, check_rows_read, write_bytes_atomically, write_json
 
 __all__ = [
     "MARKER",

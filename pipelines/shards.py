@@ -40,9 +40,9 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
 from costlib.recalibration import ALL_GROUPS, GroupResult, apply_fallback
-from pipelines.config import RunConfig
-from pipelines.files import parquet_bytes
-from pipelines.records import (
+from costlib_pipelines.config import RunConfig
+from costlib_pipelines.files import parquet_bytes
+from costlib_pipelines.records import (
     PN_CURVE_SCHEMA,
     arrow_schema,
     operating_point_records,
@@ -51,7 +51,7 @@ from pipelines.records import (
     records_to_jsonl,
     records_to_table,
 )
-from pipelines.transforms import optimize_one, split_grid_value
+from costlib_pipelines.transforms import optimize_one, split_grid_value
 
 __all__ = [
     "FLUSH_GROUPS",
@@ -145,7 +145,7 @@ class OptimizeGroupsFn(beam.DoFn):
     def __init__(self, config: RunConfig, run_id: str, flush_groups: int = FLUSH_GROUPS,
                  in_force=None):
         self.config = config
-        self.in_force = in_force  # pipelines.in_force.InForce, or None
+        self.in_force = in_force  # costlib_pipelines.in_force.InForce, or None
         self.run_id = run_id
         self.flush_groups = flush_groups
         self.settings = point_settings(config)
@@ -227,7 +227,7 @@ class WriteShardFn(beam.DoFn):
         self.run_dir = run_dir
 
     def process(self, element):
-        from pipelines.files import write_bytes_atomically, write_parquet
+        from costlib_pipelines.files import write_bytes_atomically, write_parquet
 
         shard, chunks = element
         chunks = list(chunks)

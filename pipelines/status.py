@@ -14,9 +14,9 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.files import InputError
-from pipelines.output_lock import read_lock
-from pipelines.runs import latest_run_id, list_runs
+from costlib_pipelines.files import InputError
+from costlib_pipelines.output_lock import read_lock
+from costlib_pipelines.runs import latest_run_id, list_runs
 
 __all__ = ["OutputStatus", "check_status"]
 

@@ -56,9 +56,9 @@ from costlib.grid import (
     sum_sparse,
 )
 from costlib.recalibration import ALL_GROUPS, optimize_group
-from pipelines.batches import PLAUSIBILITY, Plausibility, validate_batch
-from pipelines.config import ConfigError, RunConfig
-from pipelines.files import (
+from costlib_pipelines.batches import PLAUSIBILITY, Plausibility, validate_batch
+from costlib_pipelines.config import ConfigError, RunConfig
+from costlib_pipelines.files import (
     UNIT_ROWS,
     InputError,
     RowGroupRange,
@@ -66,7 +66,7 @@ from pipelines.files import (
     row_group_ranges,
     write_parquet,
 )
-from pipelines.min_risk import MinRiskSettings, cost_weighted
+from costlib_pipelines.min_risk import MinRiskSettings, cost_weighted
 
 __all__ = [
     "AggregateBatches",
@@ -106,7 +106,7 @@ def iter_batches(element, columns: list[str] | None):
 
 class SplitFilesFn(beam.DoFn):
     """A path -> its :class:`RowGroupRange` reading units (from the footer; see
-    :func:`pipelines.files.row_group_ranges`)."""
+    :func:`costlib_pipelines.files.row_group_ranges`)."""
 
     def __init__(self, target_rows: int = UNIT_ROWS):
         self.target_rows = target_rows
@@ -681,7 +681,7 @@ class OptimizeGroupFn(beam.DoFn):
         self.config = config
         settings = config.in_force
         use = settings["keep_when_insufficient"] or settings["min_gain_z"] is not None
-        self.in_force = in_force if use else None  # pipelines.in_force.InForce
+        self.in_force = in_force if use else None  # costlib_pipelines.in_force.InForce
 
     def process(self, element, edges=None, window=beam.DoFn.WindowParam,
                 pane=beam.DoFn.PaneInfoParam):

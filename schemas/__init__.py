@@ -6,7 +6,8 @@
 - ``run_config.schema.json``: JSON Schema of the YAML run configuration;
 - ``example_config.yaml``: a complete, valid run configuration.
 
-Load them with :func:`load`.
+Load them with :func:`load`. Installed as ``costlib_schemas`` (the repository keeps the
+directory ``schemas/``; see docs/install.md).
 """
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ from importlib import resources
 from typing import Any
 
 __all__ = ["load", "read_text"]
+
+if __name__ != "costlib_schemas":  # loaded under the directory's bare name (a checkout's root)
+    raise ImportError(
+        f"the schemas/ directory is the package costlib_schemas; import costlib_schemas, "
+        f"not {__name__}"
+    )
 
 
 def read_text(name: str) -> str:

@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 from costlib.grid import ThresholdGrid
 from costlib.recalibration import recalibrate_grids
 from costlib.sample import generate_score_stream
-from pipelines.config import RunConfig
-from pipelines.records import operating_point_records, point_settings
+from costlib_pipelines.config import RunConfig
+from costlib_pipelines.records import operating_point_records, point_settings
 
 CLASSIFIERS = ("text_model", "image_model")
 

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costlib.decoding import optimal_topk
-from pipelines.decide import (
+from costlib_pipelines.decide import (
     COMPACT_SCHEMA,
     PROBABILITY,
     decode_sets,

@@ -72,7 +72,7 @@ def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
 
 def recalibrate_parser() -> argparse.ArgumentParser:
     """The ``costlib recalibrate`` parser as the CLI builds it."""
-    from pipelines.cli import _subparser, build_parser
+    from costlib_pipelines.cli import _subparser, build_parser
 
     return _subparser(build_parser(), "recalibrate")
 
@@ -134,7 +134,7 @@ def parse_costlib(argv: list[str]) -> argparse.Namespace:
     Raises (failing the calling test) for an unknown costlib flag, an unknown Beam option or a
     runner Beam does not know.
     """
-    from pipelines.cli import parse_command_line
+    from costlib_pipelines.cli import parse_command_line
 
     assert Path(argv[0]).name == "costlib", argv
     return parse_command_line(argv[1:])
@@ -156,7 +156,9 @@ def test_sdk_image_installs_exactly_the_pinned_set_and_the_project():
     # Base: the official Beam SDK image of the pinned Beam, for the Python the project targets.
     froms = [args for kw, args in steps if kw == "FROM"]
     assert froms == [f"apache/beam_python3.11_sdk:{pins['apache-beam']}"]
-    assert f"apache-beam=={pins['apache-beam']}" in pyproject["project"]["dependencies"]
+    # Beam comes with the `pipelines` extra (the core install is the library only).
+    extra = pyproject["project"]["optional-dependencies"]["pipelines"]
+    assert f"apache-beam=={pins['apache-beam']}" in extra
     assert pyproject["project"]["requires-python"] == ">=3.11"
 
     # One pip install: the pinned file and the project, nothing else.
@@ -176,11 +178,13 @@ def test_sdk_image_installs_exactly_the_pinned_set_and_the_project():
                 copies[src] = dest
     assert copies["requirements/runtime.txt"] == f"{IMAGE_ROOT}/requirements/runtime.txt"
     assert copies["pyproject.toml"] == copies["README.md"] == f"{IMAGE_ROOT}/"
-    packages = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
-    for pattern in packages:
-        package = pattern.rstrip("*")
-        assert copies[package] == f"{IMAGE_ROOT}/{package}", package
-        assert (ROOT / package / "__init__.py").exists()
+    setuptools = pyproject["tool"]["setuptools"]
+    directories = {setuptools.get("package-dir", {}).get(name, name)
+                   for name in setuptools["packages"] if "." not in name}
+    assert directories == {"costlib", "pipelines", "schemas"}
+    for directory in directories:
+        assert copies[directory] == f"{IMAGE_ROOT}/{directory}", directory
+        assert (ROOT / directory / "__init__.py").exists()
     assert copies["deploy"] == f"{IMAGE_ROOT}/deploy"
     assert [args for kw, args in steps if kw == "ENTRYPOINT"] == ['["/opt/apache/beam/boot"]']
 
@@ -248,8 +252,9 @@ def test_pinned_set_and_project_install_into_a_fresh_venv_and_import(tmp_path):
     assert unpinned == {}, unpinned
 
     # Imported from the venv, not from the source tree (cwd is tmp_path).
-    probe = ("import pipelines.recalibrate, pipelines.decide, costlib, apache_beam; "
-             "print(pipelines.recalibrate.__file__); print(apache_beam.__version__)")
+    probe = ("import costlib_pipelines.recalibrate, costlib_pipelines.decide, costlib, "
+             "apache_beam; print(costlib_pipelines.recalibrate.__file__); "
+             "print(apache_beam.__version__)")
     out = subprocess.run([python, "-c", probe], check=True, timeout=300, cwd=tmp_path,
                          capture_output=True, text=True).stdout.split()
     assert out[0].startswith(str(venv)) and out[1] == runtime_pins()["apache-beam"]
@@ -274,7 +279,7 @@ def recalibrate_proto(beam_args, environment):
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from pipelines.recalibrate import build_recalibrate
+    from costlib_pipelines.recalibrate import build_recalibrate
 
     config = base_config()
     assert config.fixed_edges() is not None
@@ -529,7 +534,7 @@ def test_network_policy_admits_only_submitters_and_reaches_only_the_jobmanager()
 
 
 def test_cronjobs_fail_at_once_on_exit_2_and_3_and_never_overlap():
-    from pipelines.exit_codes import BAD_INPUT, HELD
+    from costlib_pipelines.exit_codes import BAD_INPUT, HELD
 
     for name, container_name in (("costlib-recalibration", "recalibrate"),
                                  ("costlib-status", "status")):
@@ -747,7 +752,7 @@ def test_every_command_line_in_deploy_parses_with_the_cli():
         except ValueError as exc:  # UsageError: unknown flag or runner
             pytest.fail(f"{label}: {shlex.join(argv)}: {exc}")
         if args.command == "recalibrate":
-            from pipelines.runs import RUN_ID_PATTERN
+            from costlib_pipelines.runs import RUN_ID_PATTERN
 
             assert args.run_id is None or re.fullmatch(RUN_ID_PATTERN, args.run_id), label
     dag = parse_costlib(lines["DAG recalibrate"])
@@ -761,7 +766,7 @@ def test_every_command_line_in_deploy_parses_with_the_cli():
 
 def test_the_command_line_check_catches_a_misspelt_flag():
     """The check above can fail: a misspelt costlib flag, Beam option or runner is refused."""
-    from pipelines.flags import UsageError
+    from costlib_pipelines.flags import UsageError
 
     good = ["costlib", "recalibrate", "--config=c", "--input=i", "--output=o"]
     parse_costlib(good)
@@ -820,7 +825,7 @@ def test_airflow_dag_tracks_the_dataflow_job_and_never_installs():
 
 
 def test_airflow_dag_fails_held_runs_without_retry_naming_the_manifest():
-    from pipelines.exit_codes import BAD_INPUT, HELD
+    from costlib_pipelines.exit_codes import BAD_INPUT, HELD
 
     ns = dag_namespace()
     assert (ns["BAD_INPUT"], ns["HELD_FOR_REVIEW"]) == (BAD_INPUT, HELD)
@@ -861,7 +866,7 @@ def test_airflow_dag_imports_when_airflow_is_installed():
 
 # ----------------------------------------------------- Flex Template metadata and the CLI
 def test_flex_template_parameters_are_the_cli_flags():
-    from pipelines.runs import RUN_ID_PATTERN
+    from costlib_pipelines.runs import RUN_ID_PATTERN
 
     entry = load_entrypoint()
     metadata = json.loads((DEPLOY / "dataflow/metadata.json").read_text())

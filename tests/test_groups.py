@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 from pipeline_data import base_config, direct_records, sample_frame, write_files
 
 from costlib.grid import SparseCounts, SparseGrid, ThresholdGrid, grouped_histograms, merge_sparse
-from pipelines import shards
-from pipelines.recalibrate import run_recalibrate
-from pipelines.records import records_to_jsonl
-from pipelines.shards import ShardBoundaries, shard_of
-from pipelines.transforms import SumGrids
+from costlib_pipelines import shards
+from costlib_pipelines.recalibrate import run_recalibrate
+from costlib_pipelines.records import records_to_jsonl
+from costlib_pipelines.shards import ShardBoundaries, shard_of
+from costlib_pipelines.transforms import SumGrids
 
 EDGES = (np.linspace(0.1, 0.9, 5), np.linspace(0.2, 0.8, 4))
 SHAPE = tuple(e.size + 1 for e in EDGES)

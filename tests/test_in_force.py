@@ -25,12 +25,12 @@ from costlib.move_evidence import move_evidence
 from costlib.operating_point import optimize, point_at
 from costlib.recalibration import ALL_GROUPS, optimize_group, recalibrate_grids
 from costlib.target import resolve_target
-from pipelines.cli import main
-from pipelines.config import ConfigError
-from pipelines.decide import read_decisions, run_decide
-from pipelines.in_force import InForce, edges_with_in_force
-from pipelines.recalibrate import run_recalibrate
-from pipelines.records import arrow_schema, records_to_table
+from costlib_pipelines.cli import main
+from costlib_pipelines.config import ConfigError
+from costlib_pipelines.decide import read_decisions, run_decide
+from costlib_pipelines.in_force import InForce, edges_with_in_force
+from costlib_pipelines.recalibrate import run_recalibrate
+from costlib_pipelines.records import arrow_schema, records_to_table
 
 START = (0.9, 0.9)  # not an edge of 24 uniform bins on [0, 1] (0.913 is the next one above)
 

@@ -120,10 +120,40 @@ def test_core_install_in_a_fresh_venv_is_the_library_without_beam(tmp_path):
     assert cli.stdout == ""
     assert cli.stderr.strip().splitlines() == [cli.stderr.strip()]
     assert "pip install 'costlib[pipelines]'" in cli.stderr and "apache-beam" in cli.stderr
-    probe = subprocess.run([python, "-c", "import pipelines.recalibrate"], capture_output=True,
-                           text=True, timeout=300, cwd=tmp_path)
+    probe = subprocess.run([python, "-c", "import costlib_pipelines.recalibrate"],
+                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert probe.returncode == 1
     assert probe.stderr.strip().splitlines()[-1].startswith("ImportError: ")
     assert "pip install 'costlib[pipelines]'" in probe.stderr
     print(f"\ncore install {installed - started:.1f} s, checks "
           f"{time.perf_counter() - installed:.1f} s")
+
+
+def test_every_package_directory_is_installed_under_its_mapped_name():
+    import tomllib
+
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapping = setuptools["package-dir"]
+    assert mapping == {"costlib_pipelines": "pipelines", "costlib_schemas": "schemas"}
+    directory_of = {**{name: name for name in ("costlib",)}, **mapping}
+    expected = set()
+    for name, directory in directory_of.items():
+        for init in sorted((ROOT / directory).rglob("__init__.py")):
+            if "__pycache__" in init.parts:
+                continue
+            rel = init.parent.relative_to(ROOT / directory)
+            expected.add(".".join((name, *rel.parts)))
+    # A new subpackage must be added to pyproject.toml, or it would be left out of the wheel.
+    assert set(setuptools["packages"]) == expected
+
+
+def test_the_repository_directories_cannot_be_imported_under_their_own_names():
+    import tomllib
+
+    mapping = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-dir"]
+    for installed, bare in mapping.items():  # e.g. costlib_pipelines <- pipelines/
+        result = subprocess.run([sys.executable, "-c", f"import {bare}"], cwd=ROOT,
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 1
+        assert f"import {installed}" in result.stderr.strip().splitlines()[-1]

@@ -18,8 +18,8 @@ from test_pipeline_decide import (
 )
 
 from costlib.audit_sampling import AuditDesign, audit_sample
-from pipelines.cli import main
-from pipelines.decide import read_decisions
+from costlib_pipelines.cli import main
+from costlib_pipelines.decide import read_decisions
 
 AUDIT = {"enabled": True, "floor": 0.05, "budget_share": 0.2,
          "strata": {"edges": [0.3, 0.6], "weights": [0.5, 1.0, 4.0]}}

@@ -28,12 +28,12 @@ from pipeline_data import (
 )
 
 from costlib.grid import ThresholdGrid, grouped_histograms
-from pipelines.cli import main
-from pipelines.decide import read_decisions, select_operating_points
-from pipelines.files import InputError
-from pipelines.recalibrate import run_recalibrate
-from pipelines.report import write_report
-from pipelines.transforms import SumGrids
+from costlib_pipelines.cli import main
+from costlib_pipelines.decide import read_decisions, select_operating_points
+from costlib_pipelines.files import InputError
+from costlib_pipelines.recalibrate import run_recalibrate
+from costlib_pipelines.report import write_report
+from costlib_pipelines.transforms import SumGrids
 
 #: A low target: the unrestricted optimum of two groups lies below the rating floor (0.5).
 LOW_TARGET = {"marginal_precision": 0.05}

@@ -12,8 +12,8 @@ from pipeline_data import (
 )
 
 from costlib.edges import fine_histogram, quantile_edges_from_histogram
-from pipelines.recalibrate import run_recalibrate
-from pipelines.runs import MARKER, load_operating_points
+from costlib_pipelines.recalibrate import run_recalibrate
+from costlib_pipelines.runs import MARKER, load_operating_points
 
 
 @pytest.fixture(scope="module")

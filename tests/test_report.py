@@ -23,10 +23,10 @@ import pytest
 from pipeline_data import base_config
 
 from costlib.sample import generate_score_stream, write_score_stream
-from pipelines.cli import main
-from pipelines.files import InputError
-from pipelines.recalibrate import run_recalibrate
-from pipelines.report import (
+from costlib_pipelines.cli import main
+from costlib_pipelines.files import InputError
+from costlib_pipelines.recalibrate import run_recalibrate
+from costlib_pipelines.report import (
     applied_points,
     build_report,
     latest_points,
@@ -363,7 +363,7 @@ def test_screenshot_of_the_report_is_not_blank(report, tmp_path):
 
 
 def test_run_held_by_the_publish_guard_says_so(tmp_path):
-    from pipelines.publish import PublishRefused
+    from costlib_pipelines.publish import PublishRefused
 
     output = tmp_path / "out"
     write_score_stream(_stream(4, n=8000), str(tmp_path / "in"), n_files=1)

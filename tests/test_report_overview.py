@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 from test_report import _browse, _chromium, _errors
 
-import pipelines.report as report
-from pipelines.cli import main
-from pipelines.files import InputError
+import costlib_pipelines.report as report
+from costlib_pipelines.cli import main
+from costlib_pipelines.files import InputError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
 from bench_report import make_runs, template_runs

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from pipelines.commands.arguments import integer_in, number_in
+from costlib_pipelines.commands.arguments import integer_in, number_in
 
 PASSES_BEAM_ARGS = True
 
@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace):
-    from pipelines.config import RunConfig
+    from costlib_pipelines.config import RunConfig
 
     return RunConfig.from_dict({
         "columns": {"weight": "weight", "probability": "probability", "set_id": "set_id"},
@@ -65,8 +65,8 @@ def run(args: argparse.Namespace) -> int:
 
     from costlib.sample import generate_score_stream, write_score_stream
     from costlib.text_table import format_table
-    from pipelines.decide import run_decide
-    from pipelines.recalibrate import run_recalibrate
+    from costlib_pipelines.decide import run_decide
+    from costlib_pipelines.recalibrate import run_recalibrate
 
     out = Path(args.output)
     _claim_output(out)
@@ -117,7 +117,7 @@ DEMO_MARKER = ".costlib-demo"
 
 def _claim_output(out) -> None:
     """Refuse a non-empty directory the demo did not create (its files would be overwritten)."""
-    from pipelines.files import InputError
+    from costlib_pipelines.files import InputError
 
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a directory")

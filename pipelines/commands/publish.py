@@ -20,8 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.output_lock import hold_output
-    from pipelines.publish import publish_run
+    from costlib_pipelines.output_lock import hold_output
+    from costlib_pipelines.publish import publish_run
 
     with hold_output(args.output, run_id=args.run_id, command="publish"):
         manifest = publish_run(args.output, args.run_id, by=args.by, reason=args.reason)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from pipelines.commands.arguments import number_in
+from costlib_pipelines.commands.arguments import number_in
 
 PASSES_BEAM_ARGS = True
 
@@ -65,11 +65,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.config import load_config
-    from pipelines.flags import UsageError
-    from pipelines.progress import Progress
-    from pipelines.publish import Override
-    from pipelines.recalibrate import run_recalibrate
+    from costlib_pipelines.config import load_config
+    from costlib_pipelines.flags import UsageError
+    from costlib_pipelines.progress import Progress
+    from costlib_pipelines.publish import Override
+    from costlib_pipelines.recalibrate import run_recalibrate
 
     override = None
     if args.override_guard:

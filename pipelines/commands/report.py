@@ -3,8 +3,8 @@ HTML report of a recalibration run.
 
 ``DIR`` is a run directory (``OUTPUT/runs/<run_id>``) or a recalibrate output directory (its
 ``LATEST`` run). The report goes to ``DIR/report.html`` unless ``--out`` says otherwise; see
-:mod:`pipelines.report` for what it shows. With more than
-:data:`pipelines.report.MAX_DETAILED_GROUPS` groups only the groups that need a look get a
+:mod:`costlib_pipelines.report` for what it shows. With more than
+:data:`costlib_pipelines.report.MAX_DETAILED_GROUPS` groups only the groups that need a look get a
 section (changed, fell back, coverage-limited or infeasible, held) plus those named by
 ``--groups``; ``--all-groups`` gives every group its section.
 """
@@ -35,10 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Write the report and print where; returns 0.
 
-    A missing path or an incomplete run raises ``InputError`` (``pipelines.cli.main`` prints it
+    A missing path or an incomplete run raises ``InputError``
+    (``costlib_pipelines.cli.main`` prints it
     in one line and returns 2).
     """
-    from pipelines.report import write_report
+    from costlib_pipelines.report import write_report
 
     groups = [g.strip() for g in args.groups.split(",") if g.strip()]
     path = write_report(args.run, args.out, groups=groups, all_details=args.all_groups)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from pipelines.commands.arguments import number_in
-from pipelines.exit_codes import HELD, OK
+from costlib_pipelines.commands.arguments import number_in
+from costlib_pipelines.exit_codes import HELD, OK
 
 #: Beam flags (e.g. ``--impersonate_service_account``) set the output filesystem's credentials.
 PASSES_BEAM_ARGS = True
@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the status; 0 healthy, 3 held/stale/broken (``InputError``: exit 2)."""
-    from pipelines.status import check_status
+    from costlib_pipelines.status import check_status
 
     status = check_status(args.output, max_age_hours=args.max_age_hours)
     if args.json:

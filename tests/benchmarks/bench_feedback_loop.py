@@ -53,12 +53,12 @@ from costlib.audit_plots import plot_audit_pn_curves
 from costlib.grid import ThresholdGrid
 from costlib.operating_point import optimize
 from costlib.target import resolve_target
-from pipelines.config import RunConfig
-from pipelines.decide import read_decisions, run_decide
-from pipelines.publish import PublishRefused
-from pipelines.recalibrate import run_recalibrate
-from pipelines.records import arrow_schema, records_to_table
-from pipelines.runs import latest_run_id, load_operating_points
+from costlib_pipelines.config import RunConfig
+from costlib_pipelines.decide import read_decisions, run_decide
+from costlib_pipelines.publish import PublishRefused
+from costlib_pipelines.recalibrate import run_recalibrate
+from costlib_pipelines.records import arrow_schema, records_to_table
+from costlib_pipelines.runs import latest_run_id, load_operating_points
 
 CLASSIFIERS = ("text_model", "image_model")
 GROUPS = ("market_a", "market_b", "market_c")

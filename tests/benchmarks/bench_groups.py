@@ -76,7 +76,7 @@ def write_data(path: Path, n_groups: int, rows_per_group: int, seed: int = 0,
 def run_cli(code_root: Path, config: Path, data: Path, output: Path) -> tuple[int, float, float]:
     """(exit code, peak RSS in MB, seconds) of ``costlib recalibrate`` from ``code_root``."""
     env = dict(os.environ, PYTHONPATH=str(code_root))
-    cli = [sys.executable, "-c", "from pipelines.cli import main; raise SystemExit(main())",
+    cli = [sys.executable, "-c", "from costlib_pipelines.cli import main; raise SystemExit(main())",
            "recalibrate", "--config", str(config), "--input", str(data),
            "--output", str(output)]
     out = subprocess.run([sys.executable, "-c", WRAPPER, *cli], env=env, cwd=code_root,
@@ -112,9 +112,9 @@ def shuffle_bytes(work: Path) -> None:
     from bench_recalibrate import CONFIG as RECALIBRATE_CONFIG
     from bench_recalibrate import write_data as write_stream
 
-    from pipelines.batches import validate_batch
-    from pipelines.config import RunConfig
-    from pipelines.transforms import AggregateBatchesFn, SumGrids
+    from costlib_pipelines.batches import validate_batch
+    from costlib_pipelines.config import RunConfig
+    from costlib_pipelines.transforms import AggregateBatchesFn, SumGrids
 
     coder = coders.FastPrimitivesCoder()
     write_stream(work, 1_000_000, 100, n_files=4)

@@ -37,10 +37,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from machine import describe
 
 from costlib.grid import grouped_histograms, sum_sparse
-from pipelines.batches import validate_batch
-from pipelines.config import RunConfig
-from pipelines.files import read_row_groups
-from pipelines.recalibrate import run_recalibrate
+from costlib_pipelines.batches import validate_batch
+from costlib_pipelines.config import RunConfig
+from costlib_pipelines.files import read_row_groups
+from costlib_pipelines.recalibrate import run_recalibrate
 
 
 def write_data(directory: Path, n_rows: int, n_groups: int, n_files: int, seed: int = 0) -> None:
@@ -134,8 +134,8 @@ def _peer_run(peer: Path, data: Path, out: Path, beam_args) -> float:
     import os
     import subprocess
 
-    code = ("import json, sys; from pipelines.config import RunConfig; "
-            "from pipelines.recalibrate import run_recalibrate; import time; "
+    code = ("import json, sys; from costlib_pipelines.config import RunConfig; "
+            "from costlib_pipelines.recalibrate import run_recalibrate; import time; "
             "c = RunConfig.from_dict(json.loads(sys.argv[1])); t = time.perf_counter(); "
             "run_recalibrate(c, sys.argv[2], sys.argv[3], sys.argv[4:]); "
             "print(time.perf_counter() - t)")

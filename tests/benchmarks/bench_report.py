@@ -43,7 +43,7 @@ def template_runs(directory: Path) -> Path:
     from pipeline_data import base_config
 
     from costlib.sample import generate_score_stream, write_score_stream
-    from pipelines.recalibrate import run_recalibrate
+    from costlib_pipelines.recalibrate import run_recalibrate
 
     output = directory / "template"
     for seed, name in ((0, "run-1"), (1, "run-2")):
@@ -129,7 +129,7 @@ def main() -> None:
     parser.add_argument("--old-max", type=int, default=100,
                         help="time the old module only up to this many groups")
     args = parser.parse_args()
-    from pipelines.report import write_report
+    from costlib_pipelines.report import write_report
 
     print(f"machine: {describe()}; load average at start "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
