@@ -160,24 +160,12 @@ def apply_fallback(
             and parent is not None
             and parent.status == "ok"
         ):
-            res = GroupResult(
-                group=name,
-                status="fallback",
-                rated_positives=res.rated_positives,
-                rated_negatives=res.rated_negatives,
-                points=dict(parent.points),
-                intervals=dict(parent.intervals),
-                fallback_group=ALL_GROUPS,
-            )
+            res = replace(res, status="fallback", points=dict(parent.points),
+                          intervals=dict(parent.intervals), fallback_group=ALL_GROUPS,
+                          in_force=None)
         elif res.status == "insufficient_data" and res.in_force is not None:
-            res = GroupResult(
-                group=name,
-                status="kept",
-                rated_positives=res.rated_positives,
-                rated_negatives=res.rated_negatives,
-                points=dict(res.in_force),
-                intervals=dict.fromkeys(res.in_force),
-            )
+            res = replace(res, status="kept", points=dict(res.in_force),
+                          intervals=dict.fromkeys(res.in_force), in_force=None)
         out[name] = res
     return out
 
