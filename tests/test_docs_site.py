@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import shutil
 import subprocess
 import sys
 import threading
@@ -14,15 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from browser import browse, chromium, page_errors
 
 pytest.importorskip("mkdocs")
 pytest.importorskip("mkdocstrings")
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM_FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-)
 QUIET = {"NO_MKDOCS_2_WARNING": "1"}
 
 
@@ -80,50 +76,29 @@ def test_strict_build_fails_on_a_reference_to_a_missing_name(tmp_path):
     assert "no_such_function" in result.stderr
 
 
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    pytest.skip("chromium is not installed (apt-get install chromium; .ci/run installs it)")
-
-
-def _browse(binary: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr",
-         "--v=0", *args],
-        capture_output=True, text=True, timeout=180, check=False,
-    )
-
-
-def _errors(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines()
-            if "Uncaught" in line or "Failed to load" in line]
-
-
 @pytest.mark.parametrize(("path", "texts"), [
     ("/", ("Where to start", "Optimal top-k decoding", "TunedThresholdClassifierCV")),
     ("/api/estimators/", ("benefit_scorer", "HierarchicalCostSensitiveClassifier",
                           "TunedThresholdClassifierCV")),
 ])
 def test_pages_render_in_chromium(served, tmp_path, path, texts):
-    binary = _chromium()
-    result = _browse(binary, tmp_path / "profile-dom", "--dump-dom", served + path)
+    binary = chromium()
+    result = browse(binary, tmp_path / "profile-dom", "--dump-dom", served + path)
     assert result.returncode == 0, result.stderr[-2000:]
     for text in texts:
         assert text in result.stdout, text
     # Material's scripts ran: the header and the search box were built in the DOM.
     assert 'class="md-header' in result.stdout and "md-search" in result.stdout
-    assert _errors(result.stderr) == []
+    assert page_errors(result.stderr) == []
 
 
 @pytest.mark.parametrize("path", ["/", "/api/estimators/"])
 def test_screenshots_are_not_blank(served, tmp_path, path):
     from PIL import Image
 
-    binary = _chromium()
+    binary = chromium()
     shot = tmp_path / "page.png"
-    result = _browse(binary, tmp_path / "profile-shot", f"--screenshot={shot}",
+    result = browse(binary, tmp_path / "profile-shot", f"--screenshot={shot}",
                      "--window-size=1280,1600", served + path)
     assert result.returncode == 0 and shot.exists(), result.stderr[-2000:]
     image = np.asarray(Image.open(shot).convert("RGB"), dtype=int)
@@ -136,4 +111,4 @@ def test_screenshots_are_not_blank(served, tmp_path, path):
     dark = (body.max(axis=2) < 100).mean()
     light = (body.min(axis=2) > 200).mean()
     assert dark > 0.005 and light > 0.5, (dark, light)
-    assert _errors(result.stderr) == []
+    assert page_errors(result.stderr) == []

@@ -13,13 +13,13 @@ import json
 import math
 import re
 import shutil
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from browser import browse, chromium, page_errors
 from pipeline_data import base_config
 
 from costlib.sample import generate_score_stream, write_score_stream
@@ -38,10 +38,6 @@ from costlib_pipelines.report import (
 
 TINY = 'tiny <market> & "co"'  # falls back (no rated positives); escaping must hold
 GROUPS = ("market_a", "market_b", "market_c", TINY, "__all__")
-CHROMIUM_FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-)
 PROBE = (
     '<script>window.addEventListener("load", () => {'
     " const images = [...document.images];"
@@ -224,14 +220,14 @@ def test_images_are_embedded_png_data_uris(report):
                                              "import("))
 
 
-def test_incomplete_run_and_bad_path_are_errors(batch, tmp_path):
+def test_incomplete_run_and_bad_path_arepage_errors(batch, tmp_path):
     with pytest.raises(InputError, match="incomplete"):
         write_report(str(batch["runs"] / "run-3-incomplete"))
     with pytest.raises(InputError, match="not found"):
         write_report(str(tmp_path / "nowhere"))
 
 
-def test_cli_writes_the_report_and_exits_2_on_errors(batch, tmp_path, capsys):
+def test_cli_writes_the_report_and_exits_2_onpage_errors(batch, tmp_path, capsys):
     out = tmp_path / "sub" / "r.html"
     assert main(["report", "--run", str(batch["output"]), "--out", str(out)]) == 0  # LATEST
     assert "run run-2" in out.read_text() and f"wrote {out}" in capsys.readouterr().out
@@ -284,61 +280,40 @@ def test_one_classifier_and_insufficient_data(tmp_path):
 # --------------------------------------------------------------------------- Chromium
 
 
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    pytest.skip("chromium is not installed (apt-get install chromium; .ci/run installs it)")
-
-
-def _browse(binary: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr",
-         "--v=0", *args],
-        capture_output=True, text=True, timeout=180, check=False,
-    )
-
-
-def _errors(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines()
-            if "Uncaught" in line or "Failed to load" in line]
-
-
 def _probe(binary: str, tmp_path: Path, text: str, name: str):
     page = tmp_path / f"{name}.html"
     page.write_text(text.replace("</body>", PROBE + "</body>"))
-    result = _browse(binary, tmp_path / f"profile-{name}", "--dump-dom", page.as_uri())
+    result = browse(binary, tmp_path / f"profile-{name}", "--dump-dom", page.as_uri())
     assert result.returncode == 0, result.stderr[-2000:]
     return result
 
 
 def test_report_renders_in_chromium_with_every_group_and_image(report, tmp_path):
-    binary = _chromium()
+    binary = chromium()
     result = _probe(binary, tmp_path, report["html"], "probe")
     count = len(report["parsed"].images)
     assert f"<title>IMAGES-OK {count}</title>" in result.stdout
     for group in GROUPS:
         assert html.escape(group, quote=False) in result.stdout
-    assert _errors(result.stderr) == []
+    assert page_errors(result.stderr) == []
 
 
 def test_the_browser_check_fails_on_a_broken_page(report, tmp_path):
-    binary = _chromium()
+    binary = chromium()
     broken = report["html"].replace(
         "</body>", '<img src="missing.png"><script>notDefined();</script></body>')
     result = _probe(binary, tmp_path, broken, "broken")
     assert "IMAGES-BROKEN" in result.stdout
-    assert any("Uncaught" in line for line in _errors(result.stderr))
+    assert any("Uncaught" in line for line in page_errors(result.stderr))
 
 
 def _screenshot(binary: str, page: Path, profile: Path, shot: Path):
     from PIL import Image
 
-    result = _browse(binary, profile, f"--screenshot={shot}", "--window-size=1280,2600",
+    result = browse(binary, profile, f"--screenshot={shot}", "--window-size=1280,2600",
                      page.as_uri())
     assert result.returncode == 0 and shot.exists(), result.stderr[-2000:]
-    assert _errors(result.stderr) == []
+    assert page_errors(result.stderr) == []
     image = Image.open(shot).convert("RGB")
     assert image.size == (1280, 2600)
     band = np.asarray(image.crop((0, 1300, 1280, 2600)), dtype=int)
@@ -347,7 +322,7 @@ def _screenshot(binary: str, page: Path, profile: Path, shot: Path):
 
 
 def test_screenshot_of_the_report_is_not_blank(report, tmp_path):
-    binary = _chromium()
+    binary = chromium()
     # the same page with every image emptied is the baseline: text, badges, links
     blank = tmp_path / "blank.html"
     blank.write_text(re.sub(r'src="data:image/png;base64,[^"]*"', 'src=""', report["html"]))

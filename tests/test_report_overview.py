@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from test_report import _browse, _chromium, _errors
+from browser import browse, chromium, page_errors
 
 import costlib_pipelines.report as report
 from costlib_pipelines.cli import main
@@ -130,14 +130,14 @@ PROBE = """<script>window.addEventListener("load", () => {
 
 
 def test_search_and_sort_work_in_chromium(template, tmp_path):
-    binary = _chromium()
+    binary = chromium()
     run = make_runs(template, tmp_path / "browse", 40, seed=6, changed_share=0.0)
     page = tmp_path / "page.html"
     report.write_report(str(run), str(page))
     page.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
-    result = _browse(binary, tmp_path / "profile", "--dump-dom", page.as_uri())
+    result = browse(binary, tmp_path / "profile", "--dump-dom", page.as_uri())
     assert result.returncode == 0, result.stderr[-2000:]
-    assert _errors(result.stderr) == []
+    assert page_errors(result.stderr) == []
     found = re.search(r"<title>RESULT (.*?)</title>", result.stdout)
     assert found, result.stdout[:2000]
     import html
