@@ -7,13 +7,14 @@ matplotlib, which comes with the ``plots`` extra (and with ``pipelines``).
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["MissingExtraError", "new_figure", "require"]
+__all__ = ["MissingExtraError", "new_figure", "require", "save_figure"]
 
 
 class MissingExtraError(ImportError):
@@ -47,4 +48,13 @@ def new_figure(**kwargs: Any) -> Figure:
     agg = require("matplotlib.backends.backend_agg", "plots", "Plotting")
     fig: Figure = figure_module.Figure(**kwargs)
     agg.FigureCanvasAgg(fig)
+    return fig
+
+
+def save_figure(fig: Figure, path: str | Path | None, dpi: int = 110) -> Figure:
+    """Save ``fig`` to ``path`` (format from the extension; parent directories created) unless
+    ``path`` is None; return it."""
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=dpi, bbox_inches="tight")
     return fig

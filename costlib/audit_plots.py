@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from costlib._optional import new_figure
+from costlib._optional import new_figure, save_figure
 from costlib.grid import ThresholdGrid
-from costlib.operating_point import OperatingPoint, optimize
+from costlib.operating_point import OperatingPoint, optimize, point_at
 from costlib.target import Target
 
 if TYPE_CHECKING:
@@ -87,11 +87,8 @@ def plot_audit_pn_curves(
             ax.plot(xs, point.tp + target.slope * (xs - point.fp), color=color, lw=0.7,
                     ls=":")
             if in_force is not None:
-                grid = grids[label]
-                index = tuple(int(np.searchsorted(c, t))
-                              for c, t in zip(grid.thresholds, in_force, strict=True))
-                tp, fp = grid.counts(rule)
-                ax.plot([fp[index]], [tp[index]], "s", color=color, mfc="white", ms=7,
+                current = point_at(grids[label], in_force, target=target, rule=rule)
+                ax.plot([current.fp], [current.tp], "s", color=color, mfc="white", ms=7,
                         label=f"{label}: thresholds in force")
         visible = [p.curve_tp[p.curve_fp <= limit] for p in points.values()]
         low = min(float(np.min(v)) for v in visible if v.size)
@@ -108,7 +105,4 @@ def plot_audit_pn_curves(
             ax.set_title(f"zoom; dotted: slope r = {target.slope:.3g} through each optimum "
                          f"(marginal precision {target.marginal_precision:.3g})", fontsize=9)
             ax.legend(fontsize=7, loc="lower right")
-    if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-    return fig
+    return save_figure(fig, path)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from costlib._optional import new_figure
+from costlib._optional import new_figure, save_figure
 from costlib.grid import ThresholdGrid
 from costlib.operating_point import OperatingPoint
 from costlib.target import Target
@@ -34,13 +34,6 @@ def _as_mapping(
     if isinstance(points, Mapping):
         return dict(points)
     return {p.method: p for p in points}
-
-
-def _save(fig: Figure, path: str | Path | None) -> Figure:
-    if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-    return fig
 
 
 @dataclass(frozen=True)
@@ -131,7 +124,7 @@ def draw_pn_curves(
         else:
             ax.set_title("zoom around the chosen points")
             ax.legend(fontsize=7, loc="lower right")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_threshold_surfaces(
@@ -163,7 +156,7 @@ def plot_threshold_surfaces(
         ax.set_xlabel(f"threshold index of {names[0]} (last = off)")
         ax.set_yscale("symlog")
         ax.legend(fontsize=8)
-        return _save(fig, path)
+        return save_figure(fig, path)
     a, b = axes
     if a == b or not (0 <= a < grid.k and 0 <= b < grid.k):
         raise ValueError(f"axes must name two different classifiers of {grid.k}, got {axes!r}")
@@ -200,7 +193,7 @@ def plot_threshold_surfaces(
         ax.set_title(f"{label} (rule '{first.rule}')")
         if panel == 0:
             ax.legend(fontsize=7, loc="lower left")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _fmt(value: float) -> str:

@@ -449,9 +449,10 @@ def run_recalibrate(
         time_range = event_time_range(paths, config.columns["event_time"]) if windowed else None
         baseline = read_baseline(output)  # before prepare(): a re-run replaces its directory
         thresholds_in_force, in_force_entry = read_in_force(config, in_force, baseline, output)
-        if config.fixed_edges() is not None:
-            in_force_entry["edges_added"] = edges_with_in_force(
-                config.fixed_edges(), thresholds_in_force, config)[1]
+        fixed = config.fixed_edges()
+        if fixed is not None:  # quantile edges get theirs in the pipeline
+            in_force_entry["edges_added"] = edges_with_in_force(fixed, thresholds_in_force,
+                                                                config)[1]
         spec = PublishSpec(
             output=run.output,
             run_id=run.run_id,

@@ -108,21 +108,11 @@ def shard_of(boundaries: Sequence[str], group: str) -> int:
     return bisect.bisect_right(boundaries, group)
 
 
-def in_force_of(in_force, config: RunConfig, group: str):
-    """The group's thresholds in force when the config uses them (as ``OptimizeGroupFn``)."""
-    settings = config.in_force
-    if in_force is None or not (settings["keep_when_insufficient"]
-                                or settings["min_gain_z"] is not None):
-        return None
-    return in_force.get(group)
-
-
 def optimize_parent(element, config: RunConfig, edges, in_force=None) -> GroupResult | None:
     """The all-groups result (the fallback parent), or None when it has no rated row."""
     group, value = element
     grid, boot = split_grid_value(value)
-    return None if grid is None else optimize_one(config, group, grid, boot, edges,
-                                                  in_force_of(in_force, config, group))
+    return None if grid is None else optimize_one(config, group, grid, boot, edges, in_force)
 
 
 def _table_bytes(table: pa.Table) -> bytes:
@@ -162,8 +152,7 @@ class OptimizeGroupsFn(beam.DoFn):
             grid, boot = split_grid_value(value)
             if grid is None:  # only unrated rows: no operating point
                 return
-            result = optimize_one(self.config, group, grid, boot, edges,
-                                  in_force_of(self.in_force, self.config, group))
+            result = optimize_one(self.config, group, grid, boot, edges, self.in_force)
         if result is None:
             return
         if parent is not None:

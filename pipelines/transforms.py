@@ -679,9 +679,7 @@ class OptimizeGroupFn(beam.DoFn):
 
     def __init__(self, config: RunConfig, in_force=None):
         self.config = config
-        settings = config.in_force
-        use = settings["keep_when_insufficient"] or settings["min_gain_z"] is not None
-        self.in_force = in_force if use else None  # costlib_pipelines.in_force.InForce
+        self.in_force = in_force  # costlib_pipelines.in_force.InForce, or None
 
     def process(self, element, edges=None, window=beam.DoFn.WindowParam,
                 pane=beam.DoFn.PaneInfoParam):
@@ -689,8 +687,7 @@ class OptimizeGroupFn(beam.DoFn):
         grid, boot = split_grid_value(value)
         if grid is None:  # only unrated rows: no operating point (as for a group without rows)
             return
-        in_force = None if self.in_force is None else self.in_force.get(group)
-        result = optimize_one(self.config, group, grid, boot, edges, in_force)
+        result = optimize_one(self.config, group, grid, boot, edges, self.in_force)
         pane_index = 0 if pane is None else int(pane.index)
         yield "results", (result, pane_index)
 
@@ -707,7 +704,9 @@ def split_grid_value(value):
 def optimize_one(config: RunConfig, group: str, grid, boot=None, edges=None, in_force=None):
     """One group's :class:`~costlib.recalibration.GroupResult`; a compact grid is made dense
     here (with ``edges`` when it carries only its lattice shape), so a worker holds one
-    group's dense lattice at a time. ``in_force``: the group's thresholds in force, if used."""
+    group's dense lattice at a time. ``in_force``: the run's thresholds in force
+    (:class:`~costlib_pipelines.in_force.InForce`, or None); the config's ``in_force`` section
+    says whether :func:`~costlib.recalibration.optimize_group` keeps or weighs them."""
     if isinstance(grid, SparseGrid):
         if edges is not None and _is_shape(grid.edges):
             grid = grid.with_edges(edges)
@@ -716,7 +715,8 @@ def optimize_one(config: RunConfig, group: str, grid, boot=None, edges=None, in_
         group, grid, methods=config.methods, target=config.target, rule=config.rule,
         min_positives=config.min_positives, min_negatives=config.min_negatives,
         bootstrap=boot, level=config.bootstrap["level"], options=config.optimize_options,
-        in_force=in_force, min_gain_z=config.in_force["min_gain_z"],
+        in_force=None if in_force is None else in_force.get(group),
+        min_gain_z=config.in_force["min_gain_z"],
         keep_when_insufficient=config.in_force["keep_when_insufficient"],
     )
 
