@@ -329,6 +329,16 @@ def _curves_of(run: RunData, point: Mapping[str, Any],
     return index.get((point["group"], point["method"], point["window_start"]))
 
 
+def group_figures(run: RunData, methods: Sequence[str]) -> GroupFigures:
+    """The figures of the run's group sections: the methods' curve kinds, the lattice (fixed
+    edges) and the largest lattice index of any curve (quantile edges)."""
+    kinds: dict[str, str] = {}
+    for curve in run.curves:
+        kinds.setdefault(curve["method"], curve["curve_kind"])
+    return GroupFigures(methods, kinds, run.classifiers, _lattice_thresholds(run.manifest),
+                        _path_extent(run.curves, len(run.classifiers)))
+
+
 def _path_extent(curves: Iterable[Mapping[str, Any]], k: int) -> tuple[int, ...] | None:
     """The largest lattice index per classifier over every curve's path (None for none)."""
     extent = np.full(k, -1)
@@ -1075,11 +1085,7 @@ def build_report(run: RunData, previous: RunData | None, *, groups: Iterable[str
     position = {g: i for i, g in enumerate(names)}
     anchors = {g: f"group-{position[g]}" for g in detailed}
     index = _curve_index(run)
-    kinds: dict[str, str] = {}
-    for curve in run.curves:
-        kinds.setdefault(curve["method"], curve["curve_kind"])
-    drawer = GroupFigures(methods, kinds, run.classifiers, _lattice_thresholds(run.manifest),
-                          _path_extent(run.curves, len(run.classifiers)))
+    drawer = group_figures(run, methods)
     order = {m: i for i, m in enumerate(methods)}
     by_group: dict[str, list[Mapping[str, Any]]] = {}
     for (group, _), point in points.items():

@@ -77,11 +77,10 @@ def nice_ceiling(value: float, ladder: Sequence[float] = LADDER) -> float:
     if value >= 1:
         return 1.0
     exponent = math.floor(math.log10(value))
-    for e in (exponent, exponent + 1):
+    for e in (exponent - 1, exponent, exponent + 1):  # log10 may be off by one near powers
         for m in ladder:
-            # round: 10**-2 * 5 is 0.05000000000000001 in binary
-            candidate = round(m * 10.0 ** e, 12)
-            if candidate >= value * (1 - 1e-12):
+            candidate = float(f"{m:g}e{e}")  # the double nearest the decimal m * 10**e
+            if candidate >= value:
                 return min(candidate, 1.0)
     return 1.0
 
@@ -184,7 +183,7 @@ class GroupFigures:
         self.lattice = lattice
         self.extent = extent
         self.last_view: PNView | None = None
-        self.pn = Figure(figsize=(11, 4.2))
+        self.pn = Figure(figsize=(11, 4.25))  # whole pixels at DPI
         self.pn.subplots_adjust(**PN_MARGINS)
         self.pn_axes = self.pn.subplots(1, 2)
         self.curve_lines: dict[tuple[int, str], Line2D] = {}
@@ -232,7 +231,7 @@ class GroupFigures:
             self._make_paths(kinds, classifiers)
 
     def _make_paths(self, kinds: Mapping[str, str], classifiers: Sequence[str]) -> None:
-        self.paths = Figure(figsize=(9.5, 5.4))
+        self.paths = Figure(figsize=(9.5, 5.5))  # whole pixels at DPI
         self.paths.subplots_adjust(**PATH_MARGINS)
         ax = self.path_ax = self.paths.add_subplot()
         self.path_lines: dict[str, Line2D] = {}
