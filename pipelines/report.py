@@ -12,18 +12,19 @@ and nothing fetched from the network. It shows
   rows containing every word typed, and a click on a column title sorts by it;
 - per group: the operating point of each method with its bootstrap intervals (when the run
   computed them), flagged volume, coverage and point status with its reason, the PN curves
-  with the chosen points (from ``pn_curves.parquet``), the paths in threshold-index space
-  (k = 2), the fallback or insufficient-data status, and every threshold's change from the
-  previous run (old -> new and the difference).
+  with the chosen points (from ``pn_curves.parquet``; in shares ``FP / N`` and ``TP / P`` of
+  the group's rated negatives and positives, which the note under the figure states), the
+  paths in threshold-index space (k = 2), the fallback or insufficient-data status, and every
+  threshold's change from the previous run (old -> new and the difference).
 
 Up to :data:`MAX_DETAILED_GROUPS` groups every group has its section. Above, only the groups
 that need a look (:func:`detail_reasons`: changed since the previous run, fell back, kept the
 thresholds in force or have none, coverage-limited or infeasible point, named by the publish
 guard, ``__all__``) and those selected (``--groups``) have one; ``--all-groups`` restores every
-section. The
-figures are drawn on two figures made once per report (:class:`GroupFigures`) and stored as
-small palette PNGs: about a ninth of the time and a sixth of the bytes of a fresh figure per
-group saved as a true-colour PNG (``tests/benchmarks/bench_report.py``).
+section. The figures are blitted (:mod:`costlib_pipelines.report_figures`): two figures per
+report whose axes, ticks and legends are drawn once per view, and per group only its data,
+stored as small palette PNGs (100 groups: about a ninth of the time of drawing each figure
+whole; ``tests/benchmarks/bench_report.py``).
 
 The *previous run* is the newest other complete run (one with ``manifest.json``) of the same
 command under the same ``OUTPUT/runs/`` whose ``finished_utc`` is earlier than this run's;
@@ -300,14 +301,51 @@ def _group_order(groups: Iterable[str]) -> list[str]:
 
 
 def _lattice_thresholds(manifest: Mapping[str, Any]) -> list[np.ndarray] | None:
-    """Threshold value at every lattice index per classifier, when the edges are fixed."""
+    """Threshold value at every lattice index per classifier, when the edges are fixed.
+
+    The lattice is the config's fixed edges plus, when the run added them
+    (``in_force.edges_added`` of the manifest), the thresholds in force, rebuilt from the run
+    they came from as recalibrate built them (:func:`costlib_pipelines.in_force.
+    edges_with_in_force`). None when the edges are not fixed or cannot be rebuilt (the source
+    run is gone, or it now adds other edges than the manifest says).
+    """
     from costlib_pipelines.config import ConfigError, RunConfig
+    from costlib_pipelines.in_force import edges_with_in_force, read_in_force
+    from costlib_pipelines.publish import Baseline
 
     try:
-        edges = RunConfig.from_dict(manifest.get("config", {}), source="manifest").fixed_edges()
-    except (ConfigError, KeyError, TypeError, ValueError):
+        config = RunConfig.from_dict(manifest.get("config", {}), source="manifest")
+        edges = config.fixed_edges()
+        in_force = manifest.get("in_force") or {}
+        added = {k: int(v) for k, v in (in_force.get("edges_added") or {}).items()}
+        if edges is not None and any(added.values()):
+            thresholds, _ = read_in_force(config, in_force["source"], Baseline(None, None),
+                                          "")
+            edges, rebuilt = edges_with_in_force(edges, thresholds, config)
+            if rebuilt != added:
+                return None
+    except (ConfigError, InputError, KeyError, TypeError, ValueError):
         return None
     return None if edges is None else [np.append(e, np.inf) for e in edges]
+
+
+def _lattice_fits(lattice: Sequence[np.ndarray] | None, run: RunData,
+                  points: Mapping[Key, Mapping[str, Any]],
+                  index: Mapping[tuple[Any, Any, Any], dict[str, Any]]) -> bool:
+    """Whether every chosen cell of every curve indexes its record's thresholds in
+    ``lattice`` (the check that the figure's threshold ticks are the run's)."""
+    if lattice is None:
+        return False
+    k = len(lattice)
+    for point in points.values():
+        curve = index.get((point["group"], point["method"], point["window_start"]))
+        if curve is None or point["thresholds"] is None or not curve["path"]:
+            continue
+        cell = np.asarray(curve["path"], dtype=int).reshape(-1, k)[curve["chosen_position"]]
+        if any(c >= len(axis) or axis[c] != t
+               for c, axis, t in zip(cell, lattice, point["thresholds"], strict=True)):
+            return False
+    return True
 
 
 # --------------------------------------------------------------------------- figures
@@ -331,12 +369,18 @@ def _curves_of(run: RunData, point: Mapping[str, Any],
 
 def group_figures(run: RunData, methods: Sequence[str]) -> GroupFigures:
     """The figures of the run's group sections: the methods' curve kinds, the lattice (fixed
-    edges) and the largest lattice index of any curve (quantile edges)."""
+    edges, when every chosen cell indexes its thresholds in it) and the largest lattice index
+    of any curve (quantile edges, or a lattice that does not fit)."""
     kinds: dict[str, str] = {}
     for curve in run.curves:
         kinds.setdefault(curve["method"], curve["curve_kind"])
-    return GroupFigures(methods, kinds, run.classifiers, _lattice_thresholds(run.manifest),
-                        _path_extent(run.curves, len(run.classifiers)))
+    lattice = _lattice_thresholds(run.manifest)
+    if not _lattice_fits(lattice, run, applied_points(run), _curve_index(run)):
+        lattice = None
+    config = run.manifest.get("config", {})
+    decision = config.get("decision_method") or (list(methods) or [None])[0]
+    return GroupFigures(methods, kinds, run.classifiers, lattice,
+                        _path_extent(run.curves, len(run.classifiers)), decision)
 
 
 def _path_extent(curves: Iterable[Mapping[str, Any]], k: int) -> tuple[int, ...] | None:
@@ -854,8 +898,11 @@ def _window_label(point: Mapping[str, Any]) -> str:
 
 
 def _figures(run: RunData, points: Sequence[Mapping[str, Any]], drawer: GroupFigures,
-             index: Mapping[tuple[Any, Any, Any], dict[str, Any]]) -> str:
-    """The PN curves and the threshold-space paths of one group (HTML)."""
+             index: Mapping[tuple[Any, Any, Any], dict[str, Any]],
+             changes: Sequence[ThresholdChange] = (),
+             previous: RunData | None = None) -> str:
+    """The PN curves and the threshold-space paths of one group (HTML); ``changes`` are the
+    group's, for the previous run's thresholds of the decision method."""
     group = points[0]["group"]
     curves = [_curves_of(run, p, index) for p in points]
     pn = drawer.pn_uri(points, curves)
@@ -871,16 +918,24 @@ def _figures(run: RunData, points: Sequence[Mapping[str, Any]], drawer: GroupFig
              "chose the same point are drawn on top of each other; the table above lists every "
              "method's point in counts.</p>"]
     k = len(run.classifiers)
-    paths = drawer.path_uri(points, curves)
+    old = {c.classifier: c.old for c in changes if c.method == drawer.decision}
+    before = [old.get(name) for name in run.classifiers] if old else None
+    paths = drawer.path_uri(points, curves, before)
     if paths is not None:
         parts.append(_image(paths, f"paths in threshold space of group {group}", "paths"))
         axes = ("Axes: lattice index of each classifier's threshold (ticks show the threshold "
                 "value; the last index is off)." if drawer.lattice is not None else
-                "Axes: lattice index of each classifier's threshold (quantile edges are not "
-                "stored with the run, so the ticks are indices).")
+                "Axes: lattice index of each classifier's threshold (the run's lattice cannot "
+                "be rebuilt: quantile edges, or edges added from thresholds in force of a run "
+                "that is gone; so the ticks are indices).")
+        marked = ""
+        if drawer.lattice is not None and previous is not None:
+            marked = (f" Black cross: the previous run's ({previous.run_id}) thresholds of "
+                      f"{drawer.decision}, at their place in this run's lattice"
+                      + ("." if before and None not in before else " (none for this group)."))
         parts.append(f'<p class="note">{_e(axes)} Lines: monotone paths (graph, analytic); '
                      f"dots: frontier cells (hull, bucket); big dots: chosen points; dashed "
-                     f"boxes: bootstrap intervals of the thresholds.</p>")
+                     f"boxes: bootstrap intervals of the thresholds.{_e(marked)}</p>")
     else:
         parts.append(f'<p class="note">The path in threshold space is drawn for k = 2 '
                      f"classifiers only; this run has k = {k}. The chosen thresholds are in the "
@@ -911,7 +966,7 @@ def _group_section(run: RunData, anchors: Mapping[str, str],
         f"<h3>{_e(title)} {_status_badge(first['status'])}</h3>{why}"
         f"{_window_label(first)}<p>{_status_text(first, anchors, min_rated)}</p>"
         f"{_points_block(points, run.classifiers, config.get('bootstrap', {}))}"
-        f"{_figures(run, points, drawer, index)}"
+        f"{_figures(run, points, drawer, index, changes, previous)}"
         f"{_changes_table(changes, run.classifiers, [p['method'] for p in points], previous)}"
         f"</section>"
     )

@@ -178,8 +178,9 @@ class GroupFigures:
 
     def __init__(self, methods: Sequence[str], kinds: Mapping[str, str],
                  classifiers: Sequence[str], lattice: Sequence[np.ndarray] | None,
-                 extent: Sequence[int] | None = None):
+                 extent: Sequence[int] | None = None, decision: str | None = None):
         self.methods = list(methods)
+        self.decision = decision
         self.lattice = lattice
         self.extent = extent
         self.last_view: PNView | None = None
@@ -249,6 +250,9 @@ class GroupFigures:
             (self.chosen_lines[method],) = ax.plot([], [], "o", color=color, ms=15,
                                                    mec="black", label="_chosen")
             self.boxes[method] = ax.add_patch(ci_box([0, 0], [0, 0], color))
+        # The decision method's thresholds of the previous run, in this run's lattice.
+        (self.previous_marker,) = ax.plot([], [], "X", color="black", ms=9, mew=0, zorder=10,
+                                          label=f"previous run ({self.decision})")
         ax.set_xlabel(f"threshold of {classifiers[0]}")
         ax.set_ylabel(f"threshold of {classifiers[1]}")
         ax.set_title("Paths in threshold space (lattice indices)")
@@ -274,12 +278,15 @@ class GroupFigures:
         if self.lattice is not None:
             handles.append(Rectangle((0, 0), 1, 1, fill=False, ls="--", ec="gray",
                                      label="bootstrap interval"))
+            if self.decision is not None:
+                handles.append(Line2D([], [], ls="", marker="X", color="black", ms=9, mew=0,
+                                      label=self.previous_marker.get_label()))
         ax.legend(handles=handles, fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5),
                   frameon=False)
         self.path_blit = _Blitter(self.paths, [
             (ax, artist) for method in self.methods
             for artist in (self.path_lines[method], self.chosen_lines[method],
-                           self.boxes[method])])
+                           self.boxes[method])] + [(ax, self.previous_marker)])
 
     def pn_uri(self, points: Sequence[Mapping[str, Any]],
                curves: Sequence[Mapping[str, Any] | None]) -> str | None:
@@ -325,8 +332,13 @@ class GroupFigures:
         return self.pn_blit.render(view.key, apply_view)
 
     def path_uri(self, points: Sequence[Mapping[str, Any]],
-                 curves: Sequence[Mapping[str, Any] | None]) -> str | None:
-        """The path figure of one group (None for k != 2 or when no method has a curve)."""
+                 curves: Sequence[Mapping[str, Any] | None],
+                 previous: Sequence[float | None] | None = None) -> str | None:
+        """The path figure of one group (None for k != 2 or when no method has a curve).
+
+        ``previous``: the decision method's thresholds of the previous run, marked at their
+        (fractional) lattice indices when the lattice is known.
+        """
         if self.paths is None:
             return None
         drawn = {p["method"]: (p, c) for p, c in zip(points, curves, strict=True)
@@ -357,6 +369,15 @@ class GroupFigures:
                 self.path_lines[method].set_data([], [])
                 self.chosen_lines[method].set_data([], [])
                 self.boxes[method].set_visible(False)
+        known = (self.lattice is not None and self.decision is not None
+                 and previous is not None and all(v is not None for v in previous))
+        if known:
+            assert self.lattice is not None and previous is not None
+            at = [index_of(float(v), a)  # type: ignore[arg-type]
+                  for v, a in zip(previous, self.lattice, strict=True)]
+            self.previous_marker.set_data([at[0]], [at[1]])
+        else:
+            self.previous_marker.set_data([], [])
         return self.path_blit.render("paths", lambda: None)
 
 

@@ -525,3 +525,77 @@ def test_nice_ceiling_is_the_smallest_ladder_value_at_least_the_value(value):
     ladder = sorted({float(f"{m}e{e}") for m in (1, 2, 5) for e in range(-8, 1)} | {1.0})
     expected = min([v for v in ladder if v >= value and v <= 1.0] or [1.0])
     assert nice_ceiling(value) == expected
+
+
+def test_path_figure_marks_the_previous_runs_thresholds_in_this_runs_lattice(batch, report):
+    from costlib_pipelines.report import group_figures
+    from costlib_pipelines.report_figures import DPI, PATH_MARGINS
+
+    run_dir = batch["runs"] / "run-2"
+    drawer = group_figures(load_run(str(run_dir)), METHODS)
+    old = _records(batch["runs"] / "run-1" / "operating_points.parquet")
+    size = (round(9.5 * DPI), round(5.5 * DPI))
+    box = (PATH_MARGINS["left"], PATH_MARGINS["bottom"], PATH_MARGINS["right"],
+           PATH_MARGINS["top"])
+    limits = [(-0.5, len(axis) - 0.5) for axis in drawer.lattice]
+    for group in ("market_a", "market_b", "market_c"):
+        points, curves = _group_inputs(run_dir, group, METHODS)
+        before = old[(group, "graph")]["thresholds"]  # graph: the decision method
+        image = _png(drawer.path_uri(points, curves, before))
+        # both runs have the same 24 uniform edges: the old thresholds are lattice points
+        cell = [int(np.flatnonzero(axis == t)[0]) for axis, t in
+                zip(drawer.lattice, before, strict=True)]
+        x, y = drawer.previous_marker.get_data()
+        assert (x[0], y[0]) == tuple(cell)
+        row, col = _pixel(*cell, box, *limits, size)
+        assert _marker_colour_at(image, row, col, [(0, 0, 0)])
+    assert report["html"].count("Black cross: the previous run") == 4
+
+
+@pytest.fixture(scope="module")
+def in_force_edges(tmp_path_factory):
+    """run-1 on 24 uniform edges, then run-2 on 20: run-1's thresholds (in force) are added to
+    run-2's edges, so its lattice is not the config's."""
+    tmp = tmp_path_factory.mktemp("in_force")
+    output = tmp / "out"
+    _recalibrate(tmp, "run-1", 0, output)
+    _recalibrate(tmp, "run-2", 1, output, grid={"edges": "uniform", "bins": 20,
+                                                 "range": [0.0, 1.0]})
+    return output / "runs"
+
+
+def test_path_ticks_use_the_lattice_with_the_thresholds_in_force(in_force_edges):
+    from costlib_pipelines.report import group_figures
+
+    run = load_run(str(in_force_edges / "run-2"))
+    assert any(run.manifest["in_force"]["edges_added"].values())
+    drawer = group_figures(run, METHODS)
+    old = [r for r in pq.read_table(in_force_edges / "run-1" / "operating_points.parquet")
+           .to_pylist() if r["method"] == "graph" and r["thresholds"] is not None]
+    for j, axis in enumerate(drawer.lattice):
+        added = {r["thresholds"][j] for r in old if math.isfinite(r["thresholds"][j])}
+        expected = [*sorted(set(np.linspace(0.0, 1.0, 20)) | added), math.inf]
+        np.testing.assert_array_equal(axis, expected)
+    # every chosen cell indexes the record's thresholds in that lattice
+    points = _records(in_force_edges / "run-2" / "operating_points.parquet")
+    for curve in pq.read_table(in_force_edges / "run-2" / "pn_curves.parquet").to_pylist():
+        cell = np.asarray(curve["path"]).reshape(-1, 2)[curve["chosen_position"]]
+        thresholds = points[(curve["group"], curve["method"])]["thresholds"]
+        assert [drawer.lattice[j][cell[j]] for j in range(2)] == thresholds
+    text = build_report(run, previous_run(run))
+    assert "ticks show the threshold value" in text and "cannot be rebuilt" not in text
+
+
+def test_path_ticks_are_indices_when_the_lattice_cannot_be_rebuilt(in_force_edges, tmp_path):
+    """The run the thresholds in force came from is gone: no threshold ticks, no boxes."""
+    from costlib_pipelines.report import group_figures
+
+    copy = tmp_path / "runs"
+    shutil.copytree(in_force_edges / "run-2", copy / "run-2")
+    manifest = json.loads((copy / "run-2" / "manifest.json").read_text())
+    manifest["in_force"]["source"] = str(tmp_path / "gone" / "run-1")
+    (copy / "run-2" / "manifest.json").write_text(json.dumps(manifest))
+    run = load_run(str(copy / "run-2"))
+    assert group_figures(run, METHODS).lattice is None
+    text = build_report(run, None)
+    assert "the run&#x27;s lattice cannot be rebuilt" in text

@@ -4,8 +4,9 @@ before the figures were blitted), in the same run.
 
 The runs are made from two real small recalibrations (4 methods, k = 2, 24 bins; groups
 ``market_a..c``, a fallback group and ``__all__``): their records and PN curves are copied to
-``N`` groups (``group_00000`` ...), and in the later run about 5% of the groups get other
-thresholds (changed since the previous run), so both reports compare two runs. Targets: 100
+``N`` groups (``group_00000`` ...), and in the earlier run about 5% of the groups have other
+thresholds (so they changed since the previous run; the later run's thresholds stay those its
+PN curves were chosen on), so both reports compare two runs. Targets: 100
 groups in <= 10 s and <= 3 MB; 1,000 groups: an overview with search and sort, details only for
 the groups that need a look. Each figure is the best of ``--repeat`` runs; the 1-minute load is
 printed with each. The blitted figures draw one background per distinct view: the line
@@ -91,7 +92,7 @@ def make_runs(template: Path, output: Path, groups: int, seed: int = 0, *,
     """``output/runs/{previous,current}`` with ``groups`` groups; returns the current run."""
     rng = np.random.default_rng(seed)
     moved = rng.random(groups) < changed_share
-    for name, source, shift in (("previous", "run-1", None), ("current", "run-1", moved)):
+    for name, source, shift in (("previous", "run-1", moved), ("current", "run-1", None)):
         run = output / "runs" / name
         run.mkdir(parents=True, exist_ok=True)
         for file in ("operating_points.parquet", "pn_curves.parquet"):
