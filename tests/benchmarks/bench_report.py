@@ -11,7 +11,7 @@ groups in <= 10 s and <= 3 MB; 1,000 groups: an overview with search and sort, d
 the groups that need a look. Each figure is the best of ``--repeat`` runs; the 1-minute load is
 printed with each. The blitted figures draw one background per distinct view: the line
 ``views`` says how many were drawn (copies of three template groups give few; each new view of
-the PN zoom panel costs about 0.1 s).
+the PN zoom panel costs about 0.06 s).
 
 Run: ``.venv/bin/python tests/benchmarks/bench_report.py [--groups 100,1000] [--old-max 100]
 [--old-rev d792395] [--repeat 2]`` (``--old-max``: the largest group count the old module is
