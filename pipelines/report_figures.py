@@ -249,7 +249,8 @@ class GroupFigures:
             self.path_lines[method] = line
             (self.chosen_lines[method],) = ax.plot([], [], "o", color=color, ms=15,
                                                    mec="black", label="_chosen")
-            self.boxes[method] = ax.add_patch(ci_box([0, 0], [0, 0], color))
+            self.boxes[method] = ci_box([0, 0], [0, 0], color)
+            ax.add_patch(self.boxes[method])
         # The decision method's thresholds of the previous run, in this run's lattice.
         (self.previous_marker,) = ax.plot([], [], "X", color="black", ms=9, mew=0, zorder=10,
                                           label=f"previous run ({self.decision})")
@@ -369,12 +370,9 @@ class GroupFigures:
                 self.path_lines[method].set_data([], [])
                 self.chosen_lines[method].set_data([], [])
                 self.boxes[method].set_visible(False)
-        known = (self.lattice is not None and self.decision is not None
-                 and previous is not None and all(v is not None for v in previous))
-        if known:
-            assert self.lattice is not None and previous is not None
-            at = [index_of(float(v), a)  # type: ignore[arg-type]
-                  for v, a in zip(previous, self.lattice, strict=True)]
+        values = [float(v) for v in previous or () if v is not None]
+        if self.lattice is not None and self.decision is not None and len(values) == 2:
+            at = [index_of(v, a) for v, a in zip(values, self.lattice, strict=True)]
             self.previous_marker.set_data([at[0]], [at[1]])
         else:
             self.previous_marker.set_data([], [])
