@@ -90,7 +90,8 @@ def _replicate(table: pa.Table, groups: int, moved: np.ndarray | None, seed: int
 def make_runs(template: Path, output: Path, groups: int, seed: int = 0, *,
               changed_share: float = CHANGED_SHARE, fallback_share: float = 0.03) -> Path:
     """``output/runs/{previous,current}`` with ``groups`` groups; returns the current run."""
-    rng = np.random.default_rng(seed)
+    # Its own stream: with _replicate's (same seed) every fallback group would also move.
+    rng = np.random.default_rng([seed, 1])
     moved = rng.random(groups) < changed_share
     for name, source, shift in (("previous", "run-1", moved), ("current", "run-1", None)):
         run = output / "runs" / name
