@@ -12,18 +12,19 @@ and nothing fetched from the network. It shows
   rows containing every word typed, and a click on a column title sorts by it;
 - per group: the operating point of each method with its bootstrap intervals (when the run
   computed them), flagged volume, coverage and point status with its reason, the PN curves
-  with the chosen points (from ``pn_curves.parquet``), the paths in threshold-index space
-  (k = 2), the fallback or insufficient-data status, and every threshold's change from the
-  previous run (old -> new and the difference).
+  with the chosen points (from ``pn_curves.parquet``; in shares ``FP / N`` and ``TP / P`` of
+  the group's rated negatives and positives, which the note under the figure states), the
+  paths in threshold-index space (k = 2), the fallback or insufficient-data status, and every
+  threshold's change from the previous run (old -> new and the difference).
 
 Up to :data:`MAX_DETAILED_GROUPS` groups every group has its section. Above, only the groups
 that need a look (:func:`detail_reasons`: changed since the previous run, fell back, kept the
 thresholds in force or have none, coverage-limited or infeasible point, named by the publish
 guard, ``__all__``) and those selected (``--groups``) have one; ``--all-groups`` restores every
-section. The
-figures are drawn on two figures made once per report (:class:`GroupFigures`) and stored as
-small palette PNGs: about a ninth of the time and a sixth of the bytes of a fresh figure per
-group saved as a true-colour PNG (``tests/benchmarks/bench_report.py``).
+section. The figures are blitted (:mod:`costlib_pipelines.report_figures`): two figures per
+report whose axes, ticks and legends are drawn once per view, and per group only its data,
+stored as small palette PNGs (100 groups: about a ninth of the time of drawing each figure
+whole; ``tests/benchmarks/bench_report.py``).
 
 The *previous run* is the newest other complete run (one with ``manifest.json``) of the same
 command under the same ``OUTPUT/runs/`` whose ``finished_utc`` is earlier than this run's;
@@ -38,10 +39,8 @@ previous run compares those thresholds.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import html
-import io
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,15 +48,9 @@ from typing import Any
 
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.patches import Rectangle
-from matplotlib.ticker import MaxNLocator
 
-from costlib.target import Target
-from costlib.threshold_plots import _COLORS as METHOD_COLORS
 from costlib_pipelines.files import InputError, write_bytes_atomically
+from costlib_pipelines.report_figures import GroupFigures
 from costlib_pipelines.runs import load_operating_points, read_manifest, read_records
 
 __all__ = [
@@ -72,14 +65,6 @@ __all__ = [
 ]
 
 ALL_GROUPS = "__all__"
-#: Resolution of the embedded figures (pixels per inch of the matplotlib figure size).
-DPI = 64
-#: Colours of the palette the embedded PNG figures are stored with.
-COLOURS = 32
-#: Fixed axes positions of the PN-curve figure (two panels, legend inside) and of the path
-#: figure (legend right of the axes), instead of a layout engine (see figure_data_uri).
-PN_MARGINS = {"left": 0.06, "right": 0.99, "bottom": 0.11, "top": 0.93, "wspace": 0.16}
-PATH_MARGINS = {"left": 0.1, "right": 0.6, "bottom": 0.11, "top": 0.93}
 Key = tuple[str, str]
 
 
@@ -316,46 +301,54 @@ def _group_order(groups: Iterable[str]) -> list[str]:
 
 
 def _lattice_thresholds(manifest: Mapping[str, Any]) -> list[np.ndarray] | None:
-    """Threshold value at every lattice index per classifier, when the edges are fixed."""
+    """Threshold value at every lattice index per classifier, when the edges are fixed.
+
+    The lattice is the config's fixed edges plus, when the run added them
+    (``in_force.edges_added`` of the manifest), the thresholds in force, rebuilt from the run
+    they came from as recalibrate built them (:func:`costlib_pipelines.in_force.
+    edges_with_in_force`). None when the edges are not fixed or cannot be rebuilt (the source
+    run is gone, or it now adds other edges than the manifest says).
+    """
     from costlib_pipelines.config import ConfigError, RunConfig
+    from costlib_pipelines.in_force import edges_with_in_force, read_in_force
+    from costlib_pipelines.publish import Baseline
 
     try:
-        edges = RunConfig.from_dict(manifest.get("config", {}), source="manifest").fixed_edges()
-    except (ConfigError, KeyError, TypeError, ValueError):
+        config = RunConfig.from_dict(manifest.get("config", {}), source="manifest")
+        edges = config.fixed_edges()
+        in_force = manifest.get("in_force") or {}
+        added = {k: int(v) for k, v in (in_force.get("edges_added") or {}).items()}
+        if edges is not None and any(added.values()):
+            thresholds, _ = read_in_force(config, in_force["source"], Baseline(None, None),
+                                          "")
+            edges, rebuilt = edges_with_in_force(edges, thresholds, config)
+            if rebuilt != added:
+                return None
+    except (ConfigError, InputError, KeyError, TypeError, ValueError):
         return None
     return None if edges is None else [np.append(e, np.inf) for e in edges]
 
 
+def _lattice_fits(lattice: Sequence[np.ndarray] | None, run: RunData,
+                  points: Mapping[Key, Mapping[str, Any]],
+                  index: Mapping[tuple[Any, Any, Any], dict[str, Any]]) -> bool:
+    """Whether every chosen cell of every curve indexes its record's thresholds in
+    ``lattice`` (the check that the figure's threshold ticks are the run's)."""
+    if lattice is None:
+        return False
+    k = len(lattice)
+    for point in points.values():
+        curve = index.get((point["group"], point["method"], point["window_start"]))
+        if curve is None or point["thresholds"] is None or not curve["path"]:
+            continue
+        cell = np.asarray(curve["path"], dtype=int).reshape(-1, k)[curve["chosen_position"]]
+        if any(c >= len(axis) or axis[c] != t
+               for c, axis, t in zip(cell, lattice, point["thresholds"], strict=True)):
+            return False
+    return True
+
+
 # --------------------------------------------------------------------------- figures
-
-
-def figure_data_uri(fig: Figure, margins: Mapping[str, float] | None = None) -> str:
-    """A matplotlib figure as a ``data:image/png;base64,...`` URI, small and cheap.
-
-    The figure is drawn once at :data:`DPI` and stored as a palette PNG of at most
-    :data:`COLOURS` colours without dithering: plots are flat colours and antialiased edges,
-    so this keeps them sharp at about a third of the bytes of a true-colour PNG. With
-    ``margins`` (``fig.subplots_adjust`` arguments) the figure's layout engine is switched off
-    and the axes placed by them: measuring every text for a constrained layout, and again for
-    a tight bounding box, cost about three times the drawing itself.
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from PIL import Image
-
-    if margins is not None:
-        fig.set_layout_engine("none")
-        for grid in {id(s.get_gridspec()): s.get_gridspec() for s in
-                     (ax.get_subplotspec() for ax in fig.axes) if s is not None}.values():
-            grid.update(**margins)  # what subplots_adjust does, past the layout-engine check
-    canvas = FigureCanvasAgg(fig)
-    fig.set_dpi(DPI)
-    canvas.draw()
-    image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba())
-    palette = image.convert("RGB").quantize(colors=COLOURS, method=Image.Quantize.FASTOCTREE,
-                                            dither=Image.Dither.NONE)
-    buffer = io.BytesIO()
-    palette.save(buffer, format="PNG", compress_level=6)
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 def _curve_index(run: RunData) -> dict[tuple[Any, Any, Any], dict[str, Any]]:
@@ -374,180 +367,30 @@ def _curves_of(run: RunData, point: Mapping[str, Any],
     return index.get((point["group"], point["method"], point["window_start"]))
 
 
-class GroupFigures:
-    """The two figures of a group section, drawn on two figures made once per report.
-
-    Creating a figure, its axes, ticks and legend and laying them out costs far more than
-    drawing it; the report draws the same two plots for every group, so one figure per plot
-    is kept and only its data, limits and titles change from group to group. Legends name the
-    methods only (the thresholds are in the table next to the figures), so they are made once.
-
-    PN curves (two panels, like :func:`costlib.threshold_plots.draw_pn_curves`): every
-    method's curve with its chosen point, and the target line through the best point; the
-    right panel zooms to FP <= max(4 x the largest chosen FP, 1). Paths (k = 2 only): every
-    method's path (graph, analytic) or frontier cells (hull, bucket) in lattice-index space,
-    its chosen cell, and with fixed edges the bootstrap box of its thresholds.
-    """
-
-    def __init__(self, methods: Sequence[str], kinds: Mapping[str, str],
-                 classifiers: Sequence[str], lattice: Sequence[np.ndarray] | None):
-        self.methods = list(methods)
-        self.lattice = lattice
-        self.pn = Figure(figsize=(11, 4.2))
-        self.pn.subplots_adjust(**PN_MARGINS)
-        self.pn_axes = self.pn.subplots(1, 2)
-        self.curve_lines: dict[tuple[int, str], Any] = {}
-        self.point_lines: dict[tuple[int, str], Any] = {}
-        self.target_lines = []
-        for panel, ax in enumerate(self.pn_axes):
-            for method in self.methods:
-                kind = kinds.get(method, "path")
-                color = METHOD_COLORS.get(method)
-                (self.curve_lines[panel, method],) = ax.plot(
-                    [], [], "-" if kind == "path" else "--", color=color, lw=1.3,
-                    label=f"{method} {kind}")
-                (self.point_lines[panel, method],) = ax.plot(
-                    [], [], "o", color=color, ms=8, mec="black", label="_chosen")
-            (line,) = ax.plot([], [], color="gray", lw=0.8, label="target slope")
-            self.target_lines.append(line)
-            ax.set_xlabel("false positives (rated)")
-            ax.set_ylabel("true positives (rated)")
-            ax.xaxis.set_major_locator(MaxNLocator(5))  # fewer labels: text is the cost
-            ax.yaxis.set_major_locator(MaxNLocator(5))
-            ax.grid(alpha=0.3)
-        self.pn_axes[1].set_title("zoom around the chosen points")
-        handles = [self.curve_lines[1, m] for m in self.methods] + [self.target_lines[1]]
-        handles.append(Line2D([], [], ls="", marker="o", color="white", mec="black", ms=8,
-                              label="chosen points"))
-        self.pn_axes[1].legend(handles=handles, fontsize=7, loc="lower right")
-        self.paths = None
-        if len(classifiers) == 2:
-            self._make_paths(kinds, classifiers)
-
-    def _make_paths(self, kinds: Mapping[str, str], classifiers: Sequence[str]) -> None:
-        self.paths = Figure(figsize=(9.5, 5.4))
-        self.paths.subplots_adjust(**PATH_MARGINS)
-        ax = self.path_ax = self.paths.add_subplot()
-        self.path_lines, self.chosen_lines, self.boxes = {}, {}, {}
-        for method in self.methods:
-            color = METHOD_COLORS.get(method)
-            if kinds.get(method, "path") == "path":
-                (line,) = ax.plot([], [], "-", color=color, lw=1.6, alpha=0.85,
-                                  label=f"{method} path")
-            else:
-                (line,) = ax.plot([], [], "o", color=color, ms=4, alpha=0.7, mew=0,
-                                  label=f"{method} frontier cells")
-            self.path_lines[method] = line
-            (self.chosen_lines[method],) = ax.plot([], [], "o", color=color, ms=15,
-                                                   mec="black", label="_chosen")
-            self.boxes[method] = ax.add_patch(_ci_box([0, 0], [0, 0], color))
-        ax.set_xlabel(f"threshold of {classifiers[0]}")
-        ax.set_ylabel(f"threshold of {classifiers[1]}")
-        ax.set_title("Paths in threshold space (lattice indices)")
-        ax.grid(alpha=0.3)
-        if self.lattice is not None:
-            ax.set_xlim(-0.5, len(self.lattice[0]) - 0.5)
-            ax.set_ylim(-0.5, len(self.lattice[1]) - 0.5)
-            _threshold_ticks(ax, self.lattice[0], "x")
-            _threshold_ticks(ax, self.lattice[1], "y")
-        handles = list(self.path_lines.values())
-        handles.append(Line2D([], [], ls="", marker="o", color="white", mec="black", ms=10,
-                              label="chosen points"))
-        if self.lattice is not None:
-            handles.append(Rectangle((0, 0), 1, 1, fill=False, ls="--", ec="gray",
-                                     label="bootstrap interval"))
-        ax.legend(handles=handles, fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5),
-                  frameon=False)
-
-    def pn_uri(self, points: Sequence[Mapping[str, Any]],
-               curves: Sequence[Mapping[str, Any] | None], title: str) -> str | None:
-        """The PN figure of one group's points and curves (None when no method has both)."""
-        drawn = [(p, c) for p, c in zip(points, curves, strict=True)
-                 if c is not None and p["thresholds"] is not None and p["method"] in
-                 self.methods]
-        if not drawn:
-            return None
-        slope = Target.from_marginal_precision(drawn[0][0]["target_marginal_precision"]).slope
-        data = {p["method"]: (np.asarray(c["fp"], dtype=float), np.asarray(c["tp"], dtype=float),
-                              float(p["fp"]), float(p["tp"])) for p, c in drawn}
-        best = max(data.values(), key=lambda d: d[3] - slope * d[2])
-        fp_all = max(float(np.max(d[0])) for d in data.values())
-        tp_all = max(float(np.max(d[1])) for d in data.values())
-        zoom = min(fp_all, max(4.0 * max(d[2] for d in data.values()), 1.0))
-        for panel, (ax, limit) in enumerate(zip(self.pn_axes, (fp_all, zoom), strict=True)):
-            for method in self.methods:
-                fp, tp, point_fp, point_tp = data.get(method, ((), (), None, None))
-                self.curve_lines[panel, method].set_data(fp, tp)
-                self.point_lines[panel, method].set_data(
-                    [] if point_fp is None else [point_fp], [] if point_tp is None else [point_tp])
-            xs = np.array([0.0, limit])
-            self.target_lines[panel].set_data(xs, best[3] - slope * best[2] + slope * xs)
-            seen = [d[1][d[0] <= limit] for d in data.values()]
-            tp_view = max(float(np.max(s)) if s.size else 0.0 for s in seen)
-            ax.set_xlim(0, limit * 1.02 if limit > 0 else 1)
-            ax.set_ylim(0, (tp_view if panel else tp_all) * 1.05 or 1)
-        self.pn_axes[0].set_title(title)
-        return figure_data_uri(self.pn)
-
-    def path_uri(self, points: Sequence[Mapping[str, Any]],
-                 curves: Sequence[Mapping[str, Any] | None]) -> str | None:
-        """The path figure of one group (None for k != 2 or when no method has a curve)."""
-        if self.paths is None:
-            return None
-        drawn = {p["method"]: (p, c) for p, c in zip(points, curves, strict=True)
-                 if c is not None and p["method"] in self.path_lines}
-        if not drawn:
-            return None
-        for rank, method in enumerate(m for m in self.methods if m in drawn):
-            point, curve = drawn[method]
-            cells = np.asarray(curve["path"], dtype=int).reshape(-1, 2)
-            chosen = cells[curve["chosen_position"]]
-            self.path_lines[method].set_data(cells[:, 0], cells[:, 1])
-            # Methods often choose the same cell: later markers are smaller, all stay visible.
-            marker = self.chosen_lines[method]
-            marker.set_data([chosen[0]], [chosen[1]])
-            marker.set_markersize(15 - 3 * min(rank, 3))
-            marker.set_zorder(3 + rank)
-            box = self.boxes[method]
-            low, high = point["threshold_ci_low"], point["threshold_ci_high"]
-            box.set_visible(self.lattice is not None and low is not None and high is not None)
-            if box.get_visible():
-                low = [_index_of(v, a) for v, a in zip(low, self.lattice, strict=True)]
-                high = [_index_of(v, a) for v, a in zip(high, self.lattice, strict=True)]
-                shape = _ci_box(low, high, None)
-                box.set_bounds(*shape.get_xy(), shape.get_width(), shape.get_height())
-        for method in self.path_lines:
-            if method not in drawn:
-                self.path_lines[method].set_data([], [])
-                self.chosen_lines[method].set_data([], [])
-                self.boxes[method].set_visible(False)
-        if self.lattice is None:
-            self.path_ax.relim()
-            self.path_ax.autoscale_view()
-        return figure_data_uri(self.paths)
+def group_figures(run: RunData, methods: Sequence[str]) -> GroupFigures:
+    """The figures of the run's group sections: the methods' curve kinds, the lattice (fixed
+    edges, when every chosen cell indexes its thresholds in it) and the largest lattice index
+    of any curve (quantile edges, or a lattice that does not fit)."""
+    kinds: dict[str, str] = {}
+    for curve in run.curves:
+        kinds.setdefault(curve["method"], curve["curve_kind"])
+    lattice = _lattice_thresholds(run.manifest)
+    if not _lattice_fits(lattice, run, applied_points(run), _curve_index(run)):
+        lattice = None
+    config = run.manifest.get("config", {})
+    decision = config.get("decision_method") or (list(methods) or [None])[0]
+    return GroupFigures(methods, kinds, run.classifiers, lattice,
+                        _path_extent(run.curves, len(run.classifiers)), decision)
 
 
-def _index_of(value: float, axis: np.ndarray) -> float:
-    """Fractional lattice index of a threshold value on one axis (``+inf`` = off)."""
-    if math.isinf(value):
-        return float(len(axis) - 1)
-    finite = axis[:-1]
-    return float(np.interp(value, finite, np.arange(len(finite))))
-
-
-def _threshold_ticks(ax: Axes, axis: np.ndarray, which: str) -> None:
-    """About six ticks on one axis, labelled with threshold values (last: off)."""
-    positions = np.unique(np.linspace(0, len(axis) - 1, 6).round().astype(int))
-    labels = ["off" if math.isinf(axis[i]) else f"{axis[i]:.2f}" for i in positions]
-    getattr(ax, f"set_{which}ticks")(positions, labels)
-
-
-def _ci_box(low: Sequence[float], high: Sequence[float], color: str | None) -> Rectangle:
-    """A dashed rectangle from the lower to the upper interval corner (index space)."""
-    pad = 0.15  # a zero-width interval still shows as a small box
-    return Rectangle((low[0] - pad, low[1] - pad), high[0] - low[0] + 2 * pad,
-                     high[1] - low[1] + 2 * pad, fill=False, ls="--", lw=1, ec=color,
-                     alpha=0.8)
+def _path_extent(curves: Iterable[Mapping[str, Any]], k: int) -> tuple[int, ...] | None:
+    """The largest lattice index per classifier over every curve's path (None for none)."""
+    extent = np.full(k, -1)
+    for curve in curves:
+        cells = np.asarray(curve["path"], dtype=int).reshape(-1, k)
+        if cells.size:
+            extent = np.maximum(extent, cells.max(axis=0))
+    return None if (extent < 0).any() else tuple(int(e) for e in extent)
 
 
 # --------------------------------------------------------------------------- HTML pieces
@@ -1055,28 +898,44 @@ def _window_label(point: Mapping[str, Any]) -> str:
 
 
 def _figures(run: RunData, points: Sequence[Mapping[str, Any]], drawer: GroupFigures,
-             index: Mapping[tuple[Any, Any, Any], dict[str, Any]]) -> str:
-    """The PN curves and the threshold-space paths of one group (HTML)."""
+             index: Mapping[tuple[Any, Any, Any], dict[str, Any]],
+             changes: Sequence[ThresholdChange] = (),
+             previous: RunData | None = None) -> str:
+    """The PN curves and the threshold-space paths of one group (HTML); ``changes`` are the
+    group's, for the previous run's thresholds of the decision method."""
     group = points[0]["group"]
     curves = [_curves_of(run, p, index) for p in points]
-    # "$" would start matplotlib mathtext in a group name.
-    pn = drawer.pn_uri(points, curves, f"PN curves — {group}".replace("$", r"\$"))
-    if pn is None:
+    pn = drawer.pn_uri(points, curves)
+    if pn is None or drawer.last_view is None:
         return ""
+    view = drawer.last_view
     parts = [_image(pn, f"PN curves of group {group}", "pn"),
-             '<p class="note">Methods that chose the same point are drawn on top of each other; '
-             "the table above lists every method's point.</p>"]
+             f'<p class="note pn-scale" data-n="{_e(repr(view.n))}" data-p="{_e(repr(view.p))}">'
+             f"PN curves of {_e(group)} in shares of its rated rows: N = "
+             f"{_e(_plural(view.n, 'rated negative'))}, P = "
+             f"{_e(_plural(view.p, 'rated positive'))}, so a point at (x, y) flags FP = x · N "
+             f"and TP = y · P. The right panel shows FP / N ≤ {view.zoom_x:g}. Methods that "
+             "chose the same point are drawn on top of each other; the table above lists every "
+             "method's point in counts.</p>"]
     k = len(run.classifiers)
-    paths = drawer.path_uri(points, curves)
+    old = {c.classifier: c.old for c in changes if c.method == drawer.decision}
+    before = [old.get(name) for name in run.classifiers] if old else None
+    paths = drawer.path_uri(points, curves, before)
     if paths is not None:
         parts.append(_image(paths, f"paths in threshold space of group {group}", "paths"))
         axes = ("Axes: lattice index of each classifier's threshold (ticks show the threshold "
                 "value; the last index is off)." if drawer.lattice is not None else
-                "Axes: lattice index of each classifier's threshold (quantile edges are not "
-                "stored with the run, so the ticks are indices).")
+                "Axes: lattice index of each classifier's threshold (the run's lattice cannot "
+                "be rebuilt: quantile edges, or edges added from thresholds in force of a run "
+                "that is gone; so the ticks are indices).")
+        marked = ""
+        if drawer.lattice is not None and previous is not None:
+            marked = (f" Black cross: the previous run's ({previous.run_id}) thresholds of "
+                      f"{drawer.decision}, at their place in this run's lattice"
+                      + ("." if before and None not in before else " (none for this group)."))
         parts.append(f'<p class="note">{_e(axes)} Lines: monotone paths (graph, analytic); '
                      f"dots: frontier cells (hull, bucket); big dots: chosen points; dashed "
-                     f"boxes: bootstrap intervals of the thresholds.</p>")
+                     f"boxes: bootstrap intervals of the thresholds.{_e(marked)}</p>")
     else:
         parts.append(f'<p class="note">The path in threshold space is drawn for k = 2 '
                      f"classifiers only; this run has k = {k}. The chosen thresholds are in the "
@@ -1107,7 +966,7 @@ def _group_section(run: RunData, anchors: Mapping[str, str],
         f"<h3>{_e(title)} {_status_badge(first['status'])}</h3>{why}"
         f"{_window_label(first)}<p>{_status_text(first, anchors, min_rated)}</p>"
         f"{_points_block(points, run.classifiers, config.get('bootstrap', {}))}"
-        f"{_figures(run, points, drawer, index)}"
+        f"{_figures(run, points, drawer, index, changes, previous)}"
         f"{_changes_table(changes, run.classifiers, [p['method'] for p in points], previous)}"
         f"</section>"
     )
@@ -1281,10 +1140,7 @@ def build_report(run: RunData, previous: RunData | None, *, groups: Iterable[str
     position = {g: i for i, g in enumerate(names)}
     anchors = {g: f"group-{position[g]}" for g in detailed}
     index = _curve_index(run)
-    kinds: dict[str, str] = {}
-    for curve in run.curves:
-        kinds.setdefault(curve["method"], curve["curve_kind"])
-    drawer = GroupFigures(methods, kinds, run.classifiers, _lattice_thresholds(run.manifest))
+    drawer = group_figures(run, methods)
     order = {m: i for i, m in enumerate(methods)}
     by_group: dict[str, list[Mapping[str, Any]]] = {}
     for (group, _), point in points.items():

@@ -20,6 +20,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from browser import browse, chromium, page_errors
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pipeline_data import base_config
 
 from costlib.sample import generate_score_stream, write_score_stream
@@ -348,3 +350,252 @@ def test_run_held_by_the_publish_guard_says_so(tmp_path):
     text = build_report(load_run(str(output / "runs" / "held")), None)
     assert "held by the publish guard" in text and "Publish guard violations" in text
     assert "fewer than min_rated=1e+06" in text
+
+
+# --------------------------------------------------------------------------- figures
+#
+# The figures are blitted (costlib_pipelines.report_figures): static parts drawn once per view,
+# per group only the data. These tests check what is drawn against the run's Parquet files,
+# and where it lands in the PNG against a hand computation of the axes geometry.
+
+
+def _png(uri: str) -> np.ndarray:
+    import base64
+    import io
+
+    from PIL import Image
+
+    assert uri.startswith("data:image/png;base64,")
+    data = base64.b64decode(uri.split(",", 1)[1])
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"), dtype=int)
+
+
+def _group_inputs(run_dir: Path, group: str, methods):
+    """The group's records and PN curves straight from the Parquet files, in method order."""
+    points = _records(run_dir / "operating_points.parquet")
+    curves = {(c["group"], c["method"]): c
+              for c in pq.read_table(run_dir / "pn_curves.parquet").to_pylist()}
+    return [points[(group, m)] for m in methods], [curves.get((group, m)) for m in methods]
+
+
+def _pixel(x: float, y: float, box, xlim, ylim, size) -> tuple[int, int]:
+    """Row and column of data point (x, y) in an image of ``size`` = (width, height) pixels,
+    for axes at figure fractions ``box`` = (left, bottom, right, top) with limits xlim/ylim."""
+    width, height = size
+    left, bottom, right, top = box
+    fx = left + (x - xlim[0]) / (xlim[1] - xlim[0]) * (right - left)
+    fy = bottom + (y - ylim[0]) / (ylim[1] - ylim[0]) * (top - bottom)
+    return round((1 - fy) * height - 0.5), round(fx * width - 0.5)
+
+
+def _marker_colour_at(image: np.ndarray, row: int, col: int, colours) -> bool:
+    """Whether one of ``colours`` (RGB 0-255) is within 1 pixel of (row, col)."""
+    patch = image[max(row - 1, 0):row + 2, max(col - 1, 0):col + 2].reshape(-1, 3)
+    return any(np.abs(patch - np.asarray(c)).max(axis=1).min() <= 40 for c in colours)
+
+
+METHODS = ("graph", "hull", "bucket", "analytic")
+
+
+def _rgb(method: str) -> tuple[int, int, int]:
+    from matplotlib.colors import to_rgb
+
+    from costlib.threshold_plots import _COLORS
+
+    return tuple(round(255 * v) for v in to_rgb(_COLORS[method]))
+
+
+def test_pn_figure_draws_the_parquet_curves_and_points_where_they_are(batch):
+    from costlib_pipelines.report import group_figures
+    from costlib_pipelines.report_figures import DPI, PN_MARGINS
+
+    run_dir = batch["runs"] / "run-2"
+    drawer = group_figures(load_run(str(run_dir)), METHODS)
+    width, height = 11 * DPI, round(4.25 * DPI)
+    # two gridspec columns: cell width w, gap wspace * w, filling left..right
+    cell = (PN_MARGINS["right"] - PN_MARGINS["left"]) / (2 + PN_MARGINS["wspace"])
+    full_box = (PN_MARGINS["left"], PN_MARGINS["bottom"], PN_MARGINS["left"] + cell,
+                PN_MARGINS["top"])
+    zoom_box = (PN_MARGINS["right"] - cell, PN_MARGINS["bottom"], PN_MARGINS["right"],
+                PN_MARGINS["top"])
+    checked = 0
+    for group in ("market_a", "market_b", "market_c", "__all__"):
+        points, curves = _group_inputs(run_dir, group, METHODS)
+        image = _png(drawer.pn_uri(points, curves))
+        assert image.shape == (height, width, 3)
+        n, p = points[0]["rated_negatives"], points[0]["rated_positives"]
+        view = drawer.last_view
+        assert (view.n, view.p) == (n, p)
+        largest = max(r["fp"] for r in points)
+        # the zoom shows the chosen points with room: at least 4 x the largest FP (or 1 row)
+        assert view.zoom_x >= min(max(4 * largest, 1) / n, 1) and view.zoom_x <= 1
+        for method, record, curve in zip(METHODS, points, curves, strict=True):
+            for panel in (0, 1):
+                fp, tp = drawer.curve_lines[panel, method].get_data()
+                np.testing.assert_array_equal(fp, np.asarray(curve["fp"]) / n)
+                np.testing.assert_array_equal(tp, np.asarray(curve["tp"]) / p)
+                x, y = drawer.point_lines[panel, method].get_data()
+                assert (x[0], y[0]) == (record["fp"] / n, record["tp"] / p)
+        # each chosen point's marker is in the PNG where the record puts it (both panels);
+        # markers within 5 pixels overlap (about 7 pixels wide): any of their colours will do
+        for box, xlim, ylim in ((full_box, (0, 1.02), (0, 1.05)),
+                                (zoom_box, (0, view.zoom_x), (0, view.zoom_y))):
+            at = {m: _pixel(r["fp"] / n, r["tp"] / p, box, xlim, ylim, (width, height))
+                  for m, r in zip(METHODS, points, strict=True)}
+            for method, (row, col) in at.items():
+                near = [_rgb(m) for m, (r, c) in at.items() if math.hypot(r - row, c - col) <= 5]
+                assert _marker_colour_at(image, row, col, near), (group, method, box)
+                checked += 1
+        # the target line passes through the best point: TP - slope * FP is largest there
+        from costlib.target import Target
+
+        slope = Target.from_marginal_precision(points[0]["target_marginal_precision"]).slope
+        best = max(points, key=lambda r: r["tp"] - slope * r["fp"])
+        xs, ys = drawer.target_lines[0].get_data()
+        on_line = np.interp(best["fp"] / n, xs, ys)
+        assert on_line == pytest.approx(best["tp"] / p, abs=1e-12)
+        assert (ys[1] - ys[0]) / (xs[1] - xs[0]) == pytest.approx(slope * n / p)
+    assert checked == 4 * 4 * 2
+
+
+def test_a_groups_figures_do_not_depend_on_the_groups_drawn_before(batch):
+    """Backgrounds are cached per view: drawing other groups (other zoom views) first must
+    not change a group's PNG by a single pixel."""
+    from costlib_pipelines.report import group_figures
+
+    run_dir = batch["runs"] / "run-2"
+    run = load_run(str(run_dir))
+    inputs = {g: _group_inputs(run_dir, g, METHODS)
+              for g in ("market_a", "market_b", "market_c", "__all__")}
+    alone = {}
+    for group, (points, curves) in inputs.items():  # a fresh drawer per group
+        drawer = group_figures(run, METHODS)
+        alone[group] = (drawer.pn_uri(points, curves), drawer.path_uri(points, curves))
+    drawer = group_figures(run, METHODS)
+    order = ["market_c", "__all__", "market_a", "market_b", "market_c", "market_a"]
+    for group in order:
+        points, curves = inputs[group]
+        assert (drawer.pn_uri(points, curves), drawer.path_uri(points, curves)) == alone[group]
+    assert len({drawer.last_view} | {None}) == 2  # a view was recorded
+
+
+def test_path_figure_marks_each_chosen_cell_where_the_parquet_puts_it(batch):
+    from costlib_pipelines.report import group_figures
+    from costlib_pipelines.report_figures import DPI, PATH_MARGINS
+
+    run_dir = batch["runs"] / "run-2"
+    run = load_run(str(run_dir))
+    drawer = group_figures(run, METHODS)
+    assert drawer.lattice is not None  # uniform edges: the lattice is fixed
+    size = (round(9.5 * DPI), round(5.5 * DPI))
+    box = (PATH_MARGINS["left"], PATH_MARGINS["bottom"], PATH_MARGINS["right"],
+           PATH_MARGINS["top"])
+    limits = [(-0.5, len(axis) - 0.5) for axis in drawer.lattice]
+    for group in ("market_a", "market_b", "market_c", "__all__"):
+        points, curves = _group_inputs(run_dir, group, METHODS)
+        image = _png(drawer.path_uri(points, curves))
+        assert image.shape == (size[1], size[0], 3)
+        cells = {m: tuple(np.asarray(c["path"]).reshape(-1, 2)[c["chosen_position"]])
+                 for m, c in zip(METHODS, curves, strict=True)}
+        for method, curve in zip(METHODS, curves, strict=True):
+            path = np.asarray(curve["path"]).reshape(-1, 2)
+            x, y = drawer.path_lines[method].get_data()
+            np.testing.assert_array_equal(np.column_stack([x, y]), path)
+            # the smallest marker on a cell is drawn last (on top): its colour is at the centre
+            top = [m for m in METHODS if cells[m] == cells[method]][-1]
+            row, col = _pixel(*cells[method], box, *limits, size)
+            assert _marker_colour_at(image, row, col, [_rgb(top)]), (group, method)
+
+
+def test_pn_note_states_n_and_p_of_each_group(batch, report):
+    records = _records(batch["runs"] / "run-2" / "operating_points.parquet")
+    found = re.findall(r'data-group="([^"]*)" data-status="ok">.*?class="note pn-scale" '
+                       r'data-n="([^"]*)" data-p="([^"]*)"', report["html"])
+    assert {html.unescape(g) for g, _, _ in found} == {g for g in GROUPS if g != TINY}
+    for group, n, p in found:
+        record = records[(html.unescape(group), "graph")]
+        assert (float(n), float(p)) == (record["rated_negatives"], record["rated_positives"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(min_value=1e-7, max_value=2.0, allow_nan=False))
+def test_nice_ceiling_is_the_smallest_ladder_value_at_least_the_value(value):
+    from costlib_pipelines.report_figures import nice_ceiling
+
+    ladder = sorted({float(f"{m}e{e}") for m in (1, 2, 5) for e in range(-8, 1)} | {1.0})
+    expected = min([v for v in ladder if v >= value and v <= 1.0] or [1.0])
+    assert nice_ceiling(value) == expected
+
+
+def test_path_figure_marks_the_previous_runs_thresholds_in_this_runs_lattice(batch, report):
+    from costlib_pipelines.report import group_figures
+    from costlib_pipelines.report_figures import DPI, PATH_MARGINS
+
+    run_dir = batch["runs"] / "run-2"
+    drawer = group_figures(load_run(str(run_dir)), METHODS)
+    old = _records(batch["runs"] / "run-1" / "operating_points.parquet")
+    size = (round(9.5 * DPI), round(5.5 * DPI))
+    box = (PATH_MARGINS["left"], PATH_MARGINS["bottom"], PATH_MARGINS["right"],
+           PATH_MARGINS["top"])
+    limits = [(-0.5, len(axis) - 0.5) for axis in drawer.lattice]
+    for group in ("market_a", "market_b", "market_c"):
+        points, curves = _group_inputs(run_dir, group, METHODS)
+        before = old[(group, "graph")]["thresholds"]  # graph: the decision method
+        image = _png(drawer.path_uri(points, curves, before))
+        # both runs have the same 24 uniform edges: the old thresholds are lattice points
+        cell = [int(np.flatnonzero(axis == t)[0]) for axis, t in
+                zip(drawer.lattice, before, strict=True)]
+        x, y = drawer.previous_marker.get_data()
+        assert (x[0], y[0]) == tuple(cell)
+        row, col = _pixel(*cell, box, *limits, size)
+        assert _marker_colour_at(image, row, col, [(0, 0, 0)])
+    assert report["html"].count("Black cross: the previous run") == 4
+
+
+@pytest.fixture(scope="module")
+def in_force_edges(tmp_path_factory):
+    """run-1 on 24 uniform edges, then run-2 on 20: run-1's thresholds (in force) are added to
+    run-2's edges, so its lattice is not the config's."""
+    tmp = tmp_path_factory.mktemp("in_force")
+    output = tmp / "out"
+    _recalibrate(tmp, "run-1", 0, output)
+    _recalibrate(tmp, "run-2", 1, output, grid={"edges": "uniform", "bins": 20,
+                                                 "range": [0.0, 1.0]})
+    return output / "runs"
+
+
+def test_path_ticks_use_the_lattice_with_the_thresholds_in_force(in_force_edges):
+    from costlib_pipelines.report import group_figures
+
+    run = load_run(str(in_force_edges / "run-2"))
+    assert any(run.manifest["in_force"]["edges_added"].values())
+    drawer = group_figures(run, METHODS)
+    old = [r for r in pq.read_table(in_force_edges / "run-1" / "operating_points.parquet")
+           .to_pylist() if r["method"] == "graph" and r["thresholds"] is not None]
+    for j, axis in enumerate(drawer.lattice):
+        added = {r["thresholds"][j] for r in old if math.isfinite(r["thresholds"][j])}
+        expected = [*sorted(set(np.linspace(0.0, 1.0, 20)) | added), math.inf]
+        np.testing.assert_array_equal(axis, expected)
+    # every chosen cell indexes the record's thresholds in that lattice
+    points = _records(in_force_edges / "run-2" / "operating_points.parquet")
+    for curve in pq.read_table(in_force_edges / "run-2" / "pn_curves.parquet").to_pylist():
+        cell = np.asarray(curve["path"]).reshape(-1, 2)[curve["chosen_position"]]
+        thresholds = points[(curve["group"], curve["method"])]["thresholds"]
+        assert [drawer.lattice[j][cell[j]] for j in range(2)] == thresholds
+    text = build_report(run, previous_run(run))
+    assert "ticks show the threshold value" in text and "cannot be rebuilt" not in text
+
+
+def test_path_ticks_are_indices_when_the_lattice_cannot_be_rebuilt(in_force_edges, tmp_path):
+    """The run the thresholds in force came from is gone: no threshold ticks, no boxes."""
+    from costlib_pipelines.report import group_figures
+
+    copy = tmp_path / "runs"
+    shutil.copytree(in_force_edges / "run-2", copy / "run-2")
+    manifest = json.loads((copy / "run-2" / "manifest.json").read_text())
+    manifest["in_force"]["source"] = str(tmp_path / "gone" / "run-1")
+    (copy / "run-2" / "manifest.json").write_text(json.dumps(manifest))
+    run = load_run(str(copy / "run-2"))
+    assert group_figures(run, METHODS).lattice is None
+    text = build_report(run, None)
+    assert "the run&#x27;s lattice cannot be rebuilt" in text
