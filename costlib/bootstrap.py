@@ -31,13 +31,21 @@ from costlib.grid import (
     _channel_codes,
     apply_audit,
     as_score_array,
+    check_mergeable,
     quantize_weights,
     split_labels,
     validate_rows,
 )
 from costlib.operating_point import OperatingPoint, optimize
 
-__all__ = ["BootstrapGrids", "BootstrapResult", "confidence_intervals", "poisson_counts"]
+__all__ = [
+    "BootstrapGrids",
+    "BootstrapResult",
+    "SparseBootstrapGrids",
+    "as_dense",
+    "confidence_intervals",
+    "poisson_counts",
+]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 # Inverse CDF of Poisson(1) on 53-bit uniforms; mass beyond 20 is < 1e-19.
@@ -137,54 +145,17 @@ class BootstrapGrids:
         audit_probabilities : array-like of shape (n,), optional
             Inclusion probabilities ``π`` (see :meth:`ThresholdGrid.from_scores`).
         """
-        if int(n_replicates) != n_replicates or n_replicates < 1:
-            raise ValueError(f"n_replicates must be a positive integer, got {plain(n_replicates)}")
-        scores, names = as_score_array(scores, names)
-        y, unrated = split_labels(labels, np.shape(scores)[0] if np.ndim(scores) else 0)
-        s, y, w = validate_rows(scores, y, weights, names=names)
-        hashed = hash_item_ids(item_ids)
-        if hashed.shape[0] != s.shape[0]:
-            raise ValueError(f"item_ids has {hashed.shape[0]} entries for {s.shape[0]} rows")
-        s, y, w, unrated, audited, keep = apply_audit(s, y, w, unrated, audit_probabilities)
-        if keep is not None:
-            hashed = hashed[keep]
-        edge_arrays = ThresholdGrid._check_edge_list(edges, s.shape[1])
-        empty = ThresholdGrid.empty(edge_arrays, names=names, weight_bits=weight_bits)
-        shape = empty.shape
-        size = int(np.prod(shape))
-        locators = [BinLocator(e) for e in empty.edges]
-        wq = None if w is None else quantize_weights(w, weight_bits)
-        channels = 2 if unrated is None else 3
-        total = np.zeros((n_replicates, channels * size))
-        for start in range(0, s.shape[0], ROW_CHUNK):
-            stop = start + ROW_CHUNK
-            code = _channel_codes(s[start:stop], y[start:stop],
-                                  None if unrated is None else unrated[start:stop],
-                                  locators, shape)
-            base = None if wq is None else wq[start:stop]
-            for r in range(n_replicates):
-                mult = poisson_counts(hashed[start:stop], r, seed).astype(np.float64)
-                if base is not None:
-                    mult *= base
-                total[r] += np.bincount(code, weights=mult, minlength=channels * size)
-        total = total.reshape((n_replicates, channels, *shape))
-        return cls(
-            edges=empty.edges,
-            pos=total[:, 1].copy(),
-            neg=total[:, 0].copy(),
-            seed=seed,
-            names=empty.names,
-            weight_bits=weight_bits,
-            unrated=None if unrated is None else total[:, 2].copy(),
-            audited_rows=audited,
-        )
+        return SparseBootstrapGrids.from_scores(
+            scores, labels, edges, item_ids, weights, n_replicates=n_replicates, seed=seed,
+            names=names, weight_bits=weight_bits, audit_probabilities=audit_probabilities,
+        ).to_dense()
 
     def __add__(self, other: BootstrapGrids) -> BootstrapGrids:
         if not isinstance(other, BootstrapGrids):
             raise TypeError(f"cannot combine BootstrapGrids with {type(other).__name__}")
         if other.seed != self.seed or other.n_replicates != self.n_replicates:
             raise ValueError("cannot merge bootstrap grids with different seeds or replicates")
-        self.replicate(0)._check_compatible(other.replicate(0))
+        check_mergeable(self, other, "bootstrap grids")
         assert self.unrated is not None and other.unrated is not None  # set in __post_init__
         return BootstrapGrids(
             edges=self.edges,
@@ -209,6 +180,160 @@ class BootstrapGrids:
             unrated=self.unrated[r],
             audited_rows=self.audited_rows,
         )
+
+
+@dataclass(frozen=True, eq=False)
+class SparseBootstrapGrids:
+    """R replicate grids stored by occupied cell: the mergeable partial of :class:`BootstrapGrids`.
+
+    ``cells`` are flat indices into the ``(channels, *shape)`` array (channel 0 = negatives,
+    1 = positives, 2 = unrated when ``channels == 3``), strictly increasing; ``weights[r, j]``
+    is replicate ``r``'s weighted count of cell ``cells[j]``. Every replicate of a row falls in
+    the same cell (only its Poisson multiplier changes), so one cell list serves all ``R``
+    replicates and the memory is ``R × occupied cells`` instead of ``R × channels ×
+    prod(shape)``: for a group of 15 rows on a 101² lattice with 50 replicates, 6 KB instead of
+    12 MB. Merging (:meth:`sum`, ``+``) is exact and order-free like the dense form; cell
+    values equal :class:`BootstrapGrids` bit for bit (:meth:`to_dense`).
+    """
+
+    edges: tuple[NDArray[np.float64], ...]
+    shape: tuple[int, ...]
+    cells: NDArray[np.int64]
+    weights: NDArray[np.float64]
+    channels: int = 2
+    seed: int = 0
+    names: tuple[str, ...] | None = None
+    weight_bits: int = DEFAULT_WEIGHT_BITS
+    audited_rows: int = 0
+
+    @property
+    def n_replicates(self) -> int:
+        return int(self.weights.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the cell list and the replicate weights."""
+        return int(self.cells.nbytes + self.weights.nbytes)
+
+    @classmethod
+    def from_scores(
+        cls,
+        scores: ArrayLike,
+        labels: ArrayLike,
+        edges: Sequence[ArrayLike],
+        item_ids: ArrayLike,
+        weights: ArrayLike | None = None,
+        *,
+        n_replicates: int = 50,
+        seed: int = 0,
+        names: Sequence[str] | None = None,
+        weight_bits: int = DEFAULT_WEIGHT_BITS,
+        audit_probabilities: ArrayLike | None = None,
+    ) -> SparseBootstrapGrids:
+        """Replicate grids of rows, by occupied cell (arguments as
+        :meth:`BootstrapGrids.from_scores`).
+
+        Per chunk of rows, the occupied cells ``u`` and every row's index into them are found
+        once (``np.unique``); replicate ``r``'s counts are then ``bincount(index, c_r · w)``
+        over ``len(u)`` cells, with ``c_r`` the rows' Poisson(1) multipliers.
+        """
+        if int(n_replicates) != n_replicates or n_replicates < 1:
+            raise ValueError(f"n_replicates must be a positive integer, got {plain(n_replicates)}")
+        scores, names = as_score_array(scores, names)
+        y, unrated = split_labels(labels, np.shape(scores)[0] if np.ndim(scores) else 0)
+        s, y, w = validate_rows(scores, y, weights, names=names)
+        hashed = hash_item_ids(item_ids)
+        if hashed.shape[0] != s.shape[0]:
+            raise ValueError(f"item_ids has {hashed.shape[0]} entries for {s.shape[0]} rows")
+        s, y, w, unrated, audited, keep = apply_audit(s, y, w, unrated, audit_probabilities)
+        if keep is not None:
+            hashed = hashed[keep]
+        edge_arrays = ThresholdGrid._check_edge_list(edges, s.shape[1])
+        empty = ThresholdGrid.empty(edge_arrays, names=names, weight_bits=weight_bits)
+        locators = [BinLocator(e) for e in empty.edges]
+        wq = None if w is None else quantize_weights(w, weight_bits)
+        channels = 2 if unrated is None else 3
+        parts = []
+        for start in range(0, s.shape[0], ROW_CHUNK):
+            stop = start + ROW_CHUNK
+            code = _channel_codes(s[start:stop], y[start:stop],
+                                  None if unrated is None else unrated[start:stop],
+                                  locators, empty.shape)
+            cells, index = np.unique(code, return_inverse=True)
+            counts = np.empty((n_replicates, cells.size))
+            base = None if wq is None else wq[start:stop]
+            for r in range(n_replicates):
+                mult = poisson_counts(hashed[start:stop], r, seed).astype(np.float64)
+                if base is not None:
+                    mult *= base
+                counts[r] = np.bincount(index, weights=mult, minlength=cells.size)
+            parts.append(cls(edges=empty.edges, shape=empty.shape,
+                             cells=cells.astype(np.int64), weights=counts, channels=channels,
+                             seed=seed, names=empty.names, weight_bits=weight_bits))
+        if not parts:  # no rows: an empty partial
+            parts.append(cls(edges=empty.edges, shape=empty.shape,
+                             cells=np.empty(0, np.int64), weights=np.empty((n_replicates, 0)),
+                             channels=channels, seed=seed, names=empty.names,
+                             weight_bits=weight_bits))
+        merged = cls.sum(parts)
+        object.__setattr__(merged, "audited_rows", audited)
+        return merged
+
+    @classmethod
+    def sum(cls, parts: Sequence[SparseBootstrapGrids]) -> SparseBootstrapGrids:
+        """Merge partials: replicate counts of the union of their rows (exact, order-free).
+
+        The merged cells are the sorted union ``U`` of the parts' cells; part ``i`` adds its
+        weights at ``searchsorted(U, cells_i)``.
+        """
+        if not parts:
+            raise ValueError("nothing to sum: no bootstrap partials")
+        first = parts[0]
+        for part in parts[1:]:
+            if not isinstance(part, SparseBootstrapGrids):
+                raise TypeError(
+                    f"cannot combine SparseBootstrapGrids with {type(part).__name__}")
+            if part.seed != first.seed or part.n_replicates != first.n_replicates:
+                raise ValueError(
+                    "cannot merge bootstrap grids with different seeds or replicates")
+            check_mergeable(first, part, "bootstrap grids")
+        if len(parts) == 1:
+            return first
+        cells = np.unique(np.concatenate([part.cells for part in parts]))
+        weights = np.zeros((first.n_replicates, cells.size))
+        for part in parts:
+            weights[:, np.searchsorted(cells, part.cells)] += part.weights
+        names = next((part.names for part in parts if part.names is not None), None)
+        return cls(edges=first.edges, shape=first.shape, cells=cells, weights=weights,
+                   channels=max(part.channels for part in parts), seed=first.seed,
+                   names=names, weight_bits=first.weight_bits,
+                   audited_rows=sum(part.audited_rows for part in parts))
+
+    def __add__(self, other: SparseBootstrapGrids) -> SparseBootstrapGrids:
+        return SparseBootstrapGrids.sum([self, other])
+
+    def to_dense(self) -> BootstrapGrids:
+        """The same replicate grids as a dense :class:`BootstrapGrids` (``R × channels ×
+        prod(shape)`` floats: make one group's at a time)."""
+        size = int(np.prod(self.shape))
+        total = np.zeros((self.n_replicates, self.channels * size))
+        total[:, self.cells] = self.weights
+        total = total.reshape((self.n_replicates, self.channels, *self.shape))
+        return BootstrapGrids(
+            edges=self.edges,
+            pos=total[:, 1].copy(),
+            neg=total[:, 0].copy(),
+            seed=self.seed,
+            names=self.names,
+            weight_bits=self.weight_bits,
+            unrated=None if self.channels == 2 else total[:, 2].copy(),
+            audited_rows=self.audited_rows,
+        )
+
+
+def as_dense(grids: BootstrapGrids | SparseBootstrapGrids) -> BootstrapGrids:
+    """``grids`` as a dense :class:`BootstrapGrids` (unchanged if it is one already)."""
+    return grids.to_dense() if isinstance(grids, SparseBootstrapGrids) else grids
 
 
 @dataclass(frozen=True)

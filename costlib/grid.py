@@ -298,6 +298,20 @@ def lattice_counts(
     return out
 
 
+def check_mergeable(a: Any, b: Any, what: str = "threshold grids") -> None:
+    """Raise ValueError unless ``a`` and ``b`` (grids of any layout with ``edges``, ``names``
+    and ``weight_bits``) count the same lattice: equal edges, weight resolution and
+    classifier names (a missing name list matches any)."""
+    if len(a.edges) != len(b.edges) or not all(
+        np.array_equal(x, y) for x, y in zip(a.edges, b.edges, strict=True)
+    ):
+        raise ValueError(f"cannot merge {what} with different edges")
+    if a.weight_bits != b.weight_bits:
+        raise ValueError(f"cannot merge {what} with different weight_bits")
+    if a.names != b.names and a.names is not None and b.names is not None:
+        raise ValueError(f"cannot merge grids of classifiers {a.names} and {b.names}")
+
+
 @dataclass(frozen=True, eq=False)
 class ThresholdGrid:
     """Weighted histograms of rated positives and negatives over a k-dimensional bin lattice.
@@ -443,14 +457,7 @@ class ThresholdGrid:
     def _check_compatible(self, other: ThresholdGrid) -> None:
         if not isinstance(other, ThresholdGrid):
             raise TypeError(f"cannot combine ThresholdGrid with {type(other).__name__}")
-        if len(self.edges) != len(other.edges) or not all(
-            np.array_equal(a, b) for a, b in zip(self.edges, other.edges, strict=True)
-        ):
-            raise ValueError("cannot merge threshold grids with different edges")
-        if self.weight_bits != other.weight_bits:
-            raise ValueError("cannot merge threshold grids with different weight_bits")
-        if self.names != other.names and self.names is not None and other.names is not None:
-            raise ValueError(f"cannot merge grids of classifiers {self.names} and {other.names}")
+        check_mergeable(self, other)
 
     def __add__(self, other: ThresholdGrid) -> ThresholdGrid:
         """Merge: the grid of the union of both sets of rows (exact; never aliases inputs)."""

@@ -18,7 +18,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from costlib.bootstrap import BootstrapGrids, BootstrapResult, confidence_intervals
+from costlib.bootstrap import (
+    BootstrapGrids,
+    BootstrapResult,
+    SparseBootstrapGrids,
+    as_dense,
+    confidence_intervals,
+)
 from costlib.grid import ThresholdGrid
 from costlib.move_evidence import move_evidence
 from costlib.operating_point import OperatingPoint, optimize, point_at
@@ -69,7 +75,7 @@ def optimize_group(
     rule: str,
     min_positives: float,
     min_negatives: float,
-    bootstrap: BootstrapGrids | None = None,
+    bootstrap: BootstrapGrids | SparseBootstrapGrids | None = None,
     level: float = 0.9,
     options: Mapping[str, Any] | None = None,
     in_force: Sequence[float] | None = None,
@@ -91,6 +97,9 @@ def optimize_group(
     errors (:mod:`costlib.move_evidence`); otherwise the method keeps them (the point's
     ``reason`` says so, ``details["move_evidence"]`` holds gain and se), and when every method
     keeps them the status is ``"kept"``.
+
+    A :class:`~costlib.bootstrap.SparseBootstrapGrids` is made dense only here, after the
+    sufficiency check, so a caller holds one group's dense replicates at a time.
     """
     options = dict(options or {})
     result = GroupResult(
@@ -111,6 +120,7 @@ def optimize_group(
             }
         return result
     kept = []
+    bootstrap = None if bootstrap is None else as_dense(bootstrap)
     for method in methods:
         chosen = optimize(grid, target=target, rule=rule, method=method, **options)
         result.points[method] = chosen
@@ -179,7 +189,7 @@ def recalibrate_grids(
     min_positives: float = 0.0,
     min_negatives: float = 0.0,
     fallback: str = "all_groups",
-    bootstrap: Mapping[str, BootstrapGrids] | None = None,
+    bootstrap: Mapping[str, BootstrapGrids | SparseBootstrapGrids] | None = None,
     level: float = 0.9,
     options: Mapping[str, Any] | None = None,
     in_force: Mapping[str, Sequence[float]] | None = None,
@@ -192,7 +202,7 @@ def recalibrate_grids(
     grids : mapping group -> ThresholdGrid
         One grid per group (same edges). The all-groups grid is added as ``"__all__"`` (the sum)
         unless present.
-    bootstrap : mapping group -> BootstrapGrids, optional
+    bootstrap : mapping group -> BootstrapGrids or SparseBootstrapGrids, optional
         Replicate grids per group (``"__all__"`` summed likewise) for intervals.
     options : mapping, optional
         Further keyword arguments of :func:`costlib.operating_point.optimize` (coverage,

@@ -17,7 +17,8 @@ Outputs of :class:`AggregateBatches`:
   of the counts (:class:`SumGrids`);
 - ``accounting``: a Counter per batch (and, with ``plausibility.count_duplicate_item_ids``, one
   Counter of duplicate item ids per group); ``dead_letters``: ``(source, row_group, table)``;
-- ``bootstrap``: ``(group, BootstrapGrids)`` when bootstrap replicates are configured.
+- ``bootstrap``: ``(group, SparseBootstrapGrids)`` when bootstrap replicates are configured
+  (replicate counts by occupied cell; made dense one group at a time in :func:`optimize_one`).
 
 Every accounting counter is also a Beam metric ``Metrics.counter("costlib", name)``
 (:func:`report_metrics`), incremented where it is produced, so the Dataflow and Flink UIs show
@@ -45,7 +46,7 @@ from apache_beam.transforms.window import TimestampedValue
 from numpy.typing import NDArray
 
 from costlib.audit_estimation import audit_design
-from costlib.bootstrap import BootstrapGrids
+from costlib.bootstrap import SparseBootstrapGrids
 from costlib.edges import fine_histogram, quantile_edges_from_histogram
 from costlib.grid import (
     SparseCounts,
@@ -391,23 +392,32 @@ class SumGrids(beam.CombineFn):
 
 
 class SumBootstrapGrids(beam.CombineFn):
-    """Adds replicate grids (exact, like :class:`SumGrids`)."""
+    """Adds replicate grids by occupied cell (:class:`~costlib.bootstrap.SparseBootstrapGrids`;
+    exact, like :class:`SumGrids`). Partials are held in a list and merged in one step once
+    :attr:`PENDING` of them have arrived, and on compacting and output, so merging ``n``
+    partials costs one sort of their cells rather than ``n`` pairwise unions."""
+
+    PENDING = 64
 
     def create_accumulator(self):
-        return None
+        return []
 
-    def add_input(self, acc, grids: BootstrapGrids):
-        return grids if acc is None else acc + grids
+    def _settle(self, acc):
+        return [SparseBootstrapGrids.sum(acc)] if len(acc) > 1 else acc
+
+    def add_input(self, acc, grids: SparseBootstrapGrids):
+        acc.append(grids)
+        return self._settle(acc) if len(acc) >= self.PENDING else acc
 
     def merge_accumulators(self, accs):
-        merged = None
-        for acc in accs:
-            if acc is not None:
-                merged = acc if merged is None else merged + acc
-        return merged
+        merged = [part for acc in accs for part in acc]
+        return self._settle(merged) if len(merged) >= self.PENDING else merged
+
+    def compact(self, acc):
+        return self._settle(acc)
 
     def extract_output(self, acc):
-        return acc
+        return SparseBootstrapGrids.sum(acc) if acc else None
 
 
 class FineHistogramFn(beam.DoFn):
@@ -603,7 +613,10 @@ class AggregateBatchesFn(beam.DoFn):
                  else batch.audit_probabilities.take(rows))
         n_groups = len(batch.group_names)
         names = self.config.classifiers
-        item_ids = np.asarray(batch.item_ids.take(rows).to_pylist())
+        item_ids = batch.item_ids.take(rows)
+        if pa.types.is_dictionary(item_ids.type):
+            item_ids = item_ids.dictionary_decode()
+        item_ids = item_ids.to_numpy(zero_copy_only=False)
         boot = self.config.bootstrap
         group_labels = [*batch.group_names, ALL_GROUPS]
         all_codes = (codes // n_groups) * (n_groups + 1) + n_groups
@@ -612,7 +625,7 @@ class AggregateBatchesFn(beam.DoFn):
             for code in np.unique(code_array).tolist():
                 selected = code_array == code
                 bucket_index, group_index = divmod(code, n_groups + 1)
-                grids = BootstrapGrids.from_scores(
+                grids = SparseBootstrapGrids.from_scores(
                     scores[selected], labels[selected], edges, item_ids[selected],
                     None if weights is None else weights[selected],
                     n_replicates=boot["replicates"], seed=boot["seed"], names=names,

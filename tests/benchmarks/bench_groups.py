@@ -1,7 +1,7 @@
 """Benchmark: ``costlib recalibrate`` with many groups (issue 12), ours against today's main.
 
 Run: ``.venv/bin/python tests/benchmarks/bench_groups.py [--groups 1000 10000 100000]
-[--peer /path/to/checkout-of-main] [--rows-per-group 15]``
+[--peer /path/to/checkout-of-main | --peer-rev REV] [--rows-per-group 15] [--bootstrap R]``
 
 Data: ``rows_per_group`` rated rows per group (k=2 classifiers, 1% positives plus a few per group
 so most groups have their own point), 101 uniform bins per axis (a 102 x 102 lattice), the
@@ -11,7 +11,8 @@ run is the only child of its own ``python -c`` wrapper so that the maximum is th
 The peer is today's code: a ``git worktree`` of ``main`` (``--peer`` to reuse one), run with
 the same interpreter and ``PYTHONPATH`` pointing at it.
 
-Target: 100,000 groups at <= 2 GB peak RSS.
+Target: 100,000 groups at <= 2 GB peak RSS. ``--bootstrap R`` adds R bootstrap replicates per
+group (interval estimates); ``--peer-rev`` picks the revision today's code is checked out at.
 """
 
 from __future__ import annotations
@@ -73,9 +74,25 @@ def write_data(path: Path, n_groups: int, rows_per_group: int, seed: int = 0,
     return n
 
 
+def import_root(code_root: Path) -> Path:
+    """A directory that imports ``costlib``, ``costlib_pipelines`` and ``costlib_schemas``
+    from the checkout ``code_root`` (the installed package maps ``pipelines/`` and
+    ``schemas/`` to those names; a ``PYTHONPATH`` entry must do the same, ahead of the
+    editable install of the checkout this benchmark runs from)."""
+    root = code_root / ".bench-imports"
+    root.mkdir(exist_ok=True)
+    for name, directory in (("costlib", "costlib"), ("costlib_pipelines", "pipelines"),
+                            ("costlib_schemas", "schemas")):
+        link = root / name
+        if not link.exists():
+            link.symlink_to(code_root / directory, target_is_directory=True)
+    return root
+
+
 def run_cli(code_root: Path, config: Path, data: Path, output: Path) -> tuple[int, float, float]:
     """(exit code, peak RSS in MB, seconds) of ``costlib recalibrate`` from ``code_root``."""
-    env = dict(os.environ, PYTHONPATH=str(code_root))
+    env = dict(os.environ, PYTHONPATH=str(code_root if code_root == HERE
+                                          else import_root(code_root)))
     cli = [sys.executable, "-c", "from costlib_pipelines.cli import main; raise SystemExit(main())",
            "recalibrate", "--config", str(config), "--input", str(data),
            "--output", str(output)]
@@ -94,9 +111,9 @@ def same_records(a: Path, b: Path) -> bool:
     return load(a) == load(b)
 
 
-def make_peer(work: Path) -> Path:
+def make_peer(work: Path, revision: str = "main") -> Path:
     peer = work / "peer"
-    subprocess.run(["git", "-C", str(HERE), "worktree", "add", "--detach", str(peer), "main"],
+    subprocess.run(["git", "-C", str(HERE), "worktree", "add", "--detach", str(peer), revision],
                    check=True, capture_output=True)
     return peer
 
@@ -148,6 +165,10 @@ def main() -> None:
                              "of main)")
     parser.add_argument("--peer-max-groups", type=int, default=100_000,
                         help="skip the peer above this many groups (it may need > 10 GB)")
+    parser.add_argument("--peer-rev", default="main",
+                        help="git revision of today's code for the temporary worktree")
+    parser.add_argument("--bootstrap", type=int, default=0, metavar="R",
+                        help="bootstrap replicates per group (default 0: no intervals)")
     parser.add_argument("--shuffle-bytes", action="store_true",
                         help="only print the bytes shuffled per row group and per group")
     args = parser.parse_args()
@@ -163,11 +184,13 @@ def main() -> None:
     made_peer = peer is None
     try:
         if made_peer:
-            peer = make_peer(work)
+            peer = make_peer(work, args.peer_rev)
         config = work / "config.yaml"
-        config.write_text(CONFIG)
+        config.write_text(CONFIG + (f"bootstrap: {{replicates: {args.bootstrap}}}\n"
+                                    if args.bootstrap else ""))
         print(f"k=2, 101 bins per axis (102 x 102 lattice), method graph, "
-              f"{args.rows_per_group} rows per group, one Parquet file; peak RSS of the CLI")
+              f"{args.rows_per_group} rows per group, {args.bootstrap} bootstrap replicates, "
+              f"one Parquet file; peak RSS of the CLI; today's code: {peer}")
         print(f"{'groups':>8} {'rows':>10} | {'ours MB':>8} {'ours s':>7} | "
               f"{'today MB':>8} {'today s':>7} | same records")
         for n_groups in args.groups:
