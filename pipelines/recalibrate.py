@@ -469,7 +469,7 @@ def run_recalibrate(
             in_force=in_force_entry,
         )
         run.prepare()
-        pipeline = make_pipeline(beam_args)
+        pipeline = make_pipeline(beam_args, type_check=False)
         splits = any(f["rows"] > unit_rows and f["row_groups"] > 1 for f in input_files)
         build_recalibrate(pipeline, paths, config, run.run_dir, run.run_id, publish=spec,
                           in_force=thresholds_in_force, unit_rows=unit_rows if splits else None)
