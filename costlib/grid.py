@@ -504,10 +504,18 @@ class ThresholdGrid:
         """Threshold value at every lattice index per axis: the edges, then ``+inf`` (off)."""
         return tuple(np.append(e, np.inf) for e in self.edges)
 
+    def _memo_sum(self, name: str, hist: NDArray[np.float64]) -> float:
+        """``hist.sum()`` once per grid (the histograms are never changed after construction)."""
+        key = ("sum", name)
+        if key not in self._cache:
+            self._cache[key] = float(hist.sum())
+        value: float = self._cache[key]
+        return value
+
     @property
     def total_positives(self) -> float:
         """Weighted number of rated positives."""
-        return float(self.pos.sum())
+        return self._memo_sum("pos", self.pos)
 
     @property
     def has_audit(self) -> bool:
@@ -522,7 +530,7 @@ class ThresholdGrid:
     @property
     def total_negatives(self) -> float:
         """Weighted number of rated negatives."""
-        return float(self.neg.sum())
+        return self._memo_sum("neg", self.neg)
 
     def _unrated(self) -> NDArray[np.float64]:
         """``unrated`` as the array it always is after ``__post_init__`` (for the type checker)."""
@@ -532,12 +540,16 @@ class ThresholdGrid:
     @property
     def total_unrated(self) -> float:
         """Weight of scored but unrated rows."""
-        return float(self._unrated().sum())
+        return self._memo_sum("unrated", self._unrated())
 
     @property
     def has_unrated(self) -> bool:
         """Whether any unrated weight is recorded (otherwise every tuple is covered)."""
-        return bool(self._unrated().any())
+        key = ("any", "unrated")
+        if key not in self._cache:
+            self._cache[key] = bool(self._unrated().any())
+        value: bool = self._cache[key]
+        return value
 
     def _lattice(self, name: str, hist: NDArray[np.float64], rule: str) -> NDArray[np.float64]:
         key = (name, rule)

@@ -35,7 +35,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms import trigger
 from apache_beam.transforms.window import SlidingWindows
 
-from costlib.recalibration import ALL_GROUPS, apply_fallback
+from costlib.recalibration import apply_fallback
 from costlib_pipelines import shards
 from costlib_pipelines.batches import (
     Plausibility,
@@ -89,6 +89,7 @@ from costlib_pipelines.shards import (
     OptimizeGroupsFn,
     ShardBoundaries,
     WriteShardFn,
+    assemble_shards,
     optimize_parent,
 )
 from costlib_pipelines.transforms import (
@@ -200,20 +201,24 @@ class PublishSpec:
 
 
 class PublishRunFn(beam.DoFn):
-    """The last stage of a batch run: accounting check, publish guard, manifest, ``LATEST``.
+    """The last stage of a batch run: records assembled, accounting check, publish guard,
+    manifest, ``LATEST``.
 
-    It runs once, after the operating points (main input), the row accounting and every
-    dead-letter file (side inputs) are written, so the manifest is written last on every runner
-    (also when the launcher does not wait for the job, as with Dataflow Flex Templates).
+    Its main input is one impulse; the row accounting, the dead-letter files and the written
+    record shards are side inputs, so it runs once, after all of them are written: it
+    concatenates the shards into the run's record files
+    (:func:`~costlib_pipelines.shards.assemble_shards`) and writes the manifest last on every
+    runner (also when the launcher does not wait for the job, as with Dataflow Flex Templates).
     """
 
     def __init__(self, config: RunConfig, spec: PublishSpec):
         self.config = config
         self.spec = spec
 
-    def process(self, _, accounting, dead_letter_files):
+    def process(self, _, accounting, dead_letter_files, shard_ids):
         spec, config = self.spec, self.config
         run = RunDirectory(spec.output, config.digest, spec.run_id)
+        assemble_shards(run.run_dir, shard_ids)
         write_json(run.path("accounting.json"), accounting)
         checked = check_accounting(accounting)
         check_rows_read(spec.inputs, checked["read"])
@@ -242,7 +247,7 @@ class PublishRunFn(beam.DoFn):
             "inputs": spec.inputs,
             "row_accounting": checked,
             "plausibility": plausibility_summary(accounting),
-            "dead_letter_files": int(dead_letter_files),
+            "dead_letter_files": len(dead_letter_files),
             "guard": {
                 "max_threshold_change": spec.settings.max_threshold_change,
                 "min_rated": spec.settings.min_rated,
@@ -317,13 +322,11 @@ def build_recalibrate(
             trigger=trigger.Repeatedly(trigger.AfterCount(1)),
             accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
         )
-    else:
-        global_window = beam.WindowInto(beam.window.GlobalWindows())
-    accounting = (
-        partials.accounting
-        | "AccountingGlobal" >> global_window
-        | "SumAccounting" >> beam.CombineGlobally(SumCounters()).without_defaults()
-    )
+        accounting = partials.accounting | "AccountingGlobal" >> global_window
+    else:  # batch runs are in the global window already
+        accounting = partials.accounting
+    accounting = accounting | "SumAccounting" >> beam.CombineGlobally(
+        SumCounters()).without_defaults()
     if publish is None or windowed:  # else the publish stage writes it, before the manifest
         _ = accounting | "WriteAccounting" >> beam.Map(
             lambda acc: write_json(f"{run_dir}/accounting.json", acc)
@@ -353,19 +356,16 @@ def build_recalibrate(
             | "PerWindow" >> beam.GroupByKey()
             | "Finalize" >> beam.ParDo(FinalizeWindowFn(config, run_dir, run_id, windowed))
         )
-    written = optimize_and_write(summed, config, edges, run_dir, run_id, in_force)
+    shard_ids = optimize_and_write(summed, config, edges, run_dir, run_id, in_force)
+    once = pipeline | "Once" >> beam.Impulse()  # one element: the last stage runs once
     if publish is None:
-        return written
-    return (
-        written
-        | "AllWritten" >> beam.combiners.Count.Globally()
-        | "Publish" >> beam.ParDo(
-            PublishRunFn(config, publish),
-            accounting=beam.pvalue.AsSingleton(accounting, default_value={"read": 0}),
-            dead_letter_files=beam.pvalue.AsSingleton(
-                dead_letter_files | "CountDeadLetterFiles" >> beam.combiners.Count.Globally()
-            ),
-        )
+        return once | "Assemble" >> beam.ParDo(AssembleShardsFn(run_dir),
+                                               beam.pvalue.AsList(shard_ids))
+    return once | "Publish" >> beam.ParDo(
+        PublishRunFn(config, publish),
+        accounting=beam.pvalue.AsSingleton(accounting, default_value={"read": 0}),
+        dead_letter_files=beam.pvalue.AsList(dead_letter_files),
+        shard_ids=beam.pvalue.AsList(shard_ids),
     )
 
 
@@ -375,20 +375,21 @@ def optimize_and_write(summed, config: RunConfig, edges, run_dir: str, run_id: s
 
     See :mod:`costlib_pipelines.shards`: the edges (a list, or the quantile edges' side input), the
     all-groups result and the shard boundaries are side inputs; groups are optimised (with
-    their fallback) and their records written by shard in parallel; the last step
-    concatenates the shards into the run's record files. Returns a PCollection with one
-    element once the files are written.
+    their fallback) and their records written by shard in parallel. Returns the PCollection of
+    the written shards' ids, which the last stage (:class:`PublishRunFn`, or
+    :class:`~costlib_pipelines.shards.AssembleShardsFn` without publishing) takes as a side
+    input and concatenates into the run's record files.
     """
     parent = beam.pvalue.AsSingleton(
-        summed
-        | "AllGroupsGrid" >> beam.Filter(lambda kv: kv[0] == ALL_GROUPS)
-        | "OptimizeAllGroups" >> beam.Map(optimize_parent, config, edges, in_force),
+        summed | "OptimizeAllGroups" >> beam.FlatMap(optimize_parent, config, edges, in_force),
         default_value=None,
     )
     boundaries = beam.pvalue.AsSingleton(
         summed
         | "GroupNames" >> beam.Keys()
-        | "ShardBoundaries" >> beam.CombineGlobally(ShardBoundaries(shards.GROUPS_PER_SHARD))
+        | "ShardBoundaries" >> beam.CombineGlobally(
+            ShardBoundaries(shards.GROUPS_PER_SHARD)).without_defaults(),
+        default_value=[],  # no group: no shard (what the boundaries of no name are)
     )
     return (
         summed
@@ -397,8 +398,6 @@ def optimize_and_write(summed, config: RunConfig, edges, run_dir: str, run_id: s
             boundaries)
         | "PerWindow" >> beam.GroupByKey()  # by shard (batch runs have one, global, window)
         | "Finalize" >> beam.ParDo(WriteShardFn(run_dir))
-        | "ShardIds" >> beam.combiners.ToList()
-        | "Assemble" >> beam.ParDo(AssembleShardsFn(run_dir))
     )
 
 
@@ -470,7 +469,7 @@ def run_recalibrate(
             in_force=in_force_entry,
         )
         run.prepare()
-        pipeline = make_pipeline(beam_args)
+        pipeline = make_pipeline(beam_args, type_check=False)
         splits = any(f["rows"] > unit_rows and f["row_groups"] > 1 for f in input_files)
         build_recalibrate(pipeline, paths, config, run.run_dir, run.run_id, publish=spec,
                           in_force=thresholds_in_force, unit_rows=unit_rows if splits else None)

@@ -16,9 +16,11 @@ it; no stage sees all groups' grids or results. The stages:
 4. :class:`WriteShardFn` (one shard per element, in parallel) sorts a shard's chunks by group
    and writes ``shards/operating_points-NNNNN.{parquet,jsonl}`` and
    ``shards/pn_curves-NNNNN.parquet``.
-5. :class:`AssembleShardsFn` streams the shards, in shard order (= group order), into the run's
-   ``operating_points.parquet``/``.jsonl`` and ``pn_curves.parquet`` (one Parquet row group
-   per shard; memory: one shard), then deletes ``shards/``. Readers keep their files, with
+5. The last stage (the publish stage, or :class:`AssembleShardsFn`), which gets the written
+   shard ids as a side input, streams the shards, in shard order (= group order), into the
+   run's ``operating_points.parquet``/``.jsonl`` and ``pn_curves.parquet``
+   (:func:`assemble_shards`: one Parquet row group per shard; memory: one shard), then
+   deletes ``shards/``. Readers keep their files, with
    the records in the same order as before (sorted by group, then method).
 
 Shards are ranges of sorted names, so concatenating them in shard order gives the records
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import bisect
 import io
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import apache_beam as beam
 import pyarrow as pa
@@ -61,6 +63,7 @@ __all__ = [
     "OptimizeGroupsFn",
     "ShardBoundaries",
     "WriteShardFn",
+    "assemble_shards",
     "optimize_parent",
     "shard_of",
 ]
@@ -108,11 +111,15 @@ def shard_of(boundaries: Sequence[str], group: str) -> int:
     return bisect.bisect_right(boundaries, group)
 
 
-def optimize_parent(element, config: RunConfig, edges, in_force=None) -> GroupResult | None:
-    """The all-groups result (the fallback parent), or None when it has no rated row."""
+def optimize_parent(element, config: RunConfig, edges,
+                    in_force=None) -> Iterator[GroupResult | None]:
+    """The all-groups result (the fallback parent), or None when it has no rated row; nothing
+    for any other group (a ``FlatMap`` over every group's summed grid)."""
     group, value = element
+    if group != ALL_GROUPS:
+        return
     grid, boot = split_grid_value(value)
-    return None if grid is None else optimize_one(config, group, grid, boot, edges, in_force)
+    yield None if grid is None else optimize_one(config, group, grid, boot, edges, in_force)
 
 
 def _table_bytes(table: pa.Table) -> bytes:
@@ -139,6 +146,7 @@ class OptimizeGroupsFn(beam.DoFn):
         self.run_id = run_id
         self.flush_groups = flush_groups
         self.settings = point_settings(config)
+        self.digest = config.digest  # a hash of the whole config: once, not per group
 
     def start_bundle(self):
         self.buffers: dict[int, list] = {}
@@ -181,7 +189,7 @@ class OptimizeGroupsFn(beam.DoFn):
         records = operating_point_records(
             result, rule=config.rule, classifiers=config.classifiers,
             target_marginal_precision=config.target.marginal_precision,
-            run_id=self.run_id, config_digest=config.digest, pane_index=0,
+            run_id=self.run_id, config_digest=self.digest, pane_index=0,
             settings=self.settings,
         )
         lines = [records_to_jsonl([record]) for record in records]
@@ -231,31 +239,35 @@ class WriteShardFn(beam.DoFn):
         yield shard
 
 
-class AssembleShardsFn(beam.DoFn):
-    """All shard ids (one element) -> the run's three record files, streamed in shard order.
+def assemble_shards(run_dir: str, shards: Iterable[int]) -> int:
+    """The written shards -> the run's three record files, streamed in shard order.
 
     Memory: one shard at a time. Writes nothing when there is no shard (no group had rated
-    rows), as before. Yields the number of shards.
+    rows). Returns the number of shards.
     """
+    shards = sorted(shards)
+    if not shards:
+        return 0
+    _concatenate_parquet([shard_path(run_dir, "operating_points", s, "parquet")
+                          for s in shards], f"{run_dir}/operating_points.parquet",
+                         arrow_schema("operating_point.json"))
+    _concatenate_bytes([shard_path(run_dir, "operating_points", s, "jsonl") for s in shards],
+                       f"{run_dir}/operating_points.jsonl")
+    _concatenate_parquet([shard_path(run_dir, "pn_curves", s, "parquet") for s in shards],
+                         f"{run_dir}/pn_curves.parquet", PN_CURVE_SCHEMA)
+    FileSystems.delete([f"{run_dir}/shards"])
+    return len(shards)
+
+
+class AssembleShardsFn(beam.DoFn):
+    """One impulse, the written shard ids as a side input -> the run's record files
+    (:func:`assemble_shards`); yields the number of shards."""
 
     def __init__(self, run_dir: str):
         self.run_dir = run_dir
 
-    def process(self, shards: Iterable[int]):
-        shards = sorted(shards)
-        if not shards:
-            yield 0
-            return
-        run_dir = self.run_dir
-        _concatenate_parquet([shard_path(run_dir, "operating_points", s, "parquet")
-                              for s in shards], f"{run_dir}/operating_points.parquet",
-                             arrow_schema("operating_point.json"))
-        _concatenate_bytes([shard_path(run_dir, "operating_points", s, "jsonl") for s in shards],
-                           f"{run_dir}/operating_points.jsonl")
-        _concatenate_parquet([shard_path(run_dir, "pn_curves", s, "parquet") for s in shards],
-                             f"{run_dir}/pn_curves.parquet", PN_CURVE_SCHEMA)
-        FileSystems.delete([f"{run_dir}/shards"])
-        yield len(shards)
+    def process(self, _, shards: Iterable[int]):
+        yield assemble_shards(self.run_dir, shards)
 
 
 def _concatenate_parquet(paths: Sequence[str], path: str, schema: pa.Schema) -> None:

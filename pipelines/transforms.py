@@ -31,6 +31,7 @@ owns; compacts to sparse before the shuffle).
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import Counter
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -292,7 +293,7 @@ class SumGrids(beam.CombineFn):
 
     @staticmethod
     def _cells(lattice, channels: int) -> int:
-        return channels * int(np.prod(lattice_shape(lattice)))
+        return channels * math.prod(lattice_shape(lattice))
 
     @staticmethod
     def _channels(acc) -> int:
