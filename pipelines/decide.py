@@ -809,40 +809,55 @@ def encode_sets(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _restored(table: pa.Table) -> pa.Table:
-    """A table of :func:`encode_sets` in :data:`SHUFFLE_SCHEMA`: columns left out come back
-    null, dictionary indices as ``int32``.
+def _check_shuffled(table: pa.Table) -> None:
+    """Refuse a table that is not set rows of :func:`encode_sets`.
 
     Raises
     ------
     ValueError
-        ``table`` holds a column :data:`SHUFFLE_SCHEMA` does not know, or one of another type.
+        ``table`` holds a column :data:`SHUFFLE_SCHEMA` does not know, or one of another type
+        (dictionary columns may have any index type).
     """
     unknown = sorted(set(table.column_names) - set(SHUFFLE_SCHEMA.names))
     if unknown:
         raise ValueError(f"shuffled set rows hold columns {unknown} that are not decision "
                          f"columns")
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        want = SHUFFLE_SCHEMA.field(name).type
+        if column.type != want and not (
+                pa.types.is_dictionary(column.type) and pa.types.is_dictionary(want)
+                and column.type.value_type == want.value_type):
+            raise ValueError(f"shuffled set rows: column {name!r} has type {column.type}, "
+                             f"expected {want}")
+
+
+def _restored(table: pa.Table) -> pa.Table:
+    """Set rows of :func:`encode_sets` in :data:`SHUFFLE_SCHEMA`: columns left out come back
+    null, dictionary indices as ``int32`` (:func:`_check_shuffled` first)."""
+    _check_shuffled(table)
     columns = []
     for spec in SHUFFLE_SCHEMA:
         if spec.name not in table.column_names:
             columns.append(pa.nulls(table.num_rows, spec.type))
             continue
         column = table.column(spec.name)
-        if column.type != spec.type:
-            if not (pa.types.is_dictionary(column.type) and pa.types.is_dictionary(spec.type)
-                    and column.type.value_type == spec.type.value_type):
-                raise ValueError(f"shuffled set rows: column {spec.name!r} has type "
-                                 f"{column.type}, expected {spec.type}")
-            column = column.cast(spec.type)
-        columns.append(column)
+        columns.append(column if column.type == spec.type else column.cast(spec.type))
     return pa.Table.from_arrays(columns, schema=SHUFFLE_SCHEMA)
 
 
-def decode_shuffled(payloads: Sequence[bytes]) -> pa.Table:
-    """The tables of :func:`encode_sets` payloads, concatenated, in :data:`SHUFFLE_SCHEMA`.
+def shuffled_rows(payloads: Sequence[bytes]) -> pa.Table:
+    """The set rows of :func:`encode_sets` payloads, concatenated, as they travelled.
 
-    Payloads of the same schema (usually all of a bucket) are concatenated first and restored
-    together (:func:`_restored`): one cast per column and schema, not per payload.
+    When every payload has the same schema (usually all of a bucket's), the table is the
+    payloads' own: columns left out stay out and dictionary indices narrow, which
+    :func:`decode_sets` takes as they are (no copy, no column of nulls to sort). Otherwise
+    every payload is restored to :data:`SHUFFLE_SCHEMA` (:func:`_restored`), one cast per
+    column and schema.
+
+    Raises
+    ------
+    ValueError
+        A payload is not set rows (:func:`_check_shuffled`).
     """
     same_schema: list[list[pa.Table]] = []
     for payload in payloads:
@@ -852,10 +867,25 @@ def decode_shuffled(payloads: Sequence[bytes]) -> pa.Table:
                 tables.append(table)
                 break
         else:
+            _check_shuffled(table)
             same_schema.append([table])
     if not same_schema:
         return SHUFFLE_SCHEMA.empty_table()
+    if len(same_schema) == 1:
+        return pa.concat_tables(same_schema[0])
     return pa.concat_tables([_restored(pa.concat_tables(tables)) for tables in same_schema])
+
+
+def decode_shuffled(payloads: Sequence[bytes]) -> pa.Table:
+    """The set rows of :func:`encode_sets` payloads, concatenated, in :data:`SHUFFLE_SCHEMA`
+    (:func:`shuffled_rows`, restored).
+
+    Raises
+    ------
+    ValueError
+        A payload is not set rows (:func:`_check_shuffled`).
+    """
+    return _restored(shuffled_rows(payloads))
 
 
 def _sort_codes(array: pa.DictionaryArray) -> NDArray[np.int64]:
@@ -937,29 +967,32 @@ def set_order(keys: pa.Table) -> NDArray[np.intp]:
 def _sorted_sets(table: pa.Table) -> tuple[pa.Table, NDArray[np.int64]]:
     """Set rows sorted as :func:`decode_sets` describes, and the offsets of the sets.
 
-    The chunks of every dictionary column share one dictionary first
+    All-null columns are left out (they read the same in any order; :func:`decode_sets` puts
+    them back). The chunks of every dictionary column share one dictionary first
     (``unify_dictionaries``), so joining them copies indices only; each dictionary column is
     then compacted to the values used, sorted (:func:`_compact_dictionary`), and every column
     taken once in the sorted order (no copy of the unsorted rows).
     """
-    table = table.drop_columns([c for c in TOPK_FIELDS if c in table.column_names])
+    n = table.num_rows
+    present = {name: column for name, column in zip(table.column_names, table.columns,
+                                                    strict=True)
+               if name not in TOPK_FIELDS and column.null_count < n}
     for name in DICTIONARY_COLUMNS:
-        if not pa.types.is_dictionary(table.schema.field(name).type):
-            table = table.set_column(table.schema.get_field_index(name), name,
-                                     pc.dictionary_encode(table.column(name)))
-    table = table.unify_dictionaries()
+        if name in present and not pa.types.is_dictionary(present[name].type):
+            present[name] = pc.dictionary_encode(present[name])
+    unified = pa.table(present).unify_dictionaries()
     columns = {
         name: _compact_dictionary(column.combine_chunks(), sort=True)
         if pa.types.is_dictionary(column.type) else column
-        for name, column in zip(table.column_names, table.columns, strict=True)
+        for name, column in zip(unified.column_names, unified.columns, strict=True)
     }
     set_rank = _sort_codes(columns["set_id"])
-    keys = pa.table({
-        "set": set_rank, "item": columns["item_id"], "p": columns[PROBABILITY],
-        "group": _sort_codes(columns["group"]), "decision": columns["threshold_decision"],
-        "audit": columns["audit"], "audit_probability": columns["audit_probability"],
-    })
-    order = set_order(keys)
+    keys = {"set": set_rank, "item": columns["item_id"], "p": columns[PROBABILITY]}
+    for key, name in (("group", "group"), ("decision", "threshold_decision"),
+                      ("audit", "audit"), ("audit_probability", "audit_probability")):
+        if name in columns:  # an all-null column orders nothing
+            keys[key] = _sort_codes(columns[name]) if name == "group" else columns[name]
+    order = set_order(pa.table(keys))
     sorted_sets = set_rank[order]
     starts = np.flatnonzero(sorted_sets[1:] != sorted_sets[:-1]) + 1
     offsets = np.concatenate([[0], starts, [sorted_sets.size]]).astype(np.int64)
@@ -971,7 +1004,9 @@ def decode_sets(table: pa.Table, loss: str, params: dict[str, Any]) -> pa.Table:
     """Sort set rows by (set_id, item_id, ...) and decode every set; returns decision records.
 
     ``table`` holds decision columns plus :data:`PROBABILITY` (string or dictionary-encoded
-    string columns, any number of chunks); every row has a set id and a probability. Rows are
+    string columns with any index type, any number of chunks; a column of
+    :data:`SHUFFLE_SCHEMA` that is missing is null, as in :func:`shuffled_rows`); every row
+    has a set id and a probability. Rows are
     ordered by ``(set_id, item_id, probability, group, threshold_decision, audit,
     audit_probability)`` (strings in UTF-8 byte order, nulls last; the last two only order
     repeated items, so that every column of the output is the same whatever order the rows
@@ -991,8 +1026,10 @@ def decode_sets(table: pa.Table, loss: str, params: dict[str, Any]) -> pa.Table:
         "k": pa.array(np.repeat(result.k, sizes).astype(np.int64)),
         "expected_loss": pa.array(np.repeat(result.expected_loss, sizes), pa.float64()),
     }
+    n = table.num_rows
     return pa.Table.from_arrays(
-        [columns[f.name] if f.name in columns else table.column(f.name) for f in COMPACT_SCHEMA],
+        [columns[f.name] if f.name in columns else table.column(f.name)
+         if f.name in table.column_names else pa.nulls(n, f.type) for f in COMPACT_SCHEMA],
         schema=COMPACT_SCHEMA)
 
 
@@ -1086,7 +1123,7 @@ class DecodeBucketFn(beam.DoFn):
 
     def process(self, element):
         bucket, payloads = element
-        decided = decode_sets(decode_shuffled(list(payloads)), self.loss, self.params)
+        decided = decode_sets(shuffled_rows(list(payloads)), self.loss, self.params)
         write_decisions(f"{self.directory}/part-bucket-{bucket:05d}.parquet", decided)
         yield _counts(decided, sets=len(decided.column("set_id").combine_chunks().dictionary))
 

@@ -29,6 +29,7 @@ from costlib_pipelines.decide import (
     encode_sets,
     set_buckets,
     set_order,
+    shuffled_rows,
     split_sets,
 )
 
@@ -331,3 +332,21 @@ def test_decode_shuffled_refuses_payloads_that_are_not_set_rows(change, message)
     rows = change(decision_rows(10, seed=15))
     with pytest.raises(ValueError, match=message):
         decode_shuffled([plain_ipc(rows)])
+
+
+@pytest.mark.parametrize("audit", [True, False])
+def test_rows_as_they_travelled_decode_like_restored_rows(audit):
+    """``DecodeBucketFn`` decodes :func:`shuffled_rows` (columns left out, narrow indices)."""
+    rows = decision_rows(120, seed=16, max_size=15)
+    if not audit:  # no audit: the audit probability is null on every row, and left out
+        rows = rows.set_column(rows.schema.get_field_index("audit_probability"),
+                               "audit_probability", pa.nulls(rows.num_rows, pa.float64()))
+    payloads = [encode_sets(part) for _, part in split_sets(rows, np.arange(rows.num_rows), 1)]
+    travelled = shuffled_rows(payloads)
+    assert ("audit_probability" in travelled.column_names) == audit
+    assert "operating_point_window_end" not in travelled.column_names
+    assert travelled.schema.field("group").type.index_type == pa.int8()
+    decided = decode_sets(travelled, "f1", {})
+    assert decided.equals(decode_sets(decode_shuffled(payloads), "f1", {}))
+    assert decided.schema == COMPACT_SCHEMA
+    assert_same_decisions(decided_rows([decided]), reference(rows))
