@@ -350,3 +350,15 @@ def test_rows_as_they_travelled_decode_like_restored_rows(audit):
     assert decided.equals(decode_sets(decode_shuffled(payloads), "f1", {}))
     assert decided.schema == COMPACT_SCHEMA
     assert_same_decisions(decided_rows([decided]), reference(rows))
+
+
+@given(ids=st.lists(st.one_of(st.sampled_from(TRICKY_IDS), st.text(max_size=20)), min_size=1,
+                    max_size=40),
+       n_buckets=st.integers(1, 1000))
+@settings(max_examples=60, deadline=None)
+def test_set_buckets_are_siphash_of_the_python_strings(ids, n_buckets):
+    """The documented bucket: ``pandas.util.hash_array`` of the ids as Python ``str``."""
+    want = pd.util.hash_array(np.array(ids, dtype=object), categorize=False) % n_buckets
+    assert set_buckets(pa.array(ids, pa.string()), n_buckets).tolist() == want.tolist()
+    assert set_buckets(pa.array(ids, pa.large_string()), n_buckets).tolist() == want.tolist()
+    assert set_buckets(pa.array(ids).dictionary_encode(), n_buckets).tolist() == want.tolist()
