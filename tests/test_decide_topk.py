@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,6 +25,7 @@ from costlib_pipelines.decide import (
     COMPACT_SCHEMA,
     PROBABILITY,
     SHUFFLE_SCHEMA,
+    as_contract,
     decode_sets,
     decode_shuffled,
     encode_sets,
@@ -31,6 +33,7 @@ from costlib_pipelines.decide import (
     set_order,
     shuffled_rows,
     split_sets,
+    write_decisions,
 )
 
 #: Item ids that share long prefixes, differ only in trailing NULs, or are not ASCII.
@@ -362,3 +365,25 @@ def test_set_buckets_are_siphash_of_the_python_strings(ids, n_buckets):
     assert set_buckets(pa.array(ids, pa.string()), n_buckets).tolist() == want.tolist()
     assert set_buckets(pa.array(ids, pa.large_string()), n_buckets).tolist() == want.tolist()
     assert set_buckets(pa.array(ids).dictionary_encode(), n_buckets).tolist() == want.tolist()
+
+
+def column_encodings(path) -> dict[str, set[str]]:
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+    return {meta.column(i).path_in_schema: set(meta.column(i).encodings)
+            for i in range(meta.num_columns)}
+
+
+def test_bucket_files_read_back_exactly_with_per_set_fields_dictionary_encoded(tmp_path):
+    decided = decode_sets(decision_rows(200, seed=17, max_size=20), "f1", {})
+    path = tmp_path / "bucket.parquet"
+    write_decisions(str(path), decided)
+    back = pq.read_table(path)
+    assert back.to_pylist() == as_contract(decided).to_pylist()
+    assert "RLE_DICTIONARY" in column_encodings(path)["expected_loss"]
+    # rows without top-k fields (threshold-only files): k and expected_loss as before
+    plain = as_contract(decided).drop_columns(["k", "expected_loss"])
+    plain = plain.append_column("k", pa.nulls(plain.num_rows, pa.int64())).append_column(
+        "expected_loss", pa.nulls(plain.num_rows, pa.float64())).select(decided.column_names)
+    write_decisions(str(tmp_path / "plain.parquet"), plain)
+    assert "RLE_DICTIONARY" not in column_encodings(tmp_path / "plain.parquet")["expected_loss"]
+    assert pq.read_table(tmp_path / "plain.parquet").to_pylist() == plain.to_pylist()
