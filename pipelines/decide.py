@@ -982,10 +982,11 @@ def _sorted_sets(table: pa.Table) -> tuple[pa.Table, NDArray[np.int64]]:
     """Set rows sorted as :func:`decode_sets` describes, and the offsets of the sets.
 
     All-null columns are left out (they read the same in any order; :func:`decode_sets` puts
-    them back). The chunks of every dictionary column share one dictionary first
-    (``unify_dictionaries``), so joining them copies indices only; each dictionary column is
-    then compacted to the values used, sorted (:func:`_compact_dictionary`), and every column
-    taken once in the sorted order (no copy of the unsorted rows).
+    them back), and dictionary columns with one value and no null are not sorted either. The
+    chunks of every dictionary column share one dictionary first (``unify_dictionaries``), so
+    joining them copies indices only; each dictionary column is then compacted to the values
+    used, sorted (:func:`_compact_dictionary`), and every column taken once in the sorted
+    order (no copy of the unsorted rows).
     """
     n = table.num_rows
     present = {name: column for name, column in zip(table.column_names, table.columns,
@@ -995,23 +996,30 @@ def _sorted_sets(table: pa.Table) -> tuple[pa.Table, NDArray[np.int64]]:
         if name in present and not pa.types.is_dictionary(present[name].type):
             present[name] = pc.dictionary_encode(present[name])
     unified = pa.table(present).unify_dictionaries()
-    columns = {
-        name: _compact_dictionary(column.combine_chunks(), sort=True)
-        if pa.types.is_dictionary(column.type) else column
-        for name, column in zip(unified.column_names, unified.columns, strict=True)
-    }
-    set_rank = _sort_codes(columns["set_id"])
+    columns, constant = {}, {}
+    for name, column in zip(unified.column_names, unified.columns, strict=True):
+        if not pa.types.is_dictionary(column.type):
+            columns[name] = column
+            continue
+        array = column.combine_chunks()
+        if len(array.dictionary) == 1 and array.null_count == 0:  # e.g. the loss: same order
+            constant[name] = pa.DictionaryArray.from_arrays(np.zeros(n, np.int32),
+                                                            array.dictionary)
+        else:
+            columns[name] = _compact_dictionary(array, sort=True)
+    set_rank = _sort_codes({**columns, **constant}["set_id"])
     keys = {"set": set_rank, "item": columns["item_id"], "p": columns[PROBABILITY]}
     for key, name in (("group", "group"), ("decision", "threshold_decision"),
                       ("audit", "audit"), ("audit_probability", "audit_probability")):
-        if name in columns:  # an all-null column orders nothing
+        if name in columns:  # an all-null or constant column orders nothing
             keys[key] = _sort_codes(columns[name]) if name == "group" else columns[name]
     order = set_order(pa.table(keys))
     sorted_sets = set_rank[order]
     starts = np.flatnonzero(sorted_sets[1:] != sorted_sets[:-1]) + 1
     offsets = np.concatenate([[0], starts, [sorted_sets.size]]).astype(np.int64)
     take = pa.array(order)
-    return pa.table({name: column.take(take) for name, column in columns.items()}), offsets
+    return pa.table({**{name: column.take(take) for name, column in columns.items()},
+                     **constant}), offsets
 
 
 def decode_sets(table: pa.Table, loss: str, params: dict[str, Any]) -> pa.Table:

@@ -387,3 +387,16 @@ def test_bucket_files_read_back_exactly_with_per_set_fields_dictionary_encoded(t
     write_decisions(str(tmp_path / "plain.parquet"), plain)
     assert "RLE_DICTIONARY" not in column_encodings(tmp_path / "plain.parquet")["expected_loss"]
     assert pq.read_table(tmp_path / "plain.parquet").to_pylist() == plain.to_pylist()
+
+
+@pytest.mark.parametrize("n_sets", [1, 3])
+def test_one_group_one_loss_and_a_single_set_decode_like_the_reference(n_sets):
+    rows = decision_rows(n_sets, seed=18, max_size=30)
+    for name in ("group", "operating_point_group"):
+        rows = rows.set_column(rows.schema.get_field_index(name), name,
+                               pa.array(["g1"] * rows.num_rows).dictionary_encode())
+    decided = decode_all(shuffle(rows, cuts=[5], n_buckets=2, seed=19))
+    assert_same_decisions(decided_rows(decided), reference(rows))
+    for table in decided:
+        assert table.schema == COMPACT_SCHEMA
+        assert set(table.column("group").to_pylist()) == {"g1"}
