@@ -85,13 +85,18 @@ file (:class:`DecideFileFn`), so only small counters travel between transforms.
 
 The shuffle moves Arrow tables, not rows: each batch splits its set rows into
 ``decoding.buckets`` buckets by a stable hash of the set id (``pandas.util.hash_array`` of the
-set id as a string: SipHash with a fixed key, identical across processes and machines; Python's
-``hash()`` of ``str`` is salted per process), emits ``(bucket, table)``, and after a
-``GroupByKey`` each bucket's tables are concatenated and sorted by ``(set_id, item_id,
-probability, group, threshold_decision, audit, audit_probability)`` (strings compared as UTF-8)
-before decoding. Within a set, items are thus ordered by item id, and ties in probability go
-to the earlier item id. The set rows travel as Arrow IPC bytes, one payload per batch and
-bucket (:func:`split_sets`, :func:`encode_sets`).
+set id's UTF-8 bytes, the same as of the string: SipHash with a fixed key, identical across
+processes and machines; Python's ``hash()`` of ``str`` is salted per process), emits
+``(bucket, table)``, and after a ``GroupByKey`` each bucket's tables are concatenated and
+sorted by ``(set_id, item_id, probability, group, threshold_decision, audit,
+audit_probability)`` (strings compared as UTF-8) before decoding. Within a set, items are thus
+ordered by item id, and ties in probability go to the earlier item id. The set rows travel as
+Arrow IPC bytes, one payload per batch and bucket (:func:`split_sets`, :func:`encode_sets`):
+all-null columns are left out and dictionary indices narrowed to the smallest integer type
+(about 30 bytes a row instead of 64 for the benchmark's rows; the local runner copies every
+shuffled byte several times). The decode stage takes the rows as they travelled
+(:func:`shuffled_rows`) and puts the null columns back after sorting; no threshold decision is
+computed twice.
 """
 
 from __future__ import annotations
@@ -638,20 +643,29 @@ def write_decisions(path: str, table: pa.Table) -> None:
     The file schema is :data:`DECISION_SCHEMA` (dictionary columns are written as Parquet
     strings with dictionary pages, and no Arrow schema is stored, so readers get ``string``);
     column statistics are kept for ``group`` and ``threshold_decision`` only (statistics of the
-    other columns cost ~30% of the write time and help no query we know of).
+    other columns cost ~30% of the write time and help no query we know of). Where rows carry
+    top-k fields (set buckets), ``k`` and ``expected_loss`` get dictionary pages too: they are
+    the same on all rows of a set, so the indices run-length encode (writes ~25% faster, files
+    ~7% smaller); files without them are written exactly as before.
     """
+    dictionary = list(DICTIONARY_COLUMNS)
+    if "k" in table.column_names and table.column("k").null_count < table.num_rows:
+        dictionary += ["k", "expected_loss"]
     sink = io.BytesIO()
     pq.write_table(
-        table, sink, compression="zstd", store_schema=False,
-        use_dictionary=list(DICTIONARY_COLUMNS),
+        table, sink, compression="zstd", store_schema=False, use_dictionary=dictionary,
         write_statistics=["group", "threshold_decision"],
     )
     write_bytes_atomically(path, sink.getvalue())
 
 
 def _value_buckets(values: pa.Array, n_buckets: int) -> NDArray[np.int64]:
-    """Bucket of each value (SipHash of its UTF-8 string, mod ``n_buckets``)."""
-    distinct = _as_string(values).to_numpy(zero_copy_only=False).astype(object)
+    """Bucket of each value (SipHash of its UTF-8 string, mod ``n_buckets``).
+
+    The strings go to pandas as ``bytes`` (their UTF-8 encoding, a zero-copy cast in Arrow):
+    the same hashes as of ``str`` objects, without encoding each one (2-3x faster).
+    """
+    distinct = _as_string(values).cast(pa.binary()).to_numpy(zero_copy_only=False)
     hashed = pd.util.hash_array(distinct, categorize=False)
     return (hashed % np.uint64(n_buckets)).astype(np.int64)
 
@@ -678,14 +692,22 @@ def set_buckets(set_ids: pa.Array | pa.ChunkedArray, n_buckets: int) -> NDArray[
 
 
 def _compact_dictionary(array: pa.DictionaryArray, *, sort: bool = False) -> pa.DictionaryArray:
-    """``array`` with only the dictionary values its rows use (sorted by value with ``sort``).
+    """``array`` with only the dictionary values its rows use (sorted by value with ``sort``),
+    as ``int32`` indices.
 
     With ``sort`` the result depends only on the row values, not on the dictionary ``array``
     arrived with: what the bucket files need to be identical for any split of the input.
     """
-    valid = array.indices.is_valid().to_numpy(zero_copy_only=False)
-    codes = array.indices.fill_null(0).to_numpy(zero_copy_only=False)
-    used = np.flatnonzero(np.bincount(codes[valid], minlength=len(array.dictionary)))
+    indices = array.indices
+    if array.null_count == len(array):  # no value used (an all-null column)
+        return pa.DictionaryArray.from_arrays(pa.nulls(len(array), pa.int32()),
+                                              array.dictionary.slice(0, 0))
+    valid = None if array.null_count == 0 else indices.is_valid().to_numpy(
+        zero_copy_only=False)
+    codes = (indices if valid is None else indices.fill_null(0)).to_numpy(
+        zero_copy_only=False)
+    used = np.flatnonzero(np.bincount(codes if valid is None else codes[valid],
+                                      minlength=len(array.dictionary)))
     values = array.dictionary.take(pa.array(used))
     if sort and len(values) > 1:
         by_value = pc.sort_indices(values).to_numpy()
@@ -694,17 +716,7 @@ def _compact_dictionary(array: pa.DictionaryArray, *, sort: bool = False) -> pa.
     position = np.zeros(max(len(array.dictionary), 1), dtype=np.int32)
     position[used] = np.arange(used.size, dtype=np.int32)
     return pa.DictionaryArray.from_arrays(
-        pa.array(position[codes], pa.int32(), mask=None if valid.all() else ~valid), values)
-
-
-def _compact_dictionaries(table: pa.Table, *, sort: bool = False) -> pa.Table:
-    """:func:`_compact_dictionary` of every dictionary column (chunks unified first)."""
-    table = table.unify_dictionaries().combine_chunks()
-    for i, name in enumerate(table.column_names):
-        column = table.column(i)
-        if pa.types.is_dictionary(column.type) and column.num_chunks == 1:
-            table = table.set_column(i, name, _compact_dictionary(column.chunk(0), sort=sort))
-    return table
+        pa.array(position[codes], pa.int32(), mask=None if valid is None else ~valid), values)
 
 
 def _bucket_type(n_buckets: int) -> type:
@@ -741,37 +753,153 @@ def split_sets(table: pa.Table, rows: NDArray[np.intp], n_buckets: int):
     row_starts = np.concatenate([[0], np.cumsum(np.bincount(bucket, minlength=n_buckets))])
     row_codes = new_code[codes[rows]]
     column = table.schema.get_field_index("set_id")
+    large = [  # dictionary columns compacted per part
+        (i, spec.name) for i, spec in enumerate(table.schema)
+        if pa.types.is_dictionary(spec.type) and spec.name != "set_id"
+        and max((len(c.dictionary) for c in table.column(i).chunks), default=0)
+        > SMALL_DICTIONARY
+    ]
     taken = table.take(pa.array(rows))
     for b in np.flatnonzero(np.diff(row_starts)).tolist():
         start, stop = int(row_starts[b]), int(row_starts[b + 1])
         low, high = int(value_starts[b]), int(value_starts[b + 1])
         part = taken.slice(start, stop - start)
         part = part.set_column(column, "set_id", pa.DictionaryArray.from_arrays(
-            pa.array(row_codes[start:stop] - low, pa.int32()), sorted_values[low:high]))
-        for i, spec in enumerate(part.schema):
-            if pa.types.is_dictionary(spec.type) and spec.name != "set_id":
-                array = part.column(i).combine_chunks()
-                if len(array.dictionary) > SMALL_DICTIONARY:
-                    part = part.set_column(i, spec.name, _compact_dictionary(array))
+            pa.array(row_codes[start:stop] - low, _index_type(high - low)),
+            sorted_values[low:high]))
+        for i, name in large:
+            part = part.set_column(i, name, _compact_dictionary(part.column(i).combine_chunks()))
         yield int(b), part
+
+
+#: The top-k fields of a decision record (set after decoding, so not in the shuffle).
+TOPK_FIELDS = ("topk_decision", "k", "expected_loss")
+
+#: Columns of the set rows after the shuffle: the decision columns without the top-k fields,
+#: then the probability (:func:`decode_shuffled` returns exactly this schema).
+SHUFFLE_SCHEMA = pa.schema([f for f in COMPACT_SCHEMA if f.name not in TOPK_FIELDS]
+                           + [pa.field(PROBABILITY, pa.float64())])
+
+
+def _index_type(size: int) -> pa.DataType:
+    """The narrowest signed integer type that indexes a dictionary of ``size`` values."""
+    return pa.int8() if size <= 2**7 else pa.int16() if size <= 2**15 else pa.int32()
+
+
+def _narrowed(table: pa.Table) -> pa.Table:
+    """``table`` without its all-null columns and with dictionary indices in the narrowest
+    integer type (:func:`_index_type`): the same rows in fewer bytes.
+
+    An all-null column costs its full width in an IPC stream (a double column 8.1 bytes a
+    row), and a dictionary index 4; the FnApiRunner copies every shuffled byte several times
+    (data plane, grouping buffer, re-encoding), so what is not sent is the cheapest to move.
+    :func:`decode_shuffled` restores both from :data:`SHUFFLE_SCHEMA`.
+    """
+    fields, columns = [], []
+    for spec, column in zip(table.schema, table.columns, strict=True):
+        if column.null_count == len(column):
+            continue
+        if pa.types.is_dictionary(spec.type):
+            size = max((len(chunk.dictionary) for chunk in column.chunks), default=0)
+            narrow = pa.dictionary(_index_type(size), spec.type.value_type)
+            if narrow != spec.type:
+                spec, column = spec.with_type(narrow), column.cast(narrow)
+        fields.append(spec)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
 def encode_sets(table: pa.Table) -> bytes:
     """Set rows as Arrow IPC stream bytes for the shuffle (parts of :func:`split_sets`).
 
     Pickling a sliced Arrow table would carry the buffers of the whole batch; the IPC stream
-    holds only the rows of the slice, and Beam moves bytes without pickling them.
+    holds only the rows of the slice, and Beam moves bytes without pickling them. All-null
+    columns are left out and dictionary indices narrowed (:func:`_narrowed`).
     """
+    table = _narrowed(table)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
     return sink.getvalue().to_pybytes()
 
 
+def _check_shuffled(table: pa.Table) -> None:
+    """Refuse a table that is not set rows of :func:`encode_sets`.
+
+    Raises
+    ------
+    ValueError
+        ``table`` holds a column :data:`SHUFFLE_SCHEMA` does not know, or one of another type
+        (dictionary columns may have any index type).
+    """
+    unknown = sorted(set(table.column_names) - set(SHUFFLE_SCHEMA.names))
+    if unknown:
+        raise ValueError(f"shuffled set rows hold columns {unknown} that are not decision "
+                         f"columns")
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        want = SHUFFLE_SCHEMA.field(name).type
+        if column.type != want and not (
+                pa.types.is_dictionary(column.type) and pa.types.is_dictionary(want)
+                and column.type.value_type == want.value_type):
+            raise ValueError(f"shuffled set rows: column {name!r} has type {column.type}, "
+                             f"expected {want}")
+
+
+def _restored(table: pa.Table) -> pa.Table:
+    """Set rows of :func:`encode_sets` in :data:`SHUFFLE_SCHEMA`: columns left out come back
+    null, dictionary indices as ``int32`` (:func:`_check_shuffled` first)."""
+    _check_shuffled(table)
+    columns = []
+    for spec in SHUFFLE_SCHEMA:
+        if spec.name not in table.column_names:
+            columns.append(pa.nulls(table.num_rows, spec.type))
+            continue
+        column = table.column(spec.name)
+        columns.append(column if column.type == spec.type else column.cast(spec.type))
+    return pa.Table.from_arrays(columns, schema=SHUFFLE_SCHEMA)
+
+
+def shuffled_rows(payloads: Sequence[bytes]) -> pa.Table:
+    """The set rows of :func:`encode_sets` payloads, concatenated, as they travelled.
+
+    When every payload has the same schema (usually all of a bucket's), the table is the
+    payloads' own: columns left out stay out and dictionary indices narrow, which
+    :func:`decode_sets` takes as they are (no copy, no column of nulls to sort). Otherwise
+    every payload is restored to :data:`SHUFFLE_SCHEMA` (:func:`_restored`), one cast per
+    column and schema.
+
+    Raises
+    ------
+    ValueError
+        A payload is not set rows (:func:`_check_shuffled`).
+    """
+    same_schema: list[list[pa.Table]] = []
+    for payload in payloads:
+        table = pa.ipc.open_stream(pa.py_buffer(payload)).read_all()
+        for tables in same_schema:
+            if tables[0].schema.equals(table.schema):
+                tables.append(table)
+                break
+        else:
+            _check_shuffled(table)
+            same_schema.append([table])
+    if not same_schema:
+        return SHUFFLE_SCHEMA.empty_table()
+    if len(same_schema) == 1:
+        return pa.concat_tables(same_schema[0])
+    return pa.concat_tables([_restored(pa.concat_tables(tables)) for tables in same_schema])
+
+
 def decode_shuffled(payloads: Sequence[bytes]) -> pa.Table:
-    """The tables of :func:`encode_sets` payloads, concatenated."""
-    tables = [pa.ipc.open_stream(pa.py_buffer(p)).read_all() for p in payloads]
-    return pa.concat_tables(tables)
+    """The set rows of :func:`encode_sets` payloads, concatenated, in :data:`SHUFFLE_SCHEMA`
+    (:func:`shuffled_rows`, restored).
+
+    Raises
+    ------
+    ValueError
+        A payload is not set rows (:func:`_check_shuffled`).
+    """
+    return _restored(shuffled_rows(payloads))
 
 
 def _sort_codes(array: pa.DictionaryArray) -> NDArray[np.int64]:
@@ -815,11 +943,12 @@ def set_order(keys: pa.Table) -> NDArray[np.intp]:
     """Row order by all columns of ``keys``, ascending, nulls last (like Arrow's sort).
 
     ``keys`` holds ``set`` (int codes >= 0 in set-id order, no nulls), ``item`` (string),
-    then any tie-breaking columns. Fast path: one stable integer sort of ``set code << 48 |
-    first 6 bytes of the item``; runs of rows that tie on that key (items of a set sharing
-    their first 6 bytes, or repeated items) are then ordered by Arrow's sort over all keys,
-    run by run (the order between runs is already right). Without such runs one integer sort
-    is paid; with only such runs the cost is about Arrow's sort alone.
+    then any tie-breaking columns; rows equal in every key keep their order (a stable sort).
+    Fast path: one integer sort of ``set code << 48 | first 6 bytes of the item``; runs of
+    rows that tie on that key (items of a set sharing their first 6 bytes, or repeated items)
+    are then ordered by Arrow's sort over all keys and the row number, run by run (the order
+    between runs is already right). Without such runs one integer sort is paid; with only
+    such runs the cost is about Arrow's sort alone.
     """
     sort_keys = [(name, "ascending") for name in keys.column_names]
     sets = keys.column("set").to_numpy()
@@ -830,7 +959,7 @@ def set_order(keys: pa.Table) -> NDArray[np.intp]:
     if prefix is None:
         return pc.sort_indices(keys, sort_keys=sort_keys).to_numpy()
     key = (sets.astype(np.uint64) << np.uint64(64 - SET_BITS)) | prefix
-    order = np.argsort(key, kind="stable")
+    order = np.argsort(key)  # not stable (about 3x faster): rows that tie are ordered below
     key = key[order]
     same = key[1:] == key[:-1]
     if not same.any():
@@ -840,39 +969,66 @@ def set_order(keys: pa.Table) -> NDArray[np.intp]:
     tied[:-1] |= same
     run = np.cumsum(np.concatenate([[True], ~same]))[tied]  # run number of every tied row
     rows = order[tied]
-    sub = keys.take(pa.array(rows)).set_column(0, "set", pa.array(run))
-    order[tied] = rows[pc.sort_indices(sub, sort_keys=sort_keys).to_numpy()]
+    # by run, every key, then row number: what a stable sort gives rows equal in every key
+    row = "row" + "_" * max(len(name) for name in keys.column_names)  # not a key's name
+    sub = keys.take(pa.array(rows)).set_column(0, "set", pa.array(run)).append_column(
+        row, pa.array(rows))
+    order[tied] = rows[pc.sort_indices(sub, sort_keys=[*sort_keys, (row, "ascending")])
+                       .to_numpy()]
     return order
 
 
 def _sorted_sets(table: pa.Table) -> tuple[pa.Table, NDArray[np.int64]]:
-    """Set rows sorted as :func:`decode_sets` describes, and the offsets of the sets."""
-    table = table.drop_columns([c for c in ("topk_decision", "k", "expected_loss")
-                                if c in table.column_names])
+    """Set rows sorted as :func:`decode_sets` describes, and the offsets of the sets.
+
+    All-null columns are left out (they read the same in any order; :func:`decode_sets` puts
+    them back), and dictionary columns with one value and no null are not sorted either. The
+    chunks of every dictionary column share one dictionary first (``unify_dictionaries``), so
+    joining them copies indices only; each dictionary column is then compacted to the values
+    used, sorted (:func:`_compact_dictionary`), and every column taken once in the sorted
+    order (no copy of the unsorted rows).
+    """
+    n = table.num_rows
+    present = {name: column for name, column in zip(table.column_names, table.columns,
+                                                    strict=True)
+               if name not in TOPK_FIELDS and column.null_count < n}
     for name in DICTIONARY_COLUMNS:
-        if not pa.types.is_dictionary(table.schema.field(name).type):
-            table = table.set_column(table.schema.get_field_index(name), name,
-                                     pc.dictionary_encode(table.column(name)))
-    table = _compact_dictionaries(table, sort=True)
-    set_rank = _sort_codes(table.column("set_id").chunk(0))
-    keys = pa.table({
-        "set": set_rank, "item": table.column("item_id"), "p": table.column(PROBABILITY),
-        "group": _sort_codes(table.column("group").chunk(0)),
-        "decision": table.column("threshold_decision"),
-        "audit": table.column("audit"), "audit_probability": table.column("audit_probability"),
-    })
-    order = set_order(keys)
+        if name in present and not pa.types.is_dictionary(present[name].type):
+            present[name] = pc.dictionary_encode(present[name])
+    unified = pa.table(present).unify_dictionaries()
+    columns, constant = {}, {}
+    for name, column in zip(unified.column_names, unified.columns, strict=True):
+        if not pa.types.is_dictionary(column.type):
+            columns[name] = column
+            continue
+        array = column.combine_chunks()
+        if len(array.dictionary) == 1 and array.null_count == 0:  # e.g. the loss: same order
+            constant[name] = pa.DictionaryArray.from_arrays(np.zeros(n, np.int32),
+                                                            array.dictionary)
+        else:
+            columns[name] = _compact_dictionary(array, sort=True)
+    set_rank = _sort_codes({**columns, **constant}["set_id"])
+    keys = {"set": set_rank, "item": columns["item_id"], "p": columns[PROBABILITY]}
+    for key, name in (("group", "group"), ("decision", "threshold_decision"),
+                      ("audit", "audit"), ("audit_probability", "audit_probability")):
+        if name in columns:  # an all-null or constant column orders nothing
+            keys[key] = _sort_codes(columns[name]) if name == "group" else columns[name]
+    order = set_order(pa.table(keys))
     sorted_sets = set_rank[order]
     starts = np.flatnonzero(sorted_sets[1:] != sorted_sets[:-1]) + 1
     offsets = np.concatenate([[0], starts, [sorted_sets.size]]).astype(np.int64)
-    return table.take(pa.array(order)), offsets
+    take = pa.array(order)
+    return pa.table({**{name: column.take(take) for name, column in columns.items()},
+                     **constant}), offsets
 
 
 def decode_sets(table: pa.Table, loss: str, params: dict[str, Any]) -> pa.Table:
     """Sort set rows by (set_id, item_id, ...) and decode every set; returns decision records.
 
     ``table`` holds decision columns plus :data:`PROBABILITY` (string or dictionary-encoded
-    string columns, any number of chunks); every row has a set id and a probability. Rows are
+    string columns with any index type, any number of chunks; a column of
+    :data:`SHUFFLE_SCHEMA` that is missing is null, as in :func:`shuffled_rows`); every row
+    has a set id and a probability. Rows are
     ordered by ``(set_id, item_id, probability, group, threshold_decision, audit,
     audit_probability)`` (strings in UTF-8 byte order, nulls last; the last two only order
     repeated items, so that every column of the output is the same whatever order the rows
@@ -892,8 +1048,10 @@ def decode_sets(table: pa.Table, loss: str, params: dict[str, Any]) -> pa.Table:
         "k": pa.array(np.repeat(result.k, sizes).astype(np.int64)),
         "expected_loss": pa.array(np.repeat(result.expected_loss, sizes), pa.float64()),
     }
+    n = table.num_rows
     return pa.Table.from_arrays(
-        [columns[f.name] if f.name in columns else table.column(f.name) for f in COMPACT_SCHEMA],
+        [columns[f.name] if f.name in columns else table.column(f.name)
+         if f.name in table.column_names else pa.nulls(n, f.type) for f in COMPACT_SCHEMA],
         schema=COMPACT_SCHEMA)
 
 
@@ -970,8 +1128,8 @@ class DecideFileFn(beam.DoFn):
     def shuffle_sets(self, table: pa.Table, probabilities: NDArray[np.float64],
                      in_set: NDArray[np.bool_]):
         """``(bucket, bytes)`` per set-id bucket present (:func:`split_sets`)."""
-        sets = table.drop_columns(["topk_decision", "k", "expected_loss"]).append_column(
-            PROBABILITY, pa.array(probabilities))  # top-k fields are set after decoding
+        sets = _narrowed(table.drop_columns(list(TOPK_FIELDS)).append_column(
+            PROBABILITY, pa.array(probabilities)))  # top-k fields are set after decoding
         for bucket, part in split_sets(sets, np.flatnonzero(in_set), self.buckets):
             yield bucket, encode_sets(part)
 
@@ -987,7 +1145,7 @@ class DecodeBucketFn(beam.DoFn):
 
     def process(self, element):
         bucket, payloads = element
-        decided = decode_sets(decode_shuffled(list(payloads)), self.loss, self.params)
+        decided = decode_sets(shuffled_rows(list(payloads)), self.loss, self.params)
         write_decisions(f"{self.directory}/part-bucket-{bucket:05d}.parquet", decided)
         yield _counts(decided, sets=len(decided.column("set_id").combine_chunks().dictionary))
 

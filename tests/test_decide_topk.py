@@ -2,7 +2,9 @@
 
 Independent truths: Arrow's own multi-key sort for :func:`set_order`; per set, items sorted by
 item id (Python's ``sorted`` on the UTF-8 bytes) and decoded one set at a time by
-:func:`costlib.decoding.optimal_topk` for the shuffled, bucketed, batched decoding.
+:func:`costlib.decoding.optimal_topk`, or all sets in one :func:`costlib.decoding.
+optimal_topk_ragged` call, for the shuffled, bucketed, batched decoding; the rows themselves
+for the shuffle payloads.
 """
 
 from __future__ import annotations
@@ -10,22 +12,28 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costlib.decoding import optimal_topk
+from costlib.decoding import optimal_topk, optimal_topk_ragged
 from costlib_pipelines.decide import (
     COMPACT_SCHEMA,
     PROBABILITY,
+    SHUFFLE_SCHEMA,
+    as_contract,
     decode_sets,
     decode_shuffled,
     encode_sets,
     set_buckets,
     set_order,
+    shuffled_rows,
     split_sets,
+    write_decisions,
 )
 
 #: Item ids that share long prefixes, differ only in trailing NULs, or are not ASCII.
@@ -215,3 +223,180 @@ def test_split_sets_keeps_every_row_once_and_each_set_in_its_bucket():
         assert (set_buckets(ids, 7) == bucket).all()
         assert (set_buckets(ids.dictionary, 7) == bucket).all()  # its own bucket's ids only
 
+
+
+def ordered_members(rows: pa.Table) -> pd.DataFrame:
+    """Set rows in the pipeline's documented order: set id, then the items of each set by
+    (item id bytes, probability, group, decision with null last, audit, audit probability)."""
+    frame = rows.to_pandas()
+    frame = frame.assign(
+        set_str=frame.set_id.astype(str),
+        item_bytes=frame.item_id.map(lambda s: s.encode()),
+        group_str=frame.group.astype(str),
+        decision_key=frame.threshold_decision.map(lambda d: 2 if d is None or d != d else int(d)))
+    return frame.sort_values(["set_str", "item_bytes", PROBABILITY, "group_str", "decision_key",
+                              "audit", "audit_probability"], kind="stable")
+
+
+def ragged_reference(rows: pa.Table) -> dict[tuple[str, str, int], tuple[bool, int, float]]:
+    """Per (set, item, occurrence): the decisions of one ``optimal_topk_ragged`` call over all
+    sets, the rows in the documented order (:func:`ordered_members`)."""
+    members = ordered_members(rows)
+    sets = members.set_str.to_numpy()
+    starts = np.flatnonzero(np.concatenate([[True], sets[1:] != sets[:-1]]))
+    offsets = np.append(starts, sets.size)
+    result = optimal_topk_ragged(members[PROBABILITY].to_numpy(), offsets, "f1")
+    set_of_row = np.repeat(np.arange(starts.size), np.diff(offsets))
+    out, seen = {}, {}
+    for i, (set_id, item) in enumerate(zip(sets, members.item_id, strict=True)):
+        seen[(set_id, item)] = seen.get((set_id, item), -1) + 1
+        s_i = set_of_row[i]
+        out[(set_id, item, seen[(set_id, item)])] = (
+            bool(result.selected[i]), int(result.k[s_i]), float(result.expected_loss[s_i]))
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), cuts=st.lists(st.integers(0, 500), max_size=8),
+       n_buckets=st.integers(1, 9), max_size=st.integers(1, 25))
+def test_bucket_count_and_batch_split_never_change_decisions(seed, cuts, n_buckets, max_size):
+    rows = decision_rows(50, seed=seed, max_size=max_size, tricky=seed % 3 == 0)
+    # probabilities without ties: a set whose expected losses tie exactly at two k (rounded
+    # probabilities make that happen) may go either way by the last bit of a sum
+    rows = rows.set_column(rows.schema.get_field_index(PROBABILITY), PROBABILITY,
+                           pa.array(np.random.default_rng(seed).random(rows.num_rows)))
+    decided = decode_all(shuffle(rows, cuts, n_buckets, seed=seed + 1))
+    assert sum(t.num_rows for t in decided) == rows.num_rows
+    assert_same_decisions(decided_rows(decided), ragged_reference(rows))
+
+
+def wide_dictionary(n_rows: int, n_values: int, seed: int) -> pa.DictionaryArray:
+    """A string dictionary array with ``n_values`` values (most unused), a tenth of rows null."""
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, n_values, n_rows).astype(np.int32)
+    return pa.DictionaryArray.from_arrays(
+        pa.array(codes, mask=rng.random(n_rows) < 0.1),
+        pa.array([f"v{i:06d}" for i in range(n_values)]))
+
+
+def plain_ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+@pytest.mark.parametrize("n_values", [1, 128, 129, 40_000])
+def test_payloads_carry_every_value_in_fewer_bytes(n_values):
+    rows = decision_rows(80, seed=11, max_size=9)
+    n = rows.num_rows
+    rows = rows.set_column(rows.schema.get_field_index("operating_point_group"),
+                           "operating_point_group", wide_dictionary(n, n_values, seed=12))
+    assert rows.column("operating_point_window_end").null_count == n  # left out
+    payload = encode_sets(rows)
+    back = decode_shuffled([payload])
+    assert back.schema == SHUFFLE_SCHEMA
+    for name in SHUFFLE_SCHEMA.names:
+        assert back.column(name).to_pylist() == rows.column(name).to_pylist(), name
+    assert len(payload) < len(plain_ipc(rows))
+    # and the decoded records are those of the rows as they were, bit for bit
+    assert decode_all([back])[0].equals(decode_all([rows])[0])
+
+
+def test_decode_shuffled_of_nothing_and_of_mixed_payload_schemas():
+    assert decode_shuffled([]).equals(SHUFFLE_SCHEMA.empty_table())
+    rows = decision_rows(30, seed=13)
+    half = rows.num_rows // 2
+    first = rows.slice(0, half)
+    # the second payload has audit probabilities (the first none) and a wide group dictionary
+    second = rows.slice(half).set_column(
+        rows.schema.get_field_index("audit_probability"), "audit_probability",
+        pa.nulls(rows.num_rows - half, pa.float64()))
+    second = second.set_column(second.schema.get_field_index("group"), "group",
+                               wide_dictionary(second.num_rows, 300, seed=14))
+    back = decode_shuffled([encode_sets(first), encode_sets(second)])
+    want = pa.concat_tables([first, second.cast(first.schema)])
+    assert back.schema == SHUFFLE_SCHEMA
+    for name in SHUFFLE_SCHEMA.names:
+        assert back.column(name).to_pylist() == want.column(name).to_pylist(), name
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda t: t.append_column("surprise", pa.array(np.zeros(t.num_rows))),
+     r"columns \['surprise'\] that are not decision columns"),
+    (lambda t: t.set_column(t.schema.get_field_index("item_id"), "item_id",
+                            pa.array(np.arange(t.num_rows))),
+     r"column 'item_id' has type int64, expected string"),
+    (lambda t: t.set_column(t.schema.get_field_index("group"), "group",
+                            t.column("group").cast(pa.string())),
+     r"column 'group' has type string"),
+])
+def test_decode_shuffled_refuses_payloads_that_are_not_set_rows(change, message):
+    rows = change(decision_rows(10, seed=15))
+    with pytest.raises(ValueError, match=message):
+        decode_shuffled([plain_ipc(rows)])
+
+
+@pytest.mark.parametrize("audit", [True, False])
+def test_rows_as_they_travelled_decode_like_restored_rows(audit):
+    """``DecodeBucketFn`` decodes :func:`shuffled_rows` (columns left out, narrow indices)."""
+    rows = decision_rows(120, seed=16, max_size=15)
+    if not audit:  # no audit: the audit probability is null on every row, and left out
+        rows = rows.set_column(rows.schema.get_field_index("audit_probability"),
+                               "audit_probability", pa.nulls(rows.num_rows, pa.float64()))
+    payloads = [encode_sets(part) for _, part in split_sets(rows, np.arange(rows.num_rows), 1)]
+    travelled = shuffled_rows(payloads)
+    assert ("audit_probability" in travelled.column_names) == audit
+    assert "operating_point_window_end" not in travelled.column_names
+    assert travelled.schema.field("group").type.index_type == pa.int8()
+    decided = decode_sets(travelled, "f1", {})
+    assert decided.equals(decode_sets(decode_shuffled(payloads), "f1", {}))
+    assert decided.schema == COMPACT_SCHEMA
+    assert_same_decisions(decided_rows([decided]), reference(rows))
+
+
+@given(ids=st.lists(st.one_of(st.sampled_from(TRICKY_IDS), st.text(max_size=20)), min_size=1,
+                    max_size=40),
+       n_buckets=st.integers(1, 1000))
+@settings(max_examples=60, deadline=None)
+def test_set_buckets_are_siphash_of_the_python_strings(ids, n_buckets):
+    """The documented bucket: ``pandas.util.hash_array`` of the ids as Python ``str``."""
+    want = pd.util.hash_array(np.array(ids, dtype=object), categorize=False) % n_buckets
+    assert set_buckets(pa.array(ids, pa.string()), n_buckets).tolist() == want.tolist()
+    assert set_buckets(pa.array(ids, pa.large_string()), n_buckets).tolist() == want.tolist()
+    assert set_buckets(pa.array(ids).dictionary_encode(), n_buckets).tolist() == want.tolist()
+
+
+def column_encodings(path) -> dict[str, set[str]]:
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+    return {meta.column(i).path_in_schema: set(meta.column(i).encodings)
+            for i in range(meta.num_columns)}
+
+
+def test_bucket_files_read_back_exactly_with_per_set_fields_dictionary_encoded(tmp_path):
+    decided = decode_sets(decision_rows(200, seed=17, max_size=20), "f1", {})
+    path = tmp_path / "bucket.parquet"
+    write_decisions(str(path), decided)
+    back = pq.read_table(path)
+    assert back.to_pylist() == as_contract(decided).to_pylist()
+    assert "RLE_DICTIONARY" in column_encodings(path)["expected_loss"]
+    # rows without top-k fields (threshold-only files): k and expected_loss as before
+    plain = as_contract(decided).drop_columns(["k", "expected_loss"])
+    plain = plain.append_column("k", pa.nulls(plain.num_rows, pa.int64())).append_column(
+        "expected_loss", pa.nulls(plain.num_rows, pa.float64())).select(decided.column_names)
+    write_decisions(str(tmp_path / "plain.parquet"), plain)
+    assert "RLE_DICTIONARY" not in column_encodings(tmp_path / "plain.parquet")["expected_loss"]
+    assert pq.read_table(tmp_path / "plain.parquet").to_pylist() == plain.to_pylist()
+
+
+@pytest.mark.parametrize("n_sets", [1, 3])
+def test_one_group_one_loss_and_a_single_set_decode_like_the_reference(n_sets):
+    rows = decision_rows(n_sets, seed=18, max_size=30)
+    for name in ("group", "operating_point_group"):
+        rows = rows.set_column(rows.schema.get_field_index(name), name,
+                               pa.array(["g1"] * rows.num_rows).dictionary_encode())
+    decided = decode_all(shuffle(rows, cuts=[5], n_buckets=2, seed=19))
+    assert_same_decisions(decided_rows(decided), reference(rows))
+    for table in decided:
+        assert table.schema == COMPACT_SCHEMA
+        assert set(table.column("group").to_pylist()) == {"g1"}
