@@ -13,13 +13,6 @@ new ``argparse`` parser of some 150 flags, on every ``view_as``, which pipeline 
 calls twice per transform), and ``type_check=False`` turns off Beam's construction-time type
 inference and checks (``--no_pipeline_type_check``) for pipelines whose elements are untyped
 Python objects anyway.
-
-Local runs (the default ``FnApiRunner``) also sample their step states every
-:data:`LOCAL_SAMPLING_PERIOD_MS` at most instead of Beam's 200 ms: a bundle cannot end before
-the sampler's thread wakes from its current sleep (the period grows by 1.2x from 2 ms up to the
-cap while a bundle runs), which cost ~0.1-0.2 s of idle wall time per run over the recalibrate
-pipeline's bundles. The sampler only feeds the per-step time metrics; its thread sleeps
-without the GIL. Remote workers (Dataflow, Flink, ``multi_processing``) keep Beam's default.
 """
 
 from __future__ import annotations
@@ -30,27 +23,12 @@ from typing import Any, TypeVar
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-from apache_beam.runners.worker import statesampler
 
 from costlib_pipelines.flags import check_runner
 
-__all__ = ["LOCAL_SAMPLING_PERIOD_MS", "CachedViewOptions", "make_pipeline", "runner_name"]
+__all__ = ["CachedViewOptions", "make_pipeline", "runner_name"]
 
 OptionsT = TypeVar("OptionsT", bound=PipelineOptions)
-
-#: Longest sleep (ms) of the state sampler's thread in local runs (Beam's default is 200).
-LOCAL_SAMPLING_PERIOD_MS = 5
-
-
-def short_state_sampling() -> None:
-    """Make this process's bundle processors sample with :data:`LOCAL_SAMPLING_PERIOD_MS`.
-
-    Beam creates every bundle's ``StateSampler`` with its default period (200 ms) and offers no
-    option for it, so the default of ``StateSampler.__init__`` is set; idempotent.
-    """
-    init = statesampler.StateSampler.__init__
-    if init.__defaults__ != (LOCAL_SAMPLING_PERIOD_MS,):
-        init.__defaults__ = (LOCAL_SAMPLING_PERIOD_MS,)
 
 
 class CachedViewOptions(PipelineOptions):
@@ -100,6 +78,5 @@ def make_pipeline(beam_args: Sequence[str] = (), *, type_check: bool = True) -> 
     overrides = {} if type_check else {"pipeline_type_check": False}
     options = CachedViewOptions(list(beam_args), **overrides)
     if options.view_as(StandardOptions).runner is None:
-        short_state_sampling()  # the bundles run in this process (or its threads)
         return beam.Pipeline(runner=FnApiRunner(), options=options)
     return beam.Pipeline(options=options)

@@ -3,8 +3,7 @@
 - :class:`CachedViewOptions` gives the same values as Beam's own ``PipelineOptions`` for every
   view, shares changes between views, and pickles/copies without its cache;
 - ``make_pipeline(type_check=False)`` turns Beam's construction-time type checks off, the
-  default leaves them on; local pipelines' bundles sample their states with the short period,
-  pipelines for other runners leave Beam's default alone;
+  default leaves them on;
 - the batch recalibrate graph writes byte-identical outputs with type inference on and off,
   and stays small (no combine that only counts or collects one element per run).
 """
@@ -25,12 +24,10 @@ from apache_beam.options.pipeline_options import (
     StandardOptions,
     TypeOptions,
 )
-from apache_beam.runners.worker import statesampler
-from apache_beam.testing.util import assert_that, equal_to
 from pipeline_data import base_config, sample_frame, write_files
 
 from costlib_pipelines.recalibrate import PublishSpec, build_recalibrate, run_recalibrate
-from costlib_pipelines.runner import LOCAL_SAMPLING_PERIOD_MS, CachedViewOptions, make_pipeline
+from costlib_pipelines.runner import CachedViewOptions, make_pipeline
 from costlib_pipelines.runs import RunDirectory
 
 VIEWS = (StandardOptions, TypeOptions, DirectOptions, SetupOptions, DebugOptions,
@@ -83,33 +80,6 @@ def test_make_pipeline_type_checks_by_default_and_on_request_not():
     pipeline = make_pipeline(["--direct_num_workers=2"], type_check=False)
     assert pipeline.options.view_as(DirectOptions).direct_num_workers == 2
     assert type(pipeline.runner).__name__ == "FnApiRunner"
-
-
-@pytest.fixture
-def beams_sampling_default():
-    """Beam's own state-sampling default for the test, restored after it."""
-    init = statesampler.StateSampler.__init__
-    before = init.__defaults__
-    init.__defaults__ = (statesampler.DEFAULT_SAMPLING_PERIOD_MS,)
-    yield statesampler.DEFAULT_SAMPLING_PERIOD_MS
-    init.__defaults__ = before
-
-
-def _tracker_period(_):
-    return statesampler.get_current_tracker().sampling_period_ms
-
-
-def test_local_bundles_sample_states_with_the_short_period(beams_sampling_default):
-    assert LOCAL_SAMPLING_PERIOD_MS < beams_sampling_default
-    pipeline = make_pipeline([])
-    with pipeline:
-        periods = pipeline | beam.Create([0, 1]) | beam.Map(_tracker_period)
-        assert_that(periods, equal_to([LOCAL_SAMPLING_PERIOD_MS] * 2))
-
-
-def test_other_runners_keep_beams_sampling_period(beams_sampling_default):
-    make_pipeline(["--runner=PortableRunner", "--job_endpoint=localhost:1"])
-    assert statesampler.StateSampler("s", None).sampling_period_ms == beams_sampling_default
 
 
 @pytest.fixture(scope="module")
