@@ -1,5 +1,7 @@
 """Sparse replicate grids: equal to the dense ones and to reweighted grids, whatever the split."""
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -45,7 +47,7 @@ def test_any_split_and_merge_order_gives_the_whole(seed, parts, unrated, data):
     bounds = [0, *cuts, n]
     pieces = [SparseBootstrapGrids.from_scores(scores[a:b], labels[a:b], edges, ids[a:b], w[a:b],
                                                n_replicates=5, seed=9)
-              for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+              for a, b in itertools.pairwise(bounds)]
     order = data.draw(st.permutations(range(len(pieces))))
     merged = SparseBootstrapGrids.sum([pieces[i] for i in order])
     pairwise = pieces[order[0]]
@@ -99,7 +101,7 @@ def test_a_small_group_holds_its_rows_not_its_lattice():
 
 
 def test_empty_rows_give_an_empty_partial_that_merges():
-    scores, y, w, edges = make_rows(50, 2, seed=1, weighted=False)
+    scores, y, _, edges = make_rows(50, 2, seed=1, weighted=False)
     empty = SparseBootstrapGrids.from_scores(scores[:0], y[:0], edges, np.arange(0),
                                              n_replicates=2)
     full = SparseBootstrapGrids.from_scores(scores, y, edges, np.arange(50), n_replicates=2)
