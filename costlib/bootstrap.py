@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
-from scipy.stats import poisson
+from scipy.special import pdtr
 
 from costlib._messages import plain
 from costlib.edges import BinLocator
@@ -48,8 +48,10 @@ __all__ = [
 ]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-# Inverse CDF of Poisson(1) on 53-bit uniforms; mass beyond 20 is < 1e-19.
-_POISSON1_CDF = poisson.cdf(np.arange(21), 1.0)
+# Inverse CDF of Poisson(1) on 53-bit uniforms; mass beyond 20 is < 1e-19. ``pdtr(k, 1)`` is
+# the Poisson(1) CDF at k (what ``scipy.stats.poisson.cdf`` evaluates), without importing
+# scipy.stats, which costs about a second at start-up.
+_POISSON1_CDF = pdtr(np.arange(21), 1.0)
 
 
 def _mix64(x: NDArray[np.uint64]) -> NDArray[np.uint64]:

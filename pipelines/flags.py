@@ -136,6 +136,8 @@ def check_runner(beam_args: Sequence[str]) -> str | None:
     UsageError
         An unknown runner name or a dotted path that is not a PipelineRunner.
     """
+    if not beam_args:  # no flags, no runner: spare commands without Beam flags its import
+        return None
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
     from apache_beam.runners.runner import PipelineRunner
 
