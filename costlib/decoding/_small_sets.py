@@ -38,36 +38,50 @@ def loss_tables(loss: SetLoss, n: int) -> tuple[NDArray[np.float64], ...]:
     return tuple(tables)
 
 
+def _positive_counts(
+    p: NDArray[np.float64], q: NDArray[np.float64], out: NDArray[np.float64],
+    scratch: NDArray[np.float64],
+) -> None:
+    """Poisson-binomial distributions of the count of positives among growing item prefixes.
+
+    ``p`` and ``q = 1 - p`` have shape (m, c): item ``j`` of each of ``c`` sets, items in the
+    order they are added. ``out[j, a, :]`` becomes :math:`P(\\text{positives among the first }
+    j \\text{ items} = a)` for ``a <= j`` (entries ``a > j`` are left unset), by
+    :math:`P_j(a) = q_j P_{j-1}(a) + p_j P_{j-1}(a - 1)` with the boundary terms
+    :math:`q_j P_{j-1}(0)` and :math:`p_j P_{j-1}(j - 1)` computed alone (no added zero).
+    Sets lie on the last axis, so every update is a contiguous row operation.
+    """
+    out[0, 0] = 1.0
+    for j in range(1, p.shape[0] + 1):
+        prev, cur = out[j - 1, :j], out[j]
+        np.multiply(q[j - 1], prev, out=cur[:j])
+        np.multiply(p[j - 1], prev[:-1], out=scratch[:j - 1])
+        cur[1:j] += scratch[:j - 1]
+        np.multiply(p[j - 1], prev[j - 1], out=cur[j])
+
+
 def expected_losses_exact(sorted_p: NDArray[np.float64], tables: Sequence[NDArray[np.float64]]
                           ) -> NDArray[np.float64]:
-    """Exact :math:`L_k` for each row of ``sorted_p`` (shape (c, n)); returns (c, n + 1)."""
+    """Exact :math:`L_k` for each row of ``sorted_p`` (shape (c, n)); returns (c, n + 1).
+
+    The distributions are built with the sets on the last axis (:func:`_positive_counts`:
+    forward over the items for :math:`A_k`, backward for :math:`B_k`), then every
+    :math:`P(A_k = \\cdot)` and :math:`P(B_k = \\cdot)` is laid out set by set for the matrix
+    product with :math:`T_k` and the row-wise dot product.
+    """
     rows, n = sorted_p.shape
-    # top[k, :, a] = P(A_k = a), a <= k;  rest[k, :, b] = P(B_k = b), b <= n - k.
-    top = np.empty((n + 1, rows, n + 1))
-    top[0, :, 0] = 1.0
-    for k in range(1, n + 1):
-        p = sorted_p[:, k - 1:k]
-        q = 1.0 - p
-        prev = top[k - 1, :, :k]
-        top[k, :, 0:1] = q * prev[:, 0:1]
-        np.multiply(q, prev[:, 1:], out=top[k, :, 1:k])
-        top[k, :, 1:k] += p * prev[:, :-1]
-        top[k, :, k:k + 1] = p * prev[:, k - 1:k]
-    rest = np.empty((n + 1, rows, n + 1))
-    rest[n, :, 0] = 1.0
-    for k in range(n - 1, -1, -1):
-        p = sorted_p[:, k:k + 1]
-        q = 1.0 - p
-        width = n - k
-        prev = rest[k + 1, :, :width]
-        rest[k, :, 0:1] = q * prev[:, 0:1]
-        np.multiply(q, prev[:, 1:], out=rest[k, :, 1:width])
-        rest[k, :, 1:width] += p * prev[:, :-1]
-        rest[k, :, width:width + 1] = p * prev[:, width - 1:width]
+    p = np.ascontiguousarray(sorted_p.T)
+    q = 1.0 - p
+    scratch = np.empty((max(n - 1, 0), rows))
+    # top[k, a, :] = P(A_k = a), a <= k;  rest[n - k, b, :] = P(B_k = b), b <= n - k.
+    top = np.empty((n + 1, n + 1, rows))
+    _positive_counts(p, q, top, scratch)
+    rest = np.empty((n + 1, n + 1, rows))
+    _positive_counts(p[::-1], q[::-1], rest, scratch)
     out = np.empty((rows, n + 1))
     for k in range(n + 1):
-        partial = top[k, :, :k + 1] @ tables[k]
-        out[:, k] = np.einsum("ij,ij->i", partial, rest[k, :, :n - k + 1])
+        partial = np.ascontiguousarray(top[k, :k + 1].T) @ tables[k]
+        out[:, k] = np.einsum("ij,ij->i", partial, np.ascontiguousarray(rest[n - k, :n - k + 1].T))
     return out
 
 
