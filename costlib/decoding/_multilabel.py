@@ -73,7 +73,7 @@ def optimal_topk_batch(
     probabilities: ArrayLike,
     loss: str | SetLoss | CountFunction = "f1",
     *,
-    chunk_size: int = 1024,
+    chunk_size: int = 2048,
     **loss_params: Any,
 ) -> BatchTopK:
     """Optimal top-k prediction for each row of a 2-D array (each row one set of items).
