@@ -38,6 +38,11 @@ def loss_tables(loss: SetLoss, n: int) -> tuple[NDArray[np.float64], ...]:
     return tuple(tables)
 
 
+#: Sets whose distributions are built together (:func:`expected_losses_exact`): the arrays of
+#: a block, ``(n + 1)**2 * block * 8`` bytes each, stay in the cache.
+DP_BLOCK = 256
+
+
 def _positive_counts(
     p: NDArray[np.float64], q: NDArray[np.float64], out: NDArray[np.float64],
     scratch: NDArray[np.float64],
@@ -64,24 +69,32 @@ def expected_losses_exact(sorted_p: NDArray[np.float64], tables: Sequence[NDArra
                           ) -> NDArray[np.float64]:
     """Exact :math:`L_k` for each row of ``sorted_p`` (shape (c, n)); returns (c, n + 1).
 
-    The distributions are built with the sets on the last axis (:func:`_positive_counts`:
-    forward over the items for :math:`A_k`, backward for :math:`B_k`), then every
-    :math:`P(A_k = \\cdot)` and :math:`P(B_k = \\cdot)` is laid out set by set for the matrix
-    product with :math:`T_k` and the row-wise dot product.
+    The distributions are built :data:`DP_BLOCK` sets at a time with the sets on the last axis
+    (:func:`_positive_counts`: forward over the items for :math:`A_k`, backward for
+    :math:`B_k`) and stored set by set, then each :math:`L_k` is one matrix product with
+    :math:`T_k` and a row-wise dot product over all ``c`` sets.
     """
     rows, n = sorted_p.shape
-    p = np.ascontiguousarray(sorted_p.T)
-    q = 1.0 - p
-    scratch = np.empty((max(n - 1, 0), rows))
-    # top[k, a, :] = P(A_k = a), a <= k;  rest[n - k, b, :] = P(B_k = b), b <= n - k.
-    top = np.empty((n + 1, n + 1, rows))
-    _positive_counts(p, q, top, scratch)
-    rest = np.empty((n + 1, n + 1, rows))
-    _positive_counts(p[::-1], q[::-1], rest, scratch)
+    # top[k][i, a] = P(A_k = a) of set i, a <= k;  rest[k][i, b] = P(B_k = b), b <= n - k.
+    top = [np.empty((rows, k + 1)) for k in range(n + 1)]
+    rest = [np.empty((rows, n - k + 1)) for k in range(n + 1)]
+    block = min(rows, DP_BLOCK)
+    forward = np.empty((n + 1, n + 1, block))
+    backward = np.empty((n + 1, n + 1, block))
+    scratch = np.empty((max(n - 1, 0), block))
+    for start in range(0, rows, block):
+        stop = min(start + block, rows)
+        width = stop - start
+        p = np.ascontiguousarray(sorted_p[start:stop].T)
+        q = 1.0 - p
+        _positive_counts(p, q, forward[..., :width], scratch[:, :width])
+        _positive_counts(p[::-1], q[::-1], backward[..., :width], scratch[:, :width])
+        for k in range(n + 1):
+            top[k][start:stop] = forward[k, :k + 1, :width].T
+            rest[k][start:stop] = backward[n - k, :n - k + 1, :width].T
     out = np.empty((rows, n + 1))
     for k in range(n + 1):
-        partial = np.ascontiguousarray(top[k, :k + 1].T) @ tables[k]
-        out[:, k] = np.einsum("ij,ij->i", partial, np.ascontiguousarray(rest[n - k, :n - k + 1].T))
+        out[:, k] = np.einsum("ij,ij->i", top[k] @ tables[k], rest[k])
     return out
 
 
