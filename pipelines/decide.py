@@ -93,12 +93,8 @@ audit_probability)`` (strings compared as UTF-8) before decoding. Within a set, 
 ordered by item id, and ties in probability go to the earlier item id. The set rows travel as
 Arrow IPC bytes, one payload per batch and bucket (:func:`split_sets`, :func:`encode_sets`):
 all-null columns are left out and dictionary indices narrowed to the smallest integer type
-(about 30 bytes a row instead of 64 for the benchmark's rows). On the in-process
-``FnApiRunner``, which copies every shuffled byte several times between its threads, each
-payload is written to ``runs/<run_id>/shuffle/`` and only its path goes through the
-``GroupByKey``; the directory is deleted when the pipeline has finished, before the manifest
-lists the run's files (other runners keep the bytes in their shuffle; see
-:func:`build_decide`). The decode stage takes the rows as they travelled
+(about 30 bytes a row instead of 64 for the benchmark's rows; the local runner copies every
+shuffled byte several times). The decode stage takes the rows as they travelled
 (:func:`shuffled_rows`) and puts the null columns back after sorting; no threshold decision is
 computed twice.
 """
@@ -121,7 +117,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam import pvalue
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from numpy.typing import NDArray
 
@@ -1087,9 +1082,8 @@ class DecideFileFn(beam.DoFn):
     """
 
     def __init__(self, thresholds: DecisionThresholds, config: RunConfig, directory: str,
-                 audit: AuditSettings | None = None, shuffle_dir: str | None = None):
+                 audit: AuditSettings | None = None):
         self.thresholds = thresholds
-        self.shuffle_dir = shuffle_dir
         self.config = config
         self.audit = audit
         self.columns = decide_columns(config)
@@ -1123,8 +1117,7 @@ class DecideFileFn(beam.DoFn):
             in_set = ~(np.isnan(batch.probabilities) | table.column("set_id").is_null()
                        .to_numpy(zero_copy_only=False))
             if in_set.any():
-                stem = dead_letter_name(batch.source, batch.row_group).removesuffix(".parquet")
-                yield from self.shuffle_sets(table, batch.probabilities, in_set, stem)
+                yield from self.shuffle_sets(table, batch.probabilities, in_set)
                 table = table.filter(pa.array(~in_set))
         if table.num_rows:
             write_decisions(
@@ -1133,20 +1126,12 @@ class DecideFileFn(beam.DoFn):
             yield pvalue.TaggedOutput("counters", _counts(table))
 
     def shuffle_sets(self, table: pa.Table, probabilities: NDArray[np.float64],
-                     in_set: NDArray[np.bool_], stem: str = "sets"):
-        """``(bucket, payload)`` per set-id bucket present (:func:`split_sets`): the IPC bytes
-        (:func:`encode_sets`), or with ``shuffle_dir`` the path of the file that holds them,
-        ``<shuffle_dir>/<stem>-b<bucket>.arrow`` (``stem`` names the batch)."""
+                     in_set: NDArray[np.bool_]):
+        """``(bucket, bytes)`` per set-id bucket present (:func:`split_sets`)."""
         sets = _narrowed(table.drop_columns(list(TOPK_FIELDS)).append_column(
             PROBABILITY, pa.array(probabilities)))  # top-k fields are set after decoding
         for bucket, part in split_sets(sets, np.flatnonzero(in_set), self.buckets):
-            payload = encode_sets(part)
-            if self.shuffle_dir is None:
-                yield bucket, payload
-            else:
-                path = f"{self.shuffle_dir}/{stem}-b{bucket:05d}.arrow"
-                write_bytes_atomically(path, payload)
-                yield bucket, path
+            yield bucket, encode_sets(part)
 
 
 class DecodeBucketFn(beam.DoFn):
@@ -1160,23 +1145,9 @@ class DecodeBucketFn(beam.DoFn):
 
     def process(self, element):
         bucket, payloads = element
-        payloads = [_payload_bytes(p) for p in payloads]
-        decided = decode_sets(shuffled_rows(payloads), self.loss, self.params)
+        decided = decode_sets(shuffled_rows(list(payloads)), self.loss, self.params)
         write_decisions(f"{self.directory}/part-bucket-{bucket:05d}.parquet", decided)
         yield _counts(decided, sets=len(decided.column("set_id").combine_chunks().dictionary))
-
-
-def _payload_bytes(payload: bytes | str) -> bytes:
-    """A shuffled payload's IPC bytes: as they travelled, or read from the file named."""
-    if isinstance(payload, bytes):
-        return payload
-    with FileSystems.open(payload, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
-        return fh.read()
-
-
-#: Directory of a run where set rows wait for the decode stage when the shuffle goes through
-#: files (:func:`build_decide`); deleted before the manifest is written.
-SHUFFLE_DIR = "shuffle"
 
 
 def build_decide(
@@ -1186,25 +1157,14 @@ def build_decide(
     thresholds: DecisionThresholds,
     run: RunDirectory,
     audit: AuditSettings | None = None,
-    *,
-    shuffle_through_files: bool = False,
 ) -> None:
-    """Add the decide transforms to ``pipeline`` (outputs go to ``run``'s directory).
-
-    ``shuffle_through_files``: the set rows of every batch and bucket are written to a file
-    in the run's :data:`SHUFFLE_DIR` and only its path goes through the ``GroupByKey`` (the
-    caller deletes the directory after the run). For the in-process runner, which copies
-    every shuffled byte several times between its threads (about 0.25 s for the 31 MB of
-    1M set rows, against 0.05 s to write and read them as files); distributed runners have
-    a shuffle service and keep the bytes in the shuffle.
-    """
+    """Add the decide transforms to ``pipeline`` (outputs go to ``run``'s directory)."""
     decisions_dir = run.path("decisions")
-    shuffle_dir = run.path(SHUFFLE_DIR) if shuffle_through_files else None
     decided = (
         pipeline
         | "Paths" >> beam.Create(list(paths))  # Create reshuffles: files spread over workers
         | "Decide" >> beam.ParDo(
-            DecideFileFn(thresholds, config, decisions_dir, audit, shuffle_dir)
+            DecideFileFn(thresholds, config, decisions_dir, audit)
         ).with_outputs("counters", "dead_letters", main="sets")
     )
     _ = decided.dead_letters | "WriteDeadLetters" >> beam.ParDo(
@@ -1357,12 +1317,9 @@ def run_decide(
         run.prepare()
         pipeline = make_pipeline(beam_args)
         audit = audit_settings(config, run.run_id)
-        build_decide(pipeline, paths, config, thresholds, run, audit,
-                     shuffle_through_files=runner == "FnApiRunner")
+        build_decide(pipeline, paths, config, thresholds, run, audit)
         say(f"running the pipeline on {runner} (run {run.run_id})")
         pipeline.run().wait_until_finish()
-        if FileSystems.exists(run.path(SHUFFLE_DIR)):
-            FileSystems.delete([run.path(SHUFFLE_DIR)])
         counters, accounting = verified_accounting(run, input_files, config)
         counts = run.read_json("decision_counts.json", {}) or {}
         if counts.get("rows_written", 0) != accounting.get("decided", 0):

@@ -482,38 +482,3 @@ def test_cli_refuses_unknown_arguments_for_commands_without_beam_flags(monkeypat
     monkeypatch.setitem(cli.SUBCOMMANDS, "plain", ("plain_command", "a command"))
     assert main(["plain", "--n", "3"]) == 3
     assert main(["plain", "--runner=FlinkRunner"]) == 2  # exit 2: no Beam flags here
-
-
-@pytest.mark.parametrize("through_files", [True, False])
-def test_shuffle_through_files_or_through_beam_writes_the_same_files(tmp_path, monkeypatch,
-                                                                      through_files):
-    """The in-process runner shuffles set rows through files of the run directory (deleted
-    before the manifest); through Beam's GroupByKey instead, every decision file is the same,
-    byte for byte, and the run holds the same files."""
-    import costlib_pipelines.decide as decide_module
-
-    frame = make_stream(1500, seed=11)
-    config = make_config(topk=True, buckets=3)
-    inputs = write_files(frame, tmp_path / "in", 2, 101)
-    ops = write_operating_points(tmp_path / "ops.parquet")
-    first_manifest = run_decide(config, inputs, ops, str(tmp_path / "out-a"), beam_args=[])
-    build = decide_module.build_decide
-    seen = []
-
-    def forced(*args, **kwargs):
-        seen.append(kwargs.get("shuffle_through_files"))
-        return build(*args, **{**kwargs, "shuffle_through_files": through_files})
-
-    monkeypatch.setattr(decide_module, "build_decide", forced)
-    second_manifest = run_decide(config, inputs, ops, str(tmp_path / "out-b"), beam_args=[])
-    assert seen == [True]  # FnApiRunner: through files by default
-    files = {}
-    for name, manifest in (("a", first_manifest), ("b", second_manifest)):
-        run_dir = tmp_path / f"out-{name}" / "runs" / manifest["run_id"]
-        files[name] = {p.name: p.read_bytes() for p in (run_dir / "decisions").glob("*")}
-        assert not (run_dir / "shuffle").exists()
-        assert not [o for o in manifest["outputs"] if o.startswith(decide_module.SHUFFLE_DIR)]
-    assert files["a"] == files["b"]
-    assert len([f for f in files["a"] if "bucket" in f]) == 3
-    assert first_manifest["outputs"] == second_manifest["outputs"]
-    assert first_manifest["decision_counts"] == second_manifest["decision_counts"]
