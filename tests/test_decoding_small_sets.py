@@ -39,6 +39,12 @@ def test_expected_losses_equal_enumeration_of_every_label_vector(loss_name: str,
                                    rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("n", [0, 3, 20])
+def test_no_sets_give_an_empty_table(n: int) -> None:
+    exact = expected_losses_exact(np.zeros((0, n)), loss_tables(get_loss("f1"), n))
+    assert exact.shape == (0, n + 1)
+
+
 @pytest.mark.parametrize("n", [1, 5, 20])
 def test_results_do_not_depend_on_the_chunk_size(n: int) -> None:
     """Sets are decoded alike whatever sets share their chunk (losses to rounding: BLAS may

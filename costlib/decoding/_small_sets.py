@@ -78,7 +78,7 @@ def expected_losses_exact(sorted_p: NDArray[np.float64], tables: Sequence[NDArra
     # top[k][i, a] = P(A_k = a) of set i, a <= k;  rest[k][i, b] = P(B_k = b), b <= n - k.
     top = [np.empty((rows, k + 1)) for k in range(n + 1)]
     rest = [np.empty((rows, n - k + 1)) for k in range(n + 1)]
-    block = min(rows, DP_BLOCK)
+    block = max(min(rows, DP_BLOCK), 1)
     forward = np.empty((n + 1, n + 1, block))
     backward = np.empty((n + 1, n + 1, block))
     scratch = np.empty((max(n - 1, 0), block))
