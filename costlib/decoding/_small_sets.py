@@ -38,36 +38,63 @@ def loss_tables(loss: SetLoss, n: int) -> tuple[NDArray[np.float64], ...]:
     return tuple(tables)
 
 
+#: Sets whose distributions are built together (:func:`expected_losses_exact`): the arrays of
+#: a block, ``(n + 1)**2 * block * 8`` bytes each, stay in the cache.
+DP_BLOCK = 256
+
+
+def _positive_counts(
+    p: NDArray[np.float64], q: NDArray[np.float64], out: NDArray[np.float64],
+    scratch: NDArray[np.float64],
+) -> None:
+    """Poisson-binomial distributions of the count of positives among growing item prefixes.
+
+    ``p`` and ``q = 1 - p`` have shape (m, c): item ``j`` of each of ``c`` sets, items in the
+    order they are added. ``out[j, a, :]`` becomes :math:`P(\\text{positives among the first }
+    j \\text{ items} = a)` for ``a <= j`` (entries ``a > j`` are left unset), by
+    :math:`P_j(a) = q_j P_{j-1}(a) + p_j P_{j-1}(a - 1)` with the boundary terms
+    :math:`q_j P_{j-1}(0)` and :math:`p_j P_{j-1}(j - 1)` computed alone (no added zero).
+    Sets lie on the last axis, so every update is a contiguous row operation.
+    """
+    out[0, 0] = 1.0
+    for j in range(1, p.shape[0] + 1):
+        prev, cur = out[j - 1, :j], out[j]
+        np.multiply(q[j - 1], prev, out=cur[:j])
+        np.multiply(p[j - 1], prev[:-1], out=scratch[:j - 1])
+        cur[1:j] += scratch[:j - 1]
+        np.multiply(p[j - 1], prev[j - 1], out=cur[j])
+
+
 def expected_losses_exact(sorted_p: NDArray[np.float64], tables: Sequence[NDArray[np.float64]]
                           ) -> NDArray[np.float64]:
-    """Exact :math:`L_k` for each row of ``sorted_p`` (shape (c, n)); returns (c, n + 1)."""
+    """Exact :math:`L_k` for each row of ``sorted_p`` (shape (c, n)); returns (c, n + 1).
+
+    The distributions are built :data:`DP_BLOCK` sets at a time with the sets on the last axis
+    (:func:`_positive_counts`: forward over the items for :math:`A_k`, backward for
+    :math:`B_k`) and stored set by set, then each :math:`L_k` is one matrix product with
+    :math:`T_k` and a row-wise dot product over all ``c`` sets.
+    """
     rows, n = sorted_p.shape
-    # top[k, :, a] = P(A_k = a), a <= k;  rest[k, :, b] = P(B_k = b), b <= n - k.
-    top = np.empty((n + 1, rows, n + 1))
-    top[0, :, 0] = 1.0
-    for k in range(1, n + 1):
-        p = sorted_p[:, k - 1:k]
+    # top[k][i, a] = P(A_k = a) of set i, a <= k;  rest[k][i, b] = P(B_k = b), b <= n - k.
+    top = [np.empty((rows, k + 1)) for k in range(n + 1)]
+    rest = [np.empty((rows, n - k + 1)) for k in range(n + 1)]
+    block = max(min(rows, DP_BLOCK), 1)
+    forward = np.empty((n + 1, n + 1, block))
+    backward = np.empty((n + 1, n + 1, block))
+    scratch = np.empty((max(n - 1, 0), block))
+    for start in range(0, rows, block):
+        stop = min(start + block, rows)
+        width = stop - start
+        p = np.ascontiguousarray(sorted_p[start:stop].T)
         q = 1.0 - p
-        prev = top[k - 1, :, :k]
-        top[k, :, 0:1] = q * prev[:, 0:1]
-        np.multiply(q, prev[:, 1:], out=top[k, :, 1:k])
-        top[k, :, 1:k] += p * prev[:, :-1]
-        top[k, :, k:k + 1] = p * prev[:, k - 1:k]
-    rest = np.empty((n + 1, rows, n + 1))
-    rest[n, :, 0] = 1.0
-    for k in range(n - 1, -1, -1):
-        p = sorted_p[:, k:k + 1]
-        q = 1.0 - p
-        width = n - k
-        prev = rest[k + 1, :, :width]
-        rest[k, :, 0:1] = q * prev[:, 0:1]
-        np.multiply(q, prev[:, 1:], out=rest[k, :, 1:width])
-        rest[k, :, 1:width] += p * prev[:, :-1]
-        rest[k, :, width:width + 1] = p * prev[:, width - 1:width]
+        _positive_counts(p, q, forward[..., :width], scratch[:, :width])
+        _positive_counts(p[::-1], q[::-1], backward[..., :width], scratch[:, :width])
+        for k in range(n + 1):
+            top[k][start:stop] = forward[k, :k + 1, :width].T
+            rest[k][start:stop] = backward[n - k, :n - k + 1, :width].T
     out = np.empty((rows, n + 1))
     for k in range(n + 1):
-        partial = top[k, :, :k + 1] @ tables[k]
-        out[:, k] = np.einsum("ij,ij->i", partial, rest[k, :, :n - k + 1])
+        out[:, k] = np.einsum("ij,ij->i", top[k] @ tables[k], rest[k])
     return out
 
 

@@ -76,6 +76,8 @@ def set_numbers(rows: int, set_size: int, sizes: str, rng: np.random.Generator
         numbers = np.arange(rows) // set_size
     else:
         lengths = np.maximum(rng.poisson(set_size, rows // set_size + 1), 1)
+        while lengths.sum() < rows:  # the sizes drawn fell short of the rows: draw more sets
+            lengths = np.concatenate([lengths, np.maximum(rng.poisson(set_size, 16), 1)])
         numbers = np.repeat(np.arange(lengths.size), lengths)[:rows]
     return rng.permutation(numbers)
 

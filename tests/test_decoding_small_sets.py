@@ -1,0 +1,59 @@
+"""The vectorised exact decoder of small sets (``costlib.decoding._small_sets``) against
+enumeration of every label vector, and its independence of how sets are chunked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from costlib.decoding import optimal_topk_batch
+from costlib.decoding._small_sets import expected_losses_exact, loss_tables
+from costlib.losses import get_loss
+
+
+def enumerated_expected_losses(sorted_p: np.ndarray, loss_name: str) -> np.ndarray:
+    """``E[L]`` of predicting the first ``k`` items, ``k = 0..n``, for one set: the sum of
+    ``P(y) L(tp, fp, fn, tn)`` over all ``2^n`` label vectors ``y``."""
+    loss = get_loss(loss_name)
+    n = sorted_p.size
+    labels = (np.arange(2**n)[:, None] >> np.arange(n)[None, :]) & 1
+    weights = np.prod(np.where(labels == 1, sorted_p, 1.0 - sorted_p), axis=1)
+    out = np.empty(n + 1)
+    for k in range(n + 1):
+        tp = labels[:, :k].sum(axis=1).astype(np.float64)
+        fn = labels[:, k:].sum(axis=1).astype(np.float64)
+        out[k] = np.sum(weights * loss(tp, k - tp, fn, (n - k) - fn))
+    return out
+
+
+@pytest.mark.parametrize("loss_name", ["f1", "jaccard", "g_mean", "auc"])
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 6, 8])
+def test_expected_losses_equal_enumeration_of_every_label_vector(loss_name: str, n: int) -> None:
+    rng = np.random.default_rng(n)
+    probs = np.concatenate([rng.random((6, n)), rng.choice([0.0, 0.5, 1.0], (4, n))])
+    sorted_p = np.ascontiguousarray(-np.sort(-probs, axis=1))
+    exact = expected_losses_exact(sorted_p, loss_tables(get_loss(loss_name), n))
+    assert exact.shape == (len(probs), n + 1)
+    for row, values in zip(sorted_p, exact, strict=True):
+        np.testing.assert_allclose(values, enumerated_expected_losses(row, loss_name),
+                                   rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("n", [0, 3, 20])
+def test_no_sets_give_an_empty_table(n: int) -> None:
+    exact = expected_losses_exact(np.zeros((0, n)), loss_tables(get_loss("f1"), n))
+    assert exact.shape == (0, n + 1)
+
+
+@pytest.mark.parametrize("n", [1, 5, 20])
+def test_results_do_not_depend_on_the_chunk_size(n: int) -> None:
+    """Sets are decoded alike whatever sets share their chunk (losses to rounding: BLAS may
+    multiply the last rows of a chunk with another kernel)."""
+    probs = np.random.default_rng(7).random((301, n)) ** 3
+    reference = optimal_topk_batch(probs, "f1", chunk_size=1)
+    for chunk_size in (2, 17, 64, 2048):
+        batch = optimal_topk_batch(probs, "f1", chunk_size=chunk_size)
+        np.testing.assert_allclose(batch.expected_losses, reference.expected_losses,
+                                   rtol=1e-14, atol=1e-15)
+        np.testing.assert_array_equal(batch.k, reference.k)
+        np.testing.assert_array_equal(batch.selected, reference.selected)
