@@ -829,7 +829,7 @@ def sum_sparse(partials: Sequence[SparseCounts], n_cells: int) -> SparseCounts:
         weights=np.concatenate([p.counts for p in partials]),
         minlength=n_cells,
     ).astype(np.float64, copy=False)  # weighted: already float64
-    cells = np.flatnonzero(dense)
+    cells = np.flatnonzero(dense != 0)  # a bool mask's nonzero is several times faster
     return SparseCounts(cells=cells.astype(np.int64), counts=dense[cells],
                         channels=channels.pop())
 
@@ -854,11 +854,15 @@ def merge_sparse(partials: Sequence[SparseCounts]) -> SparseCounts:
         return SparseCounts(cells=only.cells[keep], counts=only.counts[keep], channels=channels)
     cells = np.concatenate([p.cells for p in partials])
     counts = np.concatenate([p.counts for p in partials])
-    unique, inverse = np.unique(cells, return_inverse=True)
-    sums = np.bincount(inverse, weights=counts, minlength=unique.size)
+    # Each partial's cells are sorted: a stable sort (timsort) of their concatenation merges
+    # sorted runs in O(nnz log len(partials)), faster than np.unique's general sort.
+    order = np.argsort(cells, kind="stable")
+    cells = cells[order]
+    starts = np.flatnonzero(np.concatenate(([True], cells[1:] != cells[:-1])))
+    sums = np.add.reduceat(counts[order], starts)
     keep = sums != 0
-    return SparseCounts(cells=unique[keep].astype(np.int64, copy=False), counts=sums[keep],
-                        channels=channels)
+    return SparseCounts(cells=cells[starts[keep]].astype(np.int64, copy=False),
+                        counts=sums[keep], channels=channels)
 
 
 @dataclass(frozen=True)
