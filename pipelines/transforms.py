@@ -372,7 +372,7 @@ class SumGrids(beam.CombineFn):
         if isinstance(acc[0], list):
             return [merge_sparse(acc[0]), acc[1], acc[2], acc[3]]
         flat = acc[0].reshape(-1)
-        cells = np.flatnonzero(flat)
+        cells = np.flatnonzero(flat != 0)  # a bool mask's nonzero is several times faster
         return [SparseCounts(cells=cells.astype(np.int64), counts=flat[cells],
                              channels=acc[0].shape[0]), acc[1], acc[2], acc[3]]
 
@@ -550,36 +550,37 @@ class AggregateBatchesFn(beam.DoFn):
         the 2-channel partials of the rated rows. Bootstrap replicates get the same rows.
         """
         n_groups = len(batch.group_names)
-        has_unrated = not batch.rated.all()
         audited = None
         if batch.audit_probabilities is not None:
             rows, groups, scores, labels, weights, unrated, audited = audit_rows(batch)
-        elif has_unrated:
-            rows = np.arange(batch.rated.size)
+        else:  # every valid row enters (no copies): rated, and unrated ones in channel 2
+            rows = None
             groups, scores, labels, weights = (batch.group_codes, batch.scores, batch.labels,
                                                batch.weights)
-            unrated = ~batch.rated
-        else:
-            rows, groups, scores, labels, weights = batch.rated_rows()
-            unrated = None
-        if rows.size == 0:
+            unrated = None if batch.rated.all() else ~batch.rated
+        if groups.size == 0:
             return
         if self.windowed:
-            bucket = batch.event_times_us.take(rows) // self.period_us
-            buckets, bucket_codes = np.unique(bucket, return_inverse=True)
+            times = batch.event_times_us if rows is None else batch.event_times_us.take(rows)
+            buckets, bucket_codes = np.unique(times // self.period_us, return_inverse=True)
             codes = bucket_codes * n_groups + groups
         else:
             buckets = np.zeros(1, dtype=np.int64)
             codes = groups
-        rated_per_code = np.bincount(codes if unrated is None else codes[~unrated],
-                                     minlength=buckets.size * n_groups)
-        audited_per_code = None if audited is None else np.bincount(
-            codes[audited], minlength=buckets.size * n_groups)
         edges = tuple(edges)
         shape = tuple(int(e.size + 1) for e in edges)  # partials carry the shape, not the edges
         channels = 2 if unrated is None else 3
-        n_cells = channels * int(np.prod([e.size + 1 for e in edges]))
+        n_cells = channels * math.prod(shape)
         partials = grouped_histograms(codes, scores, labels, weights, edges, unrated=unrated)
+        if weights is None:  # counts are rows: a code's rated rows are its channels 0 and 1
+            rated_cells = 2 * math.prod(shape)
+            rated_per_code = {code: int(c.counts[:np.searchsorted(c.cells, rated_cells)].sum())
+                              for code, c in partials.items()}
+        else:
+            rated_per_code = np.bincount(codes if unrated is None else codes[~unrated],
+                                         minlength=buckets.size * n_groups)
+        audited_per_code = None if audited is None else np.bincount(
+            codes[audited], minlength=buckets.size * n_groups)
         per_bucket: dict[int, list] = {}
         for code, counts in partials.items():
             bucket_index, group_index = divmod(code, n_groups)
@@ -594,6 +595,7 @@ class AggregateBatchesFn(beam.DoFn):
             yield from self._emit(ALL_GROUPS, (shape, total, *rows_info),
                                   buckets[bucket_index])
         if self.with_bootstrap:
+            rows = np.arange(groups.size) if rows is None else rows
             yield from self._bootstrap(batch, edges, codes, rows, buckets)
 
     def _bootstrap(self, batch, edges, codes, rows, buckets):

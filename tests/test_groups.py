@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pipeline_data import base_config, direct_records, sample_frame, write_files
 
+import costlib.grid as grid_module
 from costlib.grid import SparseCounts, SparseGrid, ThresholdGrid, grouped_histograms, merge_sparse
 from costlib_pipelines import shards
 from costlib_pipelines.recalibrate import run_recalibrate
@@ -90,8 +91,10 @@ def test_sum_grids_equals_the_rows_grid_for_any_split_merge_order_and_representa
 @settings(max_examples=60, deadline=None)
 @given(parts=st.lists(st.lists(st.tuples(st.integers(0, 59), st.sampled_from([0.5, 1.0, 3.0])),
                                max_size=12), max_size=5),
-       channels=st.lists(st.sampled_from([2, 3]), min_size=5, max_size=5))
-def test_merge_sparse_equals_dense_addition(parts, channels):
+       channels=st.lists(st.sampled_from([2, 3]), min_size=5, max_size=5),
+       scratch_span=st.sampled_from([0, 16, 10**9]))
+def test_merge_sparse_equals_dense_addition(parts, channels, scratch_span):
+    """Both ways of merging (sorting; a scratch bincount, forced by ``scratch_span``)."""
     sparse, dense = [], np.zeros(3 * 20)
     for entries, ch in zip(parts, channels, strict=False):
         cells = sorted({c % (ch * 20) for c, _ in entries})
@@ -99,7 +102,12 @@ def test_merge_sparse_equals_dense_addition(parts, channels):
         sc = SparseCounts(cells=np.array(cells, dtype=np.int64), counts=counts, channels=ch)
         sparse.append(sc)
         np.add.at(dense, sc.cells, sc.counts)
-    merged = merge_sparse(sparse)
+    default = grid_module.MERGE_SCRATCH_SPAN
+    grid_module.MERGE_SCRATCH_SPAN = scratch_span
+    try:
+        merged = merge_sparse(sparse)
+    finally:
+        grid_module.MERGE_SCRATCH_SPAN = default
     assert merged.channels == max([p.channels for p in sparse], default=2)
     assert np.array_equal(merged.cells, np.flatnonzero(dense))
     assert np.array_equal(merged.counts, dense[np.flatnonzero(dense)])

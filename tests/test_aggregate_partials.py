@@ -1,0 +1,54 @@
+"""The partial grids one batch gives (``AggregateBatchesFn.histograms``) against brute force.
+
+Truth: ``ThresholdGrid.from_scores`` on each group's rows (and on all rows), and the rated rows
+counted directly from the labels. Covers unweighted batches (rated rows read off the partial
+counts), weighted ones (counted per row), batches with and without unrated rows.
+"""
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from pipeline_data import base_config, sample_frame
+
+from costlib.grid import ThresholdGrid
+from costlib.recalibration import ALL_GROUPS
+from costlib_pipelines.batches import validate_batch
+from costlib_pipelines.transforms import AggregateBatchesFn
+
+
+def _truth(frame, config, weighted):
+    """(grid, rated rows) per group and for all groups, straight from the rows."""
+    edges = config.fixed_edges()
+    out = {}
+    for group, rows in [*frame.groupby("group"), (ALL_GROUPS, frame)]:
+        scores = rows[list(config.classifiers)].to_numpy(dtype=float, na_value=np.nan)
+        scores = np.where(np.isnan(scores), -np.inf, scores)
+        grid = ThresholdGrid.from_scores(
+            scores, rows["label"].astype(object).to_numpy(), edges,
+            rows["weight"].to_numpy() if weighted else None, names=config.classifiers)
+        out[group] = (grid, int(rows["label"].notna().sum()))
+    return out
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("all_rated", [False, True])
+def test_partials_and_rated_rows_equal_the_rows(weighted, all_rated):
+    frame = sample_frame(3000, seed=11)
+    if all_rated:  # rate every row some classifier scored (the others are dead letters)
+        frame = frame[frame[["text_model", "image_model"]].notna().any(axis=1)].copy()
+        frame["label"] = frame["label"].fillna(False).astype(bool)
+    assert frame["label"].isna().any() != all_rated
+    config = base_config(columns={"weight": "weight" if weighted else None})
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    batch = validate_batch(table, config, source="mem", row_group=0)
+    assert batch.dead_letters is None  # every row valid: the truth below uses them all
+    fn = AggregateBatchesFn(config, None, windowed=False, with_bootstrap=False)
+    outputs = dict(fn.histograms(batch, config.fixed_edges()))
+    expected = _truth(frame, config, weighted)
+    assert set(outputs) == set(expected)
+    for group, (shape, counts, rated) in outputs.items():
+        assert shape == tuple(e.size + 1 for e in config.fixed_edges())
+        grid, rated_rows = expected[group]
+        assert rated == rated_rows, group
+        assert counts.channels == (2 if all_rated else 3)
+        assert counts.to_grid(config.fixed_edges(), names=config.classifiers) == grid, group
