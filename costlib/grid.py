@@ -37,9 +37,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -298,6 +298,15 @@ def lattice_counts(
     return out
 
 
+_T = TypeVar("_T")
+
+
+def _read_only(array: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``array``, flagged read-only (a cached lattice is shared by every caller)."""
+    array.flags.writeable = False
+    return array
+
+
 def check_mergeable(a: Any, b: Any, what: str = "threshold grids") -> None:
     """Raise ValueError unless ``a`` and ``b`` (grids of any layout with ``edges``, ``names``
     and ``weight_bits``) count the same lattice: equal edges, weight resolution and
@@ -504,18 +513,18 @@ class ThresholdGrid:
         """Threshold value at every lattice index per axis: the edges, then ``+inf`` (off)."""
         return tuple(np.append(e, np.inf) for e in self.edges)
 
-    def _memo_sum(self, name: str, hist: NDArray[np.float64]) -> float:
-        """``hist.sum()`` once per grid (the histograms are never changed after construction)."""
-        key = ("sum", name)
+    def _memo(self, key: tuple[str, str], compute: Callable[[], _T]) -> _T:
+        """``compute()`` once per grid and ``key`` (the histograms never change after
+        construction)."""
         if key not in self._cache:
-            self._cache[key] = float(hist.sum())
-        value: float = self._cache[key]
+            self._cache[key] = compute()
+        value: _T = self._cache[key]
         return value
 
     @property
     def total_positives(self) -> float:
         """Weighted number of rated positives."""
-        return self._memo_sum("pos", self.pos)
+        return self._memo(("sum", "pos"), lambda: float(self.pos.sum()))
 
     @property
     def has_audit(self) -> bool:
@@ -530,7 +539,7 @@ class ThresholdGrid:
     @property
     def total_negatives(self) -> float:
         """Weighted number of rated negatives."""
-        return self._memo_sum("neg", self.neg)
+        return self._memo(("sum", "neg"), lambda: float(self.neg.sum()))
 
     def _unrated(self) -> NDArray[np.float64]:
         """``unrated`` as the array it always is after ``__post_init__`` (for the type checker)."""
@@ -540,24 +549,15 @@ class ThresholdGrid:
     @property
     def total_unrated(self) -> float:
         """Weight of scored but unrated rows."""
-        return self._memo_sum("unrated", self._unrated())
+        return self._memo(("sum", "unrated"), lambda: float(self._unrated().sum()))
 
     @property
     def has_unrated(self) -> bool:
         """Whether any unrated weight is recorded (otherwise every tuple is covered)."""
-        key = ("any", "unrated")
-        if key not in self._cache:
-            self._cache[key] = bool(self._unrated().any())
-        value: bool = self._cache[key]
-        return value
+        return self._memo(("any", "unrated"), lambda: bool(self._unrated().any()))
 
     def _lattice(self, name: str, hist: NDArray[np.float64], rule: str) -> NDArray[np.float64]:
-        key = (name, rule)
-        if key not in self._cache:
-            out = lattice_counts(hist, rule)
-            out.flags.writeable = False
-            self._cache[key] = out
-        return self._cache[key]
+        return self._memo((name, rule), lambda: _read_only(lattice_counts(hist, rule)))
 
     def unrated_counts(self, rule: str = "any") -> NDArray[np.float64]:
         """``U(t)``: unrated weight flagged at every threshold tuple (shape :attr:`shape`).
@@ -572,15 +572,15 @@ class ThresholdGrid:
         Exact (sums of multiples of the weight resolution); non-increasing along every axis.
         """
         rule = check_rule(rule)
-        key = ("volume", rule)
-        if key not in self._cache:
+
+        def compute() -> NDArray[np.float64]:
             tp, fp = self.counts(rule)
             out = tp + fp
             if self.has_unrated:
                 out += self.unrated_counts(rule)
-            out.flags.writeable = False
-            self._cache[key] = out
-        return self._cache[key]
+            return _read_only(out)
+
+        return self._memo(("volume", rule), compute)
 
     def coverage(self, rule: str = "any") -> NDArray[np.float64]:
         """``(TP + FP) / V`` at every tuple: the rated share of the flagged volume.
@@ -621,14 +621,9 @@ class ThresholdGrid:
         (``"any"``: flagged if any fires; ``"all"``: flagged if all fire).
         """
         rule = check_rule(rule)
-        key = ("counts", rule)
-        if key not in self._cache:
-            tp = lattice_counts(self.pos, rule)
-            fp = lattice_counts(self.neg, rule)
-            tp.flags.writeable = False
-            fp.flags.writeable = False
-            self._cache[key] = (tp, fp)
-        return self._cache[key]
+        return self._memo(("counts", rule),
+                          lambda: (_read_only(lattice_counts(self.pos, rule)),
+                                   _read_only(lattice_counts(self.neg, rule))))
 
     def threshold_values(self, index: Sequence[int]) -> tuple[float, ...]:
         """Threshold per classifier at a lattice index (``+inf`` = off)."""
