@@ -9,6 +9,7 @@ output record so that results can be traced to the exact configuration.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -187,8 +188,10 @@ class RunConfig:
             raw[section][key] = value
         return RunConfig.from_dict(raw, source=source)
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
+        """SHA-256 of the canonical JSON of the config; computed once (the config is frozen,
+        and every group's records carry it)."""
         canonical = json.dumps(self.raw, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -146,7 +146,6 @@ class OptimizeGroupsFn(beam.DoFn):
         self.run_id = run_id
         self.flush_groups = flush_groups
         self.settings = point_settings(config)
-        self.digest = config.digest  # a hash of the whole config: once, not per group
 
     def start_bundle(self):
         self.buffers: dict[int, list] = {}
@@ -189,7 +188,7 @@ class OptimizeGroupsFn(beam.DoFn):
         records = operating_point_records(
             result, rule=config.rule, classifiers=config.classifiers,
             target_marginal_precision=config.target.marginal_precision,
-            run_id=self.run_id, config_digest=self.digest, pane_index=0,
+            run_id=self.run_id, config_digest=config.digest, pane_index=0,
             settings=self.settings,
         )
         lines = [records_to_jsonl([record]) for record in records]
