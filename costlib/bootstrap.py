@@ -88,6 +88,14 @@ def poisson_counts(
     return np.searchsorted(_POISSON1_CDF, uniform, side="right")
 
 
+def _check_same_replicates(a: Any, b: Any) -> None:
+    """Raise ValueError unless replicate grids ``a`` and ``b`` (dense or sparse) merge: same
+    seed and replicate count (so every row drew the same multipliers), same lattice."""
+    if a.seed != b.seed or a.n_replicates != b.n_replicates:
+        raise ValueError("cannot merge bootstrap grids with different seeds or replicates")
+    check_mergeable(a, b, "bootstrap grids")
+
+
 @dataclass(frozen=True, eq=False)
 class BootstrapGrids:
     """R replicate threshold grids (histograms of shape ``(R, *lattice)``); mergeable with ``+``.
@@ -155,9 +163,7 @@ class BootstrapGrids:
     def __add__(self, other: BootstrapGrids) -> BootstrapGrids:
         if not isinstance(other, BootstrapGrids):
             raise TypeError(f"cannot combine BootstrapGrids with {type(other).__name__}")
-        if other.seed != self.seed or other.n_replicates != self.n_replicates:
-            raise ValueError("cannot merge bootstrap grids with different seeds or replicates")
-        check_mergeable(self, other, "bootstrap grids")
+        _check_same_replicates(self, other)
         assert self.unrated is not None and other.unrated is not None  # set in __post_init__
         return BootstrapGrids(
             edges=self.edges,
@@ -295,10 +301,7 @@ class SparseBootstrapGrids:
             if not isinstance(part, SparseBootstrapGrids):
                 raise TypeError(
                     f"cannot combine SparseBootstrapGrids with {type(part).__name__}")
-            if part.seed != first.seed or part.n_replicates != first.n_replicates:
-                raise ValueError(
-                    "cannot merge bootstrap grids with different seeds or replicates")
-            check_mergeable(first, part, "bootstrap grids")
+            _check_same_replicates(first, part)
         if len(parts) == 1:
             return first
         cells = np.unique(np.concatenate([part.cells for part in parts]))
