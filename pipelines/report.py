@@ -367,15 +367,20 @@ def _curves_of(run: RunData, point: Mapping[str, Any],
     return index.get((point["group"], point["method"], point["window_start"]))
 
 
-def group_figures(run: RunData, methods: Sequence[str]) -> GroupFigures:
+def group_figures(run: RunData, methods: Sequence[str],
+                  points: Mapping[Key, Mapping[str, Any]] | None = None,
+                  index: Mapping[tuple[Any, Any, Any], dict[str, Any]] | None = None,
+                  ) -> GroupFigures:
     """The figures of the run's group sections: the methods' curve kinds, the lattice (fixed
     edges, when every chosen cell indexes its thresholds in it) and the largest lattice index
-    of any curve (quantile edges, or a lattice that does not fit)."""
+    of any curve (quantile edges, or a lattice that does not fit). ``points`` and ``index``:
+    the run's :func:`applied_points` and :func:`_curve_index` when the caller has them."""
     kinds: dict[str, str] = {}
     for curve in run.curves:
         kinds.setdefault(curve["method"], curve["curve_kind"])
     lattice = _lattice_thresholds(run.manifest)
-    if not _lattice_fits(lattice, run, applied_points(run), _curve_index(run)):
+    if not _lattice_fits(lattice, run, applied_points(run) if points is None else points,
+                         _curve_index(run) if index is None else index):
         lattice = None
     config = run.manifest.get("config", {})
     decision = config.get("decision_method") or (list(methods) or [None])[0]
@@ -1140,7 +1145,7 @@ def build_report(run: RunData, previous: RunData | None, *, groups: Iterable[str
     position = {g: i for i, g in enumerate(names)}
     anchors = {g: f"group-{position[g]}" for g in detailed}
     index = _curve_index(run)
-    drawer = group_figures(run, methods)
+    drawer = group_figures(run, methods, points, index)
     order = {m: i for i, m in enumerate(methods)}
     by_group: dict[str, list[Mapping[str, Any]]] = {}
     for (group, _), point in points.items():
