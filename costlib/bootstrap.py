@@ -36,7 +36,7 @@ from costlib.grid import (
     split_labels,
     validate_rows,
 )
-from costlib.operating_point import OperatingPoint, optimize
+from costlib.operating_point import OperatingPoint, optimize_each
 
 __all__ = [
     "BootstrapGrids",
@@ -391,7 +391,8 @@ def confidence_intervals(
     """
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {plain(level)}")
-    points = [optimize(grids.replicate(r), **optimize_kwargs) for r in range(grids.n_replicates)]
+    points = list(optimize_each((grids.replicate(r) for r in range(grids.n_replicates)),
+                                **optimize_kwargs))
     thresholds = np.array([p.thresholds for p in points], dtype=np.float64)
     tp = np.array([p.tp for p in points])
     fp = np.array([p.fp for p in points])

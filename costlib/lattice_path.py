@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["max_area_path", "path_area", "step_weights"]
+__all__ = ["max_area_path", "max_area_paths", "path_area", "step_weights"]
 
 _START = -1  # predecessor code of the start cell
 
@@ -101,22 +101,28 @@ def _forward_blocks(
     entry_values: NDArray[np.float64],
     best: NDArray[np.float64],
 ) -> None:
-    """Narrow rows: step weights for blocks of rows in 2-D operations, 4 numpy calls a row."""
-    n0, n1 = tp.shape
-    running = np.empty(n1)
-    block = max(1, _BLOCK_CELLS // n1)
+    """Narrow rows: step weights for blocks of rows in 2-D operations, 4 numpy calls a row.
+
+    ``tp``, ``fp`` of shape ``(g, n0, n1)`` (``g`` lattices solved side by side),
+    ``entry_values`` of shape ``(n0, g, n1)``, ``best`` of shape ``(g, n1)``.
+    """
+    g, n0, n1 = tp.shape
+    running = np.empty((g, n1))
+    block = max(1, _BLOCK_CELLS // (g * n1))
     for r0 in range(0, n0, block):
         r1 = min(r0 + block, n0)
-        f, t = fp[r0:r1], tp[r0:r1]
-        cum = np.zeros((r1 - r0, n1))
-        np.cumsum((f[:, :-1] - f[:, 1:]) * (t[:, :-1] + t[:, 1:]), axis=1, out=cum[:, 1:])
+        f, t = fp[:, r0:r1], tp[:, r0:r1]
+        cum = np.zeros((r1 - r0, g, n1))
+        along = (f[..., :-1] - f[..., 1:]) * (t[..., :-1] + t[..., 1:])
+        np.cumsum(along.transpose(1, 0, 2), axis=2, out=cum[..., 1:])
         lo = max(r0 - 1, 0)
-        up = (fp[lo : r1 - 1] - fp[lo + 1 : r1]) * (tp[lo : r1 - 1] + tp[lo + 1 : r1])
+        up = ((fp[:, lo : r1 - 1] - fp[:, lo + 1 : r1])
+              * (tp[:, lo : r1 - 1] + tp[:, lo + 1 : r1])).transpose(1, 0, 2)
         for i in range(r0, r1):
             if i:
                 np.add(best, up[i - 1 - lo], out=best)
             np.subtract(best, cum[i - r0], out=entry_values[i])
-            np.maximum.accumulate(entry_values[i], out=running)
+            np.maximum.accumulate(entry_values[i], axis=1, out=running)
             np.add(cum[i - r0], running, out=best)
 
 
@@ -126,54 +132,96 @@ def _forward_rows(
     entry_values: NDArray[np.float64],
     best: NDArray[np.float64],
 ) -> None:
-    """Wide rows: every step weight computed row by row into preallocated buffers."""
-    n0, n1 = tp.shape
-    running = np.empty(n1)
-    cum = np.zeros(n1)
-    up = np.empty(n1)
-    up_sum = np.empty(n1)
-    along = np.empty(n1 - 1)
-    along_sum = np.empty(n1 - 1)
+    """Wide rows: every step weight computed row by row into preallocated buffers (shapes as
+    :func:`_forward_blocks`)."""
+    g, n0, n1 = tp.shape
+    running = np.empty((g, n1))
+    cum = np.zeros((g, n1))
+    up = np.empty((g, n1))
+    up_sum = np.empty((g, n1))
+    along = np.empty((g, n1 - 1))
+    along_sum = np.empty((g, n1 - 1))
     for i in range(n0):
         if i:
-            np.subtract(fp[i - 1], fp[i], out=up)
-            np.add(tp[i - 1], tp[i], out=up_sum)
+            np.subtract(fp[:, i - 1], fp[:, i], out=up)
+            np.add(tp[:, i - 1], tp[:, i], out=up_sum)
             np.multiply(up, up_sum, out=up)
             np.add(best, up, out=best)
-        f, t = fp[i], tp[i]
-        np.subtract(f[:-1], f[1:], out=along)
-        np.add(t[:-1], t[1:], out=along_sum)
+        f, t = fp[:, i], tp[:, i]
+        np.subtract(f[:, :-1], f[:, 1:], out=along)
+        np.add(t[:, :-1], t[:, 1:], out=along_sum)
         np.multiply(along, along_sum, out=along)
-        np.add.accumulate(along, out=cum[1:])
+        np.add.accumulate(along, axis=1, out=cum[:, 1:])
         np.subtract(best, cum, out=entry_values[i])
-        np.maximum.accumulate(entry_values[i], out=running)
+        np.maximum.accumulate(entry_values[i], axis=1, out=running)
         np.add(cum, running, out=best)
+
+
+_VECTOR_BACKTRACK = 8  # from this many lattices on, rows are searched for all at once
+
+
+def _row_entries(entry_values: NDArray[np.float64]) -> NDArray[np.intp]:
+    """Backtrack: ``ends[i]`` = the path's entry column into row ``i`` for each lattice
+    (``ends[n0] = n1 - 1``), the latest argmax of ``X[i, :ends[i + 1] + 1]``.
+
+    Few lattices: row slices searched one lattice at a time. Many: every lattice's row at once,
+    with the columns right of each end masked out (the first argmax of the reversed row is the
+    latest); the values left of the end hold a finite maximum (the path's), so the mask never
+    wins. Both give the same columns.
+    """
+    n0, g, n1 = entry_values.shape
+    ends = np.empty((n0 + 1, g), dtype=np.intp)
+    ends[n0] = n1 - 1
+    if g < _VECTOR_BACKTRACK:
+        for s in range(g):
+            j = n1 - 1
+            for i in range(n0 - 1, -1, -1):
+                j -= int(entry_values[i, s, j::-1].argmax())
+                ends[i, s] = j
+        return ends
+    columns = np.arange(n1)
+    for i in range(n0 - 1, -1, -1):
+        masked = np.where(columns <= ends[i + 1][:, None], entry_values[i], -np.inf)
+        ends[i] = (n1 - 1) - masked[:, ::-1].argmax(axis=1)
+    return ends
+
+
+def _max_area_paths_2d(
+    tp: NDArray[np.float64], fp: NDArray[np.float64]
+) -> list[tuple[NDArray[np.intp], float]]:
+    """k = 2 fast path for ``g`` lattices of one shape at once (``tp``, ``fp`` of shape
+    ``(g, n0, n1)``); areas are doubled throughout (an exact scaling) and halved at the end.
+
+    Row ``i`` is solved in one pass (see the module docstring) for all ``g`` lattices together:
+    every numpy call covers ``g`` rows, so many small lattices cost about as many calls as one.
+    Each lattice's arithmetic is exactly that of solving it alone. Only ``X[i] = V_i - c_i`` is
+    stored, and the entry point of row ``i`` for column ``j`` is the latest argmax of
+    ``X[i, :j+1]``, recomputed for the cells of the path only.
+    """
+    g, n0, n1 = tp.shape
+    entry_values = np.empty((n0, g, n1))
+    best = np.full((g, n1), -np.inf)
+    best[:, 0] = 0.0
+    forward = _forward_rows if g * n1 >= _WIDE_ROW else _forward_blocks
+    forward(tp, fp, entry_values, best)
+    areas = best[:, -1] / 2.0
+    ends = _row_entries(entry_values)
+    out = []
+    for s in range(g):
+        entry, last = ends[:n0, s], ends[1:, s]  # row i covers columns entry[i] .. last[i]
+        lengths = last - entry + 1
+        rows = np.repeat(np.arange(n0), lengths)
+        starts = np.cumsum(lengths) - lengths
+        cols = np.repeat(entry - starts, lengths) + np.arange(rows.size)
+        out.append((np.column_stack((rows, cols)).astype(np.intp), float(areas[s])))
+    return out
 
 
 def _max_area_path_2d(
     tp: NDArray[np.float64], fp: NDArray[np.float64]
 ) -> tuple[NDArray[np.intp], float]:
-    """k = 2 fast path; areas are doubled throughout (an exact scaling) and halved at the end.
-
-    Row ``i`` is solved in one pass (see the module docstring); only ``X[i] = V_i - c_i`` is
-    stored, and the entry point of row ``i`` for column ``j`` is the latest argmax of
-    ``X[i, :j+1]``, recomputed for the cells of the path only.
-    """
-    n0, n1 = tp.shape
-    entry_values = np.empty((n0, n1))
-    best = np.full(n1, -np.inf)
-    best[0] = 0.0
-    forward = _forward_rows if n1 >= _WIDE_ROW else _forward_blocks
-    forward(tp, fp, entry_values, best)
-    area = float(best[-1]) / 2.0
-    cells: list[tuple[int, ...]] = []
-    j = n1 - 1
-    for i in range(n0 - 1, -1, -1):
-        row = entry_values[i, : j + 1]
-        entry = j - int(row[::-1].argmax())  # latest argmax
-        cells.extend((i, c) for c in range(j, entry - 1, -1))
-        j = entry
-    return np.array(cells[::-1], dtype=np.intp), area
+    """One lattice through :func:`_max_area_paths_2d`."""
+    return _max_area_paths_2d(tp[None], fp[None])[0]
 
 
 def max_area_path(
@@ -216,6 +264,33 @@ def max_area_path(
         cell[axis] -= 1
         path.append(tuple(cell))
     return np.array(path[::-1], dtype=np.intp).reshape(-1, k), area
+
+
+def max_area_paths(
+    tp: NDArray[np.float64], fp: NDArray[np.float64]
+) -> list[tuple[NDArray[np.intp], float]]:
+    """:func:`max_area_path` of every lattice in a stack of lattices of one shape.
+
+    For ``k = 2`` the lattices are solved side by side (each numpy call covers one row of every
+    lattice), which for many small lattices is several times faster than one at a time; each
+    lattice's arithmetic is exactly that of solving it alone, so paths and areas are identical.
+    Memory: the stack plus one float64 array of its size.
+
+    Parameters
+    ----------
+    tp, fp : ndarray of shape (g, n_1, ..., n_k)
+        Counts of ``g`` lattices.
+
+    Returns
+    -------
+    list of (path, area)
+        One per lattice, as :func:`max_area_path` returns them.
+    """
+    if tp.shape != fp.shape or tp.ndim < 2:
+        raise ValueError(f"tp and fp must be stacks of one shape, got {tp.shape} and {fp.shape}")
+    if tp.ndim == 3 and min(tp.shape[1:]) > 1:
+        return _max_area_paths_2d(np.ascontiguousarray(tp), np.ascontiguousarray(fp))
+    return [max_area_path(t, f) for t, f in zip(tp, fp, strict=True)]
 
 
 def path_area(tp: NDArray[np.float64], fp: NDArray[np.float64], path: NDArray[np.intp]) -> float:
