@@ -7,7 +7,8 @@ it; no stage sees all groups' grids or results. The stages:
    result is the fallback parent, a side input of step 3.
 2. The sorted group names give the *shard boundaries* (:class:`ShardBoundaries`: every
    :data:`GROUPS_PER_SHARD`-th name), a side input of step 3 (names only, no grids).
-3. :class:`OptimizeGroupsFn` makes each group's compact grid dense, optimises it, applies the
+3. :class:`OptimizeGroupsFn` makes each group's compact grid dense, optimises it (a bounded
+   batch of groups at a time, whose graph-method paths are solved together), applies the
    fallback (:func:`costlib.recalibration.apply_fallback` with the parent) and builds its
    ``operating_point.json`` records, their JSON lines and its PN curves; they are buffered
    per shard and leave the DoFn as zstd Parquet chunks of at most :data:`FLUSH_GROUPS` groups
@@ -41,7 +42,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-from costlib.recalibration import ALL_GROUPS, GroupResult, apply_fallback
+from costlib.grid import ThresholdGrid
+from costlib.operating_point import graph_batch_size, prepare_graph_paths
+from costlib.recalibration import ALL_GROUPS, GroupResult, apply_fallback, is_sufficient
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.files import parquet_bytes
 from costlib_pipelines.records import (
@@ -53,7 +56,7 @@ from costlib_pipelines.records import (
     records_to_jsonl,
     records_to_table,
 )
-from costlib_pipelines.transforms import optimize_one, split_grid_value
+from costlib_pipelines.transforms import dense_grid, optimize_one, split_grid_value
 
 __all__ = [
     "FLUSH_GROUPS",
@@ -134,7 +137,10 @@ class OptimizeGroupsFn(beam.DoFn):
     """``(group, compact grid)`` -> ``(shard, (records chunk, curves chunk))`` (see the module).
 
     Side inputs: the grid ``edges``, ``parent`` (:func:`optimize_parent`'s result) and
-    ``boundaries`` (:class:`ShardBoundaries`). One group's dense lattice is alive at a time;
+    ``boundaries`` (:class:`ShardBoundaries`). Groups are made dense and optimised in batches
+    of :func:`costlib.operating_point.graph_batch_size` (at most
+    :data:`costlib.operating_point.GRAPH_BATCH_CELLS` lattice cells, e.g. 100 groups of
+    102 x 102 or 15 of 257 x 257), so that the graph method solves their paths together;
     records are buffered per shard and flushed every :data:`FLUSH_GROUPS` groups and at the
     bundle's end.
     """
@@ -150,16 +156,51 @@ class OptimizeGroupsFn(beam.DoFn):
     def start_bundle(self):
         self.buffers: dict[int, list] = {}
         self.buffered = 0
+        self.pending: list[tuple[str, ThresholdGrid, object]] = []  # dense, not yet optimised
+        self.side_inputs = None  # (edges, parent, boundaries) of the pending groups
 
     def process(self, element, edges, parent, boundaries):
         group, value = element
         if group == ALL_GROUPS:
-            result = parent
-        else:
-            grid, boot = split_grid_value(value)
-            if grid is None:  # only unrated rows: no operating point
-                return
-            result = optimize_one(self.config, group, grid, boot, edges, self.in_force)
+            yield from self._add(group, parent, parent, boundaries)
+            return
+        grid, boot = split_grid_value(value)
+        if grid is None:  # only unrated rows: no operating point
+            return
+        grid = dense_grid(grid, edges)
+        self.pending.append((group, grid, boot))
+        self.side_inputs = (edges, parent, boundaries)
+        if len(self.pending) >= graph_batch_size(grid.shape):
+            yield from self._optimize_pending()
+
+    def finish_bundle(self):
+        outputs = list(self._optimize_pending())
+        for shard, buffer in sorted(self.buffers.items()):
+            outputs.append((shard, self._chunk(buffer)))
+        self.buffers, self.buffered = {}, 0
+        for output in outputs:
+            yield WindowedValue(output, GlobalWindow().max_timestamp(), [GlobalWindow()])
+
+    def _optimize_pending(self):
+        """Optimise the pending groups, their graph-method paths solved together
+        (:func:`costlib.operating_point.prepare_graph_paths`; the points are those of each
+        group optimised alone)."""
+        if not self.pending:
+            return
+        pending, self.pending = self.pending, []
+        edges, parent, boundaries = self.side_inputs
+        config = self.config
+        if "graph" in config.methods:
+            prepare_graph_paths(
+                [grid for _, grid, _ in pending
+                 if is_sufficient(grid, config.min_positives, config.min_negatives)],
+                config.rule)
+        for group, grid, boot in pending:
+            result = optimize_one(config, group, grid, boot, edges, self.in_force)
+            yield from self._add(group, result, parent, boundaries)
+
+    def _add(self, group: str, result: GroupResult | None, parent, boundaries):
+        """Buffer a group's outputs in its shard; yield the chunks that are due."""
         if result is None:
             return
         if parent is not None:
@@ -176,12 +217,6 @@ class OptimizeGroupsFn(beam.DoFn):
             for shard, buffer in sorted(self.buffers.items()):
                 yield shard, self._chunk(buffer)
             self.buffers, self.buffered = {}, 0
-
-    def finish_bundle(self):
-        for shard, buffer in sorted(self.buffers.items()):
-            yield WindowedValue((shard, self._chunk(buffer)), GlobalWindow().max_timestamp(),
-                                [GlobalWindow()])
-        self.buffers, self.buffered = {}, 0
 
     def _outputs(self, result: GroupResult):
         config = self.config

@@ -717,16 +717,23 @@ def split_grid_value(value):
     return value, None
 
 
-def optimize_one(config: RunConfig, group: str, grid, boot=None, edges=None, in_force=None):
-    """One group's :class:`~costlib.recalibration.GroupResult`; a compact grid is made dense
-    here (with ``edges`` when it carries only its lattice shape), so a worker holds one
-    group's dense lattice at a time. ``in_force``: the run's thresholds in force
-    (:class:`~costlib_pipelines.in_force.InForce`, or None); the config's ``in_force`` section
-    says whether :func:`~costlib.recalibration.optimize_group` keeps or weighs them."""
+def dense_grid(grid, edges=None) -> ThresholdGrid:
+    """A compact grid made dense (with ``edges`` when it carries only its lattice shape); a
+    dense grid as it is."""
     if isinstance(grid, SparseGrid):
         if edges is not None and _is_shape(grid.edges):
             grid = grid.with_edges(edges)
         grid = grid.to_grid()
+    return grid
+
+
+def optimize_one(config: RunConfig, group: str, grid, boot=None, edges=None, in_force=None):
+    """One group's :class:`~costlib.recalibration.GroupResult`; a compact grid is made dense
+    here (:func:`dense_grid`), so a worker holds one group's dense lattice at a time.
+    ``in_force``: the run's thresholds in force (:class:`~costlib_pipelines.in_force.InForce`,
+    or None); the config's ``in_force`` section says whether
+    :func:`~costlib.recalibration.optimize_group` keeps or weighs them."""
+    grid = dense_grid(grid, edges)
     return optimize_group(
         group, grid, methods=config.methods, target=config.target, rule=config.rule,
         min_positives=config.min_positives, min_negatives=config.min_negatives,

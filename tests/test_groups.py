@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from pipeline_data import base_config, direct_records, sample_frame, write_files
 
 import costlib.grid as grid_module
+from costlib import operating_point
 from costlib.grid import SparseCounts, SparseGrid, ThresholdGrid, grouped_histograms, merge_sparse
 from costlib_pipelines import shards
 from costlib_pipelines.recalibrate import run_recalibrate
@@ -138,14 +139,16 @@ def many_groups():
     return frame
 
 
-@pytest.mark.parametrize("per_shard,flush,buffered,unit_rows", [
-    (2000, 256, 2048, 1_000_000),  # defaults: one shard
-    (3, 1, 2, 1),  # 14 shards, chunks of one group, every row group its own unit
-    (7, 2, 5, 2500),
+@pytest.mark.parametrize("per_shard,flush,buffered,unit_rows,batch", [
+    (2000, 256, 2048, 1_000_000, None),  # defaults: one shard, every group in one batch
+    (3, 1, 2, 1, 1),  # 14 shards, chunks of one group, every row group its own unit
+    (7, 2, 5, 2500, 3),  # graph paths solved 3 groups at a time
 ])
 def test_records_identical_whatever_shards_chunks_and_units(many_groups, tmp_path, monkeypatch,
                                                             per_shard, flush, buffered,
-                                                            unit_rows):
+                                                            unit_rows, batch):
+    if batch is not None:  # groups per optimisation batch: lattices of 25 x 25 cells
+        monkeypatch.setattr(operating_point, "GRAPH_BATCH_CELLS", batch * 25 * 25)
     monkeypatch.setattr(shards, "GROUPS_PER_SHARD", per_shard)
     monkeypatch.setattr(shards, "FLUSH_GROUPS", flush)
     monkeypatch.setattr(shards, "MAX_BUFFERED_GROUPS", buffered)
