@@ -28,7 +28,7 @@ from costlib.bootstrap import BootstrapGrids, confidence_intervals
 from costlib.edges import quantile_edges, uniform_edges
 from costlib.grid import ThresholdGrid
 from costlib.lattice_path import max_area_path
-from costlib.operating_point import optimize
+from costlib.operating_point import optimize, optimize_each
 
 
 def rows(n: int, k: int, seed: int = 0):
@@ -103,6 +103,39 @@ def bench_graph() -> None:
            "nx.bellman_ford_path", ">= 100x")
 
 
+def bench_graph_batches() -> None:
+    """Many groups' grids (101 of 102x102 and of 257x257): optimised one at a time against
+    optimize_each (paths solved side by side in batches); the same points either way."""
+    scores, y = rows(2_000_000, 2, seed=3)
+    group = np.random.default_rng(3).integers(0, 101, y.size)
+    parts = [(scores[group == g], y[group == g]) for g in range(101)]
+    for n_edges in (101, 256):
+        edges = [uniform_edges(-3, 4, n_edges)] * 2
+
+        def grids(e=edges):
+            return [ThresholdGrid.from_scores(s, labels, e) for s, labels in parts]
+
+        def one_by_one(made):
+            return [optimize(g, target_marginal_precision=0.3) for g in made]
+
+        def together(made):
+            return list(optimize_each(made, target_marginal_precision=0.3))
+
+        alone_points = one_by_one(grids())
+        batched_points = together(grids())
+        assert [p.index for p in alone_points] == [p.index for p in batched_points]
+        alone = min(_timed(one_by_one, grids()) for _ in range(3))  # fresh grids: no cached
+        batched = min(_timed(together, grids()) for _ in range(3))  # counts or paths
+        report(f"graph: 101 grids {n_edges + 1}x{n_edges + 1}, optimize_each", batched, alone,
+               "one at a time")
+
+
+def _timed(function, argument) -> float:
+    start = time.perf_counter()
+    function(argument)
+    return time.perf_counter() - start
+
+
 def bench_hull() -> None:
     grid = lattice_grid(1023, 2)
     grid.counts("any")
@@ -160,6 +193,7 @@ def main() -> None:
     print(f"machine: {describe()}")
     bench_grid(1_000_000 if args.quick else 10_000_000)
     bench_graph()
+    bench_graph_batches()
     bench_hull()
     bench_k3()
     bench_analytic()
