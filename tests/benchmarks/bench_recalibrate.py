@@ -48,6 +48,7 @@ from apache_beam.runners.worker import statesampler
 from machine import describe
 
 from costlib.grid import ThresholdGrid, grouped_histograms, sum_sparse
+from costlib.operating_point import prepare_graph_paths
 from costlib_pipelines import recalibrate, shards
 from costlib_pipelines.batches import validate_batch
 from costlib_pipelines.config import RunConfig
@@ -113,13 +114,16 @@ def plain_loop(paths: list[str], config: RunConfig,
 
 def optimise_loop(totals: dict[str, np.ndarray], config: RunConfig) -> float:
     """Seconds to optimise every group's totals as the pipeline does (same config and method,
-    :func:`costlib_pipelines.transforms.optimize_one`): the work after the histograms that the
-    plain loop leaves out."""
+    :func:`costlib_pipelines.transforms.optimize_one`, graph paths solved together as
+    :class:`~costlib_pipelines.shards.OptimizeGroupsFn` does): the work after the histograms
+    that the plain loop leaves out."""
     edges = tuple(config.fixed_edges())
     start = time.perf_counter()
-    for group, counts in totals.items():
-        grid = ThresholdGrid(edges=edges, neg=counts[0], pos=counts[1], unrated=counts[2],
-                             names=tuple(config.classifiers))
+    grids = {group: ThresholdGrid(edges=edges, neg=counts[0], pos=counts[1], unrated=counts[2],
+                                  names=tuple(config.classifiers))
+             for group, counts in totals.items()}
+    prepare_graph_paths(list(grids.values()), config.rule)
+    for group, grid in grids.items():
         optimize_one(config, group, grid)
     return time.perf_counter() - start
 
