@@ -298,12 +298,7 @@ def build_recalibrate(
         return (
             summed
             | "Optimize" >> beam.ParDo(OptimizeGroupFn(config, in_force), edges)
-            | "ByShard" >> beam.ParDo(window_shards.KeyByShardFn(window_shards.SHARDS))
-            | "PerShard" >> beam.GroupByKey()
-            | "WriteShard" >> beam.ParDo(window_shards.WriteWindowShardFn(config, run_dir,
-                                                                          run_id))
-            | "PerWindow" >> beam.GroupByKey()  # by window directory: shard ids only
-            | "Assemble" >> beam.ParDo(window_shards.AssembleWindowFn())
+            | "Windows" >> window_shards.WriteWindows(config, run_dir, run_id)
         )
     shard_ids = optimize_and_write(summed, config, edges, run_dir, run_id, in_force)
     once = pipeline | "Once" >> beam.Impulse()  # one element: the last stage runs once

@@ -83,6 +83,7 @@ __all__ = [
     "AssembleWindowFn",
     "KeyByShardFn",
     "WriteWindowShardFn",
+    "WriteWindows",
     "assemble_window",
     "remove_window_shards",
     "window_directory",
@@ -191,6 +192,30 @@ class WriteWindowShardFn(beam.DoFn):
         yield directory, shard
 
 
+class WriteWindows(beam.PTransform):
+    """Per-group window results -> the windows' files, sharded by group (stages 1-3 of the
+    module). Input: ``(any key, (GroupResult, pane index))`` as
+    :class:`~costlib_pipelines.transforms.OptimizeGroupFn` yields them, in their event-time
+    windows; output: ``(window directory, number of records)`` per assembly. ``shards``:
+    default :data:`SHARDS` (read when the transform is applied)."""
+
+    def __init__(self, config: RunConfig, run_dir: str, run_id: str, shards: int | None = None):
+        super().__init__()
+        self.config, self.run_dir, self.run_id, self.shards = config, run_dir, run_id, shards
+
+    def expand(self, results):
+        shards = SHARDS if self.shards is None else self.shards
+        return (
+            results
+            | "ByShard" >> beam.ParDo(KeyByShardFn(shards))
+            | "PerShard" >> beam.GroupByKey()
+            | "WriteShard" >> beam.ParDo(WriteWindowShardFn(self.config, self.run_dir,
+                                                            self.run_id))
+            | "PerWindow" >> beam.GroupByKey()  # by window directory: shard ids only
+            | "Assemble" >> beam.ParDo(AssembleWindowFn())
+        )
+
+
 class AssembleWindowFn(beam.DoFn):
     """``(window directory, shard ids so far)`` -> the window's three files
     (:func:`assemble_window`); yields ``(window directory, number of records)``."""
@@ -228,7 +253,9 @@ def _blocks(path: str, lines_path: str | None) -> Iterator[tuple[str, pa.Table, 
 
 class _AtomicParquet:
     """A Parquet file written in row groups of :data:`ROW_GROUP_ROWS` rows to a unique
-    temporary name, renamed over ``path`` on :meth:`close`."""
+    temporary name, renamed over ``path`` on :meth:`close`. Each row group is written from
+    contiguous arrays (the writer's pages follow the chunks it is given), so the file is the
+    one ``pyarrow.parquet.write_table`` of the same rows writes."""
 
     def __init__(self, path: str, schema: pa.Schema):
         self.path, self.schema = path, schema
@@ -246,7 +273,7 @@ class _AtomicParquet:
             self._flush(ROW_GROUP_ROWS)
 
     def _flush(self, rows: int) -> None:
-        table = pa.concat_tables(self.buffer).cast(self.schema)
+        table = pa.concat_tables(self.buffer).cast(self.schema).combine_chunks()
         self.writer.write_table(table.slice(0, rows), row_group_size=ROW_GROUP_ROWS)
         rest = table.slice(rows)
         self.buffer, self.buffered = ([rest] if rest.num_rows else []), rest.num_rows
@@ -254,8 +281,8 @@ class _AtomicParquet:
 
     def close(self) -> None:
         if self.buffered or self.rows == 0:  # the rest; an empty file gets its empty row group
-            table = (pa.concat_tables(self.buffer).cast(self.schema) if self.buffer
-                     else self.schema.empty_table())
+            table = (pa.concat_tables(self.buffer).cast(self.schema).combine_chunks()
+                     if self.buffer else self.schema.empty_table())
             self.writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
         self.writer.close()
         self.sink.close()
