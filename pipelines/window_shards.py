@@ -41,11 +41,14 @@ accumulating:
   The window's files are upserted: the newest pane of each group wins, and ``pane_index`` in
   the records is that group's pane.
 
-Assemblies of one window write through unique temporary names, so two firings never write
-into one temporary file; a firing that reads the shards after another shard was rewritten
-includes it (each firing reads storage, not its pane). Shard files stay while the pipeline
+Each assembly reads the shard files from storage, not from its pane, so a firing that runs
+after a shard was rewritten includes it; the last firing of a window runs after the last
+shard write and leaves the newest files. That relies on a key's firings being processed one
+after another (runners do: a GroupByKey's output for one key and window is produced and
+consumed by one keyed work item at a time); assemblies write through unique temporary names,
+so even overlapping ones never mix bytes in one file. Shard files stay while the pipeline
 runs (a late firing of one shard needs the others); :func:`remove_window_shards` deletes
-them when a run has finished.
+them when a run has finished (the launcher calls it).
 
 The number of shards (:data:`SHARDS`) only changes which worker does what, never a byte of
 the window's files.

@@ -347,3 +347,21 @@ def test_a_late_firing_re_assembles_its_window_with_the_other_shards_unchanged(
     # The shard files are left for later firings; the launcher deletes them at the end.
     assert window_shards.remove_window_shards(str(run_dir)) == 1
     assert not list(run_dir.glob("windows/*/shards"))
+
+
+def test_a_finished_windowed_run_has_no_shard_files_left(tmp_path):
+    from pipeline_data import write_files
+
+    from costlib_pipelines.recalibrate import run_recalibrate
+
+    config = base_config(methods=["graph"], windowing=WINDOWING)
+    pattern = write_files(_frame(3000, ["a", "b", "c"], seed=1, days=2), tmp_path / "in",
+                          n_files=1)
+    manifest = run_recalibrate(config, pattern, str(tmp_path / "out"))
+    run_dir = tmp_path / "out" / "runs" / manifest["run_id"]
+    assert manifest["windows"] == 3
+    assert not [f for f in manifest["outputs"] if "/shards/" in f]
+    assert not list(run_dir.glob("windows/*/shards"))
+    for window in (run_dir / "windows").iterdir():
+        assert sorted(p.name for p in window.iterdir()) == [
+            "operating_points.jsonl", "operating_points.parquet", "pn_curves.parquet"]
