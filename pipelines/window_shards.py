@@ -39,7 +39,14 @@ accumulating:
   which fires again with (accumulating) every shard id seen so far, and re-reads every shard
   file from storage, i.e. the newest version of each (the other shards are unchanged).
   The window's files are upserted: the newest pane of each group wins, and ``pane_index`` in
-  the records is that group's pane.
+  the records is that group's pane. Late outputs of one ``GroupByKey`` are within the next
+  one's allowed lateness (the windowing, allowed lateness included, carries over to both), as
+  they were for the single ``GroupByKey`` that followed the optimisation before; the tests
+  send late data through the whole chain.
+* Cost: late rows change ``"__all__"`` as well as their group, so a late element rewrites
+  every shard that has groups, and the window may be assembled once per shard firing (each
+  assembly reads every shard file). A late result of one group alone (as in the tests of the
+  stage) rewrites one shard and assembles once.
 
 Each assembly reads the shard files from storage, not from its pane, so a firing that runs
 after a shard was rewritten includes it; the last firing of a window runs after the last
@@ -248,6 +255,9 @@ def _blocks(path: str, lines_path: str | None) -> Iterator[tuple[str, pa.Table, 
                 table = pa.Table.from_batches([batch])
                 for group, offset, length in _group_runs(table):
                     text = [lines.readline() for _ in range(length)] if lines else []
+                    if text and not text[-1].endswith(b"\n"):
+                        raise ValueError(f"{lines_path}: fewer JSON lines than the {path} "
+                                         f"records (a shard file was cut short)")
                     yield group, table.slice(offset, length), text
         finally:
             if lines is not None:
