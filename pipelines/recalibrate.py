@@ -14,7 +14,9 @@ Output layout (each run in its own directory, so re-runs never mix shards)::
                                   it is incomplete (interrupted or failed)
 
 Windowed mode writes ``runs/<run_id>/windows/<start>_<end>/operating_points.*`` per event-time
-window instead; a late firing rewrites its window's files (upsert: the newest pane wins, and
+window instead, assembled from per-shard files (``windows/<start>_<end>/shards/``, deleted when
+the run finishes; :mod:`costlib_pipelines.window_shards`); a late firing rewrites its shard and
+re-assembles its window's files (upsert: the newest pane of each group wins, and
 ``pane_index`` in the records says which pane it is).
 """
 
@@ -35,8 +37,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms import trigger
 from apache_beam.transforms.window import SlidingWindows
 
-from costlib.recalibration import apply_fallback
-from costlib_pipelines import shards
+from costlib_pipelines import shards, window_shards
 from costlib_pipelines.batches import (
     Plausibility,
     check_schema,
@@ -51,9 +52,7 @@ from costlib_pipelines.files import (
     match_inputs,
     open_parquet,
     read_footers,
-    write_bytes_atomically,
     write_json,
-    write_parquet,
 )
 from costlib_pipelines.in_force import InForce, edges_with_in_force, read_in_force
 from costlib_pipelines.min_risk import MinRiskSettings
@@ -67,14 +66,6 @@ from costlib_pipelines.publish import (
     guard_notes,
     guard_violations,
     read_baseline,
-)
-from costlib_pipelines.records import (
-    PN_CURVE_SCHEMA,
-    operating_point_records,
-    pn_curve_records,
-    point_settings,
-    records_to_jsonl,
-    records_to_table,
 )
 from costlib_pipelines.runner import make_pipeline, runner_name
 from costlib_pipelines.runs import (
@@ -137,52 +128,6 @@ def needed_columns(config: RunConfig, *, windowed: bool) -> list[str]:
     if costs is not None and costs.weight_rated_rows:
         names += [c for c in costs.input_columns() if c not in names]
     return names
-
-
-class FinalizeWindowFn(beam.DoFn):
-    """All group results of one window (pane) -> fallback, records, files."""
-
-    def __init__(self, config: RunConfig, run_dir: str, run_id: str, windowed: bool):
-        self.config = config
-        self.run_dir = run_dir
-        self.run_id = run_id
-        self.windowed = windowed
-
-    def process(self, element, window=beam.DoFn.WindowParam):
-        _, items = element
-        latest = {}
-        for result, pane in items:  # accumulating panes: keep the newest result per group
-            best = latest.get(result.group)
-            if best is None or pane > best[1]:
-                latest[result.group] = (result, pane)
-        results = apply_fallback({g: r for g, (r, _) in latest.items()},
-                                 fallback=self.config.fallback)
-        if self.windowed:
-            start = window.start.to_utc_datetime().replace(tzinfo=dt.UTC)
-            end = window.end.to_utc_datetime().replace(tzinfo=dt.UTC)
-            directory = f"{self.run_dir}/windows/{start:%Y%m%dT%H%M%S}_{end:%Y%m%dT%H%M%S}"
-        else:
-            start = end = None
-            directory = self.run_dir
-        config = self.config
-        records, curves = [], []
-        for group in sorted(results):
-            result = results[group]
-            records += operating_point_records(
-                result, rule=config.rule, classifiers=config.classifiers,
-                target_marginal_precision=config.target.marginal_precision,
-                run_id=self.run_id, config_digest=config.digest,
-                window_start=start, window_end=end, pane_index=latest[group][1],
-                settings=point_settings(config),
-            )
-            curves += pn_curve_records(result, window_start=start, window_end=end)
-        write_parquet(f"{directory}/operating_points.parquet",
-                      records_to_table(records, "operating_point.json"))
-        write_bytes_atomically(f"{directory}/operating_points.jsonl",
-                               records_to_jsonl(records).encode())
-        write_parquet(f"{directory}/pn_curves.parquet",
-                      pa.Table.from_pylist(curves, schema=PN_CURVE_SCHEMA))
-        yield directory, len(records)
 
 
 @dataclass(frozen=True)
@@ -349,12 +294,11 @@ def build_recalibrate(
     if config.bootstrap["replicates"] > 0:
         summed_boots = boots | "SumBootstrap" >> beam.CombinePerKey(SumBootstrapGrids())
         summed = {"grid": summed, "bootstrap": summed_boots} | "Join" >> beam.CoGroupByKey()
-    if windowed:
+    if windowed:  # sharded by group per window (costlib_pipelines.window_shards)
         return (
             summed
             | "Optimize" >> beam.ParDo(OptimizeGroupFn(config, in_force), edges)
-            | "PerWindow" >> beam.GroupByKey()
-            | "Finalize" >> beam.ParDo(FinalizeWindowFn(config, run_dir, run_id, windowed))
+            | "Windows" >> window_shards.WriteWindows(config, run_dir, run_id)
         )
     shard_ids = optimize_and_write(summed, config, edges, run_dir, run_id, in_force)
     once = pipeline | "Once" >> beam.Impulse()  # one element: the last stage runs once
@@ -481,6 +425,7 @@ def run_recalibrate(
                             "its end"}
         result.wait_until_finish()
         if windowed:
+            window_shards.remove_window_shards(run.run_dir)  # every window is final now
             counters, accounting = verified_accounting(run, input_files, config)
             finished = time.time()
             outputs = run.outputs()
