@@ -185,6 +185,7 @@ def timed_components():
     patch(recalibrate, "build_recalibrate", "graph")
     patch(beam.Pipeline, "to_runner_api", "translate")
     patch(shards, "optimize_one", "optimise")
+    patch(shards, "prepare_graph_paths", "optimise")  # the batches' paths, solved together
     patch(shards.OptimizeGroupsFn, "_outputs", "records")
     patch(shards.WriteShardFn, "process", "write", generator=True)
     patch(recalibrate.PublishRunFn, "process", "publish", generator=True)
