@@ -1,9 +1,8 @@
 """Max-area paths of many lattices solved together: identical to one lattice at a time."""
 
-import itertools
-
 import numpy as np
 import pytest
+from threshold_data import exhaustive_path_area
 
 from costlib import lattice_path, operating_point
 from costlib.grid import ThresholdGrid
@@ -17,19 +16,6 @@ def _grid(seed, widths=(12, 9), n=3_000):
     scores = rng.normal(size=(n, len(widths))) + y[:, None] * rng.uniform(0.3, 2.0)
     edges = [np.linspace(-2.5, 2.5, w) for w in widths]
     return ThresholdGrid.from_scores(scores, y, edges)
-
-
-def _brute_force_area(tp, fp):
-    """Largest path area over every monotone path of a 2-D lattice (independent of the DP)."""
-    n0, n1 = tp.shape
-    best = -np.inf
-    for ups in itertools.combinations(range(n0 + n1 - 2), n0 - 1):
-        cell, cells = [0, 0], [(0, 0)]
-        for step in range(n0 + n1 - 2):
-            cell[0 if step in ups else 1] += 1
-            cells.append(tuple(cell))
-        best = max(best, path_area(tp, fp, np.array(cells)))
-    return best
 
 
 def _stack(grids, rule="any"):
@@ -56,7 +42,7 @@ def test_stacked_paths_reach_the_brute_force_optimum_on_small_lattices():
     grids = [_grid(seed, (5, 6), n=400) for seed in range(10)]
     tp, fp = _stack(grids)
     for (path, area), t, f in zip(max_area_paths(tp, fp), tp, fp, strict=True):
-        assert area == pytest.approx(_brute_force_area(t, f), rel=1e-12)
+        assert area == pytest.approx(exhaustive_path_area(t, f), rel=1e-12)
         assert tuple(path[0]) == (0, 0) and tuple(path[-1]) == (t.shape[0] - 1, t.shape[1] - 1)
         assert (np.diff(path, axis=0).sum(axis=1) == 1).all()  # one unit step at a time
 

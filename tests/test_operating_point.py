@@ -4,6 +4,7 @@ import networkx as nx
 import numpy as np
 import pytest
 from scipy.spatial import ConvexHull
+from threshold_data import exhaustive_path_area
 
 from costlib.frontier import best_cell, bucket_frontier, hull_neighbours, upper_hull
 from costlib.grid import ThresholdGrid
@@ -56,14 +57,7 @@ def test_graph_path_beats_every_path_exhaustively():
     grid = _grid(2, seed=5)
     tp, fp = grid.counts("any")
     _, area = max_area_path(tp, fp)
-    n0, n1 = tp.shape
-    best = -np.inf
-    for ups in itertools.combinations(range(n0 + n1 - 2), n0 - 1):
-        cell, cells = [0, 0], [(0, 0)]
-        for step in range(n0 + n1 - 2):
-            cell[0 if step in ups else 1] += 1
-            cells.append(tuple(cell))
-        best = max(best, path_area(tp, fp, np.array(cells)))
+    best = exhaustive_path_area(tp, fp)
     assert area == pytest.approx(best, rel=1e-12)
 
 

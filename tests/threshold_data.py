@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
+
+from costlib.lattice_path import path_area
 
 
 def make_rows(n: int, k: int, seed: int, *, missing: float = 0.1, weighted: bool = False):
@@ -26,3 +30,17 @@ def brute_counts(scores, labels, weights, thresholds, rule):
     flagged = fires.any(axis=1) if rule == "any" else fires.all(axis=1)
     w = np.ones(len(labels)) if weights is None else weights
     return float(np.sum(w[flagged & labels])), float(np.sum(w[flagged & ~labels]))
+
+
+def exhaustive_path_area(tp, fp) -> float:
+    """Largest PN-curve area over every monotone path of a 2-D lattice, enumerated one by one
+    (independent of the dynamic programme; small lattices only)."""
+    n0, n1 = tp.shape
+    best = -np.inf
+    for ups in itertools.combinations(range(n0 + n1 - 2), n0 - 1):
+        cell, cells = [0, 0], [(0, 0)]
+        for step in range(n0 + n1 - 2):
+            cell[0 if step in ups else 1] += 1
+            cells.append(tuple(cell))
+        best = max(best, path_area(tp, fp, np.array(cells)))
+    return best
