@@ -21,10 +21,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costlib.decoding import optimal_topk, optimal_topk_ragged
+from costlib_pipelines.config import RunConfig
 from costlib_pipelines.decide import (
     COMPACT_SCHEMA,
     PROBABILITY,
     SHUFFLE_SCHEMA,
+    DecodeBucketFn,
     as_contract,
     decode_sets,
     decode_shuffled,
@@ -400,3 +402,52 @@ def test_one_group_one_loss_and_a_single_set_decode_like_the_reference(n_sets):
     for table in decided:
         assert table.schema == COMPACT_SCHEMA
         assert set(table.column("group").to_pylist()) == {"g1"}
+
+
+def topk_config() -> RunConfig:
+    return RunConfig.from_dict({
+        "columns": {"probability": "probability", "set_id": "set_id"},
+        "classifiers": ["a"], "rule": "any", "grid": {}, "target": {"marginal_precision": 0.3},
+        "min_rated": {}, "bootstrap": {}, "decoding": {"loss": "f1", "params": {}, "buckets": 3},
+    })
+
+
+def run_decode_bundle(fn: DecodeBucketFn, elements) -> list:
+    """``fn``'s lifecycle over one bundle, as a runner calls it; the outputs of ``process``."""
+    fn.setup()
+    fn.start_bundle()
+    try:
+        outputs = [out for element in elements for out in fn.process(element)]
+        fn.finish_bundle()
+    finally:
+        fn.teardown()
+    return outputs
+
+
+def test_decode_bucket_fn_writes_every_bucket_file_by_the_end_of_the_bundle(tmp_path):
+    """Files are written on a second thread; when ``finish_bundle`` returns, every bucket's
+    file holds exactly :func:`decode_sets` of its rows, and the counts match them."""
+    rows = decision_rows(90, seed=21, max_size=12)
+    buckets = [(bucket, [encode_sets(part)])
+               for bucket, part in split_sets(rows, np.arange(rows.num_rows), 3)]
+    counts = run_decode_bundle(DecodeBucketFn(topk_config(), str(tmp_path)), buckets)
+    assert len(buckets) == 3 and len(counts) == 3
+    for (bucket, payloads), count in zip(buckets, counts, strict=True):
+        want = as_contract(decode_sets(shuffled_rows(payloads), "f1", {}))
+        got = pq.read_table(tmp_path / f"part-bucket-{bucket:05d}.parquet")
+        assert got.to_pylist() == want.to_pylist()
+        assert count["rows_written"] == count["topk_rows"] == want.num_rows
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f"part-bucket-{bucket:05d}.parquet" for bucket, _ in buckets]
+    assert sum(c["topk_sets"] for c in counts) == 90
+
+
+def test_decode_bucket_fn_fails_the_bundle_when_a_write_fails(tmp_path):
+    """A write that fails on the writer thread is raised by the bundle (here: the output
+    "directory" is a file), not lost."""
+    rows = decision_rows(10, seed=22)
+    not_a_directory = tmp_path / "file"
+    not_a_directory.write_text("")
+    with pytest.raises(OSError):
+        run_decode_bundle(DecodeBucketFn(topk_config(), str(not_a_directory)),
+                          [(0, [encode_sets(rows)])])

@@ -15,7 +15,12 @@
    threshold-only wall time on the same rows. Also printed: the rate of the work top-k adds,
    ``rows / (top-k s - threshold s)``, which excludes the fixed cost both runs pay, and that
    fixed cost itself: the same threshold-only command on 1,000 rows (graph construction,
-   runner start-up, preflight, manifest), with what it leaves of a 1 s budget.
+   runner start-up, preflight, manifest), with what it leaves of a 1 s budget. Last, Beam's
+   local shuffle alone: a pipeline that only moves byte strings of the sizes the top-k run
+   shuffles (per bucket, as ``DecideFileFn`` emits them) through a ``GroupByKey`` on the
+   FnApiRunner, against the same pipeline with 1-byte strings; the difference is what moving
+   the payload bytes costs (the runner copies each byte about a dozen times: encode, data
+   plane, grouping buffer decode and re-encode, data plane again, decode).
 
 Run: ``.venv/bin/python tests/benchmarks/bench_decide.py [--rows 10000000] [--topk-rows 1000000]``
 (``--rows 0`` skips part 1).
@@ -26,11 +31,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -44,6 +51,7 @@ from costlib_pipelines.batches import validate_batch
 from costlib_pipelines.cli import main as costlib_main
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.decide import (
+    DecideFileFn,
     decide_columns,
     decision_columns,
     run_decide,
@@ -52,6 +60,7 @@ from costlib_pipelines.decide import (
 )
 from costlib_pipelines.files import match_inputs, read_row_groups
 from costlib_pipelines.records import arrow_schema, records_to_table
+from costlib_pipelines.runner import make_pipeline
 from costlib_pipelines.runs import load_operating_points
 from costlib_pipelines.transforms import dead_letter_name
 
@@ -243,6 +252,45 @@ def library_decoder(inputs: str, repeats: int) -> tuple[float, int, int]:
     return min(seconds), values.size, offsets.size - 1
 
 
+def shuffle_payloads(inputs: str, ops: str, directory: Path) -> list[tuple[int, int]]:
+    """``(bucket, size in bytes)`` of every payload the top-k run sends through its shuffle
+    (``DecideFileFn`` on every input file; the benchmark's rows all have a set, so no file
+    is written)."""
+    config = make_config(topk=True)
+    records, source = load_operating_points(ops)
+    directory.mkdir(parents=True, exist_ok=True)
+    fn = DecideFileFn(select_operating_points(records, config, source=source), config,
+                      str(directory))
+    return [(output[0], len(output[1])) for path in match_inputs(inputs)
+            for output in fn.process(path) if isinstance(output, tuple)]
+
+
+class _ZeroBytes(beam.DoFn):
+    """``(bucket, size)`` -> ``(bucket, size zero bytes)``."""
+
+    def process(self, element):
+        bucket, size = element
+        yield bucket, bytes(size)
+
+
+def beam_shuffle(payloads: list[tuple[int, int]], repeats: int
+                 ) -> tuple[tuple[float, float, int], tuple[float, float, int]]:
+    """(wall s, kernel CPU s, minor page faults) of the fastest of ``repeats`` runs of a
+    FnApiRunner pipeline that makes byte strings of the payloads' sizes and groups them by
+    bucket; then the same with 1-byte strings."""
+    def run(sizes: list[tuple[int, int]]) -> tuple[float, float, int]:
+        pipeline = make_pipeline([], type_check=False)
+        _ = (pipeline | beam.Create(sizes) | beam.ParDo(_ZeroBytes()) | beam.GroupByKey()
+             | beam.MapTuple(lambda bucket, values: sum(len(v) for v in values)))
+        before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        pipeline.run().wait_until_finish()
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        return (time.perf_counter() - start, after.ru_stime - before.ru_stime,
+                after.ru_minflt - before.ru_minflt)
+    ones = [(bucket, 1) for bucket, _ in payloads]
+    return (min(run(payloads) for _ in range(repeats)), min(run(ones) for _ in range(repeats)))
+
+
 def topk_comparison(tmp: Path, args: argparse.Namespace, ops: str) -> None:
     """Part 2: top-k and threshold-only ``costlib decide`` on the same rows, and the library
     decoder alone, in this run."""
@@ -294,6 +342,18 @@ def topk_comparison(tmp: Path, args: argparse.Namespace, ops: str) -> None:
           f"{decoder_rows / decoder_s / 1e6:.2f} M rows/s; pipeline / decoder time: "
           f"{best_topk / decoder_s:.1f}x; decoder / work top-k adds: "
           f"{decoder_s / extra if extra > 0 else float('nan'):.0%}")
+    payloads = shuffle_payloads(inputs, ops, tmp / "payloads")
+    moved = sum(size for _, size in payloads)
+    (bytes_s, bytes_sys, bytes_faults), (ones_s, ones_sys, ones_faults) = beam_shuffle(
+        payloads, args.repeats)
+    print(f"Beam's local shuffle alone (FnApiRunner GroupByKey of the top-k run's "
+          f"{len(payloads)} payloads, {moved / 1e6:.1f} MB, {moved / n:.1f} B a row): "
+          f"{bytes_s:.2f} s, against {ones_s:.2f} s with 1-byte payloads: moving the bytes costs "
+          f"{bytes_s - ones_s:.2f} s ({moved / max(bytes_s - ones_s, 1e-9) / 1e6:.0f} MB/s), "
+          f"{bytes_sys - ones_sys:.2f} s of it kernel time for "
+          f"{bytes_faults - ones_faults:,} page faults "
+          f"(fresh 4 KiB pages for {(bytes_faults - ones_faults) * 4096 / moved:.1f}x the bytes "
+          f"moved)")
     print(f"load average at end {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
