@@ -691,6 +691,33 @@ def _channel_codes(
     return code
 
 
+def _narrowest(values: NDArray[Any]) -> NDArray[Any]:
+    """Non-negative integers in the narrowest unsigned dtype that holds them."""
+    top = int(values.max()) if values.size else 0
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if top <= np.iinfo(dtype).max:
+            return values.astype(dtype)
+    return values
+
+
+def _whole_or_float(counts: NDArray[np.float64]) -> NDArray[Any]:
+    """Counts as the narrowest unsigned integers when that is exact, else as they are."""
+    if counts.size == 0 or not (counts.min() >= 0 and counts.max() < 2**32):
+        return counts
+    if np.signbit(counts).any():  # -0.0 would come back as 0.0
+        return counts
+    whole = counts.astype(np.uint32)
+    if not np.array_equal(whole, counts):
+        return counts
+    return _narrowest(whole)
+
+
+def _unpack_counts(gaps: NDArray[Any], counts: NDArray[Any], channels: int) -> SparseCounts:
+    """The inverse of :meth:`SparseCounts.__reduce__`."""
+    return SparseCounts(cells=np.cumsum(gaps, dtype=np.int64),
+                        counts=counts.astype(np.float64), channels=channels)
+
+
 @dataclass(frozen=True)
 class SparseCounts:
     """Non-zero cells of a ``(channels, *shape)`` label-by-cell histogram: a compact partial grid.
@@ -724,6 +751,15 @@ class SparseCounts:
     def nnz(self) -> int:
         """Number of stored (non-zero) cells."""
         return int(self.cells.size)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle packed (what crosses a shuffle): the increasing cells as the first cell and
+        the gaps, and the counts, each in the narrowest dtype that holds them exactly (counts
+        as unsigned integers when every count is a whole number below 2**32, else float64).
+        Unpickling restores the same arrays exactly; a partial of 1M cells takes about 3-6
+        bytes a cell instead of 16."""
+        gaps = np.diff(self.cells, prepend=np.int64(0))
+        return (_unpack_counts, (_narrowest(gaps), _whole_or_float(self.counts), self.channels))
 
     def with_channels(self, channels: int) -> SparseCounts:
         """The same counts in a layout of at least ``channels`` channels (no copy).
