@@ -288,7 +288,7 @@ def max_area_paths(
     """
     if tp.shape != fp.shape or tp.ndim < 2:
         raise ValueError(f"tp and fp must be stacks of one shape, got {tp.shape} and {fp.shape}")
-    if tp.ndim == 3 and min(tp.shape[1:]) > 1:
+    if tp.ndim == 3 and tp.shape[0] and min(tp.shape[1:]) > 1:
         return _max_area_paths_2d(np.ascontiguousarray(tp), np.ascontiguousarray(fp))
     return [max_area_path(t, f) for t, f in zip(tp, fp, strict=True)]
 
