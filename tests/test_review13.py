@@ -67,3 +67,27 @@ def test_optimize_each_holds_one_shape_batch_when_shapes_change(monkeypatch):
     for point, (seed, widths) in zip(rest, list(enumerate(shapes))[1:], strict=True):
         alone = optimize(_grid(seed, widths), target_marginal_precision=0.3)
         assert point.index == alone.index and point.thresholds == alone.thresholds
+
+
+def _suffix_sums(a):
+    for axis in range(a.ndim):
+        a = np.flip(np.cumsum(np.flip(a, axis), axis), axis)
+    return a
+
+
+@pytest.mark.parametrize("g", [1, 16])  # 16 x 40 columns: the wide-row forward pass
+def test_integer_counts_are_solved_as_float64(g):
+    """Integer counts (e.g. unweighted tallies) give the paths and areas of the same counts
+    as float64, alone and stacked: no int64 overflow in the step weights, and the same
+    arithmetic whichever forward pass the stack width picks."""
+    rng = np.random.default_rng(5)
+    tp = np.stack([_suffix_sums(rng.integers(0, 2**26, (4, 40))) for _ in range(g)])
+    fp = np.stack([_suffix_sums(rng.integers(0, 2**26, (4, 40))) for _ in range(g)])
+    as_float = max_area_paths(tp.astype(np.float64), fp.astype(np.float64))
+    for (path, area), (fpath, farea), t, f in zip(max_area_paths(tp, fp), as_float, tp, fp,
+                                                  strict=True):
+        np.testing.assert_array_equal(path, fpath)
+        assert area == farea
+        alone_path, alone_area = max_area_path(t, f)
+        np.testing.assert_array_equal(alone_path, fpath)
+        assert alone_area == farea
