@@ -91,3 +91,54 @@ def test_integer_counts_are_solved_as_float64(g):
         alone_path, alone_area = max_area_path(t, f)
         np.testing.assert_array_equal(alone_path, fpath)
         assert alone_area == farea
+
+
+def test_an_assembly_during_a_shard_rewrite_reads_records_and_lines_of_one_version(tmp_path,
+                                                                                  monkeypatch):
+    """A window's assembly may read a shard while a later firing rewrites it (another shard's
+    firing triggers the assembly). Whichever file replacements of the rewrite have happened,
+    the window's JSON lines are those of its Parquet records: here the rewrite (a late group
+    joins the shard) stops after its first file replacement and the window is assembled."""
+    import json
+
+    from apache_beam.transforms.window import IntervalWindow
+    from pipeline_data import base_config, direct_grids
+
+    from costlib.sample import generate_score_stream
+    from costlib_pipelines import window_shards
+    from costlib_pipelines.transforms import optimize_one
+
+    config = base_config(methods=["graph", "hull"], min_rated={"positives": 3, "negatives": 3})
+    frame = generate_score_stream(3000, groups=["a", "b"], prevalence=0.05, days=1, seed=1)
+    grids = direct_grids(frame, config)
+    result = {g: optimize_one(config, g, grids[g]) for g in ("a", "b")}
+    window = IntervalWindow(1_700_000_000, 1_700_086_400)
+    fn = window_shards.WriteWindowShardFn(config, str(tmp_path / "run"), "run")
+    [(directory, shard)] = fn.process((0, [(result["a"], 0, True)]), window=window)
+
+    def first_replacement_only(write):
+        def stopping(*args):
+            if replaced:
+                raise RuntimeError("rewrite interrupted")
+            replaced.append(args[0])
+            write(*args)
+        return stopping
+
+    replaced: list = []
+    for name in ("write_parquet", "write_bytes_atomically"):
+        if hasattr(window_shards, name):
+            monkeypatch.setattr(window_shards, name,
+                                first_replacement_only(getattr(window_shards, name)))
+    with pytest.raises(RuntimeError, match="interrupted"):
+        list(fn.process((0, [(result["a"], 0, True), (result["b"], 1, True)]), window=window))
+    monkeypatch.undo()
+
+    count = window_shards.assemble_window(directory, [shard])
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(f"{directory}/operating_points.parquet").to_pylist()
+    with open(f"{directory}/operating_points.jsonl") as fh:
+        lines = [json.loads(line) for line in fh]
+    assert count == len(rows) == len(lines)
+    assert [(r["group"], r["method"], r["pane_index"]) for r in rows] == [
+        (r["group"], r["method"], r["pane_index"]) for r in lines]
