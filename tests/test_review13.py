@@ -142,3 +142,21 @@ def test_an_assembly_during_a_shard_rewrite_reads_records_and_lines_of_one_versi
     assert count == len(rows) == len(lines)
     assert [(r["group"], r["method"], r["pane_index"]) for r in rows] == [
         (r["group"], r["method"], r["pane_index"]) for r in lines]
+
+
+@pytest.mark.parametrize("counts", [
+    [np.nan, 1.0, 2.0], [1.0, np.inf, 2.0], [-1.0, 1.0, 2.0], [5e-324, 1.0, 2.0],
+    [2.0**32 - 1, 0.0, 1.0], [1.0, -0.0, 2.0],
+])
+@pytest.mark.parametrize("cells", [[0, 1, 2], [3, 2**33, 2**62]])  # huge gaps stay int64
+def test_packed_pickle_round_trips_any_float_and_any_cell(counts, cells):
+    import pickle
+
+    from costlib.grid import SparseCounts
+
+    counts = np.array(counts)
+    sparse = SparseCounts(np.array(cells, dtype=np.int64), counts, 3)
+    back = pickle.loads(pickle.dumps(sparse, protocol=pickle.HIGHEST_PROTOCOL))
+    assert back.counts.tobytes() == counts.tobytes()
+    np.testing.assert_array_equal(back.cells, cells)
+    assert back.channels == 3
