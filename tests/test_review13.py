@@ -160,3 +160,52 @@ def test_packed_pickle_round_trips_any_float_and_any_cell(counts, cells):
     assert back.counts.tobytes() == counts.tobytes()
     np.testing.assert_array_equal(back.cells, cells)
     assert back.channels == 3
+
+
+def test_groups_waiting_for_a_batch_hold_bounded_bootstrap_replicates(monkeypatch):
+    """``OptimizeGroupsFn`` holds groups until a graph batch is full; their bootstrap
+    replicates (R x occupied cells each, not bounded by the lattice size) must not pile up
+    beyond :data:`~costlib_pipelines.shards.PENDING_BYTES` (before: a whole batch of groups'
+    replicates, e.g. 100 groups of 16 MB). The records are those of each group alone."""
+    from pipeline_data import base_config, direct_grids
+
+    from costlib.bootstrap import SparseBootstrapGrids
+    from costlib.sample import generate_score_stream
+    from costlib_pipelines import shards
+    from costlib_pipelines.transforms import optimize_one
+
+    config = base_config(methods=["graph"], bootstrap={"replicates": 20, "seed": 3,
+                                                       "level": 0.8})
+    groups = [f"g{i}" for i in range(6)]
+    frame = generate_score_stream(6000, groups=groups, prevalence=0.1, days=1, seed=2)
+    frame = frame[frame["label"].notna()]
+    grids = direct_grids(frame, config)
+    boots = {}
+    for group, rows in frame.groupby("group"):
+        scores = rows[list(config.classifiers)].to_numpy(dtype=float, na_value=np.nan)
+        boots[group] = SparseBootstrapGrids.from_scores(
+            np.where(np.isnan(scores), -np.inf, scores), rows["label"], config.fixed_edges(),
+            rows["item_id"].to_numpy(), n_replicates=20, seed=3)
+    one = max(b.nbytes for b in boots.values())
+    monkeypatch.setattr(shards, "PENDING_BYTES", 2 * one, raising=False)
+
+    fn = shards.OptimizeGroupsFn(config, "run")
+    fn.start_bundle()
+    held = []
+    outputs = []
+    for group in groups:
+        element = (group, {"grid": [grids[group]], "bootstrap": [boots[group]]})
+        outputs += list(fn.process(element, config.fixed_edges(), None, []))
+        held.append(sum(b.nbytes for _, _, b in fn.pending))
+    outputs += [v.value for v in fn.finish_bundle()]
+    assert max(held) <= 2 * one
+    records = [r for _, (chunk, _) in outputs
+               for r in shards._read_table(chunk).drop_columns([shards.JSONL_COLUMN]).to_pylist()]
+    alone = {g: optimize_one(config, g, grids[g], boots[g]) for g in groups}
+    assert sorted(r["group"] for r in records) == sorted(
+        g for g in groups for _ in alone[g].points)
+    for r in records:
+        point = alone[r["group"]].points[r["method"]]
+        assert r["tp"] == point.tp and r["fp"] == point.fp
+        assert r["threshold_ci_low"] == list(alone[r["group"]].intervals[r["method"]]
+                                             .thresholds[0])
