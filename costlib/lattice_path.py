@@ -243,8 +243,9 @@ def max_area_path(
     """
     shape = tp.shape
     k = tp.ndim
-    if k == 2 and min(shape) > 1:
-        return _max_area_path_2d(np.ascontiguousarray(tp), np.ascontiguousarray(fp))
+    if k == 2 and min(shape) > 1:  # float64 arithmetic (integer counts would overflow)
+        return _max_area_path_2d(np.ascontiguousarray(tp, dtype=np.float64),
+                                 np.ascontiguousarray(fp, dtype=np.float64))
     weights = step_weights(tp, fp)
     values_in = np.full(shape, -np.inf)
     values_in[(0,) * k] = 0.0
@@ -288,8 +289,9 @@ def max_area_paths(
     """
     if tp.shape != fp.shape or tp.ndim < 2:
         raise ValueError(f"tp and fp must be stacks of one shape, got {tp.shape} and {fp.shape}")
-    if tp.ndim == 3 and min(tp.shape[1:]) > 1:
-        return _max_area_paths_2d(np.ascontiguousarray(tp), np.ascontiguousarray(fp))
+    if tp.ndim == 3 and tp.shape[0] and min(tp.shape[1:]) > 1:
+        return _max_area_paths_2d(np.ascontiguousarray(tp, dtype=np.float64),
+                                  np.ascontiguousarray(fp, dtype=np.float64))
     return [max_area_path(t, f) for t, f in zip(tp, fp, strict=True)]
 
 

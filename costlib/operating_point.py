@@ -641,23 +641,37 @@ def optimize_each(grids: Iterable[ThresholdGrid], **optimize_kwargs: Any
                   ) -> Iterator[OperatingPoint]:
     """``optimize(grid, **optimize_kwargs)`` for every grid, in order, lazily.
 
-    With the graph method (the default), grids are taken :func:`graph_batch_size` at a time
-    and their paths solved together (:func:`prepare_graph_paths`); the points are those of
-    :func:`optimize` called on each grid alone. At most one batch of grids is held.
+    With the graph method (the default), consecutive grids of one lattice shape are taken
+    :func:`graph_batch_size` at a time and their paths solved together
+    (:func:`prepare_graph_paths`); a grid of another shape starts the next batch. The points
+    are those of :func:`optimize` called on each grid alone. At most one batch of grids is
+    held, plus the grid that starts the next.
     """
     method = optimize_kwargs.get("method", "graph")
     rule = optimize_kwargs.get("rule", "any")
+    if method != "graph":
+        for grid in grids:
+            yield optimize(grid, **optimize_kwargs)
+        return
     iterator = iter(grids)
-    while True:
-        first = next(iterator, None)
-        if first is None:
-            return
-        batch = [first]
-        if method == "graph":
-            batch += itertools.islice(iterator, graph_batch_size(first.shape) - 1)
-            prepare_graph_paths(batch, rule)
+    batch: list[Any] = list(itertools.islice(iterator, 1))
+    while batch:
+        first, following = batch[0], []
+        if isinstance(first, ThresholdGrid):
+            size = graph_batch_size(first.shape)
+            while len(batch) < size:
+                following = list(itertools.islice(iterator, 1))
+                if not following:
+                    break
+                grid = following[0]
+                if not isinstance(grid, ThresholdGrid) or grid.shape != first.shape:
+                    break  # it starts the next batch
+                batch.append(grid)
+                following = []
+        prepare_graph_paths(batch, rule)  # refuses what is not a grid
         for grid in batch:
             yield optimize(grid, **optimize_kwargs)
+        batch = following or list(itertools.islice(iterator, 1))
 
 
 def _make_context(

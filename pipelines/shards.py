@@ -62,6 +62,7 @@ __all__ = [
     "FLUSH_GROUPS",
     "GROUPS_PER_SHARD",
     "MAX_BUFFERED_GROUPS",
+    "PENDING_BYTES",
     "AssembleShardsFn",
     "OptimizeGroupsFn",
     "ShardBoundaries",
@@ -78,6 +79,10 @@ FLUSH_GROUPS = 256
 #: Groups buffered over all shards before every buffer is flushed (bounds a worker's memory
 #: whatever the number of shards: ~30 KB a group with its PN curves as Python lists).
 MAX_BUFFERED_GROUPS = 2048
+#: Bytes of bootstrap replicates (``SparseBootstrapGrids.nbytes``: replicates x occupied
+#: cells, not bounded by the lattice size) that groups waiting for their graph batch may hold;
+#: a batch is optimised early once its groups reach it.
+PENDING_BYTES = 64 << 20
 #: Column carrying each record's JSON line through the shuffle (not written to Parquet).
 JSONL_COLUMN = "__jsonl"
 
@@ -140,9 +145,9 @@ class OptimizeGroupsFn(beam.DoFn):
     ``boundaries`` (:class:`ShardBoundaries`). Groups are made dense and optimised in batches
     of :func:`costlib.operating_point.graph_batch_size` (at most
     :data:`costlib.operating_point.GRAPH_BATCH_CELLS` lattice cells, e.g. 100 groups of
-    102 x 102 or 15 of 257 x 257), so that the graph method solves their paths together;
-    records are buffered per shard and flushed every :data:`FLUSH_GROUPS` groups and at the
-    bundle's end.
+    102 x 102 or 15 of 257 x 257; fewer once their bootstrap replicates reach
+    :data:`PENDING_BYTES`), so that the graph method solves their paths together; records are
+    buffered per shard and flushed every :data:`FLUSH_GROUPS` groups and at the bundle's end.
     """
 
     def __init__(self, config: RunConfig, run_id: str, flush_groups: int = FLUSH_GROUPS,
@@ -157,6 +162,7 @@ class OptimizeGroupsFn(beam.DoFn):
         self.buffers: dict[int, list] = {}
         self.buffered = 0
         self.pending: list[tuple[str, ThresholdGrid, object]] = []  # dense, not yet optimised
+        self.pending_bytes = 0  # bootstrap replicates held by the pending groups
         self.side_inputs = None  # (edges, parent, boundaries) of the pending groups
 
     def process(self, element, edges, parent, boundaries):
@@ -169,8 +175,10 @@ class OptimizeGroupsFn(beam.DoFn):
             return
         grid = dense_grid(grid, edges)
         self.pending.append((group, grid, boot))
+        self.pending_bytes += int(getattr(boot, "nbytes", 0))
         self.side_inputs = (edges, parent, boundaries)
-        if len(self.pending) >= graph_batch_size(grid.shape):
+        if (len(self.pending) >= graph_batch_size(grid.shape)
+                or self.pending_bytes >= PENDING_BYTES):
             yield from self._optimize_pending()
 
     def finish_bundle(self):
@@ -187,7 +195,7 @@ class OptimizeGroupsFn(beam.DoFn):
         group optimised alone)."""
         if not self.pending:
             return
-        pending, self.pending = self.pending, []
+        pending, self.pending, self.pending_bytes = self.pending, [], 0
         edges, parent, boundaries = self.side_inputs
         config = self.config
         if "graph" in config.methods:

@@ -729,7 +729,9 @@ def dense_grid(grid, edges=None) -> ThresholdGrid:
 
 def optimize_one(config: RunConfig, group: str, grid, boot=None, edges=None, in_force=None):
     """One group's :class:`~costlib.recalibration.GroupResult`; a compact grid is made dense
-    here (:func:`dense_grid`), so a worker holds one group's dense lattice at a time.
+    here (:func:`dense_grid`). Called on one group at a time, a worker holds one group's dense
+    lattice at a time (:class:`~costlib_pipelines.shards.OptimizeGroupsFn` holds a bounded
+    batch).
     ``in_force``: the run's thresholds in force (:class:`~costlib_pipelines.in_force.InForce`,
     or None); the config's ``in_force`` section says whether
     :func:`~costlib.recalibration.optimize_group` keeps or weighs them."""

@@ -11,9 +11,11 @@ A windowed run's per-group results (one per group and pane of an event-time wind
 2. A ``GroupByKey`` by shard and :class:`WriteWindowShardFn`, per (window, shard): the newest
    pane of each of the shard's groups, :func:`costlib.recalibration.apply_fallback` with the
    newest parent, the records and PN curves, written sorted by group as
-   ``windows/<start>_<end>/shards/{operating_points-NNNNN.parquet,operating_points-NNNNN.jsonl,
-   pn_curves-NNNNN.parquet}`` (atomic writes; a name depends only on window and shard, so a
-   retried or late firing overwrites its own shard). It yields ``(window directory, shard)``.
+   ``windows/<start>_<end>/shards/{operating_points-NNNNN.parquet,pn_curves-NNNNN.parquet}``
+   (atomic writes; a name depends only on window and shard, so a retried or late firing
+   overwrites its own shard). The records' JSON lines are a column of the records file, so an
+   assembly that reads a shard while it is rewritten gets records and lines of one version.
+   It yields ``(window directory, shard)``.
 3. A ``GroupByKey`` by window directory of those tiny ids and :class:`AssembleWindowFn`:
    the shard files are merged by group (:func:`assemble_window`, a k-way merge: each shard
    is sorted by group and a group lives in one shard) into the window's
@@ -76,7 +78,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from costlib.recalibration import ALL_GROUPS, apply_fallback
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.files import write_bytes_atomically, write_parquet
+from costlib_pipelines.files import write_parquet
 from costlib_pipelines.records import (
     PN_CURVE_SCHEMA,
     arrow_schema,
@@ -86,7 +88,7 @@ from costlib_pipelines.records import (
     records_to_jsonl,
     records_to_table,
 )
-from costlib_pipelines.shards import shard_path
+from costlib_pipelines.shards import JSONL_COLUMN, shard_path
 
 __all__ = [
     "SHARDS",
@@ -193,10 +195,10 @@ class WriteWindowShardFn(beam.DoFn):
                 settings=settings,
             )
             curves += pn_curve_records(result, window_start=start, window_end=end)
+        lines = pa.array([records_to_jsonl([record]) for record in records], pa.string())
         write_parquet(shard_path(directory, "operating_points", shard, "parquet"),
-                      records_to_table(records, "operating_point.json"))
-        write_bytes_atomically(shard_path(directory, "operating_points", shard, "jsonl"),
-                               records_to_jsonl(records).encode())
+                      records_to_table(records, "operating_point.json")
+                      .append_column(JSONL_COLUMN, lines))
         write_parquet(shard_path(directory, "pn_curves", shard, "parquet"),
                       pa.Table.from_pylist(curves, schema=PN_CURVE_SCHEMA))
         yield directory, shard
@@ -245,23 +247,21 @@ def _group_runs(table: pa.Table) -> Iterator[tuple[str, int, int]]:
             start = i
 
 
-def _blocks(path: str, lines_path: str | None) -> Iterator[tuple[str, pa.Table, list]]:
+def _blocks(path: str) -> Iterator[tuple[str, pa.Table, list[bytes]]]:
     """A shard file's rows as ``(group, rows, JSON lines)`` blocks of one group, in file
-    order (the lines are read alongside the records; ``[]`` without ``lines_path``)."""
+    order (the lines from the file's :data:`~costlib_pipelines.shards.JSONL_COLUMN`, which
+    is dropped from the rows; ``[]`` for a file without it)."""
     with FileSystems.open(path) as fh:
-        lines = FileSystems.open(lines_path) if lines_path else None
-        try:
-            for batch in pq.ParquetFile(fh).iter_batches(batch_size=READ_BATCH_ROWS):
-                table = pa.Table.from_batches([batch])
-                for group, offset, length in _group_runs(table):
-                    text = [lines.readline() for _ in range(length)] if lines else []
-                    if text and not text[-1].endswith(b"\n"):
-                        raise ValueError(f"{lines_path}: fewer JSON lines than the {path} "
-                                         f"records (a shard file was cut short)")
-                    yield group, table.slice(offset, length), text
-        finally:
-            if lines is not None:
-                lines.close()
+        for batch in pq.ParquetFile(fh).iter_batches(batch_size=READ_BATCH_ROWS):
+            table = pa.Table.from_batches([batch])
+            lines = None
+            if JSONL_COLUMN in table.column_names:
+                lines = table.column(JSONL_COLUMN)
+                table = table.drop_columns([JSONL_COLUMN])
+            for group, offset, length in _group_runs(table):
+                text = ([line.encode() for line in lines.slice(offset, length).to_pylist()]
+                        if lines is not None else [])
+                yield group, table.slice(offset, length), text
 
 
 class _AtomicParquet:
@@ -333,18 +333,17 @@ def assemble_window(directory: str, shards: Iterable[int]) -> int:
     """
     shards = sorted(set(shards))
     points = [shard_path(directory, "operating_points", s, "parquet") for s in shards]
-    lines = [shard_path(directory, "operating_points", s, "jsonl") for s in shards]
     curves = [shard_path(directory, "pn_curves", s, "parquet") for s in shards]
     jsonl_path = f"{directory}/operating_points.jsonl"
     jsonl_tmp = f"{jsonl_path}.{uuid.uuid4().hex}.tmp"
     with FileSystems.create(jsonl_tmp) as sink:
         text = _TextSink(sink)
-        count = _merge([_blocks(p, j) for p, j in zip(points, lines, strict=True)],
+        count = _merge([_blocks(p) for p in points],
                        _AtomicParquet(f"{directory}/operating_points.parquet",
                                       arrow_schema("operating_point.json")), text)
         text.flush()
     FileSystems.rename([jsonl_tmp], [jsonl_path])
-    _merge([_blocks(p, None) for p in curves],
+    _merge([_blocks(p) for p in curves],
            _AtomicParquet(f"{directory}/pn_curves.parquet", PN_CURVE_SCHEMA))
     return count
 
