@@ -12,8 +12,8 @@ it; no stage sees all groups' grids or results. The stages:
    fallback (:func:`costlib.recalibration.apply_fallback` with the parent) and builds its
    ``operating_point.json`` records, their JSON lines and its PN curves; they are buffered
    per shard and leave the DoFn as zstd Parquet chunks of at most :data:`FLUSH_GROUPS` groups
-   (bytes, not Python rows, cross the shuffle); at most :data:`MAX_BUFFERED_GROUPS` groups
-   are buffered in all.
+   (bytes, not Python rows, cross the shuffle); at most :data:`MAX_BUFFERED_GROUPS` groups'
+   outputs are buffered in all, besides the dense grids of one pending batch.
 4. :class:`WriteShardFn` (one shard per element, in parallel) sorts a shard's chunks by group
    and writes ``shards/operating_points-NNNNN.{parquet,jsonl}`` and
    ``shards/pn_curves-NNNNN.parquet``.
@@ -146,8 +146,11 @@ class OptimizeGroupsFn(beam.DoFn):
     of :func:`costlib.operating_point.graph_batch_size` (at most
     :data:`costlib.operating_point.GRAPH_BATCH_CELLS` lattice cells, e.g. 100 groups of
     102 x 102 or 15 of 257 x 257; fewer once their bootstrap replicates reach
-    :data:`PENDING_BYTES`), so that the graph method solves their paths together; records are
-    buffered per shard and flushed every :data:`FLUSH_GROUPS` groups and at the bundle's end.
+    :data:`PENDING_BYTES`), so that the graph method solves their paths together (with the
+    graph method and k = 2 only; otherwise one group at a time); records are buffered per
+    shard and flushed every :data:`FLUSH_GROUPS` groups and at the bundle's end. The side
+    inputs of the last element serve the pending batch in ``finish_bundle``: this DoFn runs in
+    the global window (batch runs) only.
     """
 
     def __init__(self, config: RunConfig, run_id: str, flush_groups: int = FLUSH_GROUPS,
@@ -157,6 +160,8 @@ class OptimizeGroupsFn(beam.DoFn):
         self.run_id = run_id
         self.flush_groups = flush_groups
         self.settings = point_settings(config)
+        # Batches pay only where paths are solved side by side: the graph method with k = 2.
+        self.batched = "graph" in config.methods and len(config.classifiers) == 2
 
     def start_bundle(self):
         self.buffers: dict[int, list] = {}
@@ -177,7 +182,7 @@ class OptimizeGroupsFn(beam.DoFn):
         self.pending.append((group, grid, boot))
         self.pending_bytes += int(getattr(boot, "nbytes", 0))
         self.side_inputs = (edges, parent, boundaries)
-        if (len(self.pending) >= graph_batch_size(grid.shape)
+        if (not self.batched or len(self.pending) >= graph_batch_size(grid.shape)
                 or self.pending_bytes >= PENDING_BYTES):
             yield from self._optimize_pending()
 
@@ -198,7 +203,7 @@ class OptimizeGroupsFn(beam.DoFn):
         pending, self.pending, self.pending_bytes = self.pending, [], 0
         edges, parent, boundaries = self.side_inputs
         config = self.config
-        if "graph" in config.methods:
+        if self.batched:
             prepare_graph_paths(
                 [grid for _, grid, _ in pending
                  if is_sufficient(grid, config.min_positives, config.min_negatives)],

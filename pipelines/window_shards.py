@@ -369,9 +369,15 @@ class _TextSink:
 
 
 def remove_window_shards(run_dir: str) -> int:
-    """Delete every ``windows/*/shards`` directory of a finished run; returns how many."""
+    """Delete every ``windows/*/shards`` directory of a finished run, and the temporary files
+    a failed (then retried) assembly left in a window directory; returns how many shard
+    directories were deleted."""
     matched = FileSystems.match([f"{run_dir}/windows/*/shards/*"])[0].metadata_list
     directories = sorted({m.path.rsplit("/", 1)[0] for m in matched})
     if directories:
         FileSystems.delete(directories)
+    leftovers = [m.path for m in
+                 FileSystems.match([f"{run_dir}/windows/*/*.tmp"])[0].metadata_list]
+    if leftovers:
+        FileSystems.delete(leftovers)
     return len(directories)

@@ -344,9 +344,15 @@ def test_a_late_firing_re_assembles_its_window_with_the_other_shards_unchanged(
     fallen = {r["method"]: r["thresholds"] for r in got if r["group"] == thin}
     parent = {r["method"]: r["thresholds"] for r in got if r["group"] == ALL_GROUPS}
     assert fallen == parent  # the thin group (its own shard) has the newest parent's points
-    # The shard files are left for later firings; the launcher deletes them at the end.
+    # The shard files are left for later firings; the launcher deletes them at the end, with
+    # what a failed assembly may have left behind.
+    leftover = next(run_dir.glob("windows/*")) / "operating_points.parquet.0123abcd.tmp"
+    leftover.write_bytes(b"partial")
     assert window_shards.remove_window_shards(str(run_dir)) == 1
     assert not list(run_dir.glob("windows/*/shards"))
+    assert not leftover.exists()
+    assert sorted(p.name for p in leftover.parent.iterdir()) == [
+        "operating_points.jsonl", "operating_points.parquet", "pn_curves.parquet"]
 
 
 def test_a_finished_windowed_run_has_no_shard_files_left(tmp_path):
