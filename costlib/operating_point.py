@@ -618,14 +618,15 @@ def prepare_graph_paths(grids: Sequence[ThresholdGrid], rule: str = "any") -> No
     paths solved side by side (:func:`costlib.lattice_path.max_area_paths`); each grid keeps its
     path, which ``optimize(grid, method="graph", rule=rule)`` then uses instead of solving it
     alone. Paths are identical either way: only the time differs (for many small lattices,
-    several times less).
+    several times less). Grids whose path is known already are left as they are.
     """
     rule = check_rule(rule)
     pending: dict[tuple[int, ...], list[ThresholdGrid]] = {}
     for grid in grids:
         if not isinstance(grid, ThresholdGrid):
             raise TypeError(f"grids must be ThresholdGrids, got {type(grid).__name__}")
-        pending.setdefault(grid.shape, []).append(grid)
+        if ("graph_path", rule) not in grid._cache:  # not solved yet
+            pending.setdefault(grid.shape, []).append(grid)
     for shape, same_shape in pending.items():
         size = graph_batch_size(shape)
         for start in range(0, len(same_shape), size):

@@ -125,3 +125,21 @@ def test_optimize_each_holds_at_most_one_batch(monkeypatch):
 def test_prepare_refuses_what_is_not_a_grid():
     with pytest.raises(TypeError, match="ThresholdGrid"):
         prepare_graph_paths([_grid(0), np.zeros((3, 3))])
+
+
+def test_prepare_leaves_paths_already_solved(monkeypatch):
+    grids = [_grid(seed) for seed in range(5)]
+    prepare_graph_paths(grids[:2])
+    stacked = []
+    real = operating_point.max_area_paths
+
+    def counting(tp, fp):
+        stacked.append(tp.shape[0])
+        return real(tp, fp)
+
+    monkeypatch.setattr(operating_point, "max_area_paths", counting)
+    prepare_graph_paths(grids, rule="any")
+    assert stacked == [3]  # only the three unsolved grids
+    for prepared, seed in zip(grids, range(5), strict=True):
+        _same_point(optimize(prepared, target_marginal_precision=0.4),
+                    optimize(_grid(seed), target_marginal_precision=0.4))
