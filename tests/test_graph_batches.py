@@ -2,20 +2,13 @@
 
 import numpy as np
 import pytest
-from threshold_data import exhaustive_path_area
+from threshold_data import exhaustive_path_area, random_grid
 
 from costlib import lattice_path, operating_point
-from costlib.grid import ThresholdGrid
 from costlib.lattice_path import max_area_path, max_area_paths, path_area
 from costlib.operating_point import optimize, optimize_each, prepare_graph_paths
 
-
-def _grid(seed, widths=(12, 9), n=3_000):
-    rng = np.random.default_rng(seed)
-    y = rng.random(n) < 0.25
-    scores = rng.normal(size=(n, len(widths))) + y[:, None] * rng.uniform(0.3, 2.0)
-    edges = [np.linspace(-2.5, 2.5, w) for w in widths]
-    return ThresholdGrid.from_scores(scores, y, edges)
+_grid = random_grid
 
 
 def _stack(grids, rule="any"):

@@ -3,19 +3,15 @@ edge cases the first tests did not reach."""
 
 import numpy as np
 import pytest
+from threshold_data import random_grid
 
 from costlib import operating_point
-from costlib.grid import ThresholdGrid
 from costlib.lattice_path import max_area_path, max_area_paths
 from costlib.operating_point import optimize, optimize_each
 
 
 def _grid(seed, widths=(12, 9), n=2_000):
-    rng = np.random.default_rng(seed)
-    y = rng.random(n) < 0.25
-    scores = rng.normal(size=(n, len(widths))) + y[:, None] * rng.uniform(0.3, 2.0)
-    edges = [np.linspace(-2.5, 2.5, w) for w in widths]
-    return ThresholdGrid.from_scores(scores, y, edges)
+    return random_grid(seed, widths, n)
 
 
 @pytest.mark.parametrize("shape", [(0, 6, 5), (0, 1, 5), (0, 4), (0, 3, 4, 2)])

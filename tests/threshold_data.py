@@ -44,3 +44,15 @@ def exhaustive_path_area(tp, fp) -> float:
             cells.append(tuple(cell))
         best = max(best, path_area(tp, fp, np.array(cells)))
     return best
+
+
+def random_grid(seed: int, widths=(12, 9), n: int = 3_000):
+    """A rated grid of ``n`` rows with a seed-dependent class separation, uniform edges of
+    ``widths`` candidates per classifier."""
+    from costlib.grid import ThresholdGrid
+
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < 0.25
+    scores = rng.normal(size=(n, len(widths))) + y[:, None] * rng.uniform(0.3, 2.0)
+    edges = [np.linspace(-2.5, 2.5, w) for w in widths]
+    return ThresholdGrid.from_scores(scores, y, edges)
