@@ -68,7 +68,9 @@ __all__ = [
     "ShardBoundaries",
     "WriteShardFn",
     "assemble_shards",
+    "group_outputs",
     "optimize_parent",
+    "records_with_lines",
     "shard_of",
 ]
 
@@ -232,25 +234,38 @@ class OptimizeGroupsFn(beam.DoFn):
             self.buffers, self.buffered = {}, 0
 
     def _outputs(self, result: GroupResult):
-        config = self.config
-        records = operating_point_records(
-            result, rule=config.rule, classifiers=config.classifiers,
-            target_marginal_precision=config.target.marginal_precision,
-            run_id=self.run_id, config_digest=config.digest, pane_index=0,
-            settings=self.settings,
-        )
-        lines = [records_to_jsonl([record]) for record in records]
-        return records, lines, pn_curve_records(result)
+        return group_outputs(result, self.config, self.run_id, self.settings)
 
     @staticmethod
     def _chunk(buffer) -> tuple[bytes, bytes]:
         records = [r for records, _, _ in buffer for r in records]
         lines = [line for _, lines, _ in buffer for line in lines]
         curves = [c for _, _, curves in buffer for c in curves]
-        table = records_to_table(records, "operating_point.json").append_column(
-            JSONL_COLUMN, pa.array(lines, pa.string()))
-        return (_table_bytes(table),
+        return (_table_bytes(records_with_lines(records, lines)),
                 _table_bytes(pa.Table.from_pylist(curves, schema=PN_CURVE_SCHEMA)))
+
+
+def group_outputs(result: GroupResult, config: RunConfig, run_id: str, settings, *,
+                  window_start=None, window_end=None, pane_index: int = 0):
+    """One group's ``(records, JSON lines, PN curves)``: its ``operating_point.json``
+    records (``settings``: :func:`~costlib_pipelines.records.point_settings` of ``config``),
+    each record as a JSON line, and the PN curves its methods chose their points on."""
+    records = operating_point_records(
+        result, rule=config.rule, classifiers=config.classifiers,
+        target_marginal_precision=config.target.marginal_precision,
+        run_id=run_id, config_digest=config.digest, window_start=window_start,
+        window_end=window_end, pane_index=pane_index, settings=settings,
+    )
+    lines = [records_to_jsonl([record]) for record in records]
+    return records, lines, pn_curve_records(result, window_start=window_start,
+                                            window_end=window_end)
+
+
+def records_with_lines(records: list, lines: list[str]) -> pa.Table:
+    """Records as an ``operating_point.json`` table carrying their JSON lines in
+    :data:`JSONL_COLUMN` (records and lines of a shard travel and are written together)."""
+    return records_to_table(records, "operating_point.json").append_column(
+        JSONL_COLUMN, pa.array(lines, pa.string()))
 
 
 def shard_path(run_dir: str, stem: str, shard: int, suffix: str) -> str:

@@ -82,13 +82,14 @@ from costlib_pipelines.files import write_parquet
 from costlib_pipelines.records import (
     PN_CURVE_SCHEMA,
     arrow_schema,
-    operating_point_records,
-    pn_curve_records,
     point_settings,
-    records_to_jsonl,
-    records_to_table,
 )
-from costlib_pipelines.shards import JSONL_COLUMN, shard_path
+from costlib_pipelines.shards import (
+    JSONL_COLUMN,
+    group_outputs,
+    records_with_lines,
+    shard_path,
+)
 
 __all__ = [
     "SHARDS",
@@ -98,6 +99,7 @@ __all__ = [
     "WriteWindows",
     "assemble_window",
     "remove_window_shards",
+    "window_bounds",
     "window_directory",
     "window_shard_of",
 ]
@@ -116,10 +118,15 @@ def window_shard_of(group: str, shards: int) -> int:
     return zlib.crc32(group.encode("utf-8", "surrogatepass")) % shards
 
 
+def window_bounds(window) -> tuple[dt.datetime, dt.datetime]:
+    """Start and end of an event-time window as UTC datetimes."""
+    return (window.start.to_utc_datetime().replace(tzinfo=dt.UTC),
+            window.end.to_utc_datetime().replace(tzinfo=dt.UTC))
+
+
 def window_directory(run_dir: str, window) -> str:
     """``run_dir/windows/<start>_<end>`` of an event-time window (UTC, to the second)."""
-    start = window.start.to_utc_datetime().replace(tzinfo=dt.UTC)
-    end = window.end.to_utc_datetime().replace(tzinfo=dt.UTC)
+    start, end = window_bounds(window)
     return f"{run_dir}/windows/{start:%Y%m%dT%H%M%S}_{end:%Y%m%dT%H%M%S}"
 
 
@@ -180,25 +187,18 @@ class WriteWindowShardFn(beam.DoFn):
             results[ALL_GROUPS] = parent[0]
         results = apply_fallback(results, fallback=self.config.fallback)
         directory = window_directory(self.run_dir, window)
-        start = window.start.to_utc_datetime().replace(tzinfo=dt.UTC)
-        end = window.end.to_utc_datetime().replace(tzinfo=dt.UTC)
-        config = self.config
-        settings = point_settings(config)
-        records, curves = [], []
+        start, end = window_bounds(window)
+        settings = point_settings(self.config)
+        records, lines, curves = [], [], []
         for group in sorted(latest):
-            result = results[group]
-            records += operating_point_records(
-                result, rule=config.rule, classifiers=config.classifiers,
-                target_marginal_precision=config.target.marginal_precision,
-                run_id=self.run_id, config_digest=config.digest,
-                window_start=start, window_end=end, pane_index=latest[group][1],
-                settings=settings,
-            )
-            curves += pn_curve_records(result, window_start=start, window_end=end)
-        lines = pa.array([records_to_jsonl([record]) for record in records], pa.string())
+            group_records, group_lines, group_curves = group_outputs(
+                results[group], self.config, self.run_id, settings, window_start=start,
+                window_end=end, pane_index=latest[group][1])
+            records += group_records
+            lines += group_lines
+            curves += group_curves
         write_parquet(shard_path(directory, "operating_points", shard, "parquet"),
-                      records_to_table(records, "operating_point.json")
-                      .append_column(JSONL_COLUMN, lines))
+                      records_with_lines(records, lines))
         write_parquet(shard_path(directory, "pn_curves", shard, "parquet"),
                       pa.Table.from_pylist(curves, schema=PN_CURVE_SCHEMA))
         yield directory, shard
