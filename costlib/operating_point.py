@@ -44,7 +44,6 @@ the linear objective and no constraints give exactly the results of the plain me
 
 from __future__ import annotations
 
-import functools
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -64,7 +63,7 @@ from costlib.frontier import (
     upper_hull,
 )
 from costlib.grid import ThresholdGrid, as_score_array, check_rule, split_labels
-from costlib.lattice_path import max_area_paths
+from costlib.lattice_path import max_area_path, max_area_paths
 from costlib.objectives import Constraints, Objective, Selection, select
 from costlib.target import Target, resolve_target
 
@@ -595,15 +594,7 @@ GRAPH_BATCH_CELLS = 1 << 20
 
 def _graph_path(grid: ThresholdGrid, rule: str) -> tuple[NDArray[np.intp], float]:
     """The graph method's max-area path of ``grid`` under ``rule``, once per grid."""
-    def solve() -> tuple[NDArray[np.intp], float]:
-        tp, fp = grid.counts(rule)
-        return max_area_paths(tp[None], fp[None])[0]
-
-    return grid._memo(("graph_path", rule), solve)
-
-
-def _given(value: tuple[NDArray[np.intp], float]) -> tuple[NDArray[np.intp], float]:
-    return value
+    return grid._memo(("graph_path", rule), lambda: max_area_path(*grid.counts(rule)))
 
 
 def graph_batch_size(shape: tuple[int, ...]) -> int:
@@ -635,7 +626,7 @@ def prepare_graph_paths(grids: Sequence[ThresholdGrid], rule: str = "any") -> No
             paths = max_area_paths(np.stack([tp for tp, _ in counts]),
                                    np.stack([fp for _, fp in counts]))
             for grid, solved in zip(batch, paths, strict=True):
-                grid._memo(("graph_path", rule), functools.partial(_given, solved))
+                grid._cache[("graph_path", rule)] = solved  # what _graph_path would solve
 
 
 def optimize_each(grids: Iterable[ThresholdGrid], **optimize_kwargs: Any
