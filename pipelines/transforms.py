@@ -691,21 +691,21 @@ class AggregateBatches(beam.PTransform):
 
 
 class OptimizeGroupFn(beam.DoFn):
-    """(group, grid[, replicate grids]) -> (window key, GroupResult, pane index)."""
+    """``(group, grid[, replicate grids])`` -> ``(group, (GroupResult, pane index))`` (windowed
+    runs; :class:`~costlib_pipelines.window_shards.WriteWindows` keys them by shard)."""
 
     def __init__(self, config: RunConfig, in_force=None):
         self.config = config
         self.in_force = in_force  # costlib_pipelines.in_force.InForce, or None
 
-    def process(self, element, edges=None, window=beam.DoFn.WindowParam,
-                pane=beam.DoFn.PaneInfoParam):
+    def process(self, element, edges=None, pane=beam.DoFn.PaneInfoParam):
         group, value = element
         grid, boot = split_grid_value(value)
         if grid is None:  # only unrated rows: no operating point (as for a group without rows)
             return
         result = optimize_one(self.config, group, grid, boot, edges, self.in_force)
         pane_index = 0 if pane is None else int(pane.index)
-        yield "results", (result, pane_index)
+        yield group, (result, pane_index)
 
 
 def split_grid_value(value):
