@@ -11,15 +11,24 @@ classifier fires at threshold index ``t`` exactly when ``s >= e[t]``, i.e. when 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from costlib._messages import plain
+from costlib.score_sketch import EdgeSketch, ScoreSketch
+
+#: Candidate thresholds per classifier of the default recipe (:func:`decision_edges`).
+DEFAULT_DECISION_EDGES = 128
 
 __all__ = [
+    "DEFAULT_DECISION_EDGES",
     "BinLocator",
     "bin_indices",
     "check_edges",
+    "decision_edges",
+    "decision_edges_from_sketch",
     "fine_histogram",
     "quantile_edges",
     "quantile_edges_from_histogram",
@@ -277,3 +286,168 @@ def quantile_edges_from_histogram(
     index = np.searchsorted(below, targets, side="right") - 1
     step = (high - low) / c.size
     return np.unique(low + index * step)
+
+
+def _tail_levels(n_levels: int, total: float) -> NDArray[np.float64]:
+    """Quantile levels evenly spaced in ``log(1 - q)`` from the median to the top row.
+
+    ``1 - q_i = 0.5 * (1 / (2 total)) ** (i / (n - 1))``, so ``q`` runs from 0.5 to
+    ``1 - 1 / total`` (the highest row) and every decade of the tail gets the same number.
+    """
+    if n_levels <= 0 or total <= 2:
+        return np.zeros(0)
+    if n_levels == 1:
+        return np.array([0.5])
+    exponents = np.arange(n_levels) / (n_levels - 1)
+    return 1.0 - 0.5 * (1.0 / (2.0 * total)) ** exponents
+
+
+def decision_edges_from_sketch(sketch: EdgeSketch, n_edges: int = DEFAULT_DECISION_EDGES,
+                               name: str = "classifier") -> NDArray[np.float64]:
+    """Candidate thresholds of one classifier where decisions are made (the default recipe).
+
+    With ``n = n_edges`` (default 128), the union of
+
+    - ``n / 8`` evenly spaced quantiles of every scored row (the body: a threshold anywhere);
+    - ``n / 4`` quantiles of every scored row at levels evenly spaced in ``log(1 - q)``, from
+      the median to the highest row (:func:`_tail_levels`): the top 1%, 0.1%, 0.01%... each get
+      as many candidates, so "flag the top 0.05%" is expressible whatever the prevalence;
+    - ``n / 8`` evenly spaced quantiles of the rated rows (the region the ratings describe);
+    - the scores of the rated positives, all of them when the remaining room holds every
+      distinct one, else as many weighted quantiles of them as fill the room.
+
+    The positives carry the decision. Raising a threshold from a positive's score to just below
+    the next positive's score (on that axis) removes no true positive and never adds a false
+    one, under both rules: so with every positive's score a candidate, the lattice holds the
+    exact optimum over *all* thresholds of any objective that rises with TP and falls with FP
+    (linear, F-beta, precision, volume and FP caps), for fully labelled rows. With more
+    positives than room, quantiles of them space the candidates by true positives, where
+    those objectives change.
+
+    The scored and rated channels are bucketed at relative width ``2**-12``
+    (:mod:`costlib.score_sketch`); edges are bucket lower bounds, so edge values are scores
+    (or bucket bounds just below them) and the result depends only on the merged sketch.
+
+    Parameters
+    ----------
+    sketch : EdgeSketch
+        The classifier's merged sketch.
+    n_edges : int, default 128
+        Most candidate thresholds returned (at least 4).
+    name : str
+        The classifier, for messages.
+
+    Returns
+    -------
+    ndarray of shape (B,), 1 <= B <= n_edges
+        Strictly ascending finite thresholds.
+
+    Raises
+    ------
+    ValueError
+        ``n_edges`` below 4, or no row has a finite score of this classifier.
+    """
+    if int(n_edges) != n_edges or n_edges < 4:
+        raise ValueError(f"decision edges: n_edges must be an integer >= 4, got {plain(n_edges)}")
+    n_edges = int(n_edges)
+    scored, rated, positives = sketch.scored, sketch.rated, sketch.positives
+    if scored.size == 0:
+        raise ValueError(f"decision edges: no row has a finite score of {name!r}: there is "
+                         "nothing to place its candidate thresholds on")
+    n_body, n_rated = max(1, n_edges // 16), max(1, n_edges // 16)
+    base = np.union1d(scored.quantiles(np.arange(n_body) / n_body),
+                      scored.quantiles(_tail_levels(3 * n_edges // 16, scored.total)))
+    if rated.size:
+        base = np.union1d(base, rated.quantiles(np.arange(n_rated) / n_rated))
+    if positives.size == 0 or base.size >= n_edges:
+        return check_edges(base[:n_edges] if base.size > n_edges else base, name=name)
+    room = n_edges - base.size
+    every = positives.lower_bounds()
+    if np.union1d(base, every).size <= n_edges:
+        return check_edges(np.union1d(base, every), name=name)
+    # More distinct positives than room: the most quantile levels whose union still fits.
+    best = np.union1d(base, _positive_quantiles(positives, room))
+    levels = room
+    while best.size < n_edges and levels < 16 * n_edges:
+        levels += n_edges - best.size
+        trial = np.union1d(base, _positive_quantiles(positives, levels))
+        if trial.size > n_edges:
+            break
+        best = trial
+    return check_edges(best, name=name)
+
+
+def _positive_quantiles(positives: ScoreSketch, n_levels: int) -> NDArray[np.float64]:
+    """The highest ``n_levels // 4`` positive buckets exactly, and the other levels as
+    quantiles of all positives, half evenly spaced, half evenly in ``log(1 - q)`` (operating
+    points of rare-event classifiers sit at the top of the positives)."""
+    n_top = n_levels // 4
+    top = positives.lower_bounds()[-n_top:] if n_top else np.zeros(0)
+    rest = n_levels - n_top
+    even = rest - rest // 2
+    return np.union1d(top, np.union1d(
+        positives.quantiles(np.arange(even) / even),
+        positives.quantiles(_tail_levels(rest // 2, positives.total))))
+
+
+def decision_edges(
+    scores: ArrayLike,
+    labels: ArrayLike | None = None,
+    weights: ArrayLike | None = None,
+    *,
+    n_edges: int = DEFAULT_DECISION_EDGES,
+    audit_probabilities: ArrayLike | None = None,
+    thresholds_in_force: ArrayLike | None = None,
+    names: Sequence[str] | None = None,
+    weight_bits: int = 16,
+) -> list[NDArray[np.float64]]:
+    """The default candidate thresholds per classifier for a grid of these rows.
+
+    Builds each classifier's :class:`~costlib.score_sketch.EdgeSketch` from the rows as
+    :meth:`costlib.grid.ThresholdGrid.from_scores` would enter them (null labels unrated;
+    with ``audit_probabilities`` Horvitz–Thompson weights and represented rows left out), then
+    places ``n_edges`` candidates with :func:`decision_edges_from_sketch`, and adds the
+    thresholds in force (:func:`with_thresholds`, beyond ``n_edges``). ``costlib recalibrate``
+    merges the same sketches across batches, so a config with ``grid.edges: auto`` gives the
+    same edges on the same rows.
+
+    Parameters
+    ----------
+    scores : array-like of shape (n, k) or (n,), or a DataFrame
+        As :meth:`~costlib.grid.ThresholdGrid.from_scores` takes them.
+    labels : array-like of shape (n,), optional
+        True/False, null for unrated rows; default: every row unrated (candidates from the
+        score distribution alone).
+    weights, audit_probabilities, names, weight_bits
+        As :meth:`~costlib.grid.ThresholdGrid.from_scores`.
+    n_edges : int, default 128
+        Candidate thresholds per classifier before the thresholds in force.
+    thresholds_in_force : array-like of shape (k,) or (m, k), optional
+        Thresholds applied now (``+inf`` = off): added so "keep what is applied" is a candidate.
+
+    Returns
+    -------
+    list of k ndarrays
+    """
+    from costlib.grid import apply_audit, as_score_array, split_labels, validate_rows
+
+    score_array, names = as_score_array(scores, names)
+    n = score_array.shape[0]
+    if labels is None:
+        labels = np.full(n, None, dtype=object)
+    y, unrated = split_labels(labels, n)
+    s, y, w, unrated, _, _ = apply_audit(*validate_rows(score_array, y, weights, names=names),
+                                         unrated, audit_probabilities)
+    k = s.shape[1]
+    label_names = list(names) if names is not None else [f"scores[:, {j}]" for j in range(k)]
+    in_force = None
+    if thresholds_in_force is not None:
+        in_force = np.asarray(thresholds_in_force, dtype=np.float64).reshape(-1, k)
+    out = []
+    for j in range(k):
+        sketch = EdgeSketch.from_rows(s[:, j], y, w, unrated, weight_bits=weight_bits)
+        edges = decision_edges_from_sketch(sketch, n_edges, name=label_names[j])
+        if in_force is not None:
+            edges = with_thresholds(edges, in_force[:, j], name=label_names[j])
+        out.append(edges)
+    return out

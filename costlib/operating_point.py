@@ -44,6 +44,7 @@ the linear objective and no constraints give exactly the results of the plain me
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -65,6 +66,7 @@ from costlib.frontier import (
 from costlib.grid import ThresholdGrid, as_score_array, check_rule, split_labels
 from costlib.lattice_path import max_area_path, max_area_paths
 from costlib.objectives import Constraints, Objective, Selection, select
+from costlib.resolution import lattice_resolution
 from costlib.target import Target, resolve_target
 
 __all__ = [
@@ -126,10 +128,12 @@ class OperatingPoint:
         weight among them.
     coverage : float
         ``(TP + FP) / V`` (1 when nothing is flagged).
-    status : {"ok", "coverage_limited", "infeasible"}
+    status : {"ok", "coverage_limited", "infeasible", "resolution_limited"}
         ``coverage_limited``: a strictly better candidate flags more unrated weight than
         allowed (see ``unrestricted``); ``infeasible``: no covered point flagging anything meets
-        the constraints, the point is the nearest one (see :mod:`costlib.objectives`).
+        the constraints, the point is the nearest one (see :mod:`costlib.objectives`);
+        ``resolution_limited``: the point is the lattice's best, but a coarse stretch of the
+        lattice could hide a better one (see ``resolution``).
     reason : str
         One line explaining a status other than ``"ok"`` (empty otherwise).
     objective_name : str
@@ -154,6 +158,10 @@ class OperatingPoint:
     unrestricted : dict or None
         For ``coverage_limited``: ``index``, ``thresholds``, ``tp``, ``fp``, ``unrated``,
         ``volume``, ``objective`` of the better, uncovered point.
+    resolution : dict or None
+        :meth:`costlib.resolution.Resolution.summary`: ``limited``, ``finer_bound`` (no finer
+        lattice of the same rows exceeds it), ``coarse_bound``, the coarse box's corners and
+        volume jump. None when not checked.
     """
 
     method: str
@@ -189,6 +197,7 @@ class OperatingPoint:
     unrestricted: dict[str, Any] | None = None
     estimated_total_positives: float | None = None
     estimated_recall: float | None = None
+    resolution: dict[str, Any] | None = None
 
     @property
     def position(self) -> int:
@@ -473,6 +482,7 @@ def optimize(
     min_precision: float | None = None,
     max_volume: float | None = None,
     max_false_positives: float | None = None,
+    check_resolution: bool = True,
 ) -> OperatingPoint:
     """Choose an operating point on a threshold grid.
 
@@ -510,6 +520,13 @@ def optimize(
         Constraints: ``TP / (TP + FP) >= min_precision``, ``V <= max_volume`` (review capacity,
         unrated rows included), ``FP <= max_false_positives``.
 
+    check_resolution : bool, default True
+        Bound what finer candidate thresholds could reach
+        (:func:`costlib.resolution.lattice_resolution`, stored in ``resolution``); a point that a
+        coarse stretch of the lattice could beat by more than 2% gets
+        ``status="resolution_limited"`` when it is otherwise ``"ok"`` (the reason says where,
+        and by how much at most).
+
     Returns
     -------
     OperatingPoint
@@ -519,6 +536,26 @@ def optimize(
                         objective, beta, volume,
                         Constraints(min_precision, max_volume, max_false_positives),
                         max_unrated_share)
+    point = _choose(ctx, n_buckets, granularity, frontier)
+    return _with_resolution(ctx, point) if check_resolution else point
+
+
+def _with_resolution(ctx: _Context, point: OperatingPoint) -> OperatingPoint:
+    """``point`` with its lattice resolution and, when a coarse box could beat it and its
+    status is ``"ok"``, ``status="resolution_limited"``."""
+    res = lattice_resolution(ctx.grid, point.objective, rule=ctx.rule, objective=ctx.objective,
+                             constraints=ctx.constraints,
+                             max_unrated_share=ctx.max_unrated_share, point_tp=point.tp)
+    changes: dict[str, Any] = {"resolution": res.summary()}
+    if res.limited and point.status == "ok":
+        changes["status"] = "resolution_limited"
+        changes["reason"] = res.reason(ctx.objective.name)
+    return dataclasses.replace(point, **changes)
+
+
+def _choose(ctx: _Context, n_buckets: int, granularity: int, frontier: bool) -> OperatingPoint:
+    """The point of ``ctx.method`` (see :func:`optimize`)."""
+    grid, method = ctx.grid, ctx.method
     rule, tgt, obj, cons = ctx.rule, ctx.target, ctx.objective, ctx.constraints
     covered = ctx.covered
     # Today's methods, untouched, whenever coverage, objective and constraints cannot matter.

@@ -136,7 +136,7 @@ class Plausibility:
         """
         raw = config.raw.get("plausibility") or {}
         score_range = raw.get("score_range")
-        if score_range is None and config.grid["edges"] in ("uniform", "quantile"):
+        if score_range is None and config.grid["edges"] in ("uniform", "quantile", "auto"):
             score_range = config.grid["range"]
         if score_range is not None:
             low, high = (float(v) for v in score_range)

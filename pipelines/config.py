@@ -22,7 +22,7 @@ import yaml
 
 import costlib_schemas
 from costlib.audit_sampling import AuditDesign
-from costlib.edges import check_edges, uniform_edges
+from costlib.edges import DEFAULT_DECISION_EDGES, check_edges, uniform_edges
 from costlib.target import Target
 
 __all__ = ["ConfigError", "RunConfig", "load_config"]
@@ -195,12 +195,22 @@ class RunConfig:
         canonical = json.dumps(self.raw, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
+    @property
+    def n_edges(self) -> int:
+        """Candidate thresholds per classifier: ``grid.bins``, by default 128 for ``auto``
+        edges (:data:`costlib.edges.DEFAULT_DECISION_EDGES`) and 64 for uniform/quantile."""
+        bins = self.grid["bins"]
+        if bins is not None:
+            return int(bins)
+        return DEFAULT_DECISION_EDGES if self.grid["edges"] == "auto" else 64
+
     def fixed_edges(self) -> list[np.ndarray] | None:
-        """Edges known before reading data (uniform or explicit); None for quantile edges."""
+        """Edges known before reading data (uniform or explicit); None for auto and quantile
+        edges (the pipeline computes them in a first pass)."""
         grid = self.grid
         if grid["edges"] == "uniform":
             low, high = grid["range"]
-            edges = check_edges(uniform_edges(low, high, grid["bins"]), name="grid (range, bins)")
+            edges = check_edges(uniform_edges(low, high, self.n_edges), name="grid (range, bins)")
             return [edges for _ in self.classifiers]
         if grid["edges"] == "explicit":
             return [
@@ -218,6 +228,12 @@ class RunConfig:
             kind = type(data).__name__
             raise ConfigError(f"{source}: the run config must be a mapping, got {kind}")
         schema = costlib_schemas.load("run_config.schema.json")
+        grid = data.get("grid")
+        if (isinstance(data.get("windowing"), dict)
+                and (grid is None or (isinstance(grid, dict) and "edges" not in grid))):
+            # Windowed runs cannot place data-driven edges per window yet: their default is
+            # uniform edges (recorded in the run's config).
+            data = {**data, "grid": {**(grid or {}), "edges": "uniform"}}
         filled = _apply_defaults(data, schema)
         validator = jsonschema.Draft202012Validator(schema)
         errors = sorted(validator.iter_errors(filled), key=lambda e: list(e.absolute_path))
@@ -237,7 +253,10 @@ class RunConfig:
                     f"{source}: grid.values: need one edge list per classifier "
                     f"({len(self.classifiers)}), got {len(values or [])}"
                 )
-        if grid["edges"] in ("uniform", "quantile"):
+        if grid["edges"] == "auto" and self.n_edges < 4:
+            raise ConfigError(f"{source}: grid.bins: auto edges need at least 4 candidate "
+                              f"thresholds per classifier, got {self.n_edges}")
+        if grid["edges"] in ("uniform", "quantile", "auto"):
             low, high = grid["range"]
             if not low < high:
                 raise ConfigError(f"{source}: grid.range: need low < high, got {grid['range']}")
@@ -273,10 +292,11 @@ class RunConfig:
         if duplicates:
             raise ConfigError(f"{source}: columns: names used twice: {sorted(duplicates)}")
         window = self.windowing
-        if window is not None and grid["edges"] == "quantile":
+        if window is not None and grid["edges"] in ("quantile", "auto"):
             raise ConfigError(
-                f"{source}: grid.edges: quantile edges are not supported with windowing "
-                "(every window would need its own edges); use uniform or explicit edges"
+                f"{source}: grid.edges: {grid['edges']} edges are not supported with windowing "
+                "yet (every window would need its own edges); use uniform or explicit edges "
+                "(a windowed config that does not set grid.edges gets uniform edges)"
             )
         if window is not None:
             ratio = window["size_days"] / window["period_days"]

@@ -29,12 +29,13 @@ Which operating point a group uses (records of ``config.decision_method`` only):
   (``operating_point_group`` = the record's ``fallback_group``); ``kept``: the thresholds in
   force that the recalibration kept for want of ratings (``operating_point_group`` = the
   group); ``insufficient_data``: null threshold decision;
-- ``point_status`` (coverage and constraints, issue 10): ``ok`` and ``coverage_limited`` apply
-  the record's thresholds (a coverage-limited point is the best one inside the rated region:
-  the safe choice); ``infeasible`` (no covered point meets the constraints; the record holds
+- ``point_status`` (coverage and constraints, issue 10): ``ok``, ``coverage_limited`` and
+  ``resolution_limited`` apply the record's thresholds (a coverage-limited point is the best one
+  inside the rated region: the safe choice; a resolution-limited one is the lattice's best); ``infeasible`` (no covered point meets the constraints; the record holds
   the nearest point) gives the group a null threshold decision: decide fails closed rather
   than apply thresholds that break a constraint. Records without the field (older runs) count
-  as ``ok``. The manifest lists ``groups_infeasible`` and ``groups_coverage_limited``;
+  as ``ok``. The manifest lists ``groups_infeasible``, ``groups_coverage_limited`` and
+  ``groups_resolution_limited``;
 - a group with no record uses the ``"__all__"`` record if that one has thresholds
   (``operating_point_group = "__all__"``), else its threshold decision is null.
 
@@ -359,7 +360,7 @@ def _window_details(window: Window, time_range: dict[str, str] | None) -> dict[s
 
 
 #: ``point_status`` of operating point records (:mod:`costlib.operating_point`).
-POINT_STATUSES = ("ok", "coverage_limited", "infeasible")
+POINT_STATUSES = ("ok", "coverage_limited", "infeasible", "resolution_limited")
 
 
 def _point_statuses(records: list[dict[str, Any]], status: str) -> list[str]:
@@ -455,6 +456,7 @@ def select_operating_points(
                                             if t.thresholds is None),
         "groups_infeasible": _point_statuses(chosen, "infeasible"),
         "groups_coverage_limited": _point_statuses(chosen, "coverage_limited"),
+        "groups_resolution_limited": _point_statuses(chosen, "resolution_limited"),
         "default_group": default.operating_point_group,
     }
     return DecisionThresholds(by_group, default, len(config.classifiers), details)

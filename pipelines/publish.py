@@ -15,7 +15,8 @@ the run back when
   meets the run's constraints; ``costlib decide`` would give it null decisions).
 
 Points that are ``coverage_limited`` (the best point inside the rated region; a better one
-flags more unrated rows than allowed) are no violation; they are listed in the manifest's
+flags more unrated rows than allowed) are no violation, nor are ``resolution_limited`` points (the lattice's best; a coarse stretch of
+it could hide a better one); they are listed in the manifest's
 ``guard.notes`` (:func:`guard_notes`), as are points that flag unrated rows when coverage is not
 enforced (``coverage.max_unrated_share: null``).
 
@@ -181,7 +182,8 @@ def guard_violations(
 def guard_notes(new: Sequence[dict[str, Any]], settings: GuardSettings) -> list[str]:
     """What the guard lets pass but a reviewer should see (decision method's points).
 
-    ``coverage_limited`` points (with the refused point's thresholds), and points that flag
+    ``coverage_limited`` points (with the refused point's thresholds), ``resolution_limited``
+    points (a coarse stretch of the lattice could hide a better one), and points that flag
     unrated rows while coverage is not enforced (``max_unrated_share`` null).
     """
     notes = []
@@ -195,6 +197,11 @@ def guard_notes(new: Sequence[dict[str, Any]], settings: GuardSettings) -> list[
             notes.append(
                 f"group {group!r}: coverage_limited: thresholds {record['thresholds']} are the "
                 f"best covered point; {record.get('reason') or ''}".rstrip("; ")
+            )
+        elif record.get("point_status") == "resolution_limited":
+            notes.append(
+                f"group {group!r}: resolution_limited: thresholds {record['thresholds']} are the "
+                f"lattice's best; {record.get('reason') or ''}".rstrip("; ")
             )
         elif (record.get("max_unrated_share") is None and record.get("unrated")
               and record["status"] == "ok"):

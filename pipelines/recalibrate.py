@@ -86,12 +86,12 @@ from costlib_pipelines.shards import (
 from costlib_pipelines.transforms import (
     AggregateBatches,
     OptimizeGroupFn,
-    QuantileEdges,
     ReadingUnits,
     SumBootstrapGrids,
     SumCounters,
     SumGrids,
     WriteDeadLettersFn,
+    data_edges,
 )
 
 __all__ = ["build_recalibrate", "event_time_range", "preflight", "run_recalibrate"]
@@ -253,7 +253,7 @@ def build_recalibrate(
     edges = config.fixed_edges()
     if edges is None:
         edges = beam.pvalue.AsSingleton(
-            sources | "QuantileEdges" >> QuantileEdges(config, columns)
+            sources | "DataEdges" >> data_edges(config, columns)
             | "InForceEdges" >> beam.Map(lambda e: edges_with_in_force(e, in_force, config)[0])
         )
     else:

@@ -114,7 +114,8 @@ def _coverage_fields(point) -> dict[str, Any]:
     if point is None:
         return {"volume": None, "unrated": None, "coverage": None, "point_status": None,
                 "reason": None, "unrestricted_thresholds": None, "unrestricted_tp": None,
-                "unrestricted_fp": None, "unrestricted_unrated": None, "objective_value": None}
+                "unrestricted_fp": None, "unrestricted_unrated": None, "objective_value": None,
+                "finer_bound": None}
     free = point.unrestricted
     return {
         "volume": float(point.volume),
@@ -128,6 +129,8 @@ def _coverage_fields(point) -> dict[str, Any]:
         "unrestricted_fp": None if free is None else float(free["fp"]),
         "unrestricted_unrated": None if free is None else float(free["unrated"]),
         "objective_value": _float_or_none(point.objective),
+        "finer_bound": None if point.resolution is None
+        else point.resolution["finer_bound"],
     }
 
 

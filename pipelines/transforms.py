@@ -48,7 +48,11 @@ from numpy.typing import NDArray
 
 from costlib.audit_estimation import audit_design
 from costlib.bootstrap import SparseBootstrapGrids
-from costlib.edges import fine_histogram, quantile_edges_from_histogram
+from costlib.edges import (
+    decision_edges_from_sketch,
+    fine_histogram,
+    quantile_edges_from_histogram,
+)
 from costlib.grid import (
     SparseCounts,
     SparseGrid,
@@ -58,6 +62,7 @@ from costlib.grid import (
     sum_sparse,
 )
 from costlib.recalibration import ALL_GROUPS, optimize_group
+from costlib.score_sketch import EdgeSketch
 from costlib_pipelines.batches import PLAUSIBILITY, Plausibility, validate_batch
 from costlib_pipelines.config import ConfigError, RunConfig
 from costlib_pipelines.files import (
@@ -460,7 +465,7 @@ def quantile_edges_from_fine(counts: np.ndarray | None, config: RunConfig) -> li
             f"grid.edges is 'quantile' but there are no rated rows to place quantile edges on "
             f"(no rated score of {', '.join(repr(n) for n in empty)}: every row is unrated, "
             "dead-lettered or unscored); use uniform or explicit edges, or more input")
-    return [quantile_edges_from_histogram(c, low, high, config.grid["bins"]) for c in counts]
+    return [quantile_edges_from_histogram(c, low, high, config.n_edges) for c in counts]
 
 
 class QuantileEdges(beam.PTransform):
@@ -480,6 +485,112 @@ class QuantileEdges(beam.PTransform):
             | "SumFine" >> beam.CombineGlobally(_sum_arrays)  # None when there is no batch
             | "ToEdges" >> beam.Map(quantile_edges_from_fine, config)
         )
+
+
+class EdgeSketchFn(beam.DoFn):
+    """Per batch, each classifier's :class:`~costlib.score_sketch.EdgeSketch` of the rows that
+    enter the grids (the same rows and weights as :meth:`AggregateBatchesFn.histograms`)."""
+
+    def __init__(self, config: RunConfig, columns: list[str] | None):
+        self.config = config
+        self.columns = columns
+        self.plausibility = Plausibility.from_config(config)
+        self.min_risk = MinRiskSettings.from_config(config)
+
+    def process(self, element):
+        for source, row_group, table in iter_batches(element, self.columns):
+            batch = validate_batch(table, self.config, source=source, row_group=row_group,
+                                   plausibility=self.plausibility)
+            batch = cost_weighted(batch, table, self.min_risk)
+            yield batch_edge_sketches(batch)
+
+
+def batch_edge_sketches(batch) -> list[EdgeSketch]:
+    """The edge sketch of every classifier over a validated batch's grid rows."""
+    if batch.audit_probabilities is not None:
+        _, _, scores, labels, weights, unrated, _ = audit_rows(batch)
+    else:
+        scores, labels, weights = batch.scores, batch.labels, batch.weights
+        unrated = None if batch.rated.all() else ~batch.rated
+    return [EdgeSketch.from_rows(scores[:, j], labels, weights, unrated)
+            for j in range(scores.shape[1])]
+
+
+def _sum_sketches(parts) -> list[EdgeSketch] | None:
+    """Classifier-wise sum of per-batch sketch lists (None when there is no batch)."""
+    parts = list(parts)
+    if not parts:
+        return None
+    return [EdgeSketch.sum(column) for column in zip(*parts, strict=True)]
+
+
+class _SumSketches(beam.CombineFn):
+    """Classifier-wise sum of edge sketches; bounded accumulators (sums every 16 inputs)."""
+
+    def create_accumulator(self):
+        return []
+
+    def add_input(self, acc, sketches):
+        acc.append(sketches)
+        return [_sum_sketches(acc)] if len(acc) >= 16 else acc
+
+    def merge_accumulators(self, accs):
+        parts = [p for acc in accs for p in acc]
+        return [_sum_sketches(parts)] if parts else []
+
+    def extract_output(self, acc):
+        return _sum_sketches(acc)
+
+
+def decision_edges_from_sketches(sketches: list[EdgeSketch] | None,
+                                 config: RunConfig) -> list[np.ndarray]:
+    """The default (``grid.edges: auto``) edges per classifier from the merged sketches.
+
+    Raises
+    ------
+    InputError
+        A classifier has no finite score in any row that enters the grids.
+    """
+    n_edges = config.n_edges
+    if sketches is None:
+        sketches = [EdgeSketch.empty() for _ in config.classifiers]
+    try:
+        return [decision_edges_from_sketch(sketch, n_edges, name=name)
+                for sketch, name in zip(sketches, config.classifiers, strict=True)]
+    except ValueError as exc:
+        raise InputError(f"grid.edges is 'auto': {exc} (every row is dead-lettered or "
+                         "unscored); use uniform or explicit edges, or more input") from exc
+
+
+class DecisionEdges(beam.PTransform):
+    """Sources -> the default edges shared by every group (``grid.edges: auto``).
+
+    One pass before the grids (as quantile edges have): each batch's edge sketches, summed
+    (exact and independent of order and sharding, :mod:`costlib.score_sketch`), then
+    :func:`costlib.edges.decision_edges_from_sketch` per classifier.
+    """
+
+    def __init__(self, config: RunConfig, columns: list[str] | None):
+        super().__init__()
+        self.config = config
+        self.columns = columns
+
+    def expand(self, sources):
+        config = self.config
+        return (
+            sources
+            | "EdgeSketches" >> beam.ParDo(EdgeSketchFn(config, self.columns))
+            | "Global" >> beam.WindowInto(beam.window.GlobalWindows())
+            | "SumSketches" >> beam.CombineGlobally(_SumSketches())
+            | "ToEdges" >> beam.Map(decision_edges_from_sketches, config)
+        )
+
+
+def data_edges(config: RunConfig, columns: list[str] | None) -> beam.PTransform:
+    """The transform computing edges from the data: ``auto`` or ``quantile``."""
+    if config.grid["edges"] == "auto":
+        return DecisionEdges(config, columns)
+    return QuantileEdges(config, columns)
 
 
 def _sum_arrays(arrays):
