@@ -431,7 +431,8 @@ def decision_edges(
     """
     from costlib.grid import apply_audit, as_score_array, split_labels, validate_rows
 
-    score_array, names = as_score_array(scores, names)
+    raw_scores, names = as_score_array(scores, names)
+    score_array = np.asarray(raw_scores, dtype=np.float64)
     n = score_array.shape[0]
     if labels is None:
         labels = np.full(n, None, dtype=object)

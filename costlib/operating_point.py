@@ -390,6 +390,7 @@ def _on_curve(
     free = None if unrestricted_flat is None else _cell_record(ctx, unrestricted_flat)
     reason = "" if selection is None else _reason(ctx, selection, chosen, free)
     volume = chosen["volume"]
+    recall = estimated_recall(grid, tp)
     return OperatingPoint(
         method=ctx.method,
         rule=rule,
@@ -422,7 +423,8 @@ def _on_curve(
         max_unrated_share=ctx.max_unrated_share,
         total_positives_source=grid.total_positives_source,
         unrestricted=free,
-        **estimated_recall(grid, tp),
+        estimated_total_positives=recall["estimated_total_positives"],
+        estimated_recall=recall["estimated_recall"],
     )
 
 

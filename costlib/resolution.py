@@ -61,8 +61,9 @@ __all__ = [
 DEFAULT_TOLERANCE = 0.02
 #: Volume ratio between a box's corners above which the box is coarse.
 DEFAULT_MAX_JUMP = 4.0
-#: Share of the point's true positives one box may hold before it is coarse.
-DEFAULT_MAX_STEP_SHARE = 0.1
+#: Share of the point's true positives one box may hold before it is coarse (None: only the
+#: volume jump makes a box coarse, the default).
+DEFAULT_MAX_STEP_SHARE: float | None = None
 #: A box holding at most this many rows' weight of positives is never coarse by its positives.
 _MIN_UNITS = 2.0
 
@@ -148,7 +149,7 @@ def lattice_resolution(
     tolerance: float = DEFAULT_TOLERANCE,
     max_jump: float = DEFAULT_MAX_JUMP,
     point_tp: float = 0.0,
-    max_step_share: float = DEFAULT_MAX_STEP_SHARE,
+    max_step_share: float | None = DEFAULT_MAX_STEP_SHARE,
 ) -> Resolution:
     """Bound what finer candidate thresholds could reach, from the grid alone.
 
@@ -162,9 +163,15 @@ def lattice_resolution(
     max_unrated_share : float
         The coverage setting ``s``.
     tolerance : float, default 0.02
-        Relative gain (of ``max(|value|, finer scale)``) below which resolution does not count.
+        Relative gain (of ``|value|``) below which resolution does not count.
     max_jump : float, default 4
         Volume ratio between corners above which a box is coarse.
+    point_tp : float
+        True positives of the chosen point (for ``max_step_share``).
+    max_step_share : float, optional
+        Also call a box coarse when it holds more than this share of ``point_tp`` (and more
+        than two rows' weight) of positives. Off by default: on coarse but smooth lattices
+        (e.g. 20 uniform edges) most boxes near the optimum would count.
 
     Returns
     -------
@@ -187,13 +194,15 @@ def lattice_resolution(
     candidates = possible & (vol > vol_b)  # boxes whose corners differ
     finer = float(optimistic[candidates].max()) if candidates.any() else float(value)
     finer = max(finer, float(value))
-    # Coarse: the volume jumps, or the box holds more than a share of the point's true
-    # positives (and more than ``_MIN_UNITS`` rows' weight of them).
-    pos = grid.pos
-    unit = float(pos[pos > 0].min()) if pos.any() else 1.0
-    tp_step = tp - _upper_corner(tp)
-    step_limit = max(max_step_share * point_tp, _MIN_UNITS * unit)
-    coarse = candidates & ((vol > max_jump * vol_b) | (tp_step > step_limit))
+    # Coarse: the volume jumps; optionally also a box holding more than a share of the
+    # point's true positives (and more than ``_MIN_UNITS`` rows' weight of them).
+    coarse_boxes = vol > max_jump * vol_b
+    if max_step_share is not None:
+        pos = grid.pos
+        unit = float(pos[pos > 0].min()) if pos.any() else 1.0
+        step_limit = max(max_step_share * point_tp, _MIN_UNITS * unit)
+        coarse_boxes |= tp - _upper_corner(tp) > step_limit
+    coarse = candidates & coarse_boxes
     if not coarse.any():
         return Resolution(False, float(value), finer, -np.inf, None, None, float("nan"),
                           tolerance, max_jump)
@@ -205,7 +214,7 @@ def lattice_resolution(
     jump = float(vol[a] / vol_b[a]) if vol_b[a] > 0 else float("inf")
     limited = coarse_bound - value > tolerance * abs(value) and coarse_bound > value
     return Resolution(bool(limited), float(value), finer, coarse_bound,
-                      grid.threshold_values(a), grid.threshold_values(b), jump,
+                      grid.threshold_values([int(i) for i in a]), grid.threshold_values(b), jump,
                       tolerance, max_jump)
 
 
@@ -265,12 +274,13 @@ def refine(
     from costlib.grid import as_score_array, split_labels
     from costlib.operating_point import optimize
 
-    s, _ = as_score_array(scores, grid.names)
+    s = np.asarray(as_score_array(scores, grid.names)[0], dtype=np.float64)
     n = s.shape[0]
     y, unrated = split_labels(labels, n)
     positives = y if unrated is None else y & ~unrated
     rounds = 0
-    for rounds in range(1, max_rounds + 1):
+    while rounds < max_rounds:
+        rounds += 1
         new_edges = []
         for j, edges in enumerate(grid.edges):
             t = point.index[j]

@@ -234,8 +234,9 @@ class ScoreSketch:
         """Lower quantiles at ``levels`` in [0, 1), as bucket lower bounds, sorted and unique.
 
         The quantile at level ``q`` is the bucket of highest key with at most ``q`` of the
-        total weight strictly below it (level 0 gives the lowest bucket), as
-        :func:`numpy.quantile` with ``method="lower"`` on the rows.
+        total weight strictly below it (level 0 gives the lowest bucket): for ``n`` distinct
+        unit-weight scores at level 0, the ``floor(q n)``-th smallest (0-based), as
+        :func:`costlib.edges.quantile_edges_from_histogram` takes quantiles.
         """
         q = np.asarray(levels, dtype=np.float64).ravel()
         if q.size and ((q < 0).any() or (q >= 1).any() or np.isnan(q).any()):

@@ -31,11 +31,11 @@ Which operating point a group uses (records of ``config.decision_method`` only):
   group); ``insufficient_data``: null threshold decision;
 - ``point_status`` (coverage and constraints, issue 10): ``ok``, ``coverage_limited`` and
   ``resolution_limited`` apply the record's thresholds (a coverage-limited point is the best one
-  inside the rated region: the safe choice; a resolution-limited one is the lattice's best); ``infeasible`` (no covered point meets the constraints; the record holds
-  the nearest point) gives the group a null threshold decision: decide fails closed rather
-  than apply thresholds that break a constraint. Records without the field (older runs) count
-  as ``ok``. The manifest lists ``groups_infeasible``, ``groups_coverage_limited`` and
-  ``groups_resolution_limited``;
+  inside the rated region: the safe choice; a resolution-limited one is the lattice's best);
+  ``infeasible`` (no covered point meets the constraints; the record holds the nearest point)
+  gives the group a null threshold decision: decide fails closed rather than apply thresholds that
+  break a constraint. Records without the field (older runs) count as ``ok``. The manifest lists
+  ``groups_infeasible``, ``groups_coverage_limited`` and ``groups_resolution_limited``;
 - a group with no record uses the ``"__all__"`` record if that one has thresholds
   (``operating_point_group = "__all__"``), else its threshold decision is null.
 

@@ -14,9 +14,9 @@ the run back when
 - a group's point of the decision method is ``infeasible`` (``point_status``: no covered point
   meets the run's constraints; ``costlib decide`` would give it null decisions).
 
-Points that are ``coverage_limited`` (the best point inside the rated region; a better one
-flags more unrated rows than allowed) are no violation, nor are ``resolution_limited`` points (the lattice's best; a coarse stretch of
-it could hide a better one); they are listed in the manifest's
+Points that are ``coverage_limited`` (the best point inside the rated region; a better one flags
+more unrated rows than allowed) are no violation, nor are ``resolution_limited`` points (the
+lattice's best; a coarse stretch of it could hide a better one); they are listed in the manifest's
 ``guard.notes`` (:func:`guard_notes`), as are points that flag unrated rows when coverage is not
 enforced (``coverage.max_unrated_share: null``).
 

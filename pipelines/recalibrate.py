@@ -160,7 +160,7 @@ class PublishRunFn(beam.DoFn):
         self.config = config
         self.spec = spec
 
-    def process(self, _, accounting, dead_letter_files, shard_ids):
+    def process(self, _, accounting, dead_letter_files, shard_ids, edges=None):
         spec, config = self.spec, self.config
         run = RunDirectory(spec.output, config.digest, spec.run_id)
         assemble_shards(run.run_dir, shard_ids)
@@ -205,6 +205,7 @@ class PublishRunFn(beam.DoFn):
                              if spec.override is not None and violations else None),
             },
             "in_force": spec.in_force,
+            "grid_edges": grid_edges_entry(config, edges),
             "outputs": run.outputs(),
             "runner": spec.runner,
             "started_utc": spec.started_utc,
@@ -216,6 +217,16 @@ class PublishRunFn(beam.DoFn):
         else:
             write_json(run.path("manifest.json"), manifest)
         yield manifest
+
+
+def grid_edges_entry(config: RunConfig, edges) -> dict[str, Any] | None:
+    """The manifest's ``grid_edges``: the recipe and the candidate thresholds every group's
+    lattice used, per classifier (thresholds in force included)."""
+    if edges is None:
+        return None
+    return {"recipe": config.grid["edges"], "n_edges": config.n_edges,
+            "classifiers": list(config.classifiers),
+            "edges": [[float(v) for v in e] for e in edges]}
 
 
 def build_recalibrate(
@@ -310,6 +321,7 @@ def build_recalibrate(
         accounting=beam.pvalue.AsSingleton(accounting, default_value={"read": 0}),
         dead_letter_files=beam.pvalue.AsList(dead_letter_files),
         shard_ids=beam.pvalue.AsList(shard_ids),
+        edges=edges,
     )
 
 

@@ -301,18 +301,25 @@ def _group_order(groups: Iterable[str]) -> list[str]:
 
 
 def _lattice_thresholds(manifest: Mapping[str, Any]) -> list[np.ndarray] | None:
-    """Threshold value at every lattice index per classifier, when the edges are fixed.
+    """Threshold value at every lattice index per classifier.
 
-    The lattice is the config's fixed edges plus, when the run added them
-    (``in_force.edges_added`` of the manifest), the thresholds in force, rebuilt from the run
-    they came from as recalibrate built them (:func:`costlib_pipelines.in_force.
-    edges_with_in_force`). None when the edges are not fixed or cannot be rebuilt (the source
-    run is gone, or it now adds other edges than the manifest says).
+    The manifest's ``grid_edges`` when recorded (every recipe). Older runs: the lattice is the
+    config's fixed edges plus, when the run added them (``in_force.edges_added`` of the manifest),
+    the thresholds in force, rebuilt from the run they came from as recalibrate built them
+    (:func:`costlib_pipelines.in_force.edges_with_in_force`). None when the edges are not fixed
+    or cannot be rebuilt (the source run is gone, or it now adds other edges than the manifest
+    says).
     """
     from costlib_pipelines.config import ConfigError, RunConfig
     from costlib_pipelines.in_force import edges_with_in_force, read_in_force
     from costlib_pipelines.publish import Baseline
 
+    recorded = (manifest.get("grid_edges") or {}).get("edges")
+    if isinstance(recorded, list) and recorded:  # runs since the manifest records them
+        try:
+            return [np.append(np.asarray(e, dtype=np.float64), np.inf) for e in recorded]
+        except (TypeError, ValueError):
+            return None
     try:
         config = RunConfig.from_dict(manifest.get("config", {}), source="manifest")
         edges = config.fixed_edges()

@@ -158,7 +158,8 @@ def test_no_matching_input_is_an_error(tmp_path):
          r"grid\.values\[0\] must be strictly ascending"),
         ({"windowing": {"size_days": 7, "period_days": 2}}, "multiple of windowing.period_days"),
         ({"columns": {"label": "text_model"}}, "names used twice"),
-        ({"grid": {"range": [1.0, 1.0 + 2e-16], "bins": 64}}, "strictly ascending"),
+        ({"grid": {"edges": "uniform", "range": [1.0, 1.0 + 2e-16], "bins": 64}},
+         "strictly ascending"),
     ],
 )
 def test_config_errors_name_the_key(change, message):
