@@ -587,13 +587,20 @@ def test_path_ticks_use_the_lattice_with_the_thresholds_in_force(in_force_edges)
 
 
 def test_path_ticks_are_indices_when_the_lattice_cannot_be_rebuilt(in_force_edges, tmp_path):
-    """The run the thresholds in force came from is gone: no threshold ticks, no boxes."""
+    """A run from before manifests recorded ``grid_edges`` whose thresholds in force came from
+    a run that is gone: no threshold ticks, no boxes. With ``grid_edges`` the lattice is the
+    recorded one."""
     from costlib_pipelines.report import group_figures
 
     copy = tmp_path / "runs"
     shutil.copytree(in_force_edges / "run-2", copy / "run-2")
     manifest = json.loads((copy / "run-2" / "manifest.json").read_text())
     manifest["in_force"]["source"] = str(tmp_path / "gone" / "run-1")
+    recorded = manifest["grid_edges"]["edges"]
+    (copy / "run-2" / "manifest.json").write_text(json.dumps(manifest))
+    lattice = group_figures(load_run(str(copy / "run-2")), METHODS).lattice
+    assert [list(axis[:-1]) for axis in lattice] == recorded
+    del manifest["grid_edges"]
     (copy / "run-2" / "manifest.json").write_text(json.dumps(manifest))
     run = load_run(str(copy / "run-2"))
     assert group_figures(run, METHODS).lattice is None
