@@ -2,6 +2,9 @@
 
 Run: ``.venv/bin/python tests/benchmarks/bench_recalibrate.py [--rows 10000000]``
 
+What the default edges cost (issue 20): ``.venv/bin/python tests/benchmarks/bench_recalibrate.py
+--edges-cost --rows 5000000`` times auto against uniform(64) and uniform(128) edges.
+
 One big file against many (issue 12: row-group ranges are the unit of parallel work):
 ``.venv/bin/python tests/benchmarks/bench_recalibrate.py --one-file --rows 4000000 [--peer
 CHECKOUT_OF_MAIN] -- --direct_running_mode=multi_processing --direct_num_workers=2``
@@ -260,12 +263,46 @@ def _peer_run(peer: Path, data: Path, out: Path, beam_args) -> float:
     return float(out_text.split()[-1])
 
 
+def edges_cost(work: Path, n_rows: int, n_groups: int, repeats: int = 3) -> None:
+    """What the default edges (``grid.edges: auto``, 128 per classifier, a first pass of edge
+    sketches) cost against uniform edges (64, the old default, and 128: the same lattice size),
+    on the same files, alternated, best of ``repeats``, wall and process CPU (issue 20)."""
+    data = work / "data"
+    data.mkdir()
+    write_data(data, n_rows, n_groups, n_files=10)
+    pattern = str(data / "*.parquet")
+    configs = {
+        "uniform(64)": {**CONFIG, "grid": {"edges": "uniform", "bins": 64}},
+        "uniform(128)": {**CONFIG, "grid": {"edges": "uniform", "bins": 128}},
+        "auto (default)": {k: v for k, v in CONFIG.items() if k != "grid"},
+    }
+    run_recalibrate(RunConfig.from_dict(configs["uniform(64)"]), pattern, str(work / "warm"))
+    wall = dict.fromkeys(configs, float("inf"))
+    cpu = dict.fromkeys(configs, float("inf"))
+    for _ in range(repeats):
+        for name, raw in configs.items():
+            start, used = time.perf_counter(), time.process_time()
+            run_recalibrate(RunConfig.from_dict(raw), pattern, str(work / f"out_{len(name)}"))
+            wall[name] = min(wall[name], time.perf_counter() - start)
+            cpu[name] = min(cpu[name], time.process_time() - used)
+    print(f"rows: {n_rows:,}; groups: {n_groups}; k=2; graph method; 10 files; best of "
+          f"{repeats}, alternated")
+    for name in configs:
+        print(f"{name:15} wall {wall[name]:6.2f} s  cpu {cpu[name]:6.2f} s  "
+              f"wall/uniform(64) {wall[name] / wall['uniform(64)']:5.2f}  "
+              f"cpu/uniform(64) {cpu[name] / cpu['uniform(64)']:5.2f}  "
+              f"wall/uniform(128) {wall[name] / wall['uniform(128)']:5.2f}")
+    print("target (issue 20): auto <= 1.10x uniform")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--groups", type=int, default=100)
     parser.add_argument("--one-file", action="store_true",
                         help="only compare one big file with many files (row-group units)")
+    parser.add_argument("--edges-cost", action="store_true",
+                        help="only time the default (auto) edges against uniform edges")
     parser.add_argument("--peer", type=Path, default=None,
                         help="with --one-file: a checkout of main to time as well")
     parser.add_argument("beam_args", nargs="*",
@@ -273,6 +310,13 @@ def main() -> None:
                              "--direct_running_mode=multi_processing --direct_num_workers=2")
     args = parser.parse_args()
     print(f"machine: {describe()}")
+    if args.edges_cost:
+        work = Path(tempfile.mkdtemp(prefix="bench_edges_cost_"))
+        try:
+            edges_cost(work, args.rows, args.groups)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     if args.one_file:
         work = Path(tempfile.mkdtemp(prefix="bench_one_file_"))
         try:
