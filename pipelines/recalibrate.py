@@ -85,13 +85,13 @@ from costlib_pipelines.shards import (
 )
 from costlib_pipelines.transforms import (
     AggregateBatches,
+    DataEdges,
     OptimizeGroupFn,
     ReadingUnits,
     SumBootstrapGrids,
     SumCounters,
     SumGrids,
     WriteDeadLettersFn,
-    data_edges,
 )
 
 __all__ = ["build_recalibrate", "event_time_range", "preflight", "run_recalibrate"]
@@ -264,7 +264,7 @@ def build_recalibrate(
     edges = config.fixed_edges()
     if edges is None:
         edges = beam.pvalue.AsSingleton(
-            sources | "DataEdges" >> data_edges(config, columns)
+            sources | "DataEdges" >> DataEdges(config, columns)
             | "InForceEdges" >> beam.Map(lambda e: edges_with_in_force(e, in_force, config)[0])
         )
     else:

@@ -79,7 +79,7 @@ __all__ = [
     "AggregateBatches",
     "AggregateOutputs",
     "CountDuplicateIds",
-    "QuantileEdges",
+    "DataEdges",
     "ReadingUnits",
     "SumCounters",
     "SumGrids",
@@ -468,25 +468,6 @@ def quantile_edges_from_fine(counts: np.ndarray | None, config: RunConfig) -> li
     return [quantile_edges_from_histogram(c, low, high, config.n_edges) for c in counts]
 
 
-class QuantileEdges(beam.PTransform):
-    """Sources -> quantile edges shared by every group (deterministic: from merged counts)."""
-
-    def __init__(self, config: RunConfig, columns: list[str] | None):
-        super().__init__()
-        self.config = config
-        self.columns = columns
-
-    def expand(self, sources):
-        config = self.config
-        return (
-            sources
-            | "FineHistograms" >> beam.ParDo(FineHistogramFn(config, self.columns))
-            | "Global" >> beam.WindowInto(beam.window.GlobalWindows())
-            | "SumFine" >> beam.CombineGlobally(_sum_arrays)  # None when there is no batch
-            | "ToEdges" >> beam.Map(quantile_edges_from_fine, config)
-        )
-
-
 class EdgeSketchFn(beam.DoFn):
     """Per batch, each classifier's :class:`~costlib.score_sketch.EdgeSketch` of the rows that
     enter the grids (the same rows and weights as :meth:`AggregateBatchesFn.histograms`)."""
@@ -562,12 +543,13 @@ def decision_edges_from_sketches(sketches: list[EdgeSketch] | None,
                          "unscored); use uniform or explicit edges, or more input") from exc
 
 
-class DecisionEdges(beam.PTransform):
-    """Sources -> the default edges shared by every group (``grid.edges: auto``).
+class DataEdges(beam.PTransform):
+    """Sources -> edges shared by every group, from a first pass over the data.
 
-    One pass before the grids (as quantile edges have): each batch's edge sketches, summed
-    (exact and independent of order and sharding, :mod:`costlib.score_sketch`), then
-    :func:`costlib.edges.decision_edges_from_sketch` per classifier.
+    ``grid.edges: auto``: each batch's edge sketches, summed (exact and independent of order
+    and sharding, :mod:`costlib.score_sketch`), then
+    :func:`costlib.edges.decision_edges_from_sketch` per classifier. ``quantile``: each
+    batch's fine histograms of the rated scores, summed, then their quantiles.
     """
 
     def __init__(self, config: RunConfig, columns: list[str] | None):
@@ -577,20 +559,19 @@ class DecisionEdges(beam.PTransform):
 
     def expand(self, sources):
         config = self.config
+        if config.grid["edges"] == "auto":
+            per_batch = EdgeSketchFn(config, self.columns)
+            combine, finish = _SumSketches(), decision_edges_from_sketches
+        else:
+            per_batch = FineHistogramFn(config, self.columns)
+            combine, finish = _sum_arrays, quantile_edges_from_fine  # None when no batch
         return (
             sources
-            | "EdgeSketches" >> beam.ParDo(EdgeSketchFn(config, self.columns))
+            | "PerBatch" >> beam.ParDo(per_batch)
             | "Global" >> beam.WindowInto(beam.window.GlobalWindows())
-            | "SumSketches" >> beam.CombineGlobally(_SumSketches())
-            | "ToEdges" >> beam.Map(decision_edges_from_sketches, config)
+            | "Sum" >> beam.CombineGlobally(combine)
+            | "ToEdges" >> beam.Map(finish, config)
         )
-
-
-def data_edges(config: RunConfig, columns: list[str] | None) -> beam.PTransform:
-    """The transform computing edges from the data: ``auto`` or ``quantile``."""
-    if config.grid["edges"] == "auto":
-        return DecisionEdges(config, columns)
-    return QuantileEdges(config, columns)
 
 
 def _sum_arrays(arrays):
