@@ -54,8 +54,9 @@ def sortable_keys(values: ArrayLike) -> NDArray[np.uint64]:
     """
     v = np.asarray(values, dtype=np.float64) + 0.0  # -0.0 + 0.0 is +0.0
     bits = v.view(np.uint64)
-    negative = bits >= _SIGN
-    return np.where(negative, ~bits, bits | _SIGN)
+    if v.size and v.min() >= 0:  # the usual case: one pass
+        return bits | _SIGN
+    return np.where(bits >= _SIGN, ~bits, bits | _SIGN)
 
 
 def key_values(keys: ArrayLike) -> NDArray[np.float64]:
@@ -143,11 +144,17 @@ class ScoreSketch:
             w = w[keep]
         v = v[keep]
         keys = sortable_keys(v) >> np.uint64(level)
+        return cls._from_keys(keys, w, int(level), int(capacity))
+
+    @classmethod
+    def _from_keys(cls, keys: NDArray[np.uint64], weights: NDArray[np.float64] | None,
+                   level: int, capacity: int) -> ScoreSketch:
+        """Sketch of keys already shifted to ``level`` (weights quantised, all positive)."""
         if keys.size == 0:
-            return cls.empty(level=int(level), capacity=int(capacity))
+            return cls.empty(level=level, capacity=capacity)
         low, high = keys.min(), keys.max()
         if int(high - low) < _BINCOUNT_RANGE and int(high - low) < 8 * keys.size + 1024:
-            counts = np.bincount((keys - low).astype(np.intp), weights=w,
+            counts = np.bincount((keys - low).astype(np.intp), weights=weights,
                                  minlength=int(high - low) + 1)
             occupied = np.flatnonzero(counts)
             out_keys = occupied.astype(np.uint64) + low
@@ -155,8 +162,8 @@ class ScoreSketch:
         else:
             order = np.argsort(keys, kind="stable")
             out_keys, out_weights = _collapse(
-                keys[order], np.ones(keys.size) if w is None else w[order])
-        return cls(out_keys, out_weights, int(level), int(capacity))._fit()
+                keys[order], np.ones(keys.size) if weights is None else weights[order])
+        return cls(out_keys, out_weights, level, capacity)._fit()
 
     def _fit(self) -> ScoreSketch:
         """Raise the level until at most ``capacity`` buckets remain."""
@@ -296,21 +303,29 @@ class EdgeSketch:
         w = None if weights is None else np.asarray(weights, dtype=np.float64).ravel()
         rated = (np.ones(s.size, dtype=bool) if unrated is None
                  else ~np.asarray(unrated, dtype=bool).ravel())
-        rated_rows = np.flatnonzero(rated)
-        positive_rows = rated_rows[y[rated_rows]]
-
-        def sketch(rows: NDArray[np.intp] | None, level: int) -> ScoreSketch:
-            values = s if rows is None else s[rows]
-            row_weights = None if w is None else (w if rows is None else w[rows])
-            return ScoreSketch.from_values(values, row_weights, level=level, capacity=capacity,
-                                           weight_bits=weight_bits)
-
-        every = rated_rows.size == s.size
-        return cls(
-            scored=sketch(None, COARSE_LEVEL),
-            rated=sketch(None if every else rated_rows, COARSE_LEVEL),
-            positives=sketch(positive_rows, 0),
-        )
+        positive_rows = np.flatnonzero(rated & y)
+        positives = ScoreSketch.from_values(
+            s[positive_rows], None if w is None else w[positive_rows], level=0,
+            capacity=capacity, weight_bits=weight_bits)
+        # The coarse channels share one key computation (rated rows are a subset).
+        if np.isnan(s).any() or (s == np.inf).any():
+            raise ValueError("score sketch: values must be finite or -inf (not NaN or +inf)")
+        keep = s > -np.inf
+        if w is not None:
+            w = _quantise(w, weight_bits)
+            keep &= w > 0
+        rows = None if keep.all() else np.flatnonzero(keep)
+        values = s if rows is None else s[rows]
+        keys = sortable_keys(values) >> np.uint64(COARSE_LEVEL)
+        row_weights = None if w is None else (w if rows is None else w[rows])
+        scored = ScoreSketch._from_keys(keys, row_weights, COARSE_LEVEL, capacity)
+        kept_rated = rated if rows is None else rated[rows]
+        if kept_rated.all():
+            return cls(scored=scored, rated=scored, positives=positives)
+        rated_sketch = ScoreSketch._from_keys(
+            keys[kept_rated], None if row_weights is None else row_weights[kept_rated],
+            COARSE_LEVEL, capacity)
+        return cls(scored=scored, rated=rated_sketch, positives=positives)
 
     @classmethod
     def empty(cls, *, capacity: int = DEFAULT_CAPACITY) -> EdgeSketch:
