@@ -19,9 +19,10 @@ and nothing fetched from the network. It shows
 
 Up to :data:`MAX_DETAILED_GROUPS` groups every group has its section. Above, only the groups
 that need a look (:func:`detail_reasons`: changed since the previous run, fell back, kept the
-thresholds in force or have none, coverage-limited or infeasible point, named by the publish
-guard, ``__all__``) and those selected (``--groups``) have one; ``--all-groups`` restores every
-section. The figures are blitted (:mod:`costlib_pipelines.report_figures`): two figures per
+thresholds in force or have none, coverage-limited, resolution-limited or infeasible point,
+named by the publish guard, ``__all__``) and those selected (``--groups``) have one;
+``--all-groups`` restores every section. The figures are blitted
+(:mod:`costlib_pipelines.report_figures`): two figures per
 report whose axes, ticks and legends are drawn once per view, and per group only its data,
 stored as small palette PNGs (100 groups: about a ninth of the time of drawing each figure
 whole; ``tests/benchmarks/bench_report.py``).
@@ -678,6 +679,21 @@ def _coverage_cells(point: Mapping[str, Any]) -> list[str]:
     return [_e(_fmt_count(point.get("volume"))), _e(_fmt_ratio(point.get("coverage"))), badge]
 
 
+def _resolution_note(point: Mapping[str, Any]) -> str:
+    """The resolution check of a record: the objective against the most any finer lattice of
+    the same rows could reach (``finer_bound``; HTML, empty for records without it)."""
+    bound, value = point.get("finer_bound"), point.get("objective_value")
+    if bound is None or value is None:
+        return ""
+    name = point.get("objective") or "objective"
+    title = (f"{name} at the point: {value:.6g}. No threshold tuple between the candidate "
+             f"thresholds (a finer lattice of the same rows) can exceed {bound:.6g}: a "
+             "bound, not an estimate (costlib.resolution).")
+    text = "finer lattice: no better" if bound <= value else f"finer lattice ≤ {bound:.4g}"
+    return f'<div class="note resolution" title="{_e(title)}">{_e(text)}</div>'
+
+
+
 def _sort_value(value: float | None) -> str:
     """A cell's ``data-sort`` value: the number (``inf`` for off), empty when there is none."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -736,8 +752,9 @@ def _overview_section(groups: Sequence[str], shown: Mapping[str, Mapping[str, An
     details = ("" if detailed_all else
                f" Only {len(anchors)} of {len(groups)} groups have a section below: those "
                f"that changed since the previous run, fell back or have no thresholds, have a "
-               f"coverage-limited or infeasible point, are named by the publish guard, or were "
-               f"selected (costlib report --groups); the column \"details\" says why.")
+               f"coverage-limited, resolution-limited or infeasible point, are named by the "
+               f"publish guard, or were selected (costlib report --groups); the column "
+               f"\"details\" says why.")
     search = (f'<p class="search"><input id="group-search" type="search" '
               f'placeholder="search groups, statuses, notes" aria-label="search groups"> '
               f'<span id="group-count" class="note">{len(groups)} groups</span> '
@@ -826,6 +843,7 @@ def _points_table(points: Sequence[Mapping[str, Any]], classifiers: Sequence[str
                f"{_fmt_ratio(p['marginal_precision_right'])}"),
             *_coverage_cells(p),
         ]
+        cells[-1] += _resolution_note(p)
         if estimated:
             cells.append(_estimated_recall_cell(p))
         rows.append(_row(cells, group=p["group"], method=p["method"]))
@@ -1033,6 +1051,7 @@ table.points td, table.changes td, table.accounting td { font-variant-numeric: t
 .badge.kept { background: #e8eefc; color: #1e3a8a; }
 .badge.coverage_limited { background: #fff1d6; color: #8a5a00; }
 .badge.infeasible { background: #fde2e1; color: #9b1c1c; }
+.badge.resolution_limited { background: #fff1d6; color: #8a5a00; }
 .note, .window { color: #5b6570; font-size: .85rem; }
 .nochange { color: #5b6570; font-style: italic; }
 td.moved { font-weight: 600; color: #8a3b00; }
@@ -1100,7 +1119,8 @@ def detail_reasons(run: RunData, shown: Mapping[str, Mapping[str, Any]],
     for group, point in shown.items():
         if point["status"] in ("fallback", "kept", "insufficient_data"):
             add(group, point["status"].replace("_", " "))
-        if point.get("point_status") in ("coverage_limited", "infeasible"):
+        if point.get("point_status") in ("coverage_limited", "infeasible",
+                                         "resolution_limited"):
             add(group, point["point_status"].replace("_", " "))
         if any(f"group {group!r}" in str(v) for v in violations):
             add(group, "held")

@@ -94,3 +94,16 @@ def test_bad_edge_settings_exit_2_naming_the_key(frame, tmp_path, capsys, grid, 
                  str(tmp_path / "out"), "--runner", "FnApiRunner"])
     assert code == 2
     assert key in capsys.readouterr().err
+
+
+def test_report_shows_the_resolution_check_of_every_point(frame, tmp_path):
+    from costlib_pipelines.report import build_report, load_run
+
+    config = RunConfig.from_dict({**RAW, "grid": {"edges": "uniform", "bins": 6}})
+    manifest, records = _run(config, write_files(frame, tmp_path / "in"), tmp_path / "out")
+    text = build_report(load_run(str(tmp_path / "out" / "runs" / manifest["run_id"])), None)
+    bounds = [r["finer_bound"] for r in records if r["finer_bound"] is not None]
+    assert bounds and text.count('class="note resolution"') == len(bounds)
+    assert any(r["finer_bound"] > r["objective_value"] for r in records
+               if r["finer_bound"] is not None)  # 6 uniform edges are coarse
+    assert "finer lattice ≤" in text and "a bound, not an estimate" in text
