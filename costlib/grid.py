@@ -59,6 +59,7 @@ __all__ = [
     "cell_codes",
     "grouped_histograms",
     "histogram_cells",
+    "ht_variance_weights",
     "lattice_counts",
     "merge_sparse",
     "quantize_weights",
@@ -236,6 +237,20 @@ def split_labels(labels: ArrayLike, n: int) -> tuple[NDArray[np.bool_], NDArray[
     return out, missing
 
 
+def ht_variance_weights(weights: NDArray[np.float64], probabilities: NDArray[np.float64],
+                        weight_bits: int = DEFAULT_WEIGHT_BITS) -> NDArray[np.float64]:
+    """Per-row terms of the Horvitz–Thompson variance estimate, quantised like weights.
+
+    Under independent (Poisson) inclusion with probabilities ``π_i``, the total
+    ``T̂ = sum_{i rated} x_i / π_i`` has the unbiased variance estimate
+    ``sum_{i rated} (1 - π_i) (x_i / π_i)**2``; ``weights`` are the grid weights ``x_i / π_i``
+    of rated rows. Rows rated with certainty (``π = 1``) contribute 0.
+    """
+    g = np.asarray(weights, dtype=np.float64)
+    p = np.asarray(probabilities, dtype=np.float64)
+    return quantize_weights((1.0 - p) * g * g, weight_bits)
+
+
 def apply_audit(
     scores: NDArray[np.float64],
     labels: NDArray[np.bool_],
@@ -346,6 +361,13 @@ class ThresholdGrid:
         positive, ``pos``/``neg`` hold Horvitz–Thompson weights ``w / π`` (see
         :mod:`costlib.audit_estimation`): every cell estimates the whole scored population, and
         :attr:`total_positives` is the estimate ``P̂`` of all positives.
+    variance : ndarray of shape (2, B_1 + 1, ..., B_k + 1) or None
+        Horvitz–Thompson variance weights of the rated rows per cell, negatives (0) and
+        positives (1): ``sum_i (1 - π_i) (w_i / π_i)**2`` (:func:`ht_variance_weights`;
+        flagged rows, ``π = 1``, add nothing). Set by :meth:`from_scores` with audit
+        probabilities; None otherwise (no design variance). The variance of the estimated
+        difference of TP or FP between two threshold tuples is the sum over the cells one flags
+        and the other does not (:func:`costlib.move_evidence.gain_standard_errors`).
     """
 
     edges: tuple[NDArray[np.float64], ...]
@@ -355,6 +377,7 @@ class ThresholdGrid:
     weight_bits: int = DEFAULT_WEIGHT_BITS
     unrated: NDArray[np.float64] | None = None  # None: replaced by zeros in __post_init__
     audited_rows: int = 0
+    variance: NDArray[np.float64] | None = None
     _cache: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -362,6 +385,9 @@ class ThresholdGrid:
         if self.unrated is None:
             object.__setattr__(self, "unrated", np.zeros(shape))
         assert self.unrated is not None
+        if self.variance is not None and self.variance.shape != (2, *shape):
+            raise ValueError(f"variance shape {self.variance.shape} does not match edges "
+                             f"{(2, *shape)}")
         if self.pos.shape != shape or self.neg.shape != shape or self.unrated.shape != shape:
             raise ValueError(
                 f"histogram shapes {self.pos.shape}/{self.neg.shape}/{self.unrated.shape} do "
@@ -419,12 +445,19 @@ class ThresholdGrid:
         n = np.shape(scores)[0] if np.ndim(scores) else 0
         y, unrated = split_labels(labels, n)
         s, y, w = validate_rows(scores, y, weights, names=names)
-        s, y, w, unrated, audited, _ = apply_audit(s, y, w, unrated, audit_probabilities)
+        s, y, w, unrated, audited, keep = apply_audit(s, y, w, unrated, audit_probabilities)
         edge_arrays = cls._check_edge_list(edges, s.shape[1])
         shape = tuple(e.size + 1 for e in edge_arrays)
         wq = None if w is None else quantize_weights(w, weight_bits)
         locators = [BinLocator(e) for e in edge_arrays]
         counts = histogram_cells(s, y, wq, locators, shape, unrated=unrated)
+        variance = None
+        if audit_probabilities is not None:
+            assert w is not None and keep is not None  # set by apply_audit with probabilities
+            p = np.asarray(audit_probabilities, dtype=np.float64)[keep]
+            rated = np.ones(s.shape[0], dtype=bool) if unrated is None else ~unrated
+            v = ht_variance_weights(w[rated], p[rated], weight_bits)
+            variance = histogram_cells(s[rated], y[rated], v, locators, shape)
         return cls(
             edges=edge_arrays,
             pos=counts[1],
@@ -433,6 +466,7 @@ class ThresholdGrid:
             weight_bits=weight_bits,
             unrated=counts[2] if unrated is not None else None,
             audited_rows=audited,
+            variance=variance,
         )
 
     @classmethod
@@ -479,6 +513,8 @@ class ThresholdGrid:
             weight_bits=self.weight_bits,
             unrated=self._unrated() + other._unrated(),
             audited_rows=self.audited_rows + other.audited_rows,
+            variance=(None if self.variance is None and other.variance is None
+                      else self._variance() + other._variance()),
         )
 
     def __eq__(self, other: object) -> bool:
@@ -493,6 +529,8 @@ class ThresholdGrid:
             and np.array_equal(self.neg, other.neg)
             and np.array_equal(self._unrated(), other._unrated())
             and self.audited_rows == other.audited_rows
+            and (self.variance is None) == (other.variance is None)
+            and (self.variance is None or np.array_equal(self._variance(), other._variance()))
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -540,6 +578,12 @@ class ThresholdGrid:
     def total_negatives(self) -> float:
         """Weighted number of rated negatives."""
         return self._memo(("sum", "neg"), lambda: float(self.neg.sum()))
+
+    def _variance(self) -> NDArray[np.float64]:
+        """:attr:`variance`, zeros when None."""
+        if self.variance is None:
+            return np.zeros((2, *self.shape))
+        return self.variance
 
     def _unrated(self) -> NDArray[np.float64]:
         """``unrated`` as the array it always is after ``__post_init__`` (for the type checker)."""
@@ -785,7 +829,8 @@ class SparseCounts:
         return ThresholdGrid(
             edges=tuple(edges), pos=dense[1], neg=dense[0],
             names=tuple(names) if names is not None else None, weight_bits=weight_bits,
-            unrated=dense[2] if self.channels == 3 else None, audited_rows=audited_rows,
+            unrated=dense[2] if self.channels >= 3 else None, audited_rows=audited_rows,
+            variance=dense[3:5] if self.channels == 5 else None,
         )
 
 
@@ -798,6 +843,7 @@ def grouped_histograms(
     *,
     weight_bits: int = DEFAULT_WEIGHT_BITS,
     unrated: NDArray[np.bool_] | None = None,
+    variances: NDArray[np.float64] | None = None,
 ) -> dict[int, SparseCounts]:
     """Histograms of already validated rows per group, as sparse partials.
 
@@ -806,11 +852,14 @@ def grouped_histograms(
     ``g``'s rows. Rows are coded once by (group, channel, cell) and sorted; each run of equal
     codes is one non-zero cell. Without ``unrated`` the partials have the 2-channel layout (as
     before); with an ``unrated`` row mask they have 3 channels, channel 2 = unrated weight.
+    With ``variances`` (per row, :func:`ht_variance_weights`; rated rows with a positive value
+    count) they have 5: channels 3 and 4 hold the Horvitz–Thompson variance weights of the
+    rated negatives and positives (:attr:`ThresholdGrid.variance`).
     """
     locators = [BinLocator(e) for e in edges]
     shape = tuple(e.size + 1 for e in edges)
     size = int(np.prod(shape))
-    channels = 2 if unrated is None else 3
+    channels = 5 if variances is not None else (2 if unrated is None else 3)
     n = scores.shape[0]
     keys = np.empty(n, dtype=np.int64)
     for start in range(0, n, ROW_CHUNK):
@@ -820,6 +869,15 @@ def grouped_histograms(
             None if unrated is None else unrated[start:stop], locators, shape,
         )
     keys += np.asarray(group_codes, dtype=np.int64) * (channels * size)
+    if variances is not None:
+        counted = np.asarray(variances) > 0
+        if unrated is not None:
+            counted &= ~unrated
+        extra = np.flatnonzero(counted)
+        keys = np.concatenate([keys, keys[extra] + 3 * size])  # rated channel c -> 3 + c
+        base = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+        weights = np.concatenate([base, np.asarray(variances, dtype=np.float64)[extra]])
+        n = keys.size
     if weights is None:
         keys.sort()
         run_weights = None

@@ -30,13 +30,26 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from costlib.bootstrap import BootstrapGrids
 from costlib.grid import ThresholdGrid
+from costlib.objectives import Constraints
 from costlib.operating_point import OperatingPoint, point_at
 from costlib.target import Target
 
-__all__ = ["MoveEvidence", "move_evidence"]
+__all__ = [
+    "DEFAULT_EVIDENCE_Z",
+    "LowerBoundMove",
+    "MoveEvidence",
+    "gain_standard_errors",
+    "lower_bound_move",
+    "move_evidence",
+]
+
+#: A one-sided 95% lower confidence bound: the documented value for ``in_force.evidence_z``
+#: (:func:`lower_bound_move`; not on by default, see its notes).
+DEFAULT_EVIDENCE_Z = 1.645
 
 
 @dataclass(frozen=True)
@@ -120,3 +133,167 @@ def move_evidence(
     se = float(np.std(diffs, ddof=1))
     return MoveEvidence(gain=gain, se=se, z=float(z), move=bool(gain > 0 and gain > z * se),
                         kept=kept)
+
+
+def _flagged_both(lattice: NDArray[np.float64], index: Sequence[int], rule: str
+                  ) -> NDArray[np.float64]:
+    """``X(c ∧ f)`` at every cell ``c``: the lattice sum over rows flagged at ``c`` *and* at
+    the fixed tuple ``f = index``.
+
+    ``all``: flagged at both = flagged at ``max(c, f)``. ``any``: flagged at both = flagged at
+    ``c`` + flagged at ``f`` - flagged at ``min(c, f)`` (inclusion-exclusion over the
+    unflagged boxes, whose intersection is the box below ``min(c, f)``).
+    """
+    pick = np.minimum if rule == "any" else np.maximum
+    grids = np.ix_(*[pick(np.arange(n), int(i)) for n, i in zip(lattice.shape, index,
+                                                                strict=True)])
+    at_extreme = lattice[grids]
+    if rule == "all":
+        return at_extreme
+    return lattice + lattice[tuple(int(i) for i in index)] - at_extreme
+
+
+def gain_standard_errors(grid: ThresholdGrid, index: Sequence[int], *, rule: str,
+                         slope: float) -> NDArray[np.float64]:
+    """Design standard error of the estimated gain ``Ô(c) - Ô(f)`` of every cell ``c`` against
+    the tuple ``f = index``, for the linear objective ``TP - r FP`` (``r = slope``).
+
+    The two tuples' estimates share the rows both flag; the difference is a Horvitz–Thompson
+    sum over the rows flagged by exactly one of them, positives with coefficient ``±1`` and
+    negatives ``∓r``. Its variance estimate (:func:`costlib.grid.ht_variance_weights`) is
+
+    .. math:: \\widehat{Var} = D_+(c, f) + r^2 D_-(c, f), \\quad
+              D(c, f) = X(c) + X(f) - 2 X(c \\wedge f),
+
+    with ``X`` the lattice sums of the grid's variance channel (:attr:`~costlib.grid.
+    ThresholdGrid.variance`). Zero everywhere when the grid has no variance channel (no audit
+    rows: every rated row was rated with certainty).
+    """
+    if grid.variance is None:
+        return np.zeros(grid.shape)
+    from costlib.grid import check_rule, lattice_counts
+
+    rule = check_rule(rule)
+    total = np.zeros(grid.shape)
+    for channel, coefficient in ((1, 1.0), (0, slope * slope)):
+        lattice = lattice_counts(grid.variance[channel], rule)
+        both = _flagged_both(lattice, index, rule)
+        spread = lattice + lattice[tuple(int(i) for i in index)] - 2.0 * both
+        total += coefficient * np.maximum(spread, 0.0)
+    return np.sqrt(total)
+
+
+@dataclass(frozen=True)
+class LowerBoundMove:
+    """The outcome of :func:`lower_bound_move`.
+
+    Attributes
+    ----------
+    point : OperatingPoint
+        What to publish: the thresholds in force (kept), the method's point, or the candidate
+        of the method's curve with the best lower confidence bound of the gain.
+    move : bool
+        Whether ``point`` differs from the thresholds in force.
+    gain, se : float
+        Estimated gain of ``point`` over the thresholds in force, and its standard error.
+    optimum_gain, optimum_se : float
+        The same for the method's own point.
+    z : float
+    """
+
+    point: OperatingPoint
+    move: bool
+    gain: float
+    se: float
+    optimum_gain: float
+    optimum_se: float
+    z: float
+
+    def reason(self) -> str:
+        """One line for the record (empty when the method's own point was taken)."""
+        if not self.move:
+            return (f"kept the thresholds in force: the method's point would gain "
+                    f"{self.optimum_gain:.4g} ± {self.optimum_se:.4g} (audit design se), and no "
+                    f"point of its curve gains more than z = {self.z:g} standard errors")
+        if self.gain != self.optimum_gain or self.se != self.optimum_se:
+            return (f"moved part way: the method's point would gain {self.optimum_gain:.4g} ± "
+                    f"{self.optimum_se:.4g} (audit design se); this one {self.gain:.4g} ± "
+                    f"{self.se:.4g} has the best lower bound at z = {self.z:g}")
+        return ""
+
+    def summary(self) -> dict[str, float]:
+        return {"gain": self.gain, "se": self.se, "optimum_gain": self.optimum_gain,
+                "optimum_se": self.optimum_se, "z": self.z}
+
+
+def lower_bound_move(
+    grid: ThresholdGrid,
+    chosen: OperatingPoint,
+    in_force: Sequence[float],
+    *,
+    z: float,
+    target: Target | None,
+    rule: str,
+    method: str,
+    options: Mapping[str, Any] | None = None,
+) -> LowerBoundMove:
+    """Move from the thresholds in force only as far as the audit's evidence carries.
+
+    Among the cells of the method's curve (``chosen.path``: its path or frontier) that are
+    covered and meet the constraints, and the thresholds in force ``f``, pick the one whose
+    estimated gain over ``f`` has the highest lower confidence bound
+    ``Ô(c) - Ô(f) - z · se(c)`` (:func:`gain_standard_errors`); keep ``f`` unless that bound
+    is positive. On a grid without audit rows every se is 0 and this is the method's point.
+    Linear objective only (``TP - r FP``); other objectives return the method's point.
+
+    The standard error is the audit design's (Horvitz–Thompson, given the population), not the
+    population's own variation from run to run: rows flagged by the thresholds in force are a
+    census of the window (``π = 1``), so moves inside the rated region need no further
+    evidence, while a move resting on a few heavily weighted audit rows does.
+
+    Known limit: a region of unflagged rows where no row was audited has estimated counts 0
+    with estimated variance 0, so extending the flagged region into it looks free and certain
+    (the estimator cannot see what was not sampled). With a thin audit this lets a move drop a
+    threshold far into unobserved territory; measured in the closed loop (docs/audit.md), which
+    is why this rule is not on by default.
+    """
+    if not (np.isfinite(z) and z >= 0):
+        raise ValueError(f"z must be a finite number >= 0, got {z!r}")
+    options = dict(options or {})
+    kwargs = {"target": target, "rule": rule, "method": method, **options}
+    kept = point_at(grid, in_force, **kwargs)
+    if (chosen.objective_name != "linear" or target is None
+            or tuple(kept.index) == tuple(chosen.index)):
+        plain_gain = float(chosen.objective - kept.objective)
+        return LowerBoundMove(chosen, tuple(kept.index) != tuple(chosen.index), plain_gain, 0.0,
+                              plain_gain, 0.0, float(z))
+    slope = target.slope
+    se_all = gain_standard_errors(grid, kept.index, rule=rule, slope=slope)
+    tp, fp = grid.counts(rule)
+    volume = grid.volume(rule)
+    cells = np.asarray(chosen.path, dtype=np.intp).reshape(-1, grid.k)
+    idx = tuple(cells.T)
+    objective = tp[idx] - slope * fp[idx]
+    gain = objective - kept.objective
+    se = se_all[idx]
+    ok = grid.covered(rule, options.get("max_unrated_share", 0.0))[idx]
+    constraints = Constraints(options.get("min_precision"), options.get("max_volume"),
+                              options.get("max_false_positives"))
+    if constraints.active:
+        ok &= constraints.satisfied(tp[idx], fp[idx], volume[idx])
+    chosen_at = np.flatnonzero((cells == np.asarray(chosen.index)).all(axis=1))
+    ok[chosen_at] = True
+    bound = np.where(ok, gain - z * se, -np.inf)
+    best = int(np.argmax(bound))
+    own = int(chosen_at[0]) if chosen_at.size else best
+    optimum_gain = float(chosen.objective - kept.objective)
+    optimum_se = float(se_all[tuple(int(i) for i in chosen.index)])
+    if not bound[best] > 0:
+        return LowerBoundMove(kept, False, 0.0, 0.0, optimum_gain, optimum_se, float(z))
+    if best == own or bound[own] >= bound[best]:
+        return LowerBoundMove(chosen, True, optimum_gain, optimum_se, optimum_gain, optimum_se,
+                              float(z))
+    thresholds = grid.threshold_values(tuple(int(i) for i in cells[best]))
+    point = point_at(grid, thresholds, **kwargs)
+    return LowerBoundMove(point, True, float(gain[best]), float(se[best]), optimum_gain,
+                          optimum_se, float(z))

@@ -26,7 +26,7 @@ from costlib.bootstrap import (
     confidence_intervals,
 )
 from costlib.grid import ThresholdGrid
-from costlib.move_evidence import move_evidence
+from costlib.move_evidence import lower_bound_move, move_evidence
 from costlib.operating_point import OperatingPoint, optimize, point_at
 from costlib.target import Target
 
@@ -81,6 +81,7 @@ def optimize_group(
     in_force: Sequence[float] | None = None,
     min_gain_z: float | None = None,
     keep_when_insufficient: bool = True,
+    evidence_z: float | None = None,
 ) -> GroupResult:
     """Optimise one group's grid with every method, if it holds enough rated rows.
 
@@ -97,6 +98,14 @@ def optimize_group(
     errors (:mod:`costlib.move_evidence`); otherwise the method keeps them (the point's
     ``reason`` says so, ``details["move_evidence"]`` holds gain and se), and when every method
     keeps them the status is ``"kept"``.
+
+    ``evidence_z`` (with ``in_force``; None, the default: off; 1.645 is a one-sided 95% bound):
+    on a grid that carries audit
+    weights (:attr:`~costlib.grid.ThresholdGrid.variance`), a method moves from the thresholds
+    in force only as far as the lower confidence bound of the gain stays positive
+    (:func:`costlib.move_evidence.lower_bound_move`: Horvitz–Thompson design standard errors,
+    no bootstrap needed); ``details["move_evidence"]`` records gain and se. ``min_gain_z``,
+    when set, takes precedence.
 
     A :class:`~costlib.bootstrap.SparseBootstrapGrids` is made dense only here, after the
     sufficiency check, so a caller holds one group's dense replicates at a time.
@@ -134,6 +143,16 @@ def optimize_group(
                                              "z": evidence.z}}
                 result.points[method] = replace(evidence.kept, reason=evidence.reason(),
                                                 details=details)
+                kept.append(method)
+        elif (in_force is not None and evidence_z is not None and grid.has_audit
+              and grid.variance is not None):
+            bounded = lower_bound_move(grid, chosen, in_force, z=evidence_z, target=target,
+                                       rule=rule, method=method, options=options)
+            if bounded.point is not chosen:
+                details = {**bounded.point.details, "move_evidence": bounded.summary()}
+                result.points[method] = replace(bounded.point, reason=bounded.reason(),
+                                                details=details)
+            if not bounded.move:
                 kept.append(method)
         result.intervals[method] = (
             None
@@ -194,6 +213,7 @@ def recalibrate_grids(
     options: Mapping[str, Any] | None = None,
     in_force: Mapping[str, Sequence[float]] | None = None,
     min_gain_z: float | None = None,
+    evidence_z: float | None = None,
 ) -> dict[str, GroupResult]:
     """Operating points for every group and for the all-groups grid, with fallback.
 
@@ -212,6 +232,9 @@ def recalibrate_grids(
         a usable parent keep them (status ``kept``, see :func:`apply_fallback`).
     min_gain_z : float, optional
         With ``in_force`` and ``bootstrap``: move only on evidence (see :func:`optimize_group`).
+    evidence_z : float or None, default None
+        With ``in_force``, on grids with audit weights: move only as far as the lower confidence
+        bound of the gain allows (see :func:`optimize_group`).
     """
     grids = dict(grids)
     if ALL_GROUPS not in grids and grids:
@@ -228,6 +251,7 @@ def recalibrate_grids(
             bootstrap=None if boots is None else boots.get(name), level=level,
             options=options, in_force=None if in_force is None else in_force.get(name),
             min_gain_z=min_gain_z,
+            evidence_z=evidence_z,
         )
         for name, grid in sorted(grids.items())
     }

@@ -58,6 +58,7 @@ from costlib.grid import (
     SparseGrid,
     ThresholdGrid,
     grouped_histograms,
+    ht_variance_weights,
     merge_sparse,
     sum_sparse,
 )
@@ -393,8 +394,9 @@ class SumGrids(beam.CombineFn):
                              "(the optimiser attaches the edges)")
         dense, edges, _, audited = self._to_dense(acc, 2)
         return ThresholdGrid(edges=tuple(edges), pos=dense[1], neg=dense[0], names=self.names,
-                             unrated=dense[2] if dense.shape[0] == 3 else None,
-                             audited_rows=audited)
+                             unrated=dense[2] if dense.shape[0] >= 3 else None,
+                             audited_rows=audited,
+                             variance=dense[3:5] if dense.shape[0] == 5 else None)
 
 
 class SumBootstrapGrids(beam.CombineFn):
@@ -642,9 +644,14 @@ class AggregateBatchesFn(beam.DoFn):
         the 2-channel partials of the rated rows. Bootstrap replicates get the same rows.
         """
         n_groups = len(batch.group_names)
-        audited = None
+        audited = variances = None
         if batch.audit_probabilities is not None:
             rows, groups, scores, labels, weights, unrated, audited = audit_rows(batch)
+            # Horvitz–Thompson variance weights (1 - p) (w / p)^2 of the rated rows: channels
+            # 3 and 4 of the partials (costlib.grid.grouped_histograms)
+            variances = ht_variance_weights(weights, batch.audit_probabilities.take(rows))
+            if unrated is not None:
+                variances[unrated] = 0.0
         else:  # every valid row enters (no copies): rated, and unrated ones in channel 2
             rows = None
             groups, scores, labels, weights = (batch.group_codes, batch.scores, batch.labels,
@@ -661,9 +668,10 @@ class AggregateBatchesFn(beam.DoFn):
             codes = groups
         edges = tuple(edges)
         shape = tuple(int(e.size + 1) for e in edges)  # partials carry the shape, not the edges
-        channels = 2 if unrated is None else 3
+        channels = 5 if variances is not None else (2 if unrated is None else 3)
         n_cells = channels * math.prod(shape)
-        partials = grouped_histograms(codes, scores, labels, weights, edges, unrated=unrated)
+        partials = grouped_histograms(codes, scores, labels, weights, edges, unrated=unrated,
+                                      variances=variances)
         if weights is None:  # counts are rows: a code's rated rows are its channels 0 and 1
             rated_cells = 2 * math.prod(shape)
             rated_per_code = {code: int(c.counts[:np.searchsorted(c.cells, rated_cells)].sum())
@@ -835,6 +843,7 @@ def optimize_one(config: RunConfig, group: str, grid, boot=None, edges=None, in_
         in_force=None if in_force is None else in_force.get(group),
         min_gain_z=config.in_force["min_gain_z"],
         keep_when_insufficient=config.in_force["keep_when_insufficient"],
+        evidence_z=config.in_force["evidence_z"],
     )
 
 

@@ -119,7 +119,10 @@ def make_config(args, audit: bool) -> RunConfig:
                                          ("negatives", args.min_rated_negatives))
                       if v is not None},
         "bootstrap": {"replicates": args.bootstrap_replicates},
-        "in_force": {"min_gain_z": args.min_gain_z},
+        "in_force": {"min_gain_z": args.min_gain_z,
+                     **({} if args.evidence_z == "default" else
+                        {"evidence_z": None if args.evidence_z == "none"
+                         else float(args.evidence_z)})},
         "audit": {
             "enabled": audit, "floor": args.audit_floor, "budget_share": args.budget_share,
             "strata": {"edges": args.strata_edges, "weights": args.strata_weights},
@@ -453,6 +456,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--min-gain-z", type=float, default=None,
                         help="config in_force.min_gain_z: move only when the estimated gain "
                         "exceeds this many bootstrap standard errors (default: always move)")
+    parser.add_argument("--evidence-z", default="default",
+                        help="in_force.evidence_z: 'default' (the config default, 1.645), "
+                             "'none' (off: always take the optimum) or a number")
     parser.add_argument("--bootstrap-replicates", type=int, default=0,
                         help="config bootstrap.replicates (>= 2 with --min-gain-z)")
     parser.add_argument("--figure", default=None, metavar="PNG",

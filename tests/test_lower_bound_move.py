@@ -1,0 +1,154 @@
+"""Moves on evidence by default (issue 21): Horvitz–Thompson design variance in the grid, the
+standard error of the gain between two threshold tuples, and the lower-confidence-bound move.
+
+Truths: direct sums over the rows flagged by exactly one of two tuples; the empirical variance
+of the gain over many independent audit draws of one fixed population.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+from coverage_data import brute_flags
+
+from costlib.grid import ThresholdGrid
+from costlib.move_evidence import gain_standard_errors, lower_bound_move
+from costlib.operating_point import optimize
+from costlib.recalibration import optimize_group
+from costlib.target import resolve_target
+
+EDGES = [np.linspace(0.1, 0.9, 5), np.linspace(0.1, 0.9, 4)]
+
+
+def population(n, seed):
+    rng = np.random.default_rng(seed)
+    truth = rng.random(n) < 0.15
+    scores = np.clip(rng.random((n, 2)) * 0.8 + 0.3 * truth[:, None], 0, 1)
+    return scores, truth
+
+
+def audit_draw(scores, truth, seed, floor=0.05, flag_at=(0.7, 0.7)):
+    """Rows flagged at ``flag_at`` are rated with certainty; the rest with probability ``π``
+    (two strata), as :mod:`costlib.audit_sampling` draws them."""
+    rng = np.random.default_rng(seed)
+    flagged = (scores >= np.asarray(flag_at)).any(axis=1)
+    pi = np.where(flagged, 1.0, np.where(scores.max(axis=1) > 0.4, 4 * floor, floor))
+    rated = flagged | (rng.random(len(truth)) < pi)
+    labels = np.where(rated, truth, None).astype(object)
+    return labels, pi
+
+
+@pytest.mark.parametrize("rule", ["any", "all"])
+def test_gain_standard_errors_equal_the_direct_sum_over_rows_flagged_by_one_tuple(rule):
+    scores, truth = population(600, 1)
+    labels, pi = audit_draw(scores, truth, 2)
+    w = np.random.default_rng(3).uniform(0.5, 2.0, len(truth))
+    grid = ThresholdGrid.from_scores(scores, labels, EDGES, w, audit_probabilities=pi)
+    rated = np.array([v is not None for v in labels])
+    g = w / pi
+    slope = 0.7
+    for f in [(0, 0), (2, 1), (5, 4), (3, 0)]:
+        se = gain_standard_errors(grid, f, rule=rule, slope=slope)
+        f_flags = brute_flags(scores, grid.threshold_values(f), rule)
+        for c in itertools.product(*(range(n) for n in grid.shape)):
+            c_flags = brute_flags(scores, grid.threshold_values(c), rule)
+            one = (c_flags ^ f_flags) & rated
+            coefficient = np.where(truth, 1.0, slope)
+            direct = np.sum((1 - pi[one]) * (g[one] * coefficient[one]) ** 2)
+            # each row's term is quantised to 2**-16 (exact sums), hence the tolerance
+            assert se[c] ** 2 == pytest.approx(direct, rel=1e-9, abs=len(pi) * 2.0**-16), (f, c)
+
+
+def test_the_variance_estimate_matches_the_spread_of_the_gain_over_audit_draws():
+    scores, truth = population(3000, 5)
+    slope = 0.5
+    f, c = (3, 3), (1, 1)
+    gains, variances = [], []
+    for draw in range(400):
+        labels, pi = audit_draw(scores, truth, 1000 + draw)
+        grid = ThresholdGrid.from_scores(scores, labels, EDGES, audit_probabilities=pi)
+        tp, fp = grid.counts("any")
+        gains.append((tp[c] - slope * fp[c]) - (tp[f] - slope * fp[f]))
+        variances.append(gain_standard_errors(grid, f, rule="any", slope=slope)[c] ** 2)
+    # unbiased: the mean estimate is the true variance of the gain (within Monte Carlo error)
+    assert np.mean(variances) == pytest.approx(np.var(gains, ddof=1), rel=0.15)
+
+
+def test_a_grid_without_audit_rows_has_no_design_variance():
+    scores, truth = population(500, 2)
+    grid = ThresholdGrid.from_scores(scores, truth, EDGES)
+    assert grid.variance is None
+    assert not gain_standard_errors(grid, (1, 1), rule="any", slope=1.0).any()
+    audited = ThresholdGrid.from_scores(scores, truth, EDGES,
+                                        audit_probabilities=np.ones(len(truth)))
+    assert not audited.variance.any()  # every row rated with certainty: a census
+    both = audited + audited
+    assert both.variance is not None and both == audited + audited
+
+
+def _grids(seed, floor):
+    scores, truth = population(4000, seed)
+    labels, pi = audit_draw(scores, truth, seed + 7, floor=floor)
+    return ThresholdGrid.from_scores(scores, labels, EDGES, audit_probabilities=pi)
+
+
+def test_lower_bound_move_interpolates_between_keeping_and_the_optimum():
+    grid = _grids(11, floor=0.02)
+    target = resolve_target(target_marginal_precision=0.15)
+    kwargs = {"target": target, "rule": "any", "method": "hull"}
+    chosen = optimize(grid, **kwargs)
+    in_force = (0.9, 0.9)
+    assert chosen.thresholds != in_force
+    free = lower_bound_move(grid, chosen, in_force, z=0.0, **kwargs)
+    assert free.point is chosen and free.move  # z = 0: the optimum (largest gain)
+    # z huge: only moves without design variance remain, i.e. within the region rated with
+    # certainty (flagged at (0.7, 0.7)): the best such cell of the curve, by direct search.
+    careful = lower_bound_move(grid, chosen, in_force, z=1e6, **kwargs)
+    se = gain_standard_errors(grid, careful.point.index, rule="any", slope=target.slope)
+    tp, fp = grid.counts("any")
+    base = grid.counts("any")[0][4, 3] - target.slope * grid.counts("any")[1][4, 3]
+    certain = [tuple(c) for c in chosen.path
+               if gain_standard_errors(grid, (4, 3), rule="any", slope=target.slope)[tuple(c)]
+               == 0]
+    best = max(tp[c] - target.slope * fp[c] - base for c in certain)
+    assert careful.se == 0 and careful.gain == pytest.approx(best) and best > 0
+    assert se[tuple(int(i) for i in chosen.index)] > 0  # the optimum needs audit evidence
+    assert "moved part way" in careful.reason()
+    stuck = lower_bound_move(grid, chosen, (0.7, 0.6333333333333333), z=1e6, **kwargs)
+    assert not stuck.move and "kept the thresholds in force" in stuck.reason()
+    for z in (0.5, 1.645, 3.0):
+        bounded = lower_bound_move(grid, chosen, in_force, z=z, **kwargs)
+        if bounded.move:  # the bound of the point taken is positive and the best of the curve
+            assert bounded.gain - z * bounded.se > 0
+            assert bounded.gain - z * bounded.se >= chosen.objective - stuck.point.objective - (
+                z * bounded.optimum_se) - 1e-9
+
+
+def test_optimize_group_moves_on_evidence_only_with_audit_weights():
+    target = resolve_target(target_marginal_precision=0.15)
+    thin = _grids(12, floor=0.002)  # a thin audit: each unflagged audit row weighs ~500
+    args = {"methods": ["hull", "graph"], "target": target, "rule": "any",
+            "min_positives": 1, "min_negatives": 1, "in_force": (0.9, 0.9)}
+    default = optimize_group("g", thin, **args, evidence_z=1.645)
+    off = optimize_group("g", thin, **args)
+    for method in ("hull", "graph"):
+        point, free = default.points[method], off.points[method]
+        wired = lower_bound_move(thin, free, (0.9, 0.9), z=1.645, target=target, rule="any",
+                                 method=method)
+        assert point.thresholds == wired.point.thresholds
+        assert point.objective <= free.objective  # never beyond the unguarded optimum
+    scores, truth = population(4000, 12)
+    plain = ThresholdGrid.from_scores(scores, truth, EDGES)  # no audit: unchanged behaviour
+    a = optimize_group("g", plain, **args, evidence_z=1.645)
+    b = optimize_group("g", plain, **args)
+    assert {m: p.thresholds for m, p in a.points.items()} == {
+        m: p.thresholds for m, p in b.points.items()}
+
+
+def test_lower_bound_move_refuses_a_bad_z():
+    grid = _grids(13, floor=0.05)
+    target = resolve_target(target_marginal_precision=0.3)
+    chosen = optimize(grid, target=target, method="hull")
+    with pytest.raises(ValueError, match="z must be"):
+        lower_bound_move(grid, chosen, (0.9, 0.9), z=-1.0, target=target, rule="any",
+                         method="hull")
