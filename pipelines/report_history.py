@@ -97,6 +97,9 @@ COLUMNS = ("group", "method", "classifiers", "thresholds", "status", "fallback_g
            "estimated_recall_ci_high", "rated_positives", "rated_negatives", "window_start",
            "window_end", "pane_index")
 
+#: The table of runs starts unfolded up to this many runs.
+OPEN_RUNS = 30
+
 _NOT_OK = ("fallback", "kept", "insufficient_data")
 _POINT_NOT_OK = ("coverage_limited", "infeasible")
 
@@ -417,7 +420,7 @@ class HistoryFigures:
         n = len(runs)
         self.classifiers = list(classifiers)
         self.figure = Figure(figsize=(15, 2.75))
-        self.figure.subplots_adjust(left=0.045, right=0.99, bottom=0.2, top=0.8, wspace=0.25)
+        self.figure.subplots_adjust(left=0.045, right=0.985, bottom=0.24, top=0.8, wspace=0.25)
         axes: list[Axes] = list(self.figure.subplots(1, 4, sharex=True))
         self.axes = axes
         low, high = threshold_range
@@ -434,10 +437,10 @@ class HistoryFigures:
             for i, run in enumerate(runs):
                 if run.held:
                     ax.axvspan(i - 0.5, i + 0.5, color="#f4b6b0", alpha=0.5, lw=0)
-        ticks = np.unique(np.linspace(0, n - 1, min(n, 4)).round().astype(int))
+        ticks = np.unique(np.linspace(0, n - 1, min(n, 3)).round().astype(int))
         dates = [(run.started or "")[:10] for run in runs]
         distinct = len(set(dates)) == n and "" not in dates  # else dates repeat: run numbers
-        labels = [f"#{i + 1} {dates[i]}" if distinct else f"#{i + 1}" for i in ticks]
+        labels = [f"#{i + 1}\n{dates[i]}" if distinct else f"#{i + 1}" for i in ticks]
         for ax in axes:
             ax.set_xticks(ticks, labels)
         axes[0].set_ylim(low - 0.05 * span, self.off_level + 0.08 * span)
@@ -606,11 +609,13 @@ def _runs_section(runs: Sequence[HistoryRun], latest: str | None) -> str:
     absent = [run.run_id for run in runs if run.audit is None]
     if absent and sources:
         audit_note += f" No audit share for {len(absent)} run(s) (–)."
+    held = sum(run.held for run in runs)
+    opened = " open" if len(runs) <= OPEN_RUNS else ""
     return (f'<section id="runs"><h2>Runs</h2><p class="note">{len(runs)} complete recalibrate '
             "run(s) in run order (started, then run id); held = complete but kept from LATEST "
             f"by the publish guard. {_e(audit_note)} Audit shares are per run: neither side "
-            "records them per group.</p>"
-            + _table(headers, rows, css="runs history") + "</section>")
+            f"records them per group.</p><details{opened}><summary>{len(runs)} runs, {held} held"
+            "</summary>" + _table(headers, rows, css="runs history") + "</details></section>")
 
 
 def _range_text(values: Sequence[float], fmt: Any) -> str:
@@ -794,7 +799,7 @@ def build_history(runs: Sequence[HistoryRun], output: str, *, groups: Iterable[s
         "coverage-limited or infeasible point). Gaps: the group is absent from a run.</p>"
         + _runs_section(runs, latest)
         + _groups_section(runs, names, classifiers, plotted, anchors)
-        + "<h2>Per group</h2>" + "".join(sections)
+        + '<h2 id="figures">Per group</h2>' + "".join(sections)
     )
     return _page(f"costlib report — history of {output}", _HISTORY_CSS + body)
 
