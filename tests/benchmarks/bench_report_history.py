@@ -95,9 +95,9 @@ def run_table(base: pa.Table, rng: np.random.Generator, walk: dict[str, np.ndarr
 
 def make_output(template: Path, output: Path, runs: int, groups: int, seed: int = 0) -> Path:
     """``output`` with ``runs`` complete daily runs of ``groups`` groups (see the module doc)."""
+    from costlib_pipelines.files import write_json
     from costlib_pipelines.records import arrow_schema
     from costlib_pipelines.runs import RunDirectory
-    from costlib_pipelines.files import write_json
 
     rng = np.random.default_rng(seed)
     base = base_table(template, groups)
