@@ -45,9 +45,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator
 
@@ -475,9 +477,7 @@ class HistoryFigures:
         self.no_recall: Text = axes[3].text(0.5, 0.5, "no audit data", ha="center",
                                             va="center", transform=axes[3].transAxes,
                                             fontsize=9, color="gray")
-        from matplotlib.patches import Patch
-
-        handles = [*self.threshold_lines,
+        handles: list[Artist] = [*self.threshold_lines,
                    Line2D([], [], ls="", marker="^", color="gray", label="off"),
                    self.not_ok,
                    Line2D([], [], ls="", marker="v", ms=5, color="#b00000",
@@ -486,7 +486,8 @@ class HistoryFigures:
                    Patch(color="#f4b6b0", alpha=0.5, label="run held by the guard")]
         self.figure.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=7,
                            frameon=False, bbox_to_anchor=(0.5, 1.0))
-        artists = [(axes[0], a) for a in (*self.threshold_lines, *self.off_marks, self.not_ok)]
+        artists: list[tuple[Axes, Artist]] = [
+            (axes[0], a) for a in (*self.threshold_lines, *self.off_marks, self.not_ok)]
         artists += [(axes[1], self.volume)]
         artists += [(axes[2], a) for a in (self.precision, self.precision_low,
                                            self.precision_high, self.point_not_ok)]
@@ -618,7 +619,7 @@ def _runs_section(runs: Sequence[HistoryRun], latest: str | None) -> str:
             "</summary>" + _table(headers, rows, css="runs history") + "</details></section>")
 
 
-def _range_text(values: Sequence[float], fmt: Any) -> str:
+def _range_text(values: Sequence[float | None], fmt: Any) -> str:
     finite = [v for v in values if v is not None and not math.isnan(v)]
     if not finite:
         return "–"
