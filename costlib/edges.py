@@ -314,7 +314,10 @@ def decision_edges_from_sketch(sketch: EdgeSketch, n_edges: int = DEFAULT_DECISI
       as many candidates, so "flag the top 0.05%" is expressible whatever the prevalence;
     - ``n / 8`` evenly spaced quantiles of the rated rows (the region the ratings describe);
     - the scores of the rated positives, all of them when the remaining room holds every
-      distinct one, else as many weighted quantiles of them as fill the room.
+      distinct one; else as many weighted quantiles of them as fill the room, three quarters
+      spaced evenly over the positives in the *decision band* (from the top down to where the
+      local precision of the classifier's scores falls below 5%, :func:`_decision_band`) and
+      a quarter evenly over all positives.
 
     The positives carry the decision. Raising a threshold from a positive's score to just below
     the next positive's score (on that axis) removes no true positive and never adds a false
@@ -366,28 +369,70 @@ def decision_edges_from_sketch(sketch: EdgeSketch, n_edges: int = DEFAULT_DECISI
     if np.union1d(base, every).size <= n_edges:
         return check_edges(np.union1d(base, every), name=name)
     # More distinct positives than room: the most quantile levels whose union still fits.
-    best = np.union1d(base, _positive_quantiles(positives, room))
+    band = _decision_band(sketch)
+    best = np.union1d(base, _positive_quantiles(positives, room, band))
     levels = room
     while best.size < n_edges and levels < 16 * n_edges:
         levels += n_edges - best.size
-        trial = np.union1d(base, _positive_quantiles(positives, levels))
+        trial = np.union1d(base, _positive_quantiles(positives, levels, band))
         if trial.size > n_edges:
             break
         best = trial
     return check_edges(best, name=name)
 
 
-def _positive_quantiles(positives: ScoreSketch, n_levels: int) -> NDArray[np.float64]:
-    """The highest ``n_levels // 4`` positive buckets exactly, and the other levels as
-    quantiles of all positives, half evenly spaced, half evenly in ``log(1 - q)`` (operating
-    points of rare-event classifiers sit at the top of the positives)."""
-    n_top = n_levels // 4
-    top = positives.lower_bounds()[-n_top:] if n_top else np.zeros(0)
-    rest = n_levels - n_top
-    even = rest - rest // 2
-    return np.union1d(top, np.union1d(
-        positives.quantiles(np.arange(even) / even),
-        positives.quantiles(_tail_levels(rest // 2, positives.total))))
+#: Local precision below which the positives of one classifier are outside the decision band.
+DECISION_BAND_PRECISION = 0.05
+
+
+def _decision_band(sketch: EdgeSketch) -> float:
+    """Weight of the top positives of one classifier within the *decision band*.
+
+    Walking down the classifier's scores from the top, the local precision of a slab holding
+    ``max(5, 5%)`` of the positives' weight is the slab's positives over its rated rows (rated
+    and positive sketches, at the rated sketch's level). The band ends where that precision
+    falls below :data:`DECISION_BAND_PRECISION` for good: no operating point with a target
+    precision of 5% or more flags positives below it on this classifier alone. Returns the
+    positives' weight above the end (all of it when precision never falls that low).
+    """
+    positives, rated = sketch.positives, sketch.rated
+    total = positives.total
+    if rated.size == 0 or total <= 0:
+        return total
+    level = max(positives.level, rated.level)
+    pos, rat = positives.at_level(level), rated.at_level(level)
+    where = np.searchsorted(rat.keys, pos.keys)
+    pos_in = np.zeros(rat.size)
+    found = (where < rat.size) & (rat.keys[np.minimum(where, rat.size - 1)] == pos.keys)
+    np.add.at(pos_in, where[found], pos.weights[found])
+    from_top_pos = np.cumsum(pos_in[::-1])  # positives at or above each bucket, from the top
+    from_top_rated = np.cumsum(rat.weights[::-1])
+    window = max(5.0 * float(pos.weights.min()) if pos.size else 5.0, 0.05 * total)
+    starts = from_top_pos - window
+    lo = np.searchsorted(from_top_pos, starts, side="right")  # first bucket of each slab
+    slab_pos = from_top_pos - np.where(lo > 0, from_top_pos[np.maximum(lo - 1, 0)], 0.0)
+    slab_rated = from_top_rated - np.where(lo > 0, from_top_rated[np.maximum(lo - 1, 0)], 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        precision = np.where(slab_rated > 0, slab_pos / slab_rated, 1.0)
+    full = from_top_pos >= window  # slabs that hold a whole window
+    above = full & (precision >= DECISION_BAND_PRECISION)
+    if not above.any():
+        return total
+    return float(min(total, from_top_pos[np.flatnonzero(above)[-1]]))
+
+
+def _positive_quantiles(positives: ScoreSketch, n_levels: int,
+                        band: float) -> NDArray[np.float64]:
+    """Three quarters of the levels spaced evenly over the positives' weight in the decision
+    band (the top ``band`` of it, :func:`_decision_band`), a quarter evenly over all
+    positives (operating points of rare-event classifiers sit at the top of the positives)."""
+    total = positives.total
+    in_band = n_levels - n_levels // 4
+    low = max(0.0, 1.0 - band / total) if total > 0 else 0.0
+    band_levels = low + (1.0 - low) * np.arange(in_band) / in_band
+    rest = n_levels // 4
+    return np.union1d(positives.quantiles(band_levels),
+                      positives.quantiles(np.arange(rest) / max(rest, 1)))
 
 
 def decision_edges(

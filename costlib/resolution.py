@@ -238,7 +238,7 @@ def refine(
     weights: ArrayLike | None = None,
     *,
     audit_probabilities: ArrayLike | None = None,
-    window: int = 2,
+    window: int = 4,
     max_rounds: int = 4,
     max_others: int = 256,
     **optimize_kwargs: Any,

@@ -222,3 +222,23 @@ def test_unrated_rows_and_weights_enter_as_the_grid_takes_them():
     assert sketch.rated.total == pytest.approx(np.sum(np.rint(weights[rated] * 2**16) / 2**16))
     positives = rated & labels.astype(bool)
     assert np.array_equal(sketch.positives.lower_bounds(), np.unique(scores[positives, 0]))
+
+
+def test_the_decision_band_ends_where_the_local_precision_falls_below_5_percent():
+    from costlib.edges import _decision_band
+
+    # 100 top positives, each with one negative just below it (precision 1/2), then 900
+    # positives with 100 negatives each (precision ~1%): the band holds the top ~100.
+    top = 10.0 + np.arange(100)[::-1]
+    scores = [top, top - 0.5]
+    labels = [np.ones(100, bool), np.zeros(100, bool)]
+    low = np.linspace(1.0, 9.0, 900)
+    scores += [low, np.repeat(low, 100) - 1e-3]
+    labels += [np.ones(900, bool), np.zeros(90_000, bool)]
+    sketch = EdgeSketch.from_rows(np.concatenate(scores), np.concatenate(labels))
+    band = _decision_band(sketch)
+    # A slab of 50 positives (5%) reaching k positives below the top 100 holds
+    # 50 positives, 50 - k + 100 k rated negatives: precision >= 5% while k <= ~9.
+    assert 100 <= band <= 110
+    edges = decision_edges_from_sketch(sketch, 64)
+    assert np.sum(edges >= 10.0) >= 30  # most candidates where decisions are made

@@ -79,6 +79,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import sys
 import tempfile
 import time
@@ -120,7 +121,7 @@ def stream(prevalence: float, shape: str, k: int) -> tuple[str, np.ndarray, np.n
     """``(name, scores (n, k), labels)`` of one generated stream (see the module docstring)."""
     n = ROWS if k <= 2 else min(ROWS_K3, round(MAX_POSITIVES_K3 / prevalence))
     seed = 1000 * KS.index(k) + 10 * PREVALENCES.index(prevalence) + SHAPES.index(shape)
-    rng = np.random.default_rng(20_000 + seed)
+    rng = np.random.default_rng(20_000 + seed + int(os.environ.get("BENCH_EDGES_SEED", "0")) * 7919)
     n_pos = round(n * prevalence)
     labels = np.zeros(n, dtype=bool)
     labels[rng.choice(n, n_pos, replace=False)] = True
