@@ -264,14 +264,16 @@ def _peer_run(peer: Path, data: Path, out: Path, beam_args) -> float:
 
 
 def edges_cost(work: Path, n_rows: int, n_groups: int, repeats: int = 3) -> None:
-    """What the default edges (``grid.edges: auto``: 128 candidates per classifier from a first
-    pass of edge sketches) cost against uniform edges (64, the old default, and 128: the same
-    lattice size), on the same files, alternated, best of ``repeats``, wall and process CPU;
-    at ``n_rows // 5`` and ``n_rows`` rows, so that the fixed cost per run and the CPU per row
-    at the margin are apart (issue 20)."""
+    """What the default edges (``grid.edges: auto``: 128 candidates per classifier from a
+    first pass of edge sketches) cost against uniform edges (64, the old default, and 128:
+    the same lattice size) and quantile edges (128; the other recipe with a first pass), on
+    the same files, alternated, best of ``repeats``, wall and process CPU; at ``n_rows //
+    5`` and ``n_rows`` rows, so that the fixed cost per run and the CPU per row at the
+    margin are apart (issue 20)."""
     configs = {
         "uniform(64)": {**CONFIG, "grid": {"edges": "uniform", "bins": 64}},
         "uniform(128)": {**CONFIG, "grid": {"edges": "uniform", "bins": 128}},
+        "quantile(128)": {**CONFIG, "grid": {"edges": "quantile", "bins": 128}},
         "auto (default)": {k: v for k, v in CONFIG.items() if k != "grid"},
     }
     sizes = {"fifth": n_rows // 5, "full": n_rows}
