@@ -277,8 +277,10 @@ def lower_bound_move(
     gain = objective - kept.objective
     se = se_all[idx]
     ok = grid.covered(rule, options.get("max_unrated_share", 0.0))[idx]
+    min_recall = options.get("min_recall")
     constraints = Constraints(options.get("min_precision"), options.get("max_volume"),
-                              options.get("max_false_positives"))
+                              options.get("max_false_positives"), min_recall,
+                              grid.total_positives if min_recall is not None else None)
     if constraints.active:
         ok &= constraints.satisfied(tp[idx], fp[idx], volume[idx])
     chosen_at = np.flatnonzero((cells == np.asarray(chosen.index)).all(axis=1))

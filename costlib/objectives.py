@@ -22,7 +22,13 @@ Constraints (all optional, all must hold)
 -----------------------------------------
 ``min_precision p``: ``TP + FP > 0`` and ``TP >= p (TP + FP)`` (flagging nothing has no
 precision, so it does not meet a precision floor); ``max_volume c``: ``V <= c`` (review
-capacity, unrated rows included); ``max_false_positives f``: ``FP <= f``.
+capacity, unrated rows included); ``max_false_positives f``: ``FP <= f``; ``min_recall r``:
+``TP >= r P`` with ``P`` the total positives the recall is measured against
+(``Constraints.total_positives``). :func:`costlib.operating_point.optimize` sets ``P`` to the
+Horvitz–Thompson estimate ``P̂`` (the grid's positive weight) and refuses ``min_recall`` on a
+grid without audit rows: there the rated positives are only those the thresholds in force
+flagged, so ``P`` and hence recall are unknown (:mod:`costlib.audit_estimation`). With
+``P = 0`` every tuple meets the floor (there is no positive to miss).
 
 Infeasibility and "nearest"
 ---------------------------
@@ -32,13 +38,18 @@ Constraints are *infeasible* on a candidate set when no covered tuple that flags
 covered tuples with ``V > 0``, the smallest largest relative violation
 
 .. math:: \\max\\Big(\\frac{(p - \\mathrm{prec})^+}{p},\\;
-          \\frac{(V - c)^+}{\\max(c, 1)},\\; \\frac{(FP - f)^+}{\\max(f, 1)}\\Big),
+          \\frac{(V - c)^+}{\\max(c, 1)},\\; \\frac{(FP - f)^+}{\\max(f, 1)},\\;
+          \\frac{(r - \\mathrm{recall})^+}{r}\\Big),
+
+with ``recall = TP / P`` (the last term is computed as ``(r P - TP)^+ / (r P)``, zero exactly
+where the floor holds, and 0 when ``P = 0``),
 
 ties broken by the objective, then by the tie rules of :mod:`costlib.frontier`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -128,16 +139,26 @@ class Objective:
 
 @dataclass(frozen=True)
 class Constraints:
-    """Constraints a chosen tuple must meet (``None`` = not constrained)."""
+    """Constraints a chosen tuple must meet (``None`` = not constrained).
+
+    ``total_positives`` is ``P`` of ``min_recall`` (not a constraint itself): needed by
+    :meth:`satisfied` and :meth:`violations` when ``min_recall`` is set.
+    """
 
     min_precision: float | None = None
     max_volume: float | None = None
     max_false_positives: float | None = None
+    min_recall: float | None = None
+    total_positives: float | None = None
 
     def __post_init__(self) -> None:
-        p = self.min_precision
-        if p is not None and not (0.0 < p <= 1.0):
-            raise ValueError(f"min_precision must be in (0, 1], got {plain(p)}")
+        for name in ("min_precision", "min_recall"):
+            p = getattr(self, name)
+            if p is not None and not (0.0 < p <= 1.0):
+                raise ValueError(f"{name} must be in (0, 1], got {plain(p)}")
+        total = self.total_positives
+        if total is not None and not (total >= 0 and math.isfinite(total)):
+            raise ValueError(f"total_positives must be finite and >= 0, got {plain(total)}")
         for name in ("max_volume", "max_false_positives"):
             v = getattr(self, name)
             if v is not None and not (v >= 0 and math.isfinite(v)):
@@ -152,7 +173,16 @@ class Constraints:
             "min_precision": self.min_precision,
             "max_volume": self.max_volume,
             "max_false_positives": self.max_false_positives,
+            "min_recall": self.min_recall,
         }
+
+    def _recall_floor(self) -> float:
+        """``r P`` of ``min_recall`` (which must be set)."""
+        assert self.min_recall is not None
+        if self.total_positives is None:
+            raise ValueError("min_recall needs total_positives P (the positives recall is "
+                             "measured against)")
+        return self.min_recall * self.total_positives
 
     def satisfied(
         self, tp: NDArray[np.float64], fp: NDArray[np.float64], vol: NDArray[np.float64]
@@ -166,6 +196,8 @@ class Constraints:
             ok &= vol <= self.max_volume
         if self.max_false_positives is not None:
             ok &= fp <= self.max_false_positives
+        if self.min_recall is not None:
+            ok &= tp >= self._recall_floor()
         return ok
 
     def violations(
@@ -183,6 +215,10 @@ class Constraints:
         if self.max_false_positives is not None:
             cap = self.max_false_positives
             out["max_false_positives"] = np.maximum(fp - cap, 0.0) / max(cap, 1.0)
+        if self.min_recall is not None:
+            floor = self._recall_floor()  # r P; (r P - TP)^+ / (r P) = (r - recall)^+ / r
+            short = np.maximum(floor - tp, 0.0)
+            out["min_recall"] = short / floor if floor > 0 else np.zeros(np.shape(tp))
         return out
 
 
@@ -297,7 +333,7 @@ def _nearest(
         assert objective.volume is not None
         cap = objective.volume if cons.max_volume is None else min(cons.max_volume,
                                                                    objective.volume)
-        cons = Constraints(cons.min_precision, cap, cons.max_false_positives)
+        cons = dataclasses.replace(cons, max_volume=cap)
     violations = cons.violations(tp, fp, vol)
     worst = np.max(np.stack(list(violations.values())), axis=0)
     pool = (vol > 0) if covered is None else (vol > 0) & covered

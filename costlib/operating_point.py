@@ -71,6 +71,7 @@ from costlib.target import Target, resolve_target
 
 __all__ = [
     "METHODS",
+    "RECALL_NEEDS_AUDIT",
     "OperatingPoint",
     "estimated_recall",
     "optimize",
@@ -141,7 +142,8 @@ class OperatingPoint:
     objective_params : dict
         Its parameters (slope, beta, volume).
     constraints : dict
-        ``min_precision``, ``max_volume``, ``max_false_positives`` (None = not set).
+        ``min_precision``, ``max_volume``, ``max_false_positives``, ``min_recall`` (None = not
+        set).
     max_unrated_share : float
         The allowed unrated share ``s`` of the flagged volume.
     total_positives_source : str
@@ -355,11 +357,21 @@ def _reason(ctx: _Context, selection: Selection, chosen: dict[str, Any],
         limits = {k: v for k, v in ctx.constraints.as_dict().items() if v is not None}
         if ctx.objective.name == "precision_at_volume" and ctx.objective.volume is not None:
             limits["volume"] = ctx.objective.volume
+        recall = ""
+        if ctx.constraints.min_recall is not None:
+            recall = (f" (recall of P̂ = {ctx.constraints.total_positives:g} estimated "
+                      f"positives; the point's recall is {_share(chosen['tp'], ctx)})")
         return (
-            f"no covered {ctx.method} point that flags anything meets {limits}; nearest point "
-            f"(smallest largest relative violation) violates {', '.join(selection.violated)}"
+            f"no covered {ctx.method} point that flags anything meets {limits}{recall}; nearest "
+            f"point (smallest largest relative violation) violates "
+            f"{', '.join(selection.violated)}"
         )
     return ""
+
+
+def _share(tp: float, ctx: _Context) -> str:
+    total = ctx.constraints.total_positives
+    return f"{tp / total:.4g}" if total else "undefined"
 
 
 def _on_curve(
@@ -484,6 +496,7 @@ def optimize(
     min_precision: float | None = None,
     max_volume: float | None = None,
     max_false_positives: float | None = None,
+    min_recall: float | None = None,
     check_resolution: bool = True,
 ) -> OperatingPoint:
     """Choose an operating point on a threshold grid.
@@ -521,6 +534,12 @@ def optimize(
     min_precision, max_volume, max_false_positives : float, optional
         Constraints: ``TP / (TP + FP) >= min_precision``, ``V <= max_volume`` (review capacity,
         unrated rows included), ``FP <= max_false_positives``.
+    min_recall : float in (0, 1], optional
+        Constraint ``TP >= min_recall * P̂``: the point flags at least this share of all
+        positives, with ``P̂`` the Horvitz–Thompson estimate of the total positives (the grid's
+        positive weight). Needs a grid with audit rows (``grid.has_audit``); otherwise a
+        ValueError (without an audit sample the total number of positives is unknown; see
+        docs/audit.md).
 
     check_resolution : bool, default True
         Bound what finer candidate thresholds could reach
@@ -536,7 +555,8 @@ def optimize(
     ctx = _make_context(grid, rule, method, (target_marginal_precision, target_slope,
                                              benefit_matrix, target),
                         objective, beta, volume,
-                        Constraints(min_precision, max_volume, max_false_positives),
+                        _constraints(grid, min_precision, max_volume, max_false_positives,
+                                     min_recall, refuse=True),
                         max_unrated_share)
     point = _choose(ctx, n_buckets, granularity, frontier)
     return _with_resolution(ctx, point) if check_resolution else point
@@ -727,6 +747,33 @@ def _make_context(
                     None if covered.all() else covered)
 
 
+#: Why :func:`optimize` refuses ``min_recall`` on a grid without audit rows.
+RECALL_NEEDS_AUDIT = (
+    "min_recall needs audit data: without an audit sample the total number of positives P is "
+    "unknown (rated positives are only those the thresholds in force flagged), so no recall "
+    "can be computed. Rate an audit sample of the unflagged rows (costlib decide with the "
+    "config's audit section enabled) and build the grid with their inclusion probabilities "
+    "(ThresholdGrid.from_scores(..., audit_probabilities=pi); in the pipelines "
+    "columns.audit_probability); see docs/audit.md"
+)
+
+
+def _constraints(grid: ThresholdGrid, min_precision: float | None, max_volume: float | None,
+                 max_false_positives: float | None, min_recall: float | None, *,
+                 refuse: bool) -> Constraints:
+    """The constraints, with ``P = P̂`` for ``min_recall`` when the grid holds audit rows.
+
+    ``refuse``: a ValueError (:data:`RECALL_NEEDS_AUDIT`) for ``min_recall`` without audit rows
+    (what :func:`optimize` does); otherwise the floor is only recorded (:func:`point_at`
+    chooses nothing).
+    """
+    if min_recall is not None and not grid.has_audit and refuse:
+        Constraints(min_recall=min_recall)  # a bad value is reported as such first
+        raise ValueError(RECALL_NEEDS_AUDIT)
+    total = grid.total_positives if min_recall is not None and grid.has_audit else None
+    return Constraints(min_precision, max_volume, max_false_positives, min_recall, total)
+
+
 def point_at(
     grid: ThresholdGrid,
     thresholds: ArrayLike,
@@ -744,6 +791,7 @@ def point_at(
     min_precision: float | None = None,
     max_volume: float | None = None,
     max_false_positives: float | None = None,
+    min_recall: float | None = None,
 ) -> OperatingPoint:
     """What given thresholds achieve on a grid: an :class:`OperatingPoint` at a fixed place.
 
@@ -768,7 +816,8 @@ def point_at(
     ctx = _make_context(grid, rule, method, (target_marginal_precision, target_slope,
                                              benefit_matrix, target),
                         objective, beta, volume,
-                        Constraints(min_precision, max_volume, max_false_positives),
+                        _constraints(grid, min_precision, max_volume, max_false_positives,
+                                     min_recall, refuse=False),
                         max_unrated_share)
     values = np.asarray(thresholds, dtype=np.float64).ravel()
     if values.shape != (grid.k,):

@@ -32,6 +32,7 @@ from costlib.target import Target
 
 __all__ = [
     "ALL_GROUPS",
+    "RECALL_UNKNOWN",
     "GroupResult",
     "apply_fallback",
     "optimize_group",
@@ -87,8 +88,8 @@ def optimize_group(
 
     ``options`` are further keyword arguments of :func:`costlib.operating_point.optimize`
     (``max_unrated_share``, ``objective``, ``beta``, ``volume``, ``min_precision``,
-    ``max_volume``, ``max_false_positives``), used for the point and for the bootstrap
-    replicates alike. ``in_force``: the thresholds the group is decided with now (one per
+    ``max_volume``, ``max_false_positives``, ``min_recall``), used for the point and for the
+    bootstrap replicates alike. ``in_force``: the thresholds the group is decided with now (one per
     classifier, ``+inf`` = off); when the grid is too thin they are evaluated on it
     (:func:`costlib.operating_point.point_at`) so that :func:`apply_fallback` can keep them
     (unless ``keep_when_insufficient`` is false).
@@ -109,6 +110,13 @@ def optimize_group(
 
     A :class:`~costlib.bootstrap.SparseBootstrapGrids` is made dense only here, after the
     sufficiency check, so a caller holds one group's dense replicates at a time.
+
+    ``min_recall`` on a grid without audit rows (:attr:`ThresholdGrid.has_audit` false): the
+    group's recall is unknown, so no point can be shown to meet the floor. Instead of
+    :func:`~costlib.operating_point.optimize`'s ValueError, every method's point is chosen
+    without the recall floor (the other constraints still apply, intervals likewise) and marked
+    ``status="infeasible"`` with the reason :data:`RECALL_UNKNOWN` (the publish guard holds
+    such a run; ``costlib decide`` gives the group null decisions).
     """
     options = dict(options or {})
     result = GroupResult(
@@ -130,6 +138,10 @@ def optimize_group(
         return result
     kept = []
     bootstrap = None if bootstrap is None else as_dense(bootstrap)
+    min_recall: float | None = options.get("min_recall")
+    recall_unknown = min_recall is not None and not grid.has_audit
+    if recall_unknown:
+        options["min_recall"] = None  # chosen without the floor, then marked infeasible
     for method in methods:
         chosen = optimize(grid, target=target, rule=rule, method=method, **options)
         result.points[method] = chosen
@@ -154,6 +166,8 @@ def optimize_group(
                                                 details=details)
             if not bounded.move:
                 kept.append(method)
+        if recall_unknown and min_recall is not None:
+            result.points[method] = _recall_unknown(result.points[method], min_recall)
         result.intervals[method] = (
             None
             if bootstrap is None
@@ -163,6 +177,22 @@ def optimize_group(
     if methods and len(kept) == len(methods):
         result.status = "kept"
     return result
+
+
+#: Reason of a point chosen on a grid without audit rows under ``min_recall``.
+RECALL_UNKNOWN = (
+    "no audit rows in this group's grid: recall unknown (min_recall needs audit data, "
+    "docs/audit.md); the thresholds are the best point without the recall floor"
+)
+
+
+def _recall_unknown(point: OperatingPoint | None, min_recall: float) -> OperatingPoint | None:
+    """``point`` marked infeasible for want of audit rows (see :func:`optimize_group`)."""
+    if point is None:
+        return None
+    reason = RECALL_UNKNOWN if not point.reason else f"{RECALL_UNKNOWN}; also: {point.reason}"
+    return replace(point, status="infeasible", reason=reason,
+                   constraints={**point.constraints, "min_recall": min_recall})
 
 
 def apply_fallback(

@@ -16,6 +16,7 @@ precision at a volume)
 
 Constraints and coverage are relaxed the same way (a box is kept when *some* tuple in it might
 meet them: ``TP(a) >= p (TP(a) + FP(b))``, ``V(b) <= c``, ``FP(b) <= f``,
+``TP(a) >= r P`` for a recall floor (``P`` is the grid's total, the same for every tuple),
 ``U(b) <= s V(a)``). The largest ``f̄`` over all boxes bounds what *any* finer lattice of the
 same rows can reach (:func:`lattice_resolution`, ``finer_bound``): when it is within a
 tolerance of the point's value, resolution cannot matter.
@@ -185,6 +186,7 @@ def lattice_resolution(
     vol = grid.volume(rule)
     fp_b, vol_b = _upper_corner(fp), _upper_corner(vol)
     optimistic = objective.values(tp, fp_b, grid.total_positives)
+    # TP(a), FP(b), V(b): optimistic for every constraint (a recall floor uses TP(a)).
     possible = constraints.satisfied(tp, fp_b, vol_b)
     if objective.name == "precision_at_volume":
         assert objective.volume is not None

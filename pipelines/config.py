@@ -156,7 +156,8 @@ class RunConfig:
 
     @property
     def constraints(self) -> dict[str, float | None]:
-        """``constraints``: ``min_precision``, ``max_volume``, ``max_false_positives``."""
+        """``constraints``: ``min_precision``, ``max_volume``, ``max_false_positives``,
+        ``min_recall``."""
         return self.raw["constraints"]
 
     @property
@@ -274,6 +275,15 @@ class RunConfig:
             raise ConfigError(
                 f"{source}: objective.volume: objective 'precision_at_volume' needs the review "
                 "volume (a number > 0 of flagged rows, rated and unrated)"
+            )
+        if self.constraints["min_recall"] is not None and not self.columns.get(
+                "audit_probability"):
+            raise ConfigError(
+                f"{source}: constraints.min_recall: needs audit data: set "
+                "columns.audit_probability (the rating inclusion probability of every row). "
+                "Without an audit sample the total number of positives P is unknown (rated "
+                "positives are only those the thresholds in force flagged), so recall cannot "
+                "be estimated; see docs/audit.md"
             )
         if self.in_force["min_gain_z"] is not None and self.bootstrap["replicates"] < 2:
             raise ConfigError(

@@ -84,7 +84,8 @@ def _float_or_none(value: float | None) -> float | None:
 DEFAULT_POINT_SETTINGS: dict[str, Any] = {
     "max_unrated_share": None,
     "objective": {"name": "linear", "beta": 1.0, "volume": None},
-    "constraints": {"min_precision": None, "max_volume": None, "max_false_positives": None},
+    "constraints": {"min_precision": None, "max_volume": None, "max_false_positives": None,
+                    "min_recall": None},
 }
 
 

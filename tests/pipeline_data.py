@@ -113,7 +113,7 @@ def coverage_fields(point_status=None, reason=None) -> dict:
         "unrestricted_fp": None, "unrestricted_unrated": None, "objective": "linear",
         "objective_beta": None, "objective_volume": None, "objective_value": None,
         "max_unrated_share": None, "min_precision": None, "max_volume": None,
-        "max_false_positives": None, "estimated_total_positives": None,
+        "max_false_positives": None, "min_recall": None, "estimated_total_positives": None,
         "estimated_recall": None, "estimated_recall_ci_low": None,
         "estimated_recall_ci_high": None, "estimated_total_positives_ci_low": None,
         "estimated_total_positives_ci_high": None, "finer_bound": None,

@@ -43,6 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="review volume of --objective precision_at_volume")
     choice.add_argument("--min-precision", type=number_in(0, 1), default=None, metavar="P",
                         help="constraint: precision among flagged rated rows >= P")
+    choice.add_argument("--min-recall", type=number_in(0, 1, low_open=True), default=None,
+                        metavar="R",
+                        help="constraint: estimated recall (share of all positives) >= R; "
+                             "needs audit data (columns.audit_probability)")
     choice.add_argument("--max-volume", type=number_in(0), default=None, metavar="V",
                         help="constraint: at most V flagged rows, rated or not (review capacity)")
     choice.add_argument("--max-false-positives", type=number_in(0), default=None, metavar="F",
@@ -87,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         ("constraints", "min_precision", args.min_precision),
         ("constraints", "max_volume", args.max_volume),
         ("constraints", "max_false_positives", args.max_false_positives),
+        ("constraints", "min_recall", args.min_recall),
     ) if value is not None}
     if overrides:
         config = config.with_overrides(overrides, source=f"{args.config} with command-line flags")
