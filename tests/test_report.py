@@ -13,7 +13,6 @@ import json
 import math
 import re
 import shutil
-from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +22,7 @@ from browser import browse, chromium, page_errors
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pipeline_data import base_config
+from report_html import ReportPage
 
 from costlib.sample import generate_score_stream, write_score_stream
 from costlib_pipelines.cli import main
@@ -81,39 +81,8 @@ def report(batch):
     return {"path": Path(path), "html": text, "parsed": _parse(text)}
 
 
-class _Report(HTMLParser):
-    """Sections, table rows (with their data-* attributes and cell texts) and images."""
-
-    def __init__(self):
-        super().__init__()
-        self.sections: dict[str, str] = {}
-        self.rows: list[dict] = []
-        self.images: list[str] = []
-        self._cell: dict | None = None
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "section" and "data-group" in attrs:
-            self.sections[attrs["data-group"]] = attrs["data-status"]
-        elif tag == "tr":
-            self.rows.append({"attrs": attrs, "cells": []})
-        elif tag == "td" and self.rows:
-            self._cell = {"attrs": attrs, "text": ""}
-            self.rows[-1]["cells"].append(self._cell)
-        elif tag == "img":
-            self.images.append(attrs["src"])
-
-    def handle_endtag(self, tag):
-        if tag == "td":
-            self._cell = None
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._cell["text"] += data
-
-
-def _parse(text: str) -> _Report:
-    parser = _Report()
+def _parse(text: str) -> ReportPage:
+    parser = ReportPage()
     parser.feed(text)
     return parser
 

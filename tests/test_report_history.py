@@ -12,7 +12,6 @@ from __future__ import annotations
 import html
 import json
 import re
-from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from browser import browse, chromium, page_errors
 from pipeline_data import base_config, write_files
+from report_html import ReportPage
 from test_pipeline_audit_estimation import AUDIT, audited_frame
 
 from costlib_pipelines import report_history
@@ -56,43 +56,12 @@ def output(tmp_path_factory):
     return out
 
 
-class _Page(HTMLParser):
-    """Table rows with their data-* attributes and cell texts (and cell attributes)."""
-
-    def __init__(self):
-        super().__init__()
-        self.rows: list[dict] = []
-        self.images: list[str] = []
-        self.sections: list[str] = []
-        self._cell = None
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "tr":
-            self.rows.append({"attrs": attrs, "cells": []})
-        elif tag == "td" and self.rows:
-            self._cell = {"attrs": attrs, "text": ""}
-            self.rows[-1]["cells"].append(self._cell)
-        elif tag == "img":
-            self.images.append(attrs["src"])
-        elif tag == "section" and "data-group" in attrs:
-            self.sections.append(attrs["data-group"])
-
-    def handle_endtag(self, tag):
-        if tag == "td":
-            self._cell = None
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._cell["text"] += data
-
-
 @pytest.fixture(scope="module")
 def page(output):
     path = output / "history.html"
     assert main(["report", "--output", str(output), "--history"]) == 0
     text = path.read_text()
-    parser = _Page()
+    parser = ReportPage()
     parser.feed(text)
     return {"path": path, "html": text, "parsed": parser}
 
@@ -173,9 +142,9 @@ def test_last_keeps_the_newest_runs_and_groups_choose_figures(output, tmp_path, 
     monkeypatch.setattr(report_history, "MAX_PLOTTED_GROUPS", 1)
     runs = report_history.load_history(str(output))
     limited = report_history.build_history(runs, str(output), groups=["market_c"])
-    parser = _Page()
+    parser = ReportPage()
     parser.feed(limited)
-    assert parser.sections[:2] == ["__all__", "market_c"]  # always; then held groups
+    assert list(parser.sections)[:2] == ["__all__", "market_c"]  # always; then held groups
     assert "Figures for at most 1 groups" in limited
 
 
