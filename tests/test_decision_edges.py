@@ -242,3 +242,18 @@ def test_the_decision_band_ends_where_the_local_precision_falls_below_5_percent(
     assert 100 <= band <= 110
     edges = decision_edges_from_sketch(sketch, 64)
     assert np.sum(edges >= 10.0) >= 30  # most candidates where decisions are made
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(finite, min_size=1, max_size=80),
+       level=st.sampled_from([0, 10, 40, 52, 60, 63]))
+def test_bucket_lower_bounds_are_below_every_score_of_their_bucket(values, level):
+    v = np.array(values)
+    sketch = ScoreSketch.from_values(v, level=level, capacity=1 << 20)
+    bounds = sketch.lower_bounds()
+    keys = sortable_keys(v) >> np.uint64(level)
+    where = np.searchsorted(sketch.keys, keys)
+    assert np.array_equal(sketch.keys[where], keys)
+    assert np.all(v >= bounds[where]) and np.all(np.isfinite(bounds))
+    same = (sortable_keys(bounds) >> np.uint64(level)) == sketch.keys
+    assert np.all(same | (bounds == np.finfo(np.float64).min))
