@@ -24,8 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-items", type=integer_in(1_000, 100_000_000), default=300_000,
                         help="items in the sample (1,000 to 100,000,000)")
     parser.add_argument("--seed", type=integer_in(0, 2**32 - 1), default=7)
-    parser.add_argument("--bins", type=integer_in(1, 4096), default=64,
-                        help="candidate thresholds per classifier (1 to 4096)")
+    parser.add_argument("--bins", type=integer_in(4, 4096), default=None,
+                        help="candidate thresholds per classifier (4 to 4096; default 128, "
+                        "placed from the data: grid.edges auto)")
     parser.add_argument(
         "--target-marginal-precision", default=0.3,
         type=number_in(0, 1, low_open=True, high_open=True),
@@ -45,7 +46,7 @@ def _config(args: argparse.Namespace):
         "columns": {"weight": "weight", "probability": "probability", "set_id": "set_id"},
         "classifiers": ["text_model", "image_model"],
         "rule": args.rule,
-        "grid": {"edges": "uniform", "bins": args.bins, "range": [0.0, 1.0]},
+        "grid": {"edges": "auto", "bins": args.bins, "range": [0.0, 1.0]},
         "target": {"marginal_precision": args.target_marginal_precision},
         "methods": [m.strip() for m in args.methods.split(",") if m.strip()],
         "decision_method": "graph" if "graph" in args.methods else args.methods.split(",")[0],
