@@ -132,11 +132,8 @@ def _plain(value: float) -> float | None:
 
 def _upper_corner(values: NDArray[np.float64]) -> NDArray[np.float64]:
     """``values[min(a + 1, off)]`` at every cell ``a`` (one step up on every axis)."""
-    out = values
-    for axis in range(values.ndim):
-        out = np.concatenate([np.delete(out, 0, axis=axis),
-                              np.take(out, [-1], axis=axis)], axis=axis)
-    return out
+    step = [np.minimum(np.arange(n) + 1, n - 1) for n in values.shape]
+    return values[np.ix_(*step)]
 
 
 def lattice_resolution(
