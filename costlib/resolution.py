@@ -132,8 +132,13 @@ def _plain(value: float) -> float | None:
 
 def _upper_corner(values: NDArray[np.float64]) -> NDArray[np.float64]:
     """``values[min(a + 1, off)]`` at every cell ``a`` (one step up on every axis)."""
-    step = [np.minimum(np.arange(n) + 1, n - 1) for n in values.shape]
-    return values[np.ix_(*step)]
+    out = values
+    for axis in range(values.ndim):  # shift by one along the axis, the last entry repeated
+        rest = [slice(None)] * values.ndim
+        above, last = list(rest), list(rest)
+        above[axis], last[axis] = slice(1, None), slice(-1, None)
+        out = np.concatenate([out[tuple(above)], out[tuple(last)]], axis=axis)
+    return out
 
 
 def lattice_resolution(
@@ -183,16 +188,16 @@ def lattice_resolution(
     vol = grid.volume(rule)
     fp_b, vol_b = _upper_corner(fp), _upper_corner(vol)
     optimistic = objective.values(tp, fp_b, grid.total_positives)
+    candidates = vol > vol_b  # boxes whose corners differ
     # TP(a), FP(b), V(b): optimistic for every constraint (a recall floor uses TP(a)).
-    possible = constraints.satisfied(tp, fp_b, vol_b)
+    if constraints.active:
+        candidates &= constraints.satisfied(tp, fp_b, vol_b)
     if objective.name == "precision_at_volume":
         assert objective.volume is not None
-        possible &= vol_b <= objective.volume
+        candidates &= vol_b <= objective.volume
     if grid.has_unrated and max_unrated_share < 1:
-        possible &= _upper_corner(grid.unrated_counts(rule)) <= max_unrated_share * vol
-    candidates = possible & (vol > vol_b)  # boxes whose corners differ
-    finer = float(optimistic[candidates].max()) if candidates.any() else float(value)
-    finer = max(finer, float(value))
+        candidates &= _upper_corner(grid.unrated_counts(rule)) <= max_unrated_share * vol
+    finer = max(float(np.max(optimistic, where=candidates, initial=-np.inf)), float(value))
     # Coarse: the volume jumps; optionally also a box holding more than a share of the
     # point's true positives (and more than ``_MIN_UNITS`` rows' weight of them).
     coarse_boxes = vol > max_jump * vol_b
