@@ -9,6 +9,15 @@ costlib's own multi-word flags are accepted in both spellings (``--max-threshold
 ``--max_threshold_change``, as Airflow operators and Flex Template launchers write them): the
 underscore spelling is rewritten to the hyphenated one before parsing, for the flags the command
 declares only, so Beam's own underscore flags (``--direct_num_workers``) pass through untouched.
+
+The check knows the options of every runner Beam ships, not only of the options classes some
+earlier import happened to define: :func:`check_beam_flags` imports the modules holding them
+(:data:`OPTION_MODULES`: direct, portable/Job API, Flink, Spark, Prism, Kafka Streams, Dataflow
+and Google Cloud, Render). Dask's ``DaskOptions`` live in a module that imports ``dask``, an
+optional extra, so unless that module is already imported its flags come from
+:data:`DASK_FLAGS`, a copy of Beam's declaration (``tests/test_runner_options.py`` checks it
+against Beam's source). ``--runner`` also accepts the runners Beam ships but knows only by
+dotted path (:data:`SHIPPED_RUNNERS`: ``DaskRunner``, ``RenderRunner``).
 """
 
 from __future__ import annotations
@@ -19,13 +28,47 @@ import importlib
 from collections.abc import Iterable, Sequence
 
 __all__ = [
+    "DASK_FLAGS",
+    "OPTION_MODULES",
+    "SHIPPED_RUNNERS",
     "UsageError",
     "check_beam_flags",
     "check_runner",
     "closest_flag",
     "declared_flags",
     "normalise_spellings",
+    "resolve_runner",
 ]
+
+#: Modules defining the ``PipelineOptions`` classes of Beam's runners that import without extras.
+OPTION_MODULES = (
+    "apache_beam.options.pipeline_options",  # direct, portable, Flink, Spark, Prism, Dataflow...
+    "apache_beam.runners.render",  # RenderRunner
+)
+
+#: Beam's ``DaskOptions`` flags (``apache_beam/runners/dask/dask_runner.py``, Beam 2.77), used to
+#: check a command line without importing ``dask``: flag -> ``type`` of its value. The last two
+#: are mutually exclusive, as in Beam.
+DASK_FLAGS: dict[str, type] = {
+    "--dask_client_address": str,
+    "--dask_connection_timeout": str,  # Beam: an int, anything else means "no timeout"
+    "--dask_scheduler_file": str,
+    "--dask_client_name": str,
+    "--dask_connection_limit": int,
+    "--dask_npartitions": int,
+    "--dask_partition_size": int,
+}
+_DASK_EXCLUSIVE = ("--dask_npartitions", "--dask_partition_size")
+
+#: Runners Beam ships outside ``StandardOptions.KNOWN_RUNNER_NAMES`` (Beam itself only takes
+#: them by dotted path): short name -> class path. ``--runner`` accepts either spelling.
+SHIPPED_RUNNERS: dict[str, str] = {
+    "DaskRunner": "apache_beam.runners.dask.dask_runner.DaskRunner",
+    "RenderRunner": "apache_beam.runners.render.RenderRunner",
+}
+
+#: The pip extra a shipped runner needs, for the message when it cannot be imported.
+_RUNNER_EXTRAS = {"DaskRunner": "pip install 'apache-beam[dask]'"}
 
 
 class UsageError(ValueError):
@@ -64,8 +107,14 @@ class _RefusingParser(argparse.ArgumentParser):
 
 
 def _beam_parser() -> argparse.ArgumentParser:
-    """A parser holding every option of every imported Beam ``PipelineOptions`` class."""
+    """A parser holding every option of every Beam runner (and of any other imported class)."""
     from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
+
+    for module in OPTION_MODULES:
+        try:
+            importlib.import_module(module)
+        except ImportError:  # pragma: no cover - part of every Beam install
+            pass
 
     class Parser(_RefusingParser, _BeamArgumentParser):
         pass
@@ -76,7 +125,23 @@ def _beam_parser() -> argparse.ArgumentParser:
         seen.setdefault(str(cls), cls)
     for cls in seen.values():
         cls._add_argparse_args(parser)
+    _add_dask_flags(parser)
     return parser
+
+
+def _add_dask_flags(parser: argparse.ArgumentParser) -> None:
+    """Declare :data:`DASK_FLAGS` on ``parser`` unless Beam's ``DaskOptions`` already did.
+
+    Only for checking the command line: Beam parses the values itself (with ``DaskOptions``)
+    when the Dask runner runs.
+    """
+    declared = declared_flags(parser)
+    if any(flag in declared for flag in DASK_FLAGS):  # dask_runner imported: Beam's own
+        return
+    group = parser.add_mutually_exclusive_group()
+    for flag, kind in DASK_FLAGS.items():
+        target = group if flag in _DASK_EXCLUSIVE else parser
+        target.add_argument(flag, type=kind, default=None)
 
 
 def closest_flag(flag: str, candidates: Iterable[str]) -> str | None:
@@ -149,16 +214,38 @@ def check_runner(beam_args: Sequence[str]) -> str | None:
     known = {n.lower(): n for n in StandardOptions.KNOWN_RUNNER_NAMES}
     if runner.lower() in known or runner.lower() + "runner" in known:
         return runner
-    if "." in runner:
-        module_name, _, class_name = runner.rpartition(".")
+    path = resolve_runner(runner)
+    if "." in path:
+        module_name, _, class_name = path.rpartition(".")
         try:
             cls = getattr(importlib.import_module(module_name), class_name)
         except (ImportError, AttributeError) as exc:
-            raise UsageError(f"--runner={runner}: cannot import it ({exc})") from exc
+            short = _shipped_name(runner)
+            extra = f"; it needs {_RUNNER_EXTRAS[short]}" if short in _RUNNER_EXTRAS else ""
+            raise UsageError(f"--runner={runner}: cannot import it ({exc}){extra}") from exc
         if isinstance(cls, type) and issubclass(cls, PipelineRunner):
             return runner
         raise UsageError(f"--runner={runner}: not an Apache Beam PipelineRunner class")
-    suggestion = difflib.get_close_matches(runner.lower(), list(known), n=1, cutoff=0.6)
-    hint = f"; did you mean {known[suggestion[0]]}?" if suggestion else ""
-    raise UsageError(f"--runner={runner}: unknown runner{hint} (Beam knows "
-                     f"{', '.join(sorted(StandardOptions.KNOWN_RUNNER_NAMES))})")
+    names = {**known, **{n.lower(): n for n in SHIPPED_RUNNERS}}
+    suggestion = difflib.get_close_matches(runner.lower(), list(names), n=1, cutoff=0.6)
+    hint = f"; did you mean {names[suggestion[0]]}?" if suggestion else ""
+    every = sorted([*StandardOptions.KNOWN_RUNNER_NAMES, *SHIPPED_RUNNERS])
+    raise UsageError(f"--runner={runner}: unknown runner{hint} (Beam knows {', '.join(every)})")
+
+
+def _shipped_name(runner: str) -> str | None:
+    """The :data:`SHIPPED_RUNNERS` name ``runner`` spells (any case, ``Runner`` optional)."""
+    for name, path in SHIPPED_RUNNERS.items():
+        if runner.lower() in (name.lower(), name.lower().removesuffix("runner"), path.lower()):
+            return name
+    return None
+
+
+def resolve_runner(runner: str) -> str:
+    """``runner`` with a :data:`SHIPPED_RUNNERS` short name replaced by its class path.
+
+    Beam's own ``create_runner`` knows ``DaskRunner`` only as
+    ``apache_beam.runners.dask.dask_runner.DaskRunner``; every other value is returned as is.
+    """
+    short = _shipped_name(runner)
+    return SHIPPED_RUNNERS[short] if short is not None else runner

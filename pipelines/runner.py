@@ -5,7 +5,9 @@ attempt to download the Prism runner (which the default DirectRunner of Beam 2.7
 it honours ``--direct_running_mode`` (``in_memory``, ``multi_threading``,
 ``multi_processing``) and ``--direct_num_workers``. Any other runner flag (``--runner
 FlinkRunner --flink_master ...``, ``--runner DataflowRunner --project ...``, ``--runner
-PortableRunner --job_endpoint ...``) is passed through to Beam unchanged.
+PortableRunner --job_endpoint ...``) is passed through to Beam unchanged, except that a runner
+Beam ships but knows only by class path (``--runner DaskRunner``) is handed to Beam by that path
+(:data:`costlib_pipelines.flags.SHIPPED_RUNNERS`).
 
 Graph construction is part of every run's fixed cost, so the options are made to be cheap:
 :class:`CachedViewOptions` parses the flags once per options class (Beam re-parses them, with a
@@ -24,7 +26,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from costlib_pipelines.flags import check_runner
+from costlib_pipelines.flags import check_runner, resolve_runner
 
 __all__ = ["CachedViewOptions", "make_pipeline", "runner_name"]
 
@@ -77,6 +79,9 @@ def make_pipeline(beam_args: Sequence[str] = (), *, type_check: bool = True) -> 
     """
     overrides = {} if type_check else {"pipeline_type_check": False}
     options = CachedViewOptions(list(beam_args), **overrides)
-    if options.view_as(StandardOptions).runner is None:
+    standard = options.view_as(StandardOptions)
+    if standard.runner is None:
         return beam.Pipeline(runner=FnApiRunner(), options=options)
+    if isinstance(standard.runner, str):  # DaskRunner -> apache_beam.runners.dask...DaskRunner
+        standard.runner = resolve_runner(standard.runner)
     return beam.Pipeline(options=options)
