@@ -22,9 +22,12 @@ Method
 ------
 1. *Pareto set.* Per group the candidates that no other candidate dominates (no more volume and
    at least the utility, one of them strictly), sorted by volume: volume and utility both rise
-   along it. Only these can be in an optimal allocation. Computed for all groups together:
-   stacked lattice counts, a lattice-neighbour dominance filter (raising one threshold never adds
-   volume, so a neighbour with at least the utility dominates), then one sort.
+   along it. Only these can be in an optimal allocation. Computed for all groups together from
+   their non-zero cells: each axis is compressed to the slices a group occupies (thresholds
+   between two occupied slices give equal counts; rule ``any`` with ``s = 0`` also drops the
+   thresholds below the covered box), groups of similar compressed size are stacked for the
+   cumulative sums, a lattice-neighbour dominance filter follows (raising one threshold never
+   adds volume, so a neighbour with at least the utility dominates), then one sort.
 2. *Concave frontier.* The upper concave hull of each Pareto set (its vertices ``p_0, ..., p_m``,
    slopes ``(U_{i+1} - U_i) / (V_{i+1} - V_i)`` strictly decreasing and positive). The
    Lagrangian ``max_t U_g(t) - lambda V_g(t)`` is attained at the vertex where the slope crosses
@@ -55,8 +58,9 @@ Method
    them) cannot reach the greedy allocation's value (less a relative ``1e-9``) are dropped.
    "Exact" is up to float64 rounding of the utilities ``TP - r FP`` and of the scaled volumes;
    volumes are summed in group order and compared with ``C`` as computed. With ``exact="auto"``
-   the programme stops (and the greedy allocation is kept, ``exact=False``) once it has formed
-   more than :data:`EXACT_BUDGET` state-candidate pairs.
+   the programme runs for at most :data:`EXACT_AUTO_GROUPS` groups with a candidate and stops
+   (the greedy allocation is kept, ``exact=False``) once it has formed more than
+   :data:`EXACT_BUDGET` state-candidate pairs.
 
 Statuses (per group): ``"ok"`` (the group got its best candidate, the one it would choose with
 unlimited capacity: the most utility, then the least volume), ``"capacity_bound"`` (the shared
@@ -87,6 +91,7 @@ from costlib.target import Target
 
 __all__ = [
     "ALLOCATION_OBJECTIVES",
+    "EXACT_AUTO_GROUPS",
     "EXACT_BUDGET",
     "CapacityAllocation",
     "GroupAllocation",
@@ -100,6 +105,9 @@ ALLOCATION_OBJECTIVES = ("linear", "true_positives")
 
 #: ``exact="auto"``: the exact programme gives up after forming this many state-candidate pairs.
 EXACT_BUDGET = 4_000_000
+
+#: ``exact="auto"``: the exact programme is tried for at most this many feasible groups.
+EXACT_AUTO_GROUPS = 64
 
 #: Lattice cells per batch of stacked groups (bounds the temporaries of step 1).
 BATCH_CELLS = 1 << 21
@@ -289,37 +297,127 @@ def _utility_slope(objective: str, target: float | Target | None) -> float | Non
 
 
 # ----------------------------------------------------------------------------- step 1 and 2
-def _pareto_batch(grids: list[ThresholdGrid], rule: str, slope: float | None, share: float,
-                  scale: _F, vmin: _F, vmax: _F) -> tuple[_I, _I, _F, _F, _F, _F]:
-    """Pareto points of a batch of groups: ``(group, cell, V, U, TP, FP)`` sorted by group,
-    increasing volume."""
+@dataclass(frozen=True)
+class _Sparse:
+    """Non-zero cells of every group's histograms, and each axis' compressed coordinates.
+
+    Along axis ``j`` the counts of a group change only where ``t_j`` passes an occupied slice
+    ``c >= 1`` (slice 0, scores below the first edge, never fires), so with the occupied slices
+    ``c_1 < ... < c_m`` the thresholds ``t_j`` in ``[c_i, c_{i+1} - 1]`` (``c_0 = 0``,
+    ``c_{m+1} = B_j + 1``) all give the same counts: compressed index ``i``, represented by the
+    largest of them, ``c_{i+1} - 1``. Compressed indices past ``m`` (padding of a batch) flag
+    nothing along ``j`` and are represented by ``B_j`` ("off").
+    """
+
+    group: _I
+    coords: tuple[_I, ...]  # compressed coordinate per axis of every entry
+    values: _F  # (3, n): negatives, positives, unrated
+    sizes: _I  # (G, k): compressed lattice shape per group, m_j + 1
+    reps: tuple[_I, ...]  # per axis (G, B_j + 2): original index of each compressed index
+
+    @classmethod
+    def of(cls, grids: list[ThresholdGrid], box: bool) -> _Sparse:
+        """With ``box`` (rule any, unrated share 0) the covered tuples of a group are exactly
+        ``t >= f`` with ``f_j`` the largest coordinate of an unrated cell along axis ``j``
+        (``U(t) = 0`` iff every unrated cell lies at or below ``t``): slices ``c <= f_j`` are
+        merged into compressed index 0 and the compressed lattice holds covered tuples only."""
+        shape = grids[0].shape
+        group, cells, neg, pos, unr = [], [], [], [], []
+        for i, grid in enumerate(grids):
+            total = grid.pos + grid.neg
+            if grid.has_unrated:
+                total += grid._unrated()
+            nz = np.flatnonzero(total != 0)
+            group.append(np.full(nz.size, i, dtype=np.intp))
+            cells.append(nz)
+            neg.append(grid.neg.ravel()[nz])
+            pos.append(grid.pos.ravel()[nz])
+            unr.append(grid._unrated().ravel()[nz] if grid.has_unrated else np.zeros(nz.size))
+        grp: _I = np.concatenate(group)
+        values = np.stack([np.concatenate(neg), np.concatenate(pos), np.concatenate(unr)])
+        coords = np.unravel_index(np.concatenate(cells), shape)
+        compressed, sizes, reps = [], [], []
+        unrated = values[2] != 0
+        for axis, n in enumerate(shape):
+            occupied = np.zeros((len(grids), n), dtype=bool)
+            occupied[grp, coords[axis]] = True
+            floor = np.zeros(len(grids), dtype=np.intp)
+            if box:
+                np.maximum.at(floor, grp[unrated], coords[axis][unrated])
+            occupied &= np.arange(n)[None, :] > floor[:, None]
+            compressed.append(np.cumsum(occupied, axis=1)[grp, coords[axis]].astype(np.intp))
+            sizes.append(occupied.sum(axis=1) + 1)
+            rep = np.full((len(grids), n + 1), n - 1, dtype=np.intp)
+            gi, ci = np.nonzero(occupied)
+            starts = np.searchsorted(gi, np.arange(len(grids)))
+            rep[gi, np.arange(gi.size) - starts[gi]] = ci - 1
+            reps.append(rep)
+        return cls(grp, tuple(compressed), values,
+                   np.stack(sizes, axis=1).astype(np.intp), tuple(reps))
+
+
+def _candidates(grids: list[ThresholdGrid], rule: str, slope: float | None, share: float,
+                scale: _F, vmin: _F, vmax: _F) -> tuple[_I, _I, _F, _F, _F, _F]:
+    """Candidates no lattice neighbour dominates: ``(group, cell, V, U, TP, FP)``, unsorted.
+
+    Groups are taken in batches of similar compressed lattice size (:class:`_Sparse`), each
+    batch as one stacked array of compressed histograms.
+    """
+    box = rule == "any" and share == 0.0
+    sparse = _Sparse.of(grids, box)
     k = grids[0].k
-    b = len(grids)
-    pos = np.stack([g.pos for g in grids])
-    neg = np.stack([g.neg for g in grids])
-    tp = lattice_counts(pos, rule, k).reshape(b, -1)
-    fp = lattice_counts(neg, rule, k).reshape(b, -1)
-    del pos, neg
+    shape = grids[0].shape
+    order = np.lexsort((np.arange(len(grids)), np.prod(sparse.sizes, axis=1)))
+    position = np.argsort(sparse.group, kind="stable")
+    entry_bounds = np.searchsorted(sparse.group[position], np.arange(len(grids) + 1))
+    out = []
+    start = 0
+    sizes = sparse.sizes[order].tolist()
+    while start < order.size:
+        stop, dims = start + 1, sizes[start]
+        while stop < order.size:
+            grown = [max(a, b) for a, b in zip(dims, sizes[stop], strict=True)]
+            if math.prod(grown) * (stop + 1 - start) > BATCH_CELLS:
+                break
+            stop, dims = stop + 1, grown
+        batch = order[start:stop]
+        start = stop
+        out.append(_candidates_batch(sparse, batch, entry_bounds, position, rule, slope, share,
+                                     scale, vmin, vmax, k, shape, box))
+    return tuple(np.concatenate([o[i] for o in out]) for i in range(6))  # type: ignore[return-value]
+
+
+def _candidates_batch(sparse: _Sparse, batch: _I, entry_bounds: _I, position: _I, rule: str,
+                      slope: float | None, share: float, scale: _F, vmin: _F, vmax: _F, k: int,
+                      shape: tuple[int, ...], box: bool) -> tuple[_I, _I, _F, _F, _F, _F]:
+    b = batch.size
+    dims = tuple(int(x) for x in sparse.sizes[batch].max(axis=0))
+    entries = np.concatenate([position[entry_bounds[g]:entry_bounds[g + 1]] for g in batch])
+    local = np.repeat(np.arange(b), entry_bounds[batch + 1] - entry_bounds[batch])
+    flat = np.ravel_multi_index(tuple(c[entries] for c in sparse.coords), dims)
+    size = int(np.prod(dims))
+    channels = 2 if box else 3  # in a box every compressed tuple is covered
+    hist = np.empty((channels, b * size))
+    for channel in range(channels):
+        hist[channel] = np.bincount(local * size + flat, weights=sparse.values[channel, entries],
+                                    minlength=b * size)
+    counts = lattice_counts(hist.reshape(channels, b, *dims), rule, k).reshape(channels, b, size)
+    fp, tp = counts[0], counts[1]
     vol = tp + fp
-    has_unrated = [g.has_unrated for g in grids]
-    covered: NDArray[np.bool_] | None = None
-    if any(has_unrated):
-        unr = lattice_counts(np.stack([g._unrated() for g in grids]), rule, k).reshape(b, -1)
+    covered: NDArray[np.bool_] | bool = True
+    if not box:
+        unr = counts[2]
         vol += unr
         covered = unr == 0 if share == 0.0 else unr <= share * vol
-        del unr
-    sc = scale[:, None]
+    sc = scale[batch][:, None]
     vol *= sc
     util = tp.copy() if slope is None else tp - slope * fp
     util *= sc
-    cand = (vol >= vmin[:, None]) & (vol <= vmax[:, None])
-    if covered is not None:
-        cand &= covered
+    cand = (vol >= vmin[batch][:, None]) & (vol <= vmax[batch][:, None]) & covered
     # A candidate with a candidate neighbour of a higher threshold (never more volume) that has
     # at least its utility is dominated (or equal, and the neighbour represents it).
-    shape = grids[0].shape
-    c = cand.reshape(b, *shape)
-    u = util.reshape(b, *shape)
+    c = cand.reshape(b, *dims)
+    u = util.reshape(b, *dims)
     dominated = np.zeros_like(c)
     for axis in range(1, k + 1):
         lo = [slice(None)] * (k + 1)
@@ -333,7 +431,17 @@ def _pareto_batch(grids: list[ThresholdGrid], rule: str, slope: float | None, sh
     keep &= ~(off[:, None] & (util <= 0))
     keep[:, -1] = off
     grp, cell = np.nonzero(keep)
-    v, w = vol[grp, cell], util[grp, cell]
+    g = batch[grp]
+    compressed = np.unravel_index(cell, dims)
+    original = np.ravel_multi_index(
+        tuple(rep[g, ci] for rep, ci in zip(sparse.reps, compressed, strict=True)), shape)
+    return (g.astype(np.intp), original.astype(np.intp), vol[grp, cell], util[grp, cell],
+            tp[grp, cell] * scale[g], fp[grp, cell] * scale[g])
+
+
+def _pareto(grp: _I, cell: _I, v: _F, w: _F, tp: _F, fp: _F
+            ) -> tuple[_I, _I, _F, _F, _F, _F]:
+    """Every group's Pareto points, sorted by group, then increasing volume."""
     order = np.lexsort((-cell, -w, v, grp))
     grp, cell, v, w = grp[order], cell[order], v[order], w[order]
     # Pareto: utility strictly above every point of the same group with less (or equal) volume.
@@ -343,9 +451,8 @@ def _pareto_batch(grids: list[ThresholdGrid], rule: str, slope: float | None, sh
     running = np.maximum.accumulate(key)
     front = np.ones(key.size, dtype=bool)
     front[1:] = key[1:] > running[:-1]
-    grp, cell, v, w = grp[front], cell[front], v[front], w[front]
-    return (grp, cell.astype(np.intp), v, w, tp[grp, cell] * scale[grp],
-            fp[grp, cell] * scale[grp])
+    keep = order[front]
+    return grp[front], cell[front], v[front], w[front], tp[keep], fp[keep]
 
 
 def _hull_python(v: list[float], u: list[float]) -> list[int]:
@@ -418,17 +525,8 @@ def group_frontiers(
     vmin = _per_group("min_volume", min_volume, groups, 0.0)
     vmax = _per_group("max_volume", max_volume, groups, math.inf)
     shape = grids[groups[0]].shape
-    size = int(np.prod(shape))
-    per_batch = max(1, BATCH_CELLS // size)
-    parts = []
-    for start in range(0, len(groups), per_batch):
-        stop = min(start + per_batch, len(groups))
-        batch = [grids[g] for g in groups[start:stop]]
-        grp, *rest = _pareto_batch(batch, rule, slope, share, scale[start:stop],
-                                   vmin[start:stop], vmax[start:stop])
-        parts.append((grp + start, *rest))
-    grp = np.concatenate([p[0] for p in parts])
-    cell, v, u, tp, fp = (np.concatenate([p[i] for p in parts]) for i in range(1, 6))
+    grp, cell, v, u, tp, fp = _pareto(*_candidates([grids[g] for g in groups], rule, slope,
+                                                   share, scale, vmin, vmax))
     on_hull = _hulls(grp, v, u)
     bounds = np.searchsorted(grp, np.arange(len(groups) + 1))
     out = {}
@@ -599,7 +697,8 @@ def allocate_capacity(
     volume_scale : mapping of group to float, optional
         ``a_g > 0``: expected next-period rows / window rows. Volumes and utilities are scaled.
     exact : bool or "auto"
-        Compute the exact integral optimum (step 5): always, never, or within
+        Compute the exact integral optimum (step 5): always (its time can grow exponentially with
+        the number of groups), never, or for at most :data:`EXACT_AUTO_GROUPS` groups within
         :data:`EXACT_BUDGET`.
 
     Returns
@@ -618,7 +717,8 @@ def allocate_capacity(
     fronts = [f for f in frontiers.values() if f.feasible]
     choice, lp, multiplier, greedy, feasible = _lp(fronts, cap)
     solved = False
-    if feasible and exact is not False and fronts:
+    if feasible and fronts and (exact is True or (
+            exact == "auto" and len(fronts) <= EXACT_AUTO_GROUPS)):
         budget = math.inf if exact is True else EXACT_BUDGET
         found = _exact(fronts, cap, greedy, budget)
         if found is not None:
