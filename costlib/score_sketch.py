@@ -66,9 +66,28 @@ def key_values(keys: ArrayLike) -> NDArray[np.float64]:
     return bits.view(np.float64)
 
 
-def _quantise(weights: NDArray[np.float64], weight_bits: int) -> NDArray[np.float64]:
-    scale = float(2**weight_bits)
-    return np.rint(weights * scale) / scale
+def _counted_rows(
+    values: ArrayLike, weights: ArrayLike | None, weight_bits: int
+) -> tuple[NDArray[np.intp] | None, NDArray[np.float64], NDArray[np.float64] | None]:
+    """The rows a sketch counts: ``(rows, values, weights)`` of the finite values with a
+    positive weight, weights quantised as :class:`~costlib.grid.ThresholdGrid` quantises them
+    (``rows`` None when every row counts). NaN, ``+inf`` and mismatched weights are refused."""
+    from costlib.grid import quantize_weights  # costlib.grid imports this module's users
+
+    v = np.asarray(values, dtype=np.float64).ravel()
+    if np.isnan(v).any() or (v == np.inf).any():
+        raise ValueError("score sketch: values must be finite or -inf (not NaN or +inf)")
+    keep = v > -np.inf
+    w = None
+    if weights is not None:
+        w = quantize_weights(np.asarray(weights, dtype=np.float64).ravel(), weight_bits)
+        if w.shape != v.shape:
+            raise ValueError(f"score sketch: {w.size} weights for {v.size} values")
+        keep &= w > 0
+    if keep.all():
+        return None, v, w
+    rows = np.flatnonzero(keep)
+    return rows, v[rows], None if w is None else w[rows]
 
 
 def _collapse(keys: NDArray[np.uint64],
@@ -131,18 +150,7 @@ class ScoreSketch:
         """
         if not 0 <= int(level) <= 63 or int(capacity) < 1:
             raise ValueError(f"need 0 <= level <= 63 and capacity >= 1, got {level}, {capacity}")
-        v = np.asarray(values, dtype=np.float64).ravel()
-        if np.isnan(v).any() or (v == np.inf).any():
-            raise ValueError("score sketch: values must be finite or -inf (not NaN or +inf)")
-        keep = v > -np.inf
-        w = None
-        if weights is not None:
-            w = _quantise(np.asarray(weights, dtype=np.float64).ravel(), weight_bits)
-            if w.shape != v.shape:
-                raise ValueError(f"score sketch: {w.size} weights for {v.size} values")
-            keep &= w > 0
-            w = w[keep]
-        v = v[keep]
+        _, v, w = _counted_rows(values, weights, weight_bits)
         keys = sortable_keys(v) >> np.uint64(level)
         return cls._from_keys(keys, w, int(level), int(capacity))
 
@@ -308,16 +316,8 @@ class EdgeSketch:
             s[positive_rows], None if w is None else w[positive_rows], level=0,
             capacity=capacity, weight_bits=weight_bits)
         # The coarse channels share one key computation (rated rows are a subset).
-        if np.isnan(s).any() or (s == np.inf).any():
-            raise ValueError("score sketch: values must be finite or -inf (not NaN or +inf)")
-        keep = s > -np.inf
-        if w is not None:
-            w = _quantise(w, weight_bits)
-            keep &= w > 0
-        rows = None if keep.all() else np.flatnonzero(keep)
-        values = s if rows is None else s[rows]
+        rows, values, row_weights = _counted_rows(s, w, weight_bits)
         keys = sortable_keys(values) >> np.uint64(COARSE_LEVEL)
-        row_weights = None if w is None else (w if rows is None else w[rows])
         scored = ScoreSketch._from_keys(keys, row_weights, COARSE_LEVEL, capacity)
         kept_rated = rated if rows is None else rated[rows]
         if kept_rated.all():

@@ -490,11 +490,7 @@ class EdgeSketchFn(beam.DoFn):
 
 def batch_edge_sketches(batch) -> list[EdgeSketch]:
     """The edge sketch of every classifier over a validated batch's grid rows."""
-    if batch.audit_probabilities is not None:
-        _, _, scores, labels, weights, unrated, _ = audit_rows(batch)
-    else:
-        scores, labels, weights = batch.scores, batch.labels, batch.weights
-        unrated = None if batch.rated.all() else ~batch.rated
+    _, _, scores, labels, weights, unrated, _ = grid_rows(batch)
     return [EdgeSketch.from_rows(scores[:, j], labels, weights, unrated)
             for j in range(scores.shape[1])]
 
@@ -583,6 +579,18 @@ def _sum_arrays(arrays):
     return total
 
 
+def grid_rows(batch):
+    """Rows of a validated batch as they enter the grids, in :func:`audit_rows`' form.
+
+    With audit probabilities, :func:`audit_rows`; without, every valid row (no copies: ``rows``
+    and ``audited`` are None), unrated ones masked by ``unrated`` (None when there is none).
+    """
+    if batch.audit_probabilities is not None:
+        return audit_rows(batch)
+    unrated = None if batch.rated.all() else ~batch.rated
+    return (None, batch.group_codes, batch.scores, batch.labels, batch.weights, unrated, None)
+
+
 def audit_rows(batch):
     """Rows of a validated batch with audit probabilities as they enter the grids.
 
@@ -644,19 +652,14 @@ class AggregateBatchesFn(beam.DoFn):
         the 2-channel partials of the rated rows. Bootstrap replicates get the same rows.
         """
         n_groups = len(batch.group_names)
-        audited = variances = None
+        rows, groups, scores, labels, weights, unrated, audited = grid_rows(batch)
+        variances = None
         if batch.audit_probabilities is not None:
-            rows, groups, scores, labels, weights, unrated, audited = audit_rows(batch)
             # Horvitz–Thompson variance weights (1 - p) (w / p)^2 of the rated rows: channels
             # 3 and 4 of the partials (costlib.grid.grouped_histograms)
             variances = ht_variance_weights(weights, batch.audit_probabilities.take(rows))
             if unrated is not None:
                 variances[unrated] = 0.0
-        else:  # every valid row enters (no copies): rated, and unrated ones in channel 2
-            rows = None
-            groups, scores, labels, weights = (batch.group_codes, batch.scores, batch.labels,
-                                               batch.weights)
-            unrated = None if batch.rated.all() else ~batch.rated
         if groups.size == 0:
             return
         if self.windowed:

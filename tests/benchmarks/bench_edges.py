@@ -4,6 +4,7 @@ Run from the repository root (not run by CI; about 1.5 minutes on 2 cores)::
 
     .venv/bin/python tests/benchmarks/bench_edges.py               # library and pipeline
     .venv/bin/python tests/benchmarks/bench_edges.py --no-pipeline # library only
+    BENCH_EDGES_SEED=3 .venv/bin/python tests/benchmarks/bench_edges.py  # other streams
 
 What it prints. First the machine (:func:`machine.describe`). Then, for every generated
 rare-event stream and objective, one row: the stream, its rows, positives and classifiers
