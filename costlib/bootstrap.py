@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import pdtr
 
 from costlib._messages import plain
-from costlib.edges import BinLocator
+from costlib.bin_locator import locator_for
 from costlib.grid import (
     DEFAULT_WEIGHT_BITS,
     ROW_CHUNK,
@@ -258,7 +258,7 @@ class SparseBootstrapGrids:
             hashed = hashed[keep]
         edge_arrays = ThresholdGrid._check_edge_list(edges, s.shape[1])
         empty = ThresholdGrid.empty(edge_arrays, names=names, weight_bits=weight_bits)
-        locators = [BinLocator(e) for e in empty.edges]
+        locators = [locator_for(e) for e in empty.edges]
         wq = None if w is None else quantize_weights(w, weight_bits)
         channels = 2 if unrated is None else 3
         parts = []

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from costlib._messages import plain
+from costlib.bin_locator import BinLocator, bin_indices
 from costlib.score_sketch import EdgeSketch, ScoreSketch
 
 #: Candidate thresholds per classifier of the default recipe (:func:`decision_edges`).
@@ -36,9 +37,6 @@ __all__ = [
     "with_thresholds",
 ]
 
-# Relative tolerance under which edges count as evenly spaced for the arithmetic binning path.
-# The path is exact whatever the tolerance: it corrects each estimate against the true edges.
-_UNIFORM_RTOL = 1e-9
 
 
 def uniform_edges(low: float, high: float, n_edges: int) -> NDArray[np.float64]:
@@ -153,100 +151,6 @@ def with_thresholds(
     if extra.size == 0:
         return base
     return check_edges(np.union1d(base, extra), name=name)
-
-
-def _is_uniform(edges: NDArray[np.float64]) -> bool:
-    if edges.size < 3:
-        return edges.size == 2
-    steps = np.diff(edges)
-    span = edges[-1] - edges[0]
-    return bool(np.max(np.abs(steps - span / (edges.size - 1))) <= _UNIFORM_RTOL * span)
-
-
-class BinLocator:
-    """Maps scores to bins ``b(s) = #{i : edges[i] <= s}``, exactly and fast.
-
-    The result always equals ``np.searchsorted(edges, s, side="right")`` (including values on an
-    edge and ``-inf``). A first estimate comes from arithmetic on a uniform grid: for evenly
-    spaced edges the grid *is* the edges; otherwise a fine uniform grid of ``8 * B`` cells (at
-    most 65536) over ``[edges[0], edges[-1]]`` with a lookup table of the bin at each grid
-    point. The estimate is then corrected against the true edges, one step at a time, which
-    converges in one or two steps unless many edges crowd into one fine cell; values still
-    unresolved after a few steps fall back to a binary search.
-    """
-
-    _MAX_STEPS = 3
-
-    def __init__(self, edges: NDArray[np.float64]) -> None:
-        self.edges = edges
-        self.n_edges = edges.size
-        padded = np.concatenate(([-np.inf], edges, [np.inf]))
-        self._lower = padded[:-1]  # bin b holds lower[b] <= s < upper[b]
-        self._upper = padded[1:]
-        with np.errstate(over="ignore", divide="ignore"):  # the overflow is what we test for
-            span = edges[-1] - edges[0]
-            extreme = edges.size > 1 and not (np.isfinite(span) and np.isfinite(edges.size / span))
-        if extreme:
-            # A span that overflows, or a step so small that its inverse does: no arithmetic
-            # estimate can be trusted, so every value goes to the binary search.
-            self._arithmetic = False
-            return
-        self._arithmetic = True
-        if edges.size == 1:
-            self._table = None
-            self._low, self._step, self._cells = edges[0], 1.0, 0
-        elif _is_uniform(edges):
-            self._table = None
-            self._low = edges[0]
-            self._step = (edges[-1] - edges[0]) / (edges.size - 1)
-            self._cells = edges.size - 1
-        else:
-            cells = min(8 * edges.size, 1 << 16)
-            grid = np.linspace(edges[0], edges[-1], cells + 1)
-            self._low = edges[0]
-            self._step = (edges[-1] - edges[0]) / cells
-            self._cells = cells
-            # Estimate index i (grid cell i - 1, see __call__) -> bin at that cell's left end.
-            left_bins = np.searchsorted(edges, grid, side="right")
-            self._table = np.concatenate(([0], left_bins))
-
-    def __call__(self, values: NDArray[np.floating]) -> NDArray[np.intp]:
-        """Bin index of every value (values must be finite or -inf; not validated here)."""
-        if not self._arithmetic:
-            return np.searchsorted(self.edges, values, side="right")
-        # Estimate (may be off by one through rounding; corrected below): grid cell + 1, so
-        # that below-range values land on 0 and the cell count maps to the last bin.
-        estimate = values - (self._low - self._step)
-        estimate *= 1.0 / self._step
-        np.clip(estimate, 0.0, self._cells + 1, out=estimate)
-        bins: NDArray[np.intp] = estimate.astype(np.intp)
-        if self._table is not None:
-            bins = self._table[bins]
-        lower, upper = self._lower, self._upper
-        for _ in range(self._MAX_STEPS):
-            too_high = values < lower[bins]
-            too_low = values >= upper[bins]
-            if not (too_high.any() or too_low.any()):
-                return bins
-            bins -= too_high
-            bins += too_low
-        wrong = (values < lower[bins]) | (values >= upper[bins])
-        if wrong.any():
-            bins[wrong] = np.searchsorted(self.edges, values[wrong], side="right")
-        return bins
-
-
-def bin_indices(values: NDArray[np.floating], edges: NDArray[np.float64]) -> NDArray[np.intp]:
-    """Bin of each score: ``b(s) = #{i : edges[i] <= s}`` (see :class:`BinLocator`).
-
-    Parameters
-    ----------
-    values : ndarray of float
-        Scores, finite or ``-inf`` (not validated here: callers validate once per batch).
-    edges : ndarray of float64
-        Strictly ascending candidate thresholds (see :func:`check_edges`).
-    """
-    return BinLocator(edges)(np.asarray(values, dtype=np.float64))
 
 
 def fine_histogram(values: ArrayLike, low: float, high: float,

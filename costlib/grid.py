@@ -47,7 +47,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from costlib._messages import plain
 from costlib.audit_estimation import audit_design
-from costlib.edges import BinLocator, check_edges
+from costlib.bin_locator import BinLocator, locator_for
+from costlib.edges import check_edges
 
 __all__ = [
     "RULES",
@@ -449,7 +450,7 @@ class ThresholdGrid:
         edge_arrays = cls._check_edge_list(edges, s.shape[1])
         shape = tuple(e.size + 1 for e in edge_arrays)
         wq = None if w is None else quantize_weights(w, weight_bits)
-        locators = [BinLocator(e) for e in edge_arrays]
+        locators = [locator_for(e) for e in edge_arrays]
         counts = histogram_cells(s, y, wq, locators, shape, unrated=unrated)
         variance = None
         if audit_probabilities is not None:
@@ -856,7 +857,7 @@ def grouped_histograms(
     count) they have 5: channels 3 and 4 hold the Horvitz–Thompson variance weights of the
     rated negatives and positives (:attr:`ThresholdGrid.variance`).
     """
-    locators = [BinLocator(e) for e in edges]
+    locators = [locator_for(e) for e in edges]
     shape = tuple(e.size + 1 for e in edges)
     size = int(np.prod(shape))
     channels = 5 if variances is not None else (2 if unrated is None else 3)

@@ -52,10 +52,12 @@ def sortable_keys(values: ArrayLike) -> NDArray[np.uint64]:
 
     ``a < b`` exactly when ``key(a) < key(b)`` for non-NaN ``a``, ``b``.
     """
-    v = np.asarray(values, dtype=np.float64) + 0.0  # -0.0 + 0.0 is +0.0
+    v = np.array(values, dtype=np.float64)  # a copy, worked on in place (one allocation)
+    v += 0.0  # -0.0 + 0.0 is +0.0
     bits = v.view(np.uint64)
     if v.size and v.min() >= 0:  # the usual case: one pass
-        return bits | _SIGN
+        bits |= _SIGN
+        return bits
     return np.where(bits >= _SIGN, ~bits, bits | _SIGN)
 
 
@@ -317,14 +319,13 @@ class EdgeSketch:
             capacity=capacity, weight_bits=weight_bits)
         # The coarse channels share one key computation (rated rows are a subset).
         rows, values, row_weights = _counted_rows(s, w, weight_bits)
-        keys = sortable_keys(values) >> np.uint64(COARSE_LEVEL)
-        scored = ScoreSketch._from_keys(keys, row_weights, COARSE_LEVEL, capacity)
+        keys = sortable_keys(values)
+        keys >>= np.uint64(COARSE_LEVEL)
         kept_rated = rated if rows is None else rated[rows]
         if kept_rated.all():
+            scored = _coarse_channels(keys, row_weights, None, capacity)[0]
             return cls(scored=scored, rated=scored, positives=positives)
-        rated_sketch = ScoreSketch._from_keys(
-            keys[kept_rated], None if row_weights is None else row_weights[kept_rated],
-            COARSE_LEVEL, capacity)
+        scored, rated_sketch = _coarse_channels(keys, row_weights, kept_rated, capacity)
         return cls(scored=scored, rated=rated_sketch, positives=positives)
 
     @classmethod
@@ -356,3 +357,42 @@ class EdgeSketch:
                 and self.positives == other.positives)
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def _coarse_channels(keys: NDArray[np.uint64], weights: NDArray[np.float64] | None,
+                     rated: NDArray[np.bool_] | None,
+                     capacity: int) -> tuple[ScoreSketch, ScoreSketch | None]:
+    """The scored and rated channels at :data:`COARSE_LEVEL` from one count (rated None: the
+    scored channel only). ``keys`` (at the coarse level) is overwritten.
+
+    When the keys span a short range, one ``bincount`` over ``2 (key - low) + rated`` gives
+    both: the rated weight per bucket in the odd slots, the unrated in the even ones, worked
+    in place in ``keys`` (fresh arrays of a batch's size cost page faults, more than the
+    arithmetic). Otherwise each channel is counted alone.
+    """
+    if keys.size:
+        low, high = keys.min(), keys.max()
+        span = int(high - low) + 1
+        if span <= _BINCOUNT_RANGE and span <= 8 * keys.size + 1024:
+            keys -= low
+            slots = keys.view(np.intp)
+            if rated is None:
+                per_bucket = [np.bincount(slots, weights=weights, minlength=span)]
+            else:
+                slots <<= 1
+                slots += rated
+                counts = np.bincount(slots, weights=weights, minlength=2 * span)
+                counts = counts.reshape(span, 2)
+                per_bucket = [counts[:, 0] + counts[:, 1], counts[:, 1]]
+            channels = []
+            for count in per_bucket:
+                occupied = np.flatnonzero(count)
+                channels.append(ScoreSketch(occupied.astype(np.uint64) + low,
+                                            count[occupied].astype(np.float64),
+                                            COARSE_LEVEL, capacity)._fit())
+            return channels[0], channels[1] if rated is not None else None
+    scored = ScoreSketch._from_keys(keys, weights, COARSE_LEVEL, capacity)
+    if rated is None:
+        return scored, None
+    rated_weights = None if weights is None else weights[rated]
+    return scored, ScoreSketch._from_keys(keys[rated], rated_weights, COARSE_LEVEL, capacity)

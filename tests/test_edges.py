@@ -79,3 +79,51 @@ def test_bin_indices_on_extreme_edges(edges, values):
     e = np.array(edges)
     v = np.array(values)
     assert np.array_equal(bin_indices(v, e), np.searchsorted(e, v, side="right"))
+
+
+any_float = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    edges=st.lists(any_float, min_size=2, max_size=30, unique=True),
+    values=st.lists(any_float, min_size=0, max_size=60),
+)
+def test_bracket_tables_bound_the_true_bin(edges, values):
+    """The invariant the bracket tables rest on, for both kinds of cells over any floats:
+    every value's cell brackets its true bin, ``lo <= b(s) <= hi``."""
+    from costlib.bin_locator import _KeyCells, _ValueCells
+
+    e = np.unique(np.array(edges) + 0.0)
+    if e.size < 2:
+        return
+    v = np.concatenate([values, e, np.nextafter(e, -np.inf), np.nextafter(e, np.inf),
+                        [-np.inf, 0.0, -0.0]])
+    truth = np.searchsorted(e, v, side="right")
+    kinds = [_KeyCells(e)]
+    with np.errstate(over="ignore", divide="ignore"):
+        span = e[-1] - e[0]
+        if (np.isfinite(e[0] - span) and np.isfinite(e[-1] + span)
+                and np.isfinite((1 << 16) / span) and np.isfinite(e.size / span)):
+            kinds.append(_ValueCells(e, 1 << 16))
+    for cells in kinds:
+        index = cells.index(v.copy())
+        assert (cells.lo[index] <= truth).all() and (truth <= cells.hi[index]).all()
+    assert np.array_equal(bin_indices(v, e), truth)
+
+
+@pytest.mark.parametrize("where", ["near0", "near1", "signed"])
+def test_bin_indices_on_log_spaced_edges(where):
+    """Edges of the default recipe's shape (log-spaced tails, crowded where rows are rare)."""
+    rng = np.random.default_rng(7)
+    if where == "near0":
+        e = np.unique(np.concatenate([np.geomspace(1e-9, 1e-2, 100), np.linspace(0.02, 1, 28)]))
+        v = rng.beta(0.5, 30, 20_000)
+    elif where == "near1":
+        e = np.unique(np.concatenate([np.linspace(0, 0.9, 64), 1 - np.geomspace(1e-1, 1e-7, 64)]))
+        v = 1 - rng.beta(0.5, 30, 20_000)
+    else:
+        e = np.unique(np.concatenate([-np.geomspace(1e-6, 10, 60), np.geomspace(1e-6, 10, 60)]))
+        v = rng.standard_cauchy(20_000)
+    v = np.concatenate([v, e, np.nextafter(e, -np.inf), np.nextafter(e, np.inf), [-np.inf]])
+    assert np.array_equal(bin_indices(v, e), np.searchsorted(e, v, side="right"))
