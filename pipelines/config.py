@@ -229,12 +229,6 @@ class RunConfig:
             kind = type(data).__name__
             raise ConfigError(f"{source}: the run config must be a mapping, got {kind}")
         schema = costlib_schemas.load("run_config.schema.json")
-        grid = data.get("grid")
-        if (isinstance(data.get("windowing"), dict)
-                and (grid is None or (isinstance(grid, dict) and "edges" not in grid))):
-            # Windowed runs cannot place data-driven edges per window yet: their default is
-            # uniform edges (recorded in the run's config).
-            data = {**data, "grid": {**(grid or {}), "edges": "uniform"}}
         filled = _apply_defaults(data, schema)
         validator = jsonschema.Draft202012Validator(schema)
         errors = sorted(validator.iter_errors(filled), key=lambda e: list(e.absolute_path))
@@ -302,11 +296,12 @@ class RunConfig:
         if duplicates:
             raise ConfigError(f"{source}: columns: names used twice: {sorted(duplicates)}")
         window = self.windowing
-        if window is not None and grid["edges"] in ("quantile", "auto"):
+        if window is not None and grid["edges"] == "quantile":
             raise ConfigError(
-                f"{source}: grid.edges: {grid['edges']} edges are not supported with windowing "
-                "yet (every window would need its own edges); use uniform or explicit edges "
-                "(a windowed config that does not set grid.edges gets uniform edges)"
+                f"{source}: grid.edges: quantile edges are not supported with windowing; use "
+                "auto (the default: every window of a run shares them, carried from the "
+                "published run or placed by a first pass over the run's input), uniform or "
+                "explicit edges"
             )
         if window is not None:
             ratio = window["size_days"] / window["period_days"]

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -44,7 +45,13 @@ from costlib_pipelines.batches import (
     plausibility_summary,
     plausibility_violations,
 )
-from costlib_pipelines.config import RunConfig
+from costlib_pipelines.carried_edges import (
+    SKETCH_FILE,
+    carried_sketches,
+    read_edge_sketches,
+    write_edge_sketches,
+)
+from costlib_pipelines.config import ConfigError, RunConfig
 from costlib_pipelines.files import (
     UNIT_ROWS,
     InputError,
@@ -90,8 +97,10 @@ from costlib_pipelines.transforms import (
     ReadingUnits,
     SumBootstrapGrids,
     SumCounters,
+    SumEdgeSketches,
     SumGrids,
     WriteDeadLettersFn,
+    decision_edges_from_sketches,
 )
 
 __all__ = ["build_recalibrate", "event_time_range", "preflight", "run_recalibrate"]
@@ -143,6 +152,7 @@ class PublishSpec:
     override: Override | None
     baseline: Baseline
     in_force: dict[str, Any] | None = None  # the manifest's ``in_force`` entry
+    edges_source: dict[str, Any] | None = None  # the manifest's ``grid_edges.source`` (auto)
 
 
 class PublishRunFn(beam.DoFn):
@@ -160,7 +170,8 @@ class PublishRunFn(beam.DoFn):
         self.config = config
         self.spec = spec
 
-    def process(self, _, accounting, dead_letter_files, shard_ids, edges=None):
+    def process(self, _, accounting, dead_letter_files, shard_ids, edges=None,
+                edge_sketch_files=()):
         spec, config = self.spec, self.config
         run = RunDirectory(spec.output, config.digest, spec.run_id)
         assemble_shards(run.run_dir, shard_ids)
@@ -205,7 +216,7 @@ class PublishRunFn(beam.DoFn):
                              if spec.override is not None and violations else None),
             },
             "in_force": spec.in_force,
-            "grid_edges": grid_edges_entry(config, edges),
+            "grid_edges": grid_edges_entry(config, edges, spec.edges_source),
             "outputs": run.outputs(),
             "runner": spec.runner,
             "started_utc": spec.started_utc,
@@ -219,14 +230,69 @@ class PublishRunFn(beam.DoFn):
         yield manifest
 
 
-def grid_edges_entry(config: RunConfig, edges) -> dict[str, Any] | None:
+def grid_edges_entry(config: RunConfig, edges,
+                     source: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The manifest's ``grid_edges``: the recipe and the candidate thresholds every group's
-    lattice used, per classifier (thresholds in force included)."""
+    lattice used, per classifier (thresholds in force included); for auto edges, where they
+    were placed from (``source``: the published run they were carried from, or a first
+    pass over this run's rows and why, :mod:`costlib_pipelines.carried_edges`)."""
     if edges is None:
         return None
-    return {"recipe": config.grid["edges"], "n_edges": config.n_edges,
-            "classifiers": list(config.classifiers),
-            "edges": [[float(v) for v in e] for e in edges]}
+    entry = {"recipe": config.grid["edges"], "n_edges": config.n_edges,
+             "classifiers": list(config.classifiers),
+             "edges": [[float(v) for v in e] for e in edges]}
+    if source is not None:
+        entry["source"] = source
+    return entry
+
+
+def auto_edges_source(config: RunConfig, output: str, published_run_id: str | None,
+                      *, first_pass_possible: bool = True
+                      ) -> tuple[list[np.ndarray] | None, dict[str, Any] | None]:
+    """For ``grid.edges: auto``: the edges carried from the published run's sketch (None: a
+    first pass places them) and the manifest's ``grid_edges.source``; ``(None, None)`` for
+    the other recipes.
+
+    Raises
+    ------
+    ConfigError
+        A first pass is needed but the input is a stream (``first_pass_possible`` false).
+    """
+    if config.grid["edges"] != "auto":
+        return None, None
+    if config.grid["auto_edges_from"] == "previous_run":
+        sketches, source = carried_sketches(output, published_run_id, config.classifiers)
+        if sketches is not None:
+            try:
+                edges = decision_edges_from_sketches(sketches, config)
+            except InputError as exc:
+                source = {"note": f"cannot place edges from run {published_run_id}'s sketch "
+                                  f"({exc}): edges from a first pass"}
+            else:
+                return edges, {"from": "previous_run", **source}
+    else:
+        source = {"note": "grid.auto_edges_from is this_run"}
+    if not first_pass_possible:
+        raise ConfigError(
+            "grid.edges: auto edges on a stream need a published run to carry them from "
+            f"({source['note']}); use uniform or explicit edges for the first run")
+    return None, {"from": "this_run", **source}
+
+
+def windowed_edges(config: RunConfig, run_dir: str, fixed: list[np.ndarray] | None,
+                   in_force: InForce | None) -> list[np.ndarray] | None:
+    """The edges every window of a finished windowed run used: ``fixed`` (uniform, explicit or
+    carried) or, for auto edges from a first pass, placed again from the sketch the run wrote
+    (the same deterministic function of the same sums); thresholds in force added."""
+    if fixed is None:
+        if config.grid["edges"] != "auto":
+            return None
+        path = f"{run_dir}/{SKETCH_FILE}"
+        if not FileSystems.exists(path):
+            return None  # no row was read
+        fixed = decision_edges_from_sketches(read_edge_sketches(path, config.classifiers),
+                                             config)
+    return edges_with_in_force(fixed, in_force, config)[0]
 
 
 def build_recalibrate(
@@ -240,6 +306,7 @@ def build_recalibrate(
     publish: PublishSpec | None = None,
     unit_rows: int | None = UNIT_ROWS,
     in_force: InForce | None = None,
+    carried_edges: list[np.ndarray] | None = None,
 ):
     """Add the recalibration transforms to ``pipeline``.
 
@@ -250,7 +317,11 @@ def build_recalibrate(
     less, for inputs no file of which would split). With ``publish`` (batch runs), the last
     stage writes the manifest and publishes the run (:class:`PublishRunFn`). ``in_force``:
     the thresholds in force, added to the edges and kept for thin groups as the config's
-    ``in_force`` section says (:mod:`costlib_pipelines.in_force`).
+    ``in_force`` section says (:mod:`costlib_pipelines.in_force`). ``carried_edges``: auto
+    edges placed from the published run's sketch (:func:`auto_edges_source`); without them
+    auto edges come from a first pass. Runs with auto edges write the summed edge sketch of
+    their rows (:mod:`costlib_pipelines.carried_edges`), counted in the grid pass when the
+    edges were carried.
     """
     windowed = config.windowing is not None
     columns = needed_columns(config, windowed=windowed)
@@ -261,17 +332,30 @@ def build_recalibrate(
     else:
         sources = (pipeline | "Files" >> beam.Create(list(paths))
                    | "Units" >> ReadingUnits(unit_rows))
-    edges = config.fixed_edges()
+    edges = config.fixed_edges() if carried_edges is None else carried_edges
+    sketches = None
+    if edges is None and batches is not None and windowed:
+        raise ConfigError(
+            "grid.edges: auto edges on a stream need edges carried from a published run (a "
+            "first pass would wait for the end of the stream); use uniform or explicit edges")
     if edges is None:
+        data_edges = DataEdges(config, columns)
         edges = beam.pvalue.AsSingleton(
-            sources | "DataEdges" >> DataEdges(config, columns)
+            sources | "DataEdges" >> data_edges
             | "InForceEdges" >> beam.Map(lambda e: edges_with_in_force(e, in_force, config)[0])
         )
+        sketches = data_edges.sketches
     else:
         edges, _ = edges_with_in_force(edges, in_force, config)
     partials = sources | "Aggregate" >> AggregateBatches(
-        config, edges, columns=columns, windowed=windowed
+        config, edges, columns=columns, windowed=windowed, sketch_rows=carried_edges is not None
     )
+    if carried_edges is not None:
+        sketches = partials.edge_sketches | "EdgeSketches" >> SumEdgeSketches()
+    sketch_files = None
+    if sketches is not None:
+        sketch_files = sketches | "WriteEdgeSketch" >> beam.Map(
+            write_edge_sketches, run_dir, list(config.classifiers))
     if windowed:  # unbounded input: fire on every update, each firing rewrites the totals
         global_window = beam.WindowInto(
             beam.window.GlobalWindows(),
@@ -322,6 +406,7 @@ def build_recalibrate(
         dead_letter_files=beam.pvalue.AsList(dead_letter_files),
         shard_ids=beam.pvalue.AsList(shard_ids),
         edges=edges,
+        edge_sketch_files=beam.pvalue.AsList(sketch_files) if sketch_files is not None else (),
     )
 
 
@@ -404,8 +489,9 @@ def run_recalibrate(
         time_range = event_time_range(paths, config.columns["event_time"]) if windowed else None
         baseline = read_baseline(output)  # before prepare(): a re-run replaces its directory
         thresholds_in_force, in_force_entry = read_in_force(config, in_force, baseline, output)
-        fixed = config.fixed_edges()
-        if fixed is not None:  # quantile edges get theirs in the pipeline
+        carried, edges_source = auto_edges_source(config, output, baseline.run_id)
+        fixed = config.fixed_edges() if carried is None else carried
+        if fixed is not None:  # quantile and first-pass auto edges get theirs in the pipeline
             in_force_entry["edges_added"] = edges_with_in_force(fixed, thresholds_in_force,
                                                                 config)[1]
         spec = PublishSpec(
@@ -423,12 +509,14 @@ def run_recalibrate(
             override=override,
             baseline=baseline,
             in_force=in_force_entry,
+            edges_source=edges_source,
         )
         run.prepare()
         pipeline = make_pipeline(beam_args, type_check=False)
         splits = any(f["rows"] > unit_rows and f["row_groups"] > 1 for f in input_files)
         build_recalibrate(pipeline, paths, config, run.run_dir, run.run_id, publish=spec,
-                          in_force=thresholds_in_force, unit_rows=unit_rows if splits else None)
+                          in_force=thresholds_in_force, unit_rows=unit_rows if splits else None,
+                          carried_edges=carried)
         say(f"running the pipeline on {runner} (run {run.run_id})")
         result = pipeline.run()
         if _graph_only(pipeline):
@@ -451,6 +539,9 @@ def run_recalibrate(
                                        and f.endswith("/operating_points.parquet")),
                         "event_time_range": time_range,
                         "in_force": in_force_entry,
+                        "grid_edges": grid_edges_entry(
+                            config, windowed_edges(config, run.run_dir, fixed,
+                                                   thresholds_in_force), edges_source),
                         "guard": None,  # windowed runs publish without the guard
                         "outputs": outputs, "runner": spec.runner,
                         "started_utc": spec.started_utc,

@@ -43,7 +43,9 @@ import pyarrow as pa
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import PCollection
-from apache_beam.transforms.window import TimestampedValue
+from apache_beam.transforms.window import GlobalWindow, TimestampedValue
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 from numpy.typing import NDArray
 
 from costlib.audit_estimation import audit_design
@@ -541,34 +543,44 @@ def decision_edges_from_sketches(sketches: list[EdgeSketch] | None,
                          "unscored); use uniform or explicit edges, or more input") from exc
 
 
+class SumEdgeSketches(beam.PTransform):
+    """Per-batch sketch lists -> one list per classifier, summed in the global window (None
+    when there is no batch); exact and independent of order and sharding."""
+
+    def expand(self, per_batch):
+        return (per_batch
+                | "Global" >> beam.WindowInto(beam.window.GlobalWindows())
+                | "Sum" >> beam.CombineGlobally(_SumSketches()))
+
+
 class DataEdges(beam.PTransform):
     """Sources -> edges shared by every group, from a first pass over the data.
 
-    ``grid.edges: auto``: each batch's edge sketches, summed (exact and independent of order
-    and sharding, :mod:`costlib.score_sketch`), then
-    :func:`costlib.edges.decision_edges_from_sketch` per classifier. ``quantile``: each
-    batch's fine histograms of the rated scores, summed, then their quantiles.
+    ``grid.edges: auto``: each batch's edge sketches, summed (:class:`SumEdgeSketches`), then
+    :func:`costlib.edges.decision_edges_from_sketch` per classifier; the summed sketches are
+    kept in :attr:`sketches` (the run writes them for the next run,
+    :mod:`costlib_pipelines.carried_edges`). ``quantile``: each batch's fine histograms of the
+    rated scores, summed, then their quantiles.
     """
 
     def __init__(self, config: RunConfig, columns: list[str] | None):
         super().__init__()
         self.config = config
         self.columns = columns
+        self.sketches = None
 
     def expand(self, sources):
         config = self.config
         if config.grid["edges"] == "auto":
-            per_batch = EdgeSketchFn(config, self.columns)
-            combine, finish = _SumSketches(), decision_edges_from_sketches
-        else:
-            per_batch = FineHistogramFn(config, self.columns)
-            combine, finish = _sum_arrays, quantile_edges_from_fine  # None when no batch
+            self.sketches = (sources | "PerBatch" >> beam.ParDo(EdgeSketchFn(config, self.columns))
+                             | "Sketches" >> SumEdgeSketches())
+            return self.sketches | "ToEdges" >> beam.Map(decision_edges_from_sketches, config)
         return (
             sources
-            | "PerBatch" >> beam.ParDo(per_batch)
+            | "PerBatch" >> beam.ParDo(FineHistogramFn(config, self.columns))
             | "Global" >> beam.WindowInto(beam.window.GlobalWindows())
-            | "Sum" >> beam.CombineGlobally(combine)
-            | "ToEdges" >> beam.Map(finish, config)
+            | "Sum" >> beam.CombineGlobally(_sum_arrays)  # None when there is no batch
+            | "ToEdges" >> beam.Map(quantile_edges_from_fine, config)
         )
 
 
@@ -618,11 +630,12 @@ class AggregateBatchesFn(beam.DoFn):
     """
 
     def __init__(self, config: RunConfig, columns: list[str] | None, windowed: bool,
-                 with_bootstrap: bool):
+                 with_bootstrap: bool, sketch_rows: bool = False):
         self.config = config
         self.columns = columns
         self.windowed = windowed
         self.with_bootstrap = with_bootstrap
+        self.sketch_rows = sketch_rows  # edge sketches of the grid rows, for the next run
         window = config.windowing or {}
         self.period_us = round(window.get("period_days", 1) * MICROS_PER_DAY)
         # Resolved once, when the pipeline is built: every worker uses the same time range.
@@ -641,7 +654,21 @@ class AggregateBatchesFn(beam.DoFn):
             if self.plausibility.count_duplicate_item_ids and batch.group_codes.size:
                 for keyed in keys_per_group(batch):
                     yield pvalue.TaggedOutput("item_ids", keyed)
+            if self.sketch_rows:
+                self._sketches.append(batch_edge_sketches(batch))
+                if len(self._sketches) >= 16:  # bounded memory: merge as we go
+                    self._sketches = [_sum_sketches(self._sketches)]
             yield from self.histograms(batch, edges)
+
+    def start_bundle(self):
+        self._sketches = []  # this bundle's edge sketches, emitted once at its end
+
+    def finish_bundle(self):
+        if self._sketches:
+            merged = _sum_sketches(self._sketches)
+            self._sketches = []
+            yield pvalue.TaggedOutput(
+                "edge_sketches", WindowedValue(merged, MIN_TIMESTAMP, [GlobalWindow()]))
 
     def histograms(self, batch, edges):
         """Partial grids of a batch's valid rows: ``(group, (shape, counts, rated_rows))``.
@@ -754,6 +781,7 @@ class AggregateOutputs(NamedTuple):
     accounting: PCollection
     dead_letters: PCollection
     bootstrap: PCollection
+    edge_sketches: PCollection  # per batch (empty unless ``sketch_rows``)
 
 
 class AggregateBatches(beam.PTransform):
@@ -765,21 +793,24 @@ class AggregateBatches(beam.PTransform):
     """
 
     def __init__(self, config: RunConfig, edges, *, columns: list[str] | None = None,
-                 windowed: bool = False):
+                 windowed: bool = False, sketch_rows: bool = False):
         super().__init__()
         self.config = config
         self.edges = edges  # a list of arrays, or an AsSingleton side input
         self.columns = columns
         self.windowed = windowed
+        self.sketch_rows = sketch_rows
 
     def expand(self, sources):
         with_bootstrap = self.config.bootstrap["replicates"] > 0
-        fn = AggregateBatchesFn(self.config, self.columns, self.windowed, with_bootstrap)
+        fn = AggregateBatchesFn(self.config, self.columns, self.windowed, with_bootstrap,
+                                self.sketch_rows)
         if fn.plausibility.count_duplicate_item_ids and self.windowed:
             raise ConfigError("plausibility.count_duplicate_item_ids is not supported with "
                               "windowing (batch runs only)")
         outputs = sources | beam.ParDo(fn, self.edges).with_outputs(
-            "accounting", "dead_letters", "bootstrap", "item_ids", main="grids"
+            "accounting", "dead_letters", "bootstrap", "item_ids", "edge_sketches",
+            main="grids"
         )
         accounting = outputs.accounting
         if fn.plausibility.count_duplicate_item_ids:
@@ -790,7 +821,8 @@ class AggregateBatches(beam.PTransform):
             )
             accounting = (accounting, duplicates) | "WithDuplicates" >> beam.Flatten()
         return AggregateOutputs(grids=outputs.grids, accounting=accounting,
-                                dead_letters=outputs.dead_letters, bootstrap=outputs.bootstrap)
+                                dead_letters=outputs.dead_letters, bootstrap=outputs.bootstrap,
+                                edge_sketches=outputs.edge_sketches)
 
 
 class OptimizeGroupFn(beam.DoFn):

@@ -71,12 +71,12 @@ def test_uniform_edges_are_recorded_too(frame, tmp_path):
     assert manifest["grid_edges"]["edges"][0] == np.linspace(0, 1, 8).tolist()
 
 
-def test_windowed_configs_default_to_uniform_and_refuse_data_edges():
+def test_windowed_configs_get_auto_edges_and_refuse_quantile_edges():
     windowing = {"size_days": 1, "period_days": 1}
     config = RunConfig.from_dict({**RAW, "windowing": windowing})
-    assert config.grid["edges"] == "uniform" and config.n_edges == 64
-    with pytest.raises(ConfigError, match=r"grid\.edges: auto edges are not supported"):
-        RunConfig.from_dict({**RAW, "windowing": windowing, "grid": {"edges": "auto"}})
+    assert config.grid["edges"] == "auto" and config.n_edges == 128
+    with pytest.raises(ConfigError, match=r"grid\.edges: quantile edges are not supported"):
+        RunConfig.from_dict({**RAW, "windowing": windowing, "grid": {"edges": "quantile"}})
 
 
 @pytest.mark.parametrize(("grid", "key"), [

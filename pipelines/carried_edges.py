@@ -1,0 +1,133 @@
+"""Default (``auto``) edges carried from the published run: one pass over the data.
+
+``grid.edges: auto`` places candidate thresholds from edge sketches of the rows
+(:mod:`costlib.score_sketch`, :func:`costlib.edges.decision_edges_from_sketch`). Placing them
+from *this* run's rows needs a first pass before the grids can be counted. Every run with auto
+edges therefore also sketches its rows while it counts them (in the same pass) and writes the
+merged sketch to ``runs/<run_id>/edge_sketch.parquet``; the next run of the same output
+(``grid.auto_edges_from: previous_run``, the default) places its edges from the *published*
+run's sketch and counts its grids in a single pass. A first run (nothing published), a
+published run without a sketch, or one of other classifiers falls back to the first pass
+(``this_run``), and the manifest's ``grid_edges.source`` says which happened.
+
+Between two runs of a scheduled recalibration the windows overlap (each day recalibrates on the
+last days), so the previous run's score distribution places the candidates where this run
+decides; the thresholds in force are added to them as for every recipe, and the resolution
+check (``point.resolution``) says when the lattice limits a group's answer.
+
+File layout (Parquet): one row per occupied bucket, columns ``classifier``, ``channel``
+(``scored``, ``rated``, ``positives``), ``level``, ``capacity``, ``key`` (uint64), ``weight``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
+
+from costlib.score_sketch import EdgeSketch, ScoreSketch
+from costlib_pipelines.files import parquet_bytes, write_bytes_atomically
+
+__all__ = [
+    "SKETCH_FILE",
+    "carried_sketches",
+    "read_edge_sketches",
+    "sketch_table",
+    "write_edge_sketches",
+]
+
+#: Where a run with auto edges writes the merged sketch of its rows (in its run directory).
+SKETCH_FILE = "edge_sketch.parquet"
+_CHANNELS = ("scored", "rated", "positives")
+
+
+def sketch_table(sketches: Sequence[EdgeSketch], classifiers: Sequence[str]) -> pa.Table:
+    """The sketches of every classifier as one table (see the module docstring)."""
+    parts = []
+    for name, sketch in zip(classifiers, sketches, strict=True):
+        for channel in _CHANNELS:
+            part: ScoreSketch = getattr(sketch, channel)
+            n = part.size
+            parts.append(pa.table({
+                "classifier": pa.array([name] * n, pa.string()),
+                "channel": pa.array([channel] * n, pa.string()),
+                "level": pa.array(np.full(n, part.level, dtype=np.int8)),
+                "capacity": pa.array(np.full(n, part.capacity, dtype=np.int64)),
+                "key": pa.array(part.keys, pa.uint64()),
+                "weight": pa.array(part.weights, pa.float64()),
+            }))
+            if n == 0:  # keep the channel's level and capacity: one row of weight 0
+                parts[-1] = pa.table({
+                    "classifier": [name], "channel": [channel],
+                    "level": pa.array([part.level], pa.int8()),
+                    "capacity": pa.array([part.capacity], pa.int64()),
+                    "key": pa.array([0], pa.uint64()), "weight": pa.array([0.0]),
+                })
+    return pa.concat_tables(parts)
+
+
+def write_edge_sketches(sketches: Sequence[EdgeSketch] | None, run_dir: str,
+                        classifiers: Sequence[str]) -> str | None:
+    """Write the run's merged sketches (None: no row was read, nothing written)."""
+    if sketches is None:
+        return None
+    path = f"{run_dir}/{SKETCH_FILE}"
+    write_bytes_atomically(path, parquet_bytes(sketch_table(sketches, classifiers)))
+    return path
+
+
+def read_edge_sketches(path: str, classifiers: Sequence[str]) -> list[EdgeSketch]:
+    """The sketches of ``classifiers`` (in that order) from a run's sketch file.
+
+    Raises
+    ------
+    ValueError
+        The file is not a sketch file, or lacks one of the classifiers (the config changed).
+    """
+    with FileSystems.open(path) as handle:
+        table = pq.read_table(handle)
+    expected = {"classifier", "channel", "level", "capacity", "key", "weight"}
+    if not expected <= set(table.column_names):
+        raise ValueError(f"{path}: not an edge sketch file (columns {table.column_names})")
+    names = np.asarray(table["classifier"].to_numpy(zero_copy_only=False), dtype=object)
+    channels = np.asarray(table["channel"].to_numpy(zero_copy_only=False), dtype=object)
+    missing = [c for c in classifiers if not (names == c).any()]
+    if missing:
+        raise ValueError(f"{path}: no sketch of classifier(s) {missing}")
+    levels, capacities = table["level"].to_numpy(), table["capacity"].to_numpy()
+    keys, weights = table["key"].to_numpy(), table["weight"].to_numpy()
+    out = []
+    for name in classifiers:
+        parts = {}
+        for channel in _CHANNELS:
+            rows = np.flatnonzero((names == name) & (channels == channel))
+            if rows.size == 0:
+                raise ValueError(f"{path}: classifier {name!r} has no {channel!r} channel")
+            kept = rows[weights[rows] > 0]
+            order = np.argsort(keys[kept], kind="stable")
+            k, w = keys[kept][order], weights[kept][order]
+            if (k[1:] == k[:-1]).any():
+                raise ValueError(f"{path}: {name!r}/{channel}: repeated bucket keys")
+            parts[channel] = ScoreSketch(k.astype(np.uint64), w.astype(np.float64),
+                                         int(levels[rows[0]]), int(capacities[rows[0]]))
+        out.append(EdgeSketch(**parts))
+    return out
+
+
+def carried_sketches(output: str, run_id: str | None,
+                     classifiers: Sequence[str]) -> tuple[list[EdgeSketch] | None, dict[str, Any]]:
+    """The published run's sketches, or None and why not (for the manifest)."""
+    if run_id is None:
+        return None, {"note": "nothing published in the output: edges from a first pass"}
+    path = f"{output.rstrip('/')}/runs/{run_id}/{SKETCH_FILE}"
+    if not FileSystems.exists(path):
+        return None, {"note": f"published run {run_id} has no {SKETCH_FILE}: edges from a "
+                              "first pass"}
+    try:
+        return read_edge_sketches(path, classifiers), {"run_id": run_id}
+    except (ValueError, OSError, pa.ArrowException) as exc:
+        return None, {"note": f"cannot use {path} ({exc}): edges from a first pass"}
