@@ -130,7 +130,7 @@ def test_optimize_group_moves_on_evidence_only_with_audit_weights():
     args = {"methods": ["hull", "graph"], "target": target, "rule": "any",
             "min_positives": 1, "min_negatives": 1, "in_force": (0.9, 0.9)}
     default = optimize_group("g", thin, **args, evidence_z=1.645)
-    off = optimize_group("g", thin, **args)
+    off = optimize_group("g", thin, **args, evidence_z=None)
     for method in ("hull", "graph"):
         point, free = default.points[method], off.points[method]
         wired = lower_bound_move(thin, free, (0.9, 0.9), z=1.645, target=target, rule="any",
@@ -140,7 +140,7 @@ def test_optimize_group_moves_on_evidence_only_with_audit_weights():
     scores, truth = population(4000, 12)
     plain = ThresholdGrid.from_scores(scores, truth, EDGES)  # no audit: unchanged behaviour
     a = optimize_group("g", plain, **args, evidence_z=1.645)
-    b = optimize_group("g", plain, **args)
+    b = optimize_group("g", plain, **args, evidence_z=None)
     assert {m: p.thresholds for m, p in a.points.items()} == {
         m: p.thresholds for m, p in b.points.items()}
 
