@@ -59,6 +59,7 @@ __all__ = [
     "cell_codes",
     "grouped_histograms",
     "histogram_cells",
+    "DESIGN_EXPECTED_SCALE",
     "design_weights",
     "ht_variance_weights",
     "lattice_counts",
@@ -252,6 +253,12 @@ def ht_variance_weights(weights: NDArray[np.float64], probabilities: NDArray[np.
     return quantize_weights((1.0 - p) * g * g, weight_bits)
 
 
+#: The design channel of expected audited rows holds ``π * DESIGN_EXPECTED_SCALE`` per row, so
+#: that quantising to the weight resolution keeps small ``π`` precise (``π = 1e-4`` is 6.55
+#: units of ``2**-16`` unscaled, ~1700 scaled).
+DESIGN_EXPECTED_SCALE = 256.0
+
+
 def design_weights(weights: NDArray[np.float64] | None, probabilities: NDArray[np.float64],
                    weight_bits: int = DEFAULT_WEIGHT_BITS
                    ) -> tuple[NDArray[np.bool_], NDArray[np.float64], NDArray[np.float64]]:
@@ -261,8 +268,9 @@ def design_weights(weights: NDArray[np.float64] | None, probabilities: NDArray[n
     (audited rated rows and represented unrated rows alike, whatever their label), and for
     those rows ``worst_i = w_i² (1 - π_i) / π_i`` (the Horvitz–Thompson variance row ``i``
     adds to a count of its label: summed over a region it is the variance of the region's
-    estimated count *if every row had that label*) and ``expected_i = π_i`` (summed: the
-    expected number of audited rows in the region). Both quantised like weights. Rows with
+    estimated count *if every row had that label*) and ``expected_i = π_i`` times
+    :data:`DESIGN_EXPECTED_SCALE` (summed and divided by it: the expected number of audited
+    rows in the region). Both quantised like weights. Rows with
     ``π = 1`` (flagged: a census), ``π = 0`` or missing are not part of the design.
     """
     p = np.asarray(probabilities, dtype=np.float64)
@@ -270,7 +278,7 @@ def design_weights(weights: NDArray[np.float64] | None, probabilities: NDArray[n
     w = np.ones(p.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
     ps, ws = p[sampled], w[sampled]
     return (sampled, quantize_weights(ws * ws * (1.0 - ps) / ps, weight_bits),
-            quantize_weights(ps, weight_bits))
+            quantize_weights(ps * DESIGN_EXPECTED_SCALE, weight_bits))
 
 
 def apply_audit(
@@ -392,7 +400,8 @@ class ThresholdGrid:
         and the other does not (:func:`costlib.move_evidence.gain_standard_errors`).
     design : ndarray of shape (2, B_1 + 1, ..., B_k + 1) or None
         What the audit design could have sampled per cell, whatever was rated: channel 0 holds
-        ``W = sum_i w_i² (1 - π_i) / π_i`` and channel 1 ``A = sum_i π_i`` over the rows with
+        ``W = sum_i w_i² (1 - π_i) / π_i`` and channel 1 ``A = sum_i π_i`` (stored times
+        :data:`DESIGN_EXPECTED_SCALE`) over the rows with
         ``0 < π_i < 1`` (audited *and* represented rows, :func:`design_weights`). ``W`` of a
         region is the variance of its estimated count if every row had one label; ``A`` the
         expected number of audited rows in it. Set with :attr:`variance`; None otherwise. A

@@ -203,9 +203,12 @@ def unseen_variance(grid: ThresholdGrid, index: Sequence[int], *, rule: str, slo
         raise ValueError(f"unseen_rows must be a finite number >= 0, got {unseen_rows!r}")
     from costlib.grid import check_rule, lattice_counts
 
+    from costlib.grid import DESIGN_EXPECTED_SCALE
+
     rule = check_rule(rule)
     worst = _one_sided(lattice_counts(grid.design[0], rule), index, rule)
-    expected = _one_sided(lattice_counts(grid.design[1], rule), index, rule)
+    expected = _one_sided(lattice_counts(grid.design[1] / DESIGN_EXPECTED_SCALE, rule), index,
+                          rule)
     total = np.zeros(grid.shape)
     for w, a in zip(worst, expected, strict=True):
         total += w * unseen_rows / np.maximum(a, unseen_rows)
@@ -222,10 +225,13 @@ def one_row_weight(grid: ThresholdGrid, index: Sequence[int], cell: Sequence[int
         return 0.0
     from costlib.grid import check_rule, lattice_counts
 
+    from costlib.grid import DESIGN_EXPECTED_SCALE
+
     rule = check_rule(rule)
     at = tuple(int(i) for i in cell)
     w = _one_sided(lattice_counts(grid.design[0], rule), index, rule)[0][at]
     a = _one_sided(lattice_counts(grid.design[1], rule), index, rule)[0][at]
+    a /= DESIGN_EXPECTED_SCALE
     return float(np.sqrt(w / a)) if a > 0 else 0.0
 
 
