@@ -50,6 +50,7 @@ from costlib.audit_estimation import audit_design
 from costlib.edges import BinLocator, check_edges
 
 __all__ = [
+    "DESIGN_EXPECTED_SCALE",
     "RULES",
     "SparseCounts",
     "SparseGrid",
@@ -57,10 +58,9 @@ __all__ = [
     "apply_audit",
     "as_score_array",
     "cell_codes",
+    "design_weights",
     "grouped_histograms",
     "histogram_cells",
-    "DESIGN_EXPECTED_SCALE",
-    "design_weights",
     "ht_variance_weights",
     "lattice_counts",
     "merge_sparse",

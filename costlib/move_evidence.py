@@ -201,9 +201,7 @@ def unseen_variance(grid: ThresholdGrid, index: Sequence[int], *, rule: str, slo
         return np.zeros(grid.shape)
     if not (np.isfinite(unseen_rows) and unseen_rows > 0):
         raise ValueError(f"unseen_rows must be a finite number >= 0, got {unseen_rows!r}")
-    from costlib.grid import check_rule, lattice_counts
-
-    from costlib.grid import DESIGN_EXPECTED_SCALE
+    from costlib.grid import DESIGN_EXPECTED_SCALE, check_rule, lattice_counts
 
     rule = check_rule(rule)
     worst = _one_sided(lattice_counts(grid.design[0], rule), index, rule)
@@ -223,9 +221,7 @@ def one_row_weight(grid: ThresholdGrid, index: Sequence[int], cell: Sequence[int
     0 without design channels or when the region holds no audit-eligible row."""
     if grid.design is None:
         return 0.0
-    from costlib.grid import check_rule, lattice_counts
-
-    from costlib.grid import DESIGN_EXPECTED_SCALE
+    from costlib.grid import DESIGN_EXPECTED_SCALE, check_rule, lattice_counts
 
     rule = check_rule(rule)
     at = tuple(int(i) for i in cell)
