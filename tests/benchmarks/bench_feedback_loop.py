@@ -588,7 +588,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     print(f"machine: {describe()}")
-    print(f"population: {args.rows_per_day:,} rows/day, groups {GROUPS} prevalence {PREVALENCE}, "
+    print(f"population: {args.rows_per_day:,} rows/day, groups {GROUPS} prevalence "
+          f"{args.prevalence}, "
           f"separation {SEPARATION}, correlation {CORRELATION}; target marginal precision "
           f"{args.target} (r = {args.target / (1 - args.target):.4f}); {args.bins} uniform bins; "
           f"window {args.window} days; audit: budget_share {args.budget_share}, floor "
