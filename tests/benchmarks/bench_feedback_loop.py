@@ -26,8 +26,16 @@ Scenarios, each from two starting points ((0.9, 0.9) and (0.9, inf): the image m
 with audit; without audit; and drift (with audit; from ``--drift-day`` the positives' latent
 score, i.e. the logit, shifts down by ``--drift-logit`` for both classifiers).
 
+Issue 21 additions: ``--seeds`` (every loop once per seed), ``--families spread,concentrated``
+(scores concentrated near 0: negatives ``beta(0.5, 30)``, positives ``beta(1.5, 2.5)``),
+``--prevalence`` (per group), scenario ``thin_audit`` (drift under the issue's 0.25% audit),
+per day the ratio to the window oracle (``u/orc``) and to the starting thresholds
+(``u/start``), the audited rows against the design's expected count, and at the end a check
+of each target per loop and overall (:func:`targets`).
+
 Run: ``.venv/bin/python tests/benchmarks/bench_feedback_loop.py [--rows-per-day 60000]
-[--days 15] [--window 7] [--scenarios audit,no_audit,drift]``
+[--days 15] [--window 7] [--scenarios audit,no_audit,drift,thin_audit] [--seeds 0 1 2]
+[--families spread,concentrated] [--prevalence 0.002 0.003 0.005]``
 """
 
 from __future__ import annotations
