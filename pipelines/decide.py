@@ -633,8 +633,9 @@ def _floor_audit_columns(
     ``audited`` and ``audit_unflagged.0`` (the candidates).
     """
     n = flagged.size
-    if no_point is None:
-        return (pa.array(np.zeros(n, dtype=bool)), pa.nulls(n, pa.float64()),
+    if no_point is None:  # every row's group has a point: flagged rows p = 1, others null
+        return (pa.array(np.zeros(n, dtype=bool)),
+                pa.array(np.ones(n), mask=~flagged if not flagged.all() else None),
                 Counter({"audited": 0, "audit_unflagged.0": 0}))
     sample = audit_sample(item_ids, scores, ~no_point, audit.salt, audit.design)
     probability = np.where(no_point, sample.audit_probability, 1.0)
