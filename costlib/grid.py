@@ -51,6 +51,7 @@ from costlib.bin_locator import BinLocator, locator_for
 from costlib.edges import check_edges
 
 __all__ = [
+    "DESIGN_EXPECTED_SCALE",
     "RULES",
     "SparseCounts",
     "SparseGrid",
@@ -58,6 +59,7 @@ __all__ = [
     "apply_audit",
     "as_score_array",
     "cell_codes",
+    "design_weights",
     "grouped_histograms",
     "histogram_cells",
     "ht_variance_weights",
@@ -252,6 +254,34 @@ def ht_variance_weights(weights: NDArray[np.float64], probabilities: NDArray[np.
     return quantize_weights((1.0 - p) * g * g, weight_bits)
 
 
+#: The design channel of expected audited rows holds ``π * DESIGN_EXPECTED_SCALE`` per row, so
+#: that quantising to the weight resolution keeps small ``π`` precise (``π = 1e-4`` is 6.55
+#: units of ``2**-16`` unscaled, ~1700 scaled).
+DESIGN_EXPECTED_SCALE = 256.0
+
+
+def design_weights(weights: NDArray[np.float64] | None, probabilities: NDArray[np.float64],
+                   weight_bits: int = DEFAULT_WEIGHT_BITS
+                   ) -> tuple[NDArray[np.bool_], NDArray[np.float64], NDArray[np.float64]]:
+    """Per-row design terms of the rows an audit could have sampled (``0 < π < 1``).
+
+    Returns ``(sampled_by_design, worst, expected)``: the mask of rows with ``0 < π_i < 1``
+    (audited rated rows and represented unrated rows alike, whatever their label), and for
+    those rows ``worst_i = w_i² (1 - π_i) / π_i`` (the Horvitz–Thompson variance row ``i``
+    adds to a count of its label: summed over a region it is the variance of the region's
+    estimated count *if every row had that label*) and ``expected_i = π_i`` times
+    :data:`DESIGN_EXPECTED_SCALE` (summed and divided by it: the expected number of audited
+    rows in the region). Both quantised like weights. Rows with
+    ``π = 1`` (flagged: a census), ``π = 0`` or missing are not part of the design.
+    """
+    p = np.asarray(probabilities, dtype=np.float64)
+    sampled = (p > 0) & (p < 1)
+    w = np.ones(p.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
+    ps, ws = p[sampled], w[sampled]
+    return (sampled, quantize_weights(ws * ws * (1.0 - ps) / ps, weight_bits),
+            quantize_weights(ps * DESIGN_EXPECTED_SCALE, weight_bits))
+
+
 def apply_audit(
     scores: NDArray[np.float64],
     labels: NDArray[np.bool_],
@@ -369,6 +399,15 @@ class ThresholdGrid:
         probabilities; None otherwise (no design variance). The variance of the estimated
         difference of TP or FP between two threshold tuples is the sum over the cells one flags
         and the other does not (:func:`costlib.move_evidence.gain_standard_errors`).
+    design : ndarray of shape (2, B_1 + 1, ..., B_k + 1) or None
+        What the audit design could have sampled per cell, whatever was rated: channel 0 holds
+        ``W = sum_i w_i² (1 - π_i) / π_i`` and channel 1 ``A = sum_i π_i`` (stored times
+        :data:`DESIGN_EXPECTED_SCALE`) over the rows with
+        ``0 < π_i < 1`` (audited *and* represented rows, :func:`design_weights`). ``W`` of a
+        region is the variance of its estimated count if every row had one label; ``A`` the
+        expected number of audited rows in it. Set with :attr:`variance`; None otherwise. A
+        region where no row was audited has estimate 0 and :attr:`variance` 0 but ``W > 0``:
+        :func:`costlib.move_evidence.gain_standard_errors` uses it to treat it as unknown.
     """
 
     edges: tuple[NDArray[np.float64], ...]
@@ -379,6 +418,7 @@ class ThresholdGrid:
     unrated: NDArray[np.float64] | None = None  # None: replaced by zeros in __post_init__
     audited_rows: int = 0
     variance: NDArray[np.float64] | None = None
+    design: NDArray[np.float64] | None = None
     _cache: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -388,6 +428,9 @@ class ThresholdGrid:
         assert self.unrated is not None
         if self.variance is not None and self.variance.shape != (2, *shape):
             raise ValueError(f"variance shape {self.variance.shape} does not match edges "
+                             f"{(2, *shape)}")
+        if self.design is not None and self.design.shape != (2, *shape):
+            raise ValueError(f"design shape {self.design.shape} does not match edges "
                              f"{(2, *shape)}")
         if self.pos.shape != shape or self.neg.shape != shape or self.unrated.shape != shape:
             raise ValueError(
@@ -446,14 +489,22 @@ class ThresholdGrid:
         n = np.shape(scores)[0] if np.ndim(scores) else 0
         y, unrated = split_labels(labels, n)
         s, y, w = validate_rows(scores, y, weights, names=names)
+        s_all, w_all = s, w
         s, y, w, unrated, audited, keep = apply_audit(s, y, w, unrated, audit_probabilities)
         edge_arrays = cls._check_edge_list(edges, s.shape[1])
         shape = tuple(e.size + 1 for e in edge_arrays)
         wq = None if w is None else quantize_weights(w, weight_bits)
         locators = [locator_for(e) for e in edge_arrays]
         counts = histogram_cells(s, y, wq, locators, shape, unrated=unrated)
-        variance = None
+        variance = design = None
         if audit_probabilities is not None:
+            sampled, worst, expected = design_weights(
+                w_all, np.asarray(audit_probabilities, dtype=np.float64), weight_bits)
+            rows = s_all[sampled]
+            design = histogram_cells(
+                np.concatenate([rows, rows]),
+                np.repeat([False, True], rows.shape[0]),
+                np.concatenate([worst, expected]), locators, shape)
             assert w is not None and keep is not None  # set by apply_audit with probabilities
             p = np.asarray(audit_probabilities, dtype=np.float64)[keep]
             rated = np.ones(s.shape[0], dtype=bool) if unrated is None else ~unrated
@@ -468,6 +519,7 @@ class ThresholdGrid:
             unrated=counts[2] if unrated is not None else None,
             audited_rows=audited,
             variance=variance,
+            design=design,
         )
 
     @classmethod
@@ -516,6 +568,8 @@ class ThresholdGrid:
             audited_rows=self.audited_rows + other.audited_rows,
             variance=(None if self.variance is None and other.variance is None
                       else self._variance() + other._variance()),
+            design=(None if self.design is None and other.design is None
+                    else self._design() + other._design()),
         )
 
     def __eq__(self, other: object) -> bool:
@@ -532,6 +586,8 @@ class ThresholdGrid:
             and self.audited_rows == other.audited_rows
             and (self.variance is None) == (other.variance is None)
             and (self.variance is None or np.array_equal(self._variance(), other._variance()))
+            and (self.design is None) == (other.design is None)
+            and (self.design is None or np.array_equal(self._design(), other._design()))
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -585,6 +641,12 @@ class ThresholdGrid:
         if self.variance is None:
             return np.zeros((2, *self.shape))
         return self.variance
+
+    def _design(self) -> NDArray[np.float64]:
+        """:attr:`design`, zeros when None."""
+        if self.design is None:
+            return np.zeros((2, *self.shape))
+        return self.design
 
     def _unrated(self) -> NDArray[np.float64]:
         """``unrated`` as the array it always is after ``__post_init__`` (for the type checker)."""
@@ -831,7 +893,8 @@ class SparseCounts:
             edges=tuple(edges), pos=dense[1], neg=dense[0],
             names=tuple(names) if names is not None else None, weight_bits=weight_bits,
             unrated=dense[2] if self.channels >= 3 else None, audited_rows=audited_rows,
-            variance=dense[3:5] if self.channels == 5 else None,
+            variance=dense[3:5] if self.channels >= 5 else None,
+            design=dense[5:7] if self.channels == 7 else None,
         )
 
 

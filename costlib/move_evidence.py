@@ -40,16 +40,23 @@ from costlib.target import Target
 
 __all__ = [
     "DEFAULT_EVIDENCE_Z",
+    "DEFAULT_UNSEEN_ROWS",
     "LowerBoundMove",
     "MoveEvidence",
     "gain_standard_errors",
     "lower_bound_move",
     "move_evidence",
+    "one_row_weight",
+    "unseen_variance",
 ]
 
-#: A one-sided 95% lower confidence bound: the documented value for ``in_force.evidence_z``
-#: (:func:`lower_bound_move`; not on by default, see its notes).
+#: A one-sided 95% lower confidence bound: the default of ``in_force.evidence_z``
+#: (:func:`lower_bound_move`, on whenever a grid carries audit weights).
 DEFAULT_EVIDENCE_Z = 1.645
+
+#: Pseudo-rows ``κ`` of the unseen-region term of :func:`gain_standard_errors`: a region is
+#: credited with the variance of one more audited row than it holds (capped at its worst case).
+DEFAULT_UNSEEN_ROWS = 1.0
 
 
 @dataclass(frozen=True)
@@ -153,8 +160,79 @@ def _flagged_both(lattice: NDArray[np.float64], index: Sequence[int], rule: str
     return lattice + lattice[tuple(int(i) for i in index)] - at_extreme
 
 
+def _one_sided(lattice: NDArray[np.float64], index: Sequence[int], rule: str
+               ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(X(c \\ f), X(f \\ c))`` at every cell ``c``: lattice sums over the rows flagged at
+    ``c`` but not at ``f = index``, and at ``f`` but not at ``c``."""
+    both = _flagged_both(lattice, index, rule)
+    at_f = lattice[tuple(int(i) for i in index)]
+    return np.maximum(lattice - both, 0.0), np.maximum(at_f - both, 0.0)
+
+
+def unseen_variance(grid: ThresholdGrid, index: Sequence[int], *, rule: str, slope: float,
+                    unseen_rows: float = DEFAULT_UNSEEN_ROWS) -> NDArray[np.float64]:
+    """Variance the Horvitz–Thompson estimate cannot see: rows of a region that the audit did
+    not sample, at every cell ``c`` against the tuple ``f = index``.
+
+    The variance estimate ``sum (1 - π)(w/π)²`` over *audited* rows is unbiased but skewed:
+    a region of ``N`` unflagged rows at inclusion probability ``π`` in which no row was
+    audited (probability ``(1 - π)^N``) has estimate 0 *and* variance estimate 0, so moving
+    into it looks free and certain. From the grid's design channels
+    (:attr:`~costlib.grid.ThresholdGrid.design`) the two one-sided regions
+    ``R ∈ {c \\ f, f \\ c}`` have ``W(R) = sum_{i∈R, π_i<1} w_i² (1 - π_i)/π_i`` (the variance
+    of the region's estimated count if *every* row carried one label: the largest possible)
+    and ``A(R) = sum_{i∈R, π_i<1} π_i`` (the expected number of audited rows). One audited
+    row drawn from ``R``'s design adds ``W(R)/A(R)`` to the variance in expectation (for a
+    single probability ``π``: ``(1 - π)/π²``, the square of the row's weight ``1/π``, less
+    its own share). The term credits each region with ``κ`` such rows more than it holds, a
+    Poisson-style upper correction (``κ = 1``: the number of unseen rows whose chance of all
+    staying unsampled is ``e^{-1}``), capped at the region's worst case:
+
+    .. math:: U(c, f) = \\max(1, r^2) \\sum_R W(R) \\frac{\\kappa}{\\max(A(R), \\kappa)}.
+
+    A region where fewer than ``κ`` audited rows were expected counts with its full worst-case
+    variance ``W(R)`` (it is unknown); a well-audited region with one row's worth, small next
+    to the estimate of its ``n`` audited rows. ``max(1, r²)``: the unseen row has the label
+    with the larger coefficient in the gain ``TP - r FP``. Rows flagged by the thresholds in
+    force (``π = 1``) add nothing. Mixing strata in one region uses their mean weight ``W/A``.
+    Zeros when the grid has no design channels or ``κ = 0``.
+    """
+    if grid.design is None or unseen_rows == 0:
+        return np.zeros(grid.shape)
+    if not (np.isfinite(unseen_rows) and unseen_rows > 0):
+        raise ValueError(f"unseen_rows must be a finite number >= 0, got {unseen_rows!r}")
+    from costlib.grid import DESIGN_EXPECTED_SCALE, check_rule, lattice_counts
+
+    rule = check_rule(rule)
+    worst = _one_sided(lattice_counts(grid.design[0], rule), index, rule)
+    expected = _one_sided(lattice_counts(grid.design[1] / DESIGN_EXPECTED_SCALE, rule), index,
+                          rule)
+    total = np.zeros(grid.shape)
+    for w, a in zip(worst, expected, strict=True):
+        total += w * unseen_rows / np.maximum(a, unseen_rows)
+    return max(1.0, slope * slope) * total
+
+
+def one_row_weight(grid: ThresholdGrid, index: Sequence[int], cell: Sequence[int], *,
+                   rule: str) -> float:
+    """The mean Horvitz–Thompson weight of one audited row in the region that ``cell`` flags
+    and ``index`` does not: ``sqrt(W / A)`` of that region (for one probability ``π``,
+    ``sqrt(1 - π)/π``), i.e. how much one audited row there moves the estimated TP or FP.
+    0 without design channels or when the region holds no audit-eligible row."""
+    if grid.design is None:
+        return 0.0
+    from costlib.grid import DESIGN_EXPECTED_SCALE, check_rule, lattice_counts
+
+    rule = check_rule(rule)
+    at = tuple(int(i) for i in cell)
+    w = _one_sided(lattice_counts(grid.design[0], rule), index, rule)[0][at]
+    a = _one_sided(lattice_counts(grid.design[1], rule), index, rule)[0][at]
+    a /= DESIGN_EXPECTED_SCALE
+    return float(np.sqrt(w / a)) if a > 0 else 0.0
+
+
 def gain_standard_errors(grid: ThresholdGrid, index: Sequence[int], *, rule: str,
-                         slope: float) -> NDArray[np.float64]:
+                         slope: float, unseen_rows: float = 0.0) -> NDArray[np.float64]:
     """Design standard error of the estimated gain ``Ô(c) - Ô(f)`` of every cell ``c`` against
     the tuple ``f = index``, for the linear objective ``TP - r FP`` (``r = slope``).
 
@@ -166,8 +244,10 @@ def gain_standard_errors(grid: ThresholdGrid, index: Sequence[int], *, rule: str
               D(c, f) = X(c) + X(f) - 2 X(c \\wedge f),
 
     with ``X`` the lattice sums of the grid's variance channel (:attr:`~costlib.grid.
-    ThresholdGrid.variance`). Zero everywhere when the grid has no variance channel (no audit
-    rows: every rated row was rated with certainty).
+    ThresholdGrid.variance`). With ``unseen_rows = κ > 0`` the unseen-region term
+    :func:`unseen_variance` is added (what :func:`lower_bound_move` uses). Zero everywhere
+    when the grid has no variance channel (no audit rows: every rated row was rated with
+    certainty).
     """
     if grid.variance is None:
         return np.zeros(grid.shape)
@@ -180,6 +260,8 @@ def gain_standard_errors(grid: ThresholdGrid, index: Sequence[int], *, rule: str
         both = _flagged_both(lattice, index, rule)
         spread = lattice + lattice[tuple(int(i) for i in index)] - 2.0 * both
         total += coefficient * np.maximum(spread, 0.0)
+    if unseen_rows:
+        total += unseen_variance(grid, index, rule=rule, slope=slope, unseen_rows=unseen_rows)
     return np.sqrt(total)
 
 
@@ -208,6 +290,7 @@ class LowerBoundMove:
     optimum_gain: float
     optimum_se: float
     z: float
+    one_row: float = 0.0
 
     def reason(self) -> str:
         """One line for the record (empty when the method's own point was taken)."""
@@ -222,8 +305,11 @@ class LowerBoundMove:
         return ""
 
     def summary(self) -> dict[str, float]:
+        """Gain and se of the point taken and of the method's point, ``z``, and ``one_row``:
+        the weight of one audited row in the region the method's point newly flags
+        (:func:`one_row_weight`)."""
         return {"gain": self.gain, "se": self.se, "optimum_gain": self.optimum_gain,
-                "optimum_se": self.optimum_se, "z": self.z}
+                "optimum_se": self.optimum_se, "z": self.z, "one_row": self.one_row}
 
 
 def lower_bound_move(
@@ -236,26 +322,29 @@ def lower_bound_move(
     rule: str,
     method: str,
     options: Mapping[str, Any] | None = None,
+    unseen_rows: float = DEFAULT_UNSEEN_ROWS,
 ) -> LowerBoundMove:
     """Move from the thresholds in force only as far as the audit's evidence carries.
 
     Among the cells of the method's curve (``chosen.path``: its path or frontier) that are
     covered and meet the constraints, and the thresholds in force ``f``, pick the one whose
     estimated gain over ``f`` has the highest lower confidence bound
-    ``Ô(c) - Ô(f) - z · se(c)`` (:func:`gain_standard_errors`); keep ``f`` unless that bound
-    is positive. On a grid without audit rows every se is 0 and this is the method's point.
-    Linear objective only (``TP - r FP``); other objectives return the method's point.
+
+    .. math:: L(c) = \\hat O(c) - \\hat O(f) - z \\sqrt{\\widehat{Var}(c, f) + U(c, f)},
+
+    (:func:`gain_standard_errors` with the unseen-region term :func:`unseen_variance` of
+    ``κ = unseen_rows`` pseudo-rows); keep ``f`` unless that bound is positive. Among cells
+    whose bounds tie (within ``1e-9`` relative), the one that changes the least flagged
+    volume (``|V(c) - V(f)|``, then the smallest index along the curve) is taken: a region
+    that adds neither estimated gain nor evidence is not worth flagging. On a grid without
+    audit rows every se is 0 and this is the method's point. Linear objective only
+    (``TP - r FP``); other objectives return the method's point.
 
     The standard error is the audit design's (Horvitz–Thompson, given the population), not the
     population's own variation from run to run: rows flagged by the thresholds in force are a
     census of the window (``π = 1``), so moves inside the rated region need no further
-    evidence, while a move resting on a few heavily weighted audit rows does.
-
-    Known limit: a region of unflagged rows where no row was audited has estimated counts 0
-    with estimated variance 0, so extending the flagged region into it looks free and certain
-    (the estimator cannot see what was not sampled). With a thin audit this lets a move drop a
-    threshold far into unobserved territory; measured in the closed loop (docs/audit.md), which
-    is why this rule is not on by default.
+    evidence, while a move resting on a few heavily weighted audit rows, or into a region the
+    audit barely reached, does.
     """
     if not (np.isfinite(z) and z >= 0):
         raise ValueError(f"z must be a finite number >= 0, got {z!r}")
@@ -268,7 +357,8 @@ def lower_bound_move(
         return LowerBoundMove(chosen, tuple(kept.index) != tuple(chosen.index), plain_gain, 0.0,
                               plain_gain, 0.0, float(z))
     slope = target.slope
-    se_all = gain_standard_errors(grid, kept.index, rule=rule, slope=slope)
+    se_all = gain_standard_errors(grid, kept.index, rule=rule, slope=slope,
+                                  unseen_rows=unseen_rows)
     tp, fp = grid.counts(rule)
     volume = grid.volume(rule)
     cells = np.asarray(chosen.path, dtype=np.intp).reshape(-1, grid.k)
@@ -286,16 +376,22 @@ def lower_bound_move(
     chosen_at = np.flatnonzero((cells == np.asarray(chosen.index)).all(axis=1))
     ok[chosen_at] = True
     bound = np.where(ok, gain - z * se, -np.inf)
-    best = int(np.argmax(bound))
-    own = int(chosen_at[0]) if chosen_at.size else best
+    top = float(np.max(bound))
+    at_chosen = tuple(int(i) for i in chosen.index)
     optimum_gain = float(chosen.objective - kept.objective)
-    optimum_se = float(se_all[tuple(int(i) for i in chosen.index)])
-    if not bound[best] > 0:
-        return LowerBoundMove(kept, False, 0.0, 0.0, optimum_gain, optimum_se, float(z))
-    if best == own or bound[own] >= bound[best]:
+    optimum_se = float(se_all[at_chosen])
+    one_row = one_row_weight(grid, kept.index, at_chosen, rule=rule)
+    if not top > 0:
+        return LowerBoundMove(kept, False, 0.0, 0.0, optimum_gain, optimum_se, float(z),
+                              one_row)
+    tied = np.flatnonzero(bound >= top - 1e-9 * max(1.0, abs(top)))
+    change = np.abs(volume[idx] - volume[tuple(int(i) for i in kept.index)])
+    best = int(tied[np.argmin(change[tied])])
+    if chosen_at.size and int(chosen_at[0]) in tied.tolist() and (
+            change[int(chosen_at[0])] <= change[best]):
         return LowerBoundMove(chosen, True, optimum_gain, optimum_se, optimum_gain, optimum_se,
-                              float(z))
+                              float(z), one_row)
     thresholds = grid.threshold_values(tuple(int(i) for i in cells[best]))
     point = point_at(grid, thresholds, **kwargs)
     return LowerBoundMove(point, True, float(gain[best]), float(se[best]), optimum_gain,
-                          optimum_se, float(z))
+                          optimum_se, float(z), one_row)

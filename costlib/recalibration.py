@@ -26,7 +26,12 @@ from costlib.bootstrap import (
     confidence_intervals,
 )
 from costlib.grid import ThresholdGrid
-from costlib.move_evidence import lower_bound_move, move_evidence
+from costlib.move_evidence import (
+    DEFAULT_EVIDENCE_Z,
+    DEFAULT_UNSEEN_ROWS,
+    lower_bound_move,
+    move_evidence,
+)
 from costlib.operating_point import OperatingPoint, optimize, point_at
 from costlib.target import Target
 
@@ -82,7 +87,8 @@ def optimize_group(
     in_force: Sequence[float] | None = None,
     min_gain_z: float | None = None,
     keep_when_insufficient: bool = True,
-    evidence_z: float | None = None,
+    evidence_z: float | None = DEFAULT_EVIDENCE_Z,
+    unseen_rows: float = DEFAULT_UNSEEN_ROWS,
 ) -> GroupResult:
     """Optimise one group's grid with every method, if it holds enough rated rows.
 
@@ -100,12 +106,15 @@ def optimize_group(
     ``reason`` says so, ``details["move_evidence"]`` holds gain and se), and when every method
     keeps them the status is ``"kept"``.
 
-    ``evidence_z`` (with ``in_force``; None, the default: off; 1.645 is a one-sided 95% bound):
+    ``evidence_z`` (with ``in_force``; default 1.645, a one-sided 95% bound; None: off):
     on a grid that carries audit
     weights (:attr:`~costlib.grid.ThresholdGrid.variance`), a method moves from the thresholds
     in force only as far as the lower confidence bound of the gain stays positive
-    (:func:`costlib.move_evidence.lower_bound_move`: Horvitz–Thompson design standard errors,
-    no bootstrap needed); ``details["move_evidence"]`` records gain and se. ``min_gain_z``,
+    (:func:`costlib.move_evidence.lower_bound_move`: Horvitz–Thompson design standard errors
+    plus the unseen-region term of ``unseen_rows`` pseudo-rows,
+    :func:`costlib.move_evidence.unseen_variance`; no bootstrap needed);
+    ``details["move_evidence"]`` records gain, se and the weight of one audited row in the
+    region the method's point adds. Grids without audit rows are unaffected. ``min_gain_z``,
     when set, takes precedence.
 
     A :class:`~costlib.bootstrap.SparseBootstrapGrids` is made dense only here, after the
@@ -159,7 +168,8 @@ def optimize_group(
         elif (in_force is not None and evidence_z is not None and grid.has_audit
               and grid.variance is not None):
             bounded = lower_bound_move(grid, chosen, in_force, z=evidence_z, target=target,
-                                       rule=rule, method=method, options=options)
+                                       rule=rule, method=method, options=options,
+                                       unseen_rows=unseen_rows)
             if bounded.point is not chosen:
                 details = {**bounded.point.details, "move_evidence": bounded.summary()}
                 result.points[method] = replace(bounded.point, reason=bounded.reason(),
@@ -243,7 +253,8 @@ def recalibrate_grids(
     options: Mapping[str, Any] | None = None,
     in_force: Mapping[str, Sequence[float]] | None = None,
     min_gain_z: float | None = None,
-    evidence_z: float | None = None,
+    evidence_z: float | None = DEFAULT_EVIDENCE_Z,
+    unseen_rows: float = DEFAULT_UNSEEN_ROWS,
 ) -> dict[str, GroupResult]:
     """Operating points for every group and for the all-groups grid, with fallback.
 
@@ -262,9 +273,11 @@ def recalibrate_grids(
         a usable parent keep them (status ``kept``, see :func:`apply_fallback`).
     min_gain_z : float, optional
         With ``in_force`` and ``bootstrap``: move only on evidence (see :func:`optimize_group`).
-    evidence_z : float or None, default None
+    evidence_z : float or None, default 1.645
         With ``in_force``, on grids with audit weights: move only as far as the lower confidence
-        bound of the gain allows (see :func:`optimize_group`).
+        bound of the gain allows (see :func:`optimize_group`); None: off.
+    unseen_rows : float, default 1
+        Pseudo-rows of the unseen-region term (:func:`costlib.move_evidence.unseen_variance`).
     """
     grids = dict(grids)
     if ALL_GROUPS not in grids and grids:
@@ -282,6 +295,7 @@ def recalibrate_grids(
             options=options, in_force=None if in_force is None else in_force.get(name),
             min_gain_z=min_gain_z,
             evidence_z=evidence_z,
+            unseen_rows=unseen_rows,
         )
         for name, grid in sorted(grids.items())
     }

@@ -202,14 +202,27 @@ class AuditSettings:
 
     design: AuditDesign
     salt: str
+    #: Only rows of groups without a usable operating point are candidates (the floor audit
+    #: of ``audit.groups_without_point`` when the audit is disabled).
+    only_without_point: bool = False
 
 
 def audit_settings(config: RunConfig, run_id: str) -> AuditSettings | None:
-    """``config.audit`` of a run: None when disabled; the salt defaults to the run id."""
+    """``config.audit`` of a run; the salt defaults to the run id.
+
+    Disabled: None, unless ``audit.groups_without_point`` is ``"floor"`` (the default): then
+    a one-stratum design with ``π = floor`` for the rows of groups without a usable
+    operating point only (``only_without_point``), so that such a group (e.g. on a first run,
+    with nothing to keep) gets unbiased ratings instead of none.
+    """
     audit = config.audit
-    if not audit["enabled"]:
-        return None
     salt = audit["salt"] if audit["salt"] is not None else run_id
+    if not audit["enabled"]:
+        if audit.get("groups_without_point", "floor") != "floor":
+            return None
+        floor = float(audit["floor"])
+        return AuditSettings(AuditDesign(edges=(), weights=(1.0,), floor=floor,
+                                         budget_share=floor), salt, only_without_point=True)
     return AuditSettings(config.audit_design(), salt)
 
 
@@ -572,8 +585,12 @@ def decision_table_and_audit(
         flagged = (flagged | fired) if rule == "any" else (flagged & fired)
     no_point = None if usable.all() else ~usable[codes]
     item_ids = _as_string(batch.item_ids)
-    audited, audit_probability, counters = _audit_columns(
-        item_ids, scores, flagged if no_point is None else flagged & ~no_point, audit)
+    if audit is not None and audit.only_without_point:
+        audited, audit_probability, counters = _floor_audit_columns(
+            item_ids, scores, flagged, no_point, audit)
+    else:
+        audited, audit_probability, counters = _audit_columns(
+            item_ids, scores, flagged if no_point is None else flagged & ~no_point, audit)
     op_values, op_index = _distinct_codes([e.operating_point_group for e in entries])
     method_values = sorted({e.method for e in entries if e.method is not None})
     window_ends = _window_ends(entries, codes, usable, no_point)
@@ -602,6 +619,31 @@ def decision_table_and_audit(
     table = pa.Table.from_arrays([columns[f.name] for f in COMPACT_SCHEMA],
                                  schema=COMPACT_SCHEMA)
     return table, counters
+
+
+def _floor_audit_columns(
+    item_ids: pa.Array, scores: NDArray[np.float64], flagged: NDArray[np.bool_],
+    no_point: NDArray[np.bool_] | None, audit: AuditSettings,
+) -> tuple[pa.Array, pa.Array, Counter]:
+    """The floor audit of groups without a usable point (``audit.only_without_point``).
+
+    Candidates are the rows with a null threshold decision (``no_point``), each audited with
+    ``π = floor``; ``audit_probability`` is ``π`` on them, 1 on flagged rows of other groups
+    and null elsewhere (unflagged rows of groups with a point: not audit-eligible). Counters:
+    ``audited`` and ``audit_unflagged.0`` (the candidates).
+    """
+    n = flagged.size
+    if no_point is None:  # every row's group has a point: flagged rows p = 1, others null
+        return (pa.array(np.zeros(n, dtype=bool)),
+                pa.array(np.ones(n), mask=~flagged if not flagged.all() else None),
+                Counter({"audited": 0, "audit_unflagged.0": 0}))
+    sample = audit_sample(item_ids, scores, ~no_point, audit.salt, audit.design)
+    probability = np.where(no_point, sample.audit_probability, 1.0)
+    null = ~no_point & ~flagged
+    counters = Counter({"audit_unflagged.0": int(np.count_nonzero(no_point)),
+                        "audited": int(np.count_nonzero(sample.audit))})
+    return (pa.array(sample.audit), pa.array(probability, mask=null if null.any() else None),
+            counters)
 
 
 def _audit_columns(
@@ -1239,6 +1281,7 @@ def _write_counters(keyed: tuple[None, dict[str, int]], accounting_path: str,
     counts = {k: v for k, v in totals.items() if not _is_row_accounting(k)}
     if audit is not None:
         summary = audit_summary(counts, audit)
+        summary = summary.get("groups_without_point", summary)
         counts["audited"] = summary["audited"]
         counts["audit_expected"] = summary["expected"]
         counts["audit_expected_variance"] = summary["variance"]
@@ -1256,6 +1299,13 @@ def audit_summary(counts: dict[str, Any], audit: AuditSettings | None) -> dict[s
     if audit is None:
         return {"enabled": False}
     design = audit.design
+    if audit.only_without_point:
+        candidates = int(counts.get("audit_unflagged.0", 0))
+        return {"enabled": False, "groups_without_point": {
+            "salt": audit.salt, "probability": design.floor, "candidates": candidates,
+            "audited": int(counts.get("audited", 0)),
+            "expected": round(candidates * design.floor, 6),
+            "variance": round(candidates * design.floor * (1 - design.floor), 6)}}
     probabilities = design.probabilities()
     unflagged = [int(counts.get(f"audit_unflagged.{h}", 0)) for h in range(design.n_strata)]
     expected, variance = expected_audits(unflagged, probabilities)

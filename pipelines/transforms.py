@@ -59,6 +59,7 @@ from costlib.grid import (
     SparseCounts,
     SparseGrid,
     ThresholdGrid,
+    design_weights,
     grouped_histograms,
     ht_variance_weights,
     merge_sparse,
@@ -398,7 +399,8 @@ class SumGrids(beam.CombineFn):
         return ThresholdGrid(edges=tuple(edges), pos=dense[1], neg=dense[0], names=self.names,
                              unrated=dense[2] if dense.shape[0] >= 3 else None,
                              audited_rows=audited,
-                             variance=dense[3:5] if dense.shape[0] == 5 else None)
+                             variance=dense[3:5] if dense.shape[0] >= 5 else None,
+                             design=dense[5:7] if dense.shape[0] == 7 else None)
 
 
 class SumBootstrapGrids(beam.CombineFn):
@@ -687,21 +689,24 @@ class AggregateBatchesFn(beam.DoFn):
             variances = ht_variance_weights(weights, batch.audit_probabilities.take(rows))
             if unrated is not None:
                 variances[unrated] = 0.0
-        if groups.size == 0:
+        if groups.size == 0 and (variances is None or not batch.group_codes.size):
             return
         if self.windowed:
             times = batch.event_times_us if rows is None else batch.event_times_us.take(rows)
-            buckets, bucket_codes = np.unique(times // self.period_us, return_inverse=True)
-            codes = bucket_codes * n_groups + groups
+            # every valid row's period (the design channels count represented rows too)
+            buckets = np.unique(batch.event_times_us // self.period_us)
+            codes = np.searchsorted(buckets, times // self.period_us) * n_groups + groups
         else:
             buckets = np.zeros(1, dtype=np.int64)
             codes = groups
         edges = tuple(edges)
         shape = tuple(int(e.size + 1) for e in edges)  # partials carry the shape, not the edges
-        channels = 5 if variances is not None else (2 if unrated is None else 3)
+        channels = 7 if variances is not None else (2 if unrated is None else 3)
         n_cells = channels * math.prod(shape)
         partials = grouped_histograms(codes, scores, labels, weights, edges, unrated=unrated,
                                       variances=variances)
+        if variances is not None:
+            partials = self._with_design(batch, partials, edges, n_groups, buckets)
         if weights is None:  # counts are rows: a code's rated rows are its channels 0 and 1
             rated_cells = 2 * math.prod(shape)
             rated_per_code = {code: int(c.counts[:np.searchsorted(c.cells, rated_cells)].sum())
@@ -727,6 +732,34 @@ class AggregateBatchesFn(beam.DoFn):
         if self.with_bootstrap:
             rows = np.arange(groups.size) if rows is None else rows
             yield from self._bootstrap(batch, edges, codes, rows, buckets)
+
+    def _with_design(self, batch, partials, edges, n_groups, buckets):
+        """``partials`` widened to 7 channels: channels 5 and 6 hold the audit design's terms
+        ``w² (1 - p) / p`` and ``p`` of every valid row with ``0 < p < 1`` (audited and
+        represented rows alike; :func:`costlib.grid.design_weights`,
+        :attr:`costlib.grid.ThresholdGrid.design`), per group (and period bucket)."""
+        sampled, worst, expected = design_weights(batch.weights, batch.audit_probabilities)
+        if not sampled.any():
+            return {code: c.with_channels(7) for code, c in partials.items()}
+        rows = np.flatnonzero(sampled)
+        codes = batch.group_codes.take(rows)
+        if self.windowed:
+            times = batch.event_times_us.take(rows) // self.period_us
+            codes = np.searchsorted(buckets, times) * n_groups + codes
+        scores = batch.scores.take(rows, axis=0)
+        size = math.prod(e.size + 1 for e in edges)
+        design = grouped_histograms(
+            np.concatenate([codes, codes]), np.concatenate([scores, scores]),
+            np.repeat([False, True], rows.size), np.concatenate([worst, expected]), edges)
+        out = {}
+        for code in sorted({*partials, *design}):
+            parts = [p.with_channels(7) for p in (partials.get(code),) if p is not None]
+            extra = design.get(code)
+            if extra is not None:
+                parts.append(SparseCounts(cells=extra.cells + 5 * size, counts=extra.counts,
+                                          channels=7))
+            out[code] = merge_sparse(parts)
+        return out
 
     def _bootstrap(self, batch, edges, codes, rows, buckets):
         """Replicate grids of the valid rows per group and for all groups (tagged output).
@@ -879,6 +912,7 @@ def optimize_one(config: RunConfig, group: str, grid, boot=None, edges=None, in_
         min_gain_z=config.in_force["min_gain_z"],
         keep_when_insufficient=config.in_force["keep_when_insufficient"],
         evidence_z=config.in_force["evidence_z"],
+        unseen_rows=config.in_force["unseen_rows"],
     )
 
 

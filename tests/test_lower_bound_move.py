@@ -12,7 +12,12 @@ import pytest
 from coverage_data import brute_flags
 
 from costlib.grid import ThresholdGrid
-from costlib.move_evidence import gain_standard_errors, lower_bound_move
+from costlib.move_evidence import (
+    gain_standard_errors,
+    lower_bound_move,
+    one_row_weight,
+    unseen_variance,
+)
 from costlib.operating_point import optimize
 from costlib.recalibration import optimize_group
 from costlib.target import resolve_target
@@ -130,7 +135,7 @@ def test_optimize_group_moves_on_evidence_only_with_audit_weights():
     args = {"methods": ["hull", "graph"], "target": target, "rule": "any",
             "min_positives": 1, "min_negatives": 1, "in_force": (0.9, 0.9)}
     default = optimize_group("g", thin, **args, evidence_z=1.645)
-    off = optimize_group("g", thin, **args)
+    off = optimize_group("g", thin, **args, evidence_z=None)
     for method in ("hull", "graph"):
         point, free = default.points[method], off.points[method]
         wired = lower_bound_move(thin, free, (0.9, 0.9), z=1.645, target=target, rule="any",
@@ -140,7 +145,7 @@ def test_optimize_group_moves_on_evidence_only_with_audit_weights():
     scores, truth = population(4000, 12)
     plain = ThresholdGrid.from_scores(scores, truth, EDGES)  # no audit: unchanged behaviour
     a = optimize_group("g", plain, **args, evidence_z=1.645)
-    b = optimize_group("g", plain, **args)
+    b = optimize_group("g", plain, **args, evidence_z=None)
     assert {m: p.thresholds for m, p in a.points.items()} == {
         m: p.thresholds for m, p in b.points.items()}
 
@@ -152,3 +157,80 @@ def test_lower_bound_move_refuses_a_bad_z():
     with pytest.raises(ValueError, match="z must be"):
         lower_bound_move(grid, chosen, (0.9, 0.9), z=-1.0, target=target, rule="any",
                          method="hull")
+
+
+@pytest.mark.parametrize("rule", ["any", "all"])
+def test_unseen_variance_equals_the_direct_sums_over_each_one_sided_region(rule):
+    """U(c, f) = max(1, r²) Σ_R W(R) κ / max(A(R), κ) over R = c∖f and f∖c, with W and A
+    summed directly over the rows of each region with 0 < π < 1 (audited or not)."""
+    scores, truth = population(600, 21)
+    labels, pi = audit_draw(scores, truth, 22, floor=0.01)
+    w = np.random.default_rng(23).uniform(0.5, 2.0, len(truth))
+    grid = ThresholdGrid.from_scores(scores, labels, EDGES, w, audit_probabilities=pi)
+    eligible = (pi > 0) & (pi < 1)
+    worst = np.where(eligible, w * w * (1 - pi) / pi, 0.0)
+    expected = np.where(eligible, pi, 0.0)
+    for slope, kappa in [(0.25, 1.0), (2.0, 3.0)]:
+        for f in [(0, 0), (2, 1), (5, 4)]:
+            got = unseen_variance(grid, f, rule=rule, slope=slope, unseen_rows=kappa)
+            f_flags = brute_flags(scores, grid.threshold_values(f), rule)
+            for c in itertools.product(*(range(n) for n in grid.shape)):
+                c_flags = brute_flags(scores, grid.threshold_values(c), rule)
+                direct = 0.0
+                for region in (c_flags & ~f_flags, f_flags & ~c_flags):
+                    direct += worst[region].sum() * kappa / max(expected[region].sum(), kappa)
+                direct *= max(1.0, slope * slope)
+                assert got[c] == pytest.approx(direct, rel=1e-3, abs=1e-6), (f, c)
+    full = gain_standard_errors(grid, (2, 1), rule=rule, slope=0.25, unseen_rows=1.0) ** 2
+    plain = gain_standard_errors(grid, (2, 1), rule=rule, slope=0.25) ** 2
+    assert np.allclose(full - plain, unseen_variance(grid, (2, 1), rule=rule, slope=0.25))
+
+
+def test_an_unaudited_region_is_unknown_not_free():
+    """The failure the term fixes: rows below the thresholds in force, none audited. The plain
+    HT estimate says gain 0 ± 0 for flagging them; with the unseen term the region's variance
+    is its worst case W (every row one label), so no lower bound can call the move certain."""
+    rng = np.random.default_rng(31)
+    n = 2000
+    scores = np.column_stack([rng.random(n), np.zeros(n)])
+    truth = rng.random(n) < 0.05
+    flagged = scores[:, 0] >= 0.9
+    pi = np.where(flagged, 1.0, 1e-4)  # expected audited rows below 0.9: 0.18 < 1
+    labels = np.where(flagged, truth, None).astype(object)  # none audited
+    grid = ThresholdGrid.from_scores(scores, labels, EDGES, audit_probabilities=pi)
+    f = (grid.edges[0].size - 1, grid.shape[1] - 1)  # (0.9, off)
+    c = (0, grid.shape[1] - 1)  # (0.1, off): flags every row >= 0.1
+    assert gain_standard_errors(grid, f, rule="any", slope=0.25)[c] == 0  # looks certain
+    region = (scores[:, 0] >= 0.1) & ~flagged
+    worst = np.sum((1 - pi[region]) / pi[region])
+    assert unseen_variance(grid, f, rule="any", slope=0.25)[c] == pytest.approx(worst, rel=1e-3)
+    assert one_row_weight(grid, f, c, rule="any") == pytest.approx(np.sqrt(1 - 1e-4) / 1e-4,
+                                                                   rel=1e-3)
+
+
+def test_the_conservative_bound_covers_the_true_gain_over_thin_audit_draws():
+    """Repeated thin audits of one population: the one-sided 95% lower bound of the gain
+    (plain HT variance vs with the unseen term) against the true gain from all labels. The
+    unseen term restores the coverage that the skewed plain estimate loses."""
+    scores, truth = population(3000, 41)
+    slope = 0.5
+    f, c = (4, 3), (1, 1)
+    f_flags = brute_flags(scores, np.array([0.7, 0.6333333333333333]), "any")
+    base = ThresholdGrid.from_scores(scores, truth, EDGES)
+    tp, fp = base.counts("any")
+    true_gain = (tp[c] - slope * fp[c]) - (tp[f] - slope * fp[f])
+    plain_cover, full_cover = [], []
+    for draw in range(300):
+        rng = np.random.default_rng(5000 + draw)
+        pi = np.where(f_flags, 1.0, 0.004)
+        rated = f_flags | (rng.random(len(truth)) < pi)
+        labels = np.where(rated, truth, None).astype(object)
+        grid = ThresholdGrid.from_scores(scores, labels, EDGES, audit_probabilities=pi)
+        tp, fp = grid.counts("any")
+        gain = (tp[c] - slope * fp[c]) - (tp[f] - slope * fp[f])
+        plain = gain_standard_errors(grid, f, rule="any", slope=slope)[c]
+        full = gain_standard_errors(grid, f, rule="any", slope=slope, unseen_rows=1.0)[c]
+        plain_cover.append(gain - 1.645 * plain <= true_gain)
+        full_cover.append(gain - 1.645 * full <= true_gain)
+    assert np.mean(full_cover) >= 0.95
+    assert np.mean(full_cover) > np.mean(plain_cover)

@@ -17,7 +17,7 @@ from test_pipeline_decide import (
     write_operating_points,
 )
 
-from costlib.audit_sampling import AuditDesign, audit_sample
+from costlib.audit_sampling import AuditDesign, audit_sample, audit_uniforms
 from costlib_pipelines.cli import main
 from costlib_pipelines.decide import read_decisions
 
@@ -127,10 +127,11 @@ def test_audit_does_not_depend_on_file_order_row_groups_or_workers(tmp_path):
     assert results["a"][0]["topk_decision"].notna().any()  # set rows carry their audit fields
 
 
-def test_audit_disabled_by_default(tmp_path):
+def test_audit_off_when_disabled_and_groups_without_point_off(tmp_path):
     frame = make_stream(500, seed=3)
     inputs = write_files(frame, tmp_path / "in", 1, 100)
-    code, out = run_cli(tmp_path, inputs, config_file(tmp_path / "c.yaml"), "off", "off")
+    config = config_file(tmp_path / "c.yaml", {"groups_without_point": "off"})
+    code, out = run_cli(tmp_path, inputs, config, "off", "off")
     assert code == 0
     got = decisions(out)
     assert not got["audit"].any() and got["audit_probability"].isna().all()
@@ -139,12 +140,42 @@ def test_audit_disabled_by_default(tmp_path):
     assert m["config"]["audit"]["enabled"] is False
 
 
+def test_disabled_audit_still_floor_audits_groups_without_a_point_by_default(tmp_path):
+    """Issue 21.4: no fail-closed trap. A group without a usable point (g_thin:
+    insufficient_data, nothing to keep) gets a floor audit although the audit is disabled; no
+    other row is audited. Truth: the audit uniforms of the ids, u < floor, by hand."""
+    frame = make_stream(3000, seed=12)
+    inputs = write_files(frame, tmp_path / "in", 2, 150)
+    config = config_file(tmp_path / "c.yaml", {"floor": 0.3})  # enabled: false (default)
+    code, out = run_cli(tmp_path, inputs, config, "first-run", "floor")
+    assert code == 0
+    got = decisions(out)
+    ids = frame["item_id"].astype(str)
+    decision, _ = expected_threshold_decisions(frame, "any")
+    flagged = (decision == True).to_numpy()  # noqa: E712
+    thin = (frame["group"] == "g_thin").to_numpy()
+    u = audit_uniforms(frame["item_id"].to_numpy(), "first-run")
+    assert got.loc[ids, "audit"].tolist() == (thin & (u < 0.3)).tolist()
+    assert (got.loc[ids[thin], "audit_probability"] == 0.3).all()
+    assert (got.loc[ids[flagged], "audit_probability"] == 1.0).all()
+    assert got.loc[ids[~thin & ~flagged], "audit_probability"].isna().all()
+    audited = int((thin & (u < 0.3)).sum())
+    assert audited > 100
+    m = manifest(out, "first-run")
+    assert m["audit"] == {"enabled": False, "groups_without_point": {
+        "salt": "first-run", "probability": 0.3, "candidates": int(thin.sum()),
+        "audited": audited, "expected": round(thin.sum() * 0.3, 6),
+        "variance": round(thin.sum() * 0.3 * 0.7, 6)}}
+    assert m["decision_counts"]["audited"] == audited
+
+
 @pytest.mark.parametrize(("audit", "key"), [
     ({"strata": {"edges": [0.3], "weights": [1.0]}}, "audit.strata.weights"),
     ({"strata": {"edges": [0.6, 0.3], "weights": [1, 1, 1]}}, "audit.strata.edges"),
     ({"floor": 0}, "audit.floor"),
     ({"budget_share": 2}, "audit.budget_share"),
     ({"sample": 0.1}, "audit"),
+    ({"groups_without_point": "keep"}, "audit.groups_without_point"),
 ])
 def test_bad_audit_config_exits_2_naming_the_key(tmp_path, capsys, audit, key):
     inputs = write_files(make_stream(100, seed=4), tmp_path / "in", 1, 100)

@@ -26,8 +26,16 @@ Scenarios, each from two starting points ((0.9, 0.9) and (0.9, inf): the image m
 with audit; without audit; and drift (with audit; from ``--drift-day`` the positives' latent
 score, i.e. the logit, shifts down by ``--drift-logit`` for both classifiers).
 
+Issue 21 additions: ``--seeds`` (every loop once per seed), ``--families spread,concentrated``
+(scores concentrated near 0: negatives ``beta(0.5, 30)``, positives ``beta(1.5, 2.5)``),
+``--prevalence`` (per group), scenario ``thin_audit`` (drift under the issue's 0.25% audit),
+per day the ratio to the window oracle (``u/orc``) and to the starting thresholds
+(``u/start``), the audited rows against the design's expected count, and at the end a check
+of each target per loop and overall (:func:`targets`).
+
 Run: ``.venv/bin/python tests/benchmarks/bench_feedback_loop.py [--rows-per-day 60000]
-[--days 15] [--window 7] [--scenarios audit,no_audit,drift]``
+[--days 15] [--window 7] [--scenarios audit,no_audit,drift,thin_audit] [--seeds 0 1 2]
+[--families spread,concentrated] [--prevalence 0.002 0.003 0.005]``
 """
 
 from __future__ import annotations
@@ -66,29 +74,47 @@ PREVALENCE = (0.005, 0.01, 0.02)
 SEPARATION = (3.2, 2.8)
 CORRELATION = 0.3
 STARTS = {"high": (0.9, 0.9), "image-off": (0.9, math.inf)}
+#: Starting points of the family with scores concentrated near 0 (0.9 flags almost nothing).
+STARTS_CONCENTRATED = {"high": (0.5, 0.5), "image-off": (0.5, math.inf)}
+#: The issue's thin audit (scenario ``thin_audit``): 0.25% budget, floor 0.0005.
+THIN_AUDIT = {"budget_share": 0.0025, "floor": 0.0005, "edges": [0.05, 0.3],
+              "weights": [0.5, 3.0, 10.0]}
 
 
 # ----------------------------------------------------------------------------- population
-def population(n: int, day: int, *, seed: int, drift_day: int | None, drift_logit: float):
+def population(n: int, day: int, *, seed: int, drift_day: int | None, drift_logit: float,
+               family: str = "spread", prevalence=PREVALENCE):
     """One day's items: (group index, item ids, scores (n, 2), labels). Deterministic per day.
 
-    Latent score of classifier j: ``separation_j * y + sqrt(rho) * shared + sqrt(1 - rho) * noise
-    + group shift``; score = sigmoid(latent - 2) (as ``costlib.sample.generate_score_stream``,
-    every classifier scores every row). Drift: from ``drift_day`` on, positives' latent scores
-    are ``drift_logit`` lower (a shift in logit space).
+    ``family="spread"``: latent score of classifier j: ``separation_j * y + sqrt(rho) * shared
+    + sqrt(1 - rho) * noise + group shift``; score = sigmoid(latent - 2) (as
+    ``costlib.sample.generate_score_stream``, every classifier scores every row). Drift: from
+    ``drift_day`` on, positives' latent scores are ``drift_logit`` lower (a shift in logit
+    space).
+
+    ``family="concentrated"``: scores concentrated near 0: negatives ``beta(0.5, 30)`` per
+    classifier (mean 0.016), positives heavier-tailed ``beta(1.5, 2.5)``; drift: positives
+    ``beta(1.5, 2.5 + 2 * drift_logit)`` (their scores fall towards the negatives').
     """
     rng = np.random.default_rng([seed, day])
     g = rng.integers(0, len(GROUPS), n)
-    y = rng.random(n) < np.asarray(PREVALENCE)[g]
-    shared = rng.standard_normal(n)
+    y = rng.random(n) < np.asarray(prevalence)[g]
     scores = np.empty((n, len(CLASSIFIERS)))
-    shift_bad = drift_logit if drift_day is not None and day >= drift_day else 0.0
-    for j in range(len(CLASSIFIERS)):
-        group_shift = 0.25 * (g - (len(GROUPS) - 1) / 2) * (1 if j % 2 == 0 else -1)
-        latent = (SEPARATION[j] * y + math.sqrt(CORRELATION) * shared
-                  + math.sqrt(1 - CORRELATION) * rng.standard_normal(n) + group_shift
-                  - shift_bad * y)
-        scores[:, j] = 1.0 / (1.0 + np.exp(-(latent - 2.0)))
+    drifted = drift_day is not None and day >= drift_day
+    if family == "concentrated":
+        for j in range(len(CLASSIFIERS)):
+            negatives = rng.beta(0.5, 30.0, n)
+            positives = rng.beta(1.5, 2.5 + (2.0 * drift_logit if drifted else 0.0), n)
+            scores[:, j] = np.where(y, positives, negatives)
+    else:
+        shared = rng.standard_normal(n)
+        shift_bad = drift_logit if drifted else 0.0
+        for j in range(len(CLASSIFIERS)):
+            group_shift = 0.25 * (g - (len(GROUPS) - 1) / 2) * (1 if j % 2 == 0 else -1)
+            latent = (SEPARATION[j] * y + math.sqrt(CORRELATION) * shared
+                      + math.sqrt(1 - CORRELATION) * rng.standard_normal(n) + group_shift
+                      - shift_bad * y)
+            scores[:, j] = 1.0 / (1.0 + np.exp(-(latent - 2.0)))
     ids = np.int64(day) * 10_000_000 + np.arange(n, dtype=np.int64)
     return g, ids, scores, y
 
@@ -108,7 +134,10 @@ def score_table(g, ids, scores, label=None, audit_probability=None) -> pa.Table:
 
 
 # ----------------------------------------------------------------------------- configs
-def make_config(args, audit: bool) -> RunConfig:
+def make_config(args, audit: bool, thin: bool = False) -> RunConfig:
+    design = (THIN_AUDIT if thin else
+              {"budget_share": args.budget_share, "floor": args.audit_floor,
+               "edges": args.strata_edges, "weights": args.strata_weights})
     return RunConfig.from_dict({
         "columns": {"audit_probability": "audit_probability"} if audit else {},
         "classifiers": list(CLASSIFIERS), "rule": "any",
@@ -122,10 +151,11 @@ def make_config(args, audit: bool) -> RunConfig:
         "in_force": {"min_gain_z": args.min_gain_z,
                      **({} if args.evidence_z == "default" else
                         {"evidence_z": None if args.evidence_z == "none"
-                         else float(args.evidence_z)})},
+                         else float(args.evidence_z)}),
+                     **({} if args.unseen_rows is None else {"unseen_rows": args.unseen_rows})},
         "audit": {
-            "enabled": audit, "floor": args.audit_floor, "budget_share": args.budget_share,
-            "strata": {"edges": args.strata_edges, "weights": args.strata_weights},
+            "enabled": audit, "floor": design["floor"], "budget_share": design["budget_share"],
+            "strata": {"edges": design["edges"], "weights": design["weights"]},
         },
         "publish": ({"max_threshold_change": None, "min_rated": 0} if args.guard == "off"
                     else {"max_threshold_change": 0.2, "min_rated": 50}),
@@ -175,16 +205,20 @@ def full_label_optimum(g, scores, y, edges, target: float, slope: float) -> floa
 
 
 def population_optimum(day: int, g, scores, y, edges, args, slope: float,
-                       drift: bool) -> tuple[float, dict]:
+                       drift: bool, seed: int = 0, family: str = "spread"
+                       ) -> tuple[float, dict]:
     """Utility on the day's rows of the thresholds that are optimal for the day's *distribution*:
     per group, the full-label hull optimum on an independent sample of ``--reference-factor``
     times the day's rows drawn from the same day's generator (another seed). Unlike the same-day
     optimum it does not fit the day's own noise, so no policy fixed before the day could expect
     to beat it; a ratio above 1 on a day is possible."""
+    if args.reference_factor <= 0:
+        return float("nan"), {}
     rg, _, rs, ry = population(args.rows_per_day * args.reference_factor, day,
-                               seed=args.seed + 1_000_003,
+                               seed=seed + 1_000_003,
                                drift_day=args.drift_day if drift else None,
-                               drift_logit=args.drift_logit)
+                               drift_logit=args.drift_logit, family=family,
+                               prevalence=args.prevalence)
     total, points = 0.0, {}
     for k, name in enumerate(GROUPS):
         ref = rg == k
@@ -230,10 +264,21 @@ class Day:
     population: float = float("nan")
     seconds: float = 0.0
     accounting: dict = field(default_factory=dict)
+    expected_audited: float = float("nan")  # sum of the unflagged rows' audit probabilities
 
     @property
     def ratio(self) -> float:
         return self.utility / self.optimum if self.optimum > 0 else float("nan")
+
+    @property
+    def oracle_ratio(self) -> float:
+        """Utility / the window oracle's (the previous days' full-label optimum, applied)."""
+        return self.utility / self.oracle if self.oracle > 0 else float("nan")
+
+    @property
+    def start_ratio(self) -> float:
+        """Utility / that of the starting thresholds on the same day."""
+        return self.utility / self.start_utility if self.start_utility > 0 else float("nan")
 
     @property
     def population_ratio(self) -> float:
@@ -247,8 +292,10 @@ def fmt_t(t) -> str:
 
 
 # ----------------------------------------------------------------------------- the loop
-def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool) -> list[Day]:
-    config = make_config(args, audit)
+def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool,
+             seed: int | None = None, family: str = "spread", thin: bool = False) -> list[Day]:
+    seed = args.seed if seed is None else seed
+    config = make_config(args, audit, thin)
     edges = config.fixed_edges()
     slope = args.target / (1 - args.target)
     root.mkdir(parents=True)
@@ -261,16 +308,18 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool) ->
     print(f"\n== {name}: start {fmt_t(start)}, audit {'on' if audit else 'off'}"
           + (f", drift -{args.drift_logit} logit on positives from day {args.drift_day}"
              if drift else ""))
-    print(f"{'day':>3} {'utility':>9} {'optimum':>9} {'ratio':>6} {'orc/opt':>7} "
+    print(f"{'day':>3} {'utility':>9} {'optimum':>9} {'ratio':>6} {'orc/opt':>7} {'u/orc':>6} "
+          f"{'u/start':>7} "
           f"{'pop_opt':>9} {'u/pop':>6} {'start_u':>9} "
           f"{'rated':>6} {'audited':>7} {'audit%':>6}  thresholds in force "
           f"({', '.join(GROUPS)})  next  sec")
     for day in range(args.days):
         t0 = time.perf_counter()
         in_force = thresholds_of(current)
-        g, ids, scores, y = population(args.rows_per_day, day, seed=args.seed,
+        g, ids, scores, y = population(args.rows_per_day, day, seed=seed,
                                        drift_day=args.drift_day if drift else None,
-                                       drift_logit=args.drift_logit)
+                                       drift_logit=args.drift_logit, family=family,
+                                       prevalence=args.prevalence)
         day_dir = root / f"day-{day:02d}"
         day_dir.mkdir()
         scores_path = day_dir / "scores.parquet"
@@ -323,18 +372,21 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool) ->
         row = Day(
             day=day,
             utility=utility_of(td, y, slope), oracle=oracle,
-            population=population_optimum(day, g, scores, y, edges, args, slope, drift)[0],
+            population=population_optimum(day, g, scores, y, edges, args, slope, drift, seed,
+                                          family)[0],
             optimum=full_label_optimum(g, scores, y, edges, args.target, slope),
             start_utility=utility_of(apply_thresholds(scores, start), y, slope),
             rated=int(rated.sum()), audited=int(audited.sum()), unflagged=int((~td).sum()),
             thresholds=in_force, published=published,
             seconds=time.perf_counter() - t0, accounting=accounting,
+            expected_audited=(float(np.nansum(p[~td])) if p is not None else 0.0),
         )
         if latest_run_id(str(root / "recal")) is not None:
             current = str(root / "recal")  # else: nothing published yet, the start stays
         out.append(row)
         print(f"{day:>3} {row.utility:9.1f} {row.optimum:9.1f} {row.ratio:6.3f} "
-              f"{row.oracle / row.optimum:7.3f} {row.population:9.1f} "
+              f"{row.oracle / row.optimum:7.3f} {row.oracle_ratio:6.3f} {row.start_ratio:7.3f} "
+              f"{row.population:9.1f} "
               f"{row.population_ratio:6.3f} {row.start_utility:9.1f} {row.rated:6d} "
               f"{row.audited:7d} "
               f"{100 * row.audited / max(row.unflagged, 1):5.2f}%  "
@@ -388,7 +440,10 @@ def summarise(results: dict, args) -> None:
           "orc/opt = the window oracle's utility / the same optimum; population = utility / "
           "that of the thresholds optimal for the day's distribution, fitted on "
           f"{args.reference_factor}x the day's rows)")
-    for (scenario, start_name), days in results.items():
+    for key, days in results.items():
+        family, scenario, start_name, seed = key
+        scenario = "drift" if scenario == "thin_audit" else scenario
+        start_name = f"{start_name} [{family}, seed {seed}]"
         ratios = [d.ratio for d in days]
         oracle = [d.oracle / d.optimum for d in days]
         share = max(d.audited / max(d.unflagged, 1) for d in days)
@@ -421,6 +476,55 @@ def summarise(results: dict, args) -> None:
                      f"{recovery(ratios, dd)}, vs population {recovery(pop, dd)}; "
                      f"max audit share {100 * share:.2f}%")
         print(line)
+
+
+def targets(results: dict, args) -> None:
+    """Issue 21's targets per loop, each met or not, with the figures.
+
+    - days 10+ mean utility >= 0.97 of the window oracle's (scenarios with audit);
+    - after the drift, back within 5% of the window oracle for good in <= 5 days;
+    - no day below 0.9 of the starting thresholds' utility (every scenario);
+    - actual audited rows within +-10% of the design's expected count (sum of the unflagged
+      rows' audit probabilities over the run), and the expected audit share (<= 1% asked).
+    """
+    c = args.check_day
+    print("\n== targets (issue 21) per loop: family / scenario / start / seed")
+    tally: dict[str, list[bool]] = {}
+
+    def check(name: str, ok: bool) -> str:
+        tally.setdefault(name, []).append(ok)
+        return "met" if ok else "NOT met"
+
+    for (family, scenario, start_name, seed), days in results.items():
+        parts = []
+        start = [d.start_ratio for d in days]
+        worst = int(np.nanargmin(start)) if not np.all(np.isnan(start)) else None
+        worst_value = float(np.nanmin(start)) if worst is not None else float("nan")
+        parts.append(f"min u/start {worst_value:.3f} (day {worst}) "
+                     f"{check('no day < 0.9 of start', not worst_value < 0.9)}")
+        if scenario != "no_audit" and len(days) > c:
+            late = [d.oracle_ratio for d in days[c:]]
+            mean = float(np.nanmean(late))
+            parts.append(f"days {c}+ mean u/window-oracle {mean:.3f} (min {np.nanmin(late):.3f})"
+                         f" {check('days 10+ mean >= 0.97 of window oracle', mean >= 0.97)}")
+            audited = sum(d.audited for d in days)
+            expected = sum(d.expected_audited for d in days)
+            share = expected / max(sum(d.unflagged for d in days), 1)
+            deviation = audited / expected - 1 if expected > 0 else float("nan")
+            parts.append(f"audited/expected {audited}/{expected:.0f} ({100 * deviation:+.1f}%) "
+                         f"{check('audit within 10% of budget', abs(deviation) <= 0.10)}, "
+                         f"expected share {100 * share:.2f}%")
+        if scenario in ("drift", "thin_audit") and len(days) > args.drift_day:
+            series = [d.oracle_ratio for d in days]
+            back = next((d for d in range(args.drift_day, len(series))
+                         if all(r >= 0.95 for r in series[d:])), None)
+            ok = back is not None and back - args.drift_day <= 5
+            parts.append(f"back within 5% of the window oracle for good from day {back} "
+                         f"{check('back within 5% in <= 5 days', ok)}")
+        print(f"{family:>12} {scenario:>10} {start_name:<9} seed {seed}: " + "; ".join(parts))
+    print("\n== targets overall (loops meeting each / loops checked)")
+    for name, oks in tally.items():
+        print(f"  {name}: {sum(oks)}/{len(oks)} {'MET' if all(oks) else 'NOT MET'}")
 
 
 def recovery(series: list[float], drift_day: int) -> str:
@@ -468,9 +572,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--figure-group", choices=GROUPS, default="market_c")
     parser.add_argument("--check-day", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, nargs="*", default=None,
+                        help="run every loop once per seed (default: --seed only)")
+    parser.add_argument("--families", default="spread",
+                        help="comma-separated score families: spread (sigmoid of a latent "
+                        "score), concentrated (negatives beta(0.5, 30), positives beta(1.5, "
+                        "2.5); starts at 0.5 instead of 0.9)")
+    parser.add_argument("--prevalence", type=float, nargs=3, default=list(PREVALENCE),
+                        help="prevalence of the 3 groups (issue 21: <= 0.5%%, e.g. 0.002 0.003 "
+                        "0.005)")
+    parser.add_argument("--unseen-rows", type=float, default=None,
+                        help="config in_force.unseen_rows (default: the config default, 1)")
     parser.add_argument("--reference-factor", type=int, default=10,
                         help="the population optimum is fitted on this many times the day's rows")
-    parser.add_argument("--scenarios", default="audit,no_audit,drift")
+    parser.add_argument("--scenarios", default="audit,no_audit,drift",
+                        help="comma-separated: audit, no_audit, drift (audit on), thin_audit "
+                        "(drift with the issue's 0.25%% audit: budget_share 0.0025, floor "
+                        "0.0005, strata [0.05, 0.3] weights [0.5, 3, 10])")
     parser.add_argument("--starts", default="high,image-off")
     return parser.parse_args(argv)
 
@@ -478,7 +596,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     print(f"machine: {describe()}")
-    print(f"population: {args.rows_per_day:,} rows/day, groups {GROUPS} prevalence {PREVALENCE}, "
+    print(f"population: {args.rows_per_day:,} rows/day, groups {GROUPS} prevalence "
+          f"{args.prevalence}, "
           f"separation {SEPARATION}, correlation {CORRELATION}; target marginal precision "
           f"{args.target} (r = {args.target / (1 - args.target):.4f}); {args.bins} uniform bins; "
           f"window {args.window} days; audit: budget_share {args.budget_share}, floor "
@@ -487,16 +606,24 @@ def main() -> None:
           f"{make_config(args, False).raw['in_force']}; bootstrap replicates "
           f"{args.bootstrap_replicates}; "
           f"publish guard {make_config(args, False).raw['publish']} ({args.guard})")
+    print(f"families {args.families}; seeds {args.seeds or [args.seed]}; prevalence "
+          f"{args.prevalence}; thin_audit design {THIN_AUDIT}")
     results = {}
     start_all = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-loop-") as tmp:
-        for scenario in args.scenarios.split(","):
-            for start_name in args.starts.split(","):
-                results[(scenario, start_name)] = run_loop(
-                    args, Path(tmp) / f"{scenario}-{start_name}",
-                    name=f"{scenario} / {start_name}", start=STARTS[start_name],
-                    audit=scenario != "no_audit", drift=scenario == "drift")
+        for family in args.families.split(","):
+            starts = STARTS_CONCENTRATED if family == "concentrated" else STARTS
+            for seed in args.seeds or [args.seed]:
+                for scenario in args.scenarios.split(","):
+                    for start_name in args.starts.split(","):
+                        results[(family, scenario, start_name, seed)] = run_loop(
+                            args, Path(tmp) / f"{family}-{seed}-{scenario}-{start_name}",
+                            name=f"{family} / seed {seed} / {scenario} / {start_name}",
+                            start=starts[start_name], audit=scenario != "no_audit",
+                            drift=scenario in ("drift", "thin_audit"), seed=seed,
+                            family=family, thin=scenario == "thin_audit")
     summarise(results, args)
+    targets(results, args)
     print(f"total wall {time.perf_counter() - start_all:.0f} s; load average at end "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
