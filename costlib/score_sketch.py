@@ -326,6 +326,7 @@ class EdgeSketch:
             scored = _coarse_channels(keys, row_weights, None, capacity)[0]
             return cls(scored=scored, rated=scored, positives=positives)
         scored, rated_sketch = _coarse_channels(keys, row_weights, kept_rated, capacity)
+        assert rated_sketch is not None  # a rated mask gives both channels
         return cls(scored=scored, rated=rated_sketch, positives=positives)
 
     @classmethod
