@@ -127,6 +127,7 @@ from costlib.decoding import optimal_topk_ragged
 from costlib.losses import get_loss
 from costlib.recalibration import ALL_GROUPS
 from costlib_pipelines import min_risk
+from costlib_pipelines.audit_sizing import sized_design
 from costlib_pipelines.batches import (
     ValidatedBatch,
     plausibility_summary,
@@ -198,19 +199,33 @@ NO_THRESHOLDS = GroupThresholds(None, None, None)
 
 @dataclass(frozen=True)
 class AuditSettings:
-    """The audit design and the salt of a run (small, pickled into DoFns)."""
+    """The audit design and the salt of a run (small, pickled into DoFns); ``sizing`` records
+    how the design was chosen (:func:`costlib_pipelines.audit_sizing.sized_design`)."""
 
     design: AuditDesign
     salt: str
+    sizing: dict[str, Any] = field(default_factory=lambda: {"design": "fixed"})
 
 
-def audit_settings(config: RunConfig, run_id: str) -> AuditSettings | None:
-    """``config.audit`` of a run: None when disabled; the salt defaults to the run id."""
+def audit_settings(config: RunConfig, run_id: str,
+                   output: str | None = None) -> AuditSettings | None:
+    """``config.audit`` of a run: None when disabled; the salt defaults to the run id.
+
+    With ``audit.design: auto`` and ``output``, the design is sized from the counts of the
+    decide run ``output``'s ``LATEST`` names (:mod:`costlib_pipelines.audit_sizing`).
+    """
     audit = config.audit
     if not audit["enabled"]:
         return None
     salt = audit["salt"] if audit["salt"] is not None else run_id
-    return AuditSettings(config.audit_design(), salt)
+    if output is None:
+        sizing = {"design": audit["design"]}
+        if audit["design"] == "auto":
+            sizing.update(counts_from=None, reason="no output to read previous counts from: "
+                                                   "the configured (fixed) design")
+        return AuditSettings(config.audit_design(), salt, sizing)
+    design, sizing = sized_design(config, output)
+    return AuditSettings(design, salt, sizing)
 
 
 @dataclass(frozen=True)
@@ -1263,8 +1278,10 @@ def audit_summary(counts: dict[str, Any], audit: AuditSettings | None) -> dict[s
     return {
         "enabled": True,
         "salt": audit.salt,
+        "design": audit.sizing.get("design", "fixed"),
+        "sizing": audit.sizing,
         "floor": design.floor,
-        "budget_share": design.budget_share,
+        "budget_share": audit.sizing.get("budget_share", design.budget_share),
         "audited": int(counts.get("audited", 0)),
         "unflagged": int(sum(unflagged)),
         "expected": round(expected, 6),
@@ -1348,7 +1365,7 @@ def run_decide(
         # The decide transforms carry untyped objects (Arrow IPC bytes, Counters): Beam's
         # construction-time type inference costs ~0.07 s CPU a run and picks the same coders.
         pipeline = make_pipeline(beam_args, type_check=False)
-        audit = audit_settings(config, run.run_id)
+        audit = audit_settings(config, run.run_id, run.output)
         build_decide(pipeline, paths, config, thresholds, run, audit)
         say(f"running the pipeline on {runner} (run {run.run_id})")
         pipeline.run().wait_until_finish()
