@@ -7,9 +7,12 @@ output reads them from the run ``OUTPUT/LATEST`` names and sizes its design with
 
     pi_h = min(1, max(floor, c * S_h)),    sum_h N_h pi_h = budget_share * sum_h N_h,
 
-with ``S_h`` the configured ``strata.weights`` (the Neyman spreads: the relative root mean
-square of a row's contribution to the estimated gain, see :mod:`costlib.audit_design`). The
-previous run's counts stand in for the expected counts of this run: only their shares matter,
+with spreads ``S_h = strata.weights[h] * rms_h`` (:func:`spreads`): ``rms_h`` is the root mean
+square of a row's contribution to the estimated gain ``TP - r FP`` (see
+:mod:`costlib.audit_design`), from the audited positives and negatives per stratum that the
+recalibrate run being applied counted (``audit.stratum.<h>.positives`` / ``.negatives`` in its
+row accounting), and 1 when there are none (operating points given as a file, other strata
+edges, no audited row): then the weights alone shape the design. The previous run's counts stand in for the expected counts of this run: only their shares matter,
 since the expected audited *share* of this run is ``sum_h (N'_h / N') pi_h`` whatever its row
 count ``N'``.
 
@@ -24,14 +27,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
-from costlib.audit_design import neyman_design
+from costlib.audit_design import gain_spreads, neyman_design
 from costlib.audit_sampling import AuditDesign
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.files import InputError
 from costlib_pipelines.runs import latest_run_id, read_manifest
 
-__all__ = ["PreviousCounts", "previous_counts", "sized_design"]
+__all__ = ["PreviousCounts", "audited_labels", "previous_counts", "sized_design", "spreads"]
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,56 @@ def previous_counts(output: str, design: AuditDesign) -> tuple[PreviousCounts | 
     return PreviousCounts(run_id, unflagged), f"sized from decide run {run_id}"
 
 
-def sized_design(config: RunConfig, output: str) -> tuple[AuditDesign, dict[str, Any]]:
+def audited_labels(source: str | None, design: AuditDesign
+                   ) -> tuple[tuple[list[int], list[int]] | None, str]:
+    """Audited positives and negatives per stratum that the recalibration ``source`` (a run
+    directory) rated (its row accounting's ``audit.stratum.<h>.positives`` / ``.negatives``),
+    or None and why. Used only when that run's config had the same audit strata edges."""
+    if source is None or source.endswith(".parquet"):
+        return None, "operating points are a file, not a recalibrate run: no audited labels"
+    try:
+        manifest = read_manifest(source)
+    except (InputError, ValueError) as exc:
+        return None, f"recalibrate run {source} not readable: {exc}"
+    edges = (((manifest.get("config") or {}).get("audit") or {}).get("strata") or {}).get(
+        "edges", [])
+    if [float(e) for e in edges] != list(design.edges):
+        return None, (f"recalibrate run {source} used other audit strata edges ({edges}, "
+                      f"config: {list(design.edges)})")
+    accounting = manifest.get("row_accounting") or {}
+    pos = [int(accounting.get(f"audit.stratum.{h}.positives", 0)) for h in range(design.n_strata)]
+    neg = [int(accounting.get(f"audit.stratum.{h}.negatives", 0)) for h in range(design.n_strata)]
+    if sum(pos) + sum(neg) == 0:
+        return None, f"recalibrate run {source} rated no audited row"
+    return (pos, neg), f"audited labels of recalibrate run {source}"
+
+
+def spreads(config: RunConfig, design: AuditDesign, source: str | None
+            ) -> tuple[NDArray[np.float64], dict[str, Any]]:
+    """Neyman spreads ``S_h = weights[h] * rms_h`` and the manifest's record of them.
+
+    ``rms_h = sqrt((P_h + r^2 Q_h) / (P_h + Q_h))`` is the root mean square of a row's
+    contribution ``d = y - r (1 - y)`` to the gain ``TP - r FP`` (``r`` = the config's target
+    slope), from the audited positives ``P_h`` and negatives ``Q_h`` of the recalibration
+    applied (:func:`audited_labels`; :func:`costlib.audit_design.gain_spreads`, which gives an
+    unaudited stratum the largest spread of the others); 1 everywhere without them. The
+    weights say how much a stratum's rows matter to the decision (e.g. small far below every
+    threshold); the design minimises ``sum_h N_h weights[h]^2 M_h (1 / pi_h - 1)``.
+    """
+    weights = np.asarray(design.weights, dtype=np.float64)
+    labels, reason = audited_labels(source, design)
+    if labels is None:
+        return weights, {"spread_source": "audit.strata.weights", "spread_reason": reason}
+    slope = float(config.target.slope)
+    rms = gain_spreads(labels[0], labels[1], slope)
+    return weights * rms, {"spread_source": "audit.strata.weights * audited labels",
+                           "spread_reason": reason, "audited_positives": labels[0],
+                           "audited_negatives": labels[1], "slope": slope,
+                           "rms": [float(v) for v in rms]}
+
+
+def sized_design(config: RunConfig, output: str, operating_points: str | None = None
+                 ) -> tuple[AuditDesign, dict[str, Any]]:
     """The audit design of a decide run and the manifest's record of how it was sized.
 
     ``audit.design: fixed``: the configured design. ``auto``: the Neyman design of
@@ -94,8 +147,9 @@ def sized_design(config: RunConfig, output: str) -> tuple[AuditDesign, dict[str,
         return configured, {"design": "auto", "counts_from": None,
                             "reason": f"{reason}: the configured (fixed) design"}
     n = np.asarray(counts.unflagged, dtype=np.float64)
+    spread, spread_record = spreads(config, configured, operating_points)
     try:
-        design, allocation = neyman_design(n, configured.weights, configured.edges,
+        design, allocation = neyman_design(n, spread, configured.edges,
                                            configured.budget_share, configured.floor)
     except ValueError as exc:  # e.g. weights 0 where most rows are: budget out of reach
         return configured, {"design": "auto", "counts_from": counts.run_id,
@@ -106,8 +160,8 @@ def sized_design(config: RunConfig, output: str) -> tuple[AuditDesign, dict[str,
         "design": "auto",
         "counts_from": counts.run_id,
         "unflagged": list(counts.unflagged),
-        "spreads": list(configured.weights),
-        "spread_source": "audit.strata.weights",
+        "spreads": [float(v) for v in spread],
+        **spread_record,
         "scale": allocation.scale,
         "budget_share": configured.budget_share,
         "expected_share": round(allocation.expected / float(n.sum()), 12),

@@ -207,12 +207,13 @@ class AuditSettings:
     sizing: dict[str, Any] = field(default_factory=lambda: {"design": "fixed"})
 
 
-def audit_settings(config: RunConfig, run_id: str,
-                   output: str | None = None) -> AuditSettings | None:
+def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
+                   operating_points: str | None = None) -> AuditSettings | None:
     """``config.audit`` of a run: None when disabled; the salt defaults to the run id.
 
     With ``audit.design: auto`` and ``output``, the design is sized from the counts of the
-    decide run ``output``'s ``LATEST`` names (:mod:`costlib_pipelines.audit_sizing`).
+    decide run ``output``'s ``LATEST`` names and the audited labels of the recalibrate run
+    ``operating_points`` (:mod:`costlib_pipelines.audit_sizing`).
     """
     audit = config.audit
     if not audit["enabled"]:
@@ -224,7 +225,7 @@ def audit_settings(config: RunConfig, run_id: str,
             sizing.update(counts_from=None, reason="no output to read previous counts from: "
                                                    "the configured (fixed) design")
         return AuditSettings(config.audit_design(), salt, sizing)
-    design, sizing = sized_design(config, output)
+    design, sizing = sized_design(config, output, operating_points)
     return AuditSettings(design, salt, sizing)
 
 
@@ -1365,7 +1366,7 @@ def run_decide(
         # The decide transforms carry untyped objects (Arrow IPC bytes, Counters): Beam's
         # construction-time type inference costs ~0.07 s CPU a run and picks the same coders.
         pipeline = make_pipeline(beam_args, type_check=False)
-        audit = audit_settings(config, run.run_id, run.output)
+        audit = audit_settings(config, run.run_id, run.output, source)
         build_decide(pipeline, paths, config, thresholds, run, audit)
         say(f"running the pipeline on {runner} (run {run.run_id})")
         pipeline.run().wait_until_finish()

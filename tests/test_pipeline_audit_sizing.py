@@ -121,3 +121,60 @@ def test_bad_design_config_exits_2_naming_the_key(tmp_path, capsys, audit, key):
     assert key in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
     assert CLASSIFIERS  # the stream's classifiers are the config's
+
+
+def test_recalibrate_counts_audited_labels_and_decide_uses_them(tmp_path):
+    """End to end: recalibrate records the audited positives/negatives per stratum (checked
+    against the frame), and an auto-sized decide applying that run takes
+    S_h = weights[h] * sqrt((P_h + r^2 Q_h) / (P_h + Q_h)) with r the target slope."""
+    from pipeline_data import base_config
+    from test_pipeline_audit_estimation import AUDIT as COLUMNS
+    from test_pipeline_audit_estimation import audited_frame
+    from test_pipeline_audit_estimation import write_files as write_rated
+
+    frame = audited_frame(20_000, seed=5)
+    recal = base_config(columns=COLUMNS, methods=["graph", "hull"], audit=AUTO)
+    path = tmp_path / "recal.yaml"
+    path.write_text(json.dumps(recal.raw))
+    pattern = write_rated(frame, tmp_path / "rated", n_files=2, row_group_size=4000)
+    ops_out = tmp_path / "ops"
+    code = main(["recalibrate", "--config", str(path), "--input", pattern, "--output",
+                 str(ops_out), "--run-id", "r1"])
+    assert code in (0, 3)
+    ops_run = ops_out / "runs" / "r1"
+    acc = json.loads((ops_run / "manifest.json").read_text())["row_accounting"]
+    # truth from the frame: rated rows with p < 1, stratum by the highest non-null score
+    p = frame["audit_p"].to_numpy()
+    audited = frame["label"].notna().to_numpy() & (p < 1)
+    stratum, _ = unflagged_strata(frame.assign(group="__none__"))
+    y = frame["label"].fillna(False).to_numpy(dtype=bool)
+    pos = np.bincount(stratum[audited & y], minlength=3)
+    neg = np.bincount(stratum[audited & ~y], minlength=3)
+    # the top stratum is all flagged in this frame: no audited row there
+    assert pos.sum() > 0 and (neg[:2] > 0).all() and pos[2] + neg[2] == 0
+    for h in range(3):
+        assert acc.get(f"audit.stratum.{h}.positives", 0) == pos[h]
+        assert acc.get(f"audit.stratum.{h}.negatives", 0) == neg[h]
+
+    config = config_file(tmp_path / "c.yaml", AUTO)
+    out = tmp_path / "out"
+    for run_id, seed in (("day-1", 21), ("day-2", 22)):
+        stream = make_stream(20_000, seed=seed)
+        inputs = write_files(stream, tmp_path / f"in-{run_id}", 1, 20_000)
+        code = main(["decide", "--config", config, "--input", inputs, "--operating-points",
+                     str(ops_run), "--output", str(out), "--run-id", run_id])
+        assert code == 0
+    audit = manifest(out, "day-2")["audit"]
+    sizing = audit["sizing"]
+    r = 0.3 / 0.7  # target marginal precision 0.3
+    rms = np.sqrt((pos[:2] + r**2 * neg[:2]) / (pos[:2] + neg[:2]))
+    rms = np.append(rms, rms.max())  # an unaudited stratum: the largest spread of the others
+    np.testing.assert_allclose(sizing["spreads"], np.array(WEIGHTS) * rms, rtol=1e-12)
+    assert sizing["audited_positives"] == pos.tolist()
+    assert sizing["spread_source"] == "audit.strata.weights * audited labels"
+    n1 = np.array(sizing["unflagged"])
+    pi = np.array([s["probability"] for s in audit["strata"]])
+    assert np.sum(n1 * pi) == pytest.approx(0.01 * n1.sum(), rel=1e-9)
+    free = (pi > 0.001) & (pi < 1)
+    ratio = pi[free] / np.asarray(sizing["spreads"])[free]
+    np.testing.assert_allclose(ratio, ratio[0], rtol=1e-12)
