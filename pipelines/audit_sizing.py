@@ -12,9 +12,9 @@ square of a row's contribution to the estimated gain ``TP - r FP`` (see
 :mod:`costlib.audit_design`), from the audited positives and negatives per stratum that the
 recalibrate run being applied counted (``audit.stratum.<h>.positives`` / ``.negatives`` in its
 row accounting), and 1 when there are none (operating points given as a file, other strata
-edges, no audited row): then the weights alone shape the design. The previous run's counts stand in for the expected counts of this run: only their shares matter,
-since the expected audited *share* of this run is ``sum_h (N'_h / N') pi_h`` whatever its row
-count ``N'``.
+edges, no audited row): then the weights alone shape the design. The previous run's counts
+stand in for the expected counts of this run: only their shares matter, since the expected
+audited *share* of this run is ``sum_h (N'_h / N') pi_h`` whatever its row count ``N'``.
 
 The previous run is not usable (and the run falls back to the configured design, ``fixed``,
 saying why in the manifest's ``audit.sizing.reason``) when there is none, when it had no audit

@@ -44,11 +44,15 @@ every row whose threshold decision is not true (false, or null: a group without 
 thresholds) is audited iff ``u(item_id, salt) < pi`` with
 ``pi = min(1, max(floor, budget_share * weight))`` of its stratum (by the row's highest score);
 ``audit_probability`` is 1 for flagged rows and ``pi`` otherwise. The salt is ``audit.salt``,
-or the run id when that is null. Disabled: every record has ``audit`` false and
+or the run id when that is null. With ``audit.design: auto`` the probabilities are sized
+before the pipeline starts from the previous decide run's per-stratum counts in the same output
+(and the audited labels per stratum of the recalibrate run applied), so that the expected
+audited share of unflagged rows is ``budget_share`` (:mod:`costlib_pipelines.audit_sizing`); the
+records carry those ``pi_h``. Disabled: every record has ``audit`` false and
 ``audit_probability`` null, and no id is hashed.
 ``decision_counts.json`` holds ``audited``, ``audit_unflagged.<stratum>``, ``audit_expected``
-and ``audit_expected_variance``; the manifest's ``audit`` section the design, salt and counts
-(:func:`audit_summary`).
+and ``audit_expected_variance``; the manifest's ``audit`` section the design, how it was sized
+(``sizing``), salt and counts (:func:`audit_summary`).
 
 The records must have been optimised for the config's ``rule`` and name the config's
 classifiers (in any order: thresholds are re-ordered to the config's order); otherwise the run
