@@ -466,6 +466,8 @@ def validate_batch(
             accounting[f"{AUDIT}audited"] = int((valid & rated & (audit < 1)).sum())
             accounting[f"{AUDIT}represented"] = int(
                 (valid & ~rated & (audit > 0) & (audit < 1)).sum())
+            accounting.update(_audited_per_stratum(valid & rated & (audit < 1), scores,
+                                                   labels, config))
     dead_letters = None
     if not valid.all():
         bad = np.flatnonzero(~valid)
@@ -508,6 +510,25 @@ def validate_batch(
         accounting=accounting,
         audit_probabilities=None if audit is None else pick(audit),
     )
+
+
+def _audited_per_stratum(audited: NDArray[np.bool_], scores: NDArray[np.float64],
+                         labels: NDArray[np.bool_], config: RunConfig) -> dict[str, int]:
+    """Audited rows (rated, p < 1) per stratum of the config's audit design, by label:
+    ``audit.stratum.<h>.positives`` / ``.negatives`` (only nonzero counts; unweighted). A
+    decide run with ``audit.design: auto`` reads them from the recalibration it applies
+    (:mod:`costlib_pipelines.audit_sizing`)."""
+    if not audited.any():
+        return {}
+    design = config.audit_design()
+    stratum = design.strata(scores[audited])
+    positive = labels[audited]
+    out = {}
+    for name, mask in (("positives", positive), ("negatives", ~positive)):
+        for h, count in enumerate(np.bincount(stratum[mask], minlength=design.n_strata)):
+            if count:
+                out[f"{AUDIT}stratum.{h}.{name}"] = int(count)
+    return out
 
 
 def _audit_probabilities(arr: pa.Array, rated: NDArray[np.bool_], flag) -> NDArray[np.float64]:

@@ -108,7 +108,8 @@ class RunConfig:
 
     @property
     def audit(self) -> dict[str, Any]:
-        """``audit``: ``enabled``, ``salt``, ``floor``, ``budget_share``, ``strata``."""
+        """``audit``: ``enabled``, ``design``, ``salt``, ``floor``, ``budget_share``,
+        ``strata``."""
         return self.raw["audit"]
 
     def audit_design(self) -> AuditDesign:
@@ -264,6 +265,13 @@ class RunConfig:
             self.audit_design()
         except ValueError as exc:
             raise ConfigError(f"{source}: audit.{exc}") from exc
+        audit = self.audit
+        if audit["design"] == "auto" and audit["floor"] > audit["budget_share"]:
+            raise ConfigError(
+                f"{source}: audit.floor: with audit.design auto, budget_share is the expected "
+                f"audited share of all unflagged rows, so the floor ({audit['floor']}) must not "
+                f"exceed it (audit.budget_share {audit['budget_share']})"
+            )
         objective = self.objective
         if objective["name"] == "precision_at_volume" and objective["volume"] is None:
             raise ConfigError(

@@ -44,11 +44,15 @@ every row whose threshold decision is not true (false, or null: a group without 
 thresholds) is audited iff ``u(item_id, salt) < pi`` with
 ``pi = min(1, max(floor, budget_share * weight))`` of its stratum (by the row's highest score);
 ``audit_probability`` is 1 for flagged rows and ``pi`` otherwise. The salt is ``audit.salt``,
-or the run id when that is null. Disabled: every record has ``audit`` false and
+or the run id when that is null. With ``audit.design: auto`` the probabilities are sized
+before the pipeline starts from the previous decide run's per-stratum counts in the same output
+(and the audited labels per stratum of the recalibrate run applied), so that the expected
+audited share of unflagged rows is ``budget_share`` (:mod:`costlib_pipelines.audit_sizing`); the
+records carry those ``pi_h``. Disabled: every record has ``audit`` false and
 ``audit_probability`` null, and no id is hashed.
 ``decision_counts.json`` holds ``audited``, ``audit_unflagged.<stratum>``, ``audit_expected``
-and ``audit_expected_variance``; the manifest's ``audit`` section the design, salt and counts
-(:func:`audit_summary`).
+and ``audit_expected_variance``; the manifest's ``audit`` section the design, how it was sized
+(``sizing``), salt and counts (:func:`audit_summary`).
 
 The records must have been optimised for the config's ``rule`` and name the config's
 classifiers (in any order: thresholds are re-ordered to the config's order); otherwise the run
@@ -127,6 +131,7 @@ from costlib.decoding import optimal_topk_ragged
 from costlib.losses import get_loss
 from costlib.recalibration import ALL_GROUPS
 from costlib_pipelines import min_risk
+from costlib_pipelines.audit_sizing import sized_design
 from costlib_pipelines.batches import (
     ValidatedBatch,
     plausibility_summary,
@@ -198,22 +203,29 @@ NO_THRESHOLDS = GroupThresholds(None, None, None)
 
 @dataclass(frozen=True)
 class AuditSettings:
-    """The audit design and the salt of a run (small, pickled into DoFns)."""
+    """The audit design and the salt of a run (small, pickled into DoFns); ``sizing`` records
+    how the design was chosen (:func:`costlib_pipelines.audit_sizing.sized_design`)."""
 
     design: AuditDesign
     salt: str
     #: Only rows of groups without a usable operating point are candidates (the floor audit
     #: of ``audit.groups_without_point`` when the audit is disabled).
     only_without_point: bool = False
+    sizing: dict[str, Any] = field(default_factory=lambda: {"design": "fixed"})
 
 
-def audit_settings(config: RunConfig, run_id: str) -> AuditSettings | None:
+def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
+                   operating_points: str | None = None) -> AuditSettings | None:
     """``config.audit`` of a run; the salt defaults to the run id.
 
     Disabled: None, unless ``audit.groups_without_point`` is ``"floor"`` (the default): then
     a one-stratum design with ``π = floor`` for the rows of groups without a usable
     operating point only (``only_without_point``), so that such a group (e.g. on a first run,
     with nothing to keep) gets unbiased ratings instead of none.
+
+    With ``audit.design: auto`` and ``output``, the design is sized from the counts of the
+    decide run ``output``'s ``LATEST`` names and the audited labels of the recalibrate run
+    ``operating_points`` (:mod:`costlib_pipelines.audit_sizing`).
     """
     audit = config.audit
     salt = audit["salt"] if audit["salt"] is not None else run_id
@@ -223,7 +235,14 @@ def audit_settings(config: RunConfig, run_id: str) -> AuditSettings | None:
         floor = float(audit["floor"])
         return AuditSettings(AuditDesign(edges=(), weights=(1.0,), floor=floor,
                                          budget_share=floor), salt, only_without_point=True)
-    return AuditSettings(config.audit_design(), salt)
+    if output is None:
+        sizing = {"design": audit["design"]}
+        if audit["design"] == "auto":
+            sizing.update(counts_from=None, reason="no output to read previous counts from: "
+                                                   "the configured (fixed) design")
+        return AuditSettings(config.audit_design(), salt, sizing=sizing)
+    design, sizing = sized_design(config, output, operating_points)
+    return AuditSettings(design, salt, sizing=sizing)
 
 
 @dataclass(frozen=True)
@@ -1313,8 +1332,10 @@ def audit_summary(counts: dict[str, Any], audit: AuditSettings | None) -> dict[s
     return {
         "enabled": True,
         "salt": audit.salt,
+        "design": audit.sizing.get("design", "fixed"),
+        "sizing": audit.sizing,
         "floor": design.floor,
-        "budget_share": design.budget_share,
+        "budget_share": audit.sizing.get("budget_share", design.budget_share),
         "audited": int(counts.get("audited", 0)),
         "unflagged": int(sum(unflagged)),
         "expected": round(expected, 6),
@@ -1398,7 +1419,7 @@ def run_decide(
         # The decide transforms carry untyped objects (Arrow IPC bytes, Counters): Beam's
         # construction-time type inference costs ~0.07 s CPU a run and picks the same coders.
         pipeline = make_pipeline(beam_args, type_check=False)
-        audit = audit_settings(config, run.run_id)
+        audit = audit_settings(config, run.run_id, run.output, source)
         build_decide(pipeline, paths, config, thresholds, run, audit)
         say(f"running the pipeline on {runner} (run {run.run_id})")
         pipeline.run().wait_until_finish()
