@@ -26,9 +26,12 @@ infeasible points; the same function, so batch and windowed runs agree on the sa
   (no manifest), so no unchecked pane is ever applied.
 
 A person can release a held window or withdraw an applied one (:func:`publish_window`, ``costlib
-publish --window``); the verdicts of the windows after it are then recomputed along the chain
-(a window compared with the released one may pass, or one compared with the withdrawn one
-may now be held); the person's decision and who made it are recorded with the window.
+publish --window``): only that window's state changes, with who, why and when recorded in its
+``decision`` and ``history``. The verdicts of the windows after it stand: each was made against
+what was in force before it, as a stream applies windows in turn, so a review of an old window
+never rolls ``costlib decide`` back to older points by surprise. ``costlib decide`` applies per
+group the latest applied window, so releasing the newest held window applies it, and
+withdrawing the newest applied one rolls its groups back to the window before.
 Run-level problems hold the whole run as for batch runs (``LATEST`` stays): a published run
 that cannot be read, ``LATEST`` moving while the run ran.
 """
@@ -53,7 +56,6 @@ from costlib_pipelines.publish import (
 )
 from costlib_pipelines.records import arrow_schema
 from costlib_pipelines.runs import (
-    CARRIED,
     POINTS_IN_FORCE,
     check_run_id,
     read_manifest,
@@ -129,11 +131,11 @@ def eligible_windows(names: Sequence[str], decide: Mapping[str, Any],
 
 
 def _source(record: dict[str, Any]) -> str:
-    if record.get(CARRIED) or record["window_start"] is None:
-        return f"run {record['run_id']}" + (
-            "" if record["window_start"] is None else
-            f" window {record['window_start']:%Y%m%dT%H%M%S}_{record['window_end']:%Y%m%dT%H%M%S}")
-    return f"window {record['window_start']:%Y%m%dT%H%M%S}_{record['window_end']:%Y%m%dT%H%M%S}"
+    """Where a point in force before the run came from (for ``compared_with``)."""
+    if record["window_start"] is None:
+        return f"run {record['run_id']}"
+    return (f"run {record['run_id']} window {record['window_start']:%Y%m%dT%H%M%S}_"
+            f"{record['window_end']:%Y%m%dT%H%M%S}")
 
 
 def guard_windows(
@@ -175,6 +177,7 @@ def guard_windows(
     """
     decisions = decisions or {}
     current = {r["group"]: r for r in in_force or [] if r["method"] == settings.method}
+    source = {group: _source(r) for group, r in current.items()}
     entries = []
     for name, records in windows.items():
         groups = sorted({r["group"] for r in records if r["method"] == settings.method})
@@ -182,7 +185,7 @@ def guard_windows(
         violations = guard_violations(previous, records, settings)
         compared: dict[str, int] = {}
         for record in previous:
-            compared[_source(record)] = compared.get(_source(record), 0) + 1
+            compared[source[record["group"]]] = compared.get(source[record["group"]], 0) + 1
         decision = decisions.get(name)
         if name not in eligible:
             state = NOT_ELIGIBLE
@@ -193,7 +196,9 @@ def guard_windows(
         else:
             state = HELD if violations else APPLIED
         if state == APPLIED:
-            current.update({r["group"]: r for r in records if r["method"] == settings.method})
+            for record in records:
+                if record["method"] == settings.method:
+                    current[record["group"]], source[record["group"]] = record, f"window {name}"
         start, end = _bounds(name)
         entries.append({
             "window": name, "window_start": start.isoformat(), "window_end": end.isoformat(),
@@ -228,20 +233,13 @@ def write_points_in_force(run_dir: str, records: Sequence[dict[str, Any]] | None
     return True
 
 
-def _carried(run_dir: str) -> list[dict[str, Any]] | None:
-    path = f"{run_dir}/{POINTS_IN_FORCE}"
-    if not FileSystems.exists(path):
-        return None
-    return [{**r, CARRIED: r["run_id"]} for r in read_operating_points(path)]
-
-
 def publish_window(output: str, run_id: str, window: str, *, by: str, reason: str,
                    withdraw: bool = False) -> dict[str, Any]:
     """Release a held window of a windowed run, or withdraw an applied one (a rollback).
 
-    The decision (who, why, when) is recorded with the window in the run's manifest, and the
-    verdicts of the windows after it are recomputed along the chain (see the module). ``LATEST``
-    does not move: publishing the run is ``costlib publish`` without ``--window``.
+    Only that window's state changes; the decision (who, why, when, the state before) is
+    recorded with the window in the run's manifest (see the module). ``LATEST`` does not move:
+    publishing the run is ``costlib publish`` without ``--window``.
 
     Raises
     ------
@@ -268,25 +266,12 @@ def publish_window(output: str, run_id: str, window: str, *, by: str, reason: st
         action = "withdraw" if withdraw else "release"
         raise InputError(f"{run_dir}: window {name} is {state}; only a window that is "
                          f"{' or '.join(wanted)} can be {action}d")
-    decisions = {e["window"]: e["decision"] for e in guard["windows"]
-                 if e.get("decision") and e["decision"]["action"] in ("release", "withdraw")}
-    decisions[name] = {"action": "withdraw" if withdraw else "release", **override.record()}
-    settings = GuardSettings(max_threshold_change=guard["max_threshold_change"],
-                             min_rated=guard["min_rated"], method=guard["method"])
-    eligible = {e["window"]: e["uncovered_share"] for e in guard["windows"]
-                if e["state"] != NOT_ELIGIBLE}
-    previous_override = guard.get("override")
-    recorded = (Override(previous_override["by"], previous_override["reason"])
-                if previous_override else None)
-    new_entries = guard_windows(read_windows(run_dir), _carried(run_dir), settings, eligible,
-                                decisions=decisions, override=recorded)
-    history = {e["window"]: e.get("history", []) for e in guard["windows"]}
-    for entry in new_entries:
-        entry["history"] = history.get(entry["window"], [])
-        if entry["window"] == name:
-            entry["history"] = [*entry["history"], {**decisions[name], "previous_state": state}]
-    guard["windows"] = new_entries
-    guard["window_states"] = window_entries_summary(new_entries)
+    entry = entries[name]
+    decision = {"action": "withdraw" if withdraw else "release", **override.record()}
+    entry["decision"] = decision
+    entry["history"] = [*entry.get("history", []), {**decision, "previous_state": state}]
+    entry["state"] = WITHDRAWN if withdraw else APPLIED
+    guard["window_states"] = window_entries_summary(guard["windows"])
     write_json(f"{run_dir}/manifest.json", manifest)
     return manifest
 
