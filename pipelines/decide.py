@@ -338,17 +338,17 @@ def _latest_records(
     records: list[dict[str, Any]], settings: dict[str, Any],
     time_range: dict[str, str] | None, source: str,
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """Batch records if there are only those; else per group the latest eligible window and
-    its newest pane, and for a group without one its carried (or batch) record: the points
+    """Batch records if there are any; else per group the latest eligible window and its
+    newest pane, and for a group without one its carried record (:data:`CARRIED`): the points
     in force before a windowed run, when the window guard applied no window of the group.
 
     Returns the chosen records and what was chosen (None for batch records).
     """
-    own = [r for r in records if not r.get(CARRIED)]
-    others = [r for r in records if r.get(CARRIED) or r["window_start"] is None]
-    windowed = [r for r in own if r["window_start"] is not None]
-    if not windowed and not any(r.get(CARRIED) for r in records):
-        return records, None
+    batch = [r for r in records if r["window_start"] is None and not r.get(CARRIED)]
+    if batch:  # a batch run's records (they win over windowed ones, should both be given)
+        return batch, None
+    others = [r for r in records if r.get(CARRIED)]
+    windowed = [r for r in records if not r.get(CARRIED)]
     windows = sorted({(r["window_start"], r["window_end"]) for r in windowed},
                      key=lambda w: (w[1], w[0]))
     eligible = set(_eligible_windows(windows, settings, time_range, source,

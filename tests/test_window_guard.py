@@ -389,3 +389,31 @@ def test_the_chain_compares_each_group_with_its_last_applied_window():
     # a group missing from a window is no violation; a window outside the chain changes nothing
     got = guard_windows(windows, in_force, settings, {n: 0.0 for n in names if n != names[0]})
     assert [e["state"] for e in got] == ["not_eligible", "held", "applied", "held"]
+
+
+def test_decide_gives_a_group_without_an_applied_window_the_points_in_force_before():
+    from costlib_pipelines.runs import CARRIED
+
+    config = load_config_dict(raw_config(windowing=WINDOWING, decide={"window": "latest"}))
+    start, end = COMPLETE[0]
+
+    def point(group, thresholds, **extra):
+        return {"group": group, "method": "graph", "rule": "any", "classifiers": CLASSIFIERS,
+                "thresholds": thresholds, "status": "ok", "fallback_group": None,
+                "run_id": "this", "window_start": start.to_pydatetime(),
+                "window_end": end.to_pydatetime(), "pane_index": 0, **extra}
+
+    records = [point("g0", [0.2, 0.3]), point("__all__", [0.5, 0.5]),
+               point("g1", [0.7, 0.8], run_id="before", window_start=None, window_end=None,
+                     pane_index=None, **{CARRIED: "before"}),
+               point("g0", [0.9, 0.9], run_id="before", **{CARRIED: "before"})]
+    chosen = select_operating_points(records, config, source="test")
+    assert chosen.get("g0").thresholds == (0.2, 0.3)  # its applied window wins
+    assert chosen.get("g1").thresholds == (0.7, 0.8)  # no window: the points in force before
+    assert chosen.details["window"]["groups_in_force_before"] == {"g1": "before"}
+
+
+def load_config_dict(raw: dict):
+    from costlib_pipelines.config import RunConfig
+
+    return RunConfig.from_dict(raw)
