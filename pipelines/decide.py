@@ -150,6 +150,7 @@ from costlib_pipelines.recalibrate import preflight
 from costlib_pipelines.records import arrow_schema
 from costlib_pipelines.runner import make_pipeline, runner_name
 from costlib_pipelines.runs import (
+    CARRIED,
     RunDirectory,
     latest_run_id,
     load_operating_points,
@@ -312,20 +313,36 @@ def recalibration_time_range(source: str) -> dict[str, str] | None:
     return read_manifest(source).get("event_time_range")
 
 
+def held_windows(source: str) -> list[dict[str, Any]]:
+    """The windows the window guard of a windowed recalibration run did not apply (held or
+    withdrawn by a person), from its manifest, with why; ``[]`` for other sources."""
+    if source.endswith(".parquet"):
+        return []
+    guard = read_manifest(source).get("guard")
+    if not isinstance(guard, dict) or not isinstance(guard.get("windows"), list):
+        return []
+    return [{"window": w["window"], "state": w["state"], "violations": w["violations"]}
+            for w in guard["windows"] if w["state"] in ("held", "withdrawn")]
+
+
 def _window_text(window: Window) -> str:
     return f"[{window[0].isoformat()}, {window[1].isoformat()})"
 
 
 def _eligible_windows(
     windows: list[Window], settings: dict[str, Any], time_range: dict[str, str] | None,
-    source: str,
+    source: str, *, fallback: bool = False,
 ) -> list[Window]:
     """The windows ``decide.window`` allows: all (``latest``), or the complete ones.
+
+    ``fallback``: the groups have points in force from before the run (carried by the window
+    guard), so no complete window is no error: every group keeps those.
 
     Raises
     ------
     InputError
-        ``latest_complete`` and the event-time range is unknown, or no window is complete.
+        ``latest_complete`` and the event-time range is unknown, or no window is complete
+        (and no ``fallback``).
     """
     if settings["window"] == "latest":
         return windows
@@ -338,7 +355,7 @@ def _eligible_windows(
             f"current recalibrate run, or {how}")
     tolerance = settings["max_uncovered_share"]
     complete = [w for w in windows if uncovered_share(w, time_range) <= tolerance]
-    if not complete:
+    if not complete and not fallback:
         latest = windows[-1]
         raise InputError(
             f"{source}: no complete window: the recalibration read event times "
@@ -353,34 +370,46 @@ def _latest_records(
     records: list[dict[str, Any]], settings: dict[str, Any],
     time_range: dict[str, str] | None, source: str,
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """Batch records if any; else per group the latest eligible window and its newest pane.
+    """Batch records if there are any; else per group the latest eligible window and its
+    newest pane, and for a group without one its carried record (:data:`CARRIED`): the points
+    in force before a windowed run, when the window guard applied no window of the group.
 
     Returns the chosen records and what was chosen (None for batch records).
     """
-    batch = [r for r in records if r["window_start"] is None]
-    if batch:
+    batch = [r for r in records if r["window_start"] is None and not r.get(CARRIED)]
+    if batch:  # a batch run's records (they win over windowed ones, should both be given)
         return batch, None
-    windows = sorted({(r["window_start"], r["window_end"]) for r in records},
+    others = [r for r in records if r.get(CARRIED)]
+    windowed = [r for r in records if not r.get(CARRIED)]
+    windows = sorted({(r["window_start"], r["window_end"]) for r in windowed},
                      key=lambda w: (w[1], w[0]))
-    eligible = set(_eligible_windows(windows, settings, time_range, source))
+    eligible = set(_eligible_windows(windows, settings, time_range, source,
+                                     fallback=bool(others))) if windows else set()
     best: dict[str, dict[str, Any]] = {}
-    for record in records:
+    for record in windowed:
         if (record["window_start"], record["window_end"]) not in eligible:
             continue
         current = best.get(record["group"])
         key = (record["window_end"], record["pane_index"])
         if current is None or key > (current["window_end"], current["pane_index"]):
             best[record["group"]] = record
+    carried: dict[str, str] = {}
+    for record in others:
+        if record["group"] not in best:
+            best[record["group"]] = record
+            carried[record["group"]] = record.get(CARRIED) or record["run_id"]
     used: dict[Window, list[str]] = {}
     for group, record in sorted(best.items()):
-        used.setdefault((record["window_start"], record["window_end"]), []).append(group)
+        if group not in carried:
+            used.setdefault((record["window_start"], record["window_end"]), []).append(group)
     details = {
         "selection": settings["window"],
         "max_uncovered_share": settings["max_uncovered_share"],
         "event_time_range": time_range,
-        "latest_window": _window_details(windows[-1], time_range),
+        "latest_window": _window_details(windows[-1], time_range) if windows else None,
         "windows_used": [{**_window_details(w, time_range), "groups": groups}
                          for w, groups in sorted(used.items(), key=lambda item: item[0][1])],
+        "groups_in_force_before": carried,
     }
     return list(best.values()), details
 
@@ -465,7 +494,7 @@ def select_operating_points(
         held = sorted({r["method"] for r in records})
         raise InputError(f"{source}: no operating point for method {method!r} (the config's "
                          f"decision_method); it holds methods {held}")
-    windowed = all(r["window_start"] is not None for r in chosen)
+    windowed = any(r["window_start"] is not None and not r.get(CARRIED) for r in chosen)
     chosen, window = _latest_records(chosen, config.decide, event_time_range, source)
     by_group: dict[str, GroupThresholds] = {}
     for record in sorted(chosen, key=lambda r: r["group"]):
@@ -1406,9 +1435,11 @@ def run_decide(
         get_loss(settings["loss"], **settings["params"])
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"decoding.loss / decoding.params: {exc}") from exc
-    records, source = load_operating_points(operating_points)
+    records, source = load_operating_points(operating_points, windows="usable")
     thresholds = select_operating_points(records, config, source=source,
                                          event_time_range=recalibration_time_range(source))
+    if thresholds.details.get("window") is not None:
+        thresholds.details["window"]["held_windows"] = held_windows(source)
     run = RunDirectory(output, _digest(config, thresholds), run_id)
     with hold_output(run.output, run_id=run.run_id, command="decide"):
         run.check_replaceable()

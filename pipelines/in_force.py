@@ -83,7 +83,7 @@ def read_in_force(
     settings = dict(config.in_force)
     entry: dict[str, Any] = {"settings": settings}
     if source is not None:
-        records, resolved = load_operating_points(source)
+        records, resolved = load_operating_points(source, windows="applied")
     elif baseline.records is not None and baseline.run_id is not None:
         records, resolved = baseline.records, f"{output.rstrip('/')}/runs/{baseline.run_id}"
     else:

@@ -40,6 +40,7 @@ from typing import Any
 
 from costlib_pipelines.files import InputError, write_bytes_atomically, write_json
 from costlib_pipelines.runs import (
+    CARRIED,
     check_run_id,
     latest_run_id,
     list_runs,
@@ -55,6 +56,7 @@ __all__ = [
     "baseline_violations",
     "guard_notes",
     "guard_violations",
+    "points_in_force",
     "publish_run",
     "read_baseline",
 ]
@@ -105,8 +107,31 @@ def _threshold_move(old: Sequence[float], new: Sequence[float]) -> float:
 
 
 def _by_group(records: Sequence[dict[str, Any]], method: str) -> dict[str, dict[str, Any]]:
-    batch = [r for r in records if r["method"] == method and r["window_start"] is None]
-    return {r["group"]: r for r in batch}
+    """``method``'s record per group. ``records`` hold one per group and method: a batch run's,
+    one window's, or points in force (:func:`points_in_force`)."""
+    return {r["group"]: r for r in records if r["method"] == method}
+
+
+def points_in_force(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What ``costlib decide`` applies from a published run's records, one per group and method.
+
+    Batch records are returned as they are. Windowed records (of the windows the guard applied,
+    plus the points carried in force, as ``load_operating_points(..., windows="applied")``
+    reads them): per group and method the record of the window with the largest end (newest
+    pane); a group no window covers keeps its carried (or batch) record.
+    """
+    chosen: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def rank(record: dict[str, Any]) -> tuple:
+        if record["window_start"] is None or record.get(CARRIED):
+            return (0,)
+        return (1, record["window_end"], record["pane_index"] or 0)
+
+    for record in records:
+        key = (record["group"], record["method"])
+        if key not in chosen or rank(record) > rank(chosen[key]):
+            chosen[key] = record
+    return [chosen[key] for key in sorted(chosen)]
 
 
 def _kept_unchanged(record: dict[str, Any], old: dict[str, Any] | None) -> bool:
@@ -215,7 +240,8 @@ def guard_notes(new: Sequence[dict[str, Any]], settings: GuardSettings) -> list[
 
 @dataclass(frozen=True)
 class Baseline:
-    """What the guard compares a new run with: the published run, or why it cannot be read.
+    """What the guard compares a new run with: the published run's points in force
+    (:func:`points_in_force`), or why it cannot be read.
 
     ``run_id`` None and ``problem`` None: nothing was ever published (a first run).
     """
@@ -252,10 +278,10 @@ def read_baseline(output: str) -> Baseline:
                 f"({', '.join(published[-3:])}); restore it with costlib publish"))
         return Baseline(None, None)
     try:
-        records, _ = load_operating_points(f"{output}/runs/{run_id}")
+        records, _ = load_operating_points(f"{output}/runs/{run_id}", windows="applied")
     except (InputError, OSError, ValueError) as exc:
         return Baseline(None, run_id, f"the published run {run_id} cannot be read: {exc}")
-    return Baseline(records, run_id)
+    return Baseline(points_in_force(records), run_id)
 
 
 def baseline_violations(baseline: Baseline, latest_now: str | None) -> list[str]:

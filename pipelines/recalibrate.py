@@ -17,7 +17,10 @@ Windowed mode writes ``runs/<run_id>/windows/<start>_<end>/operating_points.*`` 
 window instead, assembled from per-shard files (``windows/<start>_<end>/shards/``, deleted when
 the run finishes; :mod:`costlib_pipelines.window_shards`); a late firing rewrites its shard and
 re-assembles its window's files (upsert: the newest pane of each group wins, and
-``pane_index`` in the records says which pane it is).
+``pane_index`` in the records says which pane it is). When the run has finished, every window
+is checked by the publish guard against the points in force before it
+(:mod:`costlib_pipelines.window_guard`); ``points_in_force.parquet`` holds those of the
+published run it started from.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms import trigger
 from apache_beam.transforms.window import SlidingWindows
 
-from costlib_pipelines import shards, window_shards
+from costlib_pipelines import shards, window_guard, window_shards
 from costlib_pipelines.batches import (
     Plausibility,
     check_schema,
@@ -103,7 +106,8 @@ from costlib_pipelines.transforms import (
     decision_edges_from_sketches,
 )
 
-__all__ = ["build_recalibrate", "event_time_range", "preflight", "run_recalibrate"]
+__all__ = ["build_recalibrate", "event_time_range", "preflight", "publish_windowed_run",
+           "run_recalibrate"]
 
 DAY = 86_400
 
@@ -465,7 +469,10 @@ def run_recalibrate(
     why) is
     given, which publishes and records it. A launch that only writes a job graph (Dataflow Flex
     Templates: ``--template_location``) returns at once; the job publishes itself when it ends.
-    Windowed runs have no publish step: their files are upserted per window as panes fire.
+    Windowed runs: their files are upserted per window as panes fire; when the pipeline has
+    finished, :func:`publish_windowed_run` guards every window and commits the run. Held
+    windows raise :class:`~costlib_pipelines.publish.PublishRefused` after the commit (the
+    run is published, ``costlib decide`` skips them).
 
     Before any input is read: the run id is checked, the runner must be known to Beam, and the
     run takes ``output``'s lock (:mod:`costlib_pipelines.output_lock`: one run per output; also the
@@ -525,34 +532,25 @@ def run_recalibrate(
                             "its end"}
         result.wait_until_finish()
         if windowed:
-            window_shards.remove_window_shards(run.run_dir)  # every window is final now
-            counters, accounting = verified_accounting(run, input_files, config)
-            finished = time.time()
-            outputs = run.outputs()
-            manifest = {"status": "complete", "published": True, "run_id": run.run_id,
-                        "command": "recalibrate", "config_digest": config.digest,
-                        "config": config.raw, "inputs": input_files,
-                        "row_accounting": accounting,
-                        "plausibility": plausibility_summary(counters),
-                        "windowing": config.windowing,
-                        "windows": sum(1 for f in outputs if f.startswith("windows/")
-                                       and f.endswith("/operating_points.parquet")),
-                        "event_time_range": time_range,
-                        "in_force": in_force_entry,
-                        "grid_edges": grid_edges_entry(
-                            config, windowed_edges(config, run.run_dir, fixed,
-                                                   thresholds_in_force), edges_source),
-                        "guard": None,  # windowed runs publish without the guard
-                        "outputs": outputs, "runner": spec.runner,
-                        "started_utc": spec.started_utc,
-                        "finished_utc": dt.datetime.fromtimestamp(finished, dt.UTC).isoformat(),
-                        "seconds": round(finished - started, 3)}
-            run.commit(manifest)
+            edges_entry = grid_edges_entry(
+                config, windowed_edges(config, run.run_dir, fixed, thresholds_in_force),
+                edges_source)
+            manifest = publish_windowed_run(run, config, spec, input_files, time_range,
+                                            grid_edges=edges_entry)
         else:
             manifest = run.read_json("manifest.json")
             if manifest is None:
                 raise RuntimeError(f"{run.run_dir}: the pipeline finished without a manifest")
     manifest["seconds"] = round(time.time() - started, 3)
+    held = window_guard.held_eligible((manifest.get("guard") or {}).get("windows") or [])
+    if manifest["published"] and held:
+        raise PublishRefused(
+            f"run {run.run_id} is published (LATEST names it), but the guard holds "
+            f"{len(held)} window(s); costlib decide keeps applying each group's last applied "
+            "window (or the points in force before the run):\n  " + "\n  ".join(
+                f"window {e['window']}: " + "; ".join(e["violations"]) for e in held) +
+            f"\nrelease one after review with: costlib publish --output {output} --run-id "
+            f"{run.run_id} --window <start>_<end> --by NAME --reason TEXT")
     if not manifest["published"]:
         violations = manifest["guard"]["violations"]
         raise PublishRefused(
@@ -561,6 +559,67 @@ def run_recalibrate(
             f"\npublish it after review with: costlib publish --output {output} --run-id "
             f"{run.run_id} --by NAME --reason TEXT (or re-run with --override-guard)"
         )
+    return manifest
+
+
+def publish_windowed_run(run: RunDirectory, config: RunConfig, spec: PublishSpec,
+                         inputs: list[dict[str, Any]],
+                         time_range: dict[str, Any] | None,
+                         grid_edges: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The last step of a windowed run, once its pipeline has finished: row accounting, the
+    guard per window (:mod:`costlib_pipelines.window_guard`), the manifest, ``LATEST``.
+
+    The points in force when the run started (``spec.baseline``) are copied into the run and
+    every window is checked against the points in force before it. The run is published
+    (``LATEST`` moves) unless the guard fails closed on the baseline (unreadable, or
+    ``LATEST`` moved meanwhile) and no override is given; held windows do not hold the run:
+    ``costlib decide`` skips them. ``grid_edges``: the manifest's entry (the edges every
+    window shared, :func:`grid_edges_entry`). Returns the manifest.
+
+    Raises
+    ------
+    InputError
+        Too many implausible rows (the run is not committed).
+    """
+    window_shards.remove_window_shards(run.run_dir)  # every window is final now
+    counters, accounting = verified_accounting(run, inputs, config)
+    baseline = spec.baseline
+    try:
+        latest_now = latest_run_id(spec.output)
+    except InputError as exc:
+        latest_now = f"(unreadable: {exc})"
+    violations = baseline_violations(baseline, latest_now)
+    carried = baseline.records if baseline.problem is None else None
+    window_guard.write_points_in_force(run.run_dir, carried)
+    windows = window_guard.read_windows(run.run_dir)
+    eligible = window_guard.eligible_windows(list(windows), config.decide, time_range)
+    entries = window_guard.guard_windows(windows, carried, spec.settings, eligible,
+                                         override=spec.override)
+    published = not violations or spec.override is not None
+    finished = dt.datetime.now(dt.UTC)
+    manifest = {"status": "complete", "published": published, "run_id": run.run_id,
+                "command": "recalibrate", "config_digest": config.digest,
+                "config": config.raw, "inputs": inputs,
+                "row_accounting": accounting,
+                "plausibility": plausibility_summary(counters),
+                "windowing": config.windowing,
+                "windows": len(windows),
+                "event_time_range": time_range,
+                "in_force": spec.in_force,
+                "grid_edges": grid_edges,
+                "guard": window_guard.build_guard_entry(
+                    config, spec.settings, baseline.run_id, baseline.problem, violations,
+                    entries, spec.override,
+                    len({r["group"] for r in carried or []})),
+                "outputs": run.outputs(), "runner": spec.runner,
+                "started_utc": spec.started_utc,
+                "finished_utc": finished.isoformat(),
+                "seconds": round((finished - dt.datetime.fromisoformat(
+                    spec.started_utc)).total_seconds(), 3)}
+    if published:
+        run.commit(manifest)
+    else:
+        write_json(run.path("manifest.json"), manifest)
     return manifest
 
 

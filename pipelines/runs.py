@@ -35,9 +35,12 @@ from costlib_pipelines.config import RunConfig
 from costlib_pipelines.files import InputError, check_rows_read, write_bytes_atomically, write_json
 
 __all__ = [
+    "CARRIED",
     "MARKER",
+    "POINTS_IN_FORCE",
     "RUN_ID_PATTERN",
     "RunDirectory",
+    "applied_windows",
     "check_accounting",
     "check_run_id",
     "latest_run_id",
@@ -277,13 +280,44 @@ def read_operating_points(path: str) -> list[dict[str, Any]]:
     return table.to_pylist()
 
 
-def load_operating_points(path: str) -> tuple[list[dict[str, Any]], str]:
+#: File of a windowed run: the points in force when the run started (what ``costlib decide``
+#: applied then, one record per group and method), for groups no applied window covers.
+POINTS_IN_FORCE = "points_in_force.parquet"
+
+#: Key :func:`load_operating_points` adds to a record read from :data:`POINTS_IN_FORCE`: the
+#: run that produced the record (it is not one of this run's windows).
+CARRIED = "carried_from"
+
+
+def applied_windows(manifest: dict[str, Any], *, chain_only: bool = False) -> set[str] | None:
+    """Names (``<start>_<end>``) of the windows ``costlib decide`` may apply from a windowed
+    run's manifest: those the window guard applied, and the windows outside its chain
+    (``not_eligible``: partial under the run's ``decide.window``) in which it found no
+    violation (left out with ``chain_only``: the points in force after the run are the applied
+    windows'); None for a run without window guard (a batch run, or a windowed run from before
+    it: every window counts)."""
+    guard = manifest.get("guard")
+    if not isinstance(guard, dict) or not isinstance(guard.get("windows"), list):
+        return None
+    return {w["window"] for w in guard["windows"] if w.get("state") == "applied"
+            or (not chain_only and w.get("state") == "not_eligible"
+                and not w.get("violations"))}
+
+
+def load_operating_points(path: str, *, windows: str = "all"
+                          ) -> tuple[list[dict[str, Any]], str]:
     """Operating point records and the resolved source they came from.
 
     ``path`` is a recalibrate output directory (its ``LATEST`` run), a run directory, or an
     ``operating_points.parquet`` file. Run directories must be complete (hold
     ``manifest.json``). A windowed run directory has no top-level ``operating_points.parquet``:
     the records of all its ``windows/*/operating_points.parquet`` are read.
+
+    ``windows`` (of a windowed run with a window guard): ``"all"``; ``"usable"`` (what
+    ``costlib decide`` reads): the windows :func:`applied_windows` names (held and withdrawn
+    ones are left out); ``"applied"`` (the guard's baseline): only the windows the guard
+    applied. With either, the run's :data:`POINTS_IN_FORCE` are added, each record marked with
+    :data:`CARRIED`.
 
     Raises
     ------
@@ -310,15 +344,28 @@ def load_operating_points(path: str) -> tuple[list[dict[str, Any]], str]:
                          "(not published)")
     if FileSystems.exists(f"{run_dir}/operating_points.parquet"):
         return read_operating_points(f"{run_dir}/operating_points.parquet"), run_dir
-    windows = sorted(
+    if windows not in ("all", "usable", "applied"):
+        raise ValueError(f"windows must be 'all', 'usable' or 'applied', not {windows!r}")
+    paths = sorted(
         m.path
         for result in FileSystems.match([f"{run_dir}/windows/*/operating_points.parquet"])
         for m in result.metadata_list
     )
-    if not windows:
+    if not paths:
         raise InputError(f"{run_dir}: complete run without operating_points.parquet "
                          f"(neither at the top level nor under windows/)")
+    applied = (None if windows == "all"
+               else applied_windows(manifest, chain_only=windows == "applied"))
     records = []
-    for window in windows:
-        records += read_operating_points(window)
+    for window in paths:
+        if applied is None or window.rsplit("/", 2)[1] in applied:
+            records += read_operating_points(window)
+    if applied is not None and FileSystems.exists(f"{run_dir}/{POINTS_IN_FORCE}"):
+        for record in read_operating_points(f"{run_dir}/{POINTS_IN_FORCE}"):
+            records.append({**record, CARRIED: record["run_id"]})
+    if not records:
+        raise InputError(
+            f"{run_dir}: the window guard holds every window of the run and no points were in "
+            "force before it: nothing to apply; review the held windows (costlib status) and "
+            "release one with costlib publish --window")
     return records, run_dir

@@ -87,8 +87,14 @@ def test_windowed_recalibrate_through_the_cli_exits_0_and_says_what_it_wrote(tmp
     # 6 days of data, 3-day windows sliding by a day: windows start on days -2 .. 5
     assert len(windows) == manifest["windows"] == 8
     assert f"{len(windows)} event-time windows" in printed
-    assert "no publish guard" in printed
-    assert manifest["guard"] is None and manifest["published"] is True
+    assert "publish guard per window (compared with nothing: first run)" in printed
+    assert manifest["published"] is True
+    guard = manifest["guard"]
+    assert [w["window"] for w in guard["windows"]] == windows  # every window, by end
+    assert guard["window_states"]["held"] == 0
+    # 3-day windows over 6 days: the 2 leading and 2 trailing windows are partial
+    assert guard["window_states"] == {"applied": 4, "held": 0, "withdrawn": 0,
+                                      "not_eligible": 4}
     times = frame["event_time"]
     assert manifest["event_time_range"]["min_utc"] == times.min().isoformat()
     assert manifest["event_time_range"]["max_utc"] == times.max().isoformat()

@@ -65,6 +65,14 @@ def run(args: argparse.Namespace) -> int:
         used = ", ".join(f"[{w['window_start']}, {w['window_end']}) for {len(w['groups'])} "
                          "group(s)" for w in window["windows_used"])
         print(f"windows used ({window['selection']}): {used}")
+        for held in window.get("held_windows") or []:
+            print(f"window {held['window']} is {held['state']} (publish guard: "
+                  f"{'; '.join(held['violations']) or 'withdrawn by a person'}): not applied; "
+                  "its groups keep their last applied window")
+        carried = window.get("groups_in_force_before") or {}
+        if carried:
+            print(f"{len(carried)} group(s) without an applied window keep the points in force "
+                  f"before the run (from run(s) {', '.join(sorted(set(carried.values())))})")
     if manifest["topk"]:
         print(f"top-k ({manifest['decoding']['loss']}): {counts.get('topk_sets', 0):,} sets, "
               f"{counts.get('topk_selected', 0):,} of {counts.get('topk_rows', 0):,} rows "

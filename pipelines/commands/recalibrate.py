@@ -128,12 +128,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_windowed(manifest: dict, run_dir: str) -> None:
-    """What a windowed run wrote, and that it was published without the guard."""
+    """What a windowed run wrote, and what the guard per window decided."""
     window = manifest["windowing"]
     times = manifest.get("event_time_range") or {}
     print(f"operating points: {manifest['windows']} event-time windows of "
           f"{window['size_days']:g} days every {window['period_days']:g} days (event times "
           f"{times.get('min_utc', '?')} .. {times.get('max_utc', '?')}), in {run_dir}/windows/"
           "<start>_<end>/operating_points.parquet (and .jsonl); manifest.json written last")
-    print("windowed runs have no publish guard: LATEST names this run; costlib decide applies "
-          "each group's latest complete window (config decide.window)")
+    guard = manifest["guard"]
+    states = guard["window_states"]
+    against = guard["compared_with_run"] or "nothing: first run"
+    print(f"publish guard per window (compared with {against}): "
+          f"{states['applied']} applied, {states['held']} held, "
+          f"{states['not_eligible']} not eligible (decide.window {guard['eligible_windows']}); "
+          "costlib decide applies each group's latest applied window")
+    if guard["override"]:
+        print(f"held windows applied by override of {guard['override']['by']}: "
+              f"{guard['override']['reason']}")

@@ -1,8 +1,10 @@
 """``costlib status --output OUT``: exit 0 when ``LATEST`` is fresh and published, else 3.
 
 The alert a scheduler runs after every recalibration: it exits 3 (and says why) for a run held
-by the publish guard, a ``LATEST`` older than ``--max-age-hours``, or a missing or broken
-``LATEST``; 2 when ``OUT`` does not exist. ``--json`` prints the full status for dashboards.
+by the publish guard, a ``LATEST`` older than ``--max-age-hours``, a missing or broken
+``LATEST``, and for a windowed ``LATEST`` run a held window or stale windows (see
+``--window-slack-hours``); 2 when ``OUT`` does not exist. ``--json`` prints the full status
+for dashboards.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-age-hours", type=number_in(0, low_open=True), default=26.0,
                         help="LATEST older than this is stale (default 26: a daily run plus "
                              "slack)")
+    parser.add_argument("--window-slack-hours", type=number_in(0), default=6.0, metavar="H",
+                        help="windowed runs: windows are stale when no window newer than the "
+                             "newest one decide could apply ended within the windowing's "
+                             "period + allowed lateness + H hours (default 6: time for the "
+                             "data to land and the run to finish)")
     parser.add_argument("--json", action="store_true", help="print the status as JSON")
 
 
@@ -31,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
     """Print the status; 0 healthy, 3 held/stale/broken (``InputError``: exit 2)."""
     from costlib_pipelines.status import check_status
 
-    status = check_status(args.output, max_age_hours=args.max_age_hours)
+    status = check_status(args.output, max_age_hours=args.max_age_hours,
+                          window_slack_hours=args.window_slack_hours)
     if args.json:
         print(json.dumps(status.as_dict(), indent=2, sort_keys=True))
     else:
@@ -40,6 +48,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"{status.output}: {state}; LATEST = {status.latest} (finished {age})")
         for problem in status.problems:
             print(f"  problem: {problem}")
+        if status.newest_window:
+            w = status.newest_window
+            print(f"  newest window: {w['window']} ({w['state']}); the next one is due by "
+                  f"{w['next_window_due_utc']}")
         for run_id in status.incomplete_runs:
             print(f"  incomplete run (failed or still running): {run_id}")
         if status.lock:
