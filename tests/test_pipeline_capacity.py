@@ -235,3 +235,23 @@ def test_many_groups_gather_only_vertices_and_still_equal_the_library(tmp_path):
     assert summary["equal_true_positives"] == splits.equal_true_positives
     assert summary["proportional_true_positives"] == splits.proportional_true_positives
     assert summary["statuses"].get("capacity_bound", 0) > 0
+
+
+def test_report_shows_the_allocation(frame, inputs, tmp_path):
+    from costlib_pipelines.report import write_report
+
+    config = base_config(methods=["hull"], decision_method="capacity",
+                         capacity={"total": 40.0, "max_volume": {"<b>x</b>": 1.0}})
+    manifest, run_dir, records = run(config, inputs, tmp_path / "out")
+    page = (tmp_path / "r.html")
+    write_report(str(run_dir), str(page))
+    text = page.read_text()
+    summary = manifest["capacity"]
+    assert '<section id="capacity"><h2>Shared review capacity</h2>' in text
+    assert f"{summary['total_volume']:,.2f}" in text and f"{summary['multiplier']:,.4f}" in text
+    gain = summary["total_utility"] - summary["equal_utility"]
+    assert f"{gain:+,.2f}" in text
+    for r in records:
+        if r["method"] == "capacity":
+            assert f'data-key="capacity.group.{r["group"]}"' in text
+    assert "&lt;b&gt;x&lt;/b&gt;" in text and "<b>x</b>" not in text  # a hostile name, escaped
