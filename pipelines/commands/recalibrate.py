@@ -135,9 +135,9 @@ def run(args: argparse.Namespace) -> int:
     if capacity:
         print(f"capacity: {capacity['total_volume']:,.1f} of {capacity['capacity']:,.1f} rows "
               f"allocated over {capacity['groups_allocated']} groups, lambda "
-              f"{capacity['multiplier']}, utility {capacity['total_utility']:,.2f} (equal split "
-              f"{capacity.get('equal_utility', float('nan')):,.2f}, traffic-proportional "
-              f"{capacity.get('proportional_utility', float('nan')):,.2f}); "
+              f"{_lambda(capacity['multiplier'])}, utility {capacity['total_utility']:,.2f} "
+              f"(equal split {capacity.get('equal_utility', float('nan')):,.2f}, "
+              f"traffic-proportional {capacity.get('proportional_utility', float('nan')):,.2f}); "
               f"{run_dir}/capacity.json")
     guard = manifest["guard"]
     for note in guard.get("notes") or []:
@@ -146,6 +146,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"published despite {len(guard['violations'])} guard violation(s), overridden by "
               f"{guard['override']['by']}: {guard['override']['reason']}")
     return 0
+
+
+def _lambda(value: float | str) -> str:
+    """The capacity's multiplier as printed (``inf`` when no allocation fits)."""
+    return value if isinstance(value, str) else f"{value:.4g}"
 
 
 def _print_windowed(manifest: dict, run_dir: str) -> None:
