@@ -77,7 +77,7 @@ smaller total volume among equal utilities.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,9 +96,16 @@ __all__ = [
     "CapacityAllocation",
     "GroupAllocation",
     "GroupFrontier",
+    "SplitBaselines",
     "allocate_capacity",
+    "allocate_frontiers",
+    "grid_rows",
     "group_frontiers",
     "lagrangian_volume",
+    "split_baselines",
+    "split_shares",
+    "utility_within",
+    "volume_scales",
 ]
 
 ALLOCATION_OBJECTIVES = ("linear", "true_positives")
@@ -155,6 +162,21 @@ class GroupFrontier:
         """Slopes ``dU/dV`` of the frontier's segments, strictly decreasing."""
         h = self.hull
         return np.diff(self.utility[h]) / np.diff(self.volume[h])
+
+    def vertices(self) -> GroupFrontier:
+        """The frontier reduced to its hull vertices (``hull`` = every position).
+
+        Steps 3-4 (the LP, ``lambda`` and the greedy allocation) read only the vertices, and
+        the group's best candidate (its last Pareto point) is the last vertex, so they give
+        the same allocation on the reduced frontier; the exact programme (step 5) and
+        :func:`utility_within` need the whole Pareto set.
+        """
+        h = self.hull
+        return GroupFrontier(group=self.group, shape=self.shape, cells=self.cells[h],
+                             volume=self.volume[h], utility=self.utility[h],
+                             true_positives=self.true_positives[h],
+                             false_positives=self.false_positives[h],
+                             hull=np.arange(h.size, dtype=np.intp))
 
     def choose(self, multiplier: float) -> int:
         """Position of the hull vertex maximising ``U - multiplier * V`` (ties: less volume):
@@ -663,7 +685,7 @@ def _exact(fronts: list[GroupFrontier], capacity: float, incumbent: float,
     return choice
 
 
-# ----------------------------------------------------------------------------- the entry point
+# ----------------------------------------------------------------------------- the entry points
 def allocate_capacity(
     grids: Mapping[str, ThresholdGrid],
     capacity: float,
@@ -678,6 +700,8 @@ def allocate_capacity(
     exact: bool | str = "auto",
 ) -> CapacityAllocation:
     """Thresholds for every group that maximise total utility within one review capacity.
+
+    :func:`group_frontiers` (steps 1-2) followed by :func:`allocate_frontiers` (steps 3-5).
 
     Parameters
     ----------
@@ -695,7 +719,8 @@ def allocate_capacity(
     min_volume, max_volume : mapping of group to float, optional
         Per-group bounds on the scaled volume ``V_g``.
     volume_scale : mapping of group to float, optional
-        ``a_g > 0``: expected next-period rows / window rows. Volumes and utilities are scaled.
+        ``a_g > 0``: expected next-period rows / window rows (:func:`volume_scales`). Volumes
+        and utilities are scaled.
     exact : bool or "auto"
         Compute the exact integral optimum (step 5): always (its time can grow exponentially with
         the number of groups), never, or for at most :data:`EXACT_AUTO_GROUPS` groups within
@@ -705,15 +730,60 @@ def allocate_capacity(
     -------
     CapacityAllocation
     """
+    _check_capacity(capacity, exact)
+    frontiers = group_frontiers(grids, rule=rule, objective=objective, target=target,
+                                max_unrated_share=max_unrated_share, min_volume=min_volume,
+                                max_volume=max_volume, volume_scale=volume_scale)
+    first = grids[next(iter(grids))]
+    return allocate_frontiers(frontiers, capacity, thresholds=first.thresholds, rule=rule,
+                              objective=objective, target=target, exact=exact)
+
+
+def _check_capacity(capacity: float, exact: bool | str) -> float:
     cap = float(capacity)
     if math.isnan(cap) or cap < 0:
         raise ValueError(f"capacity must be >= 0, got {plain(capacity)}")
     if exact not in (True, False, "auto"):
         raise ValueError(f"exact must be True, False or 'auto', got {exact!r}")
-    frontiers = group_frontiers(grids, rule=rule, objective=objective, target=target,
-                                max_unrated_share=max_unrated_share, min_volume=min_volume,
-                                max_volume=max_volume, volume_scale=volume_scale)
+    return cap
+
+
+def allocate_frontiers(
+    frontiers: Mapping[str, GroupFrontier],
+    capacity: float,
+    *,
+    thresholds: Sequence[NDArray[np.float64]],
+    rule: str = "any",
+    objective: str = "linear",
+    target: float | Target | None = None,
+    exact: bool | str = "auto",
+) -> CapacityAllocation:
+    """Steps 3-5 of the module docstring on the groups' frontiers (from :func:`group_frontiers`,
+    computed for all groups at once or group by group: the frontiers are the same).
+
+    Only a group's frontier enters: where the exact programme (step 5) cannot run (``exact``
+    False, or ``"auto"`` with more than :data:`EXACT_AUTO_GROUPS` groups with a candidate) the
+    frontiers may be reduced to their hull vertices (:meth:`GroupFrontier.vertices`) with the
+    same result, which is how a pipeline gathers many groups on one worker.
+
+    Parameters
+    ----------
+    frontiers : mapping of group name to GroupFrontier
+        In the order ties are broken and volumes summed (a pipeline sorts them by name).
+    capacity : float
+    thresholds : sequence of ndarray
+        Candidate thresholds per classifier (:attr:`costlib.grid.ThresholdGrid.thresholds`:
+        the edges and ``+inf``), to name each group's thresholds.
+    rule, objective, target, exact
+        As for :func:`allocate_capacity` (``rule`` is only recorded).
+
+    Returns
+    -------
+    CapacityAllocation
+    """
+    cap = _check_capacity(capacity, exact)
     slope = _utility_slope(objective, target)
+    rule = check_rule(rule)
     fronts = [f for f in frontiers.values() if f.feasible]
     choice, lp, multiplier, greedy, feasible = _lp(fronts, cap)
     solved = False
@@ -727,19 +797,22 @@ def allocate_capacity(
             if value > greedy:
                 choice = found
     picked = {f.group: c for f, c in zip(fronts, choice, strict=True)}
+
+    def named(index: tuple[int, ...]) -> tuple[float, ...]:
+        return tuple(float(t[i]) for t, i in zip(thresholds, index, strict=True))
+
     groups: dict[str, GroupAllocation] = {}
     for g, f in frontiers.items():
-        grid = grids[g]
         if not f.feasible:
             off = tuple(n - 1 for n in f.shape)
-            groups[g] = GroupAllocation(g, off, grid.threshold_values(off), 0.0, 0.0, 0.0, 0.0,
+            groups[g] = GroupAllocation(g, off, named(off), 0.0, 0.0, 0.0, 0.0,
                                         "infeasible", math.nan, math.nan)
             continue
         c = picked[g]
         index = tuple(int(i) for i in np.unravel_index(int(f.cells[c]), f.shape))
         last = f.cells.size - 1
         groups[g] = GroupAllocation(
-            g, index, grid.threshold_values(index), float(f.volume[c]), float(f.utility[c]),
+            g, index, named(index), float(f.volume[c]), float(f.utility[c]),
             float(f.true_positives[c]), float(f.false_positives[c]),
             "ok" if c == last else "capacity_bound", float(f.volume[last]),
             float(f.utility[last]))
@@ -753,8 +826,114 @@ def allocate_capacity(
     else:
         lagrangian, precision = math.nan, math.nan
     return CapacityAllocation(
-        groups=groups, capacity=cap, objective=objective, rule=check_rule(rule),
+        groups=groups, capacity=cap, objective=objective, rule=rule,
         target_slope=slope, multiplier=multiplier, marginal_precision=precision,
         total_volume=total_v, total_utility=total_u, lagrangian_total=lagrangian,
         upper_bound=lp, integrality_gap=lp - total_u if feasible else math.nan,
-        greedy_utility=greedy, exact=solved, feasible=feasible, frontiers=frontiers)
+        greedy_utility=greedy, exact=solved, feasible=feasible, frontiers=dict(frontiers))
+
+
+# ----------------------------------------------------------------------------- next period
+def volume_scales(
+    rows: Mapping[str, float],
+    *,
+    period_share: float = 1.0,
+    expected_rows: Mapping[str, float] | None = None,
+) -> dict[str, float]:
+    """Each group's ``volume_scale`` ``a_g``: its expected rows next period over its rows now.
+
+    The capacity is for the *next* period, the grids count the period read. A group's flagged
+    volume and utility next period are taken as ``a_g`` times those of the grid (its score
+    distribution and prevalence stay, its traffic changes):
+
+    .. math:: a_g = \\frac{\\hat n_g}{n_g}, \\qquad
+              \\hat n_g = \\text{expected\\_rows}[g] \\text{ if given, else }
+              \\text{period\\_share} \\cdot n_g,
+
+    with ``n_g`` the group's rows in the grid (weighted; rated and unrated, scored or not:
+    :func:`grid_rows`). ``period_share`` is next period's length over the period read (e.g.
+    ``1/7``: capacity per day, a week of data), the same for every group without a forecast.
+
+    Parameters
+    ----------
+    rows : mapping of group to float
+        ``n_g > 0``.
+    period_share : float
+        ``> 0``.
+    expected_rows : mapping of group to float, optional
+        ``n̂_g > 0`` per group (a forecast); groups not in ``rows`` are refused.
+
+    Returns
+    -------
+    dict of str to float
+    """
+    share = float(period_share)
+    if not (math.isfinite(share) and share > 0):
+        raise ValueError(f"period_share must be finite and > 0, got {plain(period_share)}")
+    groups = list(rows)
+    expected = _per_group("expected_rows", expected_rows, groups, math.nan, positive=True)
+    out = {}
+    for g, n_hat in zip(groups, expected.tolist(), strict=True):
+        n = float(rows[g])
+        if not (math.isfinite(n) and n > 0):
+            raise ValueError(f"rows[{g!r}] must be finite and > 0, got {plain(rows[g])}")
+        out[g] = share if math.isnan(n_hat) else n_hat / n
+    return out
+
+
+def grid_rows(grid: ThresholdGrid) -> float:
+    """Weighted rows of a grid: rated positives and negatives and unrated rows, every cell
+    (the underflow cell of rows no classifier scored included)."""
+    total = math.fsum((float(grid.pos.sum()), float(grid.neg.sum())))
+    return total + (float(grid._unrated().sum()) if grid.has_unrated else 0.0)
+
+
+# ----------------------------------------------------------------------------- baselines
+def utility_within(frontier: GroupFrontier, volume: float) -> tuple[float, float, float]:
+    """The group's best candidate with scaled volume ``<= volume`` (its own choice had it
+    ``volume`` reviews to itself): ``(utility, true positives, volume)``; zeros when no
+    candidate fits (then it flags nothing; a ``min_volume`` above ``volume``, or no
+    candidate at all)."""
+    i = int(np.searchsorted(frontier.volume, volume, side="right")) - 1
+    if i < 0:
+        return 0.0, 0.0, 0.0
+    return (float(frontier.utility[i]), float(frontier.true_positives[i]),
+            float(frontier.volume[i]))
+
+
+@dataclass(frozen=True)
+class SplitBaselines:
+    """What fixed splits of the same capacity give (sums over groups, exact ``fsum``).
+
+    ``equal_*``: every group of the allocation gets ``C / G``; ``proportional_*``: group ``g``
+    gets ``C n̂_g / sum n̂`` (``traffic``: its expected rows). Each group then takes its best
+    candidate within its share (:func:`utility_within`).
+    """
+
+    equal_utility: float
+    equal_true_positives: float
+    equal_volume: float
+    proportional_utility: float
+    proportional_true_positives: float
+    proportional_volume: float
+
+
+def split_shares(traffic: Mapping[str, float], capacity: float) -> dict[str, tuple[float, float]]:
+    """Per group its ``(equal, proportional)`` share of ``capacity``: ``C / G`` and
+    ``C n̂_g / sum n̂`` (``sum`` exact)."""
+    total = math.fsum(float(v) for v in traffic.values())
+    n = len(traffic)
+    return {g: (capacity / n, capacity * float(v) / total if total > 0 else capacity / n)
+            for g, v in traffic.items()}
+
+
+def split_baselines(frontiers: Mapping[str, GroupFrontier], traffic: Mapping[str, float],
+                    capacity: float) -> SplitBaselines:
+    """The equal and the traffic-proportional split of ``capacity`` (:class:`SplitBaselines`).
+
+    ``frontiers`` must hold each group's whole Pareto set (not only its hull vertices)."""
+    shares = split_shares({g: traffic[g] for g in frontiers}, capacity)
+    equal = [utility_within(f, shares[g][0]) for g, f in frontiers.items()]
+    prop = [utility_within(f, shares[g][1]) for g, f in frontiers.items()]
+    return SplitBaselines(*(math.fsum(v[i] for v in equal) for i in range(3)),
+                          *(math.fsum(v[i] for v in prop) for i in range(3)))

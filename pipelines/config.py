@@ -120,6 +120,17 @@ class RunConfig:
                            floor=audit["floor"], budget_share=audit["budget_share"])
 
     @property
+    def capacity(self) -> dict[str, Any]:
+        """``capacity``: ``total`` (None: no shared capacity), ``objective``, ``exact``,
+        ``period_share``, ``expected_rows``, ``min_volume``, ``max_volume``."""
+        return self.raw["capacity"]
+
+    @property
+    def allocates_capacity(self) -> bool:
+        """Whether recalibrate allocates a shared review capacity (``capacity.total`` set)."""
+        return self.raw["capacity"]["total"] is not None
+
+    @property
     def publish(self) -> dict[str, Any]:
         return self.raw["publish"]
 
@@ -240,6 +251,35 @@ class RunConfig:
         config._check_semantics(source)
         return config
 
+    def _check_capacity(self, source: str) -> None:
+        """The ``capacity`` section against the rest of the config."""
+        capacity = self.capacity
+        if self.decision_method == "capacity" and capacity["total"] is None:
+            raise ConfigError(
+                f"{source}: decision_method: 'capacity' applies the shared-capacity allocation, "
+                "but capacity.total is null (set it, or --capacity N)")
+        if capacity["total"] is None:
+            return
+        if self.windowing is not None:
+            raise ConfigError(
+                f"{source}: capacity.total: a shared capacity is allocated in batch runs only; "
+                "windowed runs (windowing) would need one allocation per window over every "
+                "group's results, which they do not gather (docs/pipelines.md, 'Shared review "
+                "capacity'); set capacity.total to null or run without windowing")
+        constrained = sorted(k for k, v in self.constraints.items() if v is not None)
+        if constrained:
+            raise ConfigError(
+                f"{source}: capacity.total: the shared-capacity allocation respects coverage "
+                "(coverage.max_unrated_share) and the per-group capacity.min_volume / "
+                f"max_volume only, not constraints.{', constraints.'.join(constrained)}; "
+                "set them to null (bound a group's volume with capacity.max_volume)")
+        low, high = capacity["min_volume"], capacity["max_volume"]
+        for group in sorted(set(low) & set(high)):
+            if low[group] > high[group]:
+                raise ConfigError(
+                    f"{source}: capacity.min_volume[{group!r}] = {low[group]:g} exceeds "
+                    f"capacity.max_volume[{group!r}] = {high[group]:g}")
+
     def _check_semantics(self, source: str) -> None:
         grid = self.grid
         if grid["edges"] == "explicit":
@@ -293,7 +333,8 @@ class RunConfig:
                 f"replicates for the standard error of the gain; set bootstrap.replicates >= 2 "
                 f"(got {self.bootstrap['replicates']}) or min_gain_z to null"
             )
-        if self.decision_method not in self.methods:
+        self._check_capacity(source)
+        if self.decision_method not in self.methods and self.decision_method != "capacity":
             raise ConfigError(
                 f"{source}: decision_method: {self.decision_method!r} is not one of methods "
                 f"{list(self.methods)}; recalibrate would write no operating points of the "

@@ -48,6 +48,7 @@ from costlib_pipelines.batches import (
     plausibility_summary,
     plausibility_violations,
 )
+from costlib_pipelines.capacity import AllocateCapacity, capacity_violations
 from costlib_pipelines.carried_edges import (
     SKETCH_FILE,
     carried_sketches,
@@ -175,7 +176,7 @@ class PublishRunFn(beam.DoFn):
         self.spec = spec
 
     def process(self, _, accounting, dead_letter_files, shard_ids, edges=None,
-                edge_sketch_files=()):
+                edge_sketch_files=(), capacity=None):
         spec, config = self.spec, self.config
         run = RunDirectory(spec.output, config.digest, spec.run_id)
         assemble_shards(run.run_dir, shard_ids)
@@ -192,6 +193,9 @@ class PublishRunFn(beam.DoFn):
         violations = baseline_violations(baseline, latest_now)
         violations += guard_violations(baseline.records, new, spec.settings)
         violations += plausibility_violations(accounting, Plausibility.from_config(config))
+        violations += capacity_violations(new, capacity)
+        if capacity is not None:
+            write_json(run.path("capacity.json"), capacity)
         if not new:
             violations.append("no operating points: no group had rated rows")
         started = dt.datetime.fromisoformat(spec.started_utc)
@@ -220,6 +224,7 @@ class PublishRunFn(beam.DoFn):
                              if spec.override is not None and violations else None),
             },
             "in_force": spec.in_force,
+            "capacity": capacity,
             "grid_edges": grid_edges_entry(config, edges, spec.edges_source),
             "outputs": run.outputs(),
             "runner": spec.runner,
@@ -399,7 +404,10 @@ def build_recalibrate(
             | "Optimize" >> beam.ParDo(OptimizeGroupFn(config, in_force), edges)
             | "Windows" >> window_shards.WriteWindows(config, run_dir, run_id)
         )
-    shard_ids = optimize_and_write(summed, config, edges, run_dir, run_id, in_force)
+    capacity = (summed | "Capacity" >> AllocateCapacity(config, edges)
+                if config.allocates_capacity else None)
+    shard_ids = optimize_and_write(summed, config, edges, run_dir, run_id, in_force,
+                                   allocation=None if capacity is None else capacity.allocation)
     once = pipeline | "Once" >> beam.Impulse()  # one element: the last stage runs once
     if publish is None:
         return once | "Assemble" >> beam.ParDo(AssembleShardsFn(run_dir),
@@ -411,11 +419,13 @@ def build_recalibrate(
         shard_ids=beam.pvalue.AsList(shard_ids),
         edges=edges,
         edge_sketch_files=beam.pvalue.AsList(sketch_files) if sketch_files is not None else (),
+        capacity=None if capacity is None else beam.pvalue.AsSingleton(
+            capacity.summary, default_value=None),
     )
 
 
 def optimize_and_write(summed, config: RunConfig, edges, run_dir: str, run_id: str,
-                       in_force: InForce | None = None):
+                       in_force: InForce | None = None, allocation=None):
     """Batch runs: optimise and write per group, records sharded by group range.
 
     See :mod:`costlib_pipelines.shards`: the edges (a list, or the quantile edges' side input), the
@@ -423,7 +433,9 @@ def optimize_and_write(summed, config: RunConfig, edges, run_dir: str, run_id: s
     their fallback) and their records written by shard in parallel. Returns the PCollection of
     the written shards' ids, which the last stage (:class:`PublishRunFn`, or
     :class:`~costlib_pipelines.shards.AssembleShardsFn` without publishing) takes as a side
-    input and concatenates into the run's record files.
+    input and concatenates into the run's record files. ``allocation``: the shared
+    capacity's allocation (:class:`~costlib_pipelines.capacity.AllocateCapacity`), a side input
+    of the records stage, which then writes every group's ``capacity`` record.
     """
     parent = beam.pvalue.AsSingleton(
         summed | "OptimizeAllGroups" >> beam.FlatMap(optimize_parent, config, edges, in_force),
@@ -436,11 +448,13 @@ def optimize_and_write(summed, config: RunConfig, edges, run_dir: str, run_id: s
             ShardBoundaries(shards.GROUPS_PER_SHARD)).without_defaults(),
         default_value=[],  # no group: no shard (what the boundaries of no name are)
     )
+    extra = {} if allocation is None else {
+        "allocation": beam.pvalue.AsSingleton(allocation, default_value=None)}
     return (
         summed
         | "Optimize" >> beam.ParDo(
             OptimizeGroupsFn(config, run_id, shards.FLUSH_GROUPS, in_force), edges, parent,
-            boundaries)
+            boundaries, **extra)
         | "PerWindow" >> beam.GroupByKey()  # by shard (batch runs have one, global, window)
         | "Finalize" >> beam.ParDo(WriteShardFn(run_dir))
     )

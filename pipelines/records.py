@@ -13,8 +13,10 @@ import pyarrow as pa
 import costlib_schemas
 
 __all__ = [
+    "CAPACITY_NULLS",
     "PN_CURVE_SCHEMA",
     "arrow_schema",
+    "capacity_fields",
     "operating_point_records",
     "pn_curve_records",
     "point_settings",
@@ -152,6 +154,38 @@ def _estimation_fields(point, ci) -> dict[str, Any]:
     }
 
 
+#: The capacity fields of a record of any method but ``capacity`` (see
+#: :func:`capacity_fields`).
+CAPACITY_NULLS: dict[str, Any] = {
+    "capacity": None, "capacity_status": None, "capacity_multiplier": None,
+    "allocated_volume": None, "allocated_utility": None, "capacity_share": None,
+    "volume_scale": None,
+}
+
+
+def capacity_fields(entry: Mapping[str, Any] | None, capacity: float,
+                    multiplier: float) -> dict[str, Any]:
+    """The capacity fields of a group's ``capacity`` record.
+
+    ``entry``: the group's allocation (:func:`costlib_pipelines.capacity.allocation_entry`),
+    None for a group left out of the allocation (status ``insufficient_data``).
+    """
+    if entry is None:
+        return {**CAPACITY_NULLS, "capacity": float(capacity),
+                "capacity_status": "insufficient_data",
+                "capacity_multiplier": float(multiplier)}
+    volume = float(entry["volume"])
+    return {
+        "capacity": float(capacity),
+        "capacity_status": entry["status"],
+        "capacity_multiplier": float(multiplier),
+        "allocated_volume": volume,
+        "allocated_utility": float(entry["utility"]),
+        "capacity_share": volume / capacity if capacity > 0 else None,
+        "volume_scale": float(entry["volume_scale"]),
+    }
+
+
 def operating_point_records(
     result,
     *,
@@ -164,11 +198,14 @@ def operating_point_records(
     window_end=None,
     pane_index: int = 0,
     settings: Mapping[str, Any] | None = None,
+    capacity: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """One ``operating_point.json`` record per method of a ``GroupResult``.
 
     ``settings`` are the run's coverage, objective and constraint settings
     (:func:`point_settings`; default :data:`DEFAULT_POINT_SETTINGS`), recorded on every record.
+    ``capacity``: the capacity fields (:func:`capacity_fields`) of the record of method
+    ``capacity``; every other record has them null.
     """
     fixed = _settings_fields(DEFAULT_POINT_SETTINGS if settings is None else settings)
     records = []
@@ -204,6 +241,8 @@ def operating_point_records(
                 **_estimation_fields(point, ci),
                 **_coverage_fields(point),
                 **fixed,
+                **(capacity if method == "capacity" and capacity is not None
+                   else CAPACITY_NULLS),
                 "status": result.status,
                 "fallback_group": result.fallback_group,
                 "pane_index": int(pane_index),
@@ -215,11 +254,14 @@ def operating_point_records(
 
 
 def pn_curve_records(result, *, window_start=None, window_end=None) -> list[dict[str, Any]]:
-    """The PN curve each method chose its point on (own grid only; not for fallbacks)."""
+    """The PN curve each method chose its point on (own grid only; not for fallbacks, nor for
+    the shared-capacity allocation, method ``capacity``)."""
     if result.status != "ok":
         return []
     rows = []
     for method, point in result.points.items():
+        if method == "capacity":  # one cell of the grid, not a curve (the allocation's point)
+            continue
         rows.append(
             {
                 "group": result.group,

@@ -51,6 +51,7 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
 from costlib_pipelines.files import InputError, write_bytes_atomically
+from costlib_pipelines.report_capacity import capacity_section
 from costlib_pipelines.report_figures import GroupFigures
 from costlib_pipelines.runs import load_operating_points, read_manifest, read_records
 
@@ -1191,6 +1192,7 @@ def build_report(run: RunData, previous: RunData | None, *, groups: Iterable[str
         f"{_e(_status_counts(shown))} · {_e(', '.join(methods))}</p>"
         + _run_summary(run, previous)
         + _accounting_section(run.manifest)
+        + capacity_section(run.manifest, run.records)
         + _overview_section(names, shown, changes, run.classifiers, previous, method,
                             anchors, reasons, detailed_all)
         + (_windows_section(run.records) if run.windowed else "")

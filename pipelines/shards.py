@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import bisect
 import io
+import math
 from collections.abc import Iterable, Iterator, Sequence
 
 import apache_beam as beam
@@ -45,11 +46,13 @@ from apache_beam.utils.windowed_value import WindowedValue
 from costlib.grid import ThresholdGrid
 from costlib.operating_point import graph_batch_size, prepare_graph_paths
 from costlib.recalibration import ALL_GROUPS, GroupResult, apply_fallback, is_sufficient
+from costlib_pipelines.capacity import capacity_point
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.files import parquet_bytes
 from costlib_pipelines.records import (
     PN_CURVE_SCHEMA,
     arrow_schema,
+    capacity_fields,
     operating_point_records,
     pn_curve_records,
     point_settings,
@@ -170,9 +173,9 @@ class OptimizeGroupsFn(beam.DoFn):
         self.buffered = 0
         self.pending: list[tuple[str, ThresholdGrid, object]] = []  # dense, not yet optimised
         self.pending_bytes = 0  # bootstrap replicates held by the pending groups
-        self.side_inputs = None  # (edges, parent, boundaries) of the pending groups
+        self.side_inputs = None  # (edges, parent, boundaries, allocation) of the pending groups
 
-    def process(self, element, edges, parent, boundaries):
+    def process(self, element, edges, parent, boundaries, allocation=None):
         group, value = element
         if group == ALL_GROUPS:
             yield from self._add(group, parent, parent, boundaries)
@@ -183,7 +186,7 @@ class OptimizeGroupsFn(beam.DoFn):
         grid = dense_grid(grid, edges)
         self.pending.append((group, grid, boot))
         self.pending_bytes += int(getattr(boot, "nbytes", 0))
-        self.side_inputs = (edges, parent, boundaries)
+        self.side_inputs = (edges, parent, boundaries, allocation)
         if (not self.batched or len(self.pending) >= graph_batch_size(grid.shape)
                 or self.pending_bytes >= PENDING_BYTES):
             yield from self._optimize_pending()
@@ -203,7 +206,7 @@ class OptimizeGroupsFn(beam.DoFn):
         if not self.pending:
             return
         pending, self.pending, self.pending_bytes = self.pending, [], 0
-        edges, parent, boundaries = self.side_inputs
+        edges, parent, boundaries, allocation = self.side_inputs
         config = self.config
         if self.batched:
             prepare_graph_paths(
@@ -212,18 +215,30 @@ class OptimizeGroupsFn(beam.DoFn):
                 config.rule)
         for group, grid, boot in pending:
             result = optimize_one(config, group, grid, boot, edges, self.in_force)
-            yield from self._add(group, result, parent, boundaries)
+            yield from self._add(group, result, parent, boundaries, grid, allocation)
 
-    def _add(self, group: str, result: GroupResult | None, parent, boundaries):
-        """Buffer a group's outputs in its shard; yield the chunks that are due."""
+    def _add(self, group: str, result: GroupResult | None, parent, boundaries,
+             grid: ThresholdGrid | None = None, allocation=None):
+        """Buffer a group's outputs in its shard; yield the chunks that are due.
+
+        With a shared capacity (``capacity.total``) every group with a ``grid`` (not
+        ``__all__``) also gets its ``capacity`` record from ``allocation``
+        (:func:`costlib_pipelines.capacity.capacity_point`)."""
         if result is None:
             return
         if parent is not None:
             result = apply_fallback({group: result, ALL_GROUPS: parent},
                                     fallback=self.config.fallback)[group]
+        fields = None
+        if grid is not None and self.config.allocates_capacity:
+            result, entry = capacity_point(group, grid, result, allocation, self.config)
+            fields = capacity_fields(
+                entry, float(self.config.capacity["total"]),
+                math.nan if allocation is None else allocation["multiplier"])
         shard = shard_of(boundaries, group)
         buffer = self.buffers.setdefault(shard, [])
-        buffer.append(self._outputs(result))
+        buffer.append(group_outputs(result, self.config, self.run_id, self.settings,
+                                    capacity=fields))
         self.buffered += 1
         if len(buffer) >= self.flush_groups:
             self.buffered -= len(buffer)
@@ -232,9 +247,6 @@ class OptimizeGroupsFn(beam.DoFn):
             for shard, buffer in sorted(self.buffers.items()):
                 yield shard, self._chunk(buffer)
             self.buffers, self.buffered = {}, 0
-
-    def _outputs(self, result: GroupResult):
-        return group_outputs(result, self.config, self.run_id, self.settings)
 
     @staticmethod
     def _chunk(buffer) -> tuple[bytes, bytes]:
@@ -246,7 +258,7 @@ class OptimizeGroupsFn(beam.DoFn):
 
 
 def group_outputs(result: GroupResult, config: RunConfig, run_id: str, settings, *,
-                  window_start=None, window_end=None, pane_index: int = 0):
+                  window_start=None, window_end=None, pane_index: int = 0, capacity=None):
     """One group's ``(records, JSON lines, PN curves)``: its ``operating_point.json``
     records (``settings``: :func:`~costlib_pipelines.records.point_settings` of ``config``),
     each record as a JSON line, and the PN curves its methods chose their points on."""
@@ -254,7 +266,7 @@ def group_outputs(result: GroupResult, config: RunConfig, run_id: str, settings,
         result, rule=config.rule, classifiers=config.classifiers,
         target_marginal_precision=config.target.marginal_precision,
         run_id=run_id, config_digest=config.digest, window_start=window_start,
-        window_end=window_end, pane_index=pane_index, settings=settings,
+        window_end=window_end, pane_index=pane_index, settings=settings, capacity=capacity,
     )
     lines = [records_to_jsonl([record]) for record in records]
     return records, lines, pn_curve_records(result, window_start=window_start,

@@ -101,6 +101,12 @@ def direct_records(frame, config: RunConfig, edges=None):
     return records
 
 
+#: The capacity fields of a record of any method but ``capacity``.
+CAPACITY_NULLS = {"capacity": None, "capacity_status": None, "capacity_multiplier": None,
+                  "allocated_volume": None, "allocated_utility": None, "capacity_share": None,
+                  "volume_scale": None}
+
+
 def coverage_fields(point_status=None, reason=None) -> dict:
     """The coverage, objective and constraint fields of a hand-made operating point record.
 
@@ -116,7 +122,7 @@ def coverage_fields(point_status=None, reason=None) -> dict:
         "max_false_positives": None, "min_recall": None, "estimated_total_positives": None,
         "estimated_recall": None, "estimated_recall_ci_low": None,
         "estimated_recall_ci_high": None, "estimated_total_positives_ci_low": None,
-        "estimated_total_positives_ci_high": None, "finer_bound": None,
+        "estimated_total_positives_ci_high": None, "finer_bound": None, **CAPACITY_NULLS,
     }
 
 

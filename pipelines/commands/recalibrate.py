@@ -51,6 +51,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="constraint: at most V flagged rows, rated or not (review capacity)")
     choice.add_argument("--max-false-positives", type=number_in(0), default=None, metavar="F",
                         help="constraint: at most F false positives among the rated rows")
+    shared = parser.add_argument_group(
+        "shared review capacity",
+        "Allocate one capacity over all groups (config section capacity; batch runs only): "
+        "every group gets a record of method capacity, which decide applies with "
+        "decision_method: capacity.",
+    )
+    shared.add_argument("--capacity", type=number_in(0), default=None, metavar="C",
+                        help="flagged rows (rated and unrated) all groups may flag next period; "
+                             "overrides the config's capacity.total (and so its digest)")
+    shared.add_argument("--capacity-objective", choices=("linear", "true_positives"),
+                        default=None, help="what the allocation maximises (capacity.objective)")
     guard = parser.add_argument_group(
         "publish guard",
         "LATEST only moves to the new run if its thresholds moved at most --max-threshold-change "
@@ -92,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         ("constraints", "max_volume", args.max_volume),
         ("constraints", "max_false_positives", args.max_false_positives),
         ("constraints", "min_recall", args.min_recall),
+        ("capacity", "total", args.capacity),
+        ("capacity", "objective", args.capacity_objective),
     ) if value is not None}
     if overrides:
         config = config.with_overrides(overrides, source=f"{args.config} with command-line flags")
@@ -118,6 +131,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"operating points: {run_dir}/operating_points.parquet (and .jsonl); manifest.json "
           "written last")
+    capacity = manifest.get("capacity")
+    if capacity:
+        print(f"capacity: {capacity['total_volume']:,.1f} of {capacity['capacity']:,.1f} rows "
+              f"allocated over {capacity['groups_allocated']} groups, lambda "
+              f"{_lambda(capacity['multiplier'])}, utility {capacity['total_utility']:,.2f} "
+              f"(equal split {capacity.get('equal_utility', float('nan')):,.2f}, "
+              f"traffic-proportional {capacity.get('proportional_utility', float('nan')):,.2f}); "
+              f"{run_dir}/capacity.json")
     guard = manifest["guard"]
     for note in guard.get("notes") or []:
         print(f"note: {note}")
@@ -125,6 +146,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"published despite {len(guard['violations'])} guard violation(s), overridden by "
               f"{guard['override']['by']}: {guard['override']['reason']}")
     return 0
+
+
+def _lambda(value: float | str) -> str:
+    """The capacity's multiplier as printed (``inf`` when no allocation fits)."""
+    return value if isinstance(value, str) else f"{value:.4g}"
 
 
 def _print_windowed(manifest: dict, run_dir: str) -> None:
