@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 
 from costlib.score_sketch import key_values, sortable_keys
 
-__all__ = ["BinLocator", "bin_indices", "locator_for"]
+__all__ = ["BinLocator", "KeyLevelLocator", "bin_indices", "locator_for"]
 
 # Relative tolerance under which edges count as evenly spaced for the arithmetic binning path.
 # The path is exact whatever the tolerance: it corrects each estimate against the true edges.
@@ -91,11 +91,15 @@ class _KeyCells:
     """Cells of the float keys at ``level`` (low bits dropped); index 0 below, ``cells + 1``
     above the edges' cells."""
 
-    def __init__(self, edges: NDArray[np.float64]) -> None:
+    def __init__(self, edges: NDArray[np.float64], level: int | None = None,
+                 max_cells: int = TABLE_CELLS) -> None:
         first, last = (int(k) for k in sortable_keys(edges[[0, -1]]))
-        level = 1
-        while (last >> level) - (first >> level) + 1 > TABLE_CELLS:
-            level += 1
+        if level is None:
+            level = 1
+            while (last >> level) - (first >> level) + 1 > max_cells:
+                level += 1
+        elif not 1 <= level <= 63 or (last >> level) - (first >> level) + 1 > max_cells:
+            raise ValueError(f"edges span more than {max_cells} key cells at level {level}")
         self.level, self.base = level, (first >> level) - 1
         self.cells = (last >> level) - (first >> level) + 1
         buckets = np.arange(first >> level, (last >> level) + 1, dtype=np.uint64)
@@ -117,6 +121,12 @@ class _KeyCells:
         keys >>= np.uint64(self.level)
         cells = keys.view(np.int64)  # level >= 1: the top bit is clear
         np.clip(cells, self.base, self.base + self.cells + 1, out=cells)
+        cells -= self.base
+        return cells.view(np.intp)
+
+    def index_keys(self, keys: NDArray[np.int64]) -> NDArray[np.intp]:
+        """Cell index of keys already at :attr:`level` (a new array)."""
+        cells = np.clip(keys, self.base, self.base + self.cells + 1)
         cells -= self.base
         return cells.view(np.intp)
 
@@ -189,7 +199,11 @@ class BinLocator:
 
     def _bracketed(self, values: NDArray[np.floating]) -> NDArray[np.intp]:
         assert self._cells is not None
-        cells = self._cells.index(values)
+        return self._from_cells(self._cells.index(values), values)
+
+    def _from_cells(self, cells: NDArray[np.intp],
+                    values: NDArray[np.floating]) -> NDArray[np.intp]:
+        """Bins from each value's cell: the table's bracket, a binary search where open."""
         lo = self._lo[cells]
         open_cells = np.flatnonzero(lo != self._hi[cells])
         bins = lo.astype(np.intp)
@@ -198,21 +212,48 @@ class BinLocator:
         return bins
 
 
+class KeyLevelLocator(BinLocator):
+    """A :class:`BinLocator` over key cells of a fixed ``level``, for callers that already hold
+    each value's key at that level (:func:`costlib.binned_sketch.bin_and_sketch` shares them
+    with a score sketch): :meth:`locate_keys` skips the key computation.
+
+    Raises
+    ------
+    ValueError
+        The edges span more than ``max_cells`` cells at ``level``.
+    """
+
+    def __init__(self, edges: NDArray[np.float64], level: int,
+                 max_cells: int = 1 << 18) -> None:
+        cells = _KeyCells(edges, level=level, max_cells=max_cells)  # may refuse: first
+        super().__init__(edges)
+        self._cells = self._key_cells = cells
+        self._lo, self._hi = _narrow(cells.lo), _narrow(cells.hi)
+
+    def locate_keys(self, keys: NDArray[np.int64],
+                    values: NDArray[np.floating]) -> NDArray[np.intp]:
+        """Bins of ``values`` given their keys at the locator's level."""
+        return self._from_cells(self._key_cells.index_keys(keys), values)
+
+
 _CACHE: OrderedDict[bytes, BinLocator] = OrderedDict()
 _CACHE_SIZE = 32
 
 
-def locator_for(edges: NDArray[np.float64]) -> BinLocator:
-    """The :class:`BinLocator` of ``edges``, reused across calls with equal edges.
+def locator_for(edges: NDArray[np.float64], level: int | None = None) -> BinLocator:
+    """The :class:`BinLocator` of ``edges`` (a :class:`KeyLevelLocator` at ``level`` when
+    given), reused across calls with equal edges.
 
     A pipeline bins every batch against the same few edge arrays; a bracket table costs about
     a millisecond to build, as much as binning tens of thousands of values, so the last
     :data:`_CACHE_SIZE` locators are kept, keyed by the edges' bytes (locators are read-only).
     """
-    key = np.ascontiguousarray(edges, dtype=np.float64).tobytes()
+    key = np.ascontiguousarray(edges, dtype=np.float64).tobytes() + bytes([level or 0])
     locator = _CACHE.get(key)
     if locator is None:
-        locator = _CACHE[key] = BinLocator(np.array(edges, dtype=np.float64))
+        copy = np.array(edges, dtype=np.float64)
+        made = BinLocator(copy) if level is None else KeyLevelLocator(copy, level)
+        locator = _CACHE[key] = made
         if len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     else:

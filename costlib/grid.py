@@ -788,13 +788,27 @@ def _channel_codes(
     unrated: NDArray[np.bool_] | None,
     locators: Sequence[BinLocator],
     shape: tuple[int, ...],
+    bins: Sequence[NDArray[np.intp]] | None = None,
 ) -> NDArray[np.intp]:
-    """Flat index into the ``(channels, *shape)`` array: channel * size + cell."""
+    """Flat index into the ``(channels, *shape)`` array: channel * size + cell.
+
+    The channel is the label (0, 1), or 2 for ``unrated`` rows. ``bins``: each classifier's
+    bin per row, already located (else the ``locators`` locate them)."""
     size = int(np.prod(shape))
-    code = cell_codes(scores, locators, shape)
-    code += labels * size
-    if unrated is not None:
-        code[unrated] = cell_codes(scores[unrated], locators, shape) + 2 * size
+    if bins is None:
+        code = cell_codes(scores, locators, shape)
+    else:
+        code = bins[0].astype(np.intp, copy=True)
+        for j in range(1, len(bins)):
+            code *= shape[j]
+            code += bins[j]
+    if unrated is None:
+        code += labels * size
+    else:
+        channel = labels.astype(np.intp)
+        channel[unrated] = 2
+        channel *= size
+        code += channel
     return code
 
 
@@ -908,6 +922,7 @@ def grouped_histograms(
     weight_bits: int = DEFAULT_WEIGHT_BITS,
     unrated: NDArray[np.bool_] | None = None,
     variances: NDArray[np.float64] | None = None,
+    bins: Sequence[NDArray[np.intp]] | None = None,
 ) -> dict[int, SparseCounts]:
     """Histograms of already validated rows per group, as sparse partials.
 
@@ -918,7 +933,9 @@ def grouped_histograms(
     before); with an ``unrated`` row mask they have 3 channels, channel 2 = unrated weight.
     With ``variances`` (per row, :func:`ht_variance_weights`; rated rows with a positive value
     count) they have 5: channels 3 and 4 hold the Horvitz–Thompson variance weights of the
-    rated negatives and positives (:attr:`ThresholdGrid.variance`).
+    rated negatives and positives (:attr:`ThresholdGrid.variance`). ``bins``: each classifier's
+    bin per row (:func:`costlib.binned_sketch.bin_and_sketch` locates them while it sketches
+    the rows), else located here.
     """
     locators = [locator_for(e) for e in edges]
     shape = tuple(e.size + 1 for e in edges)
@@ -931,6 +948,7 @@ def grouped_histograms(
         keys[start:stop] = _channel_codes(
             scores[start:stop], labels[start:stop],
             None if unrated is None else unrated[start:stop], locators, shape,
+            None if bins is None else [b[start:stop] for b in bins],
         )
     keys += np.asarray(group_codes, dtype=np.int64) * (channels * size)
     if variances is not None:

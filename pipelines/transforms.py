@@ -49,6 +49,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from numpy.typing import NDArray
 
 from costlib.audit_estimation import audit_design
+from costlib.binned_sketch import bin_and_sketch
 from costlib.bootstrap import SparseBootstrapGrids
 from costlib.edges import (
     decision_edges_from_sketch,
@@ -656,10 +657,6 @@ class AggregateBatchesFn(beam.DoFn):
             if self.plausibility.count_duplicate_item_ids and batch.group_codes.size:
                 for keyed in keys_per_group(batch):
                     yield pvalue.TaggedOutput("item_ids", keyed)
-            if self.sketch_rows:
-                self._sketches.append(batch_edge_sketches(batch))
-                if len(self._sketches) >= 16:  # bounded memory: merge as we go
-                    self._sketches = [_sum_sketches(self._sketches)]
             yield from self.histograms(batch, edges)
 
     def start_bundle(self):
@@ -703,8 +700,14 @@ class AggregateBatchesFn(beam.DoFn):
         shape = tuple(int(e.size + 1) for e in edges)  # partials carry the shape, not the edges
         channels = 7 if variances is not None else (2 if unrated is None else 3)
         n_cells = channels * math.prod(shape)
+        bins = None
+        if self.sketch_rows:  # bin and sketch the rows from one key computation
+            bins, sketches = bin_and_sketch(scores, labels, weights, unrated, edges)
+            self._sketches.append(sketches)
+            if len(self._sketches) >= 16:  # bounded memory: merge as we go
+                self._sketches = [_sum_sketches(self._sketches)]
         partials = grouped_histograms(codes, scores, labels, weights, edges, unrated=unrated,
-                                      variances=variances)
+                                      variances=variances, bins=bins)
         if variances is not None:
             partials = self._with_design(batch, partials, edges, n_groups, buckets)
         if weights is None:  # counts are rows: a code's rated rows are its channels 0 and 1

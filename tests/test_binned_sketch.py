@@ -1,0 +1,72 @@
+"""Binning and sketching in one pass (costlib.binned_sketch) equals each done alone."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from costlib.binned_sketch import bin_and_sketch
+from costlib.edges import decision_edges, uniform_edges
+from costlib.score_sketch import EdgeSketch
+
+
+def _alone(scores, labels, weights, unrated, edges):
+    bins = [np.searchsorted(e, scores[:, j], side="right") for j, e in enumerate(edges)]
+    sketches = [EdgeSketch.from_rows(scores[:, j], labels, weights, unrated)
+                for j in range(scores.shape[1])]
+    return bins, sketches
+
+
+def _check(scores, labels, weights, unrated, edges):
+    got_bins, got_sketches = bin_and_sketch(scores, labels, weights, unrated, edges)
+    bins, sketches = _alone(scores, labels, weights, unrated, edges)
+    for got, want in zip(got_bins, bins, strict=True):
+        assert np.array_equal(got, want)
+    assert got_sketches == sketches
+
+
+@pytest.mark.parametrize("family", ["spread", "near0", "near1"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_equals_locator_and_sketch_on_rare_event_streams(family, weighted):
+    rng = np.random.default_rng(5)
+    n = 30_000
+    y = rng.random(n) < 0.01
+    if family == "spread":
+        s = rng.random((n, 2)) ** 2
+    elif family == "near0":
+        s = rng.beta(0.5, 30, (n, 2))
+    else:
+        s = 1 - rng.beta(0.5, 30, (n, 2))
+    s[rng.random((n, 2)) < 0.05] = -np.inf  # did not score
+    unrated = rng.random(n) < 0.7
+    weights = np.where(rng.random(n) < 0.1, 0.0, rng.choice([1.0, 2.5, 1 / 3], n)) if weighted \
+        else None
+    edges = decision_edges(s, np.where(unrated, None, y).astype(object), n_edges=64)
+    _check(s, y, weights, unrated, edges)
+    _check(s, y, weights, None, edges)  # every row rated
+    _check(s, y, weights, unrated, [uniform_edges(0, 1, 16), uniform_edges(0, 1, 16)])
+
+
+def test_wide_edges_and_wide_scores_fall_back_exactly():
+    rng = np.random.default_rng(2)
+    s = rng.standard_cauchy((5000, 1)) * 1e6  # keys over thousands of binades
+    y = rng.random(5000) < 0.1
+    _check(s, y, None, rng.random(5000) < 0.5, [np.array([-1e300, -1.0, 0.0, 1e-300, 1e300])])
+    _check(s, y, None, None, [np.array([0.1, 0.2])])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    values=st.lists(st.one_of(st.floats(-10, 10), st.just(-np.inf), st.just(0.0),
+                              st.just(-0.0)), min_size=0, max_size=80),
+    edges=st.lists(st.floats(-10, 10), min_size=1, max_size=12, unique=True),
+    seed=st.integers(0, 2**16),
+)
+def test_equals_each_alone_on_any_rows(values, edges, seed):
+    rng = np.random.default_rng(seed)
+    s = np.array(values, dtype=np.float64).reshape(-1, 1)
+    n = s.shape[0]
+    y = rng.random(n) < 0.3
+    weights = rng.choice([0.0, 1.0, 2.0, 0.3], n) if seed % 2 else None
+    e = np.unique(np.array(edges) + 0.0)
+    _check(s, y, weights, rng.random(n) < 0.5 if seed % 3 else None, [e])
