@@ -109,20 +109,23 @@ def _shared(values: NDArray[np.float64], rated: NDArray[np.bool_] | None,
     assert isinstance(locator, KeyLevelLocator)
     finite = values > -np.inf
     all_finite = bool(finite.all())
+    if not all_finite:
+        if not finite.any():
+            return None
+        # "did not score" rows take the lowest finite score for the key arithmetic (so that
+        # the keys of non-negative scores stay on the fast path); bin 0 and the dropped
+        # sketch slot are set for them below
+        values = np.where(finite, values, values.min(where=finite, initial=np.inf))
     keys = sortable_keys(values)
     keys >>= np.uint64(COARSE_LEVEL)
     coarse = keys.view(np.int64)  # the top bit is clear after the shift
-    if all_finite:
-        low, high = int(coarse.min()), int(coarse.max())
-    elif finite.any():
-        low = int(coarse.min(where=finite, initial=np.iinfo(np.int64).max))
-        high = int(coarse.max(where=finite, initial=0))
-    else:
-        low = high = 0
+    low, high = int(coarse.min()), int(coarse.max())
     span = high - low + 1
     if span > _BINCOUNT_RANGE or span > 8 * values.size + 1024:
         return None
     located = locator.locate_keys(coarse, values)
+    if not all_finite:
+        np.putmask(located, ~finite, 0)  # -inf is below every edge
     slots = coarse  # reused in place: the keys are not needed after this
     slots -= low
     slots <<= 1

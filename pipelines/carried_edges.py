@@ -15,8 +15,9 @@ last days), so the previous run's score distribution places the candidates where
 decides; the thresholds in force are added to them as for every recipe, and the resolution
 check (``point.resolution``) says when the lattice limits a group's answer.
 
-File layout (Parquet): one row per occupied bucket, columns ``classifier``, ``channel``
-(``scored``, ``rated``, ``positives``), ``level``, ``capacity``, ``key`` (uint64), ``weight``.
+File layout (Parquet): one row per classifier and channel (``scored``, ``rated``,
+``positives``), columns ``classifier``, ``channel``, ``level``, ``capacity``, ``keys`` (list of
+uint64: the occupied buckets, ascending) and ``weights`` (list of float64).
 """
 
 from __future__ import annotations
@@ -47,27 +48,33 @@ _CHANNELS = ("scored", "rated", "positives")
 
 def sketch_table(sketches: Sequence[EdgeSketch], classifiers: Sequence[str]) -> pa.Table:
     """The sketches of every classifier as one table (see the module docstring)."""
-    parts = []
+    rows: dict[str, list[Any]] = {name: [] for name in
+                                  ("classifier", "channel", "level", "capacity", "keys",
+                                   "weights")}
     for name, sketch in zip(classifiers, sketches, strict=True):
         for channel in _CHANNELS:
             part: ScoreSketch = getattr(sketch, channel)
-            n = part.size
-            parts.append(pa.table({
-                "classifier": pa.array([name] * n, pa.string()),
-                "channel": pa.array([channel] * n, pa.string()),
-                "level": pa.array(np.full(n, part.level, dtype=np.int8)),
-                "capacity": pa.array(np.full(n, part.capacity, dtype=np.int64)),
-                "key": pa.array(part.keys, pa.uint64()),
-                "weight": pa.array(part.weights, pa.float64()),
-            }))
-            if n == 0:  # keep the channel's level and capacity: one row of weight 0
-                parts[-1] = pa.table({
-                    "classifier": [name], "channel": [channel],
-                    "level": pa.array([part.level], pa.int8()),
-                    "capacity": pa.array([part.capacity], pa.int64()),
-                    "key": pa.array([0], pa.uint64()), "weight": pa.array([0.0]),
-                })
-    return pa.concat_tables(parts)
+            rows["classifier"].append(name)
+            rows["channel"].append(channel)
+            rows["level"].append(part.level)
+            rows["capacity"].append(part.capacity)
+            rows["keys"].append(pa.array(part.keys, pa.uint64()))
+            rows["weights"].append(pa.array(part.weights, pa.float64()))
+    return pa.table({
+        "classifier": pa.array(rows["classifier"], pa.string()),
+        "channel": pa.array(rows["channel"], pa.string()),
+        "level": pa.array(rows["level"], pa.int8()),
+        "capacity": pa.array(rows["capacity"], pa.int64()),
+        "keys": _lists(rows["keys"], pa.uint64()),
+        "weights": _lists(rows["weights"], pa.float64()),
+    })
+
+
+def _lists(arrays: list[pa.Array], kind: pa.DataType) -> pa.ListArray:
+    """One list per row from whole arrays (no Python loop over their values)."""
+    offsets = np.concatenate(([0], np.cumsum([len(a) for a in arrays]))).astype(np.int32)
+    values = pa.concat_arrays(arrays) if arrays else pa.array([], kind)
+    return pa.ListArray.from_arrays(pa.array(offsets), values)
 
 
 def write_edge_sketches(sketches: Sequence[EdgeSketch] | None, run_dir: str,
@@ -90,30 +97,30 @@ def read_edge_sketches(path: str, classifiers: Sequence[str]) -> list[EdgeSketch
     """
     with FileSystems.open(path) as handle:
         table = pq.read_table(handle)
-    expected = {"classifier", "channel", "level", "capacity", "key", "weight"}
+    expected = {"classifier", "channel", "level", "capacity", "keys", "weights"}
     if not expected <= set(table.column_names):
         raise ValueError(f"{path}: not an edge sketch file (columns {table.column_names})")
-    names = np.asarray(table["classifier"].to_numpy(zero_copy_only=False), dtype=object)
-    channels = np.asarray(table["channel"].to_numpy(zero_copy_only=False), dtype=object)
-    missing = [c for c in classifiers if not (names == c).any()]
+    index = {(c, h): i for i, (c, h) in enumerate(zip(table["classifier"].to_pylist(),
+                                                      table["channel"].to_pylist(),
+                                                      strict=True))}
+    missing = [c for c in classifiers if (c, "scored") not in index]
     if missing:
         raise ValueError(f"{path}: no sketch of classifier(s) {missing}")
-    levels, capacities = table["level"].to_numpy(), table["capacity"].to_numpy()
-    keys, weights = table["key"].to_numpy(), table["weight"].to_numpy()
+    levels, capacities = table["level"].to_pylist(), table["capacity"].to_pylist()
+    keys, weights = table["keys"].combine_chunks(), table["weights"].combine_chunks()
     out = []
     for name in classifiers:
         parts = {}
         for channel in _CHANNELS:
-            rows = np.flatnonzero((names == name) & (channels == channel))
-            if rows.size == 0:
+            i = index.get((name, channel))
+            if i is None:
                 raise ValueError(f"{path}: classifier {name!r} has no {channel!r} channel")
-            kept = rows[weights[rows] > 0]
-            order = np.argsort(keys[kept], kind="stable")
-            k, w = keys[kept][order], weights[kept][order]
-            if (k[1:] == k[:-1]).any():
-                raise ValueError(f"{path}: {name!r}/{channel}: repeated bucket keys")
-            parts[channel] = ScoreSketch(k.astype(np.uint64), w.astype(np.float64),
-                                         int(levels[rows[0]]), int(capacities[rows[0]]))
+            k = keys[i].values.to_numpy(zero_copy_only=False).astype(np.uint64)
+            w = weights[i].values.to_numpy(zero_copy_only=False).astype(np.float64)
+            if k.shape != w.shape or (k[1:] <= k[:-1]).any() or (w <= 0).any():
+                raise ValueError(f"{path}: {name!r}/{channel}: keys must be strictly "
+                                 "ascending with one positive weight each")
+            parts[channel] = ScoreSketch(k, w, int(levels[i]), int(capacities[i]))
         out.append(EdgeSketch(**parts))
     return out
 
