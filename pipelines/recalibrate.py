@@ -186,11 +186,7 @@ class PublishRunFn(beam.DoFn):
         points = run.path("operating_points.parquet")
         new = read_records(points) if FileSystems.exists(points) else []
         baseline = spec.baseline
-        try:
-            latest_now = latest_run_id(spec.output)
-        except InputError as exc:
-            latest_now = f"(unreadable: {exc})"
-        violations = baseline_violations(baseline, latest_now)
+        violations = baseline_check(spec)
         violations += guard_violations(baseline.records, new, spec.settings)
         violations += plausibility_violations(accounting, Plausibility.from_config(config))
         violations += capacity_violations(new, capacity)
@@ -237,6 +233,16 @@ class PublishRunFn(beam.DoFn):
         else:
             write_json(run.path("manifest.json"), manifest)
         yield manifest
+
+
+def baseline_check(spec: PublishSpec) -> list[str]:
+    """The guard's violations about the run it compares with: the published run could not be
+    read, or ``LATEST`` moved while this run was running (fails closed)."""
+    try:
+        latest_now = latest_run_id(spec.output)
+    except InputError as exc:
+        latest_now = f"(unreadable: {exc})"
+    return baseline_violations(spec.baseline, latest_now)
 
 
 def grid_edges_entry(config: RunConfig, edges,
@@ -598,11 +604,7 @@ def publish_windowed_run(run: RunDirectory, config: RunConfig, spec: PublishSpec
     window_shards.remove_window_shards(run.run_dir)  # every window is final now
     counters, accounting = verified_accounting(run, inputs, config)
     baseline = spec.baseline
-    try:
-        latest_now = latest_run_id(spec.output)
-    except InputError as exc:
-        latest_now = f"(unreadable: {exc})"
-    violations = baseline_violations(baseline, latest_now)
+    violations = baseline_check(spec)
     carried = baseline.records if baseline.problem is None else None
     window_guard.write_points_in_force(run.run_dir, carried)
     windows = window_guard.read_windows(run.run_dir)
