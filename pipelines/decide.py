@@ -1294,6 +1294,11 @@ class DecideFileFn(beam.DoFn):
     the decisions themselves. Outputs are small: main ``(bucket, bytes)`` of rows to decode in
     sets (top-k path only), tagged ``"counters"`` (row accounting of the batch, and counts of
     the rows written) and ``"dead_letters"`` (``(source, row_group, table)`` of bad rows).
+
+    With ``decoding.sets_contiguous`` the sets are decoded here, row group by row group
+    (:func:`decode_contiguous_sets`), every row is written to its row group's file (on a
+    writer thread, :meth:`write_behind`), and the sets' hashes go out tagged
+    ``"set_hashes"`` for :class:`CheckSetsFn`.
     """
 
     def __init__(self, thresholds: DecisionThresholds, config: RunConfig, directory: str,
@@ -1308,6 +1313,8 @@ class DecideFileFn(beam.DoFn):
         self.buckets = int(settings["buckets"])
         self.topk = with_topk(config)
         self.contiguous = sets_contiguous(config)
+        self.writer: ThreadPoolExecutor | None = None  # made on the first write behind
+        self.writing: Future | None = None
         self.directory = directory
         self.min_risk = min_risk.decide_settings(config)
 
@@ -1345,10 +1352,38 @@ class DecideFileFn(beam.DoFn):
                 yield from self.shuffle_sets(table, batch.probabilities, in_set)
                 table = table.filter(pa.array(~in_set))
         if table.num_rows:
-            write_decisions(
-                f"{self.directory}/{dead_letter_name(batch.source, batch.row_group)}", table
-            )
+            path = f"{self.directory}/{dead_letter_name(batch.source, batch.row_group)}"
+            if self.contiguous:  # the longest writes: behind the next row group's work
+                self.write_behind(path, table)
+            else:
+                write_decisions(path, table)
             yield pvalue.TaggedOutput("counters", counts or _counts(table))
+
+    def write_behind(self, path: str, table: pa.Table) -> None:
+        """Write ``table`` on the writer thread (Parquet encoding releases the GIL) while the
+        next row group is read and decoded; at most one write in flight, and
+        ``finish_bundle`` waits for the last (re-raising a failed write), as in
+        :class:`DecodeBucketFn`."""
+        self.wait_for_write()
+        if self.writer is None:
+            self.writer = ThreadPoolExecutor(max_workers=1)
+        self.writing = self.writer.submit(write_decisions, path, table)
+
+    def wait_for_write(self) -> None:
+        """Wait for the write in flight, if any (re-raising its error)."""
+        writing, self.writing = self.writing, None
+        if writing is not None:
+            writing.result()
+
+    def start_bundle(self):
+        self.writing = None
+
+    def finish_bundle(self):
+        self.wait_for_write()
+
+    def teardown(self):
+        if self.writer is not None:
+            self.writer.shutdown()
 
     def set_hashes(self, batch: ValidatedBatch, hashes: NDArray[np.uint64]):
         """``(shard, (source, row group, hash bytes))`` per hash shard present, tagged

@@ -324,3 +324,26 @@ def test_in_place_decoder_equals_the_shuffle_decoder_bit_for_bit(seed, max_size,
     assert decoded.counts["topk_sets"] == n_sets == decoded.hashes.size
     assert decoded.counts["topk_rows"] == int(in_set.sum())
     assert decoded.counts["rows_written"] == rows.num_rows
+
+
+def test_a_failed_write_behind_fails_the_bundle(tmp_path):
+    """Row-group files are written on a writer thread in this mode; a write that fails there
+    is raised by the bundle (here: the output "directory" is a file), not lost."""
+    from costlib_pipelines.decide import DecideFileFn, select_operating_points
+    from costlib_pipelines.runs import load_operating_points
+
+    sets = set_stream(10, seed=6)
+    path = tmp_path / "in" / "part-0.parquet"
+    write_row_groups(path, [pd.concat(sets[:5]), pd.concat(sets[5:])])
+    config = make_config(contiguous=True)
+    records, source = load_operating_points(write_operating_points(tmp_path / "ops.parquet"))
+    not_a_directory = tmp_path / "file"
+    not_a_directory.write_text("")
+    fn = DecideFileFn(select_operating_points(records, config, source=source), config,
+                      str(not_a_directory))
+    fn.setup()
+    fn.start_bundle()
+    with pytest.raises(OSError):
+        list(fn.process(str(path)))
+        fn.finish_bundle()
+    fn.teardown()
