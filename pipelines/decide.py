@@ -88,6 +88,13 @@ are zstd Parquet whose schema is exactly ``schemas/decision.json`` (see
 On the fast path (no sets) one DoFn reads, validates, decides and writes each row group of a
 file (:class:`DecideFileFn`), so only small counters travel between transforms.
 
+With ``decoding.sets_contiguous: true`` (the stream written set by set: every set one run of
+rows inside one row group) there is no shuffle: :class:`DecideFileFn` decodes each row group's
+sets where it reads them (:func:`decode_contiguous_sets`: runs checked, items ordered as below,
+the same decoder, the same records bit for bit) and writes all of the row group's rows to its
+``part-<sha1>-rg<N>`` file; one hash per set goes to :class:`CheckSetsFn`, which fails the run
+(exit 2, before the manifest) if a set is in two row groups anywhere in the input.
+
 The shuffle moves Arrow tables, not rows: each batch splits its set rows into
 ``decoding.buckets`` buckets by a stable hash of the set id (``pandas.util.hash_array`` of the
 set id's UTF-8 bytes, the same as of the string: SipHash with a fixed key, identical across
