@@ -1199,7 +1199,7 @@ def _group_sort_codes(groups: pa.Array | pa.ChunkedArray) -> NDArray[np.int64]:
 def decode_contiguous_sets(
     table: pa.Table, probabilities: NDArray[np.float64], in_set: NDArray[np.bool_],
     loss: str, params: dict[str, Any], *, source: str, row_group: int,
-    valid_rows: NDArray[np.intp] | None = None,
+    valid_rows: NDArray[np.intp] | None = None, column: str = "set_id",
 ) -> ContiguousSets:
     """Decode the sets of one batch where they are (``decoding.sets_contiguous``).
 
@@ -1216,9 +1216,9 @@ def decode_contiguous_sets(
     Raises
     ------
     InputError
-        A set id in more than one run, naming the file, row group, set id and the rows
-        (of the row group, ``valid_rows`` mapping the batch's rows to them) where its runs
-        start.
+        A set id in more than one run, naming the file, row group, set-id ``column`` (of the
+        input), the set id and the rows (of the row group, ``valid_rows`` mapping the batch's
+        rows to them) where its runs start.
     """
     rows = np.flatnonzero(in_set)
     set_ids = _as_dictionary(table.column("set_id"))
@@ -1233,7 +1233,7 @@ def decode_contiguous_sets(
             where = valid_rows[where]
         shown = ", ".join(str(int(r)) for r in where[:5]) + (", ..." if where.size > 5 else "")
         raise InputError(
-            f"{source}: row group {row_group}: column set_id: set "
+            f"{source}: row group {row_group}: column {column}: set "
             f"{set_ids.dictionary[code].as_py()!r} is not contiguous: its rows form "
             f"{int(runs_of[code])} separate runs (starting at rows {shown}), but the config "
             f"declares decoding.sets_contiguous: true (every set's rows consecutive in one row "
@@ -1352,7 +1352,7 @@ class DecideFileFn(beam.DoFn):
                 decoded = decode_contiguous_sets(
                     table, batch.probabilities, in_set, self.loss, self.params,
                     source=batch.source, row_group=batch.row_group,
-                    valid_rows=batch.valid_rows)
+                    valid_rows=batch.valid_rows, column=self.config.columns["set_id"])
                 table, counts = decoded.table, decoded.counts
                 yield from self.set_hashes(batch, decoded.hashes)
             elif in_set.any():
