@@ -88,6 +88,13 @@ are zstd Parquet whose schema is exactly ``schemas/decision.json`` (see
 On the fast path (no sets) one DoFn reads, validates, decides and writes each row group of a
 file (:class:`DecideFileFn`), so only small counters travel between transforms.
 
+With ``decoding.sets_contiguous: true`` (the stream written set by set: every set one run of
+rows inside one row group) there is no shuffle: :class:`DecideFileFn` decodes each row group's
+sets where it reads them (:func:`decode_contiguous_sets`: runs checked, items ordered as below,
+the same decoder, the same records bit for bit) and writes all of the row group's rows to its
+``part-<sha1>-rg<N>`` file; one hash per set goes to :class:`CheckSetsFn`, which fails the run
+(exit 2, before the manifest) if a set is in two row groups anywhere in the input.
+
 The shuffle moves Arrow tables, not rows: each batch splits its set rows into
 ``decoding.buckets`` buckets by a stable hash of the set id (``pandas.util.hash_array`` of the
 set id's UTF-8 bytes, the same as of the string: SipHash with a fixed key, identical across
@@ -167,17 +174,22 @@ from costlib_pipelines.transforms import (
 __all__ = [
     "DECISION_SCHEMA",
     "AuditSettings",
+    "CheckSetsFn",
+    "ContiguousSets",
     "DecisionThresholds",
     "GroupThresholds",
     "as_contract",
     "audit_settings",
     "build_decide",
     "decision_columns",
+    "decode_contiguous_sets",
     "decoding_settings",
     "read_decisions",
     "run_decide",
     "select_operating_points",
     "set_buckets",
+    "set_id_hashes",
+    "sets_contiguous",
     "write_decisions",
 ]
 
@@ -536,6 +548,12 @@ def with_topk(config: RunConfig) -> bool:
     return bool(config.columns.get("probability")) and bool(config.columns.get("set_id"))
 
 
+def sets_contiguous(config: RunConfig) -> bool:
+    """Top-k runs and the config declares every set one run inside one row group
+    (``decoding.sets_contiguous``): sets are decoded where they are read, not shuffled."""
+    return with_topk(config) and bool(config.decoding.get("sets_contiguous", False))
+
+
 def decide_columns(config: RunConfig) -> list[str]:
     """Input columns the decide pipeline reads."""
     cols = config.columns
@@ -758,9 +776,14 @@ def _value_buckets(values: pa.Array, n_buckets: int) -> NDArray[np.int64]:
     The strings go to pandas as ``bytes`` (their UTF-8 encoding, a zero-copy cast in Arrow):
     the same hashes as of ``str`` objects, without encoding each one (2-3x faster).
     """
+    return (set_id_hashes(values) % np.uint64(n_buckets)).astype(np.int64)
+
+
+def set_id_hashes(values: pa.Array) -> NDArray[np.uint64]:
+    """SipHash (fixed key: the same in every process) of each set id's UTF-8 bytes, as
+    ``pandas.util.hash_array`` gives for the ids as Python ``str``; no Python strings made."""
     distinct = _as_string(values).cast(pa.binary()).to_numpy(zero_copy_only=False)
-    hashed = pd.util.hash_array(distinct, categorize=False)
-    return (hashed % np.uint64(n_buckets)).astype(np.int64)
+    return pd.util.hash_array(distinct, categorize=False)
 
 
 def _as_dictionary(array: pa.Array | pa.ChunkedArray) -> pa.DictionaryArray:
@@ -1148,6 +1171,112 @@ def decode_sets(table: pa.Table, loss: str, params: dict[str, Any]) -> pa.Table:
         schema=COMPACT_SCHEMA)
 
 
+# --------------------------------------------------------------------------- contiguous sets
+@dataclass(frozen=True)
+class ContiguousSets:
+    """A batch decided with its sets decoded in place (:func:`decode_contiguous_sets`).
+
+    ``table`` holds every row of the batch in input order, the set rows with their top-k
+    fields; ``hashes`` the :func:`set_id_hashes` of the batch's sets, one per set (for the
+    check that no set spans two row groups, :class:`CheckSetsFn`).
+    """
+
+    table: pa.Table
+    counts: Counter
+    hashes: NDArray[np.uint64]
+
+
+def _group_sort_codes(groups: pa.Array | pa.ChunkedArray) -> NDArray[np.int64]:
+    """Codes of the group column that compare as its strings do (UTF-8 byte order, nulls
+    last): what :func:`_sorted_sets` gets from a sorted dictionary."""
+    array = _as_dictionary(groups)
+    rank = np.empty(len(array.dictionary), dtype=np.int64)
+    rank[pc.array_sort_indices(array.dictionary).to_numpy()] = np.arange(rank.size)
+    codes = array.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return np.where(codes >= 0, rank[np.maximum(codes, 0)], rank.size)
+
+
+def decode_contiguous_sets(
+    table: pa.Table, probabilities: NDArray[np.float64], in_set: NDArray[np.bool_],
+    loss: str, params: dict[str, Any], *, source: str, row_group: int,
+    valid_rows: NDArray[np.intp] | None = None, column: str = "set_id",
+) -> ContiguousSets:
+    """Decode the sets of one batch where they are (``decoding.sets_contiguous``).
+
+    The rows ``in_set`` (a set id and a probability) must hold each set id in one run of
+    consecutive rows: with ``r`` runs of equal set ids and ``d`` distinct ids, ``r == d``
+    (vectorised over the set-id codes). Inside every run the items are ordered exactly as
+    :func:`decode_sets` orders a set (:func:`set_order` on item id, probability, group,
+    threshold decision, audit, audit probability), and all runs go to one
+    :func:`costlib.decoding.optimal_topk_ragged` call: so each set gets the decisions, ``k``
+    and expected loss, bit for bit, that the shuffle path gives it (the decoder's result for
+    a set does not depend on the sets beside it). The top-k fields are written back in the
+    batch's row order; no other column is copied.
+
+    Raises
+    ------
+    InputError
+        A set id in more than one run, naming the file, row group, set-id ``column`` (of the
+        input), the set id and the rows (of the row group, ``valid_rows`` mapping the batch's
+        rows to them) where its runs start.
+    """
+    rows = np.flatnonzero(in_set)
+    set_ids = _as_dictionary(table.column("set_id"))
+    codes = set_ids.indices.fill_null(0).to_numpy(zero_copy_only=False)[rows]
+    starts = np.concatenate([[0], np.flatnonzero(codes[1:] != codes[:-1]) + 1])
+    run_codes = codes[starts]
+    runs_of = np.bincount(run_codes, minlength=len(set_ids.dictionary))
+    if (runs_of > 1).any():
+        code = int(np.flatnonzero(runs_of > 1)[0])
+        where = rows[starts[run_codes == code]]
+        if valid_rows is not None:
+            where = valid_rows[where]
+        shown = ", ".join(str(int(r)) for r in where[:5]) + (", ..." if where.size > 5 else "")
+        raise InputError(
+            f"{source}: row group {row_group}: column {column}: set "
+            f"{set_ids.dictionary[code].as_py()!r} is not contiguous: its rows form "
+            f"{int(runs_of[code])} separate runs (starting at rows {shown}), but the config "
+            f"declares decoding.sets_contiguous: true (every set's rows consecutive in one row "
+            f"group); write the stream set by set, or set decoding.sets_contiguous: false to "
+            f"gather sets with a shuffle")
+    n_sets = starts.size
+    sizes = np.diff(np.append(starts, rows.size))
+    run = np.repeat(np.arange(n_sets, dtype=np.int64), sizes)
+    p = probabilities[rows]
+    take = pa.array(rows)
+    keys = pa.table({
+        "set": run,
+        "item": _as_string(table.column("item_id").combine_chunks()).take(take),
+        "p": p,
+        "group": _group_sort_codes(table.column("group").combine_chunks())[rows],
+        "decision": table.column("threshold_decision").take(take),
+        "audit": table.column("audit").take(take),
+        "audit_probability": table.column("audit_probability").take(take),
+    })
+    order = set_order(keys)  # by run first: every set stays in its run
+    result = optimal_topk_ragged(p[order], np.append(starts, rows.size), loss, **params)
+    n = table.num_rows
+    selected = np.zeros(n, dtype=bool)
+    selected[rows[order]] = result.selected
+    k = np.zeros(n, dtype=np.int64)
+    k[rows] = result.k[run]
+    expected = np.zeros(n)
+    expected[rows] = result.expected_loss[run]
+    null = None if rows.size == n else ~in_set
+    fields = {
+        "topk_decision": pa.array(selected, pa.bool_(), mask=null),
+        "k": pa.array(k, pa.int64(), mask=null),
+        "expected_loss": pa.array(expected, pa.float64(), mask=null),
+    }
+    for name, column in fields.items():
+        table = table.set_column(table.schema.get_field_index(name), name, column)
+    counts = _counts(table)
+    counts["topk_rows"] = int(rows.size)
+    counts["topk_selected"] = int(np.count_nonzero(result.selected))
+    counts["topk_sets"] = n_sets
+    return ContiguousSets(table, counts, set_id_hashes(set_ids.dictionary)[run_codes])
+
+
 # --------------------------------------------------------------------------- DoFns
 def _counts(table: pa.Table, sets: int = 0) -> Counter:
     decision = table.column("threshold_decision")
@@ -1172,6 +1301,11 @@ class DecideFileFn(beam.DoFn):
     the decisions themselves. Outputs are small: main ``(bucket, bytes)`` of rows to decode in
     sets (top-k path only), tagged ``"counters"`` (row accounting of the batch, and counts of
     the rows written) and ``"dead_letters"`` (``(source, row_group, table)`` of bad rows).
+
+    With ``decoding.sets_contiguous`` the sets are decoded here, row group by row group
+    (:func:`decode_contiguous_sets`), every row is written to its row group's file (on a
+    writer thread, :meth:`write_behind`), and the sets' hashes go out tagged
+    ``"set_hashes"`` for :class:`CheckSetsFn`.
     """
 
     def __init__(self, thresholds: DecisionThresholds, config: RunConfig, directory: str,
@@ -1182,8 +1316,12 @@ class DecideFileFn(beam.DoFn):
         self.columns = decide_columns(config)
         settings = decoding_settings(config)
         self.loss = settings["loss"]
+        self.params = dict(settings["params"])
         self.buckets = int(settings["buckets"])
         self.topk = with_topk(config)
+        self.contiguous = sets_contiguous(config)
+        self.writer: ThreadPoolExecutor | None = None  # made on the first write behind
+        self.writing: Future | None = None
         self.directory = directory
         self.min_risk = min_risk.decide_settings(config)
 
@@ -1206,17 +1344,65 @@ class DecideFileFn(beam.DoFn):
             yield pvalue.TaggedOutput("counters", risk_counters)
         if audit_counters:
             yield pvalue.TaggedOutput("counters", audit_counters)
+        counts = None
         if self.topk:
             in_set = ~(np.isnan(batch.probabilities) | table.column("set_id").is_null()
                        .to_numpy(zero_copy_only=False))
-            if in_set.any():
+            if in_set.any() and self.contiguous:
+                decoded = decode_contiguous_sets(
+                    table, batch.probabilities, in_set, self.loss, self.params,
+                    source=batch.source, row_group=batch.row_group,
+                    valid_rows=batch.valid_rows, column=self.config.columns["set_id"])
+                table, counts = decoded.table, decoded.counts
+                yield from self.set_hashes(batch, decoded.hashes)
+            elif in_set.any():
                 yield from self.shuffle_sets(table, batch.probabilities, in_set)
                 table = table.filter(pa.array(~in_set))
         if table.num_rows:
-            write_decisions(
-                f"{self.directory}/{dead_letter_name(batch.source, batch.row_group)}", table
-            )
-            yield pvalue.TaggedOutput("counters", _counts(table))
+            path = f"{self.directory}/{dead_letter_name(batch.source, batch.row_group)}"
+            if self.contiguous:  # the longest writes: behind the next row group's work
+                self.write_behind(path, table)
+            else:
+                write_decisions(path, table)
+            yield pvalue.TaggedOutput("counters", counts or _counts(table))
+
+    def write_behind(self, path: str, table: pa.Table) -> None:
+        """Write ``table`` on the writer thread (Parquet encoding releases the GIL) while the
+        next row group is read and decoded; at most one write in flight, and
+        ``finish_bundle`` waits for the last (re-raising a failed write), as in
+        :class:`DecodeBucketFn`."""
+        self.wait_for_write()
+        if self.writer is None:
+            self.writer = ThreadPoolExecutor(max_workers=1)
+        self.writing = self.writer.submit(write_decisions, path, table)
+
+    def wait_for_write(self) -> None:
+        """Wait for the write in flight, if any (re-raising its error)."""
+        writing, self.writing = self.writing, None
+        if writing is not None:
+            writing.result()
+
+    def start_bundle(self):
+        self.writing = None
+
+    def finish_bundle(self):
+        self.wait_for_write()
+
+    def teardown(self):
+        if self.writer is not None:
+            self.writer.shutdown()
+
+    def set_hashes(self, batch: ValidatedBatch, hashes: NDArray[np.uint64]):
+        """``(shard, (source, row group, hash bytes))`` per hash shard present, tagged
+        ``"set_hashes"``: the batch's sets for :class:`CheckSetsFn`."""
+        shard = (hashes % np.uint64(self.buckets)).astype(np.int64)
+        order = np.argsort(shard, kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(shard, minlength=self.buckets))])
+        hashes = hashes[order]
+        for b in np.flatnonzero(np.diff(bounds)).tolist():
+            yield pvalue.TaggedOutput("set_hashes", (int(b), (
+                batch.source, batch.row_group,
+                hashes[bounds[b]:bounds[b + 1]].tobytes())))
 
     def shuffle_sets(self, table: pa.Table, probabilities: NDArray[np.float64],
                      in_set: NDArray[np.bool_]):
@@ -1270,6 +1456,60 @@ class DecodeBucketFn(beam.DoFn):
         self.writer.shutdown()
 
 
+class CheckSetsFn(beam.DoFn):
+    """``(shard, [(source, row group, set hashes)])`` -> ``Counter(topk_sets_checked=n)``;
+    stops the run when a set id is in two row groups (``decoding.sets_contiguous``).
+
+    Every batch decoded in place sends one :func:`set_id_hashes` value per set, sharded by
+    hash (``decoding.buckets`` shards, checked in parallel). A hash seen in two row groups is
+    confirmed on the set ids themselves (the two row groups' ``set_id`` columns are read
+    again): a true split raises :class:`InputError` naming the set and both row groups; a
+    64-bit hash collision of two different ids is no error. The check sees every set of the
+    run, whatever file, bundle or worker it was decoded in, and the run's manifest is written
+    only after it passed: a split set makes the run fail (exit 2), never publishes two
+    half-sets.
+    """
+
+    def __init__(self, config: RunConfig):
+        self.config = config
+
+    def process(self, element):
+        _shard, parts = element
+        parts = sorted(parts)  # a deterministic message whatever order the parts came in
+        hashes = [np.frombuffer(data, dtype=np.uint64) for _, _, data in parts]
+        values = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
+        origin = np.repeat(np.arange(len(parts)), [h.size for h in hashes])
+        order = np.argsort(values, kind="stable")
+        ordered = values[order]
+        for i in np.flatnonzero(ordered[1:] == ordered[:-1]).tolist():
+            first, second = parts[origin[order[i]]], parts[origin[order[i + 1]]]
+            shared = self.shared_set_ids(first[:2], second[:2], ordered[i])
+            if shared:
+                raise InputError(
+                    f"set {shared[0]!r} (column {self.config.columns['set_id']}) is in two row "
+                    f"groups: {first[0]} row group {first[1]} and {second[0]} row group "
+                    f"{second[1]}, but the config declares decoding.sets_contiguous: true "
+                    f"(every set's rows consecutive in one row group); the sets were decoded "
+                    f"in parts, so the run stops before its manifest: write the stream set by "
+                    f"set, or set decoding.sets_contiguous: false to gather sets with a shuffle")
+        yield Counter(topk_sets_checked=int(values.size))
+
+    def shared_set_ids(self, first: tuple[str, int], second: tuple[str, int],
+                       value: np.uint64) -> list[str]:
+        """Set ids with hash ``value`` in both row groups (``(source, row group)``)."""
+        if first == second:  # one row group holds each of its sets once (runs checked)
+            return []
+        found = []
+        for source, row_group in (first, second):
+            column = self.config.columns["set_id"]
+            ids = next(read_row_groups(source, [column], start=row_group,
+                                       stop=row_group + 1))[1].column(column)
+            distinct = _as_dictionary(ids.drop_null()).dictionary
+            found.append({v for v, h in zip(distinct.to_pylist(), set_id_hashes(distinct),
+                                            strict=True) if h == value})
+        return sorted(found[0] & found[1])
+
+
 def build_decide(
     pipeline: beam.Pipeline,
     paths: Sequence[str],
@@ -1285,13 +1525,19 @@ def build_decide(
         | "Paths" >> beam.Create(list(paths))  # Create reshuffles: files spread over workers
         | "Decide" >> beam.ParDo(
             DecideFileFn(thresholds, config, decisions_dir, audit)
-        ).with_outputs("counters", "dead_letters", main="sets")
+        ).with_outputs("counters", "dead_letters", "set_hashes", main="sets")
     )
     _ = decided.dead_letters | "WriteDeadLetters" >> beam.ParDo(
         WriteDeadLettersFn(run.path("dead_letter"))
     )
     counters = [decided.counters]
-    if with_topk(config):
+    if sets_contiguous(config):  # sets decoded in "Decide"; only their hashes travel
+        counters.append(
+            decided.set_hashes
+            | "ShardSetHashes" >> beam.GroupByKey()
+            | "CheckSets" >> beam.ParDo(CheckSetsFn(config))
+        )
+    elif with_topk(config):
         counters.append(
             decided.sets
             | "ShuffleSets" >> beam.GroupByKey()
@@ -1459,6 +1705,10 @@ def run_decide(
         if counts.get("rows_written", 0) != accounting.get("decided", 0):
             raise RuntimeError(f"decided {accounting.get('decided', 0)} rows but wrote "
                                f"{counts.get('rows_written', 0)} decision records")
+        if sets_contiguous(config) and counts.get("topk_sets_checked", 0) != counts.get(
+                "topk_sets", 0):
+            raise RuntimeError(f"decoded {counts.get('topk_sets', 0)} sets in place but "
+                               f"checked {counts.get('topk_sets_checked', 0)} for splits")
         manifest = {
             "status": "complete",
             "run_id": run.run_id,

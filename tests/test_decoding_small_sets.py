@@ -3,10 +3,12 @@ enumeration of every label vector, and its independence of how sets are chunked.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
-from costlib.decoding import optimal_topk_batch
+from costlib.decoding import optimal_topk_batch, optimal_topk_ragged
 from costlib.decoding._small_sets import expected_losses_exact, loss_tables
 from costlib.losses import get_loss
 
@@ -45,15 +47,33 @@ def test_no_sets_give_an_empty_table(n: int) -> None:
     assert exact.shape == (0, n + 1)
 
 
-@pytest.mark.parametrize("n", [1, 5, 20])
+@pytest.mark.parametrize("n", [1, 5, 20, 33])
 def test_results_do_not_depend_on_the_chunk_size(n: int) -> None:
-    """Sets are decoded alike whatever sets share their chunk (losses to rounding: BLAS may
-    multiply the last rows of a chunk with another kernel)."""
+    """Sets are decoded to the same bits whatever sets share their chunk and wherever they sit
+    in it (the products run on whole blocks of ``ROW_ALIGN`` rows: BLAS multiplies the rows
+    past the last full block of its unroll with other code, which rounds differently)."""
     probs = np.random.default_rng(7).random((301, n)) ** 3
     reference = optimal_topk_batch(probs, "f1", chunk_size=1)
-    for chunk_size in (2, 17, 64, 2048):
+    for chunk_size in (2, 3, 7, 17, 64, 2048):
         batch = optimal_topk_batch(probs, "f1", chunk_size=chunk_size)
-        np.testing.assert_allclose(batch.expected_losses, reference.expected_losses,
-                                   rtol=1e-14, atol=1e-15)
+        np.testing.assert_array_equal(batch.expected_losses, reference.expected_losses)
         np.testing.assert_array_equal(batch.k, reference.k)
         np.testing.assert_array_equal(batch.selected, reference.selected)
+
+
+def test_ragged_sets_decode_to_the_same_bits_in_any_split() -> None:
+    """``optimal_topk_ragged`` over all sets and over consecutive slices of them (what the
+    decide pipeline's buckets and row groups do) give identical results, bit for bit."""
+    rng = np.random.default_rng(8)
+    sizes = np.maximum(rng.poisson(12, 3000), 1)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    values = rng.random(offsets[-1]) ** 4
+    whole = optimal_topk_ragged(values, offsets, "f1")
+    cuts = np.concatenate([[0], np.sort(rng.choice(sizes.size, 40, replace=False)),
+                           [sizes.size]])
+    parts = [optimal_topk_ragged(values[offsets[a]:offsets[b]], offsets[a:b + 1] - offsets[a],
+                                 "f1") for a, b in itertools.pairwise(cuts)]
+    np.testing.assert_array_equal(np.concatenate([p.expected_loss for p in parts]),
+                                  whole.expected_loss)
+    np.testing.assert_array_equal(np.concatenate([p.k for p in parts]), whole.k)
+    np.testing.assert_array_equal(np.concatenate([p.selected for p in parts]), whole.selected)

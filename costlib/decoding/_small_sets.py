@@ -38,6 +38,12 @@ def loss_tables(loss: SetLoss, n: int) -> tuple[NDArray[np.float64], ...]:
     return tuple(tables)
 
 
+#: The matrix products run on a multiple of this many rows (zero rows appended): BLAS kernels
+#: handle the rows beyond the last full block of their unroll (4, 8 or 16 rows) with other
+#: code, which rounds differently, so without the padding a set's expected losses changed in
+#: their last bit with the number of sets decoded beside it (e.g. with ``decoding.buckets``).
+ROW_ALIGN = 16
+
 #: Sets whose distributions are built together (:func:`expected_losses_exact`): the arrays of
 #: a block, ``(n + 1)**2 * block * 8`` bytes each, stay in the cache.
 DP_BLOCK = 256
@@ -72,12 +78,18 @@ def expected_losses_exact(sorted_p: NDArray[np.float64], tables: Sequence[NDArra
     The distributions are built :data:`DP_BLOCK` sets at a time with the sets on the last axis
     (:func:`_positive_counts`: forward over the items for :math:`A_k`, backward for
     :math:`B_k`) and stored set by set, then each :math:`L_k` is one matrix product with
-    :math:`T_k` and a row-wise dot product over all ``c`` sets.
+    :math:`T_k` and a row-wise dot product over all ``c`` sets (padded with zero rows to a
+    multiple of :data:`ROW_ALIGN`, so that every set's result is the same bits whatever sets
+    are decoded beside it and wherever it sits among them).
     """
     rows, n = sorted_p.shape
+    padded = -(-rows // ROW_ALIGN) * ROW_ALIGN  # rows of the products (:data:`ROW_ALIGN`)
     # top[k][i, a] = P(A_k = a) of set i, a <= k;  rest[k][i, b] = P(B_k = b), b <= n - k.
-    top = [np.empty((rows, k + 1)) for k in range(n + 1)]
-    rest = [np.empty((rows, n - k + 1)) for k in range(n + 1)]
+    top = [np.empty((padded, k + 1)) for k in range(n + 1)]
+    rest = [np.empty((padded, n - k + 1)) for k in range(n + 1)]
+    for k in range(n + 1):
+        top[k][rows:] = 0.0
+        rest[k][rows:] = 0.0
     block = max(min(rows, DP_BLOCK), 1)
     forward = np.empty((n + 1, n + 1, block))
     backward = np.empty((n + 1, n + 1, block))
@@ -92,10 +104,10 @@ def expected_losses_exact(sorted_p: NDArray[np.float64], tables: Sequence[NDArra
         for k in range(n + 1):
             top[k][start:stop] = forward[k, :k + 1, :width].T
             rest[k][start:stop] = backward[n - k, :n - k + 1, :width].T
-    out = np.empty((rows, n + 1))
+    out = np.empty((padded, n + 1))
     for k in range(n + 1):
         out[:, k] = np.einsum("ij,ij->i", top[k] @ tables[k], rest[k])
-    return out
+    return out[:rows]
 
 
 @lru_cache(maxsize=256)

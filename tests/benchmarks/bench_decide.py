@@ -22,8 +22,16 @@
    the payload bytes costs (the runner copies each byte about a dozen times: encode, data
    plane, grouping buffer decode and re-encode, data plane again, decode).
 
-Run: ``.venv/bin/python tests/benchmarks/bench_decide.py [--rows 10000000] [--topk-rows 1000000]``
-(``--rows 0`` skips part 1).
+3. Top-k decisions without a shuffle (issue 23): ``--contiguous-rows`` rows (default 5M) in
+   sets of 20 (or Poisson sizes) written set by set, every set's rows one run inside one row
+   group (row groups of about 100,000 rows cut at set boundaries, 4 files). Through the real
+   CLI in process, on the same files: top-k with ``decoding.sets_contiguous: true`` (decoded
+   in place), top-k with the shuffle (the default), and threshold-only; rows/s of each
+   (target: contiguous top-k >= 1.5M rows/s) and the decision records of the two top-k runs
+   compared (every column, expected losses bit for bit).
+
+Run: ``.venv/bin/python tests/benchmarks/bench_decide.py [--rows 10000000] [--topk-rows 1000000]
+[--contiguous-rows 5000000]`` (``0`` skips a part).
 """
 
 from __future__ import annotations
@@ -54,6 +62,7 @@ from costlib_pipelines.decide import (
     DecideFileFn,
     decide_columns,
     decision_columns,
+    read_decisions,
     run_decide,
     select_operating_points,
     write_decisions,
@@ -67,12 +76,13 @@ from costlib_pipelines.transforms import dead_letter_name
 CLASSIFIERS = ("text_model", "image_model")
 
 
-def make_config(topk: bool) -> RunConfig:
+def make_config(topk: bool, contiguous: bool = False) -> RunConfig:
     columns = {"probability": "probability", "set_id": "set_id"} if topk else {}
     return RunConfig.from_dict({
         "columns": columns, "classifiers": list(CLASSIFIERS), "rule": "any", "grid": {},
         "target": {"marginal_precision": 0.3}, "min_rated": {}, "bootstrap": {},
-        "decoding": {"loss": "f1", "params": {}, "buckets": 16},
+        "decoding": {"loss": "f1", "params": {}, "buckets": 16,
+                     "sets_contiguous": contiguous},
     })
 
 
@@ -167,6 +177,7 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=2, help="best of this many runs")
     parser.add_argument("--set-sizes", choices=("fixed", "poisson"), default="fixed")
+    parser.add_argument("--contiguous-rows", type=int, default=5_000_000)
     args = parser.parse_args()
     print(f"machine: {describe()}; load average at start "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
@@ -177,6 +188,8 @@ def main() -> None:
             threshold_benchmark(tmp, args, ops)
         if args.topk_rows:
             topk_comparison(tmp, args, ops)
+        if args.contiguous_rows:
+            contiguous_comparison(tmp, args, ops)
 
 
 def threshold_benchmark(tmp: Path, args: argparse.Namespace, ops: str) -> None:
@@ -354,6 +367,90 @@ def topk_comparison(tmp: Path, args: argparse.Namespace, ops: str) -> None:
           f"{bytes_faults - ones_faults:,} page faults "
           f"(fresh 4 KiB pages for {(bytes_faults - ones_faults) * 4096 / moved:.1f}x the bytes "
           f"moved)")
+    print(f"load average at end {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
+def write_contiguous_stream(directory: Path, rows: int, *, files: int, row_group: int,
+                            groups: int, set_size: int, sizes: str, seed: int) -> tuple[str, int]:
+    """A score stream written set by set: sets in order, every row group cut at a set
+    boundary (the first set start at or after each multiple of ``row_group``), files of whole
+    row groups. Returns the glob and the number of row groups."""
+    rng = np.random.default_rng(seed)
+    numbers = np.sort(set_numbers(rows, set_size, sizes, rng))
+    set_starts = np.flatnonzero(np.concatenate([[True], numbers[1:] != numbers[:-1]]))
+    cuts = np.unique(set_starts[np.minimum(
+        np.searchsorted(set_starts, np.arange(0, rows, row_group)), set_starts.size - 1)])
+    bounds = np.append(cuts, rows)
+    per_file = np.array_split(np.arange(bounds.size - 1), files)
+    names = pa.array([f"group_{g:03d}" for g in range(groups)])
+    directory.mkdir(parents=True, exist_ok=True)
+    for i, chosen in enumerate(per_file):
+        writer = None
+        for g in chosen.tolist():
+            start, stop = int(bounds[g]), int(bounds[g + 1])
+            n = stop - start
+            columns = {
+                "group": pa.DictionaryArray.from_arrays(
+                    pa.array(rng.integers(0, groups, n).astype(np.int32)), names),
+                "item_id": pa.array(np.arange(start, stop, dtype=np.int64)),
+            }
+            for name in CLASSIFIERS:
+                columns[name] = pa.array(rng.random(n), mask=rng.random(n) < 0.1)
+            columns["probability"] = pa.array(rng.random(n) ** 4)
+            columns["set_id"] = pc.binary_join_element_wise(
+                "set-", pa.array(numbers[start:stop]).cast(pa.string()), "")
+            table = pa.table(columns)
+            if writer is None:
+                writer = pq.ParquetWriter(directory / f"scores-{i:03d}.parquet", table.schema)
+            writer.write_table(table, row_group_size=n)
+        if writer is not None:
+            writer.close()
+    return str(directory / "*.parquet"), bounds.size - 1
+
+
+def contiguous_comparison(tmp: Path, args: argparse.Namespace, ops: str) -> None:
+    """Part 3: top-k decoded in place (``decoding.sets_contiguous``), top-k through the
+    shuffle and threshold-only ``costlib decide``, on the same set-by-set files."""
+    n = args.contiguous_rows
+    start = time.perf_counter()
+    inputs, row_groups = write_contiguous_stream(
+        tmp / "contiguous", n, files=4, row_group=100_000, groups=args.groups, set_size=20,
+        sizes=args.set_sizes, seed=5)
+    print(f"contiguous top-k data: {n:,} rows, sets of 20 ({args.set_sizes}) written set by "
+          f"set, {row_groups} row groups of ~100,000 cut at set boundaries, 4 files (written "
+          f"in {time.perf_counter() - start:.1f} s); load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    runs: dict[str, list[float]] = {"contiguous": [], "shuffle": [], "threshold": []}
+    cpu: dict[str, list[float]] = {name: [] for name in runs}
+    configs = {"contiguous": make_config(topk=True, contiguous=True),
+               "shuffle": make_config(topk=True), "threshold": make_config(topk=False)}
+    manifests = {}
+    for r in range(args.repeats):
+        for name, config in configs.items():
+            seconds, cpu_s, manifests[name] = cli_decide(config, inputs, ops,
+                                                         tmp / f"out-{name}", f"{name}-{r}")
+            runs[name].append(seconds)
+            cpu[name].append(cpu_s)
+    for name in ("contiguous", "shuffle"):
+        counts = manifests[name]["decision_counts"]
+        assert manifests[name]["row_accounting"]["decided"] == n == counts["topk_rows"]
+    best = {name: min(seconds) for name, seconds in runs.items()}
+    sets = manifests["contiguous"]["decision_counts"]["topk_sets"]
+    labels = {"contiguous": f"top-k (F1), decoding.sets_contiguous: true, {sets:,} sets",
+              "shuffle": "top-k (F1), shuffle (default), 16 buckets",
+              "threshold": "threshold-only"}
+    for name in ("contiguous", "shuffle", "threshold"):
+        print(f"{labels[name]}: {best[name]:.2f} s wall, {n / best[name] / 1e6:.2f} M rows/s "
+              f"(runs: {', '.join(f'{s:.2f}' for s in runs[name])} s; CPU of the process, "
+              f"best {min(cpu[name]):.2f} s = {n / min(cpu[name]) / 1e6:.2f} M rows per CPU s)"
+              + (" (target >= 1.5 M rows/s)" if name == "contiguous" else ""))
+    print(f"contiguous / threshold-only wall time: {best['contiguous'] / best['threshold']:.2f}x;"
+          f" shuffle / threshold-only: {best['shuffle'] / best['threshold']:.2f}x; shuffle / "
+          f"contiguous: {best['shuffle'] / best['contiguous']:.2f}x")
+    same = read_decisions(str(tmp / "out-contiguous")).sort_by("item_id").equals(
+        read_decisions(str(tmp / "out-shuffle")).sort_by("item_id"))
+    print(f"contiguous and shuffle decision records identical (sorted by item id, every "
+          f"column): {same}")
     print(f"load average at end {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
