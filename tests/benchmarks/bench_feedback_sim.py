@@ -48,6 +48,11 @@ BASE = ["--rows-per-day", "60000", "--days", "21", "--drift-day", "11", "--check
         "--budget-share", "0.002", "--audit-floor", "0.0005", "--strata-edges", "0.05", "0.3",
         "--strata-weights", "0.5", "3", "10", "--reference-factor", "0"]
 
+#: Strata with a band near the thresholds (band score >= 0.5 / 0.6 holds ~5% of the spread
+#: family's rows and ~98% of its positives).
+S5 = {"edges": [0.05, 0.3, 0.5], "weights": [0.5, 3.0, 10.0, 40.0]}
+S6 = {"edges": [0.05, 0.3, 0.6], "weights": [0.5, 3.0, 10.0, 50.0]}
+
 #: name -> (config overrides "section.key": value, rule variant name or None, bench args)
 CONFIGS: dict[str, tuple[dict[str, Any], str | None, list[str]]] = {
     "default": ({}, None, []),
@@ -59,6 +64,23 @@ CONFIGS: dict[str, tuple[dict[str, Any], str | None, list[str]]] = {
     "k3": ({"in_force.unseen_rows": 3.0}, None, []),
     "auto": ({"audit.design": "auto"}, None, []),
     "auto_b01": ({"audit.design": "auto", "audit.budget_share": 0.01}, None, []),
+    "s5_fixed": ({"audit.strata": S5, "audit.budget_share": 0.0015}, None, []),
+    "s5_auto": ({"audit.strata": S5, "audit.design": "auto", "audit.budget_share": 0.01},
+                None, []),
+    "s5_auto_z1": ({"audit.strata": S5, "audit.design": "auto", "audit.budget_share": 0.01,
+                    "in_force.evidence_z": 1.0}, None, []),
+    "s5_auto_k0": ({"audit.strata": S5, "audit.design": "auto", "audit.budget_share": 0.01,
+                    "in_force.unseen_rows": 0.0}, None, []),
+    "s5_auto_z1_k0": ({"audit.strata": S5, "audit.design": "auto", "audit.budget_share": 0.01,
+                       "in_force.evidence_z": 1.0, "in_force.unseen_rows": 0.0}, None, []),
+    "s6_auto": ({"audit.strata": S6, "audit.design": "auto", "audit.budget_share": 0.01},
+                None, []),
+    "trust0": ({}, "trust0", []),
+    "trust0.02": ({}, "trust0.02", []),
+    "trust0.05": ({}, "trust0.05", []),
+    "trust0.1": ({}, "trust0.1", []),
+    "trust0.05_z1": ({"in_force.evidence_z": 1.0}, "trust0.05", []),
+    "trust0.05_auto": ({"audit.design": "auto"}, "trust0.05", []),
 }
 
 
