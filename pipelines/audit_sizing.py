@@ -18,8 +18,9 @@ audited *share* of this run is ``sum_h (N'_h / N') pi_h`` whatever its row count
 
 The previous run is not usable (and the run falls back to the configured weights, scaled by
 ``budget_share / max(weights)`` so that no stratum's probability exceeds ``budget_share``:
-:func:`first_run_design`; the manifest's ``audit.sizing.reason`` says why) when there is none, when it had no audit
-section, when its strata edges differ from the config's, or when it counted no unflagged row.
+:func:`first_run_design`; the manifest's ``audit.sizing.reason`` says why) when there is none,
+when it had no audit section, when its strata edges differ from the config's, or when it
+counted no unflagged row.
 """
 
 from __future__ import annotations
@@ -149,10 +150,10 @@ def sized_design(config: RunConfig, output: str, operating_points: str | None = 
 
     ``audit.design: fixed``: the configured design. ``auto``: the Neyman design of
     :func:`costlib.audit_design.neyman_design` for the previous run's counts (the module
-    docstring), or the configured design when there are none. The record holds ``design``,
-    ``counts_from`` (run id or None), ``unflagged`` (the counts), ``spreads``, ``scale``,
-    ``budget_share``, ``expected_share`` (``sum_h N_h pi_h / sum_h N_h`` over the counts) and
-    ``reason``.
+    docstring), or :func:`first_run_design` when there are none or they cannot be used. The
+    record holds ``design``, ``counts_from`` (run id or None), ``unflagged`` (the counts),
+    ``spreads``, ``scale``, ``budget_share``, ``expected_share`` (``sum_h N_h pi_h /
+    sum_h N_h`` over the counts) and ``reason``.
     """
     configured = config.audit_design()
     if config.audit["design"] != "auto":
@@ -170,10 +171,13 @@ def sized_design(config: RunConfig, output: str, operating_points: str | None = 
         design, allocation = neyman_design(n, spread, configured.edges,
                                            configured.budget_share, configured.floor)
     except ValueError as exc:  # e.g. weights 0 where most rows are: budget out of reach
-        return configured, {"design": "auto", "counts_from": counts.run_id,
-                            "unflagged": list(counts.unflagged),
-                            "reason": f"cannot size from decide run {counts.run_id}: {exc}; "
-                                      "the configured (fixed) design"}
+        first = first_run_design(configured)
+        return first, {"design": "auto", "counts_from": counts.run_id,
+                       "unflagged": list(counts.unflagged), "scale": first.budget_share,
+                       "budget_share": configured.budget_share,
+                       "reason": f"cannot size from decide run {counts.run_id}: {exc}; the "
+                                 "configured weights scaled so that no stratum exceeds "
+                                 "budget_share"}
     return design, {
         "design": "auto",
         "counts_from": counts.run_id,

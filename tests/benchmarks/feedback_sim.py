@@ -149,7 +149,7 @@ def sized_design(config: RunConfig, previous_unflagged: np.ndarray | None,
         design, _ = neyman_design(previous_unflagged.astype(np.float64), spreads,
                                   configured.edges, configured.budget_share, configured.floor)
     except ValueError:
-        return configured
+        return first_run_design(configured)
     return design
 
 
