@@ -138,7 +138,7 @@ from costlib.decoding import optimal_topk_ragged
 from costlib.losses import get_loss
 from costlib.recalibration import ALL_GROUPS
 from costlib_pipelines import min_risk
-from costlib_pipelines.audit_sizing import sized_design
+from costlib_pipelines.audit_sizing import first_run_design, sized_design
 from costlib_pipelines.batches import (
     ValidatedBatch,
     plausibility_summary,
@@ -250,10 +250,13 @@ def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
                                          budget_share=floor), salt, only_without_point=True)
     if output is None:
         sizing = {"design": audit["design"]}
+        design = config.audit_design()
         if audit["design"] == "auto":
+            design = first_run_design(design)
             sizing.update(counts_from=None, reason="no output to read previous counts from: "
-                                                   "the configured (fixed) design")
-        return AuditSettings(config.audit_design(), salt, sizing=sizing)
+                                                   "the configured weights scaled so that no "
+                                                   "stratum exceeds budget_share")
+        return AuditSettings(design, salt, sizing=sizing)
     design, sizing = sized_design(config, output, operating_points)
     return AuditSettings(design, salt, sizing=sizing)
 

@@ -155,6 +155,8 @@ def make_config(args, audit: bool, thin: bool = False) -> RunConfig:
                      **({} if args.unseen_rows is None else {"unseen_rows": args.unseen_rows})},
         "audit": {
             "enabled": audit, "floor": design["floor"], "budget_share": design["budget_share"],
+            **({} if getattr(args, "audit_design", None) is None
+               else {"design": args.audit_design}),
             "strata": {"edges": design["edges"], "weights": design["weights"]},
         },
         "publish": ({"max_threshold_change": None, "min_rated": 0} if args.guard == "off"
@@ -581,6 +583,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--prevalence", type=float, nargs=3, default=list(PREVALENCE),
                         help="prevalence of the 3 groups (issue 21: <= 0.5%%, e.g. 0.002 0.003 "
                         "0.005)")
+    parser.add_argument("--audit-design", choices=("fixed", "auto"), default=None,
+                        help="config audit.design (default: the config default); auto sizes "
+                        "each day's design from the previous day's counts")
     parser.add_argument("--unseen-rows", type=float, default=None,
                         help="config in_force.unseen_rows (default: the config default, 1)")
     parser.add_argument("--reference-factor", type=int, default=10,

@@ -1,0 +1,189 @@
+"""Issue 21's closed-loop targets for many settings, with the library-level loop
+(``feedback_sim.simulate_loop``, seconds per 21-day loop instead of ~5 minutes).
+
+Every configuration runs the scenarios ``drift`` (the budget of ``--budget-share``) and
+``thin_audit`` (the issue's 0.25% audit) for every family and seed, from the start (0.9, 0.9)
+((0.5, 0.5) for the concentrated family), and prints per configuration, family and scenario
+the four target figures over the seeds:
+
+- ``late``: days ``--check-day``+ mean utility / the window oracle's (min over seeds; target
+  >= 0.97);
+- ``start``: lowest utility / the starting thresholds' on any day (target >= 0.9);
+- ``recov``: days after the drift until utility stays within 5% of the window oracle (max over
+  seeds; ``-`` never; target <= 5);
+- ``audit``: audited rows / the design's expected count - 1 (worst over seeds; target within
+  +-10%) and the audited share of unflagged rows (mean over seeds; <= 1% asked).
+
+Configurations (``--configs``, comma-separated names of :data:`CONFIGS`) are overrides of the
+run config (``section.key: value``) on top of the benchmark's issue-21 settings, plus an
+optional rule variant (``feedback_sim.Recalibrate``).
+
+``--check-pipeline``: run one loop both ways (the real pipelines and the simulator) and
+compare the thresholds in force day by day.
+
+Run: ``PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_feedback_sim.py --seeds 0 1 2
+--families spread,concentrated --configs default,z0,auto``
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_feedback_loop as loop
+import feedback_sim as sim
+from machine import describe
+
+#: The issue-21 loop of docs/audit.md ("Issue 21 targets").
+BASE = ["--rows-per-day", "60000", "--days", "21", "--drift-day", "11", "--check-day", "10",
+        "--target", "0.2", "--prevalence", "0.002", "0.003", "0.005",
+        "--budget-share", "0.002", "--audit-floor", "0.0005", "--strata-edges", "0.05", "0.3",
+        "--strata-weights", "0.5", "3", "10", "--reference-factor", "0"]
+
+#: Strata with a band near the thresholds (band score >= 0.5 / 0.6 holds ~5% of the spread
+#: family's rows and ~98% of its positives).
+S5 = {"edges": [0.05, 0.3, 0.5], "weights": [0.5, 3.0, 10.0, 40.0]}
+S6 = {"edges": [0.05, 0.3, 0.6], "weights": [0.5, 3.0, 10.0, 50.0]}
+
+#: name -> (config overrides "section.key": value, rule variant name or None, bench args)
+CONFIGS: dict[str, tuple[dict[str, Any], str | None, list[str]]] = {
+    "default": ({}, None, []),
+    "z_off": ({"in_force.evidence_z": None}, None, []),
+    "z1": ({"in_force.evidence_z": 1.0}, None, []),
+    "z0.5": ({"in_force.evidence_z": 0.5}, None, []),
+    "z0": ({"in_force.evidence_z": 0.0}, None, []),
+    "k0": ({"in_force.unseen_rows": 0.0}, None, []),
+    "k3": ({"in_force.unseen_rows": 3.0}, None, []),
+    "auto": ({"audit.design": "auto"}, None, []),
+    "auto_b01": ({"audit.design": "auto", "audit.budget_share": 0.01}, None, []),
+    "s5_fixed": ({"audit.strata": S5, "audit.budget_share": 0.0015}, None, []),
+    "s5_auto": ({"audit.strata": S5, "audit.design": "auto", "audit.budget_share": 0.01},
+                None, []),
+    "s5_auto_z1": ({"audit.strata": S5, "audit.design": "auto", "audit.budget_share": 0.01,
+                    "in_force.evidence_z": 1.0}, None, []),
+    "s5_auto_k0": ({"audit.strata": S5, "audit.design": "auto", "audit.budget_share": 0.01,
+                    "in_force.unseen_rows": 0.0}, None, []),
+    "s5_auto_z1_k0": ({"audit.strata": S5, "audit.design": "auto", "audit.budget_share": 0.01,
+                       "in_force.evidence_z": 1.0, "in_force.unseen_rows": 0.0}, None, []),
+    "s6_auto": ({"audit.strata": S6, "audit.design": "auto", "audit.budget_share": 0.01},
+                None, []),
+    "trust0": ({}, "trust0", []),
+    "trust0.02": ({}, "trust0.02", []),
+    "trust0.05": ({}, "trust0.05", []),
+    "trust0.1": ({}, "trust0.1", []),
+    "trust0.05_z1": ({"in_force.evidence_z": 1.0}, "trust0.05", []),
+    "trust0.05_auto": ({"audit.design": "auto"}, "trust0.05", []),
+}
+
+
+def config_for(args: argparse.Namespace, overrides: dict[str, Any], audit: bool, thin: bool):
+    config = loop.make_config(args, audit, thin)
+    if thin:  # the thin audit's budget is the issue's; other overrides apply
+        overrides = {k: v for k, v in overrides.items()
+                     if k not in ("audit.budget_share", "audit.floor")}
+    return config.with_overrides(overrides, source="bench_feedback_sim") if overrides else config
+
+
+def run_one(job: tuple) -> tuple:
+    name, family, scenario, seed, argv = job
+    overrides, rule, extra = CONFIGS[name]
+    args = loop.parse_args(argv + extra)
+    thin = scenario == "thin_audit"
+    config = config_for(args, overrides, True, thin)
+    start = (loop.STARTS_CONCENTRATED if family == "concentrated" else loop.STARTS)["high"]
+    t0 = time.perf_counter()
+    days = sim.simulate_loop(args, start=start, audit=True, drift=True, seed=seed,
+                             family=family, thin=thin, config=config,
+                             recalibrate=sim.RULES[rule] if rule else None)
+    fig = sim.figures(days, check_day=args.check_day, drift_day=args.drift_day)
+    budget = float(config.audit["budget_share"]) if config.audit["design"] == "auto" else None
+    return name, family, scenario, seed, fig, budget, time.perf_counter() - t0
+
+
+def table(results: list[tuple]) -> None:
+    print(f"\n{'config':<12} {'family':<12} {'scenario':<10} {'late mean (min)':>16} "
+          f"{'start':>6} {'recov':>9} {'audit dev':>10} {'share':>6}  met (late/start/recov/audit)")
+    keys = sorted({(r[0], r[1], r[2]) for r in results},
+                  key=lambda k: (list(CONFIGS).index(k[0]), k[1], k[2]))
+    for key in keys:
+        rows = [r for r in results if r[:3] == key]
+        figs = [r[4] for r in rows]
+        budget = rows[0][5]
+        late = [f.late_mean for f in figs]
+        recov = [f.recovery for f in figs]
+        recov_text = ",".join("-" if r is None else str(r) for r in recov)
+        dev = max((f.audit_deviation for f in figs), key=abs)
+        met = [f.meets(budget) for f in figs]
+        flags = "/".join(f"{sum(m[k] for m in met)}" for k in
+                         ("late>=0.97", "start>=0.9", "recovery<=5", "audit+-10%"))
+        print(f"{key[0]:<12} {key[1]:<12} {key[2]:<10} "
+              f"{np.mean(late):7.3f} ({min(late):5.3f}) {min(f.min_start for f in figs):6.3f} "
+              f"{recov_text:>9} {100 * dev:+9.1f}% {100 * np.mean([f.share for f in figs]):5.2f}%"
+              f"  {flags} of {len(figs)}")
+
+
+def check_pipeline(argv: list[str], seed: int, family: str) -> None:
+    """One loop on the pipelines and in the simulator: thresholds in force day by day."""
+    args = loop.parse_args(argv)
+    start = (loop.STARTS_CONCENTRATED if family == "concentrated" else loop.STARTS)["high"]
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-sim-check-") as tmp:
+        piped = loop.run_loop(args, Path(tmp) / "loop", name="pipeline", start=start,
+                              audit=True, drift=True, seed=seed, family=family)
+    t1 = time.perf_counter()
+    simulated = sim.simulate_loop(args, start=start, audit=True, drift=True, seed=seed,
+                                  family=family)
+    t2 = time.perf_counter()
+    same = 0
+    for a, b in zip(simulated, piped, strict=True):
+        ok = (a.thresholds == b.thresholds and (a.rated, a.audited) == (b.rated, b.audited)
+              and a.utility == b.utility)
+        same += ok
+        print(f"day {a.day:2d}: {'same' if ok else 'DIFFERENT'}  sim "
+              f"{' '.join(loop.fmt_t(a.thresholds[g]) for g in loop.GROUPS)} | pipeline "
+              f"{' '.join(loop.fmt_t(b.thresholds[g]) for g in loop.GROUPS)}")
+    print(f"check: {same}/{len(piped)} days identical (thresholds in force, rated and audited "
+          f"rows, utility); pipeline {t1 - t0:.0f} s, simulator {t2 - t1:.1f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configs", default="default")
+    parser.add_argument("--families", default="spread,concentrated")
+    parser.add_argument("--scenarios", default="drift,thin_audit")
+    parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
+    parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument("--check-pipeline", action="store_true",
+                        help="compare one loop (first seed and family) with the pipelines")
+    parser.add_argument("loop_args", nargs="*",
+                        help="further bench_feedback_loop.py arguments (after --)")
+    opts = parser.parse_args()
+    argv = BASE + opts.loop_args
+    print(f"machine: {describe()}")
+    print(f"loop: {' '.join(argv)}")
+    if opts.check_pipeline:
+        check_pipeline(argv, opts.seeds[0], opts.families.split(",")[0])
+        return
+    jobs = [(name, family, scenario, seed, argv)
+            for name in opts.configs.split(",") for family in opts.families.split(",")
+            for scenario in opts.scenarios.split(",") for seed in opts.seeds]
+    t0 = time.perf_counter()
+    if opts.processes > 1:
+        with multiprocessing.get_context("fork").Pool(opts.processes) as pool:
+            results = pool.map(run_one, jobs, chunksize=1)
+    else:
+        results = [run_one(job) for job in jobs]
+    table(results)
+    print(f"\n{len(jobs)} loops, {time.perf_counter() - t0:.0f} s wall")
+
+
+if __name__ == "__main__":
+    main()

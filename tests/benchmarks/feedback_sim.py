@@ -1,0 +1,403 @@
+"""The closed loop of ``bench_feedback_loop.py`` with the library alone: one day in ~0.3 s.
+
+``bench_feedback_loop.run_loop`` runs the real pipelines (``run_decide``, ``run_recalibrate``
+on the FnApiRunner) day by day, ~15 s a day. :func:`simulate_loop` reproduces each day with
+the ``costlib`` calls those pipelines make, on the same generated population
+(``bench_feedback_loop.population``) and the same :class:`~costlib_pipelines.config.RunConfig`
+(``bench_feedback_loop.make_config``), so that settings can be compared in seconds:
+
+1. **decide** -- every group is decided with its thresholds in force (the ``"__all__"``
+   thresholds for a group without a usable record; none when neither is usable: nothing
+   flagged). A row is flagged iff ``max_j [s_j >= t_j]`` (rule ``any``). Audit sample:
+   :func:`costlib.audit_sampling.audit_sample` with the run id ``day-NN`` as salt (the
+   decide default), rows of groups without a point counted as unflagged; the design is the
+   configured one (``audit.design: fixed``) or, with ``auto``,
+   :func:`costlib.audit_design.neyman_design` on the previous day's unflagged rows per
+   stratum with spreads ``weights[h] * rms_h`` from the audited labels per stratum of the
+   recalibration being applied (what ``costlib_pipelines.audit_sizing.sized_design`` reads
+   from the two manifests). Audit disabled: the floor audit of groups without a point only.
+2. **rate** -- flagged and audited rows get their true label, the others none.
+3. **recalibrate** -- per group, ``ThresholdGrid.from_scores`` over the rated streams of the
+   last ``window`` days with the records' ``audit_probability`` (``w / π`` weights, design
+   channels), on the config's edges with every threshold in force added
+   (:func:`costlib.edges.with_thresholds`, as ``in_force.add_to_edges``), then
+   :func:`costlib.recalibration.recalibrate_grids` with the config's methods, target, rule,
+   ``min_rated``, fallback, ``optimize_options`` and ``in_force`` settings (``evidence_z``,
+   ``unseen_rows``; the all-groups grid is the sum, as the pipeline's). The published
+   thresholds are the decision method's point per group, null for ``insufficient_data`` or
+   an infeasible point (as ``costlib decide`` reads them).
+
+The references (window oracle, starting point, same-day optimum) are those of
+``bench_feedback_loop``; :func:`figures` computes issue 21's four target figures of a loop.
+``tests/test_feedback_sim.py`` checks that the published thresholds equal the pipeline loop's
+day by day on a small configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_feedback_loop as loop
+
+from costlib.audit_design import gain_spreads, neyman_design
+from costlib.audit_sampling import AuditDesign, audit_sample
+from costlib.edges import with_thresholds
+from costlib.grid import ThresholdGrid
+from costlib.operating_point import optimize
+from costlib.recalibration import ALL_GROUPS, GroupResult, recalibrate_grids
+from costlib_pipelines.audit_sizing import first_run_design
+from costlib_pipelines.config import RunConfig
+
+GROUPS = loop.GROUPS
+CLASSIFIERS = loop.CLASSIFIERS
+
+#: ``recalibrate(config, grids, in_force) -> results``: the optimiser call; the default is the
+#: pipeline's (:func:`pipeline_recalibrate`). Experiments pass their own.
+Recalibrate = Callable[[RunConfig, dict[str, ThresholdGrid], dict[str, Any]],
+                       Mapping[str, GroupResult]]
+
+
+def pipeline_recalibrate(config: RunConfig, grids: dict[str, ThresholdGrid],
+                         in_force: dict[str, Any]) -> Mapping[str, GroupResult]:
+    """What ``costlib recalibrate`` computes per group (``transforms.optimize_one`` on every
+    group's grid and the all-groups sum, then ``apply_fallback``), without a bootstrap."""
+    settings = config.in_force
+    return recalibrate_grids(
+        grids, methods=config.methods, target=config.target, rule=config.rule,
+        min_positives=config.min_positives, min_negatives=config.min_negatives,
+        fallback=config.fallback, options=config.optimize_options,
+        in_force=in_force, min_gain_z=None, evidence_z=settings["evidence_z"],
+        unseen_rows=settings["unseen_rows"])
+
+
+@dataclass
+class Published:
+    """Thresholds per group as ``costlib decide`` applies them (None: null decisions)."""
+
+    by_group: dict[str, tuple[float, ...] | None]
+
+    def get(self, group: str) -> tuple[float, ...] | None:
+        if group in self.by_group and self.by_group[group] is not None:
+            return self.by_group[group]
+        if group in self.by_group:  # a record without usable thresholds: null decisions
+            return None
+        return self.by_group.get(ALL_GROUPS)
+
+    def in_force(self, group: str) -> tuple[float, ...] | None:
+        """What recalibrate reads as the group's thresholds in force
+        (``costlib_pipelines.in_force.InForce.get``: groups without usable thresholds take
+        the ``"__all__"`` ones)."""
+        t = self.by_group.get(group)
+        return t if t is not None else self.by_group.get(ALL_GROUPS)
+
+    def display(self, group: str):
+        t = self.get(group)
+        return "null" if t is None else t
+
+
+def published_from(results: Mapping[str, GroupResult], method: str) -> Published:
+    """The decision method's thresholds per group of a recalibration (null: no point,
+    ``insufficient_data`` or an infeasible point)."""
+    out: dict[str, tuple[float, ...] | None] = {}
+    for name, res in results.items():
+        point = res.points.get(method)
+        if res.status == "insufficient_data" or point is None or point.status == "infeasible":
+            out[name] = None
+        else:
+            out[name] = tuple(float(t) for t in point.thresholds)
+    return Published(out)
+
+
+def _edges(config: RunConfig, published: Published) -> list[np.ndarray]:
+    """The config's edges with every finite threshold in force added (``add_to_edges``)."""
+    edges = config.fixed_edges()
+    assert edges is not None, "the simulator needs fixed (uniform/explicit) edges"
+    if not config.in_force["add_to_edges"]:
+        return edges
+    table = np.asarray([t for t in published.by_group.values() if t is not None],
+                       dtype=np.float64).reshape(-1, len(CLASSIFIERS))
+    if table.size == 0:
+        return edges
+    return [with_thresholds(edges[j], table[:, j]) for j in range(len(CLASSIFIERS))]
+
+
+def sized_design(config: RunConfig, previous_unflagged: np.ndarray | None,
+                 audited_labels: tuple[np.ndarray, np.ndarray] | None) -> AuditDesign:
+    """The decide run's audit design (``costlib_pipelines.audit_sizing.sized_design``)."""
+    configured = config.audit_design()
+    if config.audit["design"] != "auto":
+        return configured
+    if previous_unflagged is None or previous_unflagged.sum() == 0:
+        return first_run_design(configured)
+    weights = np.asarray(configured.weights, dtype=np.float64)
+    if audited_labels is None or audited_labels[0].sum() + audited_labels[1].sum() == 0:
+        spreads = weights
+    else:
+        spreads = weights * gain_spreads(audited_labels[0], audited_labels[1],
+                                         float(config.target.slope))
+    try:
+        design, _ = neyman_design(previous_unflagged.astype(np.float64), spreads,
+                                  configured.edges, configured.budget_share, configured.floor)
+    except ValueError:
+        return first_run_design(configured)
+    return design
+
+
+@dataclass
+class RatedDay:
+    """One day's rated stream (what the rater returns) and its audit accounting."""
+
+    g: np.ndarray
+    scores: np.ndarray
+    labels: np.ndarray  # float: 1 / 0 / NaN (unrated)
+    p: np.ndarray | None  # audit_probability (NaN: null); None when audit is disabled
+    audited: np.ndarray
+
+
+def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
+                  seed: int | None = None, family: str = "spread", thin: bool = False,
+                  config: RunConfig | None = None, recalibrate: Recalibrate | None = None,
+                  verbose: bool = False) -> list[loop.Day]:
+    """One closed loop, as ``bench_feedback_loop.run_loop(args, ...)`` runs it on the
+    pipelines; returns the same per-day records (``thresholds`` = in force that day,
+    ``published`` = the status counts of the day's recalibration)."""
+    seed = args.seed if seed is None else seed
+    config = loop.make_config(args, audit, thin) if config is None else config
+    recalibrate = pipeline_recalibrate if recalibrate is None else recalibrate
+    base_edges = config.fixed_edges()
+    slope = args.target / (1 - args.target)
+    method = config.decision_method
+    start_t = tuple(float(t) for t in start)
+    current = Published({**dict.fromkeys(GROUPS, start_t), ALL_GROUPS: start_t})
+    floor_design = AuditDesign(edges=(), weights=(1.0,), floor=float(config.audit["floor"]),
+                               budget_share=float(config.audit["floor"]))
+    configured = config.audit_design()
+    rated_days: list[RatedDay] = []
+    history: list = []
+    oracle_cache: dict[int, list[ThresholdGrid]] = {}
+    previous_unflagged: np.ndarray | None = None
+    audited_labels: tuple[np.ndarray, np.ndarray] | None = None
+    out: list[loop.Day] = []
+    for day in range(args.days):
+        t0 = time.perf_counter()
+        g, ids, scores, y = loop.population(args.rows_per_day, day, seed=seed,
+                                            drift_day=args.drift_day if drift else None,
+                                            drift_logit=args.drift_logit, family=family,
+                                            prevalence=args.prevalence)
+        # ---- decide
+        table = np.full((len(GROUPS), len(CLASSIFIERS)), np.inf)
+        usable = np.zeros(len(GROUPS), dtype=bool)
+        for k, name in enumerate(GROUPS):
+            t = current.get(name)
+            if t is not None:
+                table[k], usable[k] = t, True
+        flagged = (scores >= table[g]).any(axis=1) & usable[g]
+        no_point = ~usable[g]
+        salt = f"day-{day:02d}"
+        if audit:
+            design = sized_design(config, previous_unflagged, audited_labels)
+            sample = audit_sample(ids, scores, flagged, salt, design)
+            audited, p = sample.audit, sample.audit_probability
+            previous_unflagged = np.bincount(configured.strata(scores[~flagged]),
+                                             minlength=configured.n_strata)
+        elif no_point.any():
+            sample = audit_sample(ids, scores, ~no_point, salt, floor_design)
+            audited, p = sample.audit, None
+        else:
+            audited, p = np.zeros(len(y), dtype=bool), None
+        rated = flagged | audited
+        labels = np.where(rated, y.astype(np.float64), np.nan)
+        rated_days.append(RatedDay(g, scores, labels, p, audited))
+        # ---- recalibrate over the window
+        window = rated_days[-args.window:]
+        edges = _edges(config, current)
+        w_g = np.concatenate([d.g for d in window])
+        w_s = np.concatenate([d.scores for d in window])
+        w_y = np.concatenate([d.labels for d in window])
+        w_p = None if not audit else np.concatenate([d.p for d in window])
+        grids = {}
+        for k, name in enumerate(GROUPS):
+            sel = w_g == k
+            grids[name] = ThresholdGrid.from_scores(
+                w_s[sel], w_y[sel], edges, names=list(CLASSIFIERS),
+                audit_probabilities=None if w_p is None else w_p[sel])
+        in_force = {name: current.in_force(name) for name in [*GROUPS, ALL_GROUPS]}
+        results = recalibrate(config, grids, in_force)
+        statuses = {}
+        for res in results.values():
+            statuses[res.status] = statuses.get(res.status, 0) + 1
+        if audit:  # the recalibration's audited labels per stratum (for auto designs)
+            w_a = np.concatenate([d.audited for d in window])
+            strata = configured.strata(w_s[w_a])
+            pos = w_y[w_a] == 1
+            audited_labels = (
+                np.bincount(strata[pos], minlength=configured.n_strata).astype(np.float64),
+                np.bincount(strata[~pos], minlength=configured.n_strata).astype(np.float64))
+        # ---- references (as bench_feedback_loop)
+        oracle = float("nan")
+        if history:
+            oracle = 0.0
+            for k in range(len(GROUPS)):
+                grid = None
+                for d in range(max(0, day - args.window), day):
+                    part = oracle_cache[d][k]
+                    grid = part if grid is None else grid + part
+                point = optimize(grid, target_marginal_precision=args.target, method="hull",
+                                 max_unrated_share=1)
+                sel = g == k
+                oracle += loop.utility_of(loop.apply_thresholds(scores[sel], point.thresholds),
+                                          y[sel], slope)
+        oracle_cache[day] = [ThresholdGrid.from_scores(scores[g == k], y[g == k], base_edges,
+                                                       names=list(CLASSIFIERS))
+                             for k in range(len(GROUPS))]
+        oracle_cache.pop(day - args.window, None)
+        history.append(day)
+        optimum = 0.0
+        if getattr(args, "same_day_optimum", False):
+            optimum = loop.full_label_optimum(g, scores, y, base_edges, args.target, slope)
+        row = loop.Day(
+            day=day, utility=loop.utility_of(flagged, y, slope), oracle=oracle,
+            optimum=optimum,
+            start_utility=loop.utility_of(loop.apply_thresholds(scores, start_t), y, slope),
+            rated=int(rated.sum()), audited=int(audited.sum()),
+            unflagged=int((~flagged).sum()),
+            thresholds={name: current.display(name) for name in GROUPS},
+            published=" ".join(f"{k}:{v}" for k, v in sorted(statuses.items())),
+            seconds=time.perf_counter() - t0,
+            expected_audited=float(np.nansum(p[~flagged])) if p is not None else 0.0)
+        out.append(row)
+        current = published_from(results, method)
+        if verbose:
+            print(f"{day:>3} u/orc {row.oracle_ratio:6.3f} u/start {row.start_ratio:6.3f} "
+                  f"audited {row.audited:5d} {100 * row.audited / max(row.unflagged, 1):5.2f}% "
+                  f"{' '.join(loop.fmt_t(row.thresholds[n]) for n in GROUPS)} "
+                  f"[{row.published}] {row.seconds:.2f}s")
+    return out
+
+
+@dataclass(frozen=True)
+class Figures:
+    """Issue 21's target figures of one loop.
+
+    ``late_mean`` / ``late_min``: mean / min of utility over the window oracle's from
+    ``check_day`` on; ``min_start``: min utility over the starting thresholds' (same day);
+    ``recovery``: days after the drift until the oracle ratio is >= 0.95 for good (None:
+    never; not set without a drift); ``audit_deviation``: audited / expected - 1 over the
+    loop; ``share``: audited / unflagged rows over the loop; ``expected_share``.
+    """
+
+    late_mean: float
+    late_min: float
+    min_start: float
+    recovery: int | None
+    audit_deviation: float
+    share: float
+    expected_share: float
+
+    def meets(self, budget: float | None = None) -> dict[str, bool]:
+        out = {"late>=0.97": self.late_mean >= 0.97, "start>=0.9": self.min_start >= 0.9,
+               "recovery<=5": self.recovery is not None and self.recovery <= 5}
+        out["audit+-10%"] = abs(self.audit_deviation) <= 0.10 and (
+            budget is None or abs(self.share / budget - 1) <= 0.10)
+        return out
+
+
+def figures(days: Sequence[loop.Day], *, check_day: int, drift_day: int | None) -> Figures:
+    """The target figures (:class:`Figures`) of one loop's days."""
+    late = [d.oracle_ratio for d in days[check_day:]]
+    start = [d.start_ratio for d in days]
+    recovery = None
+    if drift_day is not None:
+        series = [d.oracle_ratio for d in days]
+        back = next((d for d in range(drift_day, len(series))
+                     if all(r >= 0.95 for r in series[d:])), None)
+        recovery = None if back is None else back - drift_day
+    audited = sum(d.audited for d in days)
+    expected = sum(d.expected_audited for d in days)
+    unflagged = max(sum(d.unflagged for d in days), 1)
+    return Figures(
+        late_mean=float(np.nanmean(late)) if late else math.nan,
+        late_min=float(np.nanmin(late)) if late else math.nan,
+        min_start=float(np.nanmin(start)),
+        recovery=recovery,
+        audit_deviation=audited / expected - 1 if expected > 0 else math.nan,
+        share=audited / unflagged, expected_share=expected / unflagged)
+
+
+#: Rule variants by name (``bench_feedback_sim.py`` configurations refer to them).
+RULES: dict[str, Recalibrate] = {}
+
+
+# ----------------------------------------------------------------------------- rule variants
+def _trust_region_move(grid, chosen, in_force, *, z, target, rule, method, options=None,
+                       unseen_rows=1.0, tolerance=0.0):
+    """Experimental: the largest estimated gain whose lower bound is above ``-tolerance`` times
+    the estimated objective in force (``costlib.move_evidence.lower_bound_move`` takes the
+    best lower bound and needs it positive)."""
+    from dataclasses import replace as _replace
+
+    from costlib.move_evidence import LowerBoundMove, gain_standard_errors, one_row_weight
+    from costlib.operating_point import point_at
+
+    options = dict(options or {})
+    kwargs = {"target": target, "rule": rule, "method": method, **options}
+    kept = point_at(grid, in_force, **kwargs)
+    if chosen.objective_name != "linear" or tuple(kept.index) == tuple(chosen.index):
+        g = float(chosen.objective - kept.objective)
+        return LowerBoundMove(chosen, tuple(kept.index) != tuple(chosen.index), g, 0.0, g, 0.0,
+                              float(z))
+    slope = target.slope
+    se_all = gain_standard_errors(grid, kept.index, rule=rule, slope=slope,
+                                  unseen_rows=unseen_rows)
+    tp, fp = grid.counts(rule)
+    volume = grid.volume(rule)
+    cells = np.asarray(chosen.path, dtype=np.intp).reshape(-1, grid.k)
+    idx = tuple(cells.T)
+    gain = tp[idx] - slope * fp[idx] - kept.objective
+    se = se_all[idx]
+    ok = grid.covered(rule, options.get("max_unrated_share", 0.0))[idx]
+    allowed = ok & (gain - z * se >= -tolerance * max(float(kept.objective), 0.0)) & (gain > 0)
+    at_chosen = tuple(int(i) for i in chosen.index)
+    og, ose = float(chosen.objective - kept.objective), float(se_all[at_chosen])
+    one = one_row_weight(grid, kept.index, at_chosen, rule=rule)
+    if not allowed.any():
+        return LowerBoundMove(kept, False, 0.0, 0.0, og, ose, float(z), one)
+    top = float(np.max(np.where(allowed, gain, -np.inf)))
+    tied = np.flatnonzero(allowed & (gain >= top - 1e-9 * max(1.0, abs(top))))
+    change = np.abs(volume[idx] - volume[tuple(int(i) for i in kept.index)])
+    best = int(tied[np.argmin(change[tied])])
+    point = point_at(grid, grid.threshold_values(tuple(int(i) for i in cells[best])), **kwargs)
+    point = _replace(point)
+    return LowerBoundMove(point, True, float(gain[best]), float(se[best]), og, ose, float(z),
+                          one)
+
+
+def trust_region_rule(tolerance: float) -> Recalibrate:
+    """``pipeline_recalibrate`` with :func:`_trust_region_move` in place of
+    ``lower_bound_move`` (same ``evidence_z`` and ``unseen_rows``)."""
+    import functools
+
+    import costlib.recalibration as recalibration
+
+    def run(config, grids, in_force):
+        original = recalibration.lower_bound_move
+        recalibration.lower_bound_move = functools.partial(_trust_region_move,
+                                                           tolerance=tolerance)
+        try:
+            return pipeline_recalibrate(config, grids, in_force)
+        finally:
+            recalibration.lower_bound_move = original
+    return run
+
+
+RULES.update({f"trust{t:g}": trust_region_rule(t) for t in (0.0, 0.02, 0.05, 0.1)})
