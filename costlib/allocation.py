@@ -159,9 +159,15 @@ class GroupFrontier:
         return bool(self.cells.size)
 
     def slopes(self) -> _F:
-        """Slopes ``dU/dV`` of the frontier's segments, strictly decreasing."""
-        h = self.hull
-        return np.diff(self.utility[h]) / np.diff(self.volume[h])
+        """Slopes ``dU/dV`` of the frontier's segments, strictly decreasing (computed once:
+        the multiplier search asks every group for them many times)."""
+        cached: _F | None = self.__dict__.get("_slopes")
+        if cached is None:
+            h = self.hull
+            cached = np.diff(self.utility[h]) / np.diff(self.volume[h])
+            cached.setflags(write=False)
+            self.__dict__["_slopes"] = cached
+        return cached
 
     def vertices(self) -> GroupFrontier:
         """The frontier reduced to its hull vertices (``hull`` = every position).
@@ -347,14 +353,15 @@ class _Sparse:
         group, cells, neg, pos, unr = [], [], [], [], []
         for i, grid in enumerate(grids):
             total = grid.pos + grid.neg
-            if grid.has_unrated:
-                total += grid._unrated()
-            nz = np.flatnonzero(total != 0)
+            unrated_cells = grid._unrated() if grid.has_unrated else None
+            if unrated_cells is not None:
+                total += unrated_cells
+            nz = np.flatnonzero(total)
             group.append(np.full(nz.size, i, dtype=np.intp))
             cells.append(nz)
             neg.append(grid.neg.ravel()[nz])
             pos.append(grid.pos.ravel()[nz])
-            unr.append(grid._unrated().ravel()[nz] if grid.has_unrated else np.zeros(nz.size))
+            unr.append(np.zeros(nz.size) if unrated_cells is None else unrated_cells.ravel()[nz])
         grp: _I = np.concatenate(group)
         values = np.stack([np.concatenate(neg), np.concatenate(pos), np.concatenate(unr)])
         coords = np.unravel_index(np.concatenate(cells), shape)
