@@ -75,12 +75,6 @@ CONFIGS: dict[str, tuple[dict[str, Any], str | None, list[str]]] = {
                        "in_force.evidence_z": 1.0, "in_force.unseen_rows": 0.0}, None, []),
     "s6_auto": ({"audit.strata": S6, "audit.design": "auto", "audit.budget_share": 0.01},
                 None, []),
-    "trust0": ({}, "trust0", []),
-    "trust0.02": ({}, "trust0.02", []),
-    "trust0.05": ({}, "trust0.05", []),
-    "trust0.1": ({}, "trust0.1", []),
-    "trust0.05_z1": ({"in_force.evidence_z": 1.0}, "trust0.05", []),
-    "trust0.05_auto": ({"audit.design": "auto"}, "trust0.05", []),
 }
 
 

@@ -334,70 +334,8 @@ def figures(days: Sequence[loop.Day], *, check_day: int, drift_day: int | None) 
         share=audited / unflagged, expected_share=expected / unflagged)
 
 
-#: Rule variants by name (``bench_feedback_sim.py`` configurations refer to them).
+#: Rule variants by name (``bench_feedback_sim.py`` configurations refer to them). A variant
+#: tried and dropped: "the largest gain whose lower bound is above -0.05 x the objective in
+#: force" published the same thresholds as ``lower_bound_move`` (docs/audit.md, issue 21).
 RULES: dict[str, Recalibrate] = {}
 
-
-# ----------------------------------------------------------------------------- rule variants
-def _trust_region_move(grid, chosen, in_force, *, z, target, rule, method, options=None,
-                       unseen_rows=1.0, tolerance=0.0):
-    """Experimental: the largest estimated gain whose lower bound is above ``-tolerance`` times
-    the estimated objective in force (``costlib.move_evidence.lower_bound_move`` takes the
-    best lower bound and needs it positive)."""
-    from dataclasses import replace as _replace
-
-    from costlib.move_evidence import LowerBoundMove, gain_standard_errors, one_row_weight
-    from costlib.operating_point import point_at
-
-    options = dict(options or {})
-    kwargs = {"target": target, "rule": rule, "method": method, **options}
-    kept = point_at(grid, in_force, **kwargs)
-    if chosen.objective_name != "linear" or tuple(kept.index) == tuple(chosen.index):
-        g = float(chosen.objective - kept.objective)
-        return LowerBoundMove(chosen, tuple(kept.index) != tuple(chosen.index), g, 0.0, g, 0.0,
-                              float(z))
-    slope = target.slope
-    se_all = gain_standard_errors(grid, kept.index, rule=rule, slope=slope,
-                                  unseen_rows=unseen_rows)
-    tp, fp = grid.counts(rule)
-    volume = grid.volume(rule)
-    cells = np.asarray(chosen.path, dtype=np.intp).reshape(-1, grid.k)
-    idx = tuple(cells.T)
-    gain = tp[idx] - slope * fp[idx] - kept.objective
-    se = se_all[idx]
-    ok = grid.covered(rule, options.get("max_unrated_share", 0.0))[idx]
-    allowed = ok & (gain - z * se >= -tolerance * max(float(kept.objective), 0.0)) & (gain > 0)
-    at_chosen = tuple(int(i) for i in chosen.index)
-    og, ose = float(chosen.objective - kept.objective), float(se_all[at_chosen])
-    one = one_row_weight(grid, kept.index, at_chosen, rule=rule)
-    if not allowed.any():
-        return LowerBoundMove(kept, False, 0.0, 0.0, og, ose, float(z), one)
-    top = float(np.max(np.where(allowed, gain, -np.inf)))
-    tied = np.flatnonzero(allowed & (gain >= top - 1e-9 * max(1.0, abs(top))))
-    change = np.abs(volume[idx] - volume[tuple(int(i) for i in kept.index)])
-    best = int(tied[np.argmin(change[tied])])
-    point = point_at(grid, grid.threshold_values(tuple(int(i) for i in cells[best])), **kwargs)
-    point = _replace(point)
-    return LowerBoundMove(point, True, float(gain[best]), float(se[best]), og, ose, float(z),
-                          one)
-
-
-def trust_region_rule(tolerance: float) -> Recalibrate:
-    """``pipeline_recalibrate`` with :func:`_trust_region_move` in place of
-    ``lower_bound_move`` (same ``evidence_z`` and ``unseen_rows``)."""
-    import functools
-
-    import costlib.recalibration as recalibration
-
-    def run(config, grids, in_force):
-        original = recalibration.lower_bound_move
-        recalibration.lower_bound_move = functools.partial(_trust_region_move,
-                                                           tolerance=tolerance)
-        try:
-            return pipeline_recalibrate(config, grids, in_force)
-        finally:
-            recalibration.lower_bound_move = original
-    return run
-
-
-RULES.update({f"trust{t:g}": trust_region_rule(t) for t in (0.0, 0.02, 0.05, 0.1)})
