@@ -15,6 +15,15 @@ from costlib_pipelines.records import operating_point_records, point_settings
 CLASSIFIERS = ("text_model", "image_model")
 
 
+#: A raw run config with the default (auto) edges: no grid section.
+AUTO_CONFIG = {
+    "columns": {"weight": "weight"},
+    "classifiers": list(CLASSIFIERS),
+    "target": {"marginal_precision": 0.3},
+    "methods": ["graph", "hull"],
+    "min_rated": {"positives": 5, "negatives": 5},
+}
+
 #: A small raw run config (one method, 16 bins) for tests of inputs and plausibility.
 SMALL_CONFIG = {
     "columns": {"weight": "weight"},

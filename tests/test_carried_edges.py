@@ -10,7 +10,14 @@ import shutil
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from pipeline_data import CLASSIFIERS, comparable, direct_records, sample_frame, write_files
+from pipeline_data import (
+    AUTO_CONFIG,
+    CLASSIFIERS,
+    comparable,
+    direct_records,
+    sample_frame,
+    write_files,
+)
 
 from costlib.edges import decision_edges_from_sketch, with_thresholds
 from costlib.score_sketch import EdgeSketch, ScoreSketch
@@ -18,14 +25,7 @@ from costlib_pipelines.carried_edges import SKETCH_FILE, read_edge_sketches, ske
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.recalibrate import run_recalibrate
 
-RAW = {
-    "columns": {"weight": "weight"},
-    "classifiers": list(CLASSIFIERS),
-    "target": {"marginal_precision": 0.3},
-    "methods": ["graph", "hull"],
-    "min_rated": {"positives": 5, "negatives": 5},
-    "publish": {"max_threshold_change": None, "min_rated": 0},
-}
+RAW = {**AUTO_CONFIG, "publish": {"max_threshold_change": None, "min_rated": 0}}
 
 
 def _library_sketches(frame, classifiers):

@@ -6,20 +6,21 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from pipeline_data import CLASSIFIERS, comparable, direct_records, sample_frame, write_files
+from pipeline_data import (
+    AUTO_CONFIG,
+    CLASSIFIERS,
+    comparable,
+    direct_records,
+    sample_frame,
+    write_files,
+)
 
 from costlib.edges import decision_edges
 from costlib_pipelines.cli import main
 from costlib_pipelines.config import ConfigError, RunConfig
 from costlib_pipelines.recalibrate import run_recalibrate
 
-RAW = {
-    "columns": {"weight": "weight"},
-    "classifiers": list(CLASSIFIERS),
-    "target": {"marginal_precision": 0.3},
-    "methods": ["graph", "hull"],
-    "min_rated": {"positives": 5, "negatives": 5},
-}
+RAW = AUTO_CONFIG
 
 
 @pytest.fixture(scope="module")

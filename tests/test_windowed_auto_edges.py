@@ -13,19 +13,19 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 from apache_beam.testing.test_stream import TestStream as BeamTestStream
-from pipeline_data import CLASSIFIERS, comparable, direct_records, sample_frame, write_files
+from pipeline_data import (
+    AUTO_CONFIG,
+    comparable,
+    direct_records,
+    sample_frame,
+    write_files,
+)
 
 from costlib_pipelines.config import ConfigError, RunConfig
 from costlib_pipelines.recalibrate import build_recalibrate, run_recalibrate
 
-RAW = {
-    "columns": {"weight": "weight"},
-    "classifiers": list(CLASSIFIERS),
-    "target": {"marginal_precision": 0.3},
-    "methods": ["graph", "hull"],
-    "min_rated": {"positives": 3, "negatives": 3},
-    "publish": {"max_threshold_change": None, "min_rated": 0},
-}
+RAW = {**AUTO_CONFIG, "min_rated": {"positives": 3, "negatives": 3},
+       "publish": {"max_threshold_change": None, "min_rated": 0}}
 WINDOWING = {"size_days": 3, "period_days": 1, "allowed_lateness_days": 1}
 
 
