@@ -208,9 +208,21 @@ class ScoreSketch:
         if any(p.capacity != capacity for p in parts):
             raise ValueError("cannot merge score sketches of different capacities")
         level = max(p.level for p in parts)
-        moved = [p.at_level(level) for p in parts]
+        moved = [p.at_level(level) for p in parts if p.size]
+        if not moved:
+            return ScoreSketch.empty(level=level, capacity=capacity)
         keys = np.concatenate([p.keys for p in moved])
         weights = np.concatenate([p.weights for p in moved])
+        low = min(int(p.keys[0]) for p in moved)
+        span = max(int(p.keys[-1]) for p in moved) - low + 1
+        if span <= _BINCOUNT_RANGE and span <= 8 * keys.size + 1024:
+            # one count over the key range (linear; adds each bucket's weights in input order,
+            # as the sort below does, so the sums are the same bits)
+            counts = np.bincount((keys - np.uint64(low)).astype(np.intp), weights=weights,
+                                 minlength=span)
+            occupied = np.flatnonzero(counts)
+            return ScoreSketch(occupied.astype(np.uint64) + np.uint64(low), counts[occupied],
+                               level, capacity)._fit()
         order = np.argsort(keys, kind="stable")
         keys, weights = _collapse(keys[order], weights[order])
         return ScoreSketch(keys, weights, level, capacity)._fit()
