@@ -221,8 +221,8 @@ class ScoreSketch:
             counts = np.bincount((keys - np.uint64(low)).astype(np.intp), weights=weights,
                                  minlength=span)
             occupied = np.flatnonzero(counts)
-            return ScoreSketch(occupied.astype(np.uint64) + np.uint64(low), counts[occupied],
-                               level, capacity)._fit()
+            return ScoreSketch(occupied.astype(np.uint64) + np.uint64(low),
+                               counts[occupied].astype(np.float64), level, capacity)._fit()
         order = np.argsort(keys, kind="stable")
         keys, weights = _collapse(keys[order], weights[order])
         return ScoreSketch(keys, weights, level, capacity)._fit()
