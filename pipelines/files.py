@@ -254,9 +254,9 @@ def row_group_ranges(path: str, target_rows: int = UNIT_ROWS) -> Iterator[RowGro
         yield RowGroupRange(path, start, metadata.num_row_groups)
 
 
-def parquet_bytes(table: pa.Table) -> bytes:
+def parquet_bytes(table: pa.Table, compression: str = "zstd") -> bytes:
     sink = io.BytesIO()
-    pq.write_table(table, sink, compression="zstd")
+    pq.write_table(table, sink, compression=compression)
     return sink.getvalue()
 
 

@@ -176,10 +176,11 @@ class PublishRunFn(beam.DoFn):
         self.spec = spec
 
     def process(self, _, accounting, dead_letter_files, shard_ids, edges=None,
-                edge_sketch_files=(), capacity=None):
+                edge_sketches=None, capacity=None):
         spec, config = self.spec, self.config
         run = RunDirectory(spec.output, config.digest, spec.run_id)
         assemble_shards(run.run_dir, shard_ids)
+        write_edge_sketches(edge_sketches, run.run_dir, config.classifiers)  # for the next run
         write_json(run.path("accounting.json"), accounting)
         checked = check_accounting(accounting)
         check_rows_read(spec.inputs, checked["read"])
@@ -367,9 +368,8 @@ def build_recalibrate(
     )
     if carried_edges is not None:
         sketches = partials.edge_sketches | "EdgeSketches" >> SumEdgeSketches()
-    sketch_files = None
-    if sketches is not None:
-        sketch_files = sketches | "WriteEdgeSketch" >> beam.Map(
+    if sketches is not None and (publish is None or windowed):  # else the publish stage
+        _ = sketches | "WriteEdgeSketch" >> beam.Map(  # writes it, before the manifest
             write_edge_sketches, run_dir, list(config.classifiers))
     if windowed:  # unbounded input: fire on every update, each firing rewrites the totals
         global_window = beam.WindowInto(
@@ -424,7 +424,8 @@ def build_recalibrate(
         dead_letter_files=beam.pvalue.AsList(dead_letter_files),
         shard_ids=beam.pvalue.AsList(shard_ids),
         edges=edges,
-        edge_sketch_files=beam.pvalue.AsList(sketch_files) if sketch_files is not None else (),
+        edge_sketches=(None if sketches is None
+                       else beam.pvalue.AsSingleton(sketches, default_value=None)),
         capacity=None if capacity is None else beam.pvalue.AsSingleton(
             capacity.summary, default_value=None),
     )
