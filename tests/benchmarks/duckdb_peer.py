@@ -24,8 +24,8 @@ per row by comparing the score with the edges themselves (a list literal, about 
 query's CPU), so floating rounding cannot move a row to a neighbouring bin. ``"binning":
 "estimate"`` in the spec uses the estimate alone, unchecked (the plain script a data engineer
 would write; exact on a given data set only if the operating points still agree).
-Validation is the minimum the query needs (finite scores, a group, a usable weight); costlib's side does the full
-validation, plausibility counts, dead letters and accounting.
+Validation is the minimum the query needs (finite scores, a group, a usable weight);
+costlib's side does the full validation, plausibility counts, dead letters and accounting.
 """
 
 from __future__ import annotations
