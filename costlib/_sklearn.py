@@ -9,21 +9,24 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 __all__ = ["check_consistent_length", "column_or_1d", "confusion_matrix", "unique_labels"]
 
 
-def column_or_1d(y: Any, **kwargs: Any) -> Any:
+def column_or_1d(y: Any, **kwargs: Any) -> NDArray[Any]:
     """:func:`sklearn.utils.validation.column_or_1d`."""
     from sklearn.utils.validation import column_or_1d as function
 
-    return function(y, **kwargs)
+    return np.asarray(function(y, **kwargs))
 
 
-def unique_labels(*ys: Any) -> Any:
+def unique_labels(*ys: Any) -> NDArray[Any]:
     """:func:`sklearn.utils.multiclass.unique_labels`."""
     from sklearn.utils.multiclass import unique_labels as function
 
-    return function(*ys)
+    return np.asarray(function(*ys))
 
 
 def check_consistent_length(*arrays: Any) -> None:
@@ -33,8 +36,8 @@ def check_consistent_length(*arrays: Any) -> None:
     function(*arrays)
 
 
-def confusion_matrix(*args: Any, **kwargs: Any) -> Any:
+def confusion_matrix(*args: Any, **kwargs: Any) -> NDArray[np.float64]:
     """:func:`sklearn.metrics.confusion_matrix`."""
     from sklearn.metrics import confusion_matrix as function
 
-    return function(*args, **kwargs)
+    return np.asarray(function(*args, **kwargs))

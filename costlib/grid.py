@@ -1001,10 +1001,11 @@ def _dense_partials(keys: NDArray[np.int64], weights: NDArray[np.float64] | None
     non-zero (the sort path keeps every code that has rows). Sums of quantised weights are
     exact in any order, so they equal the sorted runs' sums bit for bit.
     """
+    dense: NDArray[np.float64]
     if weights is None:
         dense = np.bincount(keys, minlength=n_codes).astype(np.float64)
     else:
-        dense = np.bincount(keys, weights=weights, minlength=n_codes)
+        dense = np.bincount(keys, weights=weights, minlength=n_codes).astype(np.float64, copy=False)
     occupied = np.flatnonzero(dense != 0).astype(np.int64, copy=False)  # (bool mask: fast)
     counts = dense[occupied]
     groups = occupied // (channels * size)
