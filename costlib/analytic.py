@@ -44,8 +44,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.interpolate import RegularGridInterpolator
-from scipy.optimize import minimize, ridder
 
 from costlib._messages import plain
 
@@ -96,6 +94,10 @@ def fit_analytic_path(
     """
     if granularity < 3:
         raise ValueError(f"granularity must be >= 3, got {plain(granularity)}")
+    # scipy on first use: importing it costs every pipeline start that runs no analytic fit
+    from scipy.interpolate import RegularGridInterpolator
+    from scipy.optimize import minimize, ridder
+
     shape = tp.shape
     k = tp.ndim
     axes = tuple(np.linspace(0.0, 1.0, n) for n in shape)

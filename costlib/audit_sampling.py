@@ -54,7 +54,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
@@ -215,6 +214,8 @@ def audit_uniforms(
     same in every process and on every machine), ``k`` = :func:`salt_key` and ``mix64`` the
     SplitMix64 finaliser (a bijection, applied twice so that nearby keys decorrelate).
     """
+    import pandas as pd  # on first use: importing pandas costs every pipeline start ~0.3 s
+
     hashed = pd.util.hash_array(_id_strings(item_ids), categorize=False)
     bits = _mix64(_mix64(hashed ^ salt_key(salt)))
     return (bits >> np.uint64(11)).astype(np.float64) * _MASK53

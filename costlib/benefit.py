@@ -38,9 +38,8 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike, NDArray
-from sklearn.metrics import confusion_matrix
-from sklearn.utils.multiclass import unique_labels
-from sklearn.utils.validation import check_consistent_length, column_or_1d
+
+from costlib._sklearn import check_consistent_length, column_or_1d, confusion_matrix, unique_labels
 
 __all__ = [
     "BenefitMatrix",

@@ -13,6 +13,7 @@ from order statistics (so thresholds that are "off" = +inf in some replicates st
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import pdtr
 
 from costlib._messages import plain
 from costlib.bin_locator import locator_for
@@ -51,7 +51,13 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 # Inverse CDF of Poisson(1) on 53-bit uniforms; mass beyond 20 is < 1e-19. ``pdtr(k, 1)`` is
 # the Poisson(1) CDF at k (what ``scipy.stats.poisson.cdf`` evaluates), without importing
 # scipy.stats, which costs about a second at start-up.
-_POISSON1_CDF = pdtr(np.arange(21), 1.0)
+@functools.cache
+def _poisson1_cdf() -> NDArray[np.float64]:
+    """``pdtr(0..20, 1)``, computed on first use (importing scipy.special costs every pipeline
+    start ~0.2 s)."""
+    from scipy.special import pdtr
+
+    return pdtr(np.arange(21), 1.0)
 
 
 def _mix64(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
@@ -85,7 +91,7 @@ def poisson_counts(
         key = np.uint64(seed) * _GOLDEN + np.uint64(replicate + 1) * np.uint64(0xD1B54A32D192ED03)
         bits = _mix64(hashed_ids ^ key)
     uniform = (bits >> np.uint64(11)).astype(np.float64) * (1.0 / 2.0**53)
-    return np.searchsorted(_POISSON1_CDF, uniform, side="right")
+    return np.searchsorted(_poisson1_cdf(), uniform, side="right")
 
 
 def _check_same_replicates(a: Any, b: Any) -> None:

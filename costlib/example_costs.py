@@ -40,9 +40,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 from numpy.typing import ArrayLike
-from sklearn.utils.multiclass import unique_labels
-from sklearn.utils.validation import column_or_1d
 
+from costlib._sklearn import column_or_1d, unique_labels
 from costlib.benefit import BenefitMatrix, CostMatrix
 
 __all__ = [

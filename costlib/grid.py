@@ -960,15 +960,19 @@ def grouped_histograms(
         base = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
         weights = np.concatenate([base, np.asarray(variances, dtype=np.float64)[extra]])
         n = keys.size
-    if weights is None:
+    if n == 0:
+        return {}
+    quantized = None if weights is None else quantize_weights(weights, weight_bits)
+    n_codes = (int(np.max(group_codes)) + 1) * channels * size
+    if n_codes <= DENSE_CODES_PER_ROW * n and (quantized is None or (quantized > 0).all()):
+        return _dense_partials(keys, quantized, n_codes, channels, size)
+    if quantized is None:
         keys.sort()
         run_weights = None
     else:
         order = np.argsort(keys)
         keys = keys[order]
-        run_weights = quantize_weights(weights, weight_bits)[order]
-    if n == 0:
-        return {}
+        run_weights = quantized[order]
     starts = np.concatenate(([0], np.flatnonzero(keys[1:] != keys[:-1]) + 1))
     unique = keys[starts]
     if run_weights is None:
@@ -977,6 +981,35 @@ def grouped_histograms(
         counts = np.add.reduceat(run_weights, starts)
     groups = unique // (channels * size)
     cells = unique - groups * (channels * size)
+    bounds = np.concatenate(([0], np.flatnonzero(groups[1:] != groups[:-1]) + 1, [groups.size]))
+    return {
+        int(groups[a]): SparseCounts(cells=cells[a:b], counts=counts[a:b], channels=channels)
+        for a, b in itertools.pairwise(bounds.tolist())
+    }
+
+
+#: :func:`grouped_histograms` counts through one dense ``bincount`` over every (group, channel,
+#: cell) code when there are at most this many codes per row (else it sorts the rows' codes).
+DENSE_CODES_PER_ROW = 16
+
+
+def _dense_partials(keys: NDArray[np.int64], weights: NDArray[np.float64] | None, n_codes: int,
+                    channels: int, size: int) -> dict[int, SparseCounts]:
+    """:func:`grouped_histograms`' partials from one ``bincount`` (no sort): the same arrays.
+
+    Only called when every weight is positive, so a code has rows exactly when its sum is
+    non-zero (the sort path keeps every code that has rows). Sums of quantised weights are
+    exact in any order, so they equal the sorted runs' sums bit for bit.
+    """
+    dense: NDArray[np.float64]
+    if weights is None:
+        dense = np.bincount(keys, minlength=n_codes).astype(np.float64)
+    else:
+        dense = np.bincount(keys, weights=weights, minlength=n_codes).astype(np.float64, copy=False)
+    occupied = np.flatnonzero(dense != 0).astype(np.int64, copy=False)  # (bool mask: fast)
+    counts = dense[occupied]
+    groups = occupied // (channels * size)
+    cells = occupied - groups * (channels * size)
     bounds = np.concatenate(([0], np.flatnonzero(groups[1:] != groups[:-1]) + 1, [groups.size]))
     return {
         int(groups[a]): SparseCounts(cells=cells[a:b], counts=counts[a:b], channels=channels)

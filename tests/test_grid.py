@@ -142,3 +142,44 @@ def test_rule_must_be_known():
     grid = ThresholdGrid.empty([[0.0]])
     with pytest.raises(ValueError, match="rule must be one of"):
         grid.counts("xor")
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("layout", ["rated", "unrated", "variances"])
+def test_grouped_histograms_dense_count_equals_sorted_runs(monkeypatch, weighted, layout):
+    """The dense bincount path (small lattices) gives the very arrays of the sort path, and
+    both equal each group's grid from scores; zero weights keep the sort path (a cell with
+    rows of weight 0 stays stored)."""
+    from costlib import grid as grid_module
+    from costlib.grid import grouped_histograms
+
+    rng = np.random.default_rng(5)
+    n = 3000
+    scores = rng.random((n, 2))
+    scores[rng.random(n) < 0.1, 1] = -np.inf
+    labels = rng.random(n) < 0.3
+    groups = rng.integers(0, 4, n)
+    weights = rng.integers(1, 5, n) * 0.25 if weighted else None
+    unrated = rng.random(n) < 0.4 if layout != "rated" else None
+    variances = rng.random(n) * (rng.random(n) < 0.5) if layout == "variances" else None
+    edges = [np.linspace(0, 1, 9), np.linspace(0, 1, 5)]
+    dense = grouped_histograms(groups, scores, labels, weights, edges, unrated=unrated,
+                               variances=variances)
+    monkeypatch.setattr(grid_module, "DENSE_CODES_PER_ROW", 0)
+    runs = grouped_histograms(groups, scores, labels, weights, edges, unrated=unrated,
+                              variances=variances)
+    assert list(dense) == list(runs) == sorted(runs)
+    for g in runs:
+        assert dense[g].cells.dtype == runs[g].cells.dtype == np.int64
+        np.testing.assert_array_equal(dense[g].cells, runs[g].cells)
+        np.testing.assert_array_equal(dense[g].counts, runs[g].counts)
+        assert dense[g].channels == runs[g].channels
+    if variances is None:
+        for g in runs:
+            rows = groups == g
+            truth = ThresholdGrid.from_scores(
+                scores[rows], labels[rows], edges, None if weights is None else weights[rows])
+            if unrated is None:
+                grid = dense[g].to_grid(edges)
+                np.testing.assert_array_equal(grid.pos, truth.pos)
+                np.testing.assert_array_equal(grid.neg, truth.neg)

@@ -1,0 +1,253 @@
+"""Benchmark: ``costlib recalibrate`` against a DuckDB script, and against Beam's floor (issue 23).
+
+Run (the peer needs DuckDB, which is not a runtime dependency: install
+``requirements/bench.txt`` into a separate environment and name its Python)::
+
+    python3 -m venv /tmp/benchenv && /tmp/benchenv/bin/pip install -r requirements/bench.txt
+    .venv/bin/python tests/benchmarks/bench_duckdb_peer.py --peer-python /tmp/benchenv/bin/python
+
+Data: the demo's own stream (:func:`costlib.sample.generate_score_stream`, as ``costlib demo``
+writes it: 4 Parquet files per 5M rows, row groups of 25,000) at 5M rows (seed 7, what
+``costlib demo --n-items 5000000`` writes) and 50M rows (ten 5M streams, seeds 7..16, item ids
+made unique), generated once into ``--data-dir``. Config: k = 2, 64 uniform edges on [0, 1],
+method hull only, coverage on (``max_unrated_share: 0``), target marginal precision 0.3.
+
+Every measured run is its own process (so each pays its interpreter start and imports, as a
+command would); the CPU is the process's user + system time from ``wait4`` (all threads), and
+in-process figures split off the imports. Per size, in alternation: costlib recalibrate
+(FnApiRunner; reads, validates, counts plausibility, accounts every row, writes outputs and the
+manifest), the DuckDB peer (:mod:`duckdb_peer`, exact binning), the DuckDB peer with the plain
+floor binning (the script as a data engineer writes it; only trusted where it agrees), and
+Beam's floor: a trivial pipeline on the same runner over the same files and columns
+(``ReadFromParquetBatched``, count the rows of each Arrow batch, sum). Before any figure is
+printed every peer run must reproduce costlib's hull operating points (thresholds, TP, FP) of
+every group and of ``__all__`` exactly.
+
+Marginal CPU per row = (CPU at the large size - CPU at the small size) / (rows difference);
+fixed cost = the intercept (CPU at the small size - small rows x marginal). costlib's own fixed
+cost above Beam's floor = its intercept minus the floor's intercept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CLASSIFIERS = ["text_model", "image_model"]
+CONFIG = {
+    "columns": {"weight": "weight"},
+    "classifiers": CLASSIFIERS,
+    "rule": "any",
+    "grid": {"edges": "uniform", "bins": 64, "range": [0.0, 1.0]},
+    "target": {"marginal_precision": 0.3},
+    "coverage": {"max_unrated_share": 0},
+    "methods": ["hull"],
+    "decision_method": "hull",
+    "min_rated": {"positives": 20, "negatives": 20},
+}
+READ_COLUMNS = ["group", "item_id", "text_model", "image_model", "label", "weight"]
+
+
+# --------------------------------------------------------------------------- workers
+def _worker_ours(files: list[str], output: str) -> dict:
+    t0_wall, t0_cpu = time.perf_counter(), time.process_time()
+    from costlib_pipelines.config import RunConfig
+    from costlib_pipelines.recalibrate import run_recalibrate
+    imported = time.perf_counter() - t0_wall, time.process_time() - t0_cpu
+    config = RunConfig.from_dict(CONFIG, source="bench")
+    s_wall, s_cpu = time.perf_counter(), time.process_time()
+    result = run_recalibrate(config, files, output, [])
+    return {"import_wall": imported[0], "import_cpu": imported[1],
+            "run_wall": time.perf_counter() - s_wall, "run_cpu": time.process_time() - s_cpu,
+            "run_id": result["run_id"], "rows": result["row_accounting"]["read"]}
+
+
+def _worker_floor(files: list[str]) -> dict:
+    t0_wall, t0_cpu = time.perf_counter(), time.process_time()
+    import apache_beam as beam
+    from apache_beam.io.parquetio import ReadFromParquetBatched
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    imported = time.perf_counter() - t0_wall, time.process_time() - t0_cpu
+    s_wall, s_cpu = time.perf_counter(), time.process_time()
+    out = tempfile.mkdtemp(prefix="floor-")
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        _ = (p
+             | beam.Create(files)
+             | beam.io.ReadAllFromParquetBatched(columns=READ_COLUMNS)
+             | beam.Map(lambda batch: batch.num_rows)
+             | beam.CombineGlobally(sum)
+             | beam.Map(lambda n: Path(out, "count").write_text(str(n))))
+    rows = int(Path(out, "count").read_text())
+    shutil.rmtree(out)
+    assert ReadFromParquetBatched  # the same reader, on the file list
+    return {"import_wall": imported[0], "import_cpu": imported[1],
+            "run_wall": time.perf_counter() - s_wall, "run_cpu": time.process_time() - s_cpu,
+            "rows": rows}
+
+
+# --------------------------------------------------------------------------- data
+def _generate(directory: Path, chunks: int) -> list[str]:
+    """``chunks`` demo streams of 5M rows (seeds 7, 8, ...), 4 files each, row groups 25,000."""
+    from costlib.sample import generate_score_stream, write_score_stream
+
+    directory.mkdir(parents=True, exist_ok=True)
+    for c in range(chunks):
+        if glob.glob(str(directory / f"c{c:02d}-*.parquet")):
+            continue
+        stream = generate_score_stream(5_000_000, seed=7 + c)
+        stream["item_id"] += c * 5_000_000
+        tmp = directory / f"tmp{c:02d}"
+        write_score_stream(stream, str(tmp), n_files=4, row_group_size=25_000)
+        for path in sorted(tmp.iterdir()):
+            path.rename(directory / f"c{c:02d}-{path.name}")
+        tmp.rmdir()
+    return sorted(glob.glob(str(directory / "c*-*.parquet")))
+
+
+# --------------------------------------------------------------------------- timing
+def _run_child(argv: list[str], env: dict | None = None) -> dict:
+    """Run a process: its last JSON line, plus the process's CPU (user + system, all threads,
+    from ``wait4``) and wall time."""
+    start = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - start
+        out.seek(0)
+        err.seek(0)
+        text, errors = out.read().decode(), err.read().decode()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:4])} failed:\n{errors[-3000:]}")
+    result = json.loads(text.strip().splitlines()[-1])
+    result["process_cpu"] = usage.ru_utime + usage.ru_stime
+    result["process_wall"] = wall
+    return result
+
+
+def _ours_points(output: str, run_id: str) -> dict:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(Path(output, "runs", run_id, "operating_points.parquet"))
+    return {r["group"]: {"thresholds": [float(t) for t in r["thresholds"]], "tp": float(r["tp"]),
+                         "fp": float(r["fp"])}
+            for r in table.to_pylist() if r["method"] == "hull"}
+
+
+def _check_same(ours: dict, peer: dict, what: str) -> None:
+    mine = {g: (p["thresholds"], p["tp"], p["fp"]) for g, p in ours.items()}
+    theirs = {g: (p["thresholds"], p["tp"], p["fp"]) for g, p in peer.items()}
+    if mine != theirs:
+        raise SystemExit(f"{what} does not reproduce costlib's operating points:\n"
+                         f"costlib {json.dumps(mine)}\npeer    {json.dumps(theirs)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data-dir", default="/tmp/costlib-bench-demo")
+    parser.add_argument("--sizes", default="5,50", help="millions of rows, comma-separated")
+    parser.add_argument("--peer-python", default="/tmp/benchenv/bin/python",
+                        help="a Python with duckdb, numpy and pyarrow (requirements/bench.txt)")
+    parser.add_argument("--worker", choices=("ours", "floor"), help=argparse.SUPPRESS)
+    parser.add_argument("--files", help=argparse.SUPPRESS)
+    parser.add_argument("--output", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker == "ours":
+        print(json.dumps(_worker_ours(json.loads(args.files), args.output)))
+        return
+    if args.worker == "floor":
+        print(json.dumps(_worker_floor(json.loads(args.files))))
+        return
+
+    from costlib_pipelines.config import RunConfig
+
+    sys.path.insert(0, str(HERE))
+    from machine import describe
+
+    config = RunConfig.from_dict(CONFIG, source="bench")
+    edges = [e.tolist() for e in config.fixed_edges()]
+    sizes = [int(s) for s in args.sizes.split(",")]
+    data = Path(args.data_dir)
+    me = [sys.executable, str(Path(__file__).resolve())]
+    rows = {}
+    results: dict[int, dict[str, dict]] = {}
+    print(f"machine: {describe()}")
+    for millions in sizes:
+        files = _generate(data / f"{millions}m", millions // 5)
+        spec = {"files": files, "classifiers": CLASSIFIERS, "edges": edges,
+                "slope": config.target.slope, "group": '"group"', "label": "label",
+                "weight": "weight"}
+        spec_path = data / f"spec-{millions}m.json"
+        spec_path.write_text(json.dumps(spec))
+        plain_path = data / f"spec-{millions}m-plain.json"
+        plain_path.write_text(json.dumps({**spec, "binning": "estimate"}))
+        output = tempfile.mkdtemp(prefix="bench-ours-")
+        runs = {}
+        try:  # in alternation: ours, peer, plain peer, floor
+            runs["costlib"] = _run_child([*me, "--worker", "ours", "--files", json.dumps(files),
+                                          "--output", output])
+            points = _ours_points(output, runs["costlib"]["run_id"])
+        finally:
+            shutil.rmtree(output, ignore_errors=True)
+        runs["duckdb"] = _run_child([args.peer_python, str(HERE / "duckdb_peer.py"),
+                                     str(spec_path)])
+        _check_same(points, runs["duckdb"]["points"], "the DuckDB peer")
+        runs["duckdb_plain"] = _run_child([args.peer_python, str(HERE / "duckdb_peer.py"),
+                                           str(plain_path)])
+        _check_same(points, runs["duckdb_plain"]["points"], "the plain DuckDB peer")
+        runs["beam_floor"] = _run_child([*me, "--worker", "floor", "--files", json.dumps(files)])
+        rows[millions] = runs["costlib"]["rows"]
+        assert runs["beam_floor"]["rows"] == rows[millions], (runs["beam_floor"]["rows"], rows)
+        assert runs["duckdb"]["rows_histogrammed"] == rows[millions]
+        results[millions] = runs
+        print(f"\n{rows[millions]:,} rows ({len(files)} files); operating points of "
+              f"{len(points)} grids (hull) reproduced exactly by both DuckDB peers "
+              f"(DuckDB {runs['duckdb']['duckdb']}, {runs['duckdb']['threads']} threads); "
+              f"load {os.getloadavg()[0]:.2f}")
+        print(f"  {'run':<14}{'process CPU s':>14}{'wall s':>9}{'imports CPU':>13}"
+              f"{'run CPU':>10}{'run wall':>10}")
+        for name, r in runs.items():
+            print(f"  {name:<14}{r['process_cpu']:>14.2f}{r['process_wall']:>9.2f}"
+                  f"{r['import_cpu']:>13.2f}{r['run_cpu']:>10.2f}{r['run_wall']:>10.2f}")
+    if len(sizes) < 2:
+        return
+    small, large = sizes[0], sizes[-1]
+    extra = rows[large] - rows[small]
+    print(f"\nmarginal CPU per million rows ({small}M -> {large}M) and fixed cost (intercept), "
+          "whole processes:")
+    fits = {}
+    for name in results[small]:
+        cpu = [results[m][name]["process_cpu"] for m in (small, large)]
+        wall = [results[m][name]["process_wall"] for m in (small, large)]
+        per_row = (cpu[1] - cpu[0]) / extra
+        fits[name] = (per_row, cpu[0] - per_row * rows[small])
+        wall_per_row = (wall[1] - wall[0]) / extra
+        print(f"  {name:<14}{per_row * 1e6:7.3f} CPU-s/M rows, fixed {fits[name][1]:5.2f} CPU-s;"
+              f" wall {wall_per_row * 1e6:6.3f} s/M rows, fixed "
+              f"{wall[0] - wall_per_row * rows[small]:5.2f} s")
+    for peer in ("duckdb", "duckdb_plain"):
+        print(f"costlib / {peer} marginal CPU per row: "
+              f"{fits['costlib'][0] / fits[peer][0]:.2f}x (target <= 1.5x)")
+    print(f"Beam's floor (FnApiRunner, read Arrow batches + count): fixed "
+          f"{fits['beam_floor'][1]:.2f} CPU-s, {fits['beam_floor'][0] * 1e6:.3f} CPU-s/M rows")
+    print(f"costlib's fixed cost above Beam's floor: "
+          f"{fits['costlib'][1] - fits['beam_floor'][1]:.2f} CPU-s (target <= 0.3); "
+          f"in-process run only at {small}M (imports excluded): costlib "
+          f"{results[small]['costlib']['run_cpu']:.2f} vs floor "
+          f"{results[small]['beam_floor']['run_cpu']:.2f} CPU-s; imports "
+          f"{results[small]['costlib']['import_cpu']:.2f} vs "
+          f"{results[small]['beam_floor']['import_cpu']:.2f} CPU-s")
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
