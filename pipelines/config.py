@@ -22,6 +22,7 @@ import yaml
 
 import costlib_schemas
 from costlib.audit_sampling import AuditDesign
+from costlib.audit_strata import relative_design
 from costlib.edges import DEFAULT_DECISION_EDGES, check_edges, uniform_edges
 from costlib.target import Target
 
@@ -115,9 +116,30 @@ class RunConfig:
     def audit_design(self) -> AuditDesign:
         """The :class:`costlib.audit_sampling.AuditDesign` of the ``audit`` section."""
         audit = self.audit
+        strata = audit["strata"]
+        if strata.get("relative_to", "score") == "point":
+            if strata["edges"]:
+                raise ValueError(f"strata.edges: must be empty with strata.relative_to point "
+                                 f"(the strata are lattice steps: strata.steps), got "
+                                 f"{strata['edges']}")
+            if len(strata["weights"]) != len(strata["steps"]) + 1:
+                raise ValueError(f"strata.weights: need len(strata.steps) + 1 = "
+                                 f"{len(strata['steps']) + 1} weights (one per stratum), got "
+                                 f"{len(strata['weights'])}")
+            return relative_design(strata["steps"], strata["weights"], audit["floor"],
+                                   audit["budget_share"])
+        if strata.get("steps"):
+            raise ValueError(f"strata.steps: only with strata.relative_to point, got "
+                             f"{strata['steps']}")
         return AuditDesign(edges=tuple(audit["strata"]["edges"]),
                            weights=tuple(audit["strata"]["weights"]),
                            floor=audit["floor"], budget_share=audit["budget_share"])
+
+    @property
+    def relative_strata(self) -> bool:
+        """Whether the audit strata are lattice steps below the point in force
+        (``audit.strata.relative_to: point``, :mod:`costlib.audit_strata`)."""
+        return self.audit["strata"].get("relative_to", "score") == "point"
 
     @property
     def capacity(self) -> dict[str, Any]:

@@ -53,6 +53,16 @@ BASE = ["--rows-per-day", "60000", "--days", "21", "--drift-day", "11", "--check
 S5 = {"edges": [0.05, 0.3, 0.5], "weights": [0.5, 3.0, 10.0, 40.0]}
 S6 = {"edges": [0.05, 0.3, 0.6], "weights": [0.5, 3.0, 10.0, 50.0]}
 
+#: Strata relative to the point in force (``audit.strata.relative_to: point``): name ->
+#: (lattice steps, weights far to near).
+RELATIVE: dict[str, tuple[list[int], list[float]]] = {
+    "a": ([8, 24, 48], [0.5, 3.0, 10.0, 40.0]),
+    "b": ([4, 16, 32], [0.5, 3.0, 10.0, 40.0]),
+    "c": ([2, 8, 32], [1.0, 5.0, 20.0, 40.0]),
+    "d": ([16, 32], [0.5, 5.0, 40.0]),
+    "e": ([4, 16], [1.0, 10.0, 40.0]),
+}
+
 #: name -> (config overrides "section.key": value, rule variant name or None, bench args)
 CONFIGS: dict[str, tuple[dict[str, Any], str | None, list[str]]] = {
     "default": ({}, None, []),
@@ -75,6 +85,10 @@ CONFIGS: dict[str, tuple[dict[str, Any], str | None, list[str]]] = {
                        "in_force.evidence_z": 1.0, "in_force.unseen_rows": 0.0}, None, []),
     "s6_auto": ({"audit.strata": S6, "audit.design": "auto", "audit.budget_share": 0.01},
                 None, []),
+    **{f"rel_{name}": ({"audit.strata": {"relative_to": "point", "steps": steps,
+                                         "weights": weights},
+                        "audit.design": "auto", "audit.budget_share": 0.01}, None, [])
+       for name, (steps, weights) in RELATIVE.items()},
     "trust0": ({}, "trust0", []),
     "trust0.02": ({}, "trust0.02", []),
     "trust0.05": ({}, "trust0.05", []),

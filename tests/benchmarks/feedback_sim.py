@@ -51,6 +51,7 @@ import bench_feedback_loop as loop
 
 from costlib.audit_design import gain_spreads, neyman_design
 from costlib.audit_sampling import AuditDesign, audit_sample
+from costlib.audit_strata import lattice_depths, relative_positions
 from costlib.edges import with_thresholds
 from costlib.grid import ThresholdGrid
 from costlib.operating_point import optimize
@@ -187,6 +188,7 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
     oracle_cache: dict[int, list[ThresholdGrid]] = {}
     previous_unflagged: np.ndarray | None = None
     audited_labels: tuple[np.ndarray, np.ndarray] | None = None
+    decide_lattice: list[np.ndarray] | None = None
     out: list[loop.Day] = []
     for day in range(args.days):
         t0 = time.perf_counter()
@@ -206,9 +208,14 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
         salt = f"day-{day:02d}"
         if audit:
             design = sized_design(config, previous_unflagged, audited_labels)
-            sample = audit_sample(ids, scores, flagged, salt, design)
+            bands = scores
+            if config.relative_strata:  # depth below the point, on the publishing lattice
+                lattice = _edges(config, current) if decide_lattice is None else decide_lattice
+                bands = relative_positions(lattice_depths(scores, table[g], lattice,
+                                                          config.rule))[:, None]
+            sample = audit_sample(ids, bands, flagged, salt, design)
             audited, p = sample.audit, sample.audit_probability
-            previous_unflagged = np.bincount(configured.strata(scores[~flagged]),
+            previous_unflagged = np.bincount(sample.stratum[~flagged],
                                              minlength=configured.n_strata)
         elif no_point.any():
             sample = audit_sample(ids, scores, ~no_point, salt, floor_design)
@@ -236,7 +243,8 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
         statuses = {}
         for res in results.values():
             statuses[res.status] = statuses.get(res.status, 0) + 1
-        if audit:  # the recalibration's audited labels per stratum (for auto designs)
+        decide_lattice = edges  # the lattice of the points published today
+        if audit and not config.relative_strata:  # audited labels per stratum (auto designs)
             w_a = np.concatenate([d.audited for d in window])
             strata = configured.strata(w_s[w_a])
             pos = w_y[w_a] == 1

@@ -1,0 +1,134 @@
+"""Audit strata relative to the point in force: bands of lattice steps below the thresholds.
+
+Absolute strata (:class:`costlib.audit_sampling.AuditDesign` on the highest score) are in
+score units: they cannot be a default, and after a drift they no longer sit just below the
+thresholds where the next move is decided. Relative strata band an unflagged row by how far
+the thresholds in force would have to move *on the lattice* before they flag it.
+
+Depth
+-----
+Classifier ``j`` has candidate thresholds (lattice edges) ``e_j[0] < ... < e_j[B-1]`` and its
+threshold in force ``t_j`` (``+inf``: off). Lowering ``t_j`` by ``k`` steps puts it on the
+``k``-th largest edge below ``t_j``; a row with score ``s_j < t_j`` fires from step
+
+    d_j = #{e in e_j : s_j < e < t_j} + 1      if s_j >= e_j[0],   else  inf
+
+(``inf`` also for a null / NaN score: it never fires). ``d_j = 0`` when ``s_j >= t_j``. The
+*depth* of a row is the L1 lattice distance from the point in force to the nearest tuple that
+flags it:
+
+- rule ``any`` (flagged iff some ``s_j >= t_j``): ``d = min_j d_j``;
+- rule ``all`` (flagged iff every ``s_j >= t_j``): ``d = sum_j d_j``.
+
+``d = 0`` exactly for flagged rows; ``d = inf`` for rows no tuple of the lattice flags (below
+every edge, or not scored), or of a group without thresholds in force.
+
+Strata
+------
+Steps ``1 <= s_1 < s_2 < ... < s_{m-1}`` split the depths into ``m`` strata, ordered as score
+strata are (far to near): stratum ``m-1`` holds ``d <= s_1`` (a move of at most ``s_1`` steps
+flags them), stratum ``m-1-i`` holds ``s_i < d <= s_{i+1}``, stratum 0 holds ``d > s_{m-1}``
+(including ``inf``). This is :class:`~costlib.audit_sampling.AuditDesign` on the *band
+position* ``b = -d`` with edges ``-(s_i + 1/2)``: :func:`relative_design` builds it, so the
+probabilities, budget scale and Neyman sizing (:mod:`costlib.audit_design`) apply unchanged.
+
+Whatever the score scale, the strata follow the thresholds: after a drift they are again the
+rows just below the point in force. With data-placed lattice edges (tail quantiles) a step
+is a quantile step, so the strata are also scale-free. A row's band depends on its scores,
+its group's thresholds and the lattice only: the same in any shard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from costlib.audit_sampling import AuditDesign
+
+__all__ = ["lattice_depths", "relative_design", "relative_positions", "steps_of"]
+
+
+def lattice_depths(
+    scores: ArrayLike,
+    thresholds: ArrayLike,
+    edges: Sequence[ArrayLike],
+    rule: str = "any",
+) -> NDArray[np.float64]:
+    """Depth of every row below its thresholds in force, in lattice steps (module docstring).
+
+    Parameters
+    ----------
+    scores : array-like, shape (n, k)
+        Scores; NaN / ``-inf`` = not scored (never fires).
+    thresholds : array-like, shape (n, k)
+        Each row's thresholds in force (its group's); ``+inf`` = off. A row whose thresholds
+        are all NaN (no usable point) gets depth ``inf``.
+    edges : sequence of k array-likes
+        Strictly increasing lattice edges per classifier.
+    rule : {"any", "all"}
+
+    Returns
+    -------
+    ndarray of float64, shape (n,)
+        ``0`` for flagged rows, a positive integer, or ``inf``.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    t = np.asarray(thresholds, dtype=np.float64)
+    if s.ndim != 2 or t.shape != s.shape:
+        raise ValueError(f"scores {s.shape} and thresholds {t.shape} need the same (n, k) shape")
+    if len(edges) != s.shape[1]:
+        raise ValueError(f"edges: need one array per classifier ({s.shape[1]}), got {len(edges)}")
+    if rule not in ("any", "all"):
+        raise ValueError(f"rule: need 'any' or 'all', got {rule!r}")
+    per = np.empty_like(s)
+    for j in range(s.shape[1]):
+        e = np.asarray(edges[j], dtype=np.float64).reshape(-1)
+        if e.size == 0 or not np.isfinite(e).all() or (np.diff(e) <= 0).any():
+            raise ValueError(f"edges[{j}]: need strictly increasing finite numbers")
+        sj, tj = s[:, j], t[:, j]
+        below_t = np.searchsorted(e, tj, side="left")  # edges < t (t = inf: all)
+        le_s = np.searchsorted(e, np.nan_to_num(sj, nan=-np.inf), side="right")  # edges <= s
+        d = (below_t - le_s + 1).astype(np.float64)
+        d[le_s == 0] = np.inf  # below every edge, or not scored
+        fires = sj >= tj  # False for NaN
+        d[fires] = 0.0
+        d[np.isnan(tj)] = np.inf
+        per[:, j] = d
+    if rule == "any":
+        depth = per.min(axis=1)
+    else:
+        depth = per.sum(axis=1)
+    no_point = np.isnan(t).all(axis=1)
+    depth[no_point] = np.inf
+    return depth
+
+
+def relative_positions(depths: ArrayLike) -> NDArray[np.float64]:
+    """Band positions ``b = -depth`` (``-inf`` for unreachable rows): higher is nearer."""
+    return -np.asarray(depths, dtype=np.float64)
+
+
+def relative_design(steps: Sequence[int], weights: Sequence[float], floor: float,
+                    budget_share: float) -> AuditDesign:
+    """The :class:`~costlib.audit_sampling.AuditDesign` of relative strata on band positions.
+
+    ``steps`` strictly increasing integers ``>= 1``; ``weights`` one per stratum, far to near
+    (``weights[-1]`` for the rows within ``steps[0]`` lattice steps of the point). Edges are
+    ``-(s + 1/2)`` for ``s`` in ``reversed(steps)``, so ``design.strata(-depth)`` is the
+    stratum of the module docstring.
+    """
+    st = [int(v) for v in steps]
+    if any(v != w for v, w in zip(st, steps, strict=True)) or any(v < 1 for v in st) or \
+            any(b <= a for a, b in zip(st, st[1:], strict=False)):
+        raise ValueError(f"strata.steps: need strictly increasing integers >= 1, got "
+                         f"{list(steps)}")
+    edges = tuple(-(v + 0.5) for v in reversed(st))
+    return AuditDesign(edges=edges, weights=tuple(weights), floor=floor,
+                       budget_share=budget_share)
+
+
+def steps_of(design: AuditDesign) -> list[int]:
+    """The steps of a design built by :func:`relative_design` (inverse of its edges)."""
+    return [int(round(-e - 0.5)) for e in reversed(design.edges)]
