@@ -40,6 +40,7 @@ its group's thresholds and the lattice only: the same in any shard.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -121,7 +122,7 @@ def relative_design(steps: Sequence[int], weights: Sequence[float], floor: float
     """
     st = [int(v) for v in steps]
     if any(v != w for v, w in zip(st, steps, strict=True)) or any(v < 1 for v in st) or \
-            any(b <= a for a, b in zip(st, st[1:], strict=False)):
+            any(b <= a for a, b in itertools.pairwise(st)):
         raise ValueError(f"strata.steps: need strictly increasing integers >= 1, got "
                          f"{list(steps)}")
     edges = tuple(-(v + 0.5) for v in reversed(st))
@@ -131,4 +132,4 @@ def relative_design(steps: Sequence[int], weights: Sequence[float], floor: float
 
 def steps_of(design: AuditDesign) -> list[int]:
     """The steps of a design built by :func:`relative_design` (inverse of its edges)."""
-    return [int(round(-e - 0.5)) for e in reversed(design.edges)]
+    return [round(-e - 0.5) for e in reversed(design.edges)]

@@ -134,10 +134,12 @@ from apache_beam.io.filesystems import FileSystems
 from numpy.typing import NDArray
 
 from costlib.audit_sampling import AuditDesign, audit_sample, expected_audits
+from costlib.audit_strata import lattice_depths, relative_positions, steps_of
 from costlib.decoding import optimal_topk_ragged
 from costlib.losses import get_loss
 from costlib.recalibration import ALL_GROUPS
 from costlib_pipelines import min_risk
+from costlib_pipelines.audit_lattice import decide_lattice
 from costlib_pipelines.audit_sizing import first_run_design, sized_design
 from costlib_pipelines.batches import (
     ValidatedBatch,
@@ -225,10 +227,28 @@ class AuditSettings:
     #: of ``audit.groups_without_point`` when the audit is disabled).
     only_without_point: bool = False
     sizing: dict[str, Any] = field(default_factory=lambda: {"design": "fixed"})
+    #: ``audit.strata.relative_to: point``: strata are lattice depths below the group's
+    #: thresholds in force (:mod:`costlib.audit_strata`) on this lattice (None: unknown, every
+    #: unflagged row in stratum 0); ``lattice_record`` is the manifest's ``audit.lattice``.
+    relative: bool = False
+    lattice: tuple[tuple[float, ...], ...] | None = None
+    lattice_record: dict[str, Any] | None = None
+
+    def bands(self, scores: NDArray[np.float64], thresholds: NDArray[np.float64],
+              rule: str) -> NDArray[np.float64]:
+        """What the design's strata are cut on: the scores (score strata), or the band
+        position ``-depth`` of every row below its thresholds (shape (n, 1), relative)."""
+        if not self.relative:
+            return scores
+        if self.lattice is None:
+            return np.full((scores.shape[0], 1), -np.inf)
+        depth = lattice_depths(scores, thresholds, self.lattice, rule)
+        return relative_positions(depth)[:, None]
 
 
 def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
-                   operating_points: str | None = None) -> AuditSettings | None:
+                   operating_points: str | None = None,
+                   thresholds: DecisionThresholds | None = None) -> AuditSettings | None:
     """``config.audit`` of a run; the salt defaults to the run id.
 
     Disabled: None, unless ``audit.groups_without_point`` is ``"floor"`` (the default): then
@@ -239,6 +259,10 @@ def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
     With ``audit.design: auto`` and ``output``, the design is sized from the counts of the
     decide run ``output``'s ``LATEST`` names and the audited labels of the recalibrate run
     ``operating_points`` (:mod:`costlib_pipelines.audit_sizing`).
+
+    With ``audit.strata.relative_to: point`` the lattice of the depths is the one of the
+    recalibrate run ``operating_points`` (else the config's fixed edges with ``thresholds``
+    added; :func:`costlib_pipelines.audit_lattice.decide_lattice`).
     """
     audit = config.audit
     salt = audit["salt"] if audit["salt"] is not None else run_id
@@ -256,9 +280,18 @@ def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
             sizing.update(counts_from=None, reason="no output to read previous counts from: "
                                                    "the configured weights scaled so that no "
                                                    "stratum exceeds budget_share")
+    else:
+        design, sizing = sized_design(config, output, operating_points)
+    if not config.relative_strata:
         return AuditSettings(design, salt, sizing=sizing)
-    design, sizing = sized_design(config, output, operating_points)
-    return AuditSettings(design, salt, sizing=sizing)
+    applied = np.zeros((0, len(config.classifiers)))
+    if thresholds is not None:
+        applied = np.asarray([e.thresholds for e in [*thresholds.by_group.values(),
+                                                     thresholds.default]
+                              if e.thresholds is not None], dtype=np.float64)
+    lattice, record = decide_lattice(config, operating_points, applied)
+    return AuditSettings(design, salt, sizing=sizing, relative=True, lattice=lattice,
+                         lattice_record=record)
 
 
 @dataclass(frozen=True)
@@ -658,8 +691,9 @@ def decision_table_and_audit(
         audited, audit_probability, counters = _floor_audit_columns(
             item_ids, scores, flagged, no_point, audit)
     else:
+        bands = scores if audit is None else audit.bands(scores, table[codes], rule)
         audited, audit_probability, counters = _audit_columns(
-            item_ids, scores, flagged if no_point is None else flagged & ~no_point, audit)
+            item_ids, bands, flagged if no_point is None else flagged & ~no_point, audit)
     op_values, op_index = _distinct_codes([e.operating_point_group for e in entries])
     method_values = sorted({e.method for e in entries if e.method is not None})
     window_ends = _window_ends(entries, codes, usable, no_point)
@@ -720,7 +754,8 @@ def _audit_columns(
     audit: AuditSettings | None,
 ) -> tuple[pa.Array, pa.Array, Counter]:
     """``audit``, ``audit_probability`` columns and audit counters (see
-    :func:`decision_table_and_audit`)."""
+    :func:`decision_table_and_audit`); ``scores`` are what the strata are cut on
+    (:meth:`AuditSettings.bands`)."""
     n = flagged.size
     if audit is None:
         return pa.array(np.zeros(n, dtype=bool)), pa.nulls(n, pa.float64()), Counter()
@@ -1607,8 +1642,16 @@ def audit_summary(counts: dict[str, Any], audit: AuditSettings | None) -> dict[s
     unflagged = [int(counts.get(f"audit_unflagged.{h}", 0)) for h in range(design.n_strata)]
     expected, variance = expected_audits(unflagged, probabilities)
     bounds = [-np.inf, *design.edges, np.inf]
+    relative = {}
+    if audit.relative:
+        steps = steps_of(design)
+        depth_bounds = [*reversed(steps), 0]
+        relative = {"relative_to": "point", "steps": steps, "lattice": audit.lattice_record,
+                    "depths": [[depth_bounds[h] + 1, _json_bound(np.inf) if h == 0 else
+                                depth_bounds[h - 1]] for h in range(design.n_strata)]}
     return {
         "enabled": True,
+        **relative,
         "salt": audit.salt,
         "design": audit.sizing.get("design", "fixed"),
         "sizing": audit.sizing,
@@ -1699,7 +1742,7 @@ def run_decide(
         # The decide transforms carry untyped objects (Arrow IPC bytes, Counters): Beam's
         # construction-time type inference costs ~0.07 s CPU a run and picks the same coders.
         pipeline = make_pipeline(beam_args, type_check=False)
-        audit = audit_settings(config, run.run_id, run.output, source)
+        audit = audit_settings(config, run.run_id, run.output, source, thresholds)
         build_decide(pipeline, paths, config, thresholds, run, audit)
         say(f"running the pipeline on {runner} (run {run.run_id})")
         pipeline.run().wait_until_finish()

@@ -56,11 +56,11 @@ def test_relative_design_strata_follow_the_steps():
     depth = np.array([1, 2, 3, 8, 9, np.inf])
     np.testing.assert_array_equal(design.strata(relative_positions(depth)[:, None]),
                                   [2, 2, 1, 1, 0, 0])
-    with pytest.raises(ValueError, match="strata.steps"):
+    with pytest.raises(ValueError, match=r"strata\.steps"):
         relative_design([3, 3], [1, 1, 1], 0.001, 0.01)
-    with pytest.raises(ValueError, match="strata.steps"):
+    with pytest.raises(ValueError, match=r"strata\.steps"):
         relative_design([0, 3], [1, 1, 1], 0.001, 0.01)
-    with pytest.raises(ValueError, match="strata.weights"):
+    with pytest.raises(ValueError, match=r"strata\.weights"):
         relative_design([3], [1, 1, 1], 0.001, 0.01)
 
 
