@@ -53,7 +53,7 @@ def hand_depths(frame) -> np.ndarray:
     out = np.empty(len(frame))
     for i, (group, s0, s1) in enumerate(zip(frame["group"], frame["text_model"],
                                             frame["image_model"], strict=True)):
-        status, t, _ = THRESHOLDS.get(group, THRESHOLDS["__all__"])
+        _, t, _ = THRESHOLDS.get(group, THRESHOLDS["__all__"])
         t = [np.inf, np.inf] if t is None else t  # no usable point: nothing flagged ("off")
         best = np.inf
         for j, s in enumerate((s0, s1)):
