@@ -48,7 +48,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from costlib.audit_sampling import AuditDesign
 
-__all__ = ["lattice_depths", "relative_design", "relative_positions", "steps_of"]
+__all__ = ["check_shares", "check_steps", "cutoff_strata", "lattice_depths",
+           "relative_design", "share_cutoffs"]
 
 
 def lattice_depths(
@@ -106,30 +107,61 @@ def lattice_depths(
     return depth
 
 
-def relative_positions(depths: ArrayLike) -> NDArray[np.float64]:
-    """Band positions ``b = -depth`` (``-inf`` for unreachable rows): higher is nearer."""
-    return -np.asarray(depths, dtype=np.float64)
-
-
-def relative_design(steps: Sequence[int], weights: Sequence[float], floor: float,
-                    budget_share: float) -> AuditDesign:
-    """The :class:`~costlib.audit_sampling.AuditDesign` of relative strata on band positions.
-
-    ``steps`` strictly increasing integers ``>= 1``; ``weights`` one per stratum, far to near
-    (``weights[-1]`` for the rows within ``steps[0]`` lattice steps of the point). Edges are
-    ``-(s + 1/2)`` for ``s`` in ``reversed(steps)``, so ``design.strata(-depth)`` is the
-    stratum of the module docstring.
-    """
+def check_steps(steps: Sequence[int]) -> list[int]:
+    """``steps`` as a list, or ``ValueError`` naming ``strata.steps`` unless they are strictly
+    increasing integers ``>= 1``."""
     st = [int(v) for v in steps]
     if any(v != w for v, w in zip(st, steps, strict=True)) or any(v < 1 for v in st) or \
             any(b <= a for a, b in itertools.pairwise(st)):
         raise ValueError(f"strata.steps: need strictly increasing integers >= 1, got "
                          f"{list(steps)}")
-    edges = tuple(-(v + 0.5) for v in reversed(st))
-    return AuditDesign(edges=edges, weights=tuple(weights), floor=floor,
-                       budget_share=budget_share)
+    return st
 
 
-def steps_of(design: AuditDesign) -> list[int]:
-    """The steps of a design built by :func:`relative_design` (inverse of its edges)."""
-    return [round(-e - 0.5) for e in reversed(design.edges)]
+def check_shares(shares: Sequence[float]) -> list[float]:
+    """``shares`` as a list, or ``ValueError`` naming ``strata.shares`` unless strictly
+    increasing in (0, 1)."""
+    sh = [float(v) for v in shares]
+    if any(not 0.0 < v < 1.0 for v in sh) or any(b <= a for a, b in itertools.pairwise(sh)):
+        raise ValueError(f"strata.shares: need strictly increasing numbers in (0, 1), got "
+                         f"{list(shares)}")
+    return sh
+
+
+def relative_design(weights: Sequence[float], floor: float,
+                    budget_share: float) -> AuditDesign:
+    """The :class:`~costlib.audit_sampling.AuditDesign` of ``m = len(weights)`` relative strata,
+    cut on the stratum index itself (edges ``1/2, 3/2, ..., m - 3/2``): pass
+    ``cutoff_strata(...)`` as the band score. ``weights`` run far to near."""
+    m = len(weights)
+    return AuditDesign(edges=tuple(h + 0.5 for h in range(m - 1)), weights=tuple(weights),
+                       floor=floor, budget_share=budget_share)
+
+
+def share_cutoffs(depth_counts: ArrayLike, shares: Sequence[float]) -> NDArray[np.float64]:
+    """Depth cutoffs that put given shares of a group's unflagged rows nearest the point.
+
+    ``depth_counts[d - 1]`` is the number of unflagged rows at depth ``d = 1..D`` and
+    ``depth_counts[D]`` those at depth ``inf`` (counted by a previous run). Cutoff ``k_i`` is
+    the smallest depth with ``sum_{d <= k_i} c_d >= shares[i] * sum(c)``; ``D`` when the finite
+    depths hold less than that share; ``inf`` for every cutoff when nothing was counted (then
+    all unflagged rows fall in the nearest stratum: a uniform audit).
+    """
+    c = np.asarray(depth_counts, dtype=np.float64).reshape(-1)
+    q = np.asarray(shares, dtype=np.float64)
+    total = float(c.sum())
+    if c.size < 1 or total <= 0:
+        return np.full(q.size, np.inf)
+    cumulative = np.cumsum(c[:-1])
+    k = np.searchsorted(cumulative, q * total * (1 - 1e-12), side="left") + 1
+    return np.minimum(k, max(c.size - 1, 1)).astype(np.float64)
+
+
+def cutoff_strata(depths: ArrayLike, cutoffs: ArrayLike) -> NDArray[np.intp]:
+    """Stratum of every row from its depth and its (group's) cutoffs ``k_1 <= ... <= k_{m-1}``
+    (shape (n, m-1) or (m-1,)): ``m - 1 - #{i : depth > k_i}`` (``m - 1``: nearest)."""
+    d = np.asarray(depths, dtype=np.float64)
+    k = np.asarray(cutoffs, dtype=np.float64)
+    if k.ndim == 1:
+        k = np.broadcast_to(k, (d.size, k.size))
+    return (k.shape[1] - np.count_nonzero(d[:, None] > k, axis=1)).astype(np.intp)

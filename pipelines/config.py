@@ -22,7 +22,7 @@ import yaml
 
 import costlib_schemas
 from costlib.audit_sampling import AuditDesign
-from costlib.audit_strata import relative_design
+from costlib.audit_strata import check_shares, check_steps, relative_design
 from costlib.edges import DEFAULT_DECISION_EDGES, check_edges, uniform_edges
 from costlib.target import Target
 
@@ -120,17 +120,22 @@ class RunConfig:
         if strata.get("relative_to", "score") == "point":
             if strata["edges"]:
                 raise ValueError(f"strata.edges: must be empty with strata.relative_to point "
-                                 f"(the strata are lattice steps: strata.steps), got "
+                                 f"(the strata are cut by strata.shares or strata.steps), got "
                                  f"{strata['edges']}")
-            if len(strata["weights"]) != len(strata["steps"]) + 1:
-                raise ValueError(f"strata.weights: need len(strata.steps) + 1 = "
-                                 f"{len(strata['steps']) + 1} weights (one per stratum), got "
+            shares, steps = strata.get("shares") or [], strata.get("steps") or []
+            if shares and steps:
+                raise ValueError("strata.steps: give strata.shares or strata.steps, not both")
+            cuts = check_shares(shares) if shares else check_steps(steps)
+            if len(strata["weights"]) != len(cuts) + 1:
+                name = "shares" if shares else "steps"
+                raise ValueError(f"strata.weights: need len(strata.{name}) + 1 = "
+                                 f"{len(cuts) + 1} weights (one per stratum), got "
                                  f"{len(strata['weights'])}")
-            return relative_design(strata["steps"], strata["weights"], audit["floor"],
-                                   audit["budget_share"])
-        if strata.get("steps"):
-            raise ValueError(f"strata.steps: only with strata.relative_to point, got "
-                             f"{strata['steps']}")
+            return relative_design(strata["weights"], audit["floor"], audit["budget_share"])
+        for key in ("steps", "shares"):
+            if strata.get(key):
+                raise ValueError(f"strata.{key}: only with strata.relative_to point, got "
+                                 f"{strata[key]}")
         return AuditDesign(edges=tuple(audit["strata"]["edges"]),
                            weights=tuple(audit["strata"]["weights"]),
                            floor=audit["floor"], budget_share=audit["budget_share"])

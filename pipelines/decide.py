@@ -134,12 +134,13 @@ from apache_beam.io.filesystems import FileSystems
 from numpy.typing import NDArray
 
 from costlib.audit_sampling import AuditDesign, audit_sample, expected_audits
-from costlib.audit_strata import lattice_depths, relative_positions, steps_of
+from costlib.audit_strata import cutoff_strata, lattice_depths
 from costlib.decoding import optimal_topk_ragged
 from costlib.losses import get_loss
 from costlib.recalibration import ALL_GROUPS
 from costlib_pipelines import min_risk
-from costlib_pipelines.audit_lattice import decide_lattice
+from costlib_pipelines.audit_lattice import DEPTHS_FILE as AUDIT_DEPTHS_FILE
+from costlib_pipelines.audit_lattice import decide_lattice, relative_cutoffs
 from costlib_pipelines.audit_sizing import first_run_design, sized_design
 from costlib_pipelines.batches import (
     ValidatedBatch,
@@ -200,6 +201,10 @@ DECISION_SCHEMA = arrow_schema("decision.json")
 
 #: Column carried through the shuffle next to the decision columns (dropped before writing).
 PROBABILITY = "__probability"
+#: Counter prefix of unflagged rows per group and depth (relative audit strata) and the run
+#: file they are written to (:func:`costlib_pipelines.audit_lattice.share_cutoffs_of`).
+DEPTH_PREFIX = "audit_depth."
+DEPTHS_FILE = AUDIT_DEPTHS_FILE
 
 
 # --------------------------------------------------------------------------- operating points
@@ -233,17 +238,23 @@ class AuditSettings:
     relative: bool = False
     lattice: tuple[tuple[float, ...], ...] | None = None
     lattice_record: dict[str, Any] | None = None
+    #: Relative strata: depth cutoffs per group (``default_cutoffs`` for the others).
+    cutoffs: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    default_cutoffs: tuple[float, ...] = ()
+    cutoffs_record: dict[str, Any] | None = None
 
-    def bands(self, scores: NDArray[np.float64], thresholds: NDArray[np.float64],
-              rule: str) -> NDArray[np.float64]:
-        """What the design's strata are cut on: the scores (score strata), or the band
-        position ``-depth`` of every row below its thresholds (shape (n, 1), relative)."""
-        if not self.relative:
-            return scores
+    def relative_strata(self, scores: NDArray[np.float64], thresholds: NDArray[np.float64],
+                        rule: str, group_names: Sequence[str], codes: NDArray[np.integer]
+                        ) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
+        """Depth of every row below its thresholds (:func:`costlib.audit_strata.lattice_depths`;
+        ``inf`` without a lattice) and its relative stratum (its group's cutoffs)."""
         if self.lattice is None:
-            return np.full((scores.shape[0], 1), -np.inf)
-        depth = lattice_depths(scores, thresholds, self.lattice, rule)
-        return relative_positions(depth)[:, None]
+            depth = np.full(scores.shape[0], np.inf)
+        else:
+            depth = lattice_depths(scores, thresholds, self.lattice, rule)
+        table = np.asarray([self.cutoffs.get(g, self.default_cutoffs) for g in group_names],
+                           dtype=np.float64).reshape(len(group_names), -1)
+        return depth, cutoff_strata(depth, table[codes])
 
 
 def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
@@ -290,8 +301,10 @@ def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
                                                      thresholds.default]
                               if e.thresholds is not None], dtype=np.float64)
     lattice, record = decide_lattice(config, operating_points, applied)
+    by_group, default, source = relative_cutoffs(config, output)
     return AuditSettings(design, salt, sizing=sizing, relative=True, lattice=lattice,
-                         lattice_record=record)
+                         lattice_record=record, cutoffs=by_group, default_cutoffs=default,
+                         cutoffs_record=source)
 
 
 @dataclass(frozen=True)
@@ -691,9 +704,16 @@ def decision_table_and_audit(
         audited, audit_probability, counters = _floor_audit_columns(
             item_ids, scores, flagged, no_point, audit)
     else:
-        bands = scores if audit is None else audit.bands(scores, table[codes], rule)
+        candidates = flagged if no_point is None else flagged & ~no_point
+        bands, depth_counters = scores, Counter()
+        if audit is not None and audit.relative:
+            depth, stratum = audit.relative_strata(scores, table[codes], rule,
+                                                   batch.group_names, codes)
+            bands = stratum[:, None].astype(np.float64)
+            depth_counters = _depth_counters(depth, codes, batch.group_names, ~candidates)
         audited, audit_probability, counters = _audit_columns(
-            item_ids, bands, flagged if no_point is None else flagged & ~no_point, audit)
+            item_ids, bands, candidates, audit)
+        counters.update(depth_counters)
     op_values, op_index = _distinct_codes([e.operating_point_group for e in entries])
     method_values = sorted({e.method for e in entries if e.method is not None})
     window_ends = _window_ends(entries, codes, usable, no_point)
@@ -747,6 +767,21 @@ def _floor_audit_columns(
                         "audited": int(np.count_nonzero(sample.audit))})
     return (pa.array(sample.audit), pa.array(probability, mask=null if null.any() else None),
             counters)
+
+
+def _depth_counters(depth: NDArray[np.float64], codes: NDArray[np.integer],
+                    group_names: Sequence[str], unflagged: NDArray[np.bool_]) -> Counter:
+    """Unflagged rows per group and depth: ``audit_depth.<group>.<depth>`` (``inf`` as
+    ``inf``); the next run's share cutoffs (:func:`previous_depths`)."""
+    out: Counter = Counter()
+    d = np.where(np.isfinite(depth), depth, -1.0).astype(np.int64)[unflagged]
+    c = codes[unflagged]
+    if d.size == 0:
+        return out
+    pairs, counts = np.unique(np.stack([c, d]), axis=1, return_counts=True)
+    for (code, value), count in zip(pairs.T.tolist(), counts.tolist(), strict=True):
+        out[f"{DEPTH_PREFIX}{group_names[code]}.{'inf' if value < 0 else value}"] = int(count)
+    return out
 
 
 def _audit_columns(
@@ -1610,7 +1645,16 @@ def _write_counters(keyed: tuple[None, dict[str, int]], accounting_path: str,
     """
     totals = keyed[1]
     write_json(accounting_path, {k: v for k, v in totals.items() if _is_row_accounting(k)})
-    counts = {k: v for k, v in totals.items() if not _is_row_accounting(k)}
+    depths: dict[str, dict[str, int]] = {}
+    for key, value in totals.items():
+        if key.startswith(DEPTH_PREFIX):
+            group, depth = key[len(DEPTH_PREFIX):].rsplit(".", 1)
+            depths.setdefault(group, {})[depth] = int(value)
+    if audit is not None and audit.relative:
+        write_json(counts_path.rsplit("/", 1)[0] + "/" + DEPTHS_FILE,
+                   {g: dict(sorted(v.items())) for g, v in sorted(depths.items())})
+    counts = {k: v for k, v in totals.items()
+              if not _is_row_accounting(k) and not k.startswith(DEPTH_PREFIX)}
     if audit is not None:
         summary = audit_summary(counts, audit)
         summary = summary.get("groups_without_point", summary)
@@ -1644,11 +1688,11 @@ def audit_summary(counts: dict[str, Any], audit: AuditSettings | None) -> dict[s
     bounds = [-np.inf, *design.edges, np.inf]
     relative = {}
     if audit.relative:
-        steps = steps_of(design)
-        depth_bounds = [*reversed(steps), 0]
-        relative = {"relative_to": "point", "steps": steps, "lattice": audit.lattice_record,
-                    "depths": [[depth_bounds[h] + 1, _json_bound(np.inf) if h == 0 else
-                                depth_bounds[h - 1]] for h in range(design.n_strata)]}
+        relative = {"relative_to": "point", "lattice": audit.lattice_record,
+                    "cutoffs": {"by_group": {g: [_json_bound(v) for v in c]
+                                             for g, c in sorted(audit.cutoffs.items())},
+                                "default": [_json_bound(v) for v in audit.default_cutoffs],
+                                **(audit.cutoffs_record or {})}}
     return {
         "enabled": True,
         **relative,

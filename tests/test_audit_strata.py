@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 from costlib.audit_sampling import audit_sample
-from costlib.audit_strata import lattice_depths, relative_design, relative_positions, steps_of
+from costlib.audit_strata import (
+    check_shares,
+    check_steps,
+    cutoff_strata,
+    lattice_depths,
+    relative_design,
+    share_cutoffs,
+)
 
 
 def _brute_depth(s, t, edges, rule):
@@ -50,18 +57,38 @@ def test_flagged_rows_have_depth_zero_and_no_point_is_unreachable():
                                   [0, 1, 2, np.inf, np.inf, np.inf])
 
 
-def test_relative_design_strata_follow_the_steps():
-    design = relative_design([2, 8], [0.5, 3.0, 10.0], floor=0.001, budget_share=0.01)
-    assert steps_of(design) == [2, 8]
+def test_relative_design_strata_follow_the_cutoffs():
+    design = relative_design([0.5, 3.0, 10.0], floor=0.001, budget_share=0.01)
     depth = np.array([1, 2, 3, 8, 9, np.inf])
-    np.testing.assert_array_equal(design.strata(relative_positions(depth)[:, None]),
-                                  [2, 2, 1, 1, 0, 0])
-    with pytest.raises(ValueError, match=r"strata\.steps"):
-        relative_design([3, 3], [1, 1, 1], 0.001, 0.01)
-    with pytest.raises(ValueError, match=r"strata\.steps"):
-        relative_design([0, 3], [1, 1, 1], 0.001, 0.01)
-    with pytest.raises(ValueError, match=r"strata\.weights"):
-        relative_design([3], [1, 1, 1], 0.001, 0.01)
+    stratum = cutoff_strata(depth, [2, 8])
+    np.testing.assert_array_equal(stratum, [2, 2, 1, 1, 0, 0])
+    np.testing.assert_array_equal(design.strata(stratum[:, None].astype(float)), stratum)
+    assert check_steps([2, 8]) == [2, 8]
+    for bad in ([3, 3], [0, 3], [2.5]):
+        with pytest.raises(ValueError, match=r"strata\.steps"):
+            check_steps(bad)
+    for bad in ([0.5, 0.1], [0.0, 0.1], [0.5, 1.0]):
+        with pytest.raises(ValueError, match=r"strata\.shares"):
+            check_shares(bad)
+
+
+def test_share_cutoffs_equal_the_definition():
+    """k_i = the smallest depth whose cumulative count reaches shares[i] of all rows."""
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        counts = rng.integers(0, 20, size=rng.integers(2, 12)).astype(float)
+        shares = np.sort(rng.choice(np.linspace(0.02, 0.98, 49), 3, replace=False))
+        got = share_cutoffs(counts, shares)
+        total = counts.sum()
+        for q, k in zip(shares, got, strict=True):
+            if total == 0:
+                assert k == np.inf
+                continue
+            finite = counts[:-1]
+            want = next((d + 1 for d in range(finite.size)
+                         if finite[: d + 1].sum() >= q * total), max(finite.size, 1))
+            assert k == want
+    assert (share_cutoffs([], [0.1]) == np.inf).all()
 
 
 def test_audited_count_over_salts_matches_the_design():
@@ -73,8 +100,8 @@ def test_audited_count_over_salts_matches_the_design():
     t = np.tile([0.6, 0.7], (n, 1))
     depth = lattice_depths(scores, t, edges)
     flagged = depth == 0
-    design = relative_design([2, 8, 24], [0.5, 3, 10, 40], floor=0.0005, budget_share=0.002)
-    bands = relative_positions(depth)[:, None]
+    design = relative_design([0.5, 3, 10, 40], floor=0.0005, budget_share=0.002)
+    bands = cutoff_strata(depth, [2, 8, 24])[:, None].astype(float)
     pi = design.probabilities()[design.strata(bands)]
     expected = float(pi[~flagged].sum())
     var = float((pi * (1 - pi))[~flagged].sum())

@@ -63,6 +63,15 @@ RELATIVE: dict[str, tuple[list[int], list[float]]] = {
     "e": ([4, 16], [1.0, 10.0, 40.0]),
 }
 
+#: Strata by shares of each group's unflagged rows nearest the point (relative_to point):
+#: name -> (shares, weights far to near).
+SHARES: dict[str, tuple[list[float], list[float]]] = {
+    "a": ([0.01, 0.05, 0.25], [0.5, 3.0, 10.0, 40.0]),
+    "b": ([0.02, 0.1, 0.3], [0.5, 3.0, 10.0, 40.0]),
+    "c": ([0.05, 0.2], [0.5, 5.0, 40.0]),
+    "d": ([0.01, 0.1], [1.0, 10.0, 40.0]),
+}
+
 #: name -> (config overrides "section.key": value, rule variant name or None, bench args)
 CONFIGS: dict[str, tuple[dict[str, Any], str | None, list[str]]] = {
     "default": ({}, None, []),
@@ -89,6 +98,10 @@ CONFIGS: dict[str, tuple[dict[str, Any], str | None, list[str]]] = {
                                          "weights": weights},
                         "audit.design": "auto", "audit.budget_share": 0.01}, None, [])
        for name, (steps, weights) in RELATIVE.items()},
+    **{f"sh_{name}": ({"audit.strata": {"relative_to": "point", "shares": shares,
+                                        "weights": weights},
+                       "audit.design": "auto", "audit.budget_share": 0.01}, None, [])
+       for name, (shares, weights) in SHARES.items()},
     "trust0": ({}, "trust0", []),
     "trust0.02": ({}, "trust0.02", []),
     "trust0.05": ({}, "trust0.05", []),

@@ -51,7 +51,7 @@ import bench_feedback_loop as loop
 
 from costlib.audit_design import gain_spreads, neyman_design
 from costlib.audit_sampling import AuditDesign, audit_sample
-from costlib.audit_strata import lattice_depths, relative_positions
+from costlib.audit_strata import cutoff_strata, lattice_depths, share_cutoffs
 from costlib.edges import with_thresholds
 from costlib.grid import ThresholdGrid
 from costlib.operating_point import optimize
@@ -154,6 +154,24 @@ def sized_design(config: RunConfig, previous_unflagged: np.ndarray | None,
     return design
 
 
+def depth_counts(depth: np.ndarray) -> np.ndarray:
+    """Unflagged rows per depth ``1..D`` and (last) at depth ``inf``."""
+    finite = depth[np.isfinite(depth)].astype(np.intp)
+    top = int(finite.max()) if finite.size else 1
+    return np.append(np.bincount(finite, minlength=top + 1)[1:],
+                     np.count_nonzero(~np.isfinite(depth)))
+
+
+def relative_cutoffs(config: RunConfig, previous: dict[int, np.ndarray] | None) -> np.ndarray:
+    """Depth cutoffs per group (rows: ``GROUPS``): ``strata.steps``, or ``strata.shares`` of
+    the previous day's unflagged rows per group (none: ``inf``, a uniform audit)."""
+    strata = config.audit["strata"]
+    if strata.get("shares"):
+        return np.array([share_cutoffs(previous[k] if previous else [], strata["shares"])
+                         for k in range(len(GROUPS))])
+    return np.tile(np.asarray(strata["steps"], dtype=np.float64), (len(GROUPS), 1))
+
+
 @dataclass
 class RatedDay:
     """One day's rated stream (what the rater returns) and its audit accounting."""
@@ -189,6 +207,7 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
     previous_unflagged: np.ndarray | None = None
     audited_labels: tuple[np.ndarray, np.ndarray] | None = None
     decide_lattice: list[np.ndarray] | None = None
+    previous_depths: dict[int, np.ndarray] | None = None
     out: list[loop.Day] = []
     for day in range(args.days):
         t0 = time.perf_counter()
@@ -211,8 +230,11 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
             bands = scores
             if config.relative_strata:  # depth below the point, on the publishing lattice
                 lattice = _edges(config, current) if decide_lattice is None else decide_lattice
-                bands = relative_positions(lattice_depths(scores, table[g], lattice,
-                                                          config.rule))[:, None]
+                depth = lattice_depths(scores, table[g], lattice, config.rule)
+                cutoffs = relative_cutoffs(config, previous_depths)[g]
+                bands = cutoff_strata(depth, cutoffs)[:, None].astype(np.float64)
+                previous_depths = {k: depth_counts(depth[(g == k) & ~flagged])
+                                   for k in range(len(GROUPS))}
             sample = audit_sample(ids, bands, flagged, salt, design)
             audited, p = sample.audit, sample.audit_probability
             previous_unflagged = np.bincount(sample.stratum[~flagged],
