@@ -49,7 +49,7 @@ from numpy.typing import ArrayLike, NDArray
 from costlib.audit_sampling import AuditDesign
 
 __all__ = ["check_shares", "check_steps", "cutoff_strata", "lattice_depths",
-           "relative_design", "share_cutoffs"]
+           "relative_design", "share_cutoffs", "stratum_counts"]
 
 
 def lattice_depths(
@@ -165,3 +165,17 @@ def cutoff_strata(depths: ArrayLike, cutoffs: ArrayLike) -> NDArray[np.intp]:
     if k.ndim == 1:
         k = np.broadcast_to(k, (d.size, k.size))
     return (k.shape[1] - np.count_nonzero(d[:, None] > k, axis=1)).astype(np.intp)
+
+
+def stratum_counts(depth_counts: ArrayLike, cutoffs: ArrayLike, n_strata: int
+                   ) -> NDArray[np.float64]:
+    """Rows per stratum of ``depth_counts`` (as in :func:`share_cutoffs`: depths ``1..D``,
+    then ``inf``) under ``cutoffs``: a previous run's counts re-cut by this run's strata (the
+    counts an auto-sized design is solved on)."""
+    c = np.asarray(depth_counts, dtype=np.float64).reshape(-1)
+    out = np.zeros(n_strata)
+    if c.size == 0:
+        return out
+    depths = np.append(np.arange(1, c.size, dtype=np.float64), np.inf)
+    np.add.at(out, cutoff_strata(depths, cutoffs), c)
+    return out

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from costlib.audit_strata import share_cutoffs
+from costlib.audit_strata import share_cutoffs, stratum_counts
 from costlib.edges import with_thresholds
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.files import InputError
@@ -111,7 +111,9 @@ def relative_cutoffs(config: RunConfig, output: str | None
     :func:`costlib.audit_strata.share_cutoffs` of the unflagged rows per depth that the decide
     run ``OUTPUT/LATEST`` names counted (its ``audit_depths.json``); groups it did not count
     take the cutoffs of all groups' counts summed; without a usable previous run every cutoff
-    is ``inf`` (all unflagged rows in the nearest stratum: a uniform audit).
+    is ``inf`` (all unflagged rows in the nearest stratum: a uniform audit). With shares the
+    record's ``unflagged`` holds the previous run's rows per stratum re-cut by these cutoffs
+    (:func:`costlib.audit_strata.stratum_counts`): the counts an auto design is sized on.
     """
     strata = config.audit["strata"]
     shares = strata.get("shares") or []
@@ -143,6 +145,10 @@ def relative_cutoffs(config: RunConfig, output: str | None
             pooled[key] = pooled.get(key, 0) + int(value)
     default = tuple(float(v) for v in share_cutoffs(_depth_counts(pooled), shares)) \
         if pooled else uniform
+    m = len(shares) + 1
+    recut = sum((stratum_counts(_depth_counts(c), by_group[g], m) for g, c in depths.items()),
+                np.zeros(m))
     return by_group, default, {"from": run_id, "shares": list(shares),
+                               "unflagged": [int(v) for v in recut],
                                "reason": f"shares of decide run {run_id}'s unflagged rows "
                                          "per group and depth"}

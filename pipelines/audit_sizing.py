@@ -153,8 +153,8 @@ def first_run_design(configured: AuditDesign) -> AuditDesign:
                        floor=configured.floor, budget_share=scale)
 
 
-def sized_design(config: RunConfig, output: str, operating_points: str | None = None
-                 ) -> tuple[AuditDesign, dict[str, Any]]:
+def sized_design(config: RunConfig, output: str, operating_points: str | None = None,
+                 recut: PreviousCounts | None = None) -> tuple[AuditDesign, dict[str, Any]]:
     """The audit design of a decide run and the manifest's record of how it was sized.
 
     ``audit.design: fixed``: the configured design. ``auto``: the Neyman design of
@@ -169,6 +169,9 @@ def sized_design(config: RunConfig, output: str, operating_points: str | None = 
         return configured, {"design": "fixed"}
     counts, reason = previous_counts(output, configured,
                                      "point" if config.relative_strata else "score")
+    if recut is not None and counts is not None:  # share strata: re-cut by this run's cutoffs
+        counts, reason = recut, f"sized from decide run {recut.run_id} (depths re-cut by " \
+                                "this run's share cutoffs)"
     if counts is None:
         first = first_run_design(configured)
         return first, {"design": "auto", "counts_from": None, "scale": first.budget_share,

@@ -141,7 +141,7 @@ from costlib.recalibration import ALL_GROUPS
 from costlib_pipelines import min_risk
 from costlib_pipelines.audit_lattice import DEPTHS_FILE as AUDIT_DEPTHS_FILE
 from costlib_pipelines.audit_lattice import decide_lattice, relative_cutoffs
-from costlib_pipelines.audit_sizing import first_run_design, sized_design
+from costlib_pipelines.audit_sizing import PreviousCounts, first_run_design, sized_design
 from costlib_pipelines.batches import (
     ValidatedBatch,
     plausibility_summary,
@@ -291,8 +291,13 @@ def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
             sizing.update(counts_from=None, reason="no output to read previous counts from: "
                                                    "the configured weights scaled so that no "
                                                    "stratum exceeds budget_share")
-    else:
-        design, sizing = sized_design(config, output, operating_points)
+    by_group, default, source = relative_cutoffs(config, output) if config.relative_strata \
+        else ({}, (), {})
+    if output is not None:
+        recut = None
+        if source.get("unflagged") is not None and sum(source["unflagged"]) > 0:
+            recut = PreviousCounts(str(source["from"]), tuple(source["unflagged"]))
+        design, sizing = sized_design(config, output, operating_points, recut)
     if not config.relative_strata:
         return AuditSettings(design, salt, sizing=sizing)
     applied = np.zeros((0, len(config.classifiers)))
@@ -301,7 +306,6 @@ def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
                                                      thresholds.default]
                               if e.thresholds is not None], dtype=np.float64)
     lattice, record = decide_lattice(config, operating_points, applied)
-    by_group, default, source = relative_cutoffs(config, output)
     return AuditSettings(design, salt, sizing=sizing, relative=True, lattice=lattice,
                          lattice_record=record, cutoffs=by_group, default_cutoffs=default,
                          cutoffs_record=source)

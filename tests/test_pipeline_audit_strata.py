@@ -146,3 +146,67 @@ def test_bad_relative_strata_exit_2_naming_the_key(tmp_path, capsys, strata, key
     assert key in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
     assert CLASSIFIERS
+
+
+SHARES = [0.05, 0.3]
+SHARE_AUDIT = {"enabled": True, "design": "auto", "floor": 0.001, "budget_share": 0.01,
+               "strata": {"relative_to": "point", "shares": SHARES, "weights": WEIGHTS}}
+
+
+def hand_cutoffs(depths: np.ndarray) -> list[float]:
+    """Smallest depth whose cumulative count of unflagged rows reaches each share (the
+    largest finite depth when the finite depths hold less)."""
+    finite = np.sort(depths[np.isfinite(depths)])
+    out = []
+    for q in SHARES:
+        need = q * depths.size
+        k = next((d for d in np.unique(finite) if np.count_nonzero(finite <= d) >= need),
+                 finite.max())
+        out.append(float(k))
+    return out
+
+
+def test_share_strata_follow_the_previous_runs_depths(tmp_path):
+    config = config_file(tmp_path / "s.yaml", SHARE_AUDIT)
+    out = tmp_path / "out"
+    code, first = run(tmp_path, config, out, "s1", seed=8, rows=20_000)
+    assert code == 0
+    a1 = manifest(out, "s1")["audit"]
+    assert a1["cutoffs"]["from"] is None  # no previous run: one stratum, pi = budget
+    got1 = decisions(out)
+    ids1 = first["item_id"].astype(str).to_numpy()
+    flagged1 = np.array([d is True for d in expected_threshold_decisions(first, "any")[0]])
+    assert set(got1.loc[ids1[~flagged1], "audit_probability"]) == {0.01}
+    depth1 = hand_depths(first)
+    groups1 = first["group"].to_numpy()
+    written = json.loads((out / "runs" / "s1" / "audit_depths.json").read_text())
+    for g in np.unique(groups1):
+        sel = (groups1 == g) & ~flagged1
+        values, counts = np.unique(depth1[sel], return_counts=True)
+        assert written[g] == {("inf" if not np.isfinite(v) else str(int(v))): int(c)
+                              for v, c in zip(values, counts, strict=True)}
+
+    code, second = run(tmp_path, config, out, "s2", seed=9, rows=20_000)
+    assert code == 0
+    a2 = manifest(out, "s2")["audit"]
+    cutoffs = {g: hand_cutoffs(depth1[(groups1 == g) & ~flagged1]) for g in np.unique(groups1)}
+    assert a2["cutoffs"]["by_group"] == cutoffs and a2["cutoffs"]["from"] == "s1"
+    # the previous run's rows re-cut by these cutoffs are the sizing counts: budget identity
+    recut = np.zeros(3, dtype=int)
+    for g, k in cutoffs.items():
+        d = depth1[(groups1 == g) & ~flagged1]
+        np.add.at(recut, 2 - (d[:, None] > np.asarray(k)).sum(axis=1), 1)
+    assert a2["sizing"]["unflagged"] == recut.tolist()
+    pi = np.array([s["probability"] for s in a2["strata"]])
+    assert np.sum(recut * pi) == pytest.approx(0.01 * recut.sum(), rel=1e-9)
+    # records: pi of the row's stratum under its group's cutoffs
+    depth2 = hand_depths(second)
+    flagged2 = np.array([d is True for d in expected_threshold_decisions(second, "any")[0]])
+    k2 = np.array([cutoffs[g] for g in second["group"]])
+    stratum2 = 2 - (depth2[:, None] > k2).sum(axis=1)
+    got = decisions(out)
+    ids = second["item_id"].astype(str).to_numpy()
+    want = np.where(flagged2, 1.0, pi[stratum2])
+    assert got.loc[ids, "audit_probability"].to_numpy().tolist() == want.tolist()
+    share = a2["audited"] / a2["unflagged"]
+    assert abs(share - 0.01) <= 0.0015, share

@@ -51,7 +51,12 @@ import bench_feedback_loop as loop
 
 from costlib.audit_design import gain_spreads, neyman_design
 from costlib.audit_sampling import AuditDesign, audit_sample
-from costlib.audit_strata import cutoff_strata, lattice_depths, share_cutoffs
+from costlib.audit_strata import (
+    cutoff_strata,
+    lattice_depths,
+    share_cutoffs,
+    stratum_counts,
+)
 from costlib.edges import with_thresholds
 from costlib.grid import ThresholdGrid
 from costlib.operating_point import optimize
@@ -226,6 +231,12 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
         no_point = ~usable[g]
         salt = f"day-{day:02d}"
         if audit:
+            if config.relative_strata and config.audit["strata"].get("shares"):
+                cutoffs_today = relative_cutoffs(config, previous_depths)
+                if previous_depths is not None:  # yesterday's depths, cut by today's strata
+                    previous_unflagged = sum(stratum_counts(previous_depths[k], cutoffs_today[k],
+                                                            configured.n_strata)
+                                             for k in range(len(GROUPS)))
             design = sized_design(config, previous_unflagged, audited_labels)
             bands = scores
             if config.relative_strata:  # depth below the point, on the publishing lattice
