@@ -25,17 +25,27 @@ every edge, or not scored), or of a group without thresholds in force.
 
 Strata
 ------
-Steps ``1 <= s_1 < s_2 < ... < s_{m-1}`` split the depths into ``m`` strata, ordered as score
-strata are (far to near): stratum ``m-1`` holds ``d <= s_1`` (a move of at most ``s_1`` steps
-flags them), stratum ``m-1-i`` holds ``s_i < d <= s_{i+1}``, stratum 0 holds ``d > s_{m-1}``
-(including ``inf``). This is :class:`~costlib.audit_sampling.AuditDesign` on the *band
-position* ``b = -d`` with edges ``-(s_i + 1/2)``: :func:`relative_design` builds it, so the
-probabilities, budget scale and Neyman sizing (:mod:`costlib.audit_design`) apply unchanged.
+Cutoffs ``k_1 <= k_2 <= ... <= k_{m-1}`` (depths) split the unflagged rows into ``m`` strata,
+ordered as score strata are (far to near): stratum ``m-1`` holds ``d <= k_1``, stratum
+``m-1-i`` holds ``k_i < d <= k_{i+1}``, stratum 0 holds ``d > k_{m-1}`` (including ``inf``)
+(:func:`cutoff_strata`). The cutoffs are either
+
+- **steps**: the same lattice depths for every group (``audit.strata.steps``), or
+- **shares** (``audit.strata.shares`` ``q_1 < ... < q_{m-1}``): per group, the smallest depth
+  ``k_i`` with at least a share ``q_i`` of the group's unflagged rows at depth ``<= k_i``,
+  from the unflagged rows per depth a *previous* run counted (:func:`share_cutoffs`). Known
+  before any score of this run is read, so every row's probability is fixed in advance.
+
+The stratum index itself is the band score of :func:`relative_design` (edges ``h + 1/2``), so
+:func:`costlib.audit_sampling.audit_sample`, the budget scale and the Neyman sizing of
+:mod:`costlib.audit_design` apply unchanged, and the design stays a stratified Poisson design
+with known ``pi`` per row (unbiased Horvitz-Thompson estimates).
 
 Whatever the score scale, the strata follow the thresholds: after a drift they are again the
-rows just below the point in force. With data-placed lattice edges (tail quantiles) a step
-is a quantile step, so the strata are also scale-free. A row's band depends on its scores,
-its group's thresholds and the lattice only: the same in any shard.
+rows just below the point in force. Share cutoffs are quantile positions (scale-free); step
+cutoffs are scale-free when the lattice edges are (auto edges are placed at tail quantiles).
+A row's stratum depends on its scores, its group's thresholds and cutoffs and the lattice only:
+the same in any shard.
 """
 
 from __future__ import annotations
@@ -48,8 +58,18 @@ from numpy.typing import ArrayLike, NDArray
 
 from costlib.audit_sampling import AuditDesign
 
-__all__ = ["check_shares", "check_steps", "cutoff_strata", "lattice_depths",
-           "relative_design", "share_cutoffs", "stratum_counts"]
+__all__ = [
+    "cell_corners",
+    "check_shares",
+    "check_steps",
+    "cutoff_strata",
+    "depth_counts_from_cells",
+    "lattice_cells",
+    "lattice_depths",
+    "relative_design",
+    "share_cutoffs",
+    "stratum_counts",
+]
 
 
 def lattice_depths(
@@ -178,4 +198,51 @@ def stratum_counts(depth_counts: ArrayLike, cutoffs: ArrayLike, n_strata: int
         return out
     depths = np.append(np.arange(1, c.size, dtype=np.float64), np.inf)
     np.add.at(out, cutoff_strata(depths, cutoffs), c)
+    return out
+
+
+def lattice_cells(scores: ArrayLike, lattice: Sequence[ArrayLike]) -> NDArray[np.intp]:
+    """Cell of every row on the lattice, per classifier: ``#{e <= s}`` (0: below every edge or
+    not scored). Rows of one cell have the same depth below any point on that lattice."""
+    s = np.asarray(scores, dtype=np.float64)
+    out = np.empty(s.shape, dtype=np.intp)
+    for j, e in enumerate(lattice):
+        out[:, j] = np.searchsorted(np.asarray(e, dtype=np.float64),
+                                    np.nan_to_num(s[:, j], nan=-np.inf), side="right")
+    return out
+
+
+def cell_corners(cells: ArrayLike, lattice: Sequence[ArrayLike]) -> NDArray[np.float64]:
+    """Lower corner of each cell (``cells`` as from :func:`lattice_cells`): ``e[c - 1]``, NaN
+    (not scored: never fires) for cell 0."""
+    c = np.asarray(cells, dtype=np.intp)
+    out = np.full(c.shape, np.nan)
+    for j, e in enumerate(lattice):
+        edges = np.asarray(e, dtype=np.float64)
+        inside = c[:, j] > 0
+        out[inside, j] = edges[c[inside, j] - 1]
+    return out
+
+
+def depth_counts_from_cells(cells: ArrayLike, counts: ArrayLike, lattice_then: Sequence[ArrayLike],
+                            thresholds: ArrayLike, lattice_now: Sequence[ArrayLike],
+                            rule: str = "any") -> NDArray[np.float64]:
+    """Rows per depth (``1..D``, then ``inf``; flagged rows left out) that a previous run's
+    rows per lattice cell would have below *this* run's thresholds and lattice.
+
+    Each cell is represented by its lower corner on the lattice it was counted on; on the same
+    lattice that is exact (:func:`lattice_cells`), on a refined one (edges added) a row may sit
+    up to one step nearer than counted. So a move of the point between runs does not shift the
+    strata: the cutoffs are placed on this run's depths.
+    """
+    corners = cell_corners(cells, lattice_then)
+    t = np.broadcast_to(np.asarray(thresholds, dtype=np.float64), corners.shape)
+    depth = lattice_depths(corners, t, lattice_now, rule)
+    n = np.asarray(counts, dtype=np.float64)
+    keep = depth > 0
+    finite = np.isfinite(depth) & keep
+    top = int(depth[finite].max()) if finite.any() else 1
+    out = np.zeros(top + 1)
+    np.add.at(out, depth[finite].astype(np.intp) - 1, n[finite])
+    out[top] = n[keep & ~np.isfinite(depth)].sum()
     return out

@@ -70,6 +70,8 @@ SHARES: dict[str, tuple[list[float], list[float]]] = {
     "b": ([0.02, 0.1, 0.3], [0.5, 3.0, 10.0, 40.0]),
     "c": ([0.05, 0.2], [0.5, 5.0, 40.0]),
     "d": ([0.01, 0.1], [1.0, 10.0, 40.0]),
+    "e": ([0.005, 0.05, 0.25], [0.5, 3.0, 10.0, 40.0]),
+    "f": ([0.01, 0.05, 0.25], [0.5, 2.0, 10.0, 60.0]),
 }
 
 #: name -> (config overrides "section.key": value, rule variant name or None, bench args)

@@ -53,6 +53,8 @@ from costlib.audit_design import gain_spreads, neyman_design
 from costlib.audit_sampling import AuditDesign, audit_sample
 from costlib.audit_strata import (
     cutoff_strata,
+    depth_counts_from_cells,
+    lattice_cells,
     lattice_depths,
     share_cutoffs,
     stratum_counts,
@@ -159,17 +161,10 @@ def sized_design(config: RunConfig, previous_unflagged: np.ndarray | None,
     return design
 
 
-def depth_counts(depth: np.ndarray) -> np.ndarray:
-    """Unflagged rows per depth ``1..D`` and (last) at depth ``inf``."""
-    finite = depth[np.isfinite(depth)].astype(np.intp)
-    top = int(finite.max()) if finite.size else 1
-    return np.append(np.bincount(finite, minlength=top + 1)[1:],
-                     np.count_nonzero(~np.isfinite(depth)))
-
-
 def relative_cutoffs(config: RunConfig, previous: dict[int, np.ndarray] | None) -> np.ndarray:
     """Depth cutoffs per group (rows: ``GROUPS``): ``strata.steps``, or ``strata.shares`` of
-    the previous day's unflagged rows per group (none: ``inf``, a uniform audit)."""
+    the previous day's rows per group below today's point (``previous``: rows per depth, from
+    their lattice cells; none: ``inf``, a uniform audit)."""
     strata = config.audit["strata"]
     if strata.get("shares"):
         return np.array([share_cutoffs(previous[k] if previous else [], strata["shares"])
@@ -212,7 +207,7 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
     previous_unflagged: np.ndarray | None = None
     audited_labels: tuple[np.ndarray, np.ndarray] | None = None
     decide_lattice: list[np.ndarray] | None = None
-    previous_depths: dict[int, np.ndarray] | None = None
+    previous_cells: dict | None = None
     out: list[loop.Day] = []
     for day in range(args.days):
         t0 = time.perf_counter()
@@ -231,21 +226,27 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
         no_point = ~usable[g]
         salt = f"day-{day:02d}"
         if audit:
-            if config.relative_strata and config.audit["strata"].get("shares"):
-                cutoffs_today = relative_cutoffs(config, previous_depths)
-                if previous_depths is not None:  # yesterday's depths, cut by today's strata
-                    previous_unflagged = sum(stratum_counts(previous_depths[k], cutoffs_today[k],
+            if config.relative_strata:  # depth below the point, on the publishing lattice
+                lattice = _edges(config, current) if decide_lattice is None else decide_lattice
+                depths_now = None
+                if previous_cells is not None:  # yesterday's rows below today's point
+                    depths_now = {k: depth_counts_from_cells(*previous_cells[k], previous_cells[
+                        "lattice"], table[k], lattice, config.rule) for k in range(len(GROUPS))}
+                cutoffs_today = relative_cutoffs(config, depths_now)
+                if depths_now is not None and config.audit["strata"].get("shares"):
+                    previous_unflagged = sum(stratum_counts(depths_now[k], cutoffs_today[k],
                                                             configured.n_strata)
                                              for k in range(len(GROUPS)))
             design = sized_design(config, previous_unflagged, audited_labels)
             bands = scores
-            if config.relative_strata:  # depth below the point, on the publishing lattice
-                lattice = _edges(config, current) if decide_lattice is None else decide_lattice
+            if config.relative_strata:
                 depth = lattice_depths(scores, table[g], lattice, config.rule)
-                cutoffs = relative_cutoffs(config, previous_depths)[g]
-                bands = cutoff_strata(depth, cutoffs)[:, None].astype(np.float64)
-                previous_depths = {k: depth_counts(depth[(g == k) & ~flagged])
-                                   for k in range(len(GROUPS))}
+                bands = cutoff_strata(depth, cutoffs_today[g])[:, None].astype(np.float64)
+                cells = lattice_cells(scores, lattice)
+                previous_cells = {"lattice": lattice}
+                for k in range(len(GROUPS)):
+                    found, count = np.unique(cells[g == k], axis=0, return_counts=True)
+                    previous_cells[k] = (found, count)
             sample = audit_sample(ids, bands, flagged, salt, design)
             audited, p = sample.audit, sample.audit_probability
             previous_unflagged = np.bincount(sample.stratum[~flagged],
