@@ -14,27 +14,28 @@ on, which decide knows without reading any score:
    depth ``inf`` (stratum 0) and the manifest's ``audit.lattice.reason`` says why.
 
 With ``audit.strata.shares`` the depth cutoffs per group come from the previous decide run's
-counts of unflagged rows per group and depth (:func:`relative_cutoffs`).
+rows per group and lattice cell (:func:`relative_cutoffs`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from costlib.audit_strata import share_cutoffs, stratum_counts
+from costlib.audit_strata import depth_counts_from_cells, share_cutoffs, stratum_counts
 from costlib.edges import with_thresholds
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.files import InputError
 from costlib_pipelines.runs import latest_run_id, read_manifest
 
-__all__ = ["DEPTHS_FILE", "decide_lattice", "relative_cutoffs"]
+__all__ = ["CELLS_FILE", "decide_lattice", "relative_cutoffs"]
 
-#: Run file of the unflagged rows per group and depth a decide run with relative strata counts.
-DEPTHS_FILE = "audit_depths.json"
+#: Run file of the rows per group and lattice cell a decide run with relative strata counts.
+CELLS_FILE = "audit_cells.json"
 
 Lattice = tuple[tuple[float, ...], ...]
 
@@ -91,29 +92,38 @@ def decide_lattice(config: RunConfig, source: str | None,
                    "reading scores, every unflagged row is in stratum 0 on this run"])}
 
 
-def _depth_counts(by_depth: dict[str, int]) -> np.ndarray:
-    """``{"1": c1, ..., "inf": c}`` as the array of :func:`costlib.audit_strata.share_cutoffs`."""
-    finite = {int(k): int(v) for k, v in by_depth.items() if k != "inf"}
-    top = max(finite, default=1)
-    counts = np.zeros(top + 1, dtype=np.float64)
-    for depth, count in finite.items():
-        counts[depth - 1] += count
-    counts[top] = float(by_depth.get("inf", 0))
-    return counts
+def _previous_cells(output: str) -> tuple[dict[str, Any] | None, str | None, str]:
+    """The ``audit_cells.json`` of the decide run ``OUTPUT/LATEST`` names, its run id and why
+    not when there is none."""
+    try:
+        run_id = latest_run_id(output)
+    except InputError as exc:
+        return None, None, f"no usable previous decide run: {exc}"
+    if run_id is None:
+        return None, None, f"no previous decide run in {output}"
+    path = f"{output.rstrip('/')}/runs/{run_id}/{CELLS_FILE}"
+    if not FileSystems.exists(path):
+        return None, run_id, f"previous decide run {run_id} counted no lattice cells"
+    with FileSystems.open(path) as handle:
+        return json.loads(handle.read().decode("utf-8")), run_id, ""
 
 
-def relative_cutoffs(config: RunConfig, output: str | None
+def relative_cutoffs(config: RunConfig, output: str | None, lattice: Lattice | None,
+                     in_force: Callable[[str], np.ndarray],
                      ) -> tuple[dict[str, tuple[float, ...]], tuple[float, ...], dict[str, Any]]:
     """Depth cutoffs of relative strata: per group, the default for other groups, and the
     manifest's record of where they came from.
 
     ``audit.strata.steps``: the steps, for every group. ``audit.strata.shares``: per group,
-    :func:`costlib.audit_strata.share_cutoffs` of the unflagged rows per depth that the decide
-    run ``OUTPUT/LATEST`` names counted (its ``audit_depths.json``); groups it did not count
-    take the cutoffs of all groups' counts summed; without a usable previous run every cutoff
-    is ``inf`` (all unflagged rows in the nearest stratum: a uniform audit). With shares the
-    record's ``unflagged`` holds the previous run's rows per stratum re-cut by these cutoffs
-    (:func:`costlib.audit_strata.stratum_counts`): the counts an auto design is sized on.
+    :func:`costlib.audit_strata.share_cutoffs` of the rows per depth that the previous decide
+    run (``OUTPUT/LATEST``) counted per lattice cell (its ``audit_cells.json``), re-based to
+    this run's thresholds ``in_force(group)`` and ``lattice``
+    (:func:`costlib.audit_strata.depth_counts_from_cells`), so a move of the point between
+    runs does not shift the strata. Groups it did not count take the cutoffs of all groups'
+    depths summed; without a usable previous run (or lattice) every cutoff is ``inf`` (all
+    unflagged rows in the nearest stratum: a uniform audit). The record's ``unflagged`` holds
+    those rows per stratum (:func:`costlib.audit_strata.stratum_counts`): the counts an auto
+    design is sized on.
     """
     strata = config.audit["strata"]
     shares = strata.get("shares") or []
@@ -121,34 +131,35 @@ def relative_cutoffs(config: RunConfig, output: str | None
         steps = tuple(float(v) for v in strata.get("steps") or [])
         return {}, steps, {"from": "audit.strata.steps"}
     uniform = tuple(np.inf for _ in shares)
-    if output is None:
-        return {}, uniform, {"from": None, "reason": "no output to read previous counts from"}
-    try:
-        run_id = latest_run_id(output)
-    except InputError as exc:
-        return {}, uniform, {"from": None, "reason": f"no usable previous decide run: {exc}"}
-    if run_id is None:
-        return {}, uniform, {"from": None, "reason": f"no previous decide run in {output}: "
-                                                     "a uniform audit (one stratum)"}
-    path = f"{output.rstrip('/')}/runs/{run_id}/{DEPTHS_FILE}"
-    if not FileSystems.exists(path):
+    if output is None or lattice is None:
+        why = "no output to read previous counts from" if output is None else "no lattice"
+        return {}, uniform, {"from": None, "reason": f"{why}: a uniform audit (one stratum)"}
+    previous, run_id, why = _previous_cells(output)
+    if previous is None:
+        return {}, uniform, {"from": None, "reason": f"{why}: a uniform audit (one stratum)"}
+    then = [np.asarray(e, dtype=np.float64) for e in previous["lattice"]]
+    if len(then) != len(config.classifiers):
         return {}, uniform, {"from": None, "reason": f"previous decide run {run_id} counted "
-                                                     "no depths (no relative strata): a "
-                                                     "uniform audit (one stratum)"}
-    with FileSystems.open(path) as handle:
-        depths = json.loads(handle.read().decode("utf-8"))
-    by_group = {g: tuple(float(v) for v in share_cutoffs(_depth_counts(c), shares))
-                for g, c in depths.items()}
-    pooled: dict[str, int] = {}
-    for counts in depths.values():
-        for key, value in counts.items():
-            pooled[key] = pooled.get(key, 0) + int(value)
-    default = tuple(float(v) for v in share_cutoffs(_depth_counts(pooled), shares)) \
-        if pooled else uniform
+                                                     "cells of other classifiers"}
     m = len(shares) + 1
-    recut = sum((stratum_counts(_depth_counts(c), by_group[g], m) for g, c in depths.items()),
+    by_group: dict[str, tuple[float, ...]] = {}
+    depth_counts: dict[str, np.ndarray] = {}
+    for group, cells in previous["cells"].items():
+        index = np.asarray([[int(v) for v in key.split(",")] for key in cells], dtype=np.intp)
+        counts = np.asarray(list(cells.values()), dtype=np.float64)
+        depth_counts[group] = depth_counts_from_cells(index.reshape(-1, len(then)), counts,
+                                                      then, in_force(group), lattice,
+                                                      config.rule)
+        by_group[group] = tuple(float(v) for v in share_cutoffs(depth_counts[group], shares))
+    pooled = np.zeros(max((c.size for c in depth_counts.values()), default=1))
+    for c in depth_counts.values():
+        pooled[: c.size - 1] += c[:-1]
+        pooled[-1] += c[-1]
+    default = tuple(float(v) for v in share_cutoffs(pooled, shares)) if depth_counts \
+        else uniform
+    recut = sum((stratum_counts(c, by_group[g], m) for g, c in depth_counts.items()),
                 np.zeros(m))
     return by_group, default, {"from": run_id, "shares": list(shares),
                                "unflagged": [int(v) for v in recut],
-                               "reason": f"shares of decide run {run_id}'s unflagged rows "
-                                         "per group and depth"}
+                               "reason": f"shares of decide run {run_id}'s rows per group and "
+                                         "lattice cell, below this run's thresholds"}

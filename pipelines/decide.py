@@ -134,12 +134,12 @@ from apache_beam.io.filesystems import FileSystems
 from numpy.typing import NDArray
 
 from costlib.audit_sampling import AuditDesign, audit_sample, expected_audits
-from costlib.audit_strata import cutoff_strata, lattice_depths
+from costlib.audit_strata import cutoff_strata, lattice_cells, lattice_depths
 from costlib.decoding import optimal_topk_ragged
 from costlib.losses import get_loss
 from costlib.recalibration import ALL_GROUPS
 from costlib_pipelines import min_risk
-from costlib_pipelines.audit_lattice import DEPTHS_FILE as AUDIT_DEPTHS_FILE
+from costlib_pipelines.audit_lattice import CELLS_FILE as AUDIT_CELLS_FILE
 from costlib_pipelines.audit_lattice import decide_lattice, relative_cutoffs
 from costlib_pipelines.audit_sizing import PreviousCounts, first_run_design, sized_design
 from costlib_pipelines.batches import (
@@ -201,10 +201,10 @@ DECISION_SCHEMA = arrow_schema("decision.json")
 
 #: Column carried through the shuffle next to the decision columns (dropped before writing).
 PROBABILITY = "__probability"
-#: Counter prefix of unflagged rows per group and depth (relative audit strata) and the run
-#: file they are written to (:func:`costlib_pipelines.audit_lattice.share_cutoffs_of`).
-DEPTH_PREFIX = "audit_depth."
-DEPTHS_FILE = AUDIT_DEPTHS_FILE
+#: Counter prefix of rows per group and lattice cell (relative audit strata) and the run file
+#: they are written to (:func:`costlib_pipelines.audit_lattice.relative_cutoffs` reads it).
+CELL_PREFIX = "audit_cell."
+CELLS_FILE = AUDIT_CELLS_FILE
 
 
 # --------------------------------------------------------------------------- operating points
@@ -291,8 +291,23 @@ def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
             sizing.update(counts_from=None, reason="no output to read previous counts from: "
                                                    "the configured weights scaled so that no "
                                                    "stratum exceeds budget_share")
-    by_group, default, source = relative_cutoffs(config, output) if config.relative_strata \
-        else ({}, (), {})
+    lattice, record = None, None
+    by_group: dict[str, tuple[float, ...]] = {}
+    default: tuple[float, ...] = ()
+    source: dict[str, Any] = {}
+    if config.relative_strata:
+        applied = np.zeros((0, len(config.classifiers)))
+        if thresholds is not None:
+            applied = np.asarray([e.thresholds for e in [*thresholds.by_group.values(),
+                                                         thresholds.default]
+                                  if e.thresholds is not None], dtype=np.float64)
+        lattice, record = decide_lattice(config, operating_points, applied)
+
+        def in_force(group: str) -> np.ndarray:
+            entry = thresholds.get(group) if thresholds is not None else None
+            return np.full(len(config.classifiers), np.inf) \
+                if entry is None or entry.thresholds is None else np.asarray(entry.thresholds)
+        by_group, default, source = relative_cutoffs(config, output, lattice, in_force)
     if output is not None:
         recut = None
         if source.get("unflagged") is not None and sum(source["unflagged"]) > 0:
@@ -300,12 +315,6 @@ def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
         design, sizing = sized_design(config, output, operating_points, recut)
     if not config.relative_strata:
         return AuditSettings(design, salt, sizing=sizing)
-    applied = np.zeros((0, len(config.classifiers)))
-    if thresholds is not None:
-        applied = np.asarray([e.thresholds for e in [*thresholds.by_group.values(),
-                                                     thresholds.default]
-                              if e.thresholds is not None], dtype=np.float64)
-    lattice, record = decide_lattice(config, operating_points, applied)
     return AuditSettings(design, salt, sizing=sizing, relative=True, lattice=lattice,
                          lattice_record=record, cutoffs=by_group, default_cutoffs=default,
                          cutoffs_record=source)
@@ -711,10 +720,10 @@ def decision_table_and_audit(
         candidates = flagged if no_point is None else flagged & ~no_point
         bands, depth_counters = scores, Counter()
         if audit is not None and audit.relative:
-            depth, stratum = audit.relative_strata(scores, table[codes], rule,
+            _depth, stratum = audit.relative_strata(scores, table[codes], rule,
                                                    batch.group_names, codes)
             bands = stratum[:, None].astype(np.float64)
-            depth_counters = _depth_counters(depth, codes, batch.group_names, ~candidates)
+            depth_counters = _cell_counters(scores, audit.lattice, codes, batch.group_names)
         audited, audit_probability, counters = _audit_columns(
             item_ids, bands, candidates, audit)
         counters.update(depth_counters)
@@ -773,18 +782,19 @@ def _floor_audit_columns(
             counters)
 
 
-def _depth_counters(depth: NDArray[np.float64], codes: NDArray[np.integer],
-                    group_names: Sequence[str], unflagged: NDArray[np.bool_]) -> Counter:
-    """Unflagged rows per group and depth: ``audit_depth.<group>.<depth>`` (``inf`` as
-    ``inf``); the next run's share cutoffs (:func:`previous_depths`)."""
+def _cell_counters(scores: NDArray[np.float64], lattice, codes: NDArray[np.integer],
+                   group_names: Sequence[str]) -> Counter:
+    """Rows per group and lattice cell (:func:`costlib.audit_strata.lattice_cells`):
+    ``audit_cell.<group>.<c_1>,...,<c_k>``; the next run places its share cutoffs on them
+    (:func:`costlib_pipelines.audit_lattice.relative_cutoffs`). Empty without a lattice."""
     out: Counter = Counter()
-    d = np.where(np.isfinite(depth), depth, -1.0).astype(np.int64)[unflagged]
-    c = codes[unflagged]
-    if d.size == 0:
+    if lattice is None or scores.shape[0] == 0:
         return out
-    pairs, counts = np.unique(np.stack([c, d]), axis=1, return_counts=True)
-    for (code, value), count in zip(pairs.T.tolist(), counts.tolist(), strict=True):
-        out[f"{DEPTH_PREFIX}{group_names[code]}.{'inf' if value < 0 else value}"] = int(count)
+    cells = lattice_cells(scores, lattice)
+    keyed = np.column_stack([codes, cells])
+    found, counts = np.unique(keyed, axis=0, return_counts=True)
+    for row, count in zip(found.tolist(), counts.tolist(), strict=True):
+        out[f"{CELL_PREFIX}{group_names[row[0]]}.{','.join(map(str, row[1:]))}"] = int(count)
     return out
 
 
@@ -1649,16 +1659,17 @@ def _write_counters(keyed: tuple[None, dict[str, int]], accounting_path: str,
     """
     totals = keyed[1]
     write_json(accounting_path, {k: v for k, v in totals.items() if _is_row_accounting(k)})
-    depths: dict[str, dict[str, int]] = {}
+    cells: dict[str, dict[str, int]] = {}
     for key, value in totals.items():
-        if key.startswith(DEPTH_PREFIX):
-            group, depth = key[len(DEPTH_PREFIX):].rsplit(".", 1)
-            depths.setdefault(group, {})[depth] = int(value)
-    if audit is not None and audit.relative:
-        write_json(counts_path.rsplit("/", 1)[0] + "/" + DEPTHS_FILE,
-                   {g: dict(sorted(v.items())) for g, v in sorted(depths.items())})
+        if key.startswith(CELL_PREFIX):
+            group, cell = key[len(CELL_PREFIX):].rsplit(".", 1)
+            cells.setdefault(group, {})[cell] = int(value)
+    if audit is not None and audit.relative and audit.lattice is not None:
+        write_json(counts_path.rsplit("/", 1)[0] + "/" + CELLS_FILE,
+                   {"lattice": [list(e) for e in audit.lattice],
+                    "cells": {g: dict(sorted(v.items())) for g, v in sorted(cells.items())}})
     counts = {k: v for k, v in totals.items()
-              if not _is_row_accounting(k) and not k.startswith(DEPTH_PREFIX)}
+              if not _is_row_accounting(k) and not k.startswith(CELL_PREFIX)}
     if audit is not None:
         summary = audit_summary(counts, audit)
         summary = summary.get("groups_without_point", summary)

@@ -179,12 +179,18 @@ def test_share_strata_follow_the_previous_runs_depths(tmp_path):
     assert set(got1.loc[ids1[~flagged1], "audit_probability"]) == {0.01}
     depth1 = hand_depths(first)
     groups1 = first["group"].to_numpy()
-    written = json.loads((out / "runs" / "s1" / "audit_depths.json").read_text())
+    written = json.loads((out / "runs" / "s1" / "audit_cells.json").read_text())
+    lattice = written["lattice"]
+    assert lattice == [sorted(set(np.linspace(0.0, 1.0, BINS).tolist())
+                              | {t[j] for _, t, _ in THRESHOLDS.values()
+                                 if t is not None and np.isfinite(t[j])}) for j in range(2)]
     for g in np.unique(groups1):
-        sel = (groups1 == g) & ~flagged1
-        values, counts = np.unique(depth1[sel], return_counts=True)
-        assert written[g] == {("inf" if not np.isfinite(v) else str(int(v))): int(c)
-                              for v, c in zip(values, counts, strict=True)}
+        want: dict[str, int] = {}
+        for s0, s1 in first.loc[groups1 == g, list(CLASSIFIERS)].itertuples(index=False):
+            key = ",".join(str(0 if np.isnan(v) else sum(e <= v for e in lattice[j]))
+                           for j, v in enumerate((s0, s1)))
+            want[key] = want.get(key, 0) + 1
+        assert written["cells"][g] == dict(sorted(want.items()))
 
     code, second = run(tmp_path, config, out, "s2", seed=9, rows=20_000)
     assert code == 0
