@@ -140,8 +140,10 @@ def make_config(args, audit: bool, thin: bool = False) -> RunConfig:
                "edges": args.strata_edges, "weights": args.strata_weights})
     steps = getattr(args, "strata_steps", None)
     strata: dict = {"edges": design["edges"], "weights": design["weights"]}
-    if steps is not None:  # strata relative to the point in force (thin: same strata)
-        strata = {"relative_to": "point", "steps": steps, "weights": args.strata_weights}
+    shares = getattr(args, "strata_shares", None)
+    if steps is not None or shares is not None:  # relative to the point (thin: same strata)
+        strata = {"relative_to": "point", "weights": args.strata_weights,
+                  **({"shares": shares} if shares is not None else {"steps": steps})}
     audit_section = {
         "enabled": audit, "floor": design["floor"], "budget_share": design["budget_share"],
         **({} if getattr(args, "audit_design", None) is None
@@ -561,6 +563,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="audit.strata.relative_to point with these lattice steps (weights: "
                         "--strata-weights, far to near; --strata-edges ignored); also for "
                         "the thin_audit scenario")
+    parser.add_argument("--strata-shares", type=float, nargs="*", default=None,
+                        help="audit.strata.relative_to point with these shares of each group's "
+                        "unflagged rows nearest the point (weights: --strata-weights, far to "
+                        "near); also for the thin_audit scenario")
     parser.add_argument("--audit-defaults", action="store_true",
                         help="the schema's audit defaults (only enabled set; thin_audit: "
                         "budget_share 0.0025, floor 0.0005); the other --audit/--strata "
