@@ -81,6 +81,9 @@ SHARES: dict[str, tuple[list[float], list[float]]] = {
 #: name -> (config overrides "section.key": value, rule variant name or None, bench args)
 CONFIGS: dict[str, tuple[dict[str, Any], str | None, list[str]]] = {
     "default": ({}, None, []),
+    #: the schema's audit defaults (relative share strata, auto design, 1% budget, floor 0.001;
+    #: thin_audit: budget 0.25%, floor 0.0005)
+    "audit_defaults": ({}, None, ["--audit-defaults"]),
     "z_off": ({"in_force.evidence_z": None}, None, []),
     "z1": ({"in_force.evidence_z": 1.0}, None, []),
     "z0.5": ({"in_force.evidence_z": 0.5}, None, []),
