@@ -216,3 +216,32 @@ def test_share_strata_follow_the_previous_runs_depths(tmp_path):
     assert got.loc[ids, "audit_probability"].to_numpy().tolist() == want.tolist()
     share = a2["audited"] / a2["unflagged"]
     assert abs(share - 0.01) <= 0.0015, share
+
+
+def test_defaults_relative_share_strata_and_auto_design_score_strata_unchanged():
+    from pathlib import Path as _Path
+
+    import yaml
+
+    from costlib_pipelines.config import (
+        DEFAULT_AUDIT_SHARES,
+        DEFAULT_AUDIT_WEIGHTS,
+        RunConfig,
+    )
+
+    base = {"classifiers": list(CLASSIFIERS), "target": {"marginal_precision": 0.3}}
+    audit = RunConfig.from_dict({**base, "audit": {"enabled": True}}).audit
+    assert audit["design"] == "auto" and audit["strata"]["relative_to"] == "point"
+    assert audit["strata"]["shares"] == DEFAULT_AUDIT_SHARES
+    assert audit["strata"]["weights"] == DEFAULT_AUDIT_WEIGHTS
+    named = RunConfig.from_dict({**base, "audit": {"enabled": True, "strata": {
+        "edges": [0.3, 0.6], "weights": [0.5, 3, 10]}}})
+    assert named.audit["design"] == "fixed" and not named.relative_strata
+    assert named.audit_design().edges == (0.3, 0.6)
+    # the example config spells out the defaults
+    example = yaml.safe_load((_Path(__file__).parents[1] / "schemas" /
+                              "example_config.yaml").read_text())["audit"]
+    for key in ("design", "floor", "budget_share"):
+        assert example[key] == audit[key]
+    assert {k: example["strata"][k] for k in ("relative_to", "shares", "weights")} == {
+        k: audit["strata"][k] for k in ("relative_to", "shares", "weights")}
