@@ -15,7 +15,12 @@ the ``costlib`` calls those pipelines make, on the same generated population
    :func:`costlib.audit_design.neyman_design` on the previous day's unflagged rows per
    stratum with spreads ``weights[h] * rms_h`` from the audited labels per stratum of the
    recalibration being applied (what ``costlib_pipelines.audit_sizing.sized_design`` reads
-   from the two manifests). Audit disabled: the floor audit of groups without a point only.
+   from the two manifests). Relative strata (``audit.strata.relative_to: point``): each row's
+   depth below its group's thresholds on the lattice the points were published on
+   (``costlib.audit_strata``); share cutoffs per group from the previous day's rows per
+   lattice cell re-based to today's point, and the auto design sized on those rows re-cut by
+   today's cutoffs (weights only), as ``costlib decide`` does. Audit disabled: the floor audit
+   of groups without a point only.
 2. **rate** -- flagged and audited rows get their true label, the others none.
 3. **recalibrate** -- per group, ``ThresholdGrid.from_scores`` over the rated streams of the
    last ``window`` days with the records' ``audit_probability`` (``w / π`` weights, design
