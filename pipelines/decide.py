@@ -315,6 +315,14 @@ def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
         design, sizing = sized_design(config, output, operating_points, recut)
     if not config.relative_strata:
         return AuditSettings(design, salt, sizing=sizing)
+    if default and all(np.isinf(default)) and not by_group:
+        # no previous counts: every unflagged row in the nearest stratum, audited with
+        # budget_share (fixed or auto alike; fixed would spend budget_share * weights[-1])
+        design = AuditDesign(edges=design.edges, weights=(1.0,) * design.n_strata,
+                             floor=design.floor, budget_share=float(audit["budget_share"]))
+        sizing = {**sizing, "scale": design.budget_share,
+                  "reason": f"{source.get('reason', '')}: pi = budget_share for every "
+                            "unflagged row"}
     return AuditSettings(design, salt, sizing=sizing, relative=True, lattice=lattice,
                          lattice_record=record, cutoffs=by_group, default_cutoffs=default,
                          cutoffs_record=source)

@@ -23,7 +23,7 @@ from costlib_pipelines.cli import main
 
 BINS = 16
 STEPS, WEIGHTS = [2, 5], [0.5, 3.0, 10.0]
-RELATIVE = {"enabled": True, "floor": 0.001, "budget_share": 0.01,
+RELATIVE = {"enabled": True, "design": "fixed", "floor": 0.001, "budget_share": 0.01,
             "strata": {"relative_to": "point", "steps": STEPS, "weights": WEIGHTS}}
 
 
@@ -245,3 +245,18 @@ def test_defaults_relative_share_strata_and_auto_design_score_strata_unchanged()
         assert example[key] == audit[key]
     assert {k: example["strata"][k] for k in ("relative_to", "shares", "weights")} == {
         k: audit["strata"][k] for k in ("relative_to", "shares", "weights")}
+
+
+def test_share_strata_without_previous_counts_audit_at_the_budget_fixed_or_auto(tmp_path):
+    for design in ("fixed", "auto"):
+        config = config_file(tmp_path / f"{design}.yaml", {**SHARE_AUDIT, "design": design})
+        out = tmp_path / f"out-{design}"
+        code, frame = run(tmp_path, config, out, "first", seed=10, rows=2000)
+        assert code == 0
+        flagged = np.array([d is True for d in expected_threshold_decisions(frame, "any")[0]])
+        got = decisions(out)
+        ids = frame["item_id"].astype(str).to_numpy()
+        # not budget_share * weights[-1] = 0.6: one uniform stratum at the budget
+        assert set(got.loc[ids[~flagged], "audit_probability"]) == {0.01}
+        assert "budget_share for every unflagged row" in \
+            manifest(out, "first")["audit"]["sizing"]["reason"]
