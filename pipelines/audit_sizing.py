@@ -53,10 +53,12 @@ def _bound(value: float | str) -> float:
     return float(value)  # "inf" / "-inf" as the manifest writes them parse as floats
 
 
-def previous_counts(output: str, design: AuditDesign) -> tuple[PreviousCounts | None, str]:
+def previous_counts(output: str, design: AuditDesign, relative_to: str = "score"
+                    ) -> tuple[PreviousCounts | None, str]:
     """The per-stratum counts of the decide run ``output``'s ``LATEST`` names, or None and why.
 
-    The counts are used only when that run's strata have exactly ``design``'s bounds.
+    The counts are used only when that run's strata have exactly ``design``'s bounds and were
+    cut relative to the same thing (``audit.strata.relative_to``: score or point).
     """
     try:
         run_id = latest_run_id(output)
@@ -72,6 +74,9 @@ def previous_counts(output: str, design: AuditDesign) -> tuple[PreviousCounts | 
     strata = audit.get("strata")
     if not audit.get("enabled") or not strata:
         return None, f"previous decide run {run_id} drew no audit sample (no per-stratum counts)"
+    if audit.get("relative_to", "score") != relative_to:
+        return None, (f"previous decide run {run_id} cut its strata relative to "
+                      f"{audit.get('relative_to', 'score')}, config: {relative_to}")
     bounds = [_bound(s["lower"]) for s in strata] + [_bound(strata[-1]["upper"])]
     want = [-np.inf, *design.edges, np.inf]
     if bounds != want:
@@ -120,6 +125,10 @@ def spreads(config: RunConfig, design: AuditDesign, source: str | None
     threshold); the design minimises ``sum_h N_h weights[h]^2 M_h (1 / pi_h - 1)``.
     """
     weights = np.asarray(design.weights, dtype=np.float64)
+    if config.relative_strata:
+        return weights, {"spread_source": "audit.strata.weights", "spread_reason":
+                         "relative strata (audit.strata.relative_to point): recalibrate counts "
+                         "audited labels by score strata only"}
     labels, reason = audited_labels(source, design)
     if labels is None:
         return weights, {"spread_source": "audit.strata.weights", "spread_reason": reason}
@@ -144,8 +153,8 @@ def first_run_design(configured: AuditDesign) -> AuditDesign:
                        floor=configured.floor, budget_share=scale)
 
 
-def sized_design(config: RunConfig, output: str, operating_points: str | None = None
-                 ) -> tuple[AuditDesign, dict[str, Any]]:
+def sized_design(config: RunConfig, output: str, operating_points: str | None = None,
+                 recut: PreviousCounts | None = None) -> tuple[AuditDesign, dict[str, Any]]:
     """The audit design of a decide run and the manifest's record of how it was sized.
 
     ``audit.design: fixed``: the configured design. ``auto``: the Neyman design of
@@ -158,7 +167,11 @@ def sized_design(config: RunConfig, output: str, operating_points: str | None = 
     configured = config.audit_design()
     if config.audit["design"] != "auto":
         return configured, {"design": "fixed"}
-    counts, reason = previous_counts(output, configured)
+    counts, reason = previous_counts(output, configured,
+                                     "point" if config.relative_strata else "score")
+    if recut is not None and counts is not None:  # share strata: re-cut by this run's cutoffs
+        counts, reason = recut, f"sized from decide run {recut.run_id} (depths re-cut by " \
+                                "this run's share cutoffs)"
     if counts is None:
         first = first_run_design(configured)
         return first, {"design": "auto", "counts_from": None, "scale": first.budget_share,

@@ -518,7 +518,7 @@ def _audited_per_stratum(audited: NDArray[np.bool_], scores: NDArray[np.float64]
     ``audit.stratum.<h>.positives`` / ``.negatives`` (only nonzero counts; unweighted). A
     decide run with ``audit.design: auto`` reads them from the recalibration it applies
     (:mod:`costlib_pipelines.audit_sizing`)."""
-    if not audited.any():
+    if not audited.any() or config.relative_strata:  # relative strata: see audit_sizing
         return {}
     design = config.audit_design()
     stratum = design.strata(scores[audited])

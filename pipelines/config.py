@@ -22,6 +22,7 @@ import yaml
 
 import costlib_schemas
 from costlib.audit_sampling import AuditDesign
+from costlib.audit_strata import check_shares, check_steps, relative_design
 from costlib.edges import DEFAULT_DECISION_EDGES, check_edges, uniform_edges
 from costlib.target import Target
 
@@ -44,6 +45,47 @@ def _apply_defaults(value: Any, schema: dict) -> Any:
                 out[key] = _apply_defaults(out[key], sub)
         return out
     return value
+
+
+#: Audit strata of a config that names no strata (docs/audit.md, "Strata relative to the point
+#: in force"): shares of each group's unflagged rows nearest the point, weights far to near.
+DEFAULT_AUDIT_SHARES = [0.01, 0.05, 0.25]
+DEFAULT_AUDIT_WEIGHTS = [0.5, 2.0, 10.0, 60.0]
+
+
+def _audit_defaults(data: dict) -> dict:
+    """The ``audit`` defaults that depend on what the config names.
+
+    A config that sets ``audit.strata.edges`` or ``audit.strata.weights`` but not
+    ``relative_to`` keeps score strata (``relative_to: score``, no shares) and, without
+    ``audit.design``, the fixed design, exactly as before. Otherwise the strata are relative
+    to the point in force (``relative_to: point``; without shares or steps the default shares
+    and weights) and the design defaults to ``auto`` (``budget_share`` = expected audited
+    share of all unflagged rows).
+    """
+    audit = data.get("audit")
+    if audit is not None and not isinstance(audit, dict):
+        return data
+    audit = dict(audit or {})
+    strata = audit.get("strata")
+    if strata is not None and not isinstance(strata, dict):
+        return data
+    strata = dict(strata or {})
+    if "relative_to" not in strata:
+        named = bool(strata.get("edges")) or "weights" in strata
+        strata["relative_to"] = "score" if named else "point"
+    if strata["relative_to"] == "point":
+        if not strata.get("shares") and not strata.get("steps"):
+            strata.setdefault("shares", list(DEFAULT_AUDIT_SHARES))
+            strata.setdefault("weights", list(DEFAULT_AUDIT_WEIGHTS))
+        strata.setdefault("shares", [])
+        audit.setdefault("design", "auto")
+    else:
+        strata.setdefault("shares", [])
+        strata.setdefault("weights", [1.0])
+        audit.setdefault("design", "fixed")
+    audit["strata"] = strata
+    return {**data, "audit": audit}
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:
@@ -115,9 +157,35 @@ class RunConfig:
     def audit_design(self) -> AuditDesign:
         """The :class:`costlib.audit_sampling.AuditDesign` of the ``audit`` section."""
         audit = self.audit
+        strata = audit["strata"]
+        if strata.get("relative_to", "score") == "point":
+            if strata["edges"]:
+                raise ValueError(f"strata.edges: must be empty with strata.relative_to point "
+                                 f"(the strata are cut by strata.shares or strata.steps), got "
+                                 f"{strata['edges']}")
+            shares, steps = strata.get("shares") or [], strata.get("steps") or []
+            if shares and steps:
+                raise ValueError("strata.steps: give strata.shares or strata.steps, not both")
+            cuts = check_shares(shares) if shares else check_steps(steps)
+            if len(strata["weights"]) != len(cuts) + 1:
+                name = "shares" if shares else "steps"
+                raise ValueError(f"strata.weights: need len(strata.{name}) + 1 = "
+                                 f"{len(cuts) + 1} weights (one per stratum), got "
+                                 f"{len(strata['weights'])}")
+            return relative_design(strata["weights"], audit["floor"], audit["budget_share"])
+        for key in ("steps", "shares"):
+            if strata.get(key):
+                raise ValueError(f"strata.{key}: only with strata.relative_to point, got "
+                                 f"{strata[key]}")
         return AuditDesign(edges=tuple(audit["strata"]["edges"]),
                            weights=tuple(audit["strata"]["weights"]),
                            floor=audit["floor"], budget_share=audit["budget_share"])
+
+    @property
+    def relative_strata(self) -> bool:
+        """Whether the audit strata are lattice steps below the point in force
+        (``audit.strata.relative_to: point``, :mod:`costlib.audit_strata`)."""
+        return self.audit["strata"].get("relative_to", "score") == "point"
 
     @property
     def capacity(self) -> dict[str, Any]:
@@ -241,7 +309,7 @@ class RunConfig:
             kind = type(data).__name__
             raise ConfigError(f"{source}: the run config must be a mapping, got {kind}")
         schema = costlib_schemas.load("run_config.schema.json")
-        filled = _apply_defaults(data, schema)
+        filled = _apply_defaults(_audit_defaults(data), schema)
         validator = jsonschema.Draft202012Validator(schema)
         errors = sorted(validator.iter_errors(filled), key=lambda e: list(e.absolute_path))
         if errors:
@@ -306,7 +374,8 @@ class RunConfig:
         except ValueError as exc:
             raise ConfigError(f"{source}: audit.{exc}") from exc
         audit = self.audit
-        if audit["design"] == "auto" and audit["floor"] > audit["budget_share"]:
+        if audit["enabled"] and audit["design"] == "auto" and \
+                audit["floor"] > audit["budget_share"]:
             raise ConfigError(
                 f"{source}: audit.floor: with audit.design auto, budget_share is the expected "
                 f"audited share of all unflagged rows, so the floor ({audit['floor']}) must not "

@@ -134,11 +134,14 @@ from apache_beam.io.filesystems import FileSystems
 from numpy.typing import NDArray
 
 from costlib.audit_sampling import AuditDesign, audit_sample, expected_audits
+from costlib.audit_strata import cutoff_strata, lattice_cells, lattice_depths
 from costlib.decoding import optimal_topk_ragged
 from costlib.losses import get_loss
 from costlib.recalibration import ALL_GROUPS
 from costlib_pipelines import min_risk
-from costlib_pipelines.audit_sizing import first_run_design, sized_design
+from costlib_pipelines.audit_lattice import CELLS_FILE as AUDIT_CELLS_FILE
+from costlib_pipelines.audit_lattice import decide_lattice, relative_cutoffs
+from costlib_pipelines.audit_sizing import PreviousCounts, first_run_design, sized_design
 from costlib_pipelines.batches import (
     ValidatedBatch,
     plausibility_summary,
@@ -198,6 +201,10 @@ DECISION_SCHEMA = arrow_schema("decision.json")
 
 #: Column carried through the shuffle next to the decision columns (dropped before writing).
 PROBABILITY = "__probability"
+#: Counter prefix of rows per group and lattice cell (relative audit strata) and the run file
+#: they are written to (:func:`costlib_pipelines.audit_lattice.relative_cutoffs` reads it).
+CELL_PREFIX = "audit_cell."
+CELLS_FILE = AUDIT_CELLS_FILE
 
 
 # --------------------------------------------------------------------------- operating points
@@ -225,10 +232,34 @@ class AuditSettings:
     #: of ``audit.groups_without_point`` when the audit is disabled).
     only_without_point: bool = False
     sizing: dict[str, Any] = field(default_factory=lambda: {"design": "fixed"})
+    #: ``audit.strata.relative_to: point``: strata are lattice depths below the group's
+    #: thresholds in force (:mod:`costlib.audit_strata`) on this lattice (None: unknown, every
+    #: unflagged row in stratum 0); ``lattice_record`` is the manifest's ``audit.lattice``.
+    relative: bool = False
+    lattice: tuple[tuple[float, ...], ...] | None = None
+    lattice_record: dict[str, Any] | None = None
+    #: Relative strata: depth cutoffs per group (``default_cutoffs`` for the others).
+    cutoffs: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    default_cutoffs: tuple[float, ...] = ()
+    cutoffs_record: dict[str, Any] | None = None
+
+    def relative_strata(self, scores: NDArray[np.float64], thresholds: NDArray[np.float64],
+                        rule: str, group_names: Sequence[str], codes: NDArray[np.integer]
+                        ) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
+        """Depth of every row below its thresholds (:func:`costlib.audit_strata.lattice_depths`;
+        ``inf`` without a lattice) and its relative stratum (its group's cutoffs)."""
+        if self.lattice is None:
+            depth = np.full(scores.shape[0], np.inf)
+        else:
+            depth = lattice_depths(scores, thresholds, self.lattice, rule)
+        table = np.asarray([self.cutoffs.get(g, self.default_cutoffs) for g in group_names],
+                           dtype=np.float64).reshape(len(group_names), -1)
+        return depth, cutoff_strata(depth, table[codes])
 
 
 def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
-                   operating_points: str | None = None) -> AuditSettings | None:
+                   operating_points: str | None = None,
+                   thresholds: DecisionThresholds | None = None) -> AuditSettings | None:
     """``config.audit`` of a run; the salt defaults to the run id.
 
     Disabled: None, unless ``audit.groups_without_point`` is ``"floor"`` (the default): then
@@ -239,6 +270,10 @@ def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
     With ``audit.design: auto`` and ``output``, the design is sized from the counts of the
     decide run ``output``'s ``LATEST`` names and the audited labels of the recalibrate run
     ``operating_points`` (:mod:`costlib_pipelines.audit_sizing`).
+
+    With ``audit.strata.relative_to: point`` the lattice of the depths is the one of the
+    recalibrate run ``operating_points`` (else the config's fixed edges with ``thresholds``
+    added; :func:`costlib_pipelines.audit_lattice.decide_lattice`).
     """
     audit = config.audit
     salt = audit["salt"] if audit["salt"] is not None else run_id
@@ -256,9 +291,41 @@ def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
             sizing.update(counts_from=None, reason="no output to read previous counts from: "
                                                    "the configured weights scaled so that no "
                                                    "stratum exceeds budget_share")
+    lattice, record = None, None
+    by_group: dict[str, tuple[float, ...]] = {}
+    default: tuple[float, ...] = ()
+    source: dict[str, Any] = {}
+    if config.relative_strata:
+        applied = np.zeros((0, len(config.classifiers)))
+        if thresholds is not None:
+            applied = np.asarray([e.thresholds for e in [*thresholds.by_group.values(),
+                                                         thresholds.default]
+                                  if e.thresholds is not None], dtype=np.float64)
+        lattice, record = decide_lattice(config, operating_points, applied)
+
+        def in_force(group: str) -> np.ndarray:
+            entry = thresholds.get(group) if thresholds is not None else None
+            return np.full(len(config.classifiers), np.inf) \
+                if entry is None or entry.thresholds is None else np.asarray(entry.thresholds)
+        by_group, default, source = relative_cutoffs(config, output, lattice, in_force)
+    if output is not None:
+        recut = None
+        if source.get("unflagged") is not None and sum(source["unflagged"]) > 0:
+            recut = PreviousCounts(str(source["from"]), tuple(source["unflagged"]))
+        design, sizing = sized_design(config, output, operating_points, recut)
+    if not config.relative_strata:
         return AuditSettings(design, salt, sizing=sizing)
-    design, sizing = sized_design(config, output, operating_points)
-    return AuditSettings(design, salt, sizing=sizing)
+    if default and all(np.isinf(default)) and not by_group:
+        # no previous counts: every unflagged row in the nearest stratum, audited with
+        # budget_share (fixed or auto alike; fixed would spend budget_share * weights[-1])
+        design = AuditDesign(edges=design.edges, weights=(1.0,) * design.n_strata,
+                             floor=design.floor, budget_share=float(audit["budget_share"]))
+        sizing = {**sizing, "scale": design.budget_share,
+                  "reason": f"{source.get('reason', '')}: pi = budget_share for every "
+                            "unflagged row"}
+    return AuditSettings(design, salt, sizing=sizing, relative=True, lattice=lattice,
+                         lattice_record=record, cutoffs=by_group, default_cutoffs=default,
+                         cutoffs_record=source)
 
 
 @dataclass(frozen=True)
@@ -658,8 +725,16 @@ def decision_table_and_audit(
         audited, audit_probability, counters = _floor_audit_columns(
             item_ids, scores, flagged, no_point, audit)
     else:
+        candidates = flagged if no_point is None else flagged & ~no_point
+        bands, depth_counters = scores, Counter()
+        if audit is not None and audit.relative:
+            _depth, stratum = audit.relative_strata(scores, table[codes], rule,
+                                                   batch.group_names, codes)
+            bands = stratum[:, None].astype(np.float64)
+            depth_counters = _cell_counters(scores, audit.lattice, codes, batch.group_names)
         audited, audit_probability, counters = _audit_columns(
-            item_ids, scores, flagged if no_point is None else flagged & ~no_point, audit)
+            item_ids, bands, candidates, audit)
+        counters.update(depth_counters)
     op_values, op_index = _distinct_codes([e.operating_point_group for e in entries])
     method_values = sorted({e.method for e in entries if e.method is not None})
     window_ends = _window_ends(entries, codes, usable, no_point)
@@ -715,12 +790,29 @@ def _floor_audit_columns(
             counters)
 
 
+def _cell_counters(scores: NDArray[np.float64], lattice, codes: NDArray[np.integer],
+                   group_names: Sequence[str]) -> Counter:
+    """Rows per group and lattice cell (:func:`costlib.audit_strata.lattice_cells`):
+    ``audit_cell.<group>.<c_1>,...,<c_k>``; the next run places its share cutoffs on them
+    (:func:`costlib_pipelines.audit_lattice.relative_cutoffs`). Empty without a lattice."""
+    out: Counter = Counter()
+    if lattice is None or scores.shape[0] == 0:
+        return out
+    cells = lattice_cells(scores, lattice)
+    keyed = np.column_stack([codes, cells])
+    found, counts = np.unique(keyed, axis=0, return_counts=True)
+    for row, count in zip(found.tolist(), counts.tolist(), strict=True):
+        out[f"{CELL_PREFIX}{group_names[row[0]]}.{','.join(map(str, row[1:]))}"] = int(count)
+    return out
+
+
 def _audit_columns(
     item_ids: pa.Array, scores: NDArray[np.float64], flagged: NDArray[np.bool_],
     audit: AuditSettings | None,
 ) -> tuple[pa.Array, pa.Array, Counter]:
     """``audit``, ``audit_probability`` columns and audit counters (see
-    :func:`decision_table_and_audit`)."""
+    :func:`decision_table_and_audit`); ``scores`` are what the strata are cut on
+    (:meth:`AuditSettings.bands`)."""
     n = flagged.size
     if audit is None:
         return pa.array(np.zeros(n, dtype=bool)), pa.nulls(n, pa.float64()), Counter()
@@ -1575,7 +1667,17 @@ def _write_counters(keyed: tuple[None, dict[str, int]], accounting_path: str,
     """
     totals = keyed[1]
     write_json(accounting_path, {k: v for k, v in totals.items() if _is_row_accounting(k)})
-    counts = {k: v for k, v in totals.items() if not _is_row_accounting(k)}
+    cells: dict[str, dict[str, int]] = {}
+    for key, value in totals.items():
+        if key.startswith(CELL_PREFIX):
+            group, cell = key[len(CELL_PREFIX):].rsplit(".", 1)
+            cells.setdefault(group, {})[cell] = int(value)
+    if audit is not None and audit.relative and audit.lattice is not None:
+        write_json(counts_path.rsplit("/", 1)[0] + "/" + CELLS_FILE,
+                   {"lattice": [list(e) for e in audit.lattice],
+                    "cells": {g: dict(sorted(v.items())) for g, v in sorted(cells.items())}})
+    counts = {k: v for k, v in totals.items()
+              if not _is_row_accounting(k) and not k.startswith(CELL_PREFIX)}
     if audit is not None:
         summary = audit_summary(counts, audit)
         summary = summary.get("groups_without_point", summary)
@@ -1607,8 +1709,16 @@ def audit_summary(counts: dict[str, Any], audit: AuditSettings | None) -> dict[s
     unflagged = [int(counts.get(f"audit_unflagged.{h}", 0)) for h in range(design.n_strata)]
     expected, variance = expected_audits(unflagged, probabilities)
     bounds = [-np.inf, *design.edges, np.inf]
+    relative = {}
+    if audit.relative:
+        relative = {"relative_to": "point", "lattice": audit.lattice_record,
+                    "cutoffs": {"by_group": {g: [_json_bound(v) for v in c]
+                                             for g, c in sorted(audit.cutoffs.items())},
+                                "default": [_json_bound(v) for v in audit.default_cutoffs],
+                                **(audit.cutoffs_record or {})}}
     return {
         "enabled": True,
+        **relative,
         "salt": audit.salt,
         "design": audit.sizing.get("design", "fixed"),
         "sizing": audit.sizing,
@@ -1699,7 +1809,7 @@ def run_decide(
         # The decide transforms carry untyped objects (Arrow IPC bytes, Counters): Beam's
         # construction-time type inference costs ~0.07 s CPU a run and picks the same coders.
         pipeline = make_pipeline(beam_args, type_check=False)
-        audit = audit_settings(config, run.run_id, run.output, source)
+        audit = audit_settings(config, run.run_id, run.output, source, thresholds)
         build_decide(pipeline, paths, config, thresholds, run, audit)
         say(f"running the pipeline on {runner} (run {run.run_id})")
         pipeline.run().wait_until_finish()

@@ -138,6 +138,21 @@ def make_config(args, audit: bool, thin: bool = False) -> RunConfig:
     design = (THIN_AUDIT if thin else
               {"budget_share": args.budget_share, "floor": args.audit_floor,
                "edges": args.strata_edges, "weights": args.strata_weights})
+    steps = getattr(args, "strata_steps", None)
+    strata: dict = {"edges": design["edges"], "weights": design["weights"]}
+    shares = getattr(args, "strata_shares", None)
+    if steps is not None or shares is not None:  # relative to the point (thin: same strata)
+        strata = {"relative_to": "point", "weights": args.strata_weights,
+                  **({"shares": shares} if shares is not None else {"steps": steps})}
+    audit_section = {
+        "enabled": audit, "floor": design["floor"], "budget_share": design["budget_share"],
+        **({} if getattr(args, "audit_design", None) is None
+           else {"design": args.audit_design}),
+        "strata": strata,
+    }
+    if getattr(args, "audit_defaults", False):  # the schema's audit defaults (thin: 0.25%)
+        audit_section = {"enabled": audit, **({"budget_share": THIN_AUDIT["budget_share"],
+                                               "floor": THIN_AUDIT["floor"]} if thin else {})}
     return RunConfig.from_dict({
         "columns": {"audit_probability": "audit_probability"} if audit else {},
         "classifiers": list(CLASSIFIERS), "rule": "any",
@@ -153,12 +168,7 @@ def make_config(args, audit: bool, thin: bool = False) -> RunConfig:
                         {"evidence_z": None if args.evidence_z == "none"
                          else float(args.evidence_z)}),
                      **({} if args.unseen_rows is None else {"unseen_rows": args.unseen_rows})},
-        "audit": {
-            "enabled": audit, "floor": design["floor"], "budget_share": design["budget_share"],
-            **({} if getattr(args, "audit_design", None) is None
-               else {"design": args.audit_design}),
-            "strata": {"edges": design["edges"], "weights": design["weights"]},
-        },
+        "audit": audit_section,
         "publish": ({"max_threshold_change": None, "min_rated": 0} if args.guard == "off"
                     else {"max_threshold_change": 0.2, "min_rated": 50}),
     })
@@ -549,6 +559,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--audit-floor", type=float, default=0.001)
     parser.add_argument("--strata-edges", type=float, nargs="*", default=[0.3, 0.6])
     parser.add_argument("--strata-weights", type=float, nargs="*", default=[0.5, 3.0, 10.0])
+    parser.add_argument("--strata-steps", type=int, nargs="*", default=None,
+                        help="audit.strata.relative_to point with these lattice steps (weights: "
+                        "--strata-weights, far to near; --strata-edges ignored); also for "
+                        "the thin_audit scenario")
+    parser.add_argument("--strata-shares", type=float, nargs="*", default=None,
+                        help="audit.strata.relative_to point with these shares of each group's "
+                        "unflagged rows nearest the point (weights: --strata-weights, far to "
+                        "near); also for the thin_audit scenario")
+    parser.add_argument("--audit-defaults", action="store_true",
+                        help="the schema's audit defaults (only enabled set; thin_audit: "
+                        "budget_share 0.0025, floor 0.0005); the other --audit/--strata "
+                        "options are ignored")
     parser.add_argument("--drift-day", type=int, default=7)
     parser.add_argument("--drift-logit", type=float, default=1.0)
     parser.add_argument("--min-rated-positives", type=float, default=None,
@@ -605,8 +627,7 @@ def main() -> None:
           f"{args.prevalence}, "
           f"separation {SEPARATION}, correlation {CORRELATION}; target marginal precision "
           f"{args.target} (r = {args.target / (1 - args.target):.4f}); {args.bins} uniform bins; "
-          f"window {args.window} days; audit: budget_share {args.budget_share}, floor "
-          f"{args.audit_floor}, strata edges {args.strata_edges} weights {args.strata_weights}; "
+          f"window {args.window} days; audit: {make_config(args, True).raw['audit']}; "
           f"min_rated {make_config(args, False).raw['min_rated']}; in_force "
           f"{make_config(args, False).raw['in_force']}; bootstrap replicates "
           f"{args.bootstrap_replicates}; "

@@ -53,9 +53,37 @@ BASE = ["--rows-per-day", "60000", "--days", "21", "--drift-day", "11", "--check
 S5 = {"edges": [0.05, 0.3, 0.5], "weights": [0.5, 3.0, 10.0, 40.0]}
 S6 = {"edges": [0.05, 0.3, 0.6], "weights": [0.5, 3.0, 10.0, 50.0]}
 
+#: Strata relative to the point in force (``audit.strata.relative_to: point``): name ->
+#: (lattice steps, weights far to near).
+RELATIVE: dict[str, tuple[list[int], list[float]]] = {
+    "a": ([8, 24, 48], [0.5, 3.0, 10.0, 40.0]),
+    "b": ([4, 16, 32], [0.5, 3.0, 10.0, 40.0]),
+    "c": ([2, 8, 32], [1.0, 5.0, 20.0, 40.0]),
+    "d": ([16, 32], [0.5, 5.0, 40.0]),
+    "e": ([4, 16], [1.0, 10.0, 40.0]),
+}
+
+#: Strata by shares of each group's unflagged rows nearest the point (relative_to point):
+#: name -> (shares, weights far to near).
+SHARES: dict[str, tuple[list[float], list[float]]] = {
+    "a": ([0.01, 0.05, 0.25], [0.5, 3.0, 10.0, 40.0]),
+    "b": ([0.02, 0.1, 0.3], [0.5, 3.0, 10.0, 40.0]),
+    "c": ([0.05, 0.2], [0.5, 5.0, 40.0]),
+    "d": ([0.01, 0.1], [1.0, 10.0, 40.0]),
+    "e": ([0.005, 0.05, 0.25], [0.5, 3.0, 10.0, 40.0]),
+    "f": ([0.01, 0.05, 0.25], [0.5, 2.0, 10.0, 60.0]),
+    "g": ([0.005, 0.05, 0.25], [0.5, 2.0, 10.0, 60.0]),
+    "h": ([0.01, 0.05, 0.25], [0.5, 1.0, 10.0, 100.0]),
+    "i": ([0.01, 0.05, 0.25], [0.25, 2.0, 10.0, 60.0]),
+    "j": ([0.02, 0.1, 0.3], [0.5, 2.0, 10.0, 60.0]),
+}
+
 #: name -> (config overrides "section.key": value, rule variant name or None, bench args)
 CONFIGS: dict[str, tuple[dict[str, Any], str | None, list[str]]] = {
     "default": ({}, None, []),
+    #: the schema's audit defaults (relative share strata, auto design, 1% budget, floor 0.001;
+    #: thin_audit: budget 0.25%, floor 0.0005)
+    "audit_defaults": ({}, None, ["--audit-defaults"]),
     "z_off": ({"in_force.evidence_z": None}, None, []),
     "z1": ({"in_force.evidence_z": 1.0}, None, []),
     "z0.5": ({"in_force.evidence_z": 0.5}, None, []),
@@ -75,6 +103,14 @@ CONFIGS: dict[str, tuple[dict[str, Any], str | None, list[str]]] = {
                        "in_force.evidence_z": 1.0, "in_force.unseen_rows": 0.0}, None, []),
     "s6_auto": ({"audit.strata": S6, "audit.design": "auto", "audit.budget_share": 0.01},
                 None, []),
+    **{f"rel_{name}": ({"audit.strata": {"relative_to": "point", "steps": steps,
+                                         "weights": weights},
+                        "audit.design": "auto", "audit.budget_share": 0.01}, None, [])
+       for name, (steps, weights) in RELATIVE.items()},
+    **{f"sh_{name}": ({"audit.strata": {"relative_to": "point", "shares": shares,
+                                        "weights": weights},
+                       "audit.design": "auto", "audit.budget_share": 0.01}, None, [])
+       for name, (shares, weights) in SHARES.items()},
 }
 
 

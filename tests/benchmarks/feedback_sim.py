@@ -15,7 +15,12 @@ the ``costlib`` calls those pipelines make, on the same generated population
    :func:`costlib.audit_design.neyman_design` on the previous day's unflagged rows per
    stratum with spreads ``weights[h] * rms_h`` from the audited labels per stratum of the
    recalibration being applied (what ``costlib_pipelines.audit_sizing.sized_design`` reads
-   from the two manifests). Audit disabled: the floor audit of groups without a point only.
+   from the two manifests). Relative strata (``audit.strata.relative_to: point``): each row's
+   depth below its group's thresholds on the lattice the points were published on
+   (``costlib.audit_strata``); share cutoffs per group from the previous day's rows per
+   lattice cell re-based to today's point, and the auto design sized on those rows re-cut by
+   today's cutoffs (weights only), as ``costlib decide`` does. Audit disabled: the floor audit
+   of groups without a point only.
 2. **rate** -- flagged and audited rows get their true label, the others none.
 3. **recalibrate** -- per group, ``ThresholdGrid.from_scores`` over the rated streams of the
    last ``window`` days with the records' ``audit_probability`` (``w / π`` weights, design
@@ -51,6 +56,14 @@ import bench_feedback_loop as loop
 
 from costlib.audit_design import gain_spreads, neyman_design
 from costlib.audit_sampling import AuditDesign, audit_sample
+from costlib.audit_strata import (
+    cutoff_strata,
+    depth_counts_from_cells,
+    lattice_cells,
+    lattice_depths,
+    share_cutoffs,
+    stratum_counts,
+)
 from costlib.edges import with_thresholds
 from costlib.grid import ThresholdGrid
 from costlib.operating_point import optimize
@@ -153,6 +166,17 @@ def sized_design(config: RunConfig, previous_unflagged: np.ndarray | None,
     return design
 
 
+def relative_cutoffs(config: RunConfig, previous: dict[int, np.ndarray] | None) -> np.ndarray:
+    """Depth cutoffs per group (rows: ``GROUPS``): ``strata.steps``, or ``strata.shares`` of
+    the previous day's rows per group below today's point (``previous``: rows per depth, from
+    their lattice cells; none: ``inf``, a uniform audit)."""
+    strata = config.audit["strata"]
+    if strata.get("shares"):
+        return np.array([share_cutoffs(previous[k] if previous else [], strata["shares"])
+                         for k in range(len(GROUPS))])
+    return np.tile(np.asarray(strata["steps"], dtype=np.float64), (len(GROUPS), 1))
+
+
 @dataclass
 class RatedDay:
     """One day's rated stream (what the rater returns) and its audit accounting."""
@@ -187,6 +211,8 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
     oracle_cache: dict[int, list[ThresholdGrid]] = {}
     previous_unflagged: np.ndarray | None = None
     audited_labels: tuple[np.ndarray, np.ndarray] | None = None
+    decide_lattice: list[np.ndarray] | None = None
+    previous_cells: dict | None = None
     out: list[loop.Day] = []
     for day in range(args.days):
         t0 = time.perf_counter()
@@ -205,10 +231,30 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
         no_point = ~usable[g]
         salt = f"day-{day:02d}"
         if audit:
+            if config.relative_strata:  # depth below the point, on the publishing lattice
+                lattice = _edges(config, current) if decide_lattice is None else decide_lattice
+                depths_now = None
+                if previous_cells is not None:  # yesterday's rows below today's point
+                    depths_now = {k: depth_counts_from_cells(*previous_cells[k], previous_cells[
+                        "lattice"], table[k], lattice, config.rule) for k in range(len(GROUPS))}
+                cutoffs_today = relative_cutoffs(config, depths_now)
+                if depths_now is not None and config.audit["strata"].get("shares"):
+                    previous_unflagged = sum(stratum_counts(depths_now[k], cutoffs_today[k],
+                                                            configured.n_strata)
+                                             for k in range(len(GROUPS)))
             design = sized_design(config, previous_unflagged, audited_labels)
-            sample = audit_sample(ids, scores, flagged, salt, design)
+            bands = scores
+            if config.relative_strata:
+                depth = lattice_depths(scores, table[g], lattice, config.rule)
+                bands = cutoff_strata(depth, cutoffs_today[g])[:, None].astype(np.float64)
+                cells = lattice_cells(scores, lattice)
+                previous_cells = {"lattice": lattice}
+                for k in range(len(GROUPS)):
+                    found, count = np.unique(cells[g == k], axis=0, return_counts=True)
+                    previous_cells[k] = (found, count)
+            sample = audit_sample(ids, bands, flagged, salt, design)
             audited, p = sample.audit, sample.audit_probability
-            previous_unflagged = np.bincount(configured.strata(scores[~flagged]),
+            previous_unflagged = np.bincount(sample.stratum[~flagged],
                                              minlength=configured.n_strata)
         elif no_point.any():
             sample = audit_sample(ids, scores, ~no_point, salt, floor_design)
@@ -236,7 +282,8 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
         statuses = {}
         for res in results.values():
             statuses[res.status] = statuses.get(res.status, 0) + 1
-        if audit:  # the recalibration's audited labels per stratum (for auto designs)
+        decide_lattice = edges  # the lattice of the points published today
+        if audit and not config.relative_strata:  # audited labels per stratum (auto designs)
             w_a = np.concatenate([d.audited for d in window])
             strata = configured.strata(w_s[w_a])
             pos = w_y[w_a] == 1

@@ -1,0 +1,132 @@
+"""Relative audit strata (costlib.audit_strata): depths against a brute-force lattice walk."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from costlib.audit_sampling import audit_sample
+from costlib.audit_strata import (
+    check_shares,
+    check_steps,
+    cutoff_strata,
+    lattice_depths,
+    relative_design,
+    share_cutoffs,
+)
+
+
+def _brute_depth(s, t, edges, rule):
+    """Min L1 lattice distance from the point in force to a tuple that flags the row, by
+    enumerating every tuple of thresholds at or below ``t`` on the lattice (plus ``t``)."""
+    k = len(s)
+    options = []
+    for j in range(k):
+        below = sorted((e for e in edges[j] if e < t[j]), reverse=True)
+        options.append([(0, t[j])] + [(i + 1, e) for i, e in enumerate(below)])
+    best = np.inf
+    for combo in itertools.product(*options):
+        fires = [not np.isnan(s[j]) and s[j] >= combo[j][1] for j in range(k)]
+        if (any(fires) if rule == "any" else all(fires)):
+            best = min(best, sum(c[0] for c in combo))
+    return best
+
+
+@pytest.mark.parametrize("rule", ["any", "all"])
+def test_depths_equal_brute_force(rule):
+    rng = np.random.default_rng(3)
+    edges = [np.sort(rng.choice(np.linspace(0, 1, 41), 9, replace=False)) for _ in range(2)]
+    n = 400
+    scores = rng.uniform(-0.05, 1.05, size=(n, 2))
+    scores[rng.random((n, 2)) < 0.05] = np.nan
+    t_choices = np.array([[edges[0][6], edges[1][5]], [0.73, np.inf], [np.inf, np.inf],
+                          [0.2, 0.9]])
+    thresholds = t_choices[rng.integers(0, len(t_choices), n)]
+    depths = lattice_depths(scores, thresholds, edges, rule)
+    for i in range(n):
+        assert depths[i] == _brute_depth(scores[i], thresholds[i], edges, rule), i
+
+
+def test_flagged_rows_have_depth_zero_and_no_point_is_unreachable():
+    edges = [np.array([0.1, 0.5, 0.9])]
+    scores = np.array([[0.95], [0.6], [0.3], [0.05], [np.nan], [0.6]])
+    t = np.array([[0.9]] * 5 + [[np.nan]])
+    np.testing.assert_array_equal(lattice_depths(scores, t, edges),
+                                  [0, 1, 2, np.inf, np.inf, np.inf])
+
+
+def test_relative_design_strata_follow_the_cutoffs():
+    design = relative_design([0.5, 3.0, 10.0], floor=0.001, budget_share=0.01)
+    depth = np.array([1, 2, 3, 8, 9, np.inf])
+    stratum = cutoff_strata(depth, [2, 8])
+    np.testing.assert_array_equal(stratum, [2, 2, 1, 1, 0, 0])
+    np.testing.assert_array_equal(design.strata(stratum[:, None].astype(float)), stratum)
+    assert check_steps([2, 8]) == [2, 8]
+    for bad in ([3, 3], [0, 3], [2.5]):
+        with pytest.raises(ValueError, match=r"strata\.steps"):
+            check_steps(bad)
+    for bad in ([0.5, 0.1], [0.0, 0.1], [0.5, 1.0]):
+        with pytest.raises(ValueError, match=r"strata\.shares"):
+            check_shares(bad)
+
+
+def test_share_cutoffs_equal_the_definition():
+    """k_i = the smallest depth whose cumulative count reaches shares[i] of all rows."""
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        counts = rng.integers(0, 20, size=rng.integers(2, 12)).astype(float)
+        shares = np.sort(rng.choice(np.linspace(0.02, 0.98, 49), 3, replace=False))
+        got = share_cutoffs(counts, shares)
+        total = counts.sum()
+        for q, k in zip(shares, got, strict=True):
+            if total == 0:
+                assert k == np.inf
+                continue
+            finite = counts[:-1]
+            want = next((d + 1 for d in range(finite.size)
+                         if finite[: d + 1].sum() >= q * total), max(finite.size, 1))
+            assert k == want
+    assert (share_cutoffs([], [0.1]) == np.inf).all()
+
+
+def test_audited_count_over_salts_matches_the_design():
+    """Monte Carlo over salts: mean audited count within 4 standard errors of sum N_h pi_h."""
+    rng = np.random.default_rng(0)
+    edges = [np.linspace(0, 1, 65)] * 2
+    n = 20_000
+    scores = rng.beta(1, 6, size=(n, 2))
+    t = np.tile([0.6, 0.7], (n, 1))
+    depth = lattice_depths(scores, t, edges)
+    flagged = depth == 0
+    design = relative_design([0.5, 3, 10, 40], floor=0.0005, budget_share=0.002)
+    bands = cutoff_strata(depth, [2, 8, 24])[:, None].astype(float)
+    pi = design.probabilities()[design.strata(bands)]
+    expected = float(pi[~flagged].sum())
+    var = float((pi * (1 - pi))[~flagged].sum())
+    counts = [audit_sample(np.arange(n), bands, flagged, f"salt-{k}", design).audit.sum()
+              for k in range(200)]
+    assert abs(np.mean(counts) - expected) < 4 * np.sqrt(var / len(counts))
+    assert abs(np.var(counts, ddof=1) / var - 1) < 0.35
+
+
+@pytest.mark.parametrize("rule", ["any", "all"])
+def test_depths_from_cells_equal_depths_of_the_rows_on_the_same_lattice(rule):
+    """Rows counted per lattice cell give exactly the rows' own depths below any point on the
+    lattice (a threshold between two edges would split a cell: not exact there)."""
+    from costlib.audit_strata import depth_counts_from_cells, lattice_cells
+
+    rng = np.random.default_rng(7)
+    edges = [np.sort(rng.uniform(0, 1, 20)), np.sort(rng.uniform(0, 1, 15))]
+    scores = rng.uniform(-0.1, 1.1, size=(3000, 2))
+    scores[rng.random((3000, 2)) < 0.05] = np.nan
+    for t in ([edges[0][12], edges[1][9]], [edges[0][3], np.inf], [edges[0][-1], edges[1][0]]):
+        depth = lattice_depths(scores, np.tile(t, (3000, 1)), edges, rule)
+        cells, counts = np.unique(lattice_cells(scores, edges), axis=0, return_counts=True)
+        got = depth_counts_from_cells(cells, counts, edges, t, edges, rule)
+        finite = depth[np.isfinite(depth) & (depth > 0)].astype(int)
+        want = np.bincount(finite, minlength=got.size)[1:]
+        np.testing.assert_array_equal(got[:-1], want[: got.size - 1])
+        assert got.size - 1 >= (finite.max() if finite.size else 1)
+        assert got[-1] == np.count_nonzero(~np.isfinite(depth))
