@@ -26,11 +26,13 @@ from numpy.typing import NDArray
 
 from costlib.bin_locator import KeyLevelLocator, locator_for
 from costlib.score_sketch import (
-    _BINCOUNT_RANGE,
     COARSE_LEVEL,
     DEFAULT_CAPACITY,
     EdgeSketch,
     ScoreSketch,
+    bucket_sketches,
+    key_span,
+    short_span,
     sortable_keys,
 )
 
@@ -119,30 +121,14 @@ def _shared(values: NDArray[np.float64], rated: NDArray[np.bool_] | None,
     keys = sortable_keys(values)
     keys >>= np.uint64(COARSE_LEVEL)
     coarse = keys.view(np.int64)  # the top bit is clear after the shift
-    low, high = int(coarse.min()), int(coarse.max())
-    span = high - low + 1
-    if span > _BINCOUNT_RANGE or span > 8 * values.size + 1024:
+    low, span = key_span(coarse)
+    if not short_span(span, values.size):
         return None
     located = locator.locate_keys(coarse, values)
-    if not all_finite:
-        np.putmask(located, ~finite, 0)  # -inf is below every edge
-    slots = coarse  # reused in place: the keys are not needed after this
-    slots -= low
-    slots <<= 1
-    if rated is not None:
-        slots += rated
-    if not all_finite:  # -inf (did not score) goes to a slot past the end, dropped
-        np.putmask(slots, ~finite, 2 * span)
-    counts = np.bincount(slots, weights=weights, minlength=2 * span + 1)[:2 * span]
-    counts = counts.reshape(span, 2)
-    per_bucket = [counts[:, 0] + counts[:, 1]]
-    if rated is not None:
-        per_bucket.append(np.ascontiguousarray(counts[:, 1]))
-    channels = []
-    for count in per_bucket:
-        occupied = np.flatnonzero(count)
-        channels.append(ScoreSketch(occupied.astype(np.uint64) + np.uint64(low),
-                                    count[occupied].astype(np.float64), COARSE_LEVEL,
-                                    capacity)._fit())
-    scored = channels[0]
-    return located, scored, channels[-1] if rated is not None else scored
+    dropped = None if all_finite else ~finite
+    if dropped is not None:
+        np.putmask(located, dropped, 0)  # -inf is below every edge
+    coarse -= low  # reused in place: the keys are not needed after this
+    channels = bucket_sketches(coarse.view(np.intp), weights, rated, low, span, COARSE_LEVEL,
+                               capacity, dropped)
+    return located, channels[0], channels[-1]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -162,17 +163,13 @@ class ScoreSketch:
         """Sketch of keys already shifted to ``level`` (weights quantised, all positive)."""
         if keys.size == 0:
             return cls.empty(level=level, capacity=capacity)
-        low, high = keys.min(), keys.max()
-        if int(high - low) < _BINCOUNT_RANGE and int(high - low) < 8 * keys.size + 1024:
-            counts = np.bincount((keys - low).astype(np.intp), weights=weights,
-                                 minlength=int(high - low) + 1)
-            occupied = np.flatnonzero(counts)
-            out_keys = occupied.astype(np.uint64) + low
-            out_weights = counts[occupied].astype(np.float64)
-        else:
-            order = np.argsort(keys, kind="stable")
-            out_keys, out_weights = _collapse(
-                keys[order], np.ones(keys.size) if weights is None else weights[order])
+        low, span = key_span(keys)
+        if short_span(span, keys.size):
+            slots = (keys - np.uint64(low)).astype(np.intp)
+            return bucket_sketches(slots, weights, None, low, span, level, capacity)[0]
+        order = np.argsort(keys, kind="stable")
+        out_keys, out_weights = _collapse(
+            keys[order], np.ones(keys.size) if weights is None else weights[order])
         return cls(out_keys, out_weights, level, capacity)._fit()
 
     def _fit(self) -> ScoreSketch:
@@ -215,14 +212,11 @@ class ScoreSketch:
         weights = np.concatenate([p.weights for p in moved])
         low = min(int(p.keys[0]) for p in moved)
         span = max(int(p.keys[-1]) for p in moved) - low + 1
-        if span <= _BINCOUNT_RANGE and span <= 8 * keys.size + 1024:
+        if short_span(span, keys.size):
             # one count over the key range (linear; adds each bucket's weights in input order,
             # as the sort below does, so the sums are the same bits)
-            counts = np.bincount((keys - np.uint64(low)).astype(np.intp), weights=weights,
-                                 minlength=span)
-            occupied = np.flatnonzero(counts)
-            return ScoreSketch(occupied.astype(np.uint64) + np.uint64(low),
-                               counts[occupied].astype(np.float64), level, capacity)._fit()
+            slots = (keys - np.uint64(low)).astype(np.intp)
+            return bucket_sketches(slots, weights, None, low, span, level, capacity)[0]
         order = np.argsort(keys, kind="stable")
         keys, weights = _collapse(keys[order], weights[order])
         return ScoreSketch(keys, weights, level, capacity)._fit()
@@ -372,6 +366,53 @@ class EdgeSketch:
     __hash__ = None  # type: ignore[assignment]
 
 
+def short_span(span: int, rows: int) -> bool:
+    """Whether keys spanning ``span`` buckets are counted with one ``bincount`` (a short range,
+    not much longer than the rows) rather than sorted."""
+    return span <= _BINCOUNT_RANGE and span <= 8 * rows + 1024
+
+
+def key_span(keys: NDArray[Any], keep: NDArray[np.bool_] | None = None) -> tuple[int, int]:
+    """``(low, span)``: the smallest key and the number of buckets up to the largest (of the
+    rows ``keep`` when given; non-empty)."""
+    if keep is None:
+        low, high = int(keys.min()), int(keys.max())
+    else:
+        low = int(keys.min(where=keep, initial=np.iinfo(keys.dtype).max))
+        high = int(keys.max(where=keep, initial=0))
+    return low, high - low + 1
+
+
+def bucket_sketches(slots: NDArray[np.intp], weights: NDArray[np.float64] | None,
+                    rated: NDArray[np.bool_] | None, low: int, span: int, level: int,
+                    capacity: int, dropped: NDArray[np.bool_] | None = None) -> list[ScoreSketch]:
+    """Sketches at ``level`` from one ``bincount``: ``slots`` are the keys minus ``low`` (all
+    in ``[0, span)`` except ``dropped`` rows; overwritten).
+
+    Without ``rated``: ``[every row]``. With it: ``[every row, rated rows]`` from one count
+    over ``2 slot + rated`` (the rated weight per bucket in the odd slots). ``dropped`` rows
+    go to a slot past the end and are left out. Buckets whose weights sum to 0 are left out.
+    """
+    width = 1 if rated is None else 2
+    if rated is not None:
+        slots <<= 1
+        slots += rated
+    if dropped is not None:
+        np.putmask(slots, dropped, width * span)
+    counts = np.bincount(slots, weights=weights, minlength=width * span + 1)[:width * span]
+    if rated is None:
+        per_bucket = [counts]
+    else:
+        pairs = counts.reshape(span, 2)
+        per_bucket = [pairs[:, 0] + pairs[:, 1], np.ascontiguousarray(pairs[:, 1])]
+    out = []
+    for count in per_bucket:
+        occupied = np.flatnonzero(count)
+        out.append(ScoreSketch(occupied.astype(np.uint64) + np.uint64(low),
+                               count[occupied].astype(np.float64), level, capacity)._fit())
+    return out
+
+
 def _coarse_channels(keys: NDArray[np.uint64], weights: NDArray[np.float64] | None,
                      rated: NDArray[np.bool_] | None,
                      capacity: int) -> tuple[ScoreSketch, ScoreSketch | None]:
@@ -379,30 +420,15 @@ def _coarse_channels(keys: NDArray[np.uint64], weights: NDArray[np.float64] | No
     scored channel only). ``keys`` (at the coarse level) is overwritten.
 
     When the keys span a short range, one ``bincount`` over ``2 (key - low) + rated`` gives
-    both: the rated weight per bucket in the odd slots, the unrated in the even ones, worked
-    in place in ``keys`` (fresh arrays of a batch's size cost page faults, more than the
-    arithmetic). Otherwise each channel is counted alone.
+    both (:func:`bucket_sketches`), worked in place in ``keys`` (fresh arrays of a batch's
+    size cost page faults, more than the arithmetic). Otherwise each channel is counted alone.
     """
     if keys.size:
-        low, high = keys.min(), keys.max()
-        span = int(high - low) + 1
-        if span <= _BINCOUNT_RANGE and span <= 8 * keys.size + 1024:
-            keys -= low
-            slots = keys.view(np.intp)
-            if rated is None:
-                per_bucket = [np.bincount(slots, weights=weights, minlength=span)]
-            else:
-                slots <<= 1
-                slots += rated
-                counts = np.bincount(slots, weights=weights, minlength=2 * span)
-                counts = counts.reshape(span, 2)
-                per_bucket = [counts[:, 0] + counts[:, 1], counts[:, 1]]
-            channels = []
-            for count in per_bucket:
-                occupied = np.flatnonzero(count)
-                channels.append(ScoreSketch(occupied.astype(np.uint64) + low,
-                                            count[occupied].astype(np.float64),
-                                            COARSE_LEVEL, capacity)._fit())
+        low, span = key_span(keys)
+        if short_span(span, keys.size):
+            keys -= np.uint64(low)
+            channels = bucket_sketches(keys.view(np.intp), weights, rated, low, span,
+                                       COARSE_LEVEL, capacity)
             return channels[0], channels[1] if rated is not None else None
     scored = ScoreSketch._from_keys(keys, weights, COARSE_LEVEL, capacity)
     if rated is None:
