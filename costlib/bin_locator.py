@@ -114,19 +114,18 @@ class _KeyCells:
         inner_hi = np.searchsorted(edges, highest, side="right")
         self.lo = np.concatenate(([0], inner_lo, [edges.size]))
         self.hi = np.concatenate(([0], inner_hi, [edges.size]))
-        self.first_bucket = first >> level
 
     def index(self, values: NDArray[np.floating]) -> NDArray[np.intp]:
         keys = sortable_keys(values)
         keys >>= np.uint64(self.level)
-        cells = keys.view(np.int64)  # level >= 1: the top bit is clear
-        np.clip(cells, self.base, self.base + self.cells + 1, out=cells)
-        cells -= self.base
-        return cells.view(np.intp)
+        # level >= 1: the top bit is clear; the fresh keys become the cells in place
+        return self.index_keys(keys.view(np.int64), overwrite=True)
 
-    def index_keys(self, keys: NDArray[np.int64]) -> NDArray[np.intp]:
-        """Cell index of keys already at :attr:`level` (a new array)."""
-        cells = np.clip(keys, self.base, self.base + self.cells + 1)
+    def index_keys(self, keys: NDArray[np.int64], *, overwrite: bool = False) -> NDArray[np.intp]:
+        """Cell index of keys already at :attr:`level` (in ``keys`` with ``overwrite``, else
+        a new array)."""
+        cells = np.clip(keys, self.base, self.base + self.cells + 1,
+                        out=keys if overwrite else None)
         cells -= self.base
         return cells.view(np.intp)
 
@@ -135,7 +134,7 @@ class _KeyCells:
         if edges.size < 2:
             return 0.0
         bucket = (sortable_keys(edges[:-1]) >> np.uint64(self.level)).astype(np.int64)
-        width = self.widths[bucket - self.first_bucket]
+        width = self.widths[bucket - (self.base + 1)]
         return float(np.mean(np.diff(edges) < width))
 
 
