@@ -27,11 +27,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from costlib.score_sketch import EdgeSketch, ScoreSketch
-from costlib_pipelines.files import parquet_bytes, write_bytes_atomically
+from costlib_pipelines.files import open_parquet, parquet_bytes, write_bytes_atomically
 
 __all__ = [
     "SKETCH_FILE",
@@ -96,10 +95,10 @@ def read_edge_sketches(path: str, classifiers: Sequence[str]) -> list[EdgeSketch
     Raises
     ------
     ValueError
-        The file is not a sketch file, or lacks one of the classifiers (the config changed).
+        The file is not a readable sketch file (:class:`~costlib_pipelines.files.InputError`),
+        or lacks one of the classifiers (the config changed).
     """
-    with FileSystems.open(path) as handle:
-        table = pq.read_table(handle)
+    table = open_parquet(path).read()  # an unreadable file is an InputError naming it
     expected = {"classifier", "channel", "level", "capacity", "keys", "weights"}
     if not expected <= set(table.column_names):
         raise ValueError(f"{path}: not an edge sketch file (columns {table.column_names})")
