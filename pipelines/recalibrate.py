@@ -262,17 +262,12 @@ def grid_edges_entry(config: RunConfig, edges,
     return entry
 
 
-def auto_edges_source(config: RunConfig, output: str, published_run_id: str | None,
-                      *, first_pass_possible: bool = True
+def auto_edges_source(config: RunConfig, output: str, published_run_id: str | None
                       ) -> tuple[list[np.ndarray] | None, dict[str, Any] | None]:
     """For ``grid.edges: auto``: the edges carried from the published run's sketch (None: a
     first pass places them) and the manifest's ``grid_edges.source``; ``(None, None)`` for
-    the other recipes.
-
-    Raises
-    ------
-    ConfigError
-        A first pass is needed but the input is a stream (``first_pass_possible`` false).
+    the other recipes. (A stream cannot wait for a first pass: :func:`build_recalibrate`
+    refuses one without carried edges.)
     """
     if config.grid["edges"] != "auto":
         return None, None
@@ -288,10 +283,6 @@ def auto_edges_source(config: RunConfig, output: str, published_run_id: str | No
                 return edges, {"from": "previous_run", **source}
     else:
         source = {"note": "grid.auto_edges_from is this_run"}
-    if not first_pass_possible:
-        raise ConfigError(
-            "grid.edges: auto edges on a stream need a published run to carry them from "
-            f"({source['note']}); use uniform or explicit edges for the first run")
     return None, {"from": "this_run", **source}
 
 

@@ -817,7 +817,7 @@ class AggregateOutputs(NamedTuple):
     accounting: PCollection
     dead_letters: PCollection
     bootstrap: PCollection
-    edge_sketches: PCollection  # per batch (empty unless ``sketch_rows``)
+    edge_sketches: PCollection  # per bundle, summed over its batches (empty unless ``sketch_rows``)
 
 
 class AggregateBatches(beam.PTransform):
