@@ -979,8 +979,15 @@ def grouped_histograms(
         counts = np.diff(np.append(starts, n)).astype(np.float64)
     else:
         counts = np.add.reduceat(run_weights, starts)
-    groups = unique // (channels * size)
-    cells = unique - groups * (channels * size)
+    return _per_group(unique, counts, channels, size)
+
+
+def _per_group(codes: NDArray[np.int64], counts: NDArray[np.float64], channels: int,
+               size: int) -> dict[int, SparseCounts]:
+    """Ascending (group, channel, cell) codes with their counts, split into each group's
+    sparse partial."""
+    groups = codes // (channels * size)
+    cells = codes - groups * (channels * size)
     bounds = np.concatenate(([0], np.flatnonzero(groups[1:] != groups[:-1]) + 1, [groups.size]))
     return {
         int(groups[a]): SparseCounts(cells=cells[a:b], counts=counts[a:b], channels=channels)
@@ -1007,14 +1014,7 @@ def _dense_partials(keys: NDArray[np.int64], weights: NDArray[np.float64] | None
     else:
         dense = np.bincount(keys, weights=weights, minlength=n_codes).astype(np.float64, copy=False)
     occupied = np.flatnonzero(dense != 0).astype(np.int64, copy=False)  # (bool mask: fast)
-    counts = dense[occupied]
-    groups = occupied // (channels * size)
-    cells = occupied - groups * (channels * size)
-    bounds = np.concatenate(([0], np.flatnonzero(groups[1:] != groups[:-1]) + 1, [groups.size]))
-    return {
-        int(groups[a]): SparseCounts(cells=cells[a:b], counts=counts[a:b], channels=channels)
-        for a, b in itertools.pairwise(bounds.tolist())
-    }
+    return _per_group(occupied, dense[occupied], channels, size)
 
 
 def sum_sparse(partials: Sequence[SparseCounts], n_cells: int) -> SparseCounts:
