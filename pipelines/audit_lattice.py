@@ -30,7 +30,7 @@ from costlib.audit_strata import depth_counts_from_cells, share_cutoffs, stratum
 from costlib.edges import with_thresholds
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.files import InputError
-from costlib_pipelines.runs import latest_run_id, read_manifest
+from costlib_pipelines.runs import previous_run, read_manifest
 
 __all__ = ["CELLS_FILE", "decide_lattice", "relative_cutoffs"]
 
@@ -95,12 +95,9 @@ def decide_lattice(config: RunConfig, source: str | None,
 def _previous_cells(output: str) -> tuple[dict[str, Any] | None, str | None, str]:
     """The ``audit_cells.json`` of the decide run ``OUTPUT/LATEST`` names, its run id and why
     not when there is none."""
-    try:
-        run_id = latest_run_id(output)
-    except InputError as exc:
-        return None, None, f"no usable previous decide run: {exc}"
+    run_id, why = previous_run(output)
     if run_id is None:
-        return None, None, f"no previous decide run in {output}"
+        return None, None, why
     path = f"{output.rstrip('/')}/runs/{run_id}/{CELLS_FILE}"
     if not FileSystems.exists(path):
         return None, run_id, f"previous decide run {run_id} counted no lattice cells"

@@ -35,7 +35,7 @@ from costlib.audit_design import gain_spreads, neyman_design
 from costlib.audit_sampling import AuditDesign
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.files import InputError
-from costlib_pipelines.runs import latest_run_id, read_manifest
+from costlib_pipelines.runs import previous_run, read_manifest
 
 __all__ = ["PreviousCounts", "audited_labels", "first_run_design", "previous_counts",
            "sized_design", "spreads"]
@@ -60,12 +60,9 @@ def previous_counts(output: str, design: AuditDesign, relative_to: str = "score"
     The counts are used only when that run's strata have exactly ``design``'s bounds and were
     cut relative to the same thing (``audit.strata.relative_to``: score or point).
     """
-    try:
-        run_id = latest_run_id(output)
-    except InputError as exc:
-        return None, f"no usable previous decide run: {exc}"
+    run_id, why = previous_run(output)
     if run_id is None:
-        return None, f"no previous decide run in {output} (no LATEST)"
+        return None, why
     try:
         manifest = read_manifest(f"{output.rstrip('/')}/runs/{run_id}")
     except (InputError, ValueError) as exc:

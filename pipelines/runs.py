@@ -46,6 +46,7 @@ __all__ = [
     "latest_run_id",
     "list_runs",
     "load_operating_points",
+    "previous_run",
     "read_manifest",
     "read_records",
     "verified_accounting",
@@ -174,6 +175,18 @@ def latest_run_id(output: str) -> str | None:
     with FileSystems.open(f"{output}/LATEST") as fh:
         text = fh.read().decode(errors="replace").strip()
     return check_run_id(text, what=f"{output}/LATEST holds") if text else None
+
+
+def previous_run(output: str, what: str = "decide run") -> tuple[str | None, str]:
+    """The run id ``OUTPUT/LATEST`` names, or None and why not (``what``: how messages name
+    the run). Never raises: a missing or unreadable ``LATEST`` is a reason."""
+    try:
+        run_id = latest_run_id(output)
+    except InputError as exc:
+        return None, f"no usable previous {what}: {exc}"
+    if run_id is None:
+        return None, f"no previous {what} in {output} (no LATEST)"
+    return run_id, ""
 
 
 def read_manifest(run_dir: str) -> dict[str, Any]:
