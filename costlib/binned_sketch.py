@@ -15,11 +15,17 @@ The results are exactly those of :meth:`costlib.bin_locator.BinLocator.__call__`
 :meth:`costlib.score_sketch.EdgeSketch.from_rows` on the same rows; where the shared path does
 not apply (the edges or the scores span too many key cells at the coarse level) each is
 computed on its own.
+
+A pipeline bins batch after batch against the same edges: :class:`SketchingBinner` keeps the
+scored and rated channels of all its batches as one dense count per key bucket (the batch's
+``bincount`` added into it) and makes sketches of them once, at the end, instead of a sketch
+per batch and their merges (sketch sums are exact: same result).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,13 +36,13 @@ from costlib.score_sketch import (
     DEFAULT_CAPACITY,
     EdgeSketch,
     ScoreSketch,
-    bucket_sketches,
     key_span,
     short_span,
+    sketches_from_counts,
     sortable_keys,
 )
 
-__all__ = ["bin_and_sketch"]
+__all__ = ["SketchingBinner", "bin_and_sketch"]
 
 
 def bin_and_sketch(
@@ -71,37 +77,130 @@ def bin_and_sketch(
     sketches : list of k EdgeSketch
         ``EdgeSketch.from_rows(scores[:, j], labels, weights, unrated)``.
     """
-    from costlib.grid import quantize_weights
-
-    k = scores.shape[1]
-    rated = None if unrated is None else ~np.asarray(unrated, dtype=bool)
-    y = np.asarray(labels, dtype=bool)
-    w = None if weights is None else quantize_weights(
-        np.asarray(weights, dtype=np.float64), weight_bits)
-    positive_rows = np.flatnonzero(y if rated is None else rated & y)
-    bins, sketches = [], []
-    for j in range(k):
-        values = np.ascontiguousarray(scores[:, j])
-        positives = ScoreSketch.from_values(
-            values[positive_rows], None if w is None else w[positive_rows], level=0,
-            capacity=capacity, weight_bits=weight_bits)
-        shared = _shared(values, rated, w, edges[j], capacity)
-        if shared is None:  # each on its own
-            bins.append(locator_for(edges[j])(values))
-            sketches.append(EdgeSketch.from_rows(values, y, weights, unrated,
-                                                 capacity=capacity, weight_bits=weight_bits))
-            continue
-        located, scored, rated_sketch = shared
-        bins.append(located)
-        sketches.append(EdgeSketch(scored=scored, rated=rated_sketch, positives=positives))
+    binner = SketchingBinner(edges, capacity=capacity, weight_bits=weight_bits)
+    bins = binner(scores, labels, weights, unrated)
+    sketches = binner.sketches()
+    assert sketches is not None  # one batch was added
     return bins, sketches
+
+
+class SketchingBinner:
+    """Bins batches against fixed edges and accumulates the edge sketches of their rows.
+
+    Calling it on batch after batch, then :meth:`sketches`, gives the bins of
+    :func:`bin_and_sketch` for each batch and the :meth:`EdgeSketch.sum` of its sketches,
+    exactly. Per classifier it keeps one dense array over the key buckets (at
+    :data:`~costlib.score_sketch.COARSE_LEVEL`) seen so far, ``2 b`` holding the unrated and
+    ``2 b + 1`` the rated weight of bucket ``b``, widened when a batch reaches past it (up to
+    :attr:`MAX_BUCKETS` buckets, 16 MiB; beyond, it is made a sketch and restarted); batches
+    off the shared path are sketched on their own and summed in.
+
+    Parameters
+    ----------
+    edges : sequence of k ndarrays
+        Candidate thresholds per classifier.
+    capacity, weight_bits
+        As for :class:`~costlib.score_sketch.ScoreSketch`.
+    """
+
+    MAX_BUCKETS = 1 << 20
+    _MERGE_EVERY = 16  # sketches kept aside (positives, batches off the shared path) per sum
+
+    def __init__(self, edges: Sequence[NDArray[np.float64]], *,
+                 capacity: int = DEFAULT_CAPACITY, weight_bits: int = 16) -> None:
+        self.edges = tuple(edges)
+        self.capacity, self.weight_bits = capacity, weight_bits
+        k = len(self.edges)
+        self._low: list[int] = [0] * k
+        self._counts: list[NDArray[np.float64] | None] = [None] * k
+        self._aside: list[list[EdgeSketch]] = [[] for _ in range(k)]  # sketches to sum in
+        self._positives: list[list[ScoreSketch]] = [[] for _ in range(k)]
+        self._batches = 0
+
+    def __call__(self, scores: NDArray[np.float64], labels: NDArray[np.bool_],
+                 weights: NDArray[np.float64] | None,
+                 unrated: NDArray[np.bool_] | None) -> list[NDArray[np.intp]]:
+        """The bins of one batch per classifier (arguments as for :func:`bin_and_sketch`);
+        its rows join the sketches."""
+        from costlib.grid import quantize_weights
+
+        rated = None if unrated is None else ~np.asarray(unrated, dtype=bool)
+        y = np.asarray(labels, dtype=bool)
+        w = None if weights is None else quantize_weights(
+            np.asarray(weights, dtype=np.float64), self.weight_bits)
+        positive_rows = np.flatnonzero(y if rated is None else rated & y)
+        self._batches += 1
+        bins = []
+        for j, edges in enumerate(self.edges):
+            values = np.ascontiguousarray(scores[:, j])
+            self._keep(self._positives[j], ScoreSketch.from_values(
+                values[positive_rows], None if w is None else w[positive_rows], level=0,
+                capacity=self.capacity, weight_bits=self.weight_bits))
+            shared = _shared(values, rated, w, edges)
+            if shared is None:  # each on its own
+                bins.append(locator_for(edges)(values))
+                sketch = EdgeSketch.from_rows(values, y, weights, unrated,
+                                              capacity=self.capacity,
+                                              weight_bits=self.weight_bits)
+                self._keep(self._aside[j], sketch)
+                continue
+            located, counts, low = shared
+            bins.append(located)
+            self._add(j, counts, low)
+        return bins
+
+    def sketches(self) -> list[EdgeSketch] | None:
+        """The sketch of every row added so far, per classifier (None before any batch)."""
+        if not self._batches:
+            return None
+        out = []
+        for j in range(len(self.edges)):
+            parts = list(self._aside[j])
+            counts = self._counts[j]
+            if counts is not None:
+                scored, rated = sketches_from_counts(counts, self._low[j], 2, COARSE_LEVEL,
+                                                     self.capacity)
+                parts.append(EdgeSketch(scored=scored, rated=rated,
+                                        positives=ScoreSketch.empty(capacity=self.capacity)))
+            merged = EdgeSketch.sum(parts) if parts else EdgeSketch.empty(capacity=self.capacity)
+            out.append(EdgeSketch(scored=merged.scored, rated=merged.rated,
+                                  positives=ScoreSketch.sum(self._positives[j])))
+        return out
+
+    def _keep(self, kept: list, sketch: EdgeSketch | ScoreSketch) -> None:
+        kept.append(sketch)
+        if len(kept) >= self._MERGE_EVERY:  # bounded memory: sum as we go
+            kept[:] = [type(sketch).sum(kept)]
+
+    def _add(self, j: int, counts: NDArray[np.float64], low: int) -> None:
+        """Add a batch's interleaved bucket counts starting at key ``low``."""
+        held = self._counts[j]
+        span = counts.size // 2
+        if held is None:
+            self._low[j], self._counts[j] = low, counts.astype(np.float64)
+            return
+        start, stop = min(self._low[j], low), max(self._low[j] + held.size // 2, low + span)
+        if stop - start > self.MAX_BUCKETS:  # too wide to hold densely: sketch what is held
+            scored, rated = sketches_from_counts(held, self._low[j], 2, COARSE_LEVEL,
+                                                 self.capacity)
+            self._keep(self._aside[j], EdgeSketch(
+                scored=scored, rated=rated, positives=ScoreSketch.empty(capacity=self.capacity)))
+            self._low[j], self._counts[j] = low, counts.astype(np.float64)
+            return
+        if start < self._low[j] or stop > self._low[j] + held.size // 2:
+            wider = np.zeros(2 * (stop - start))
+            offset = 2 * (self._low[j] - start)
+            wider[offset:offset + held.size] = held
+            self._low[j], self._counts[j] = start, held = start, wider
+        offset = 2 * (low - self._low[j])
+        held[offset:offset + counts.size] += counts
 
 
 def _shared(values: NDArray[np.float64], rated: NDArray[np.bool_] | None,
             weights: NDArray[np.float64] | None, edges: NDArray[np.float64],
-            capacity: int) -> tuple[NDArray[np.intp], ScoreSketch, ScoreSketch] | None:
-    """Bins, scored and rated channels from the keys at the coarse level (None: too wide, or
-    no row)."""
+            ) -> tuple[NDArray[np.intp], NDArray[Any], int] | None:
+    """Bins and the interleaved (unrated, rated) counts of the key buckets from ``low`` on, from
+    the keys at the coarse level (None: too wide, or no row)."""
     if values.size == 0:
         return None
     try:
@@ -116,7 +215,7 @@ def _shared(values: NDArray[np.float64], rated: NDArray[np.bool_] | None,
             return None
         # "did not score" rows take the lowest finite score for the key arithmetic (so that
         # the keys of non-negative scores stay on the fast path); bin 0 and the dropped
-        # sketch slot are set for them below
+        # slot are set for them below
         values = np.where(finite, values, values.min(where=finite, initial=np.inf))
     keys = sortable_keys(values)
     keys >>= np.uint64(COARSE_LEVEL)
@@ -125,10 +224,16 @@ def _shared(values: NDArray[np.float64], rated: NDArray[np.bool_] | None,
     if not short_span(span, values.size):
         return None
     located = locator.locate_keys(coarse, values)
-    dropped = None if all_finite else ~finite
-    if dropped is not None:
-        np.putmask(located, dropped, 0)  # -inf is below every edge
-    coarse -= low  # reused in place: the keys are not needed after this
-    channels = bucket_sketches(coarse.view(np.intp), weights, rated, low, span, COARSE_LEVEL,
-                               capacity, dropped)
-    return located, channels[0], channels[-1]
+    if not all_finite:
+        np.putmask(located, ~finite, 0)  # -inf is below every edge
+    slots = coarse  # reused in place: the keys are not needed after this
+    slots -= low
+    slots <<= 1
+    if rated is None:
+        slots |= 1
+    else:
+        slots += rated
+    if not all_finite:
+        np.putmask(slots, ~finite, 2 * span)  # past the end: left out
+    counts = np.bincount(slots.view(np.intp), weights=weights, minlength=2 * span + 1)
+    return located, counts[:2 * span], low

@@ -400,14 +400,22 @@ def bucket_sketches(slots: NDArray[np.intp], weights: NDArray[np.float64] | None
     if dropped is not None:
         np.putmask(slots, dropped, width * span)
     counts = np.bincount(slots, weights=weights, minlength=width * span + 1)[:width * span]
-    if rated is None:
+    return sketches_from_counts(counts, low, width, level, capacity)
+
+
+def sketches_from_counts(counts: NDArray[Any], low: int, width: int, level: int,
+                         capacity: int) -> list[ScoreSketch]:
+    """Sketches at ``level`` of dense bucket counts: bucket ``low + i`` holds ``counts[i]``
+    (``width`` 1: ``[every row]``), or ``counts[2 i]`` unrated and ``counts[2 i + 1]`` rated
+    weight (``width`` 2: ``[every row, rated rows]``). Empty buckets are left out."""
+    if width == 1:
         per_bucket = [counts]
     else:
-        pairs = counts.reshape(span, 2)
+        pairs = counts.reshape(-1, 2)
         per_bucket = [pairs[:, 0] + pairs[:, 1], np.ascontiguousarray(pairs[:, 1])]
     out = []
     for count in per_bucket:
-        occupied = np.flatnonzero(count)
+        occupied = np.flatnonzero(count != 0)
         out.append(ScoreSketch(occupied.astype(np.uint64) + np.uint64(low),
                                count[occupied].astype(np.float64), level, capacity)._fit())
     return out

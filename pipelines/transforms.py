@@ -49,7 +49,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from numpy.typing import NDArray
 
 from costlib.audit_estimation import audit_design
-from costlib.binned_sketch import bin_and_sketch
+from costlib.binned_sketch import SketchingBinner
 from costlib.bootstrap import SparseBootstrapGrids
 from costlib.edges import (
     decision_edges_from_sketch,
@@ -277,7 +277,8 @@ class SumGrids(beam.CombineFn):
     uses) a :class:`costlib.grid.SparseGrid` that the optimising stage makes dense, one group
     at a time.
 
-    An accumulator is ``[counts, edges, rated_rows, audited_rows]`` where ``counts`` is
+    An accumulator is ``[counts, edges, rated_rows, audited_rows, entries_added]`` where
+    ``counts`` is
 
     - a list of :class:`SparseCounts` partials (a *sparse* accumulator: memory proportional to
       the occupied cells, so a worker can hold the accumulators of 100,000 small groups), merged
@@ -285,7 +286,12 @@ class SumGrids(beam.CombineFn):
       the merged one;
     - a dense ``(channels, *shape)`` array once the group's entries reach
       :data:`DENSE_FRACTION` of the lattice's cells (dense is then no larger than sparse, and
-      adding into it is the fastest);
+      adding into it is the fastest), or once the entries of all partials added to it reach
+      :data:`DENSE_WORK` times the cells: a group that keeps receiving partials whose cells
+      mostly coincide (edges at quantiles spread a batch's rows over many cells, most of them
+      the same each batch) would otherwise pay a sort-based merge of its whole union every few
+      adds, while its dense array costs one pass; at 0.125 that array is at most 4 times the
+      bytes of the entries it was sent (16 each), so small groups stay sparse;
     - a single :class:`SparseCounts` after :meth:`compact` (before Beam encodes it for the
       shuffle: most cells of a group's grid are empty).
 
@@ -296,6 +302,8 @@ class SumGrids(beam.CombineFn):
 
     #: A group's accumulator becomes dense when its stored entries reach this share of cells.
     DENSE_FRACTION = 0.125
+    #: ... or when the entries of the partials added to it reach this many times its cells.
+    DENSE_WORK = 0.125
 
     def __init__(self, config: RunConfig, *, compact_output: bool = False):
         self.names = config.classifiers
@@ -317,7 +325,7 @@ class SumGrids(beam.CombineFn):
     @staticmethod
     def _to_dense(acc, channels: int):
         """A new accumulator with a dense array of at least ``channels`` channels."""
-        counts, edges, rated, audited = acc
+        counts, edges, rated, audited, added = acc
         parts = counts if isinstance(counts, list) else [counts]
         channels = max([channels, *(p.channels if isinstance(p, SparseCounts) else p.shape[0]
                                     for p in parts)])
@@ -327,7 +335,7 @@ class SumGrids(beam.CombineFn):
                 part.add_to(dense)
             else:
                 dense[: part.shape[0]] += part
-        return [dense, edges, rated, audited]
+        return [dense, edges, rated, audited, added]
 
     def _settle(self, acc):
         """Merge a sparse accumulator's pending partials, or go dense (see the class doc)."""
@@ -336,10 +344,11 @@ class SumGrids(beam.CombineFn):
             return acc
         total = sum(c.nnz for c in counts)
         channels = self._channels(acc)
-        if total >= self.DENSE_FRACTION * self._cells(edges, channels):
+        cells = self._cells(edges, channels)
+        if total >= self.DENSE_FRACTION * cells or acc[4] >= self.DENSE_WORK * cells:
             return self._to_dense(acc, channels)
         if total - counts[0].nnz > counts[0].nnz:  # pending outweigh the merged: merge
-            return [[merge_sparse(counts)], edges, acc[2], acc[3]]
+            return [[merge_sparse(counts)], edges, acc[2], acc[3], acc[4]]
         return acc
 
     def create_accumulator(self):
@@ -348,11 +357,12 @@ class SumGrids(beam.CombineFn):
     def add_input(self, acc, partial):
         edges, counts, rated, *audited = partial
         if acc is None:
-            acc = [[], edges, 0, 0]
+            acc = [[], edges, 0, 0, 0]
         elif isinstance(acc[0], SparseCounts):
-            acc = [[acc[0]], acc[1], acc[2], acc[3]]
+            acc = [[acc[0]], *acc[1:]]
         if isinstance(acc[0], list):
             acc[0].append(counts)
+            acc[4] += counts.nnz
             acc = self._settle(acc)
         else:
             if acc[0].shape[0] < counts.channels:
@@ -369,34 +379,35 @@ class SumGrids(beam.CombineFn):
         edges = accs[0][1]
         rated = sum(acc[2] for acc in accs)
         audited = sum(acc[3] for acc in accs)
+        added = sum(acc[4] for acc in accs)
         parts = []
         for acc in accs:
             parts += acc[0] if isinstance(acc[0], list) else [acc[0]]
         if any(isinstance(p, np.ndarray) for p in parts):  # new array: inputs stay untouched
-            return self._to_dense([parts, edges, rated, audited], 2)
-        return self._settle([parts, edges, rated, audited])
+            return self._to_dense([parts, edges, rated, audited, added], 2)
+        return self._settle([parts, edges, rated, audited, added])
 
     def compact(self, acc):
         if acc is None or isinstance(acc[0], SparseCounts):
             return acc
         if isinstance(acc[0], list):
-            return [merge_sparse(acc[0]), acc[1], acc[2], acc[3]]
+            return [merge_sparse(acc[0]), *acc[1:]]
         flat = acc[0].reshape(-1)
         cells = np.flatnonzero(flat != 0)  # a bool mask's nonzero is several times faster
         return [SparseCounts(cells=cells.astype(np.int64), counts=flat[cells],
-                             channels=acc[0].shape[0]), acc[1], acc[2], acc[3]]
+                             channels=acc[0].shape[0]), *acc[1:]]
 
     def extract_output(self, acc):
         if acc is None or acc[2] == 0:
             return None
         if self.compact_output:
-            counts, edges, _, audited = self.compact(acc)
+            counts, edges, _, audited, _ = self.compact(acc)
             return SparseGrid(edges=tuple(edges), counts=counts, names=self.names,
                               audited_rows=audited)
         if _is_shape(acc[1]):
             raise ValueError("SumGrids: partials keyed by lattice shape need compact_output=True "
                              "(the optimiser attaches the edges)")
-        dense, edges, _, audited = self._to_dense(acc, 2)
+        dense, edges, _, audited, _ = self._to_dense(acc, 2)
         return ThresholdGrid(edges=tuple(edges), pos=dense[1], neg=dense[0], names=self.names,
                              unrated=dense[2] if dense.shape[0] >= 3 else None,
                              audited_rows=audited,
@@ -660,14 +671,24 @@ class AggregateBatchesFn(beam.DoFn):
             yield from self.histograms(batch, edges)
 
     def start_bundle(self):
-        self._sketches = []  # this bundle's edge sketches, emitted once at its end
+        self._binner = None  # bins and sketches this bundle's rows; emitted once at its end
 
     def finish_bundle(self):
-        if self._sketches:
-            merged = _sum_sketches(self._sketches)
-            self._sketches = []
+        merged = None if self._binner is None else self._binner.sketches()
+        self._binner = None
+        if merged is not None:
             yield pvalue.TaggedOutput(
                 "edge_sketches", WindowedValue(merged, MIN_TIMESTAMP, [GlobalWindow()]))
+
+    def _binner_for(self, edges) -> SketchingBinner:
+        """This bundle's binner (every batch of a run is binned against the same edges)."""
+        binner = self._binner
+        if binner is None:
+            binner = self._binner = SketchingBinner(edges)
+        elif not all(a is b or np.array_equal(a, b)
+                     for a, b in zip(binner.edges, edges, strict=True)):
+            raise ValueError("edge sketches: batches of one bundle binned against other edges")
+        return binner
 
     def histograms(self, batch, edges):
         """Partial grids of a batch's valid rows: ``(group, (shape, counts, rated_rows))``.
@@ -702,10 +723,7 @@ class AggregateBatchesFn(beam.DoFn):
         n_cells = channels * math.prod(shape)
         bins = None
         if self.sketch_rows:  # bin and sketch the rows from one key computation
-            bins, sketches = bin_and_sketch(scores, labels, weights, unrated, edges)
-            self._sketches.append(sketches)
-            if len(self._sketches) >= 16:  # bounded memory: merge as we go
-                self._sketches = [_sum_sketches(self._sketches)]
+            bins = self._binner_for(edges)(scores, labels, weights, unrated)
         partials = grouped_histograms(codes, scores, labels, weights, edges, unrated=unrated,
                                       variances=variances, bins=bins)
         if variances is not None:

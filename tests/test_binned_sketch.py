@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costlib.binned_sketch import bin_and_sketch
+from costlib.binned_sketch import SketchingBinner, bin_and_sketch
 from costlib.edges import decision_edges, uniform_edges
 from costlib.score_sketch import EdgeSketch
 
@@ -70,3 +70,43 @@ def test_equals_each_alone_on_any_rows(values, edges, seed):
     weights = rng.choice([0.0, 1.0, 2.0, 0.3], n) if seed % 2 else None
     e = np.unique(np.array(edges) + 0.0)
     _check(s, y, weights, rng.random(n) < 0.5 if seed % 3 else None, [e])
+
+
+@pytest.mark.parametrize("max_buckets", [1 << 20, 64])
+def test_binner_over_batches_equals_the_sketch_of_all_rows(max_buckets):
+    """Batch after batch (ranges that widen the held counts, batches off the shared path, a
+    flush when the held range would pass ``MAX_BUCKETS``): the bins of each batch and the
+    sketch of all rows, as from each batch alone and from every row at once."""
+    rng = np.random.default_rng(11)
+    edges = [decision_edges(rng.beta(0.5, 30, (4000, 1)), rng.random(4000) < 0.02,
+                            n_edges=32)[0], uniform_edges(0, 1, 8)]
+    batches = []
+    for i, family in enumerate(["near0", "spread", "near1", "wide", "near0", "empty"]):
+        n = 0 if family == "empty" else int(rng.integers(500, 3000))
+        s = {"near0": lambda: rng.beta(0.5, 30, (n, 2)), "spread": lambda: rng.random((n, 2)),
+             "near1": lambda: 1 - rng.beta(0.5, 30, (n, 2)),
+             "wide": lambda: rng.standard_cauchy((n, 2)) * 1e6,
+             "empty": lambda: np.zeros((0, 2))}[family]()
+        s[rng.random((n, 2)) < 0.05] = -np.inf
+        y = rng.random(n) < 0.05
+        weights = rng.choice([0.0, 1.0, 2.5], n) if i % 2 else None
+        unrated = rng.random(n) < 0.6 if i != 2 else None
+        batches.append((s, y, weights, unrated))
+    binner = SketchingBinner(edges)
+    binner.MAX_BUCKETS = max_buckets
+    assert binner.sketches() is None  # no batch yet
+    for s, y, weights, unrated in batches:
+        got = binner(s, y, weights, unrated)
+        for j, e in enumerate(edges):
+            assert np.array_equal(got[j], np.searchsorted(e, s[:, j], side="right"))
+    every = [np.concatenate([b[i] if b[i] is not None else default(b)
+                             for b in batches])
+             for i, default in [(0, None), (1, None),
+                                (2, lambda b: np.ones(b[1].size)),
+                                (3, lambda b: np.zeros(b[1].size, dtype=bool))]]
+    s, y, weights, unrated = every
+    want = [EdgeSketch.from_rows(s[:, j], y, weights, unrated) for j in range(2)]
+    per_batch = [[EdgeSketch.from_rows(b[0][:, j], b[1], b[2], b[3]) for j in range(2)]
+                 for b in batches]
+    assert binner.sketches() == want
+    assert [EdgeSketch.sum(p[j] for p in per_batch) for j in range(2)] == want

@@ -65,15 +65,17 @@ def _combine(fn, partials, plan, draw_order):
 @given(seed=st.integers(0, 2**32 - 1), n_rows=st.integers(1, 400),
        n_parts=st.integers(1, 8), unrated_share=st.sampled_from([0.0, 0.3]),
        dense_fraction=st.sampled_from([0.0, 0.05, 0.125, 2.0]), order=st.integers(0, 7),
-       shape_only=st.booleans())
+       shape_only=st.booleans(), dense_work=st.sampled_from([0.05, 0.5, 1.0]))
 def test_sum_grids_equals_the_rows_grid_for_any_split_merge_order_and_representation(
-        seed, n_rows, n_parts, unrated_share, dense_fraction, order, shape_only):
+        seed, n_rows, n_parts, unrated_share, dense_fraction, order, shape_only, dense_work):
     rng = np.random.default_rng(seed)
     partials, expected = _partials(rng, n_rows, n_parts, unrated_share,
                                    SHAPE if shape_only else EDGES)
     config = base_config(grid={"edges": "explicit", "values": [e.tolist() for e in EDGES]})
     fn = SumGrids(config, compact_output=True)
     fn.DENSE_FRACTION = dense_fraction  # 0: dense at once; 2.0: never dense
+    # ... or dense once the partials added hold dense_work x the cells (never: 2.0 above)
+    fn.DENSE_WORK = np.inf if dense_fraction == 2.0 else dense_work
     indices = rng.permutation(len(partials)).tolist()
     cut = sorted(rng.integers(0, len(indices) + 1, size=2).tolist())
     plan = [c for c in (indices[:cut[0]], indices[cut[0]:cut[1]], indices[cut[1]:]) if c]
