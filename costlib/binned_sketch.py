@@ -25,7 +25,6 @@ per batch and their merges (sketch sums are exact: same result).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -92,7 +91,7 @@ class SketchingBinner:
     exactly. Per classifier it keeps one dense array over the key buckets (at
     :data:`~costlib.score_sketch.COARSE_LEVEL`) seen so far, ``2 b`` holding the unrated and
     ``2 b + 1`` the rated weight of bucket ``b``, widened when a batch reaches past it (up to
-    :attr:`MAX_BUCKETS` buckets, 16 MiB; beyond, it is made a sketch and restarted); batches
+    :attr:`MAX_BUCKETS` buckets, 4 MiB; beyond, it is made a sketch and restarted); batches
     off the shared path are sketched on their own and summed in.
 
     Parameters
@@ -103,8 +102,9 @@ class SketchingBinner:
         As for :class:`~costlib.score_sketch.ScoreSketch`.
     """
 
-    MAX_BUCKETS = 1 << 20
-    _MERGE_EVERY = 16  # sketches kept aside (positives, batches off the shared path) per sum
+    MAX_BUCKETS = 1 << 18
+    _MERGE_EVERY = 16  # sketches kept aside (batches off the shared path) per sum
+    _POSITIVES = 1 << 16  # positives' scores collected before they are made a sketch
 
     def __init__(self, edges: Sequence[NDArray[np.float64]], *,
                  capacity: int = DEFAULT_CAPACITY, weight_bits: int = 16) -> None:
@@ -114,7 +114,10 @@ class SketchingBinner:
         self._low: list[int] = [0] * k
         self._counts: list[NDArray[np.float64] | None] = [None] * k
         self._aside: list[list[EdgeSketch]] = [[] for _ in range(k)]  # sketches to sum in
-        self._positives: list[list[ScoreSketch]] = [[] for _ in range(k)]
+        # the rated positives' scores (and weights) as read, made a sketch every so often
+        self._positive_rows: list[list[tuple[NDArray[np.float64], NDArray[np.float64] | None]]]
+        self._positive_rows = [[] for _ in range(k)]
+        self._positives: list[ScoreSketch | None] = [None] * k
         self._batches = 0
 
     def __call__(self, scores: NDArray[np.float64], labels: NDArray[np.bool_],
@@ -133,20 +136,21 @@ class SketchingBinner:
         bins = []
         for j, edges in enumerate(self.edges):
             values = np.ascontiguousarray(scores[:, j])
-            self._keep(self._positives[j], ScoreSketch.from_values(
-                values[positive_rows], None if w is None else w[positive_rows], level=0,
-                capacity=self.capacity, weight_bits=self.weight_bits))
-            shared = _shared(values, rated, w, edges)
+            self._add_positives(j, values[positive_rows],
+                                None if w is None else w[positive_rows])
+            shared = _shared(values, rated, edges, self.MAX_BUCKETS)
             if shared is None:  # each on its own
                 bins.append(locator_for(edges)(values))
                 sketch = EdgeSketch.from_rows(values, y, weights, unrated,
                                               capacity=self.capacity,
                                               weight_bits=self.weight_bits)
-                self._keep(self._aside[j], sketch)
+                self._aside[j].append(sketch)
+                if len(self._aside[j]) >= self._MERGE_EVERY:  # bounded memory
+                    self._aside[j] = [EdgeSketch.sum(self._aside[j])]
                 continue
-            located, counts, low = shared
+            located, slots, low, span, dropped = shared
             bins.append(located)
-            self._add(j, counts, low)
+            self._count(j, slots, w, low, span, dropped)
         return bins
 
     def sketches(self) -> list[EdgeSketch] | None:
@@ -156,51 +160,92 @@ class SketchingBinner:
         out = []
         for j in range(len(self.edges)):
             parts = list(self._aside[j])
-            counts = self._counts[j]
-            if counts is not None:
-                scored, rated = sketches_from_counts(counts, self._low[j], 2, COARSE_LEVEL,
-                                                     self.capacity)
-                parts.append(EdgeSketch(scored=scored, rated=rated,
-                                        positives=ScoreSketch.empty(capacity=self.capacity)))
+            held = self._held_sketch(j)
+            if held is not None:
+                parts.append(held)
             merged = EdgeSketch.sum(parts) if parts else EdgeSketch.empty(capacity=self.capacity)
+            self._fold_positives(j)
+            positives = self._positives[j]
+            assert positives is not None  # one batch was added
             out.append(EdgeSketch(scored=merged.scored, rated=merged.rated,
-                                  positives=ScoreSketch.sum(self._positives[j])))
+                                  positives=positives))
         return out
 
-    def _keep(self, kept: list, sketch: EdgeSketch | ScoreSketch) -> None:
-        kept.append(sketch)
-        if len(kept) >= self._MERGE_EVERY:  # bounded memory: sum as we go
-            kept[:] = [type(sketch).sum(kept)]
+    def _add_positives(self, j: int, values: NDArray[np.float64],
+                       weights: NDArray[np.float64] | None) -> None:
+        self._positive_rows[j].append((values, weights))
+        if sum(v.size for v, _ in self._positive_rows[j]) >= self._POSITIVES:
+            self._fold_positives(j)
 
-    def _add(self, j: int, counts: NDArray[np.float64], low: int) -> None:
-        """Add a batch's interleaved bucket counts starting at key ``low``."""
+    def _fold_positives(self, j: int) -> None:
+        """The collected positives made a sketch (level 0) and summed into the held one."""
+        rows = self._positive_rows[j]
+        if not rows:
+            return
+        values = np.concatenate([v for v, _ in rows])
+        weights = (None if all(w is None for _, w in rows) else np.concatenate(
+            [np.ones(v.size) if w is None else w for v, w in rows]))
+        sketch = ScoreSketch.from_values(values, weights, level=0, capacity=self.capacity,
+                                         weight_bits=self.weight_bits)
+        held = self._positives[j]
+        self._positives[j] = sketch if held is None else ScoreSketch.sum([held, sketch])
+        self._positive_rows[j] = []
+
+    def _held_sketch(self, j: int) -> EdgeSketch | None:
+        """The held counts as a sketch (positives left empty: they are kept apart)."""
+        counts = self._counts[j]
+        if counts is None:
+            return None
+        scored, rated = sketches_from_counts(counts, self._low[j], 2, COARSE_LEVEL,
+                                             self.capacity)
+        return EdgeSketch(scored=scored, rated=rated,
+                          positives=ScoreSketch.empty(capacity=self.capacity))
+
+    def _count(self, j: int, slots: NDArray[np.intp], weights: NDArray[np.float64] | None,
+               low: int, span: int, dropped: NDArray[np.bool_] | None) -> None:
+        """Add a batch's rows to the held counts: ``slots`` are ``2 (key - low) + rated``
+        over ``span`` buckets from key ``low`` (``dropped`` rows: did not score)."""
         held = self._counts[j]
-        span = counts.size // 2
+        if held is not None:
+            start = min(self._low[j], low)
+            stop = max(self._low[j] + held.size // 2, low + span)
+            if stop - start > self.MAX_BUCKETS:  # too wide to hold: sketch what is held
+                sketch = self._held_sketch(j)
+                assert sketch is not None
+                self._aside[j].append(sketch)
+                held = None
+            elif start < self._low[j] or stop > self._low[j] + held.size // 2:
+                wider = np.zeros(2 * (stop - start))
+                offset = 2 * (self._low[j] - start)
+                wider[offset:offset + held.size] = held
+                self._low[j], self._counts[j] = start, wider
+                held = wider
         if held is None:
-            self._low[j], self._counts[j] = low, counts.astype(np.float64)
-            return
-        start, stop = min(self._low[j], low), max(self._low[j] + held.size // 2, low + span)
-        if stop - start > self.MAX_BUCKETS:  # too wide to hold densely: sketch what is held
-            scored, rated = sketches_from_counts(held, self._low[j], 2, COARSE_LEVEL,
-                                                 self.capacity)
-            self._keep(self._aside[j], EdgeSketch(
-                scored=scored, rated=rated, positives=ScoreSketch.empty(capacity=self.capacity)))
-            self._low[j], self._counts[j] = low, counts.astype(np.float64)
-            return
-        if start < self._low[j] or stop > self._low[j] + held.size // 2:
-            wider = np.zeros(2 * (stop - start))
-            offset = 2 * (self._low[j] - start)
-            wider[offset:offset + held.size] = held
-            self._low[j], self._counts[j] = start, held = start, wider
+            self._low[j] = low
+            self._counts[j] = held = np.zeros(2 * span)
         offset = 2 * (low - self._low[j])
-        held[offset:offset + counts.size] += counts
+        if short_span(span, slots.size):  # one count over the batch's range, added in
+            if dropped is not None:
+                np.putmask(slots, dropped, 2 * span)  # past the end: left out
+            counts = np.bincount(slots, weights=weights, minlength=2 * span + 1)
+            held[offset:offset + 2 * span] += counts[:2 * span]
+        else:  # few rows over a wide range: add them where they fall
+            if dropped is not None:
+                keep = ~dropped
+                slots = slots[keep]
+                weights = None if weights is None else weights[keep]
+            slots += offset
+            np.add.at(held, slots, 1.0 if weights is None else weights)
 
 
 def _shared(values: NDArray[np.float64], rated: NDArray[np.bool_] | None,
-            weights: NDArray[np.float64] | None, edges: NDArray[np.float64],
-            ) -> tuple[NDArray[np.intp], NDArray[Any], int] | None:
-    """Bins and the interleaved (unrated, rated) counts of the key buckets from ``low`` on, from
-    the keys at the coarse level (None: too wide, or no row)."""
+            edges: NDArray[np.float64], max_buckets: int,
+            ) -> tuple[NDArray[np.intp], NDArray[np.intp], int, int,
+                       NDArray[np.bool_] | None] | None:
+    """Bins and each row's sketch slot ``2 (key - low) + rated`` from the keys at the coarse
+    level: ``(bins, slots, low, span, dropped)`` (``dropped``: rows that did not score, None
+    when every row did). None: no finite score, or the keys span more than ``max_buckets``
+    buckets, or the edges too many key cells."""
     if values.size == 0:
         return None
     try:
@@ -209,23 +254,23 @@ def _shared(values: NDArray[np.float64], rated: NDArray[np.bool_] | None,
         return None
     assert isinstance(locator, KeyLevelLocator)
     finite = values > -np.inf
-    all_finite = bool(finite.all())
-    if not all_finite:
+    dropped = None
+    if not finite.all():
         if not finite.any():
             return None
+        dropped = ~finite
         # "did not score" rows take the lowest finite score for the key arithmetic (so that
-        # the keys of non-negative scores stay on the fast path); bin 0 and the dropped
-        # slot are set for them below
+        # the keys of non-negative scores stay on the fast path); bin 0 is set for them below
         values = np.where(finite, values, values.min(where=finite, initial=np.inf))
     keys = sortable_keys(values)
     keys >>= np.uint64(COARSE_LEVEL)
     coarse = keys.view(np.int64)  # the top bit is clear after the shift
     low, span = key_span(coarse)
-    if not short_span(span, values.size):
+    if span > max_buckets:
         return None
     located = locator.locate_keys(coarse, values)
-    if not all_finite:
-        np.putmask(located, ~finite, 0)  # -inf is below every edge
+    if dropped is not None:
+        np.putmask(located, dropped, 0)  # -inf is below every edge
     slots = coarse  # reused in place: the keys are not needed after this
     slots -= low
     slots <<= 1
@@ -233,7 +278,4 @@ def _shared(values: NDArray[np.float64], rated: NDArray[np.bool_] | None,
         slots |= 1
     else:
         slots += rated
-    if not all_finite:
-        np.putmask(slots, ~finite, 2 * span)  # past the end: left out
-    counts = np.bincount(slots.view(np.intp), weights=weights, minlength=2 * span + 1)
-    return located, counts[:2 * span], low
+    return located, slots.view(np.intp), low, span, dropped

@@ -358,7 +358,7 @@ def build_recalibrate(
         config, edges, columns=columns, windowed=windowed, sketch_rows=carried_edges is not None
     )
     if carried_edges is not None:
-        sketches = partials.edge_sketches | "EdgeSketches" >> SumEdgeSketches()
+        sketches = partials.edge_sketches | "EdgeSketches" >> SumEdgeSketches(defaults=False)
     if sketches is not None and (publish is None or windowed):  # else the publish stage
         _ = sketches | "WriteEdgeSketch" >> beam.Map(  # writes it, before the manifest
             write_edge_sketches, run_dir, list(config.classifiers))

@@ -558,13 +558,24 @@ def decision_edges_from_sketches(sketches: list[EdgeSketch] | None,
 
 
 class SumEdgeSketches(beam.PTransform):
-    """Per-batch sketch lists -> one list per classifier, summed in the global window (None
-    when there is no batch); exact and independent of order and sharding."""
+    """Per-batch sketch lists -> one list per classifier, summed in the global window; exact
+    and independent of order and sharding.
+
+    With ``defaults`` (a first pass, whose edges the grid pass waits for) the sum is None when
+    there is no batch; without, there is then no element (the sketches a grid pass carries to
+    the next run: read as a side input with a default; three transforms fewer to build and
+    run, which is most of what carrying them costs a small run). Every element is in the
+    global window already (read from files, or emitted there by
+    :meth:`AggregateBatchesFn.finish_bundle`).
+    """
+
+    def __init__(self, defaults: bool = True):
+        super().__init__()
+        self.defaults = defaults
 
     def expand(self, per_batch):
-        return (per_batch
-                | "Global" >> beam.WindowInto(beam.window.GlobalWindows())
-                | "Sum" >> beam.CombineGlobally(_SumSketches()))
+        combine = beam.CombineGlobally(_SumSketches())
+        return per_batch | "Sum" >> (combine if self.defaults else combine.without_defaults())
 
 
 class DataEdges(beam.PTransform):

@@ -72,7 +72,7 @@ def test_equals_each_alone_on_any_rows(values, edges, seed):
     _check(s, y, weights, rng.random(n) < 0.5 if seed % 3 else None, [e])
 
 
-@pytest.mark.parametrize("max_buckets", [1 << 20, 64])
+@pytest.mark.parametrize("max_buckets", [1 << 18, 40_000, 64])
 def test_binner_over_batches_equals_the_sketch_of_all_rows(max_buckets):
     """Batch after batch (ranges that widen the held counts, batches off the shared path, a
     flush when the held range would pass ``MAX_BUCKETS``): the bins of each batch and the
