@@ -229,10 +229,17 @@ class KeyLevelLocator(BinLocator):
         self._cells = self._key_cells = cells
         self._lo, self._hi = _narrow(cells.lo), _narrow(cells.hi)
 
-    def locate_keys(self, keys: NDArray[np.int64],
-                    values: NDArray[np.floating]) -> NDArray[np.intp]:
-        """Bins of ``values`` given their keys at the locator's level."""
-        return self._from_cells(self._key_cells.index_keys(keys), values)
+    def locate_keys(self, keys: NDArray[np.int64], values: NDArray[np.floating],
+                    key_range: tuple[int, int] | None = None) -> NDArray[np.intp]:
+        """Bins of ``values`` given their keys at the locator's level (``key_range``: the
+        smallest and largest of them, when known: keys inside the table's cells need no
+        clipping)."""
+        cells = self._key_cells
+        if key_range is not None and cells.base < key_range[0] \
+                and key_range[1] <= cells.base + cells.cells:
+            index = np.subtract(keys, cells.base)
+            return self._from_cells(index.view(np.intp), values)
+        return self._from_cells(cells.index_keys(keys), values)
 
 
 _CACHE: OrderedDict[bytes, BinLocator] = OrderedDict()

@@ -35,7 +35,6 @@ from costlib.score_sketch import (
     DEFAULT_CAPACITY,
     EdgeSketch,
     ScoreSketch,
-    key_span,
     short_span,
     sketches_from_counts,
     sortable_keys,
@@ -253,22 +252,29 @@ def _shared(values: NDArray[np.float64], rated: NDArray[np.bool_] | None,
     except ValueError:
         return None
     assert isinstance(locator, KeyLevelLocator)
-    finite = values > -np.inf
+    smallest, largest = float(values.min()), float(values.max())
     dropped = None
-    if not finite.all():
+    if smallest == -np.inf:
+        finite = values > -np.inf
         if not finite.any():
             return None
         dropped = ~finite
         # "did not score" rows take the lowest finite score for the key arithmetic (so that
         # the keys of non-negative scores stay on the fast path); bin 0 is set for them below
-        values = np.where(finite, values, values.min(where=finite, initial=np.inf))
-    keys = sortable_keys(values)
-    keys >>= np.uint64(COARSE_LEVEL)
-    coarse = keys.view(np.int64)  # the top bit is clear after the shift
-    low, span = key_span(coarse)
+        smallest = float(values.min(where=finite, initial=np.inf))
+        values = np.where(finite, values, smallest)
+    low, high = (int(k) >> COARSE_LEVEL for k in sortable_keys([smallest, largest]))
+    span = high - low + 1
     if span > max_buckets:
         return None
-    located = locator.locate_keys(coarse, values)
+    if smallest >= 0:  # the usual case: the key is the bits with the sign bit set (-0.0 too)
+        coarse = np.right_shift(values.view(np.uint64), np.uint64(COARSE_LEVEL)).view(np.int64)
+        coarse |= 1 << (63 - COARSE_LEVEL)
+    else:
+        keys = sortable_keys(values)
+        keys >>= np.uint64(COARSE_LEVEL)
+        coarse = keys.view(np.int64)  # the top bit is clear after the shift
+    located = locator.locate_keys(coarse, values, (low, high))
     if dropped is not None:
         np.putmask(located, dropped, 0)  # -inf is below every edge
     slots = coarse  # reused in place: the keys are not needed after this

@@ -72,6 +72,16 @@ def test_equals_each_alone_on_any_rows(values, edges, seed):
     _check(s, y, weights, rng.random(n) < 0.5 if seed % 3 else None, [e])
 
 
+def _family_scores(rng, family, n):
+    if family == "near0":
+        return rng.beta(0.5, 30, (n, 2))
+    if family == "near1":
+        return 1 - rng.beta(0.5, 30, (n, 2))
+    if family == "wide":
+        return rng.standard_cauchy((n, 2)) * 1e6
+    return rng.random((n, 2))  # spread (and empty, n = 0)
+
+
 @pytest.mark.parametrize("max_buckets", [1 << 18, 40_000, 64])
 def test_binner_over_batches_equals_the_sketch_of_all_rows(max_buckets):
     """Batch after batch (ranges that widen the held counts, batches off the shared path, a
@@ -83,10 +93,7 @@ def test_binner_over_batches_equals_the_sketch_of_all_rows(max_buckets):
     batches = []
     for i, family in enumerate(["near0", "spread", "near1", "wide", "near0", "empty"]):
         n = 0 if family == "empty" else int(rng.integers(500, 3000))
-        s = {"near0": lambda: rng.beta(0.5, 30, (n, 2)), "spread": lambda: rng.random((n, 2)),
-             "near1": lambda: 1 - rng.beta(0.5, 30, (n, 2)),
-             "wide": lambda: rng.standard_cauchy((n, 2)) * 1e6,
-             "empty": lambda: np.zeros((0, 2))}[family]()
+        s = _family_scores(rng, family, n)
         s[rng.random((n, 2)) < 0.05] = -np.inf
         y = rng.random(n) < 0.05
         weights = rng.choice([0.0, 1.0, 2.5], n) if i % 2 else None
@@ -110,3 +117,17 @@ def test_binner_over_batches_equals_the_sketch_of_all_rows(max_buckets):
                  for b in batches]
     assert binner.sketches() == want
     assert [EdgeSketch.sum(p[j] for p in per_batch) for j in range(2)] == want
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(st.one_of(st.floats(0, 1), st.just(0.0), st.just(-0.0),
+                                 st.just(-np.inf), st.just(5e-324)), min_size=1, max_size=60),
+       edges=st.lists(st.floats(0, 1), min_size=1, max_size=8, unique=True),
+       seed=st.integers(0, 2**16))
+def test_non_negative_scores_with_signed_zeros_take_the_fast_path_exactly(values, edges, seed):
+    """Probabilities (the usual case: keys from the bits, ``-0.0`` as ``+0.0``)."""
+    rng = np.random.default_rng(seed)
+    s = np.array(values, dtype=np.float64).reshape(-1, 1)
+    y = rng.random(s.shape[0]) < 0.5
+    e = np.unique(np.array(edges) + 0.0)
+    _check(s, y, None, rng.random(s.shape[0]) < 0.5 if seed % 2 else None, [e])
