@@ -31,6 +31,7 @@ Values must be finite or ``-inf`` (callers validate once per batch).
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -54,13 +55,14 @@ def _is_uniform(edges: NDArray[np.float64]) -> bool:
     return bool(np.max(np.abs(steps - span / (edges.size - 1))) <= _UNIFORM_RTOL * span)
 
 
-def _narrow(bins: NDArray[np.intp]) -> NDArray[np.integer]:
-    """Bins in the smallest unsigned dtype (tables that fit in cache gather faster)."""
-    top = int(bins.max()) if bins.size else 0
-    for dtype in (np.uint8, np.uint16, np.uint32):
-        if top <= np.iinfo(dtype).max:
-            return bins.astype(dtype)
-    return bins
+def _bracket_table(lo: NDArray[np.intp], hi: NDArray[np.intp]) -> NDArray[np.integer]:
+    """Per cell its bin where the bracket is closed (``lo == hi``), else the dtype's largest
+    value (an *open* cell: a binary search decides), in the smallest unsigned dtype that holds
+    every bin below that sentinel (tables that fit in cache gather faster)."""
+    top = int(lo.max()) if lo.size else 0
+    dtypes: list[type[np.unsignedinteger[Any]]] = [np.uint8, np.uint16, np.uint32, np.uint64]
+    dtype = next(d for d in dtypes if top < np.iinfo(d).max)
+    return np.where(lo == hi, lo, np.iinfo(dtype).max).astype(dtype)
 
 
 class _ValueCells:
@@ -171,7 +173,7 @@ class BinLocator:
             candidates.insert(0, _ValueCells(edges, TABLE_CELLS))
         crowding = [c.crowding(edges) for c in candidates]
         self._cells = candidates[int(np.argmin(crowding))]
-        self._lo, self._hi = _narrow(self._cells.lo), _narrow(self._cells.hi)
+        self._table = _bracket_table(self._cells.lo, self._cells.hi)
 
     def __call__(self, values: NDArray[np.floating]) -> NDArray[np.intp]:
         """Bin index of every value (values must be finite or -inf; not validated here)."""
@@ -203,9 +205,10 @@ class BinLocator:
     def _from_cells(self, cells: NDArray[np.intp],
                     values: NDArray[np.floating]) -> NDArray[np.intp]:
         """Bins from each value's cell: the table's bracket, a binary search where open."""
-        lo = self._lo[cells]
-        open_cells = np.flatnonzero(lo != self._hi[cells])
-        bins = lo.astype(np.intp)
+        table = self._table
+        found = table[cells]
+        open_cells = np.flatnonzero(found == table.dtype.type(np.iinfo(table.dtype).max))
+        bins = found.astype(np.intp)
         if open_cells.size:
             bins[open_cells] = np.searchsorted(self.edges, values[open_cells], side="right")
         return bins
@@ -227,7 +230,7 @@ class KeyLevelLocator(BinLocator):
         cells = _KeyCells(edges, level=level, max_cells=max_cells)  # may refuse: first
         super().__init__(edges)
         self._cells = self._key_cells = cells
-        self._lo, self._hi = _narrow(cells.lo), _narrow(cells.hi)
+        self._table = _bracket_table(cells.lo, cells.hi)
 
     def locate_keys(self, keys: NDArray[np.int64], values: NDArray[np.floating],
                     key_range: tuple[int, int] | None = None) -> NDArray[np.intp]:

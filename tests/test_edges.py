@@ -127,3 +127,13 @@ def test_bin_indices_on_log_spaced_edges(where):
         v = rng.standard_cauchy(20_000)
     v = np.concatenate([v, e, np.nextafter(e, -np.inf), np.nextafter(e, np.inf), [-np.inf]])
     assert np.array_equal(bin_indices(v, e), np.searchsorted(e, v, side="right"))
+
+
+@pytest.mark.parametrize("n_edges", [1, 2, 254, 255, 256, 300, 65_535, 65_536])
+def test_bin_indices_at_the_bracket_tables_dtype_limits(n_edges):
+    """The tables hold bins in the smallest dtype with room for the "open cell" sentinel
+    above them: edge counts around 2^8 and 2^16 must not collide with it."""
+    rng = np.random.default_rng(n_edges)
+    e = np.unique(rng.beta(0.5, 30, n_edges + 50))[:n_edges]
+    v = np.concatenate([rng.beta(0.5, 30, 50_000), e, np.nextafter(e, np.inf), [-np.inf, 1.0]])
+    assert np.array_equal(bin_indices(v, e), np.searchsorted(e, v, side="right"))
