@@ -319,7 +319,9 @@ class ValidatedBatch:
 
 def _column(table: pa.Table, name: str) -> pa.Array:
     col = table.column(name)
-    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not isinstance(col, pa.ChunkedArray):
+        return col
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()  # one chunk: no copy
 
 
 def _nulls(arr: pa.Array) -> NDArray[np.bool_] | None:
