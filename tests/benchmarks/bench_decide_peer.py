@@ -12,7 +12,7 @@ the same config (k = 2, rule ``any``, ``decision_method: hull``). The operating 
 those a ``costlib recalibrate`` run on the smallest size writes (one run, not timed); both
 sides decide every size with them.
 
-Before any timing, the rules are checked: on the first 5M file, and on a copy of 20,000 of its
+Before any timing, the rules are checked: on the first file (1.25M rows), and on 20,000 of its
 rows with bad rows mixed in (null group, ``__all__`` group, null item id, NaN and infinite
 scores, scores outside [0, 1]), costlib decide (in process) and the DuckDB peer
 (:mod:`duckdb_decide_peer`) decide with the recalibrated points and with edited ones (a group
@@ -178,7 +178,7 @@ def check_rules(python: str, source_file: str, operating_points: str, tmp: Path)
             operating_points, tmp / f"points-{edit}.parquet", edit)
         rule = "all" if edit == "rule_all" else "any"
         config = RunConfig.from_dict({**CONFIG, "rule": rule}, source="bench")
-        for name, files in (("5M file", [source_file]), ("bad rows", [bad])):
+        for name, files in (("one file", [source_file]), ("bad rows", [bad])):
             output = tmp / f"check-{edit}-{name}".replace(" ", "_")
             manifest = run_decide(config, files, points, str(output), [], run_id="check")
             peer = _peer_decide(python, _spec(files, points, str(output / "peer.parquet"),
