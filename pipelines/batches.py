@@ -319,7 +319,9 @@ class ValidatedBatch:
 
 def _column(table: pa.Table, name: str) -> pa.Array:
     col = table.column(name)
-    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not isinstance(col, pa.ChunkedArray):
+        return col
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()  # one chunk: no copy
 
 
 def _nulls(arr: pa.Array) -> NDArray[np.bool_] | None:
@@ -330,10 +332,17 @@ def _nulls(arr: pa.Array) -> NDArray[np.bool_] | None:
 
 
 def _floats(arr: pa.Array) -> NDArray[np.float64]:
-    """Values as float64 with NaN where null (callers keep the null mask separately)."""
+    """Values as float64 with NaN where null (callers keep the null mask separately).
+
+    A float64 column is not cast (a cast copies), and nulls are filled in Arrow before the
+    zero-copy view (``to_numpy`` of an array with nulls is ~4x slower than both)."""
     if pa.types.is_null(arr.type):
         return np.full(len(arr), np.nan)
-    return arr.cast(pa.float64()).to_numpy(zero_copy_only=False)
+    if not pa.types.is_float64(arr.type):
+        arr = arr.cast(pa.float64())
+    if arr.null_count:
+        arr = arr.fill_null(np.nan)
+    return arr.to_numpy(zero_copy_only=False)
 
 
 def validate_batch(

@@ -151,6 +151,7 @@ from costlib_pipelines.config import ConfigError, RunConfig
 from costlib_pipelines.files import (
     InputError,
     match_inputs,
+    open_parquet,
     read_row_groups,
     write_bytes_atomically,
     write_json,
@@ -182,6 +183,7 @@ __all__ = [
     "DecisionThresholds",
     "GroupThresholds",
     "as_contract",
+    "as_stored",
     "audit_settings",
     "build_decide",
     "decision_columns",
@@ -1373,6 +1375,22 @@ def decode_contiguous_sets(
 
 
 # --------------------------------------------------------------------------- DoFns
+def as_stored(table: pa.Table, path: str, columns: Sequence[str]) -> pa.Table:
+    """``table`` with ``columns`` (read as dictionaries, :func:`costlib_pipelines.files.
+    read_row_groups`) back to the field the file at ``path`` stores (its footer is read only
+    when one differs)."""
+    changed = [name for name in columns if pa.types.is_dictionary(table.schema.field(name).type)]
+    if not changed:
+        return table
+    stored = open_parquet(path).schema_arrow
+    for name in changed:
+        field = stored.field(name)
+        if field.type != table.schema.field(name).type:
+            table = table.set_column(table.schema.get_field_index(name), field,
+                                     table.column(name).cast(field.type))
+    return table
+
+
 def _counts(table: pa.Table, sets: int = 0) -> Counter:
     decision = table.column("threshold_decision")
     counts = Counter(
@@ -1421,13 +1439,18 @@ class DecideFileFn(beam.DoFn):
         self.min_risk = min_risk.decide_settings(config)
 
     def process(self, path: str):
-        for row_group, table in read_row_groups(path, self.columns):
+        # the group column comes as a dictionary array straight from the file's dictionary
+        # pages (validation would dictionary-encode it anyway); dead letters get the column
+        # back as the file stores it
+        dictionary = [self.config.columns["group"]]
+        for row_group, table in read_row_groups(path, self.columns, dictionary=dictionary):
             batch = validate_batch(table, self.config, source=path, row_group=row_group,
                                    for_decisions=True)
             report_metrics(batch.accounting)
             yield pvalue.TaggedOutput("counters", batch.accounting)
             if batch.dead_letters is not None:
-                yield pvalue.TaggedOutput("dead_letters", (path, row_group, batch.dead_letters))
+                yield pvalue.TaggedOutput("dead_letters", (
+                    path, row_group, as_stored(batch.dead_letters, path, dictionary)))
             yield from self.decide(batch, table)
 
     def decide(self, batch: ValidatedBatch, raw: pa.Table | None = None):

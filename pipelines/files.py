@@ -165,15 +165,18 @@ def match_inputs(patterns: str | Sequence[str]) -> list[str]:
     return sorted(by_identity.values())
 
 
-def open_parquet(path: str) -> pq.ParquetFile:
+def open_parquet(path: str, read_dictionary: Sequence[str] = ()) -> pq.ParquetFile:
     """Open a Parquet file, turning every failure into an :class:`InputError` naming the file.
 
     Page checksums (CRC32, written with ``write_page_checksum=True``) are verified whenever a
-    page has one; pages without one are read as before.
+    page has one; pages without one are read as before. Columns named in ``read_dictionary``
+    are read as Arrow dictionary arrays when they are stored as strings or bytes (others are
+    read as usual).
     """
     try:
         handle = FileSystems.open(path, compression_type="uncompressed")
-        return pq.ParquetFile(handle, page_checksum_verification=True)
+        return pq.ParquetFile(handle, page_checksum_verification=True,
+                              read_dictionary=list(read_dictionary) or None)
     except Exception as exc:  # pyarrow raises several exception types for bad footers
         raise InputError(f"{path}: not a readable Parquet file ({exc})") from exc
 
@@ -204,15 +207,17 @@ def check_rows_read(inputs: Sequence[dict[str, Any]], read: int) -> None:
 
 def read_row_groups(
     path: str, columns: Sequence[str] | None = None, *, start: int = 0,
-    stop: int | None = None,
+    stop: int | None = None, dictionary: Sequence[str] = (),
 ) -> Iterator[tuple[int, pa.Table]]:
     """``(row_group_index, table)`` for every row group of a Parquet file (or of ``start ..
     stop - 1``).
 
     A file with no row group yields nothing (it has zero rows). A row group that cannot be
-    decoded raises :class:`InputError` naming the file and the row group.
+    decoded raises :class:`InputError` naming the file and the row group. String columns
+    named in ``dictionary`` come as dictionary arrays, decoded from the file's dictionary
+    pages (for low-cardinality columns such as the group: no string per row is built).
     """
-    parquet = open_parquet(path)
+    parquet = open_parquet(path, dictionary)
     stop = parquet.num_row_groups if stop is None else min(stop, parquet.num_row_groups)
     for index in range(start, stop):
         try:

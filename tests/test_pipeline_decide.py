@@ -347,6 +347,53 @@ def test_row_accounting_and_dead_letters(tmp_path):
     assert (first.row_group, first.row_in_row_group) == (0, 5)
 
 
+def test_many_groups_read_from_dictionary_pages_and_exact_dead_letters(tmp_path):
+    """The group column is read from the files' dictionary pages: with more groups than a
+    dictionary page holds (the writer falls back to plain pages) the decisions still equal
+    direct numpy, and the dead letters are the input rows exactly, group column typed as
+    the file stores it."""
+    frame = make_stream(4000, seed=8)
+    rng = np.random.default_rng(8)
+    many = np.array([f"market-{i:05d}" for i in range(3000)], dtype=object)
+    frame["group"] = many[rng.integers(0, many.size, len(frame))]
+    frame.loc[::7, "group"] = "g0"  # groups with a record among them
+    frame.loc[1::11, "group"] = "g_thin"
+    frame.loc[[5, 9], "group"] = None
+    frame.loc[13, "group"] = "__all__"
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    directory = tmp_path / "in"
+    directory.mkdir()
+    pq.write_table(table, directory / "a.parquet", row_group_size=1500,
+                   dictionary_pagesize_limit=2048)
+    assert "PLAIN" in pq.ParquetFile(directory / "a.parquet").metadata.row_group(0) \
+        .column(0).encodings
+    out = tmp_path / "out"
+    manifest = run_decide(make_config(), str(directory / "*.parquet"),
+                          write_operating_points(tmp_path / "ops.parquet"), str(out),
+                          beam_args=[])
+    assert manifest["row_accounting"]["dead_letter_reasons"] == {"missing_group": 2,
+                                                                 "reserved_group": 1}
+    got = read_decisions(str(out)).to_pandas().set_index("item_id").sort_index()
+    valid = frame.drop(index=[5, 9, 13])
+    want, want_groups = expected_threshold_decisions(valid, "any")
+    want, want_groups = want.sort_index(), want_groups.sort_index()
+    assert list(got.index) == list(want.index)
+    assert got["threshold_decision"].astype(object).where(got["threshold_decision"].notna(),
+                                                          None).tolist() == want.tolist()
+    assert got["operating_point_group"].tolist() == want_groups.tolist()
+    assert got["group"].tolist() == valid.set_index(valid.item_id.astype(str)) \
+        .sort_index()["group"].tolist()
+    dead_dir = out / "runs" / manifest["run_id"] / "dead_letter"
+    dead = pa.concat_tables([pq.read_table(p) for p in sorted(dead_dir.glob("*.parquet"))])
+    assert dead.schema.field("group").type == pa.string()
+    rows = dead.sort_by("row_in_row_group")
+    read = ["group", "item_id", *CLASSIFIERS]  # the columns decide reads, as read
+    assert rows.column_names[:4] == read
+    assert rows.select(read).equals(table.select(read).take([5, 9, 13]))
+    assert rows.column("dead_letter_reason").to_pylist() == ["missing_group"] * 2 + [
+        "reserved_group"]
+
+
 # ---------------------------------------------------------------------------- operating points
 def test_with_recalibrate_output_directory(tmp_path):
     stream = generate_score_stream(20_000, seed=3)

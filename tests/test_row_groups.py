@@ -77,3 +77,25 @@ def test_one_files_row_groups_reach_different_bundles_on_two_workers(tmp_path):
     row_groups = sorted(i for bundle in bundles for _, i in bundle)
     assert row_groups == list(range(8))  # every row group read once
     assert len([b for b in bundles if b]) >= 2  # the one file's row groups were spread
+
+
+def test_string_columns_read_as_dictionaries_hold_the_same_values(tmp_path):
+    """``dictionary=``: a string column comes as a dictionary array with the values of a plain
+    read, also where the writer's dictionary overflowed (plain pages after the dictionary
+    ones) and with nulls; other columns named there are read as usual."""
+    rng = np.random.default_rng(5)
+    n = 30_000
+    names = np.array([f"group-{i:06d}" for i in range(20_000)], dtype=object)
+    group = pa.array(names[rng.integers(0, names.size, n)].tolist(), mask=rng.random(n) < 0.02)
+    table = pa.table({"group": group, "x": pa.array(np.arange(n))})
+    path = tmp_path / "f.parquet"
+    pq.write_table(table, path, row_group_size=12_000, dictionary_pagesize_limit=4_096)
+    encodings = pq.ParquetFile(path).metadata.row_group(0).column(0).encodings
+    assert "PLAIN" in encodings and "RLE_DICTIONARY" in encodings  # dictionary overflowed
+    plain = list(read_row_groups(str(path)))
+    coded = list(read_row_groups(str(path), dictionary=["group", "x"]))
+    assert [i for i, _ in coded] == [i for i, _ in plain] == [0, 1, 2]
+    for (_, want), (_, got) in zip(plain, coded, strict=True):
+        assert pa.types.is_dictionary(got.schema.field("group").type)
+        assert got.column("group").cast(pa.string()).equals(want.column("group"))
+        assert got.column("x").equals(want.column("x"))

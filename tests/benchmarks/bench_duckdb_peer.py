@@ -71,7 +71,8 @@ def _worker_ours(files: list[str], output: str) -> dict:
             "run_id": result["run_id"], "rows": result["row_accounting"]["read"]}
 
 
-def _worker_floor(files: list[str]) -> dict:
+def _worker_floor(files: list[str], columns: list[str] = READ_COLUMNS) -> dict:
+    """Beam's floor: read the ``columns`` of ``files`` as Arrow batches, count rows, sum."""
     t0_wall, t0_cpu = time.perf_counter(), time.process_time()
     import apache_beam as beam
     from apache_beam.io.parquetio import ReadFromParquetBatched
@@ -82,7 +83,7 @@ def _worker_floor(files: list[str]) -> dict:
     with beam.Pipeline(runner=FnApiRunner()) as p:
         _ = (p
              | beam.Create(files)
-             | beam.io.ReadAllFromParquetBatched(columns=READ_COLUMNS)
+             | beam.io.ReadAllFromParquetBatched(columns=columns)
              | beam.Map(lambda batch: batch.num_rows)
              | beam.CombineGlobally(sum)
              | beam.Map(lambda n: Path(out, "count").write_text(str(n))))
@@ -151,6 +152,35 @@ def _check_same(ours: dict, peer: dict, what: str) -> None:
                          f"costlib {json.dumps(mine)}\npeer    {json.dumps(theirs)}")
 
 
+def print_runs(runs: dict[str, dict]) -> None:
+    """One line per run of a size: process CPU and wall, and the in-process split."""
+    print(f"  {'run':<14}{'process CPU s':>14}{'wall s':>9}{'imports CPU':>13}"
+          f"{'run CPU':>10}{'run wall':>10}")
+    for name, r in runs.items():
+        print(f"  {name:<14}{r['process_cpu']:>14.2f}{r['process_wall']:>9.2f}"
+              f"{r['import_cpu']:>13.2f}{r['run_cpu']:>10.2f}{r['run_wall']:>10.2f}")
+
+
+def print_fits(results: dict[int, dict[str, dict]], rows: dict[int, int], small: int,
+               large: int) -> dict[str, tuple[float, float]]:
+    """Print and return ``(marginal CPU s per row, fixed CPU s)`` of every run name, from its
+    whole-process CPU at the ``small`` and ``large`` sizes (and the same fit of wall time)."""
+    extra = rows[large] - rows[small]
+    print(f"\nmarginal CPU per million rows ({small}M -> {large}M) and fixed cost (intercept), "
+          f"whole processes (load {os.getloadavg()[0]:.2f}):")
+    fits = {}
+    for name in results[small]:
+        cpu = [results[m][name]["process_cpu"] for m in (small, large)]
+        wall = [results[m][name]["process_wall"] for m in (small, large)]
+        per_row = (cpu[1] - cpu[0]) / extra
+        fits[name] = (per_row, cpu[0] - per_row * rows[small])
+        wall_per_row = (wall[1] - wall[0]) / extra
+        print(f"  {name:<14}{per_row * 1e6:7.3f} CPU-s/M rows, fixed {fits[name][1]:5.2f} CPU-s;"
+              f" wall {wall_per_row * 1e6:6.3f} s/M rows, fixed "
+              f"{wall[0] - wall_per_row * rows[small]:5.2f} s")
+    return fits
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", default="/tmp/costlib-bench-demo")
@@ -213,27 +243,11 @@ def main() -> None:
               f"{len(points)} grids (hull) reproduced exactly by both DuckDB peers "
               f"(DuckDB {runs['duckdb']['duckdb']}, {runs['duckdb']['threads']} threads); "
               f"load {os.getloadavg()[0]:.2f}")
-        print(f"  {'run':<14}{'process CPU s':>14}{'wall s':>9}{'imports CPU':>13}"
-              f"{'run CPU':>10}{'run wall':>10}")
-        for name, r in runs.items():
-            print(f"  {name:<14}{r['process_cpu']:>14.2f}{r['process_wall']:>9.2f}"
-                  f"{r['import_cpu']:>13.2f}{r['run_cpu']:>10.2f}{r['run_wall']:>10.2f}")
+        print_runs(runs)
     if len(sizes) < 2:
         return
     small, large = sizes[0], sizes[-1]
-    extra = rows[large] - rows[small]
-    print(f"\nmarginal CPU per million rows ({small}M -> {large}M) and fixed cost (intercept), "
-          "whole processes:")
-    fits = {}
-    for name in results[small]:
-        cpu = [results[m][name]["process_cpu"] for m in (small, large)]
-        wall = [results[m][name]["process_wall"] for m in (small, large)]
-        per_row = (cpu[1] - cpu[0]) / extra
-        fits[name] = (per_row, cpu[0] - per_row * rows[small])
-        wall_per_row = (wall[1] - wall[0]) / extra
-        print(f"  {name:<14}{per_row * 1e6:7.3f} CPU-s/M rows, fixed {fits[name][1]:5.2f} CPU-s;"
-              f" wall {wall_per_row * 1e6:6.3f} s/M rows, fixed "
-              f"{wall[0] - wall_per_row * rows[small]:5.2f} s")
+    fits = print_fits(results, rows, small, large)
     for peer in ("duckdb", "duckdb_plain"):
         print(f"costlib / {peer} marginal CPU per row: "
               f"{fits['costlib'][0] / fits[peer][0]:.2f}x (target <= 1.5x)")
