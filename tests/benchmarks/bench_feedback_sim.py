@@ -80,6 +80,7 @@ SHARES: dict[str, tuple[list[float], list[float]]] = {
     #: at least 0.01% of the rows)
     "n1": ([0.0001, 0.01, 0.05, 0.25], [0.5, 2.0, 10.0, 60.0, 1000.0]),
     "n2": ([0.001, 0.01, 0.05, 0.25], [0.5, 2.0, 10.0, 60.0, 1000.0]),
+    "n3": ([0.0001, 0.01, 0.05, 0.25], [0.5, 2.0, 10.0, 60.0, 200.0]),
 }
 
 #: name -> (config overrides "section.key": value, rule variant name or None, bench args)
