@@ -247,6 +247,54 @@ def test_defaults_relative_share_strata_and_auto_design_score_strata_unchanged()
         k: audit["strata"][k] for k in ("relative_to", "shares", "weights")}
 
 
+@pytest.mark.parametrize("budget", [0.01, 0.0025])
+def test_default_strata_audit_the_nearest_occupied_step_as_a_census(budget):
+    """The default nearest band holds the first occupied lattice depth(s) and the auto design
+    gives it pi = 1 at the default and the thin budget (issue 21's recovery diagnosis,
+    docs/audit.md), with the budget identity intact. Truth by hand: the cutoffs by walking
+    the depths, the scale by bisection on the expected audited rows."""
+    from costlib.audit_design import neyman_design
+    from costlib.audit_strata import share_cutoffs, stratum_counts
+    from costlib_pipelines.config import DEFAULT_AUDIT_SHARES, DEFAULT_AUDIT_WEIGHTS
+
+    rng = np.random.default_rng(21)
+    for _ in range(20):
+        # rows per lattice depth 1..D below the point, then depth inf: few rows near the point
+        # (as below a threshold in a distribution's tail), many far
+        d = int(rng.integers(20, 80))
+        counts = np.round(rng.uniform(0.5, 2.0) * np.exp(np.linspace(0, 9, d))).astype(float)
+        counts[: int(rng.integers(0, 3))] = 0.0  # the first steps may be empty
+        counts = np.append(counts, rng.integers(0, 20_000))
+        total = counts.sum()
+        cutoffs = share_cutoffs(counts, DEFAULT_AUDIT_SHARES)
+        # by hand: the smallest depth whose cumulative count reaches each share
+        want = []
+        for q in DEFAULT_AUDIT_SHARES:
+            cum, k = 0.0, 0
+            while k < d and cum < q * total * (1 - 1e-12):
+                cum += counts[k]
+                k += 1
+            want.append(float(max(k, 1)))
+        assert cutoffs.tolist() == want
+        first = int(np.flatnonzero(counts[:-1])[0]) + 1
+        assert cutoffs[0] >= first  # the band reaches the nearest occupied step
+        n = stratum_counts(counts, cutoffs, len(DEFAULT_AUDIT_WEIGHTS))
+        design, _ = neyman_design(n, DEFAULT_AUDIT_WEIGHTS, tuple(h + 0.5 for h in range(4)),
+                                  budget, 0.0005)
+        pi = np.asarray(design.weights)
+        lo, hi = 0.0, 1.0
+        for _ in range(200):  # the scale c with sum_h N_h min(1, max(floor, c w_h)) = budget
+            c = (lo + hi) / 2
+            spent = np.sum(n * np.minimum(1, np.maximum(0.0005, c * np.asarray(
+                DEFAULT_AUDIT_WEIGHTS))))
+            lo, hi = (c, hi) if spent < budget * total else (lo, c)
+        want_pi = np.minimum(1, np.maximum(0.0005, hi * np.asarray(DEFAULT_AUDIT_WEIGHTS)))
+        assert np.allclose(pi[n > 0], want_pi[n > 0], rtol=1e-6)
+        assert np.isclose(np.sum(n * pi), budget * total, rtol=1e-6)
+        if n[-1] <= 0.3 * budget * total:  # a band this cheap is a census
+            assert pi[-1] == 1.0
+
+
 def test_share_strata_without_previous_counts_audit_at_the_budget_fixed_or_auto(tmp_path):
     for design in ("fixed", "auto"):
         config = config_file(tmp_path / f"{design}.yaml", {**SHARE_AUDIT, "design": design})

@@ -357,7 +357,10 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool,
         rated_paths.append(str(rated_path))
         window = rated_paths[-args.window:]
         rated_counts.append(int(rated.sum()))
-        audited_rated.append(int(audited.sum()))
+        # recalibrate's audit.audited counts rated rows with p < 1: a stratum audited with
+        # pi = 1 (a census, e.g. the default nearest lattice step) is rated with certainty
+        audited_rated.append(int((audited & (p < 1)).sum()) if p is not None
+                             else int(audited.sum()))
         published = "published"
         try:
             run_recalibrate(config, window, str(root / "recal"), beam_args=[],

@@ -76,6 +76,11 @@ SHARES: dict[str, tuple[list[float], list[float]]] = {
     "h": ([0.01, 0.05, 0.25], [0.5, 1.0, 10.0, 100.0]),
     "i": ([0.01, 0.05, 0.25], [0.25, 2.0, 10.0, 60.0]),
     "j": ([0.02, 0.1, 0.3], [0.5, 2.0, 10.0, 60.0]),
+    #: the defaults plus a census-like band of the nearest lattice step(s) (depth <= k with
+    #: at least 0.01% of the rows)
+    "n1": ([0.0001, 0.01, 0.05, 0.25], [0.5, 2.0, 10.0, 60.0, 1000.0]),
+    "n2": ([0.001, 0.01, 0.05, 0.25], [0.5, 2.0, 10.0, 60.0, 1000.0]),
+    "n3": ([0.0001, 0.01, 0.05, 0.25], [0.5, 2.0, 10.0, 60.0, 200.0]),
 }
 
 #: name -> (config overrides "section.key": value, rule variant name or None, bench args)
@@ -84,6 +89,7 @@ CONFIGS: dict[str, tuple[dict[str, Any], str | None, list[str]]] = {
     #: the schema's audit defaults (relative share strata, auto design, 1% budget, floor 0.001;
     #: thin_audit: budget 0.25%, floor 0.0005)
     "audit_defaults": ({}, None, ["--audit-defaults"]),
+    "rel_labels": ({}, None, ["--audit-defaults"]),
     "z_off": ({"in_force.evidence_z": None}, None, []),
     "z1": ({"in_force.evidence_z": 1.0}, None, []),
     "z0.5": ({"in_force.evidence_z": 0.5}, None, []),
@@ -114,6 +120,10 @@ CONFIGS: dict[str, tuple[dict[str, Any], str | None, list[str]]] = {
 }
 
 
+#: name -> feedback_sim.EXPERIMENT switches of a configuration (simulator-only prototypes).
+EXPERIMENTS: dict[str, dict[str, Any]] = {"rel_labels": {"relative_label_spreads": True}}
+
+
 def config_for(args: argparse.Namespace, overrides: dict[str, Any], audit: bool, thin: bool):
     config = loop.make_config(args, audit, thin)
     if thin:  # the thin audit's budget is the issue's; other overrides apply
@@ -126,6 +136,8 @@ def run_one(job: tuple) -> tuple:
     name, family, scenario, seed, argv = job
     overrides, rule, extra = CONFIGS[name]
     args = loop.parse_args(argv + extra)
+    sim.EXPERIMENT.clear()
+    sim.EXPERIMENT.update(EXPERIMENTS.get(name, {}))
     thin = scenario == "thin_audit"
     config = config_for(args, overrides, True, thin)
     start = (loop.STARTS_CONCENTRATED if family == "concentrated" else loop.STARTS)["high"]
@@ -138,7 +150,7 @@ def run_one(job: tuple) -> tuple:
     return name, family, scenario, seed, fig, budget, time.perf_counter() - t0
 
 
-def table(results: list[tuple]) -> None:
+def table(results: list[tuple], verbose: bool = False) -> None:
     print(f"\n{'config':<12} {'family':<12} {'scenario':<10} {'late mean (min)':>16} "
           f"{'start':>6} {'recov':>9} {'audit dev':>10} {'share':>6}  met (late/start/recov/audit)")
     keys = sorted({(r[0], r[1], r[2]) for r in results},
@@ -150,6 +162,8 @@ def table(results: list[tuple]) -> None:
         late = [f.late_mean for f in figs]
         recov = [f.recovery for f in figs]
         recov_text = ",".join("-" if r is None else str(r) for r in recov)
+        smooth_text = ",".join("-" if f.recovery_smoothed is None else str(f.recovery_smoothed)
+                               for f in figs)
         dev = max((f.audit_deviation for f in figs), key=abs)
         met = [f.meets(budget) for f in figs]
         flags = "/".join(f"{sum(m[k] for m in met)}" for k in
@@ -158,6 +172,10 @@ def table(results: list[tuple]) -> None:
               f"{np.mean(late):7.3f} ({min(late):5.3f}) {min(f.min_start for f in figs):6.3f} "
               f"{recov_text:>9} {100 * dev:+9.1f}% {100 * np.mean([f.share for f in figs]):5.2f}%"
               f"  {flags} of {len(figs)}")
+        if verbose:
+            print(f"{'':<36} late per seed {' '.join(f'{x:.3f}' for x in late)}; min/start "
+                  f"{' '.join(f'{f.min_start:.3f}' for f in figs)}; recovery on "
+                  f"{sim.SMOOTHING_DAYS}-day sums {smooth_text}")
 
 
 def check_pipeline(argv: list[str], seed: int, family: str) -> None:
@@ -184,6 +202,52 @@ def check_pipeline(argv: list[str], seed: int, family: str) -> None:
           f"rows, utility); pipeline {t1 - t0:.0f} s, simulator {t2 - t1:.1f} s")
 
 
+def noise_one(job: tuple) -> tuple:
+    family, seed, argv, twins = job
+    args = loop.parse_args(argv)
+    return family, seed, sim.reference_noise(args, seed=seed, family=family, twins=twins)
+
+
+def reference_noise_table(argv: list[str], families: list[str], seeds: list[int], twins: int,
+                          processes: int) -> None:
+    """Issue 21's per-loop figures of references that know more than any loop
+    (:func:`feedback_sim.reference_noise`), per family and seed, and how often they meet the
+    targets: what share of the loop's misses the window oracle's own noise explains."""
+    jobs = [(family, seed, argv, twins) for family in families for seed in seeds]
+    if processes > 1:
+        with multiprocessing.get_context("fork").Pool(processes) as pool:
+            results = pool.map(noise_one, jobs, chunksize=1)
+    else:
+        results = [noise_one(job) for job in jobs]
+    fmt = lambda r: "-" if r is None else str(r)  # noqa: E731
+    print(f"\n{'family':<12} {'seed':>4}  twins (full labels, replicate days): late; recovery; "
+          f"recovery on {sim.SMOOTHING_DAYS}-day sums | population optimum: same")
+    for family in families:
+        met = {"late": 0, "recov": 0, "smooth": 0, "n": 0, "p_late": 0, "p_recov": 0,
+               "p_smooth": 0, "p_n": 0}
+        for fam, seed, noise in results:
+            if fam != family:
+                continue
+            late = " ".join(f"{t[0]:.3f}" for t in noise.twins)
+            print(f"{family:<12} {seed:>4}  {late}; {','.join(fmt(t[1]) for t in noise.twins)}; "
+                  f"{','.join(fmt(t[2]) for t in noise.twins)} | {noise.population[0]:.3f}; "
+                  f"{fmt(noise.population[1])}; {fmt(noise.population[2])}")
+            for t in noise.twins:
+                met["n"] += 1
+                met["late"] += t[0] >= 0.97
+                met["recov"] += t[1] is not None and t[1] <= 5
+                met["smooth"] += t[2] is not None and t[2] <= 5
+            p = noise.population
+            met["p_n"] += 1
+            met["p_late"] += p[0] >= 0.97
+            met["p_recov"] += p[1] is not None and p[1] <= 5
+            met["p_smooth"] += p[2] is not None and p[2] <= 5
+        print(f"{family:<12} met: twins late>=0.97 {met['late']}/{met['n']}, recovery<=5 "
+              f"{met['recov']}/{met['n']}, smoothed recovery<=5 {met['smooth']}/{met['n']}; "
+              f"population optimum {met['p_late']}/{met['p_n']}, {met['p_recov']}/{met['p_n']}, "
+              f"{met['p_smooth']}/{met['p_n']}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", default="default")
@@ -191,6 +255,11 @@ def main() -> None:
     parser.add_argument("--scenarios", default="drift,thin_audit")
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument("--per-seed", action="store_true",
+                        help="also print each seed's late mean and min utility / start")
+    parser.add_argument("--reference-noise", type=int, default=0, metavar="TWINS",
+                        help="instead of loops: the target figures of TWINS full-label "
+                        "replicates of the window oracle and of the population optimum")
     parser.add_argument("--check-pipeline", action="store_true",
                         help="compare one loop (first seed and family) with the pipelines")
     parser.add_argument("loop_args", nargs="*",
@@ -202,6 +271,12 @@ def main() -> None:
     if opts.check_pipeline:
         check_pipeline(argv, opts.seeds[0], opts.families.split(",")[0])
         return
+    if opts.reference_noise:
+        t0 = time.perf_counter()
+        reference_noise_table(argv, opts.families.split(","), opts.seeds, opts.reference_noise,
+                              opts.processes)
+        print(f"\n{time.perf_counter() - t0:.0f} s wall")
+        return
     jobs = [(name, family, scenario, seed, argv)
             for name in opts.configs.split(",") for family in opts.families.split(",")
             for scenario in opts.scenarios.split(",") for seed in opts.seeds]
@@ -211,7 +286,7 @@ def main() -> None:
             results = pool.map(run_one, jobs, chunksize=1)
     else:
         results = [run_one(job) for job in jobs]
-    table(results)
+    table(results, opts.per_seed)
     print(f"\n{len(jobs)} loops, {time.perf_counter() - t0:.0f} s wall")
 
 

@@ -72,6 +72,8 @@ from costlib_pipelines.audit_sizing import first_run_design
 from costlib_pipelines.config import RunConfig
 
 GROUPS = loop.GROUPS
+#: Experimental switches (bench_feedback_sim.py sets them per configuration).
+EXPERIMENT: dict[str, Any] = {}
 CLASSIFIERS = loop.CLASSIFIERS
 
 #: ``recalibrate(config, grids, in_force) -> results``: the optimiser call; the default is the
@@ -186,6 +188,7 @@ class RatedDay:
     labels: np.ndarray  # float: 1 / 0 / NaN (unrated)
     p: np.ndarray | None  # audit_probability (NaN: null); None when audit is disabled
     audited: np.ndarray
+    stratum: np.ndarray | None = None  # audit stratum of each row at decide time
 
 
 def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
@@ -263,7 +266,8 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
             audited, p = np.zeros(len(y), dtype=bool), None
         rated = flagged | audited
         labels = np.where(rated, y.astype(np.float64), np.nan)
-        rated_days.append(RatedDay(g, scores, labels, p, audited))
+        rated_days.append(RatedDay(g, scores, labels, p, audited,
+                                   sample.stratum if audit else None))
         # ---- recalibrate over the window
         window = rated_days[-args.window:]
         edges = _edges(config, current)
@@ -283,6 +287,13 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
         for res in results.values():
             statuses[res.status] = statuses.get(res.status, 0) + 1
         decide_lattice = edges  # the lattice of the points published today
+        if audit and config.relative_strata and EXPERIMENT.get("relative_label_spreads"):
+            w_a = np.concatenate([d.audited for d in window])
+            strata = np.concatenate([d.stratum for d in window])[w_a]
+            pos = w_y[w_a] == 1
+            audited_labels = (
+                np.bincount(strata[pos], minlength=configured.n_strata).astype(np.float64),
+                np.bincount(strata[~pos], minlength=configured.n_strata).astype(np.float64))
         if audit and not config.relative_strata:  # audited labels per stratum (auto designs)
             w_a = np.concatenate([d.audited for d in window])
             strata = configured.strata(w_s[w_a])
@@ -332,6 +343,30 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
     return out
 
 
+#: Days of the trailing sums of :func:`smoothed_ratios` (the smoothed recovery figure).
+SMOOTHING_DAYS = 3
+
+
+def recovery_day(ratios: Sequence[float], drift_day: int, level: float = 0.95) -> int | None:
+    """Days after ``drift_day`` until ``ratios`` stay ``>= level`` for good (None: never)."""
+    back = next((d for d in range(drift_day, len(ratios))
+                 if all(r >= level for r in ratios[d:])), None)
+    return None if back is None else back - drift_day
+
+
+def smoothed_ratios(utility: Sequence[float], oracle: Sequence[float],
+                    days: int = SMOOTHING_DAYS) -> list[float]:
+    """Utility over the window oracle's on trailing sums of ``days`` days (day 0, without an
+    oracle, is left out of the sums): the daily ratio with the day-to-day noise of both
+    summed over ``days`` days."""
+    out = [math.nan] * len(utility)
+    for d in range(1, len(utility)):
+        lo = max(1, d - days + 1)
+        total = sum(oracle[lo:d + 1])
+        out[d] = sum(utility[lo:d + 1]) / total if total > 0 else math.nan
+    return out
+
+
 @dataclass(frozen=True)
 class Figures:
     """Issue 21's target figures of one loop.
@@ -339,8 +374,10 @@ class Figures:
     ``late_mean`` / ``late_min``: mean / min of utility over the window oracle's from
     ``check_day`` on; ``min_start``: min utility over the starting thresholds' (same day);
     ``recovery``: days after the drift until the oracle ratio is >= 0.95 for good (None:
-    never; not set without a drift); ``audit_deviation``: audited / expected - 1 over the
-    loop; ``share``: audited / unflagged rows over the loop; ``expected_share``.
+    never; not set without a drift); ``recovery_smoothed``: the same on
+    :data:`SMOOTHING_DAYS`-day trailing sums (:func:`smoothed_ratios`); ``audit_deviation``:
+    audited / expected - 1 over the loop; ``share``: audited / unflagged rows over the loop;
+    ``expected_share``.
     """
 
     late_mean: float
@@ -350,6 +387,7 @@ class Figures:
     audit_deviation: float
     share: float
     expected_share: float
+    recovery_smoothed: int | None = None
 
     def meets(self, budget: float | None = None) -> dict[str, bool]:
         out = {"late>=0.97": self.late_mean >= 0.97, "start>=0.9": self.min_start >= 0.9,
@@ -363,12 +401,11 @@ def figures(days: Sequence[loop.Day], *, check_day: int, drift_day: int | None) 
     """The target figures (:class:`Figures`) of one loop's days."""
     late = [d.oracle_ratio for d in days[check_day:]]
     start = [d.start_ratio for d in days]
-    recovery = None
+    recovery = smoothed = None
     if drift_day is not None:
-        series = [d.oracle_ratio for d in days]
-        back = next((d for d in range(drift_day, len(series))
-                     if all(r >= 0.95 for r in series[d:])), None)
-        recovery = None if back is None else back - drift_day
+        recovery = recovery_day([d.oracle_ratio for d in days], drift_day)
+        smoothed = recovery_day(smoothed_ratios([d.utility for d in days],
+                                                [d.oracle for d in days]), drift_day)
     audited = sum(d.audited for d in days)
     expected = sum(d.expected_audited for d in days)
     unflagged = max(sum(d.unflagged for d in days), 1)
@@ -378,7 +415,84 @@ def figures(days: Sequence[loop.Day], *, check_day: int, drift_day: int | None) 
         min_start=float(np.nanmin(start)),
         recovery=recovery,
         audit_deviation=audited / expected - 1 if expected > 0 else math.nan,
-        share=audited / unflagged, expected_share=expected / unflagged)
+        share=audited / unflagged, expected_share=expected / unflagged,
+        recovery_smoothed=smoothed)
+
+
+@dataclass(frozen=True)
+class ReferenceNoise:
+    """The target figures of references that know more than any loop, against the window
+    oracle (:func:`reference_noise`): ``twins`` per independent replicate, ``population``
+    for the population optimum. Each is ``(late mean, recovery, smoothed recovery)``."""
+
+    twins: list[tuple[float, int | None, int | None]]
+    population: tuple[float, int | None, int | None]
+
+
+def reference_noise(args: argparse.Namespace, *, seed: int, family: str, twins: int = 5,
+                    reference_factor: int = 10, drift: bool = True) -> ReferenceNoise:
+    """How far issue 21's per-loop targets are a test of the window oracle's own noise.
+
+    On the loop's days (``bench_feedback_loop.population`` with ``seed``) and against its
+    window oracle (the full-label hull optimum of the previous ``window`` days, per group,
+    applied to the day's rows), the figures of
+
+    - **twins**: the same window oracle computed on ``twins`` independent replicate
+      populations (seeds ``seed + 777_777 * (t + 1)``, same generator, days and drift), i.e.
+      a loop that rated *every* row of statistically identical days, applied to the loop's
+      rows;
+    - **population**: the thresholds optimal for each day's distribution (hull on all labels
+      of an independent sample ``reference_factor`` times the day's size:
+      ``bench_feedback_loop.population_optimum``), a perfectly informed policy without the
+      window's lag.
+
+    A target that these miss on a seed is not a test of the loop on that seed.
+    """
+    edges = loop.make_config(args, True).fixed_edges()
+    assert edges is not None
+    slope = args.target / (1 - args.target)
+    kw = {"drift_day": args.drift_day if drift else None, "drift_logit": args.drift_logit,
+          "family": family, "prevalence": args.prevalence}
+
+    def grids_of(pop) -> list[ThresholdGrid]:
+        g, _, s, y = pop
+        return [ThresholdGrid.from_scores(s[g == k], y[g == k], edges, names=list(CLASSIFIERS))
+                for k in range(len(GROUPS))]
+
+    def utility(pop, points) -> float:
+        g, _, s, y = pop
+        return sum(loop.utility_of(loop.apply_thresholds(s[g == k], points[k]), y[g == k], slope)
+                   for k in range(len(GROUPS)))
+
+    def oracle(by_day: list[list[ThresholdGrid]], day: int) -> float:
+        points = []
+        for k in range(len(GROUPS)):
+            grid = by_day[max(0, day - args.window)][k]
+            for d in range(max(0, day - args.window) + 1, day):
+                grid = grid + by_day[d][k]
+            points.append(optimize(grid, target_marginal_precision=args.target, method="hull",
+                                   max_unrated_share=1).thresholds)
+        return utility(pops[day], points)
+
+    def summary(u: list[float], o: list[float]) -> tuple[float, int | None, int | None]:
+        ratios = [math.nan] + [u[d] / o[d] if o[d] > 0 else math.nan for d in range(1, len(u))]
+        late = float(np.nanmean(ratios[args.check_day:]))
+        return (late, recovery_day(ratios, args.drift_day),
+                recovery_day(smoothed_ratios(u, o), args.drift_day))
+
+    pops = [loop.population(args.rows_per_day, d, seed=seed, **kw) for d in range(args.days)]
+    own = [grids_of(p) for p in pops]
+    o = [math.nan] + [oracle(own, d) for d in range(1, args.days)]
+    out = []
+    for t in range(twins):
+        other = [grids_of(loop.population(args.rows_per_day, d, seed=seed + 777_777 * (t + 1),
+                                          **kw)) for d in range(args.days)]
+        out.append(summary([math.nan] + [oracle(other, d) for d in range(1, args.days)], o))
+    ref = argparse.Namespace(**{**vars(args), "reference_factor": reference_factor})
+    population = [math.nan] + [
+        loop.population_optimum(d, *pops[d][:1], *pops[d][2:], edges, ref, slope, drift, seed,
+                                family)[0] for d in range(1, args.days)]
+    return ReferenceNoise(out, summary(population, o))
 
 
 #: Rule variants by name (``bench_feedback_sim.py`` configurations refer to them). A variant
