@@ -967,6 +967,8 @@ def grouped_histograms(
     if n_codes <= DENSE_CODES_PER_ROW * n and (quantized is None or (quantized > 0).all()):
         return _dense_partials(keys, quantized, n_codes, channels, size)
     if quantized is None:
+        if n_codes <= np.iinfo(np.int32).max:  # int32 keys sort about twice as fast
+            keys = keys.astype(np.int32)
         keys.sort()
         run_weights = None
     else:
@@ -974,7 +976,7 @@ def grouped_histograms(
         keys = keys[order]
         run_weights = quantized[order]
     starts = np.concatenate(([0], np.flatnonzero(keys[1:] != keys[:-1]) + 1))
-    unique = keys[starts]
+    unique = keys[starts].astype(np.int64, copy=False)
     if run_weights is None:
         counts = np.diff(np.append(starts, n)).astype(np.float64)
     else:

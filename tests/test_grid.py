@@ -144,6 +144,29 @@ def test_rule_must_be_known():
         grid.counts("xor")
 
 
+@pytest.mark.parametrize("largest_group", [3, 80_000])
+def test_grouped_histograms_sorted_keys_of_either_width_give_each_groups_grid(largest_group):
+    """Sorted runs with int32 keys (every code below 2^31) and int64 keys (group codes so large
+    that codes pass 2^31: 80,000 groups x 2 channels x 102^2 cells) equal each group's grid."""
+    from costlib.grid import grouped_histograms
+
+    rng = np.random.default_rng(11)
+    n = 2000
+    scores = rng.random((n, 2))
+    labels = rng.random(n) < 0.3
+    groups = rng.choice([0, 1, 2, largest_group], n)
+    edges = [np.linspace(0, 1, 101), np.linspace(0, 1, 101)]
+    partials = grouped_histograms(groups, scores, labels, None, edges)
+    assert sorted(partials) == sorted(set(groups.tolist()))
+    for g, part in partials.items():
+        assert part.cells.dtype == np.int64
+        rows = groups == g
+        truth = ThresholdGrid.from_scores(scores[rows], labels[rows], edges)
+        grid = part.to_grid(edges)
+        np.testing.assert_array_equal(grid.pos, truth.pos)
+        np.testing.assert_array_equal(grid.neg, truth.neg)
+
+
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("layout", ["rated", "unrated", "variances"])
 def test_grouped_histograms_dense_count_equals_sorted_runs(monkeypatch, weighted, layout):
