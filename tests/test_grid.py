@@ -144,10 +144,10 @@ def test_rule_must_be_known():
         grid.counts("xor")
 
 
-@pytest.mark.parametrize("largest_group", [3, 80_000])
+@pytest.mark.parametrize("largest_group", [3, 120_000])
 def test_grouped_histograms_sorted_keys_of_either_width_give_each_groups_grid(largest_group):
     """Sorted runs with int32 keys (every code below 2^31) and int64 keys (group codes so large
-    that codes pass 2^31: 80,000 groups x 2 channels x 102^2 cells) equal each group's grid."""
+    that codes pass 2^31: 120,000 groups x 2 channels x 102^2 cells) equal each group's grid."""
     from costlib.grid import grouped_histograms
 
     rng = np.random.default_rng(11)
