@@ -44,9 +44,11 @@ def loss_tables(loss: SetLoss, n: int) -> tuple[NDArray[np.float64], ...]:
 #: their last bit with the number of sets decoded beside it (e.g. with ``decoding.buckets``).
 ROW_ALIGN = 16
 
-#: Sets whose distributions are built together (:func:`expected_losses_exact`): the arrays of
-#: a block, ``(n + 1)**2 * block * 8`` bytes each, stay in the cache.
-DP_BLOCK = 256
+#: Bytes of the distributions built together (:func:`expected_losses_exact`): a block of
+#: ``DP_BYTES // (16 * (n + 1)**2)`` sets (forward and backward, ``(n + 1)**2 * 8`` bytes per
+#: set each), 594 sets of 20 items. Every update is one numpy call over the whole block, so
+#: larger blocks pay the per-call overhead less often (256 sets of 20: ~40% more time).
+DP_BYTES = 1 << 22
 
 
 def _positive_counts(
@@ -75,12 +77,14 @@ def expected_losses_exact(sorted_p: NDArray[np.float64], tables: Sequence[NDArra
                           ) -> NDArray[np.float64]:
     """Exact :math:`L_k` for each row of ``sorted_p`` (shape (c, n)); returns (c, n + 1).
 
-    The distributions are built :data:`DP_BLOCK` sets at a time with the sets on the last axis
-    (:func:`_positive_counts`: forward over the items for :math:`A_k`, backward for
-    :math:`B_k`) and stored set by set, then each :math:`L_k` is one matrix product with
-    :math:`T_k` and a row-wise dot product over all ``c`` sets (padded with zero rows to a
-    multiple of :data:`ROW_ALIGN`, so that every set's result is the same bits whatever sets
-    are decoded beside it and wherever it sits among them).
+    The distributions are built a block of sets at a time (:data:`DP_BYTES`) with the sets on
+    the last axis (:func:`_positive_counts`: forward over the items for :math:`A_k`, and
+    backward for :math:`B_k` in the same calls, the reversed items beside the forward ones)
+    and stored set by set, then each :math:`L_k` is one matrix product with :math:`T_k` and a
+    row-wise dot product over all ``c`` sets (padded with zero rows to a multiple of
+    :data:`ROW_ALIGN`, so that every set's result is the same bits whatever sets are decoded
+    beside it and wherever it sits among them; the updates are elementwise, so the block size
+    changes no bit either).
     """
     rows, n = sorted_p.shape
     padded = -(-rows // ROW_ALIGN) * ROW_ALIGN  # rows of the products (:data:`ROW_ALIGN`)
@@ -90,20 +94,21 @@ def expected_losses_exact(sorted_p: NDArray[np.float64], tables: Sequence[NDArra
     for k in range(n + 1):
         top[k][rows:] = 0.0
         rest[k][rows:] = 0.0
-    block = max(min(rows, DP_BLOCK), 1)
-    forward = np.empty((n + 1, n + 1, block))
-    backward = np.empty((n + 1, n + 1, block))
-    scratch = np.empty((max(n - 1, 0), block))
+    block = max(min(rows, DP_BYTES // (16 * (n + 1) ** 2)), 1)
+    # columns [0, width): forward distributions of the block's sets; [width, 2 width): backward
+    counts = np.empty((n + 1, n + 1, 2 * block))
+    scratch = np.empty((max(n - 1, 0), 2 * block))
+    items = np.empty((n, 2 * block))
     for start in range(0, rows, block):
         stop = min(start + block, rows)
         width = stop - start
-        p = np.ascontiguousarray(sorted_p[start:stop].T)
-        q = 1.0 - p
-        _positive_counts(p, q, forward[..., :width], scratch[:, :width])
-        _positive_counts(p[::-1], q[::-1], backward[..., :width], scratch[:, :width])
+        p = items[:, :2 * width]
+        p[:, :width] = sorted_p[start:stop].T
+        p[:, width:] = sorted_p[start:stop, ::-1].T
+        _positive_counts(p, 1.0 - p, counts[..., :2 * width], scratch[:, :2 * width])
         for k in range(n + 1):
-            top[k][start:stop] = forward[k, :k + 1, :width].T
-            rest[k][start:stop] = backward[n - k, :n - k + 1, :width].T
+            top[k][start:stop] = counts[k, :k + 1, :width].T
+            rest[k][start:stop] = counts[n - k, :n - k + 1, width:2 * width].T
     out = np.empty((padded, n + 1))
     for k in range(n + 1):
         out[:, k] = np.einsum("ij,ij->i", top[k] @ tables[k], rest[k])
