@@ -1293,6 +1293,48 @@ def _group_sort_codes(groups: pa.Array | pa.ChunkedArray) -> NDArray[np.int64]:
     return np.where(codes >= 0, rank[np.maximum(codes, 0)], rank.size)
 
 
+def _order_in_runs(
+    table: pa.Table, rows: NDArray[np.intp], starts: NDArray[np.intp], run: NDArray[np.int64],
+    p: NDArray[np.float64],
+) -> NDArray[np.intp] | None:
+    """Order of the set rows ``rows`` of ``table`` (runs starting at ``starts``, ``run`` the
+    run of every one of them) that sorts every run as :func:`decode_sets` sorts a set, or
+    None when every run is in that order already.
+
+    A run whose item ids strictly increase (UTF-8 byte order, as Arrow sorts strings) is in
+    order whatever the other keys hold: one vectorised comparison of neighbouring items finds
+    them, and only the other runs are sorted (:func:`set_order` on item id, probability,
+    group, threshold decision, audit, audit probability, by run first, so every set stays in
+    its run). Streams written set by set usually list a set's items in order: no sort at all.
+    """
+    items = _as_string(table.column("item_id").combine_chunks())
+    if rows.size != table.num_rows:
+        items = items.take(pa.array(rows))
+    if rows.size < 2:
+        return None
+    # null where an item is null: such a pair is sorted below like any other out of order
+    increasing = pc.less(items[:-1], items[1:]).fill_null(False).to_numpy(zero_copy_only=False)
+    increasing[starts[1:] - 1] = True  # pairs across two runs order nothing
+    if increasing.all():
+        return None
+    unordered = np.zeros(starts.size, dtype=bool)
+    unordered[run[np.flatnonzero(~increasing)]] = True
+    sub = np.flatnonzero(unordered[run])  # positions (in ``rows``) of the runs to sort
+    take = pa.array(rows[sub])
+    keys = pa.table({
+        "set": run[sub],
+        "item": items.take(pa.array(sub)),
+        "p": p[sub],
+        "group": _group_sort_codes(table.column("group").combine_chunks())[rows[sub]],
+        "decision": table.column("threshold_decision").take(take),
+        "audit": table.column("audit").take(take),
+        "audit_probability": table.column("audit_probability").take(take),
+    })
+    order = np.arange(rows.size)
+    order[sub] = sub[set_order(keys)]  # by run first: every set stays in its run
+    return order
+
+
 def decode_contiguous_sets(
     table: pa.Table, probabilities: NDArray[np.float64], in_set: NDArray[np.bool_],
     loss: str, params: dict[str, Any], *, source: str, row_group: int,
@@ -1303,7 +1345,7 @@ def decode_contiguous_sets(
     The rows ``in_set`` (a set id and a probability) must hold each set id in one run of
     consecutive rows: with ``r`` runs of equal set ids and ``d`` distinct ids, ``r == d``
     (vectorised over the set-id codes). Inside every run the items are ordered exactly as
-    :func:`decode_sets` orders a set (:func:`set_order` on item id, probability, group,
+    :func:`decode_sets` orders a set (:func:`_order_in_runs`: item id, probability, group,
     threshold decision, audit, audit probability), and all runs go to one
     :func:`costlib.decoding.optimal_topk_ragged` call: so each set gets the decisions, ``k``
     and expected loss, bit for bit, that the shuffle path gives it (the decoder's result for
@@ -1340,25 +1382,16 @@ def decode_contiguous_sets(
     sizes = np.diff(np.append(starts, rows.size))
     run = np.repeat(np.arange(n_sets, dtype=np.int64), sizes)
     p = probabilities[rows]
-    take = pa.array(rows)
-    keys = pa.table({
-        "set": run,
-        "item": _as_string(table.column("item_id").combine_chunks()).take(take),
-        "p": p,
-        "group": _group_sort_codes(table.column("group").combine_chunks())[rows],
-        "decision": table.column("threshold_decision").take(take),
-        "audit": table.column("audit").take(take),
-        "audit_probability": table.column("audit_probability").take(take),
-    })
-    order = set_order(keys)  # by run first: every set stays in its run
-    result = optimal_topk_ragged(p[order], np.append(starts, rows.size), loss, **params)
+    order = _order_in_runs(table, rows, starts, run, p)
+    result = optimal_topk_ragged(p if order is None else p[order],
+                                 np.append(starts, rows.size), loss, **params)
     n = table.num_rows
     selected = np.zeros(n, dtype=bool)
-    selected[rows[order]] = result.selected
+    selected[rows if order is None else rows[order]] = result.selected
     k = np.zeros(n, dtype=np.int64)
-    k[rows] = result.k[run]
+    k[rows] = np.repeat(result.k, sizes)
     expected = np.zeros(n)
-    expected[rows] = result.expected_loss[run]
+    expected[rows] = np.repeat(result.expected_loss, sizes)
     null = None if rows.size == n else ~in_set
     fields = {
         "topk_decision": pa.array(selected, pa.bool_(), mask=null),

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
@@ -31,6 +33,7 @@ from costlib_pipelines.decide import (
     PROBABILITY,
     TOPK_FIELDS,
     CheckSetsFn,
+    _order_in_runs,
     as_contract,
     decode_contiguous_sets,
     decode_sets,
@@ -347,3 +350,109 @@ def test_a_failed_write_behind_fails_the_bundle(tmp_path):
         list(fn.process(str(path)))
         fn.finish_bundle()
     fn.teardown()
+
+
+# ------------------------------------------------------------------ runs already in item order
+def brute_force_f1(p: np.ndarray) -> tuple[float, set[frozenset[int]]]:
+    """Least expected F1 loss over all 2^n predictions of a small set, by enumerating every
+    prediction and every labelling (loss 0 for the empty prediction on a set without
+    positives), and the predictions that reach it (to 1e-12)."""
+    n = p.size
+    labels = (np.arange(2 ** n)[:, None] >> np.arange(n)) & 1  # every labelling
+    weight = np.prod(np.where(labels == 1, p, 1 - p), axis=1)
+    losses = {}
+    for mask in range(2 ** n):
+        chosen = ((mask >> np.arange(n)) & 1).astype(bool)
+        tp = labels[:, chosen].sum(axis=1)
+        fp = chosen.sum() - tp
+        fn = labels[:, ~chosen].sum(axis=1)
+        denominator = 2 * tp + fp + fn
+        f1 = np.where(denominator == 0, 1.0, 2 * tp / np.maximum(denominator, 1))
+        losses[frozenset(np.flatnonzero(chosen).tolist())] = float(weight @ (1 - f1))
+    best = min(losses.values())
+    return best, {s for s, v in losses.items() if v <= best + 1e-12}
+
+
+def partly_ordered_rows(seed: int, share: float = 0.6) -> pa.Table:
+    """:func:`decision_rows` (sets contiguous) with about ``share`` of the sets' rows listed in
+    item order (UTF-8 byte order of the ids), the others as they came (items shuffled, and
+    repeated items when ``seed % 3 == 0``)."""
+    rng = np.random.default_rng(seed)
+    rows = decision_rows(40, seed=seed, max_size=8, tricky=seed % 3 == 0)
+    sets = np.array(rows.column("set_id").to_pylist(), dtype=object)
+    items = np.array([s.encode() for s in rows.column("item_id").to_pylist()], dtype=object)
+    bounds = [0, *(np.flatnonzero(sets[1:] != sets[:-1]) + 1).tolist(), sets.size]
+    order = []
+    for start, stop in pairwise(bounds):
+        run = np.arange(start, stop)
+        if rng.random() < share:
+            run = run[np.argsort(items[run], kind="stable")]
+        order.append(run)
+    return rows.take(pa.array(np.concatenate(order)))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_order_inside_runs_is_arrows_sort(seed):
+    """The order the in-place decoder gives the rows of each run (runs in item order left as
+    they are, the others sorted) is Arrow's stable multi-key sort by run, item id, probability,
+    group, threshold decision, audit and audit probability (nulls last)."""
+    rows = partly_ordered_rows(seed, share=0.5)
+    table, probabilities = batch_table(rows)
+    sets = np.array(rows.column("set_id").to_pylist(), dtype=object)
+    starts = np.flatnonzero(np.concatenate([[True], sets[1:] != sets[:-1]]))
+    run = np.repeat(np.arange(starts.size), np.diff(np.append(starts, sets.size)))
+    rows_all = np.arange(rows.num_rows)
+    got = _order_in_runs(table, rows_all, starts, run, probabilities)
+    got = rows_all if got is None else got
+    keys = pa.table({
+        "run": run, "item": rows.column("item_id"), "p": probabilities,
+        "group": rows.column("group").cast(pa.string()),
+        "decision": rows.column("threshold_decision"), "audit": rows.column("audit"),
+        "audit_probability": rows.column("audit_probability")})
+    want = pc.sort_indices(keys, sort_keys=[(name, "ascending") for name in keys.column_names]
+                           ).to_numpy()  # nulls at the end: Arrow's default
+    assert got.tolist() == want.tolist()
+    assert not np.array_equal(want, rows_all)  # some runs were out of order
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_runs_in_item_order_skip_the_sort_and_decide_as_brute_force(seed):
+    """Sets whose rows already list their items in order (what a stream written set by set
+    usually holds) are decoded without a sort, the others (items out of order, or an item
+    repeated) are sorted: mixed in one batch, every record equals the shuffle decoder's, and
+    every set's decision is a least-expected-loss prediction over all 2^n, brute force."""
+    rows = partly_ordered_rows(seed)
+    table, probabilities = batch_table(rows)
+    in_set = np.ones(rows.num_rows, dtype=bool)
+    decoded = decode_contiguous_sets(table, probabilities, in_set, "f1", {}, source="f",
+                                     row_group=0)
+    want = decode_sets(rows, "f1", {})
+    assert record_counts(decoded.table) == record_counts(want)
+    got = decoded.table.to_pandas()
+    got["p"] = probabilities
+    for _, members in got.groupby("set_id", observed=True):
+        best, argmins = brute_force_f1(members.p.to_numpy())
+        assert members.expected_loss.iloc[0] == pytest.approx(best, abs=1e-12)
+        picked = frozenset(np.flatnonzero(members.topk_decision.to_numpy(bool)).tolist())
+        assert picked in argmins
+        assert (members.k == len(picked)).all()
+
+
+def test_a_batch_in_item_order_is_decoded_without_any_sort(monkeypatch):
+    """Every set in item order: no multi-key sort at all, and the same records."""
+    import costlib_pipelines.decide as decide_module
+
+    rows = decision_rows(50, seed=11, max_size=12)
+    rows = rows.take(pa.array(np.lexsort([
+        np.array([s.encode() for s in rows.column("item_id").to_pylist()], dtype=object),
+        np.array(rows.column("set_id").to_pylist(), dtype=object)])))  # set by set
+    table, probabilities = batch_table(rows)
+    want = decode_sets(rows, "f1", {})
+
+    def no_sort(keys):
+        raise AssertionError("sorted a batch whose runs are in order")
+
+    monkeypatch.setattr(decide_module, "set_order", no_sort)
+    decoded = decode_contiguous_sets(table, probabilities, np.ones(rows.num_rows, bool), "f1",
+                                     {}, source="f", row_group=0)
+    assert record_counts(decoded.table) == record_counts(want)
