@@ -700,6 +700,31 @@ def decision_columns(
     return decision_table_and_audit(batch, thresholds, rule, loss, audit)[0]
 
 
+#: Type of the ``set_id`` column of the decision columns (:data:`COMPACT_SCHEMA`).
+SET_ID_TYPE = pa.dictionary(pa.int32(), pa.string())
+
+
+def set_id_dictionary(values: pa.Array | pa.ChunkedArray) -> pa.DictionaryArray:
+    """Set ids as the decision columns hold them: string values, ``int32`` indices, every
+    dictionary value once (one code per set: what the set-run check of
+    :func:`decode_contiguous_sets` and the set grouping of the shuffle count on).
+
+    Ids read from a file's dictionary pages (:meth:`DecideFileFn.process`) are taken as they
+    are when their dictionary holds distinct, non-null strings (what Arrow's writer and most
+    others write; only the dictionary is checked, not a string per row); anything else (ids
+    stored as integers or plain strings, or a dictionary that repeats a value) is
+    dictionary-encoded from its strings.
+    """
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if values.type == SET_ID_TYPE:
+        dictionary = values.dictionary
+        if dictionary.null_count == 0 and pc.count_distinct(dictionary).as_py() == len(
+                dictionary):
+            return values
+    return pc.dictionary_encode(_as_string(values))
+
+
 def decision_table_and_audit(
     batch: ValidatedBatch, thresholds: DecisionThresholds, rule: str, loss: str,
     audit: AuditSettings | None = None,
@@ -742,7 +767,7 @@ def decision_table_and_audit(
     window_ends = _window_ends(entries, codes, usable, no_point)
     set_ids = (
         _dictionary(np.zeros(n, dtype=np.int32), []) if batch.set_ids is None
-        else pc.dictionary_encode(_as_string(batch.set_ids))
+        else set_id_dictionary(batch.set_ids)
     )
     columns = {
         "group": _dictionary(codes, batch.group_names),
@@ -1472,10 +1497,12 @@ class DecideFileFn(beam.DoFn):
         self.min_risk = min_risk.decide_settings(config)
 
     def process(self, path: str):
-        # the group column comes as a dictionary array straight from the file's dictionary
-        # pages (validation would dictionary-encode it anyway); dead letters get the column
-        # back as the file stores it
+        # the group (and set id) columns come as dictionary arrays straight from the file's
+        # dictionary pages (validation and the decision columns would dictionary-encode them
+        # anyway); dead letters get the columns back as the file stores them
         dictionary = [self.config.columns["group"]]
+        if self.topk:  # set ids too: distinct values checked (:func:`set_id_dictionary`)
+            dictionary.append(self.config.columns["set_id"])
         for row_group, table in read_row_groups(path, self.columns, dictionary=dictionary):
             batch = validate_batch(table, self.config, source=path, row_group=row_group,
                                    for_decisions=True)

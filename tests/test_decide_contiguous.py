@@ -39,6 +39,7 @@ from costlib_pipelines.decide import (
     decode_sets,
     read_decisions,
     run_decide,
+    set_id_dictionary,
     set_id_hashes,
 )
 from costlib_pipelines.files import InputError
@@ -456,3 +457,68 @@ def test_a_batch_in_item_order_is_decoded_without_any_sort(monkeypatch):
     decoded = decode_contiguous_sets(table, probabilities, np.ones(rows.num_rows, bool), "f1",
                                      {}, source="f", row_group=0)
     assert record_counts(decoded.table) == record_counts(want)
+
+
+# ------------------------------------------------------------- set ids from dictionary pages
+def test_set_ids_from_dictionary_pages_with_plain_fallback_and_exact_dead_letters(tmp_path):
+    """Set ids are read from the files' dictionary pages: with more ids than a dictionary page
+    holds (the writer falls back to plain pages mid row group) both paths still decide every
+    set as optimal_topk does set by set, and the dead letters carry the set-id column exactly
+    as the file stores it (a string column)."""
+    sets = set_stream(200, seed=9)
+    frame = pd.concat(sets).reset_index(drop=True)
+    frame.loc[[3, 40], "group"] = None  # dead letters inside sets
+    frame.loc[77, "probability"] = 1.5
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    path = tmp_path / "in" / "part-0.parquet"
+    path.parent.mkdir()
+    bounds = [0, 1200, len(frame)]  # two row groups, cut at a set boundary
+    bounds[1] = int(np.flatnonzero(frame.set_id.ne(frame.set_id.shift()).to_numpy()
+                                   & (np.arange(len(frame)) >= 1200))[0])
+    with pq.ParquetWriter(path, table.schema, dictionary_pagesize_limit=512) as writer:
+        for start, stop in pairwise(bounds):
+            writer.write_table(table.slice(start, stop - start), row_group_size=stop - start)
+    assert "PLAIN" in pq.ParquetFile(path).metadata.row_group(0).column(
+        table.schema.get_field_index("set_id")).encodings
+    manifest, got = decide(tmp_path, str(path), make_config(contiguous=True), "c")
+    _, want = decide(tmp_path, str(path), make_config(contiguous=False), "s")
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    dead_rows = {3, 40, 77}
+    members = frame.drop(index=list(dead_rows))
+    members = members[members.set_id.notna() & members.probability.notna()]
+    for _, rows in members.sort_values(["set_id", "item_id"]).groupby("set_id"):
+        result = optimal_topk(rows.probability.to_numpy(), "f1")
+        decided = got.loc[rows.item_id]
+        assert decided.topk_decision.tolist() == result.selected.tolist()
+        assert (decided.k == result.k).all()
+    dead_dir = tmp_path / "c" / "runs" / manifest["run_id"] / "dead_letter"
+    dead = pa.concat_tables([pq.read_table(p) for p in sorted(dead_dir.glob("*.parquet"))])
+    assert dead.schema.field("set_id").type == pa.string()
+    rows = dead.sort_by([("row_group", "ascending"), ("row_in_row_group", "ascending")])
+    read = ["group", "item_id", *CLASSIFIERS, "probability", "set_id"]
+    assert rows.select(read).equals(table.select(read).take(sorted(dead_rows)))
+
+
+def test_a_set_id_dictionary_that_repeats_a_value_is_encoded_again():
+    """A dictionary naming one id under two codes (another writer's dictionary page) is
+    re-encoded from its strings, so a set written in two runs under two codes is still
+    refused; a dictionary of distinct ids is taken without a copy."""
+    ids = pa.DictionaryArray.from_arrays(pa.array([0, 0, 1, 1, 2, 2, None], pa.int32()),
+                                         pa.array(["a", "b", "a"]))
+    encoded = set_id_dictionary(ids)
+    assert encoded.to_pylist() == ids.to_pylist()
+    assert sorted(encoded.dictionary.to_pylist()) == ["a", "b"]
+    distinct = pa.DictionaryArray.from_arrays(pa.array([1, 1, 0, None], pa.int32()),
+                                              pa.array(["a", "b"]))
+    assert set_id_dictionary(distinct) is distinct
+    assert set_id_dictionary(pa.array([3, 3, None])).to_pylist() == ["3", "3", None]
+    # the decoder on the re-encoded ids: set "a" forms two runs
+    rows = decision_rows(3, seed=1, max_size=2)
+    table, _ = batch_table(rows.slice(0, 1))
+    n = 6
+    table = pa.concat_tables([table] * n).combine_chunks()
+    table = table.set_column(table.schema.get_field_index("set_id"), "set_id",
+                             set_id_dictionary(ids.slice(0, n)))
+    with pytest.raises(InputError, match="set 'a' is not contiguous: its rows form 2 separate"):
+        decode_contiguous_sets(table, np.full(n, 0.5), np.ones(n, bool), "f1", {},
+                               source="f", row_group=0)
