@@ -122,7 +122,7 @@ def optimal_topk_batch(
     expected = np.empty((n_sets, n + 1))
     for start in range(0, n_sets, chunk_size):
         stop = min(start + chunk_size, n_sets)
-        expected[start:stop] = expected_losses_exact(sorted_p[start:stop], tables)
+        expected_losses_exact(sorted_p[start:stop], tables, out=expected[start:stop])
     best = np.argmin(expected, axis=1) if n_sets else np.zeros(0, dtype=np.intp)
     selected = top_k_mask(probs, sorted_p, best)
     best_loss = np.take_along_axis(expected, best[:, None], axis=1)[:, 0]
