@@ -33,8 +33,10 @@ from costlib_pipelines.decide import (
     PROBABILITY,
     TOPK_FIELDS,
     CheckSetsFn,
+    ContiguousBatch,
     _order_in_runs,
     as_contract,
+    decode_contiguous_batches,
     decode_contiguous_sets,
     decode_sets,
     read_decisions,
@@ -522,3 +524,42 @@ def test_a_set_id_dictionary_that_repeats_a_value_is_encoded_again():
     with pytest.raises(InputError, match="set 'a' is not contiguous: its rows form 2 separate"):
         decode_contiguous_sets(table, np.full(n, 0.5), np.ones(n, bool), "f1", {},
                                source="f", row_group=0)
+
+
+def test_batches_decoded_together_equal_each_batch_alone():
+    """The sets of several batches in one decoder call (what the decide stage does with a few
+    row groups of a file) give every batch the same table, bit for bit, counts and set hashes
+    as decoding it alone; rows outside the sets keep null top-k fields."""
+    parts = []
+    for seed in range(4):
+        rows = partly_ordered_rows(seed)
+        table, probabilities = batch_table(rows)
+        in_set = np.random.default_rng(seed).random(rows.num_rows) >= 0.2 * (seed % 2)
+        parts.append(ContiguousBatch(table, probabilities, in_set, f"f{seed}", seed))
+    together = decode_contiguous_batches(parts, "f1", {})
+    for part, got in zip(parts, together, strict=True):
+        alone = decode_contiguous_sets(part.table, part.probabilities, part.in_set, "f1", {},
+                                       source=part.source, row_group=part.row_group)
+        assert got.table.equals(alone.table)
+        assert got.counts == alone.counts
+        assert got.hashes.tobytes() == alone.hashes.tobytes()
+        assert got.table.column("k").is_null().to_numpy(
+            zero_copy_only=False).tolist() == (~part.in_set).tolist()
+
+
+@pytest.mark.parametrize("decode_rows", [1, 60])
+def test_row_groups_decoded_in_groups_equal_the_shuffle_path(tmp_path, monkeypatch,
+                                                             decode_rows):
+    """Row groups gathered for decoding (``DECODE_ROWS`` set rows: every row group alone, or
+    a few together, a group closed mid-file) give the shuffle path's records exactly."""
+    import costlib_pipelines.decide as decide_module
+
+    monkeypatch.setattr(decide_module, "DECODE_ROWS", decode_rows)
+    sets = set_stream(120, seed=12)
+    inputs = write_contiguous(tmp_path / "in", sets, n_files=2, sets_per_group=5)
+    manifest, got = decide(tmp_path, inputs, make_config(contiguous=True), "c")
+    shuffle_manifest, want = decide(tmp_path, inputs, make_config(contiguous=False), "s")
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    counts = manifest["decision_counts"]
+    assert counts.pop("topk_sets_checked") == counts["topk_sets"] > 100
+    assert counts == shuffle_manifest["decision_counts"]
