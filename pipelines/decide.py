@@ -150,8 +150,8 @@ from costlib_pipelines.batches import (
 from costlib_pipelines.config import ConfigError, RunConfig
 from costlib_pipelines.files import (
     InputError,
+    as_stored,
     match_inputs,
-    open_parquet,
     read_row_groups,
     write_bytes_atomically,
     write_json,
@@ -1494,22 +1494,6 @@ def _with_topk_fields(part: ContiguousBatch, runs: _SetRuns, chosen: NDArray[np.
 
 
 # --------------------------------------------------------------------------- DoFns
-def as_stored(table: pa.Table, path: str, columns: Sequence[str]) -> pa.Table:
-    """``table`` with ``columns`` (read as dictionaries, :func:`costlib_pipelines.files.
-    read_row_groups`) back to the field the file at ``path`` stores (its footer is read only
-    when one differs)."""
-    changed = [name for name in columns if pa.types.is_dictionary(table.schema.field(name).type)]
-    if not changed:
-        return table
-    stored = open_parquet(path).schema_arrow
-    for name in changed:
-        field = stored.field(name)
-        if field.type != table.schema.field(name).type:
-            table = table.set_column(table.schema.get_field_index(name), field,
-                                     table.column(name).cast(field.type))
-    return table
-
-
 def _counts(table: pa.Table, sets: int = 0) -> Counter:
     decision = table.column("threshold_decision")
     counts = Counter(
