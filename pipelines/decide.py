@@ -1624,11 +1624,12 @@ class DecideFileFn(beam.DoFn):
 
     def write_behind(self, path: str, table: pa.Table) -> None:
         """Write ``table`` on the writer thread (Parquet encoding releases the GIL) while the
-        next row groups are read and decoded. Writes queue up to ``2 *`` :data:`DECODE_ROWS`
-        rows in flight (older ones are waited for first), and ``finish_bundle`` waits for
-        all (re-raising a failed write), as in :class:`DecodeBucketFn`."""
+        next row groups are read and decoded. Writes queue up to :data:`DECODE_ROWS` rows in
+        flight (older ones are waited for first; one set of gathered row groups is written
+        while the next is read and decoded), and ``finish_bundle`` waits for all (re-raising
+        a failed write), as in :class:`DecodeBucketFn`."""
         while self.writing and sum(rows for _, rows in self.writing) + table.num_rows > (
-                2 * DECODE_ROWS):
+                DECODE_ROWS):
             self.writing.pop(0)[0].result()
         if self.writer is None:
             self.writer = ThreadPoolExecutor(max_workers=1)
