@@ -483,8 +483,11 @@ def test_set_ids_from_dictionary_pages_with_plain_fallback_and_exact_dead_letter
     assert "PLAIN" in pq.ParquetFile(path).metadata.row_group(0).column(
         table.schema.get_field_index("set_id")).encodings
     manifest, got = decide(tmp_path, str(path), make_config(contiguous=True), "c")
-    _, want = decide(tmp_path, str(path), make_config(contiguous=False), "s")
+    shuffle_manifest, want = decide(tmp_path, str(path), make_config(contiguous=False), "s")
     pd.testing.assert_frame_equal(got, want, check_exact=True)
+    counts = manifest["decision_counts"]
+    assert counts.pop("topk_sets_checked") == counts["topk_sets"]
+    assert counts == shuffle_manifest["decision_counts"]
     dead_rows = {3, 40, 77}
     members = frame.drop(index=list(dead_rows))
     members = members[members.set_id.notna() & members.probability.notna()]
@@ -493,6 +496,8 @@ def test_set_ids_from_dictionary_pages_with_plain_fallback_and_exact_dead_letter
         decided = got.loc[rows.item_id]
         assert decided.topk_decision.tolist() == result.selected.tolist()
         assert (decided.k == result.k).all()
+    assert counts["topk_sets"] == members.set_id.nunique()
+    assert counts["topk_rows"] == len(members)
     dead_dir = tmp_path / "c" / "runs" / manifest["run_id"] / "dead_letter"
     dead = pa.concat_tables([pq.read_table(p) for p in sorted(dead_dir.glob("*.parquet"))])
     assert dead.schema.field("set_id").type == pa.string()
