@@ -150,8 +150,8 @@ from costlib_pipelines.batches import (
 from costlib_pipelines.config import ConfigError, RunConfig
 from costlib_pipelines.files import (
     InputError,
+    as_stored,
     match_inputs,
-    open_parquet,
     read_row_groups,
     write_bytes_atomically,
     write_json,
@@ -187,6 +187,7 @@ __all__ = [
     "audit_settings",
     "build_decide",
     "decision_columns",
+    "decode_contiguous_batches",
     "decode_contiguous_sets",
     "decoding_settings",
     "read_decisions",
@@ -700,6 +701,31 @@ def decision_columns(
     return decision_table_and_audit(batch, thresholds, rule, loss, audit)[0]
 
 
+#: Type of the ``set_id`` column of the decision columns (:data:`COMPACT_SCHEMA`).
+SET_ID_TYPE = pa.dictionary(pa.int32(), pa.string())
+
+
+def set_id_dictionary(values: pa.Array | pa.ChunkedArray) -> pa.DictionaryArray:
+    """Set ids as the decision columns hold them: string values, ``int32`` indices, every
+    dictionary value once (one code per set: what the set-run check of
+    :func:`decode_contiguous_sets` and the set grouping of the shuffle count on).
+
+    Ids read from a file's dictionary pages (:meth:`DecideFileFn.process`) are taken as they
+    are when their dictionary holds distinct, non-null strings (what Arrow's writer and most
+    others write; only the dictionary is checked, not a string per row); anything else (ids
+    stored as integers or plain strings, or a dictionary that repeats a value) is
+    dictionary-encoded from its strings.
+    """
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if values.type == SET_ID_TYPE:
+        dictionary = values.dictionary
+        if dictionary.null_count == 0 and pc.count_distinct(dictionary).as_py() == len(
+                dictionary):
+            return values
+    return pc.dictionary_encode(_as_string(values))
+
+
 def decision_table_and_audit(
     batch: ValidatedBatch, thresholds: DecisionThresholds, rule: str, loss: str,
     audit: AuditSettings | None = None,
@@ -742,7 +768,7 @@ def decision_table_and_audit(
     window_ends = _window_ends(entries, codes, usable, no_point)
     set_ids = (
         _dictionary(np.zeros(n, dtype=np.int32), []) if batch.set_ids is None
-        else pc.dictionary_encode(_as_string(batch.set_ids))
+        else set_id_dictionary(batch.set_ids)
     )
     columns = {
         "group": _dictionary(codes, batch.group_names),
@@ -1293,6 +1319,48 @@ def _group_sort_codes(groups: pa.Array | pa.ChunkedArray) -> NDArray[np.int64]:
     return np.where(codes >= 0, rank[np.maximum(codes, 0)], rank.size)
 
 
+def _order_in_runs(
+    table: pa.Table, rows: NDArray[np.intp], starts: NDArray[np.intp], run: NDArray[np.int64],
+    p: NDArray[np.float64],
+) -> NDArray[np.intp] | None:
+    """Order of the set rows ``rows`` of ``table`` (runs starting at ``starts``, ``run`` the
+    run of every one of them) that sorts every run as :func:`decode_sets` sorts a set, or
+    None when every run is in that order already.
+
+    A run whose item ids strictly increase (UTF-8 byte order, as Arrow sorts strings) is in
+    order whatever the other keys hold: one vectorised comparison of neighbouring items finds
+    them, and only the other runs are sorted (:func:`set_order` on item id, probability,
+    group, threshold decision, audit, audit probability, by run first, so every set stays in
+    its run). Streams written set by set usually list a set's items in order: no sort at all.
+    """
+    items = _as_string(table.column("item_id").combine_chunks())
+    if rows.size != table.num_rows:
+        items = items.take(pa.array(rows))
+    if rows.size < 2:
+        return None
+    # null where an item is null: such a pair is sorted below like any other out of order
+    increasing = pc.less(items[:-1], items[1:]).fill_null(False).to_numpy(zero_copy_only=False)
+    increasing[starts[1:] - 1] = True  # pairs across two runs order nothing
+    if increasing.all():
+        return None
+    unordered = np.zeros(starts.size, dtype=bool)
+    unordered[run[np.flatnonzero(~increasing)]] = True
+    sub = np.flatnonzero(unordered[run])  # positions (in ``rows``) of the runs to sort
+    take = pa.array(rows[sub])
+    keys = pa.table({
+        "set": run[sub],
+        "item": items.take(pa.array(sub)),
+        "p": p[sub],
+        "group": _group_sort_codes(table.column("group").combine_chunks())[rows[sub]],
+        "decision": table.column("threshold_decision").take(take),
+        "audit": table.column("audit").take(take),
+        "audit_probability": table.column("audit_probability").take(take),
+    })
+    order = np.arange(rows.size)
+    order[sub] = sub[set_order(keys)]  # by run first: every set stays in its run
+    return order
+
+
 def decode_contiguous_sets(
     table: pa.Table, probabilities: NDArray[np.float64], in_set: NDArray[np.bool_],
     loss: str, params: dict[str, Any], *, source: str, row_group: int,
@@ -1303,7 +1371,7 @@ def decode_contiguous_sets(
     The rows ``in_set`` (a set id and a probability) must hold each set id in one run of
     consecutive rows: with ``r`` runs of equal set ids and ``d`` distinct ids, ``r == d``
     (vectorised over the set-id codes). Inside every run the items are ordered exactly as
-    :func:`decode_sets` orders a set (:func:`set_order` on item id, probability, group,
+    :func:`decode_sets` orders a set (:func:`_order_in_runs`: item id, probability, group,
     threshold decision, audit, audit probability), and all runs go to one
     :func:`costlib.decoding.optimal_topk_ragged` call: so each set gets the decisions, ``k``
     and expected loss, bit for bit, that the shuffle path gives it (the decoder's result for
@@ -1317,7 +1385,40 @@ def decode_contiguous_sets(
         input), the set id and the rows (of the row group, ``valid_rows`` mapping the batch's
         rows to them) where its runs start.
     """
-    rows = np.flatnonzero(in_set)
+    return decode_contiguous_batches(
+        [ContiguousBatch(table, probabilities, in_set, source, row_group, valid_rows, column)],
+        loss, params)[0]
+
+
+@dataclass(frozen=True)
+class ContiguousBatch:
+    """The arguments of :func:`decode_contiguous_sets` for one batch (``in_set`` has a row)."""
+
+    table: pa.Table
+    probabilities: NDArray[np.float64]
+    in_set: NDArray[np.bool_]
+    source: str
+    row_group: int
+    valid_rows: NDArray[np.intp] | None = None
+    column: str = "set_id"
+
+
+@dataclass(frozen=True)
+class _SetRuns:
+    """A batch's set rows (``rows``), its runs (``starts``, ``sizes``; one set each), their
+    probabilities in decoding order and that order (None: as they are)."""
+
+    rows: NDArray[np.intp]
+    starts: NDArray[np.intp]
+    sizes: NDArray[np.intp]
+    values: NDArray[np.float64]
+    order: NDArray[np.intp] | None
+    hashes: NDArray[np.uint64]
+
+
+def _set_runs(part: ContiguousBatch) -> _SetRuns:
+    """The runs of a batch's set rows, checked (one run per set id) and ordered."""
+    table, rows = part.table, np.flatnonzero(part.in_set)
     set_ids = _as_dictionary(table.column("set_id"))
     codes = set_ids.indices.fill_null(0).to_numpy(zero_copy_only=False)[rows]
     starts = np.concatenate([[0], np.flatnonzero(codes[1:] != codes[:-1]) + 1])
@@ -1326,40 +1427,58 @@ def decode_contiguous_sets(
     if (runs_of > 1).any():
         code = int(np.flatnonzero(runs_of > 1)[0])
         where = rows[starts[run_codes == code]]
-        if valid_rows is not None:
-            where = valid_rows[where]
+        if part.valid_rows is not None:
+            where = part.valid_rows[where]
         shown = ", ".join(str(int(r)) for r in where[:5]) + (", ..." if where.size > 5 else "")
         raise InputError(
-            f"{source}: row group {row_group}: column {column}: set "
+            f"{part.source}: row group {part.row_group}: column {part.column}: set "
             f"{set_ids.dictionary[code].as_py()!r} is not contiguous: its rows form "
             f"{int(runs_of[code])} separate runs (starting at rows {shown}), but the config "
             f"declares decoding.sets_contiguous: true (every set's rows consecutive in one row "
             f"group); write the stream set by set, or set decoding.sets_contiguous: false to "
             f"gather sets with a shuffle")
-    n_sets = starts.size
     sizes = np.diff(np.append(starts, rows.size))
-    run = np.repeat(np.arange(n_sets, dtype=np.int64), sizes)
-    p = probabilities[rows]
-    take = pa.array(rows)
-    keys = pa.table({
-        "set": run,
-        "item": _as_string(table.column("item_id").combine_chunks()).take(take),
-        "p": p,
-        "group": _group_sort_codes(table.column("group").combine_chunks())[rows],
-        "decision": table.column("threshold_decision").take(take),
-        "audit": table.column("audit").take(take),
-        "audit_probability": table.column("audit_probability").take(take),
-    })
-    order = set_order(keys)  # by run first: every set stays in its run
-    result = optimal_topk_ragged(p[order], np.append(starts, rows.size), loss, **params)
-    n = table.num_rows
+    run = np.repeat(np.arange(starts.size, dtype=np.int64), sizes)
+    p = part.probabilities[rows]
+    order = _order_in_runs(table, rows, starts, run, p)
+    return _SetRuns(rows, starts, sizes, p if order is None else p[order], order,
+                    set_id_hashes(set_ids.dictionary)[run_codes])
+
+
+def decode_contiguous_batches(parts: Sequence[ContiguousBatch], loss: str,
+                              params: dict[str, Any]) -> list[ContiguousSets]:
+    """:func:`decode_contiguous_sets` of several batches, their sets decoded in one
+    :func:`costlib.decoding.optimal_topk_ragged` call (the decoder's result for a set does not
+    depend on the sets beside it, so every batch gets the same bits as alone; sets of one size
+    are decoded together, and with ragged sizes a few batches together pay the decoder's
+    per-size overhead once). Every batch must have a set row.
+    """
+    runs = [_set_runs(part) for part in parts]
+    values = np.concatenate([r.values for r in runs])
+    starts = np.concatenate([r.starts + base for r, base in zip(
+        runs, np.cumsum([0, *(r.rows.size for r in runs)])[:-1].tolist(), strict=True)])
+    result = optimal_topk_ragged(values, np.append(starts, values.size), loss, **params)
+    out, row_at, set_at = [], 0, 0
+    for part, r in zip(parts, runs, strict=True):
+        n_rows, n_sets = r.rows.size, r.starts.size
+        out.append(_with_topk_fields(
+            part, r, result.selected[row_at:row_at + n_rows], result.k[set_at:set_at + n_sets],
+            result.expected_loss[set_at:set_at + n_sets]))
+        row_at, set_at = row_at + n_rows, set_at + n_sets
+    return out
+
+
+def _with_topk_fields(part: ContiguousBatch, runs: _SetRuns, chosen: NDArray[np.bool_],
+                      set_k: NDArray[np.intp], set_loss: NDArray[np.float64]) -> ContiguousSets:
+    """The batch's table with the top-k fields of its decoded sets, its counts and hashes."""
+    table, rows, n = part.table, runs.rows, part.table.num_rows
     selected = np.zeros(n, dtype=bool)
-    selected[rows[order]] = result.selected
+    selected[rows if runs.order is None else rows[runs.order]] = chosen
     k = np.zeros(n, dtype=np.int64)
-    k[rows] = result.k[run]
+    k[rows] = np.repeat(set_k, runs.sizes)
     expected = np.zeros(n)
-    expected[rows] = result.expected_loss[run]
-    null = None if rows.size == n else ~in_set
+    expected[rows] = np.repeat(set_loss, runs.sizes)
+    null = None if rows.size == n else ~part.in_set
     fields = {
         "topk_decision": pa.array(selected, pa.bool_(), mask=null),
         "k": pa.array(k, pa.int64(), mask=null),
@@ -1369,28 +1488,12 @@ def decode_contiguous_sets(
         table = table.set_column(table.schema.get_field_index(name), name, column)
     counts = _counts(table)
     counts["topk_rows"] = int(rows.size)
-    counts["topk_selected"] = int(np.count_nonzero(result.selected))
-    counts["topk_sets"] = n_sets
-    return ContiguousSets(table, counts, set_id_hashes(set_ids.dictionary)[run_codes])
+    counts["topk_selected"] = int(np.count_nonzero(chosen))
+    counts["topk_sets"] = int(runs.starts.size)
+    return ContiguousSets(table, counts, runs.hashes)
 
 
 # --------------------------------------------------------------------------- DoFns
-def as_stored(table: pa.Table, path: str, columns: Sequence[str]) -> pa.Table:
-    """``table`` with ``columns`` (read as dictionaries, :func:`costlib_pipelines.files.
-    read_row_groups`) back to the field the file at ``path`` stores (its footer is read only
-    when one differs)."""
-    changed = [name for name in columns if pa.types.is_dictionary(table.schema.field(name).type)]
-    if not changed:
-        return table
-    stored = open_parquet(path).schema_arrow
-    for name in changed:
-        field = stored.field(name)
-        if field.type != table.schema.field(name).type:
-            table = table.set_column(table.schema.get_field_index(name), field,
-                                     table.column(name).cast(field.type))
-    return table
-
-
 def _counts(table: pa.Table, sets: int = 0) -> Counter:
     decision = table.column("threshold_decision")
     counts = Counter(
@@ -1405,6 +1508,12 @@ def _counts(table: pa.Table, sets: int = 0) -> Counter:
     return counts
 
 
+#: Set rows (``decoding.sets_contiguous``) whose sets are decoded together: the row groups of
+#: a file are gathered until they hold this many (sets of ragged sizes are decoded size by
+#: size, and each size costs some 200 numpy calls however few sets it has).
+DECODE_ROWS = 400_000
+
+
 class DecideFileFn(beam.DoFn):
     """Input path -> per row group: read, validate, decide; writes rows without a set.
 
@@ -1415,10 +1524,10 @@ class DecideFileFn(beam.DoFn):
     sets (top-k path only), tagged ``"counters"`` (row accounting of the batch, and counts of
     the rows written) and ``"dead_letters"`` (``(source, row_group, table)`` of bad rows).
 
-    With ``decoding.sets_contiguous`` the sets are decoded here, row group by row group
-    (:func:`decode_contiguous_sets`), every row is written to its row group's file (on a
-    writer thread, :meth:`write_behind`), and the sets' hashes go out tagged
-    ``"set_hashes"`` for :class:`CheckSetsFn`.
+    With ``decoding.sets_contiguous`` the sets are decoded here, the sets of a few row groups
+    of the file together (:data:`DECODE_ROWS`, :func:`decode_contiguous_batches`), every row
+    is written to its row group's file (on a writer thread, :meth:`write_behind`), and the
+    sets' hashes go out tagged ``"set_hashes"`` for :class:`CheckSetsFn`.
     """
 
     def __init__(self, thresholds: DecisionThresholds, config: RunConfig, directory: str,
@@ -1434,15 +1543,18 @@ class DecideFileFn(beam.DoFn):
         self.topk = with_topk(config)
         self.contiguous = sets_contiguous(config)
         self.writer: ThreadPoolExecutor | None = None  # made on the first write behind
-        self.writing: Future | None = None
+        self.writing: list[tuple[Future, int]] = []  # writes in flight and their rows
         self.directory = directory
         self.min_risk = min_risk.decide_settings(config)
 
     def process(self, path: str):
-        # the group column comes as a dictionary array straight from the file's dictionary
-        # pages (validation would dictionary-encode it anyway); dead letters get the column
-        # back as the file stores it
+        # the group (and set id) columns come as dictionary arrays straight from the file's
+        # dictionary pages (validation and the decision columns would dictionary-encode them
+        # anyway); dead letters get the columns back as the file stores them
         dictionary = [self.config.columns["group"]]
+        if self.topk:  # set ids too: distinct values checked (:func:`set_id_dictionary`)
+            dictionary.append(self.config.columns["set_id"])
+        pending: list[tuple[ValidatedBatch, ContiguousBatch]] = []  # sets not decoded yet
         for row_group, table in read_row_groups(path, self.columns, dictionary=dictionary):
             batch = validate_batch(table, self.config, source=path, row_group=row_group,
                                    for_decisions=True)
@@ -1451,10 +1563,18 @@ class DecideFileFn(beam.DoFn):
             if batch.dead_letters is not None:
                 yield pvalue.TaggedOutput("dead_letters", (
                     path, row_group, as_stored(batch.dead_letters, path, dictionary)))
-            yield from self.decide(batch, table)
+            yield from self.decide(batch, table, pending)
+            if sum(int(part.in_set.sum()) for _, part in pending) >= DECODE_ROWS:
+                yield from self.decode_pending(pending)
+        yield from self.decode_pending(pending)
 
-    def decide(self, batch: ValidatedBatch, raw: pa.Table | None = None):
-        """Threshold decisions of a batch; set rows out as ``(bucket, bytes)``, others written."""
+    def decide(self, batch: ValidatedBatch, raw: pa.Table | None = None,
+               pending: list[tuple[ValidatedBatch, ContiguousBatch]] | None = None):
+        """Threshold decisions of a batch; set rows out as ``(bucket, bytes)``, others written.
+
+        With ``decoding.sets_contiguous`` a batch with set rows is appended to ``pending``
+        (decoded and written by :meth:`decode_pending`), or decoded at once without it.
+        """
         table, audit_counters = decision_table_and_audit(
             batch, self.thresholds, self.config.rule, self.loss, self.audit)
         if raw is not None and self.min_risk is not None:
@@ -1467,13 +1587,15 @@ class DecideFileFn(beam.DoFn):
             in_set = ~(np.isnan(batch.probabilities) | table.column("set_id").is_null()
                        .to_numpy(zero_copy_only=False))
             if in_set.any() and self.contiguous:
-                decoded = decode_contiguous_sets(
-                    table, batch.probabilities, in_set, self.loss, self.params,
-                    source=batch.source, row_group=batch.row_group,
-                    valid_rows=batch.valid_rows, column=self.config.columns["set_id"])
-                table, counts = decoded.table, decoded.counts
-                yield from self.set_hashes(batch, decoded.hashes)
-            elif in_set.any():
+                part = ContiguousBatch(table, batch.probabilities, in_set, batch.source,
+                                       batch.row_group, batch.valid_rows,
+                                       self.config.columns["set_id"])
+                if pending is None:
+                    yield from self.decode_pending([(batch, part)])
+                else:
+                    pending.append((batch, part))
+                return
+            if in_set.any():
                 yield from self.shuffle_sets(table, batch.probabilities, in_set)
                 table = table.filter(pa.array(~in_set))
         if table.num_rows:
@@ -1484,24 +1606,43 @@ class DecideFileFn(beam.DoFn):
                 write_decisions(path, table)
             yield pvalue.TaggedOutput("counters", counts or _counts(table))
 
+    def decode_pending(self, pending: list[tuple[ValidatedBatch, ContiguousBatch]]):
+        """Decode the sets of the ``pending`` batches together (:func:`decode_contiguous_
+        batches`), write every batch's rows behind (:meth:`write_behind`), and empty
+        ``pending``: the sets' hashes and the counts of every batch out."""
+        if not pending:
+            return
+        decoded = decode_contiguous_batches([part for _, part in pending], self.loss,
+                                            self.params)
+        for (batch, _), result in zip(pending, decoded, strict=True):
+            yield from self.set_hashes(batch, result.hashes)
+            self.write_behind(
+                f"{self.directory}/{dead_letter_name(batch.source, batch.row_group)}",
+                result.table)
+            yield pvalue.TaggedOutput("counters", result.counts)
+        pending.clear()
+
     def write_behind(self, path: str, table: pa.Table) -> None:
         """Write ``table`` on the writer thread (Parquet encoding releases the GIL) while the
-        next row group is read and decoded; at most one write in flight, and
-        ``finish_bundle`` waits for the last (re-raising a failed write), as in
-        :class:`DecodeBucketFn`."""
-        self.wait_for_write()
+        next row groups are read and decoded. Writes queue up to :data:`DECODE_ROWS` rows in
+        flight (older ones are waited for first; one set of gathered row groups is written
+        while the next is read and decoded), and ``finish_bundle`` waits for all (re-raising
+        a failed write), as in :class:`DecodeBucketFn`."""
+        while self.writing and sum(rows for _, rows in self.writing) + table.num_rows > (
+                DECODE_ROWS):
+            self.writing.pop(0)[0].result()
         if self.writer is None:
             self.writer = ThreadPoolExecutor(max_workers=1)
-        self.writing = self.writer.submit(write_decisions, path, table)
+        self.writing.append((self.writer.submit(write_decisions, path, table), table.num_rows))
 
     def wait_for_write(self) -> None:
-        """Wait for the write in flight, if any (re-raising its error)."""
-        writing, self.writing = self.writing, None
-        if writing is not None:
-            writing.result()
+        """Wait for the writes in flight, if any (re-raising the first error)."""
+        writing, self.writing = self.writing, []
+        for future, _ in writing:
+            future.result()
 
     def start_bundle(self):
-        self.writing = None
+        self.writing = []
 
     def finish_bundle(self):
         self.wait_for_write()

@@ -22,6 +22,7 @@ __all__ = [
     "InputError",
     "InputFile",
     "RowGroupRange",
+    "as_stored",
     "check_rows_read",
     "is_ignored",
     "match_inputs",
@@ -227,6 +228,22 @@ def read_row_groups(
                     if "checksum" in str(exc).lower() else "cannot be read")
             raise InputError(f"{path}: row group {index}: {what} ({exc})") from exc
         yield index, table
+
+
+def as_stored(table: pa.Table, path: str, columns: Sequence[str]) -> pa.Table:
+    """``table`` with ``columns`` (read as dictionaries, :func:`read_row_groups`) back to the
+    field the file at ``path`` stores (its footer is read only when one differs): what dead
+    letters carry, the rows exactly as the file holds them."""
+    changed = [name for name in columns if pa.types.is_dictionary(table.schema.field(name).type)]
+    if not changed:
+        return table
+    stored = open_parquet(path).schema_arrow
+    for name in changed:
+        field = stored.field(name)
+        if field.type != table.schema.field(name).type:
+            table = table.set_column(table.schema.get_field_index(name), field,
+                                     table.column(name).cast(field.type))
+    return table
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import apache_beam as beam
@@ -74,6 +74,7 @@ from costlib_pipelines.files import (
     UNIT_ROWS,
     InputError,
     RowGroupRange,
+    as_stored,
     read_row_groups,
     row_group_ranges,
     write_parquet,
@@ -99,18 +100,20 @@ METRICS_NAMESPACE = "costlib"
 MICROS_PER_DAY = 86_400 * 1_000_000
 
 
-def iter_batches(element, columns: list[str] | None):
+def iter_batches(element, columns: list[str] | None, dictionary: Sequence[str] = ()):
     """``(source, row_group, table)`` for every batch of an element.
 
     An element is a path (every row group of the file), a :class:`RowGroupRange` (its row
-    groups), or one ready batch.
+    groups), or one ready batch. String columns named in ``dictionary`` are read from the
+    files' dictionary pages, as dictionary arrays (:func:`costlib_pipelines.files.
+    read_row_groups`; a ready batch comes as it is).
     """
     if isinstance(element, str):
-        for index, table in read_row_groups(element, columns):
+        for index, table in read_row_groups(element, columns, dictionary=dictionary):
             yield element, index, table
     elif isinstance(element, RowGroupRange):
         for index, table in read_row_groups(element.path, columns, start=element.start,
-                                            stop=element.stop):
+                                            stop=element.stop, dictionary=dictionary):
             yield element.path, index, table
     else:
         yield element
@@ -457,7 +460,8 @@ class FineHistogramFn(beam.DoFn):
         self.plausibility = Plausibility.from_config(config)
 
     def process(self, element):
-        for source, row_group, table in iter_batches(element, self.columns):
+        dictionary = [self.config.columns["group"]]  # no string per row (validation encodes)
+        for source, row_group, table in iter_batches(element, self.columns, dictionary):
             batch = validate_batch(table, self.config, source=source, row_group=row_group,
                                    plausibility=self.plausibility)
             scores = batch.rated_rows()[2]
@@ -499,7 +503,8 @@ class EdgeSketchFn(beam.DoFn):
         self.min_risk = MinRiskSettings.from_config(config)
 
     def process(self, element):
-        for source, row_group, table in iter_batches(element, self.columns):
+        dictionary = [self.config.columns["group"]]  # no string per row (validation encodes)
+        for source, row_group, table in iter_batches(element, self.columns, dictionary):
             batch = validate_batch(table, self.config, source=source, row_group=row_group,
                                    plausibility=self.plausibility)
             batch = cost_weighted(batch, table, self.min_risk)
@@ -670,14 +675,20 @@ class AggregateBatchesFn(beam.DoFn):
         self.min_risk = MinRiskSettings.from_config(config)  # weight_rated_rows: cost weights
 
     def process(self, element, edges):
-        for source, row_group, table in iter_batches(element, self.columns):
+        # the group column comes as a dictionary array straight from the files' dictionary
+        # pages (validation would dictionary-encode it anyway); dead letters get the column
+        # back as the file stores it
+        dictionary = [self.config.columns["group"]]
+        read = dictionary if isinstance(element, (str, RowGroupRange)) else []
+        for source, row_group, table in iter_batches(element, self.columns, read):
             batch = validate_batch(table, self.config, source=source, row_group=row_group,
                                    windowed=self.windowed, plausibility=self.plausibility)
             batch = cost_weighted(batch, table, self.min_risk)
             report_metrics(batch.accounting)
             yield pvalue.TaggedOutput("accounting", batch.accounting)
             if batch.dead_letters is not None:
-                yield pvalue.TaggedOutput("dead_letters", (source, row_group, batch.dead_letters))
+                yield pvalue.TaggedOutput("dead_letters", (
+                    source, row_group, as_stored(batch.dead_letters, source, read)))
             if self.plausibility.count_duplicate_item_ids and batch.group_codes.size:
                 for keyed in keys_per_group(batch):
                     yield pvalue.TaggedOutput("item_ids", keyed)

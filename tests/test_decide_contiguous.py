@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
@@ -31,11 +33,15 @@ from costlib_pipelines.decide import (
     PROBABILITY,
     TOPK_FIELDS,
     CheckSetsFn,
+    ContiguousBatch,
+    _order_in_runs,
     as_contract,
+    decode_contiguous_batches,
     decode_contiguous_sets,
     decode_sets,
     read_decisions,
     run_decide,
+    set_id_dictionary,
     set_id_hashes,
 )
 from costlib_pipelines.files import InputError
@@ -347,3 +353,218 @@ def test_a_failed_write_behind_fails_the_bundle(tmp_path):
         list(fn.process(str(path)))
         fn.finish_bundle()
     fn.teardown()
+
+
+# ------------------------------------------------------------------ runs already in item order
+def brute_force_f1(p: np.ndarray) -> tuple[float, set[frozenset[int]]]:
+    """Least expected F1 loss over all 2^n predictions of a small set, by enumerating every
+    prediction and every labelling (loss 0 for the empty prediction on a set without
+    positives), and the predictions that reach it (to 1e-12)."""
+    n = p.size
+    labels = (np.arange(2 ** n)[:, None] >> np.arange(n)) & 1  # every labelling
+    weight = np.prod(np.where(labels == 1, p, 1 - p), axis=1)
+    losses = {}
+    for mask in range(2 ** n):
+        chosen = ((mask >> np.arange(n)) & 1).astype(bool)
+        tp = labels[:, chosen].sum(axis=1)
+        fp = chosen.sum() - tp
+        fn = labels[:, ~chosen].sum(axis=1)
+        denominator = 2 * tp + fp + fn
+        f1 = np.where(denominator == 0, 1.0, 2 * tp / np.maximum(denominator, 1))
+        losses[frozenset(np.flatnonzero(chosen).tolist())] = float(weight @ (1 - f1))
+    best = min(losses.values())
+    return best, {s for s, v in losses.items() if v <= best + 1e-12}
+
+
+def partly_ordered_rows(seed: int, share: float = 0.6) -> pa.Table:
+    """:func:`decision_rows` (sets contiguous) with about ``share`` of the sets' rows listed in
+    item order (UTF-8 byte order of the ids), the others as they came (items shuffled, and
+    repeated items when ``seed % 3 == 0``)."""
+    rng = np.random.default_rng(seed)
+    rows = decision_rows(40, seed=seed, max_size=8, tricky=seed % 3 == 0)
+    sets = np.array(rows.column("set_id").to_pylist(), dtype=object)
+    items = np.array([s.encode() for s in rows.column("item_id").to_pylist()], dtype=object)
+    bounds = [0, *(np.flatnonzero(sets[1:] != sets[:-1]) + 1).tolist(), sets.size]
+    order = []
+    for start, stop in pairwise(bounds):
+        run = np.arange(start, stop)
+        if rng.random() < share:
+            run = run[np.argsort(items[run], kind="stable")]
+        order.append(run)
+    return rows.take(pa.array(np.concatenate(order)))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_order_inside_runs_is_arrows_sort(seed):
+    """The order the in-place decoder gives the rows of each run (runs in item order left as
+    they are, the others sorted) is Arrow's stable multi-key sort by run, item id, probability,
+    group, threshold decision, audit and audit probability (nulls last)."""
+    rows = partly_ordered_rows(seed, share=0.5)
+    table, probabilities = batch_table(rows)
+    sets = np.array(rows.column("set_id").to_pylist(), dtype=object)
+    starts = np.flatnonzero(np.concatenate([[True], sets[1:] != sets[:-1]]))
+    run = np.repeat(np.arange(starts.size), np.diff(np.append(starts, sets.size)))
+    rows_all = np.arange(rows.num_rows)
+    got = _order_in_runs(table, rows_all, starts, run, probabilities)
+    got = rows_all if got is None else got
+    keys = pa.table({
+        "run": run, "item": rows.column("item_id"), "p": probabilities,
+        "group": rows.column("group").cast(pa.string()),
+        "decision": rows.column("threshold_decision"), "audit": rows.column("audit"),
+        "audit_probability": rows.column("audit_probability")})
+    want = pc.sort_indices(keys, sort_keys=[(name, "ascending") for name in keys.column_names]
+                           ).to_numpy()  # nulls at the end: Arrow's default
+    assert got.tolist() == want.tolist()
+    assert not np.array_equal(want, rows_all)  # some runs were out of order
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_runs_in_item_order_skip_the_sort_and_decide_as_brute_force(seed):
+    """Sets whose rows already list their items in order (what a stream written set by set
+    usually holds) are decoded without a sort, the others (items out of order, or an item
+    repeated) are sorted: mixed in one batch, every record equals the shuffle decoder's, and
+    every set's decision is a least-expected-loss prediction over all 2^n, brute force."""
+    rows = partly_ordered_rows(seed)
+    table, probabilities = batch_table(rows)
+    in_set = np.ones(rows.num_rows, dtype=bool)
+    decoded = decode_contiguous_sets(table, probabilities, in_set, "f1", {}, source="f",
+                                     row_group=0)
+    want = decode_sets(rows, "f1", {})
+    assert record_counts(decoded.table) == record_counts(want)
+    got = decoded.table.to_pandas()
+    got["p"] = probabilities
+    for _, members in got.groupby("set_id", observed=True):
+        best, argmins = brute_force_f1(members.p.to_numpy())
+        assert members.expected_loss.iloc[0] == pytest.approx(best, abs=1e-12)
+        picked = frozenset(np.flatnonzero(members.topk_decision.to_numpy(bool)).tolist())
+        assert picked in argmins
+        assert (members.k == len(picked)).all()
+
+
+def test_a_batch_in_item_order_is_decoded_without_any_sort(monkeypatch):
+    """Every set in item order: no multi-key sort at all, and the same records."""
+    import costlib_pipelines.decide as decide_module
+
+    rows = decision_rows(50, seed=11, max_size=12)
+    rows = rows.take(pa.array(np.lexsort([
+        np.array([s.encode() for s in rows.column("item_id").to_pylist()], dtype=object),
+        np.array(rows.column("set_id").to_pylist(), dtype=object)])))  # set by set
+    table, probabilities = batch_table(rows)
+    want = decode_sets(rows, "f1", {})
+
+    def no_sort(keys):
+        raise AssertionError("sorted a batch whose runs are in order")
+
+    monkeypatch.setattr(decide_module, "set_order", no_sort)
+    decoded = decode_contiguous_sets(table, probabilities, np.ones(rows.num_rows, bool), "f1",
+                                     {}, source="f", row_group=0)
+    assert record_counts(decoded.table) == record_counts(want)
+
+
+# ------------------------------------------------------------- set ids from dictionary pages
+def test_set_ids_from_dictionary_pages_with_plain_fallback_and_exact_dead_letters(tmp_path):
+    """Set ids are read from the files' dictionary pages: with more ids than a dictionary page
+    holds (the writer falls back to plain pages mid row group) both paths still decide every
+    set as optimal_topk does set by set, and the dead letters carry the set-id column exactly
+    as the file stores it (a string column)."""
+    sets = set_stream(200, seed=9)
+    frame = pd.concat(sets).reset_index(drop=True)
+    frame.loc[[3, 40], "group"] = None  # dead letters inside sets
+    frame.loc[77, "probability"] = 1.5
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    path = tmp_path / "in" / "part-0.parquet"
+    path.parent.mkdir()
+    bounds = [0, 1200, len(frame)]  # two row groups, cut at a set boundary
+    bounds[1] = int(np.flatnonzero(frame.set_id.ne(frame.set_id.shift()).to_numpy()
+                                   & (np.arange(len(frame)) >= 1200))[0])
+    with pq.ParquetWriter(path, table.schema, dictionary_pagesize_limit=512) as writer:
+        for start, stop in pairwise(bounds):
+            writer.write_table(table.slice(start, stop - start), row_group_size=stop - start)
+    assert "PLAIN" in pq.ParquetFile(path).metadata.row_group(0).column(
+        table.schema.get_field_index("set_id")).encodings
+    manifest, got = decide(tmp_path, str(path), make_config(contiguous=True), "c")
+    shuffle_manifest, want = decide(tmp_path, str(path), make_config(contiguous=False), "s")
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    counts = manifest["decision_counts"]
+    assert counts.pop("topk_sets_checked") == counts["topk_sets"]
+    assert counts == shuffle_manifest["decision_counts"]
+    dead_rows = {3, 40, 77}
+    members = frame.drop(index=list(dead_rows))
+    members = members[members.set_id.notna() & members.probability.notna()]
+    for _, rows in members.sort_values(["set_id", "item_id"]).groupby("set_id"):
+        result = optimal_topk(rows.probability.to_numpy(), "f1")
+        decided = got.loc[rows.item_id]
+        assert decided.topk_decision.tolist() == result.selected.tolist()
+        assert (decided.k == result.k).all()
+    assert counts["topk_sets"] == members.set_id.nunique()
+    assert counts["topk_rows"] == len(members)
+    dead_dir = tmp_path / "c" / "runs" / manifest["run_id"] / "dead_letter"
+    dead = pa.concat_tables([pq.read_table(p) for p in sorted(dead_dir.glob("*.parquet"))])
+    assert dead.schema.field("set_id").type == pa.string()
+    rows = dead.sort_by([("row_group", "ascending"), ("row_in_row_group", "ascending")])
+    read = ["group", "item_id", *CLASSIFIERS, "probability", "set_id"]
+    assert rows.select(read).equals(table.select(read).take(sorted(dead_rows)))
+
+
+def test_a_set_id_dictionary_that_repeats_a_value_is_encoded_again():
+    """A dictionary naming one id under two codes (another writer's dictionary page) is
+    re-encoded from its strings, so a set written in two runs under two codes is still
+    refused; a dictionary of distinct ids is taken without a copy."""
+    ids = pa.DictionaryArray.from_arrays(pa.array([0, 0, 1, 1, 2, 2, None], pa.int32()),
+                                         pa.array(["a", "b", "a"]))
+    encoded = set_id_dictionary(ids)
+    assert encoded.to_pylist() == ids.to_pylist()
+    assert sorted(encoded.dictionary.to_pylist()) == ["a", "b"]
+    distinct = pa.DictionaryArray.from_arrays(pa.array([1, 1, 0, None], pa.int32()),
+                                              pa.array(["a", "b"]))
+    assert set_id_dictionary(distinct) is distinct
+    assert set_id_dictionary(pa.array([3, 3, None])).to_pylist() == ["3", "3", None]
+    # the decoder on the re-encoded ids: set "a" forms two runs
+    rows = decision_rows(3, seed=1, max_size=2)
+    table, _ = batch_table(rows.slice(0, 1))
+    n = 6
+    table = pa.concat_tables([table] * n).combine_chunks()
+    table = table.set_column(table.schema.get_field_index("set_id"), "set_id",
+                             set_id_dictionary(ids.slice(0, n)))
+    with pytest.raises(InputError, match="set 'a' is not contiguous: its rows form 2 separate"):
+        decode_contiguous_sets(table, np.full(n, 0.5), np.ones(n, bool), "f1", {},
+                               source="f", row_group=0)
+
+
+def test_batches_decoded_together_equal_each_batch_alone():
+    """The sets of several batches in one decoder call (what the decide stage does with a few
+    row groups of a file) give every batch the same table, bit for bit, counts and set hashes
+    as decoding it alone; rows outside the sets keep null top-k fields."""
+    parts = []
+    for seed in range(4):
+        rows = partly_ordered_rows(seed)
+        table, probabilities = batch_table(rows)
+        in_set = np.random.default_rng(seed).random(rows.num_rows) >= 0.2 * (seed % 2)
+        parts.append(ContiguousBatch(table, probabilities, in_set, f"f{seed}", seed))
+    together = decode_contiguous_batches(parts, "f1", {})
+    for part, got in zip(parts, together, strict=True):
+        alone = decode_contiguous_sets(part.table, part.probabilities, part.in_set, "f1", {},
+                                       source=part.source, row_group=part.row_group)
+        assert got.table.equals(alone.table)
+        assert got.counts == alone.counts
+        assert got.hashes.tobytes() == alone.hashes.tobytes()
+        assert got.table.column("k").is_null().to_numpy(
+            zero_copy_only=False).tolist() == (~part.in_set).tolist()
+
+
+@pytest.mark.parametrize("decode_rows", [1, 60])
+def test_row_groups_decoded_in_groups_equal_the_shuffle_path(tmp_path, monkeypatch,
+                                                             decode_rows):
+    """Row groups gathered for decoding (``DECODE_ROWS`` set rows: every row group alone, or
+    a few together, a group closed mid-file) give the shuffle path's records exactly."""
+    import costlib_pipelines.decide as decide_module
+
+    monkeypatch.setattr(decide_module, "DECODE_ROWS", decode_rows)
+    sets = set_stream(120, seed=12)
+    inputs = write_contiguous(tmp_path / "in", sets, n_files=2, sets_per_group=5)
+    manifest, got = decide(tmp_path, inputs, make_config(contiguous=True), "c")
+    shuffle_manifest, want = decide(tmp_path, inputs, make_config(contiguous=False), "s")
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    counts = manifest["decision_counts"]
+    assert counts.pop("topk_sets_checked") == counts["topk_sets"] > 100
+    assert counts == shuffle_manifest["decision_counts"]

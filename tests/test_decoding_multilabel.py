@@ -51,6 +51,23 @@ def test_ragged_sets_with_offsets() -> None:
         assert result.expected_loss[0] == 0.0 and result.k[0] == 0
 
 
+@pytest.mark.parametrize("size", [1, 4, 20])
+def test_ragged_sets_all_of_one_size(size: int) -> None:
+    """Sets all of one size (decoded from the values as an (N, size) array, no gather): the
+    same as one set at a time, ties in probability by the lower index."""
+    rng = np.random.default_rng(size)
+    values = np.round(rng.random(60 * size) ** 2, 1)  # many ties
+    offsets = np.arange(0, values.size + 1, size)
+    result = optimal_topk_ragged(values, offsets, "f1")
+    for i in range(60):
+        part = values[offsets[i]:offsets[i + 1]]
+        single = optimal_topk(part, "f1")
+        assert result.k[i] == single.k
+        assert result.expected_loss[i] == pytest.approx(single.expected_loss, abs=1e-12)
+        np.testing.assert_array_equal(result.selected[offsets[i]:offsets[i + 1]],
+                                      single.selected)
+
+
 def test_ragged_validation() -> None:
     with pytest.raises(ValueError, match="offsets must start at 0"):
         optimal_topk_ragged([0.1, 0.2], [0, 1], "f1")

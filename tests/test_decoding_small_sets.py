@@ -77,3 +77,31 @@ def test_ragged_sets_decode_to_the_same_bits_in_any_split() -> None:
                                   whole.expected_loss)
     np.testing.assert_array_equal(np.concatenate([p.k for p in parts]), whole.k)
     np.testing.assert_array_equal(np.concatenate([p.selected for p in parts]), whole.selected)
+
+
+def test_the_kept_scratch_space_leaks_nothing_between_calls_or_threads() -> None:
+    """The decoder's intermediate arrays live in one scratch array kept per thread between
+    calls: a call after calls of other sizes (which leave other values there), and calls on
+    two threads at once, give the same bits as the first call, and the expected losses equal
+    the enumeration of every label vector."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(5)
+    tables = {n: loss_tables(get_loss("f1"), n) for n in (3, 8, 20)}
+    inputs = {n: np.ascontiguousarray(-np.sort(-rng.random((37 if n < 20 else 700, n)),
+                                                axis=1)) for n in tables}
+    first = {n: expected_losses_exact(inputs[n], tables[n]).copy() for n in (8, 3, 20)}
+    for row, values in zip(inputs[8][:5], first[8][:5], strict=True):
+        np.testing.assert_allclose(values, enumerated_expected_losses(row, "f1"), rtol=1e-12,
+                                   atol=1e-15)
+
+    def again(n: int) -> bytes:
+        out = np.full((len(inputs[n]), n + 1), np.nan)
+        expected_losses_exact(inputs[n], tables[n], out=out)
+        return out.tobytes()
+
+    for n in (20, 3, 8, 20, 8):  # the same thread, other sizes between
+        assert again(n) == first[n].tobytes()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for n, got in zip([20, 8, 3] * 6, pool.map(again, [20, 8, 3] * 6), strict=True):
+            assert got == first[n].tobytes()

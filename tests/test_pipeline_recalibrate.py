@@ -173,3 +173,50 @@ def test_portable_job_api_loopback_gives_identical_records(frame, tmp_path, job_
                              "--environment_type=LOOPBACK"])
     assert manifest["runner"] == "PortableRunner"
     assert comparable(got) == comparable(direct_records(small, config))
+
+
+@pytest.mark.parametrize("arrow_dictionary", [False, True])
+def test_group_column_from_dictionary_pages_equals_costlib_and_dead_letters_are_exact(
+        frame, tmp_path, arrow_dictionary):
+    """Recalibrate reads the group column from the files' dictionary pages. A file with more
+    groups than a dictionary page holds (the writer falls back to plain pages), its group
+    column strings or an Arrow dictionary (values in another order than they appear, one
+    unused): the operating points equal costlib called directly on the valid rows, and the
+    dead letters (missing group, reserved group) are the input rows exactly, group column as
+    the file stores it."""
+    import pandas as pd
+    import pyarrow as pa
+
+    data = frame.iloc[:12_000].reset_index(drop=True).copy()
+    rare = [f"rare_{i:02d}" for i in range(30)]
+    data.loc[5:5 + 3 * len(rare) - 1, "group"] = np.repeat(rare, 3)
+    bad_rows = [1, 700, 9_000]
+    data.loc[[1, 700], "group"] = None
+    data.loc[9_000, "group"] = "__all__"
+    names = [*sorted({g for g in data["group"] if g is not None}, reverse=True), "unused"]
+    codes = pd.Series(data["group"]).map({g: i for i, g in enumerate(names)})
+    table = pa.Table.from_pandas(data, preserve_index=False)
+    group = pa.DictionaryArray.from_arrays(
+        pa.array(codes.to_numpy(dtype=float), mask=codes.isna().to_numpy()).cast(pa.int32()),
+        pa.array(names))
+    if arrow_dictionary:
+        table = table.set_column(table.schema.get_field_index("group"), "group", group)
+    path = tmp_path / "in" / "a.parquet"
+    path.parent.mkdir()
+    pq.write_table(table, path, row_group_size=5_000, dictionary_pagesize_limit=128)
+    assert "PLAIN" in pq.ParquetFile(path).metadata.row_group(0).column(
+        table.schema.get_field_index("group")).encodings
+    config = base_config()
+    manifest, run_dir, got = _run(config, str(path), tmp_path / "out")
+    valid = data.drop(index=bad_rows)
+    assert comparable(got) == comparable(direct_records(valid, config))
+    assert manifest["row_accounting"]["dead_letter_reasons"] == {"missing_group": 2,
+                                                                 "reserved_group": 1}
+    stored = pq.read_table(path)
+    dead = pa.concat_tables([pq.read_table(p) for p in sorted(
+        (run_dir / "dead_letter").glob("*.parquet"))])
+    assert dead.schema.field("group").type == stored.schema.field("group").type == (
+        group.type if arrow_dictionary else pa.string())
+    dead = dead.sort_by([("row_group", "ascending"), ("row_in_row_group", "ascending")])
+    read = [name for name in stored.column_names if name in dead.column_names]
+    assert dead.select(read).equals(stored.select(read).take(bad_rows))

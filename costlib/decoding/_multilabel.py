@@ -105,7 +105,12 @@ def optimal_topk_batch(
     if probs.ndim != 2:
         raise ValueError(f"probabilities must be 2-D (sets x items); got shape {probs.shape}")
     check_probabilities(probs)
-    loss_obj = get_loss(loss, **loss_params)
+    return _decode_batch(probs, get_loss(loss, **loss_params), chunk_size)
+
+
+def _decode_batch(probs: NDArray[np.float64], loss_obj: SetLoss, chunk_size: int = 2048
+                  ) -> BatchTopK:
+    """:func:`optimal_topk_batch` of checked probabilities (shape (N, n)) and a loss."""
     n_sets, n = probs.shape
     if n > MAX_VECTORISED_SIZE:
         results = [optimal_topk(row, loss_obj) for row in probs]
@@ -117,12 +122,12 @@ def optimal_topk_batch(
                          np.stack([r.selected for r in results]),
                          np.array([r.expected_loss for r in results]),
                          np.stack([r.expected_losses for r in results]))
-    sorted_p = np.ascontiguousarray(sorted_descending(probs))
+    sorted_p = sorted_descending(probs)  # a reversed view: the decoder copies it anyway
     tables = loss_tables(loss_obj, n)
     expected = np.empty((n_sets, n + 1))
     for start in range(0, n_sets, chunk_size):
         stop = min(start + chunk_size, n_sets)
-        expected[start:stop] = expected_losses_exact(sorted_p[start:stop], tables)
+        expected_losses_exact(sorted_p[start:stop], tables, out=expected[start:stop])
     best = np.argmin(expected, axis=1) if n_sets else np.zeros(0, dtype=np.intp)
     selected = top_k_mask(probs, sorted_p, best)
     best_loss = np.take_along_axis(expected, best[:, None], axis=1)[:, 0]
@@ -174,8 +179,14 @@ def optimal_topk_ragged(
         if size == 0:
             best_loss[sets] = float(loss_obj(0.0, 0.0, 0.0, 0.0))
             continue
+        if sets.size == n_sets:  # every set of this size: the values are the (N, size) array
+            result = _decode_batch(vals.reshape(n_sets, size), loss_obj)
+            k[:] = result.k
+            best_loss[:] = result.expected_loss
+            selected[:] = result.selected.ravel()
+            continue
         index = offs[sets][:, None] + np.arange(size)[None, :]
-        result = optimal_topk_batch(vals[index], loss_obj)
+        result = _decode_batch(vals[index], loss_obj)
         k[sets] = result.k
         best_loss[sets] = result.expected_loss
         selected[index] = result.selected

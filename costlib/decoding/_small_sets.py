@@ -16,6 +16,7 @@ sets. Used for many small sets and for single sets of up to 32 items.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -44,9 +45,11 @@ def loss_tables(loss: SetLoss, n: int) -> tuple[NDArray[np.float64], ...]:
 #: their last bit with the number of sets decoded beside it (e.g. with ``decoding.buckets``).
 ROW_ALIGN = 16
 
-#: Sets whose distributions are built together (:func:`expected_losses_exact`): the arrays of
-#: a block, ``(n + 1)**2 * block * 8`` bytes each, stay in the cache.
-DP_BLOCK = 256
+#: Bytes of the distributions built together (:func:`expected_losses_exact`): a block of
+#: ``DP_BYTES // (16 * (n + 1)**2)`` sets (forward and backward, ``(n + 1)**2 * 8`` bytes per
+#: set each), 594 sets of 20 items. Every update is one numpy call over the whole block, so
+#: larger blocks pay the per-call overhead less often (256 sets of 20: ~40% more time).
+DP_BYTES = 1 << 22
 
 
 def _positive_counts(
@@ -71,43 +74,85 @@ def _positive_counts(
         np.multiply(p[j - 1], prev[j - 1], out=cur[j])
 
 
-def expected_losses_exact(sorted_p: NDArray[np.float64], tables: Sequence[NDArray[np.float64]]
-                          ) -> NDArray[np.float64]:
-    """Exact :math:`L_k` for each row of ``sorted_p`` (shape (c, n)); returns (c, n + 1).
+#: Largest scratch space :func:`expected_losses_exact` keeps between calls (per thread): the
+#: distributions of a chunk of 2048 sets of 20 items take 12.5 MB.
+WORKSPACE_BYTES = 1 << 25
 
-    The distributions are built :data:`DP_BLOCK` sets at a time with the sets on the last axis
-    (:func:`_positive_counts`: forward over the items for :math:`A_k`, backward for
-    :math:`B_k`) and stored set by set, then each :math:`L_k` is one matrix product with
-    :math:`T_k` and a row-wise dot product over all ``c`` sets (padded with zero rows to a
-    multiple of :data:`ROW_ALIGN`, so that every set's result is the same bits whatever sets
-    are decoded beside it and wherever it sits among them).
+_kept = threading.local()
+
+
+def _scratch(size: int) -> NDArray[np.float64]:
+    """``size`` float64 scratch values: the thread's kept array when it is large enough (grown
+    up to :data:`WORKSPACE_BYTES`), a new one beyond that.
+
+    Arrays of this size come from ``mmap``, and the pages of a new one are faulted in (and
+    zeroed by the kernel) on first touch: in the decide pipeline that cost about as much as
+    the decoding itself (300,000 page faults per 5M rows in sets of 20).
+    """
+    if size * 8 > WORKSPACE_BYTES:
+        return np.empty(size)
+    kept: NDArray[np.float64] | None = getattr(_kept, "array", None)
+    if kept is None or kept.size < size:
+        kept = _kept.array = np.empty(size)
+    return kept[:size]
+
+
+def expected_losses_exact(sorted_p: NDArray[np.float64], tables: Sequence[NDArray[np.float64]],
+                          out: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
+    """Exact :math:`L_k` for each row of ``sorted_p`` (shape (c, n)); returns (c, n + 1)
+    (``out`` when given, an array of that shape).
+
+    The distributions are built a block of sets at a time (:data:`DP_BYTES`) with the sets on
+    the last axis (:func:`_positive_counts`: forward over the items for :math:`A_k`, and
+    backward for :math:`B_k` in the same calls, the reversed items beside the forward ones)
+    and stored set by set, then each :math:`L_k` is one matrix product with :math:`T_k` and a
+    row-wise dot product over all ``c`` sets (padded with zero rows to a multiple of
+    :data:`ROW_ALIGN`, so that every set's result is the same bits whatever sets are decoded
+    beside it and wherever it sits among them; the updates are elementwise, so the block size
+    changes no bit either). All intermediate arrays are views of one scratch array kept
+    between calls (:func:`_scratch`).
     """
     rows, n = sorted_p.shape
     padded = -(-rows // ROW_ALIGN) * ROW_ALIGN  # rows of the products (:data:`ROW_ALIGN`)
-    # top[k][i, a] = P(A_k = a) of set i, a <= k;  rest[k][i, b] = P(B_k = b), b <= n - k.
-    top = [np.empty((padded, k + 1)) for k in range(n + 1)]
-    rest = [np.empty((padded, n - k + 1)) for k in range(n + 1)]
+    block = max(min(rows, DP_BYTES // (16 * (n + 1) ** 2)), 1)
+    half = padded * (n + 1) * (n + 2) // 2  # values of all top[k] (and of all rest[k])
+    sizes = (half, half, padded * (n + 1), (n + 1) ** 2 * 2 * block,
+             max(n - 1, 0) * 2 * block, n * 2 * block)
+    ends = np.cumsum(sizes).tolist()
+    space = _scratch(ends[-1])
+    parts = [space[end - size:end] for size, end in zip(sizes, ends, strict=True)]
+    # top[k][i, a] = P(A_k = a) of set i, a <= k;  rest[k][i, b] = P(B_k = b), b <= n - k:
+    # each one C-contiguous (padded, .) array, as the matrix products need them
+    top, rest, top_at, rest_at = [], [], 0, 0
+    for k in range(n + 1):
+        top.append(parts[0][top_at:top_at + padded * (k + 1)].reshape(padded, k + 1))
+        rest.append(parts[1][rest_at:rest_at + padded * (n - k + 1)].reshape(padded, n - k + 1))
+        top_at += padded * (k + 1)
+        rest_at += padded * (n - k + 1)
     for k in range(n + 1):
         top[k][rows:] = 0.0
         rest[k][rows:] = 0.0
-    block = max(min(rows, DP_BLOCK), 1)
-    forward = np.empty((n + 1, n + 1, block))
-    backward = np.empty((n + 1, n + 1, block))
-    scratch = np.empty((max(n - 1, 0), block))
+    # columns [0, width): forward distributions of the block's sets; [width, 2 width): backward
+    counts = parts[3].reshape(n + 1, n + 1, 2 * block)
+    scratch = parts[4].reshape(max(n - 1, 0), 2 * block)
+    items = parts[5].reshape(n, 2 * block)
     for start in range(0, rows, block):
         stop = min(start + block, rows)
         width = stop - start
-        p = np.ascontiguousarray(sorted_p[start:stop].T)
-        q = 1.0 - p
-        _positive_counts(p, q, forward[..., :width], scratch[:, :width])
-        _positive_counts(p[::-1], q[::-1], backward[..., :width], scratch[:, :width])
+        p = items[:, :2 * width]
+        p[:, :width] = sorted_p[start:stop].T
+        p[:, width:] = sorted_p[start:stop, ::-1].T
+        _positive_counts(p, 1.0 - p, counts[..., :2 * width], scratch[:, :2 * width])
         for k in range(n + 1):
-            top[k][start:stop] = forward[k, :k + 1, :width].T
-            rest[k][start:stop] = backward[n - k, :n - k + 1, :width].T
-    out = np.empty((padded, n + 1))
+            top[k][start:stop] = counts[k, :k + 1, :width].T
+            rest[k][start:stop] = counts[n - k, :n - k + 1, width:2 * width].T
+    if out is None:
+        out = np.empty((rows, n + 1))
     for k in range(n + 1):
-        out[:, k] = np.einsum("ij,ij->i", top[k] @ tables[k], rest[k])
-    return out[:rows]
+        product = parts[2][:padded * (n - k + 1)].reshape(padded, n - k + 1)
+        np.matmul(top[k], tables[k], out=product)
+        out[:, k] = np.einsum("ij,ij->i", product, rest[k])[:rows]
+    return out
 
 
 @lru_cache(maxsize=256)
