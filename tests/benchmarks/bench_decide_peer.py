@@ -54,6 +54,7 @@ from bench_duckdb_peer import (  # noqa: E402
     _generate,
     _run_child,
     _worker_floor,
+    print_against_peers,
     print_fits,
     print_runs,
 )
@@ -271,18 +272,8 @@ def main() -> None:
         return
     small, large = sizes[0], sizes[-1]
     fits = print_fits(results, rows, small, large)
-    for peer in ("duckdb", "duckdb_lean"):
-        print(f"costlib decide / {peer} marginal CPU per row: "
-              f"{fits['costlib'][0] / fits[peer][0]:.2f}x (target <= 1.5x)")
-    print(f"Beam's floor (FnApiRunner, read Arrow batches of {len(DECIDE_COLUMNS)} columns + "
-          f"count): fixed {fits['beam_floor'][1]:.2f} CPU-s, "
-          f"{fits['beam_floor'][0] * 1e6:.3f} CPU-s/M rows")
-    print(f"costlib decide's fixed cost above Beam's floor: "
-          f"{fits['costlib'][1] - fits['beam_floor'][1]:.2f} CPU-s; in-process run only at "
-          f"{small}M (imports excluded): costlib {results[small]['costlib']['run_cpu']:.2f} vs "
-          f"floor {results[small]['beam_floor']['run_cpu']:.2f} CPU-s; imports "
-          f"{results[small]['costlib']['import_cpu']:.2f} vs "
-          f"{results[small]['beam_floor']['import_cpu']:.2f} CPU-s")
+    print_against_peers("costlib decide", fits, results[small], small, ("duckdb", "duckdb_lean"),
+                        f"read Arrow batches of {len(DECIDE_COLUMNS)} columns")
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 
 

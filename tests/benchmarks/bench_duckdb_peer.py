@@ -249,20 +249,29 @@ def main() -> None:
         return
     small, large = sizes[0], sizes[-1]
     fits = print_fits(results, rows, small, large)
-    for peer in ("duckdb", "duckdb_plain"):
-        print(f"costlib / {peer} marginal CPU per row: "
-              f"{fits['costlib'][0] / fits[peer][0]:.2f}x (target <= 1.5x)")
-    print(f"Beam's floor (FnApiRunner, read Arrow batches + count): fixed "
-          f"{fits['beam_floor'][1]:.2f} CPU-s, {fits['beam_floor'][0] * 1e6:.3f} CPU-s/M rows")
-    print(f"costlib's fixed cost above Beam's floor: "
-          f"{fits['costlib'][1] - fits['beam_floor'][1]:.2f} CPU-s (target <= 0.3); "
-          f"in-process run only at {small}M (imports excluded): costlib "
-          f"{results[small]['costlib']['run_cpu']:.2f} vs floor "
-          f"{results[small]['beam_floor']['run_cpu']:.2f} CPU-s; imports "
-          f"{results[small]['costlib']['import_cpu']:.2f} vs "
-          f"{results[small]['beam_floor']['import_cpu']:.2f} CPU-s")
+    print_against_peers("costlib", fits, results[small], small, ("duckdb", "duckdb_plain"),
+                        "read Arrow batches")
     _fixed_cost_direct(me, data, small)
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
+
+
+def print_against_peers(name: str, fits: dict, small_runs: dict, small: int,
+                        peers: tuple[str, ...], floor_reads: str) -> None:
+    """The closing lines: costlib's marginal CPU per row against each peer (target <= 1.5x),
+    Beam's floor, and costlib's fixed cost above it (intercepts; in process at the small
+    size)."""
+    for peer in peers:
+        print(f"{name} / {peer} marginal CPU per row: "
+              f"{fits['costlib'][0] / fits[peer][0]:.2f}x (target <= 1.5x)")
+    print(f"Beam's floor (FnApiRunner, {floor_reads} + count): fixed "
+          f"{fits['beam_floor'][1]:.2f} CPU-s, {fits['beam_floor'][0] * 1e6:.3f} CPU-s/M rows")
+    print(f"{name}'s fixed cost above Beam's floor: "
+          f"{fits['costlib'][1] - fits['beam_floor'][1]:.2f} CPU-s (target <= 0.3); "
+          f"in-process run only at {small}M (imports excluded): costlib "
+          f"{small_runs['costlib']['run_cpu']:.2f} vs floor "
+          f"{small_runs['beam_floor']['run_cpu']:.2f} CPU-s; imports "
+          f"{small_runs['costlib']['import_cpu']:.2f} vs "
+          f"{small_runs['beam_floor']['import_cpu']:.2f} CPU-s")
 
 
 def _fixed_cost_direct(me: list[str], data: Path, millions: int, repeats: int = 5) -> None:
