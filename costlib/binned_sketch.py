@@ -18,8 +18,9 @@ computed on its own.
 
 A pipeline bins batch after batch against the same edges: :class:`SketchingBinner` keeps the
 scored and rated channels of all its batches as one dense count per key bucket (the batch's
-``bincount`` added into it) and makes sketches of them once, at the end, instead of a sketch
-per batch and their merges (sketch sums are exact: same result).
+``bincount`` added into it; a batch with few rows over a wide key range is added where its
+rows fall, ``np.add.at``) and makes sketches of them once, at the end, instead of a sketch per
+batch and their merges (sketch sums are exact: same result).
 """
 
 from __future__ import annotations
