@@ -141,12 +141,9 @@ class SketchingBinner:
             shared = _shared(values, rated, edges, self.MAX_BUCKETS)
             if shared is None:  # each on its own
                 bins.append(locator_for(edges)(values))
-                sketch = EdgeSketch.from_rows(values, y, weights, unrated,
-                                              capacity=self.capacity,
-                                              weight_bits=self.weight_bits)
-                self._aside[j].append(sketch)
-                if len(self._aside[j]) >= self._MERGE_EVERY:  # bounded memory
-                    self._aside[j] = [EdgeSketch.sum(self._aside[j])]
+                self._set_aside(j, EdgeSketch.from_rows(values, y, weights, unrated,
+                                                        capacity=self.capacity,
+                                                        weight_bits=self.weight_bits))
                 continue
             located, slots, low, span, dropped = shared
             bins.append(located)
@@ -170,6 +167,13 @@ class SketchingBinner:
             out.append(EdgeSketch(scored=merged.scored, rated=merged.rated,
                                   positives=positives))
         return out
+
+    def _set_aside(self, j: int, sketch: EdgeSketch) -> None:
+        """Keep a sketch to sum in at the end, summing every :attr:`_MERGE_EVERY` (bounded
+        memory)."""
+        self._aside[j].append(sketch)
+        if len(self._aside[j]) >= self._MERGE_EVERY:
+            self._aside[j] = [EdgeSketch.sum(self._aside[j])]
 
     def _add_positives(self, j: int, values: NDArray[np.float64],
                        weights: NDArray[np.float64] | None) -> None:
@@ -212,7 +216,7 @@ class SketchingBinner:
             if stop - start > self.MAX_BUCKETS:  # too wide to hold: sketch what is held
                 sketch = self._held_sketch(j)
                 assert sketch is not None
-                self._aside[j].append(sketch)
+                self._set_aside(j, sketch)
                 held = None
             elif start < self._low[j] or stop > self._low[j] + held.size // 2:
                 wider = np.zeros(2 * (stop - start))

@@ -372,34 +372,28 @@ def short_span(span: int, rows: int) -> bool:
     return span <= _BINCOUNT_RANGE and span <= 8 * rows + 1024
 
 
-def key_span(keys: NDArray[Any], keep: NDArray[np.bool_] | None = None) -> tuple[int, int]:
-    """``(low, span)``: the smallest key and the number of buckets up to the largest (of the
-    rows ``keep`` when given; non-empty)."""
-    if keep is None:
-        low, high = int(keys.min()), int(keys.max())
-    else:
-        low = int(keys.min(where=keep, initial=np.iinfo(keys.dtype).max))
-        high = int(keys.max(where=keep, initial=0))
+def key_span(keys: NDArray[Any]) -> tuple[int, int]:
+    """``(low, span)``: the smallest key and the number of buckets up to the largest
+    (non-empty)."""
+    low, high = int(keys.min()), int(keys.max())
     return low, high - low + 1
 
 
 def bucket_sketches(slots: NDArray[np.intp], weights: NDArray[np.float64] | None,
                     rated: NDArray[np.bool_] | None, low: int, span: int, level: int,
-                    capacity: int, dropped: NDArray[np.bool_] | None = None) -> list[ScoreSketch]:
+                    capacity: int) -> list[ScoreSketch]:
     """Sketches at ``level`` from one ``bincount``: ``slots`` are the keys minus ``low`` (all
-    in ``[0, span)`` except ``dropped`` rows; overwritten).
+    in ``[0, span)``; overwritten).
 
     Without ``rated``: ``[every row]``. With it: ``[every row, rated rows]`` from one count
-    over ``2 slot + rated`` (the rated weight per bucket in the odd slots). ``dropped`` rows
-    go to a slot past the end and are left out. Buckets whose weights sum to 0 are left out.
+    over ``2 slot + rated`` (the rated weight per bucket in the odd slots). Buckets whose
+    weights sum to 0 are left out.
     """
     width = 1 if rated is None else 2
     if rated is not None:
         slots <<= 1
         slots += rated
-    if dropped is not None:
-        np.putmask(slots, dropped, width * span)
-    counts = np.bincount(slots, weights=weights, minlength=width * span + 1)[:width * span]
+    counts = np.bincount(slots, weights=weights, minlength=width * span)
     return sketches_from_counts(counts, low, width, level, capacity)
 
 
