@@ -1,12 +1,26 @@
 """costlib: cost-sensitive decisions on classifier scores.
 
-Threshold grids and operating points for classifier ensembles (:mod:`costlib.grid`,
-:mod:`costlib.operating_point`), optimal top-k decoding (:mod:`costlib.decoding`), cost- and
-benefit-sensitive scikit-learn estimators (:mod:`costlib.benefit`, :mod:`costlib.estimators`).
-Importing ``costlib`` imports nothing else; the modules are imported where they are used.
+Subpackages by concept:
+
+- :mod:`costlib.thresholds`: threshold grids, candidate thresholds and operating points for
+  classifier ensembles, recalibration per group, shared review capacity, their figures;
+- :mod:`costlib.audit`: audit samples of unflagged rows (designs, strata, Neyman sizing) and
+  their Horvitz–Thompson weights;
+- :mod:`costlib.decoding`: set losses and optimal top-k decoding;
+- :mod:`costlib.costs`: benefit matrices and example-dependent costs;
+- :mod:`costlib.estimators`: cost- and benefit-sensitive scikit-learn estimators;
+- :mod:`costlib.experiments`: the source papers' experiments.
+
+Importing ``costlib`` imports none of them; the 0.1 module paths (``costlib.grid``, ...) still
+import, with a :class:`DeprecationWarning` (:mod:`costlib._moved`).
 """
 
 from importlib import metadata as _metadata
+
+from costlib._moved import COSTLIB_MOVED as _COSTLIB_MOVED
+from costlib._moved import install as _install_moved
+
+_install_moved(_COSTLIB_MOVED)
 
 try:
     __version__: str = _metadata.version("costlib")

@@ -13,8 +13,8 @@ The CLI accepts its own flags in the underscore spelling (``--run_id``) and chec
 argument against Beam's pipeline options (exit 2 for an unknown one), so :func:`translate` only
 does what the launchers need beyond that: an empty value of a costlib flag is dropped, and the
 boolean ``--override_guard=true|false`` becomes ``--override-guard`` or nothing. Exit codes are
-the CLI's (pipelines/exit_codes.py): 0 published, 2 bad input/config/command line, 3 complete but
-held for review by the publish guard, 1 a bug or an infrastructure failure.
+the CLI's (pipelines/commands/exit_codes.py): 0 published, 2 bad input/config/command line, 3
+complete but held for review by the publish guard, 1 a bug or an infrastructure failure.
 
 Flex Template launches pass ``--template_location``: Beam's DataflowRunner then writes the job
 graph and returns at once. The job still publishes itself: in a batch run the pipeline's last
@@ -44,7 +44,7 @@ def flag_to_option(flag: str) -> str:
 
 def recalibrate_parser() -> argparse.ArgumentParser:
     """The ``costlib recalibrate`` argument parser, as the CLI builds it."""
-    from costlib_pipelines.cli import _subparser, build_parser
+    from costlib_pipelines.commands.cli import _subparser, build_parser
 
     return _subparser(build_parser(), "recalibrate")
 
@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Dataflow's job messages go to the job's log, not to the launcher's stdout: after the
     # Airflow provider has the job id it stops reading this process's output.
     logging.getLogger("apache_beam.runners.dataflow.dataflow_runner").setLevel(logging.WARNING)
-    from costlib_pipelines.cli import main as costlib_main
+    from costlib_pipelines.commands.cli import main as costlib_main
 
     print("costlib recalibrate " + " ".join(argv), flush=True)
     return costlib_main(["recalibrate", *argv])

@@ -5,6 +5,11 @@ bigquery client libraries are not available" on the root logger at import time; 
 GCP connectors these pipelines do not use, so that one message is filtered out. Everything else
 Beam logs is left alone.
 
+Subpackages by stage: :mod:`.io` (files, runs, lock, records), :mod:`.recalibrate`,
+:mod:`.decide`, :mod:`.report`, :mod:`.commands` (the command line); :mod:`.config` (the run
+configuration) and :mod:`.runner` (creating a Beam pipeline) serve them all. The 0.1 module paths
+(``costlib_pipelines.files``, ...) still import, with a :class:`DeprecationWarning`.
+
 Installed as ``costlib_pipelines`` (the repository keeps the directory ``pipelines/``; see
 docs/install.md). These modules need the ``pipelines`` extra
 (``pip install 'costlib[pipelines]'``: Apache Beam, pyarrow, PyYAML, jsonschema, matplotlib).
@@ -16,6 +21,8 @@ import logging
 import os
 import sys
 from importlib.util import find_spec
+
+from costlib._moved import install as install_moved
 
 #: Import name -> distribution of everything the pipelines import beyond costlib's core.
 EXTRA_MODULES = {"apache_beam": "apache-beam", "pyarrow": "pyarrow", "yaml": "PyYAML",
@@ -43,6 +50,23 @@ if _MISSING is not None:
         print(f"costlib: {_MISSING}", file=sys.stderr)
         raise SystemExit(2)
     raise ImportError(_MISSING)
+
+
+#: Old module path -> new module path (0.1's flat layout; ``decide``, ``recalibrate`` and
+#: ``report`` became packages that forward their old names themselves).
+MOVED = {f"costlib_pipelines.{old}": f"costlib_pipelines.{new}" for old, new in {
+    "files": "io.files", "runs": "io.runs", "output_lock": "io.lock", "records": "io.records",
+    "batches": "io.batches", "status": "io.status", "transforms": "recalibrate.transforms",
+    "carried_edges": "recalibrate.carried_edges", "in_force": "recalibrate.in_force",
+    "capacity": "recalibrate.capacity", "shards": "recalibrate.shards",
+    "window_shards": "recalibrate.window_shards", "window_guard": "recalibrate.window_guard",
+    "publish": "recalibrate.publish", "min_risk": "recalibrate.min_risk",
+    "audit_lattice": "decide.audit_lattice", "audit_sizing": "decide.audit_sizing",
+    "report_capacity": "report.capacity", "report_figures": "report.figures",
+    "report_history": "report.history", "cli": "commands.cli", "flags": "commands.flags",
+    "exit_codes": "commands.exit_codes", "progress": "commands.progress",
+}.items()}
+install_moved(MOVED)
 
 
 class _WithoutOptionalGcpNotice(logging.Filter):

@@ -21,10 +21,10 @@ import numpy as np
 import yaml
 
 import costlib_schemas
-from costlib.audit_sampling import AuditDesign
-from costlib.audit_strata import check_shares, check_steps, relative_design
-from costlib.edges import DEFAULT_DECISION_EDGES, check_edges, uniform_edges
-from costlib.target import Target
+from costlib.audit._sampling import AuditDesign
+from costlib.audit._strata import check_shares, check_steps, relative_design
+from costlib.thresholds._edges import DEFAULT_DECISION_EDGES, check_edges, uniform_edges
+from costlib.thresholds._target import Target
 
 __all__ = ["ConfigError", "RunConfig", "load_config"]
 
@@ -155,7 +155,7 @@ class RunConfig:
         return self.raw["audit"]
 
     def audit_design(self) -> AuditDesign:
-        """The :class:`costlib.audit_sampling.AuditDesign` of the ``audit`` section."""
+        """The :class:`costlib.audit.AuditDesign` of the ``audit`` section."""
         audit = self.audit
         strata = audit["strata"]
         if strata.get("relative_to", "score") == "point":
@@ -184,7 +184,7 @@ class RunConfig:
     @property
     def relative_strata(self) -> bool:
         """Whether the audit strata are lattice steps below the point in force
-        (``audit.strata.relative_to: point``, :mod:`costlib.audit_strata`)."""
+        (``audit.strata.relative_to: point``, :mod:`costlib.audit._strata`)."""
         return self.audit["strata"].get("relative_to", "score") == "point"
 
     @property
@@ -242,7 +242,7 @@ class RunConfig:
 
     @property
     def optimize_options(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`costlib.operating_point.optimize` besides target/rule.
+        """Keyword arguments of :func:`costlib.thresholds.optimize` besides target/rule.
 
         A ``max_unrated_share`` of None (not enforced) is passed as 1, which covers every tuple:
         the points are then exactly those of a grid without the unrated channel.
@@ -279,7 +279,8 @@ class RunConfig:
     @property
     def n_edges(self) -> int:
         """Candidate thresholds per classifier: ``grid.bins``, by default 128 for ``auto``
-        edges (:data:`costlib.edges.DEFAULT_DECISION_EDGES`) and 64 for uniform/quantile."""
+        edges (:data:`costlib.thresholds.DEFAULT_DECISION_EDGES`) and 64 for
+        uniform/quantile."""
         bins = self.grid["bins"]
         if bins is not None:
             return int(bins)

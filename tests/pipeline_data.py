@@ -6,11 +6,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from costlib.grid import ThresholdGrid
-from costlib.recalibration import recalibrate_grids
 from costlib.sample import generate_score_stream
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._recalibration import recalibrate_grids
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.records import operating_point_records, point_settings
+from costlib_pipelines.io.records import operating_point_records, point_settings
 
 CLASSIFIERS = ("text_model", "image_model")
 

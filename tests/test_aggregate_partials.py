@@ -10,10 +10,10 @@ import pyarrow as pa
 import pytest
 from pipeline_data import base_config, sample_frame
 
-from costlib.grid import ThresholdGrid
-from costlib.recalibration import ALL_GROUPS
-from costlib_pipelines.batches import validate_batch
-from costlib_pipelines.transforms import AggregateBatchesFn
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._recalibration import ALL_GROUPS
+from costlib_pipelines.io.batches import validate_batch
+from costlib_pipelines.recalibrate.transforms import AggregateBatchesFn
 
 
 def _truth(frame, config, weighted):

@@ -1,5 +1,5 @@
-"""costlib.allocation: one review capacity for many groups, against brute force over every
-combination of per-group cells, and the LP relaxation solved by scipy."""
+"""costlib.thresholds.allocate_capacity: one review capacity for many groups, against brute force
+over every combination of per-group cells, and the LP relaxation solved by scipy."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from coverage_data import make_selective_rows
 from scipy.optimize import linprog
 
-from costlib.allocation import allocate_capacity, group_frontiers, lagrangian_volume
-from costlib.grid import ThresholdGrid
+from costlib.thresholds._allocation import allocate_capacity, group_frontiers, lagrangian_volume
+from costlib.thresholds._grid import ThresholdGrid
 
 
 def make_grids(n_groups: int, k: int, seed: int, *, unrated: bool) -> dict[str, ThresholdGrid]:

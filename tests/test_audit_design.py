@@ -1,4 +1,4 @@
-"""costlib.audit_design: Neyman probabilities against brute force, the budget identity and
+"""costlib.audit._neyman: Neyman probabilities against brute force, the budget identity and
 repeated audit draws."""
 
 import itertools
@@ -6,13 +6,13 @@ import itertools
 import numpy as np
 import pytest
 
-from costlib.audit_design import (
+from costlib.audit._neyman import (
     design_variance,
     gain_spreads,
     neyman_design,
     neyman_probabilities,
 )
-from costlib.audit_sampling import audit_sample
+from costlib.audit._sampling import audit_sample
 
 
 def brute_force(counts, spreads, budget, floor, steps=401):

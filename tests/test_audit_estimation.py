@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from costlib.audit_estimation import audit_design
-from costlib.bootstrap import BootstrapGrids, confidence_intervals
-from costlib.grid import ThresholdGrid
-from costlib.operating_point import optimize
+from costlib.audit._weights import audit_weights
+from costlib.thresholds._bootstrap import BootstrapGrids, confidence_intervals
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._operating_point import optimize
 
 EDGES = [np.linspace(0.05, 0.95, 19), np.linspace(0.05, 0.95, 19)]
 IN_FORCE = 0.7  # either score >= 0.7 is flagged (rule "any"), and rated
@@ -46,7 +46,7 @@ def observed_labels(y, pi, rng):
 def test_audit_design_rows_enter_the_grid_as_documented():
     unrated = np.array([False, False, True, True, True, True])
     pi = np.array([1.0, 0.25, 1.0, 0.25, 0.0, np.nan])
-    design = audit_design(unrated, pi, np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]))
+    design = audit_weights(unrated, pi, np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]))
     np.testing.assert_array_equal(design.keep, [True, True, True, False, True, True])
     np.testing.assert_array_equal(design.weights, [1.0, 8.0, 3.0, 0.0, 5.0, 6.0])
     np.testing.assert_array_equal(design.unrated, [False, False, True, False, True, True])
@@ -54,7 +54,7 @@ def test_audit_design_rows_enter_the_grid_as_documented():
     for bad_pi, unrated_row in ((np.nan, False), (0.0, False), (1.5, False), (-0.1, True),
                                 (1.01, True)):
         with pytest.raises(ValueError, match=r"π\[0\]"):
-            audit_design(np.array([unrated_row]), np.array([bad_pi]))
+            audit_weights(np.array([unrated_row]), np.array([bad_pi]))
 
 
 def test_audit_weighted_cells_are_unbiased_for_the_full_population():

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 from coverage_data import brute_flags
 
-from costlib.audit_plots import audit_frontiers, plot_audit_pn_curves
-from costlib.audit_sampling import AuditDesign, audit_sample
-from costlib.edges import uniform_edges
-from costlib.grid import ThresholdGrid
-from costlib.target import resolve_target
+from costlib.audit._sampling import AuditDesign, audit_sample
+from costlib.thresholds._audit_plots import audit_frontiers, plot_audit_pn_curves
+from costlib.thresholds._edges import uniform_edges
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._target import resolve_target
 
 
 def test_frontiers_end_where_each_grid_can_see(tmp_path):

@@ -1,11 +1,11 @@
-"""costlib.audit_sampling: hash-based stratified audit samples, against independent truth."""
+"""costlib.audit._sampling: hash-based stratified audit samples, against independent truth."""
 
 import numpy as np
 import pyarrow as pa
 import pytest
 from scipy import stats
 
-from costlib.audit_sampling import (
+from costlib.audit._sampling import (
     AuditDesign,
     audit_sample,
     audit_uniforms,

@@ -1,4 +1,4 @@
-"""Relative audit strata (costlib.audit_strata): depths against a brute-force lattice walk."""
+"""Relative audit strata (costlib.audit._strata): depths against a brute-force lattice walk."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
-from costlib.audit_sampling import audit_sample
-from costlib.audit_strata import (
+from costlib.audit._sampling import audit_sample
+from costlib.audit._strata import (
     check_shares,
     check_steps,
     cutoff_strata,
@@ -115,7 +115,7 @@ def test_audited_count_over_salts_matches_the_design():
 def test_depths_from_cells_equal_depths_of_the_rows_on_the_same_lattice(rule):
     """Rows counted per lattice cell give exactly the rows' own depths below any point on the
     lattice (a threshold between two edges would split a cell: not exact there)."""
-    from costlib.audit_strata import depth_counts_from_cells, lattice_cells
+    from costlib.audit._strata import depth_counts_from_cells, lattice_cells
 
     rng = np.random.default_rng(7)
     edges = [np.sort(rng.uniform(0, 1, 20)), np.sort(rng.uniform(0, 1, 15))]

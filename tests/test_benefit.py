@@ -1,4 +1,5 @@
-"""costlib.benefit: matrix validation, B, μ, the benefit curve and η, against independent truth."""
+"""costlib.costs, the benefit metric: matrix validation, B, μ, the benefit curve and η, against
+independent truth."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 
-import costlib.benefit
+import costlib.costs._benefit
 import costlib.estimators._benefit_lr
 import costlib.estimators._min_expected_cost
-from costlib.benefit import (
+from costlib.costs._benefit import (
     BenefitMatrix,
     CostMatrix,
     benefit_curve,
@@ -315,7 +316,7 @@ def test_one_vs_rest_combination_as_written_and_normalised():
 @pytest.mark.parametrize(
     "module",
     [
-        costlib.benefit,
+        costlib.costs._benefit,
         costlib.estimators._benefit_lr,
         costlib.estimators._min_expected_cost,
     ],

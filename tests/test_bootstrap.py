@@ -4,14 +4,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from threshold_data import make_rows
 
-from costlib.bootstrap import (
+from costlib.thresholds._bootstrap import (
     BootstrapGrids,
     confidence_intervals,
     hash_item_ids,
     poisson_counts,
 )
-from costlib.grid import ThresholdGrid, quantize_weights
-from costlib.operating_point import optimize
+from costlib.thresholds._grid import ThresholdGrid, quantize_weights
+from costlib.thresholds._operating_point import optimize
 
 
 def test_poisson_counts_have_poisson_one_moments():

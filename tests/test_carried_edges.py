@@ -19,11 +19,15 @@ from pipeline_data import (
     write_files,
 )
 
-from costlib.edges import decision_edges_from_sketch, with_thresholds
-from costlib.score_sketch import EdgeSketch, ScoreSketch
-from costlib_pipelines.carried_edges import SKETCH_FILE, read_edge_sketches, sketch_table
+from costlib.thresholds._edges import decision_edges_from_sketch, with_thresholds
+from costlib.thresholds._score_sketch import EdgeSketch, ScoreSketch
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.recalibrate import run_recalibrate
+from costlib_pipelines.recalibrate.carried_edges import (
+    SKETCH_FILE,
+    read_edge_sketches,
+    sketch_table,
+)
+from costlib_pipelines.recalibrate.pipeline import run_recalibrate
 
 RAW = {**AUTO_CONFIG, "publish": {"max_threshold_change": None, "min_rated": 0}}
 
@@ -141,7 +145,7 @@ def test_sketch_table_round_trips_empty_and_coarse_channels(tmp_path):
 
 
 def test_auto_edges_from_is_validated(tmp_path, capsys):
-    from costlib_pipelines.cli import main
+    from costlib_pipelines.commands.cli import main
 
     config = tmp_path / "c.json"
     config.write_text(json.dumps({**RAW, "grid": {"auto_edges_from": "yesterday"}}))

@@ -2,7 +2,7 @@ import json
 
 import pyarrow.parquet as pq
 
-from costlib_pipelines.cli import main
+from costlib_pipelines.commands.cli import main
 
 
 def test_demo_runs_recalibrate_and_decide_end_to_end(tmp_path, capsys):

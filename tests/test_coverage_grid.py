@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from threshold_data import make_rows
 
-from costlib.grid import (
+from costlib.thresholds._grid import (
     SparseCounts,
     ThresholdGrid,
     grouped_histograms,
@@ -160,7 +160,7 @@ def test_max_unrated_share_is_checked():
 
 
 def test_bootstrap_replicates_carry_the_unrated_channel():
-    from costlib.bootstrap import BootstrapGrids, hash_item_ids, poisson_counts
+    from costlib.thresholds._bootstrap import BootstrapGrids, hash_item_ids, poisson_counts
 
     scores, labels, w, edges, _, rated = make_selective_rows(300, 2, seed=2, weighted=True)
     ids = np.arange(300)

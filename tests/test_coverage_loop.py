@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from costlib.edges import uniform_edges
-from costlib.grid import ThresholdGrid
-from costlib.operating_point import optimize
+from costlib.thresholds._edges import uniform_edges
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._operating_point import optimize
 
 
 def _population(n, seed, prevalence=0.01, separation=(3.2, 2.8), rho=0.3):

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from coverage_data import brute_cell, make_selective_rows
 
-from costlib.grid import ThresholdGrid
-from costlib.operating_point import METHODS, optimize
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._operating_point import METHODS, optimize
 
 OBJECTIVE_SETS = [
     ({"target_marginal_precision": 0.3}, 0.0),

@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 from test_decide_topk import decided_rows, decision_rows
 
 from costlib.decoding import optimal_topk
-from costlib_pipelines.cli import main
+from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import ConfigError, RunConfig
-from costlib_pipelines.decide import (
+from costlib_pipelines.decide.pipeline import (
     COMPACT_SCHEMA,
     PROBABILITY,
     TOPK_FIELDS,
@@ -44,8 +44,8 @@ from costlib_pipelines.decide import (
     set_id_dictionary,
     set_id_hashes,
 )
-from costlib_pipelines.files import InputError
-from costlib_pipelines.records import records_to_table
+from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.records import records_to_table
 
 CLASSIFIERS = ("text_model", "image_model")
 
@@ -335,8 +335,8 @@ def test_in_place_decoder_equals_the_shuffle_decoder_bit_for_bit(seed, max_size,
 def test_a_failed_write_behind_fails_the_bundle(tmp_path):
     """Row-group files are written on a writer thread in this mode; a write that fails there
     is raised by the bundle (here: the output "directory" is a file), not lost."""
-    from costlib_pipelines.decide import DecideFileFn, select_operating_points
-    from costlib_pipelines.runs import load_operating_points
+    from costlib_pipelines.decide.pipeline import DecideFileFn, select_operating_points
+    from costlib_pipelines.io.runs import load_operating_points
 
     sets = set_stream(10, seed=6)
     path = tmp_path / "in" / "part-0.parquet"
@@ -443,7 +443,7 @@ def test_runs_in_item_order_skip_the_sort_and_decide_as_brute_force(seed):
 
 def test_a_batch_in_item_order_is_decoded_without_any_sort(monkeypatch):
     """Every set in item order: no multi-key sort at all, and the same records."""
-    import costlib_pipelines.decide as decide_module
+    import costlib_pipelines.decide.pipeline as decide_module
 
     rows = decision_rows(50, seed=11, max_size=12)
     rows = rows.take(pa.array(np.lexsort([
@@ -557,7 +557,7 @@ def test_row_groups_decoded_in_groups_equal_the_shuffle_path(tmp_path, monkeypat
                                                              decode_rows):
     """Row groups gathered for decoding (``DECODE_ROWS`` set rows: every row group alone, or
     a few together, a group closed mid-file) give the shuffle path's records exactly."""
-    import costlib_pipelines.decide as decide_module
+    import costlib_pipelines.decide.pipeline as decide_module
 
     monkeypatch.setattr(decide_module, "DECODE_ROWS", decode_rows)
     sets = set_stream(120, seed=12)

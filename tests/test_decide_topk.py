@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from costlib.decoding import optimal_topk, optimal_topk_ragged
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.decide import (
+from costlib_pipelines.decide.pipeline import (
     COMPACT_SCHEMA,
     PROBABILITY,
     SHUFFLE_SCHEMA,

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from costlib.decoding import optimal_topk
 from costlib.decoding._exponential_sum import quadrature
 from costlib.decoding._fbeta import rational_beta_squared
+from costlib.decoding._losses import get_loss
 from costlib.decoding._poisson_binomial import poisson_binomial, prefix_distributions
 from costlib.decoding._topk import topk_expected_losses
-from costlib.losses import get_loss
 
 
 def curves(p: np.ndarray, loss, methods) -> dict[str, np.ndarray]:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from costlib.decoding import threshold_predictions, tune_threshold
-from costlib.losses import get_loss
+from costlib.decoding._losses import get_loss
 
 
 def empirical_loss(loss, labels, predicted) -> float:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from costlib.decoding import expected_loss, optimal_topk
-from costlib.losses import SetLoss, callable_loss, fractional_linear_loss, get_loss
+from costlib.decoding._losses import SetLoss, callable_loss, fractional_linear_loss, get_loss
 
 
 def all_vectors(n: int) -> np.ndarray:

@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 
+from costlib.decoding._losses import get_loss
 from costlib.experiments import natarajan2016
-from costlib.losses import get_loss
 
 
 def test_reproduction_prints_both_tables(capsys) -> None:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from costlib.decoding import optimal_topk, optimal_topk_batch, optimal_topk_ragged
-from costlib.losses import get_loss
+from costlib.decoding._losses import get_loss
 
 NAMES = ["f1", "jaccard", "am", "g_tp_pr", "g_mean", "h_mean", "auc"]
 

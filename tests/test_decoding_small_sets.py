@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from costlib.decoding import optimal_topk_batch, optimal_topk_ragged
+from costlib.decoding._losses import get_loss
 from costlib.decoding._small_sets import expected_losses_exact, loss_tables
-from costlib.losses import get_loss
 
 
 def enumerated_expected_losses(sorted_p: np.ndarray, loss_name: str) -> np.ndarray:

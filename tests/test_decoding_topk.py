@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costlib.decoding import expected_loss, optimal_topk, optimal_topk_batch, plot_expected_losses
+from costlib.decoding._losses import callable_loss, get_loss
 from costlib.decoding._topk import early_stop_k
-from costlib.losses import callable_loss, get_loss
 
 ALL_NAMES = ["f1", "jaccard", "am", "g_tp_pr", "g_mean", "h_mean", "auc"]
 

@@ -72,7 +72,7 @@ def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
 
 def recalibrate_parser() -> argparse.ArgumentParser:
     """The ``costlib recalibrate`` parser as the CLI builds it."""
-    from costlib_pipelines.cli import _subparser, build_parser
+    from costlib_pipelines.commands.cli import _subparser, build_parser
 
     return _subparser(build_parser(), "recalibrate")
 
@@ -134,7 +134,7 @@ def parse_costlib(argv: list[str]) -> argparse.Namespace:
     Raises (failing the calling test) for an unknown costlib flag, an unknown Beam option or a
     runner Beam does not know.
     """
-    from costlib_pipelines.cli import parse_command_line
+    from costlib_pipelines.commands.cli import parse_command_line
 
     assert Path(argv[0]).name == "costlib", argv
     return parse_command_line(argv[1:])
@@ -252,8 +252,9 @@ def test_pinned_set_and_project_install_into_a_fresh_venv_and_import(tmp_path):
     assert unpinned == {}, unpinned
 
     # Imported from the venv, not from the source tree (cwd is tmp_path).
-    probe = ("import costlib_pipelines.recalibrate, costlib_pipelines.decide, costlib, "
-             "apache_beam; print(costlib_pipelines.recalibrate.__file__); "
+    probe = ("import costlib_pipelines.recalibrate.pipeline, costlib_pipelines.decide.pipeline, "
+             "costlib, "
+             "apache_beam; print(costlib_pipelines.recalibrate.pipeline.__file__); "
              "print(apache_beam.__version__)")
     out = subprocess.run([python, "-c", probe], check=True, timeout=300, cwd=tmp_path,
                          capture_output=True, text=True).stdout.split()
@@ -279,7 +280,7 @@ def recalibrate_proto(beam_args, environment):
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from costlib_pipelines.recalibrate import build_recalibrate
+    from costlib_pipelines.recalibrate.pipeline import build_recalibrate
 
     config = base_config()
     assert config.fixed_edges() is not None
@@ -534,7 +535,7 @@ def test_network_policy_admits_only_submitters_and_reaches_only_the_jobmanager()
 
 
 def test_cronjobs_fail_at_once_on_exit_2_and_3_and_never_overlap():
-    from costlib_pipelines.exit_codes import BAD_INPUT, HELD
+    from costlib_pipelines.commands.exit_codes import BAD_INPUT, HELD
 
     for name, container_name in (("costlib-recalibration", "recalibrate"),
                                  ("costlib-status", "status")):
@@ -752,7 +753,7 @@ def test_every_command_line_in_deploy_parses_with_the_cli():
         except ValueError as exc:  # UsageError: unknown flag or runner
             pytest.fail(f"{label}: {shlex.join(argv)}: {exc}")
         if args.command == "recalibrate":
-            from costlib_pipelines.runs import RUN_ID_PATTERN
+            from costlib_pipelines.io.runs import RUN_ID_PATTERN
 
             assert args.run_id is None or re.fullmatch(RUN_ID_PATTERN, args.run_id), label
     dag = parse_costlib(lines["DAG recalibrate"])
@@ -766,7 +767,7 @@ def test_every_command_line_in_deploy_parses_with_the_cli():
 
 def test_the_command_line_check_catches_a_misspelt_flag():
     """The check above can fail: a misspelt costlib flag, Beam option or runner is refused."""
-    from costlib_pipelines.flags import UsageError
+    from costlib_pipelines.commands.flags import UsageError
 
     good = ["costlib", "recalibrate", "--config=c", "--input=i", "--output=o"]
     parse_costlib(good)
@@ -825,7 +826,7 @@ def test_airflow_dag_tracks_the_dataflow_job_and_never_installs():
 
 
 def test_airflow_dag_fails_held_runs_without_retry_naming_the_manifest():
-    from costlib_pipelines.exit_codes import BAD_INPUT, HELD
+    from costlib_pipelines.commands.exit_codes import BAD_INPUT, HELD
 
     ns = dag_namespace()
     assert (ns["BAD_INPUT"], ns["HELD_FOR_REVIEW"]) == (BAD_INPUT, HELD)
@@ -866,7 +867,7 @@ def test_airflow_dag_imports_when_airflow_is_installed():
 
 # ----------------------------------------------------- Flex Template metadata and the CLI
 def test_flex_template_parameters_are_the_cli_flags():
-    from costlib_pipelines.runs import RUN_ID_PATTERN
+    from costlib_pipelines.io.runs import RUN_ID_PATTERN
 
     entry = load_entrypoint()
     metadata = json.loads((DEPLOY / "dataflow/metadata.json").read_text())

@@ -56,7 +56,8 @@ def test_strict_build_writes_every_page_and_the_api_reference(site):
         assert (site / page).exists(), page
     api = (site / "api/estimators/index.html").read_text()
     # Objects rendered from the code, with their anchors.
-    for anchor in ("costlib.benefit.benefit_scorer", "costlib.benefit.expected_benefit",
+    for anchor in ("costlib.costs.benefit_scorer",
+                   "costlib.costs.expected_benefit",
                    "costlib.estimators.HierarchicalCostSensitiveClassifier"):
         assert f'id="{anchor}"' in api, anchor
     # The deployment page includes the runbook itself.
@@ -66,7 +67,7 @@ def test_strict_build_writes_every_page_and_the_api_reference(site):
 def test_strict_build_fails_on_a_reference_to_a_missing_name(tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()
-    (docs / "index.md").write_text("# Broken\n\n::: costlib.benefit.no_such_function\n")
+    (docs / "index.md").write_text("# Broken\n\n::: costlib.costs._benefit.no_such_function\n")
     (tmp_path / "mkdocs.yml").write_text(
         "site_name: broken\nstrict: true\nplugins:\n  - mkdocstrings:\n      handlers:\n"
         f"        python:\n          paths: [{str(ROOT)!r}]\n"

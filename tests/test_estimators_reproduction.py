@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from costlib.benefit import BenefitMatrix, target_marginal_precision
+from costlib.costs._benefit import BenefitMatrix, target_marginal_precision
 from costlib.experiments import sooklal_benefit as exp
-from costlib_pipelines.cli import main as cli_main
+from costlib_pipelines.commands.cli import main as cli_main
 
 pytestmark = pytest.mark.usefixtures("single_blas_thread")
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costlib.benefit import (
+from costlib.costs._benefit import (
     BenefitMatrix,
     CostMatrix,
     benefit_curve,
@@ -18,8 +18,7 @@ from costlib.benefit import (
     expected_benefit,
     normalized_benefit,
 )
-from costlib.estimators._common import min_expected_cost_index
-from costlib.example_costs import (
+from costlib.costs._example_costs import (
     as_example_benefits,
     as_example_costs,
     bayes_minimum_risk,
@@ -34,6 +33,7 @@ from costlib.example_costs import (
     savings_score,
     total_cost,
 )
+from costlib.estimators._common import min_expected_cost_index
 
 
 def _random_problem(seed: int, n: int, k: int):

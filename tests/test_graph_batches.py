@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 from threshold_data import exhaustive_path_area, random_grid
 
-from costlib import lattice_path, operating_point
-from costlib.lattice_path import max_area_path, max_area_paths, path_area
-from costlib.operating_point import optimize, optimize_each, prepare_graph_paths
+from costlib.thresholds import _lattice_path as lattice_path
+from costlib.thresholds import _operating_point as operating_point
+from costlib.thresholds._lattice_path import max_area_path, max_area_paths, path_area
+from costlib.thresholds._operating_point import optimize, optimize_each, prepare_graph_paths
 
 _grid = random_grid
 

@@ -14,14 +14,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pipeline_data import base_config, direct_records, sample_frame, write_files
 
-import costlib.grid as grid_module
-from costlib import operating_point
-from costlib.grid import SparseCounts, SparseGrid, ThresholdGrid, grouped_histograms, merge_sparse
-from costlib_pipelines import shards
-from costlib_pipelines.recalibrate import run_recalibrate
-from costlib_pipelines.records import records_to_jsonl
-from costlib_pipelines.shards import ShardBoundaries, shard_of
-from costlib_pipelines.transforms import SumGrids
+import costlib.thresholds._grid as grid_module
+from costlib.thresholds import _operating_point as operating_point
+from costlib.thresholds._grid import (
+    SparseCounts,
+    SparseGrid,
+    ThresholdGrid,
+    grouped_histograms,
+    merge_sparse,
+)
+from costlib_pipelines.io.records import records_to_jsonl
+from costlib_pipelines.recalibrate import shards
+from costlib_pipelines.recalibrate.pipeline import run_recalibrate
+from costlib_pipelines.recalibrate.shards import ShardBoundaries, shard_of
+from costlib_pipelines.recalibrate.transforms import SumGrids
 
 EDGES = (np.linspace(0.1, 0.9, 5), np.linspace(0.2, 0.8, 4))
 SHAPE = tuple(e.size + 1 for e in EDGES)

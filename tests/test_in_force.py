@@ -18,19 +18,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pipeline_data import CLASSIFIERS, base_config
 
-from costlib.bootstrap import BootstrapGrids, hash_item_ids, poisson_counts
-from costlib.edges import uniform_edges, with_thresholds
-from costlib.grid import ThresholdGrid
-from costlib.move_evidence import move_evidence
-from costlib.operating_point import optimize, point_at
-from costlib.recalibration import ALL_GROUPS, optimize_group, recalibrate_grids
-from costlib.target import resolve_target
-from costlib_pipelines.cli import main
+from costlib.thresholds._bootstrap import BootstrapGrids, hash_item_ids, poisson_counts
+from costlib.thresholds._edges import uniform_edges, with_thresholds
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._move_evidence import move_evidence
+from costlib.thresholds._operating_point import optimize, point_at
+from costlib.thresholds._recalibration import ALL_GROUPS, optimize_group, recalibrate_grids
+from costlib.thresholds._target import resolve_target
+from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import ConfigError
-from costlib_pipelines.decide import read_decisions, run_decide
-from costlib_pipelines.in_force import InForce, edges_with_in_force
-from costlib_pipelines.recalibrate import run_recalibrate
-from costlib_pipelines.records import arrow_schema, records_to_table
+from costlib_pipelines.decide.pipeline import read_decisions, run_decide
+from costlib_pipelines.io.records import arrow_schema, records_to_table
+from costlib_pipelines.recalibrate.in_force import InForce, edges_with_in_force
+from costlib_pipelines.recalibrate.pipeline import run_recalibrate
 
 START = (0.9, 0.9)  # not an edge of 24 uniform bins on [0, 1] (0.913 is the next one above)
 

@@ -18,8 +18,8 @@ import yaml
 from pipeline_data import SMALL_CONFIG as BASE
 from pipeline_data import sample_frame, write_files
 
-from costlib_pipelines.cli import main
-from costlib_pipelines.files import InputError, is_ignored, match_inputs
+from costlib_pipelines.commands.cli import main
+from costlib_pipelines.io.files import InputError, is_ignored, match_inputs
 
 
 def _config(tmp_path, **overrides) -> str:

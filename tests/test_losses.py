@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costlib.losses import (
+from costlib.decoding._losses import (
     LOSS_NAMES,
     SetLoss,
     callable_loss,

@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 from coverage_data import brute_flags
 
-from costlib.grid import ThresholdGrid
-from costlib.move_evidence import (
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._move_evidence import (
     gain_standard_errors,
     lower_bound_move,
     one_row_weight,
     unseen_variance,
 )
-from costlib.operating_point import optimize
-from costlib.recalibration import optimize_group
-from costlib.target import resolve_target
+from costlib.thresholds._operating_point import optimize
+from costlib.thresholds._recalibration import optimize_group
+from costlib.thresholds._target import resolve_target
 
 EDGES = [np.linspace(0.1, 0.9, 5), np.linspace(0.1, 0.9, 4)]
 
@@ -34,7 +34,7 @@ def population(n, seed):
 
 def audit_draw(scores, truth, seed, floor=0.05, flag_at=(0.7, 0.7)):
     """Rows flagged at ``flag_at`` are rated with certainty; the rest with probability ``π``
-    (two strata), as :mod:`costlib.audit_sampling` draws them."""
+    (two strata), as :mod:`costlib.audit._sampling` draws them."""
     rng = np.random.default_rng(seed)
     flagged = (scores >= np.asarray(flag_at)).any(axis=1)
     pi = np.where(flagged, 1.0, np.where(scores.max(axis=1) > 0.4, 4 * floor, floor))

@@ -18,12 +18,12 @@ from pipeline_data import base_config, comparable, direct_records, write_files
 from test_pipeline_audit_estimation import audited_frame
 from threshold_data import make_rows
 
-from costlib.grid import ThresholdGrid
-from costlib.objectives import Constraints
-from costlib.operating_point import METHODS, RECALL_NEEDS_AUDIT, optimize, point_at
-from costlib.recalibration import RECALL_UNKNOWN, optimize_group
-from costlib.target import Target
-from costlib_pipelines.cli import main
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._objectives import Constraints
+from costlib.thresholds._operating_point import METHODS, RECALL_NEEDS_AUDIT, optimize, point_at
+from costlib.thresholds._recalibration import RECALL_UNKNOWN, optimize_group
+from costlib.thresholds._target import Target
+from costlib_pipelines.commands.cli import main
 
 
 def audited_rows(n: int, k: int, seed: int, *, weighted: bool):
@@ -80,7 +80,7 @@ def brute_feasible(kwargs, tp, fp, vol, positives):
 
 
 def brute_violation(kwargs, tp, fp, vol, positives):
-    """The largest relative violation (costlib.objectives: nearest point)."""
+    """The largest relative violation (costlib.thresholds._objectives: nearest point)."""
     r = kwargs["min_recall"]
     out = [max(r * positives - tp, 0.0) / (r * positives)]
     if "min_precision" in kwargs:

@@ -120,7 +120,7 @@ def test_core_install_in_a_fresh_venv_is_the_library_without_beam(tmp_path):
     assert cli.stdout == ""
     assert cli.stderr.strip().splitlines() == [cli.stderr.strip()]
     assert "pip install 'costlib[pipelines]'" in cli.stderr and "apache-beam" in cli.stderr
-    probe = subprocess.run([python, "-c", "import costlib_pipelines.recalibrate"],
+    probe = subprocess.run([python, "-c", "import costlib_pipelines.recalibrate.pipeline"],
                            capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert probe.returncode == 1
     assert probe.stderr.strip().splitlines()[-1].startswith("ImportError: ")

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 from pipeline_data import base_config, comparable, direct_records, sample_frame, write_files
 
-from costlib_pipelines.cli import main
-from costlib_pipelines.report import write_report
+from costlib_pipelines.commands.cli import main
+from costlib_pipelines.report.page import write_report
 
 AUDIT = {"weight": "weight", "audit_probability": "audit_p"}
 LOW_TARGET = {"marginal_precision": 0.05}

@@ -1,4 +1,4 @@
-"""costlib decide with an audit sample: records equal costlib.audit_sampling on the same rows."""
+"""costlib decide with an audit sample: records equal costlib.audit._sampling on the same rows."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from test_pipeline_decide import (
     write_operating_points,
 )
 
-from costlib.audit_sampling import AuditDesign, audit_sample, audit_uniforms
-from costlib_pipelines.cli import main
-from costlib_pipelines.decide import read_decisions
+from costlib.audit._sampling import AuditDesign, audit_sample, audit_uniforms
+from costlib_pipelines.commands.cli import main
+from costlib_pipelines.decide.pipeline import read_decisions
 
 AUDIT = {"enabled": True, "floor": 0.05, "budget_share": 0.2,
          "strata": {"edges": [0.3, 0.6], "weights": [0.5, 1.0, 4.0]}}

@@ -16,7 +16,7 @@ from test_pipeline_decide import (
     write_operating_points,
 )
 
-from costlib_pipelines.cli import main
+from costlib_pipelines.commands.cli import main
 
 EDGES, WEIGHTS = [0.3, 0.6], [0.5, 3.0, 10.0]
 AUTO = {"enabled": True, "design": "auto", "floor": 0.001, "budget_share": 0.01,

@@ -19,7 +19,7 @@ from test_pipeline_decide import (
     write_operating_points,
 )
 
-from costlib_pipelines.cli import main
+from costlib_pipelines.commands.cli import main
 
 BINS = 16
 STEPS, WEIGHTS = [2, 5], [0.5, 3.0, 10.0]
@@ -253,8 +253,8 @@ def test_default_strata_audit_the_nearest_occupied_step_as_a_census(budget):
     gives it pi = 1 at the default and the thin budget (issue 21's recovery diagnosis,
     docs/audit.md), with the budget identity intact. Truth by hand: the cutoffs by walking
     the depths, the scale by bisection on the expected audited rows."""
-    from costlib.audit_design import neyman_design
-    from costlib.audit_strata import share_cutoffs, stratum_counts
+    from costlib.audit._neyman import neyman_design
+    from costlib.audit._strata import share_cutoffs, stratum_counts
     from costlib_pipelines.config import DEFAULT_AUDIT_SHARES, DEFAULT_AUDIT_WEIGHTS
 
     rng = np.random.default_rng(21)

@@ -15,10 +15,10 @@ from pipeline_data import (
     write_files,
 )
 
-from costlib.edges import decision_edges
-from costlib_pipelines.cli import main
+from costlib.thresholds._edges import decision_edges
+from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import ConfigError, RunConfig
-from costlib_pipelines.recalibrate import run_recalibrate
+from costlib_pipelines.recalibrate.pipeline import run_recalibrate
 
 RAW = AUTO_CONFIG
 
@@ -98,7 +98,7 @@ def test_bad_edge_settings_exit_2_naming_the_key(frame, tmp_path, capsys, grid, 
 
 
 def test_report_shows_the_resolution_check_of_every_point(frame, tmp_path):
-    from costlib_pipelines.report import build_report, load_run
+    from costlib_pipelines.report.page import build_report, load_run
 
     config = RunConfig.from_dict({**RAW, "grid": {"edges": "uniform", "bins": 6}})
     manifest, records = _run(config, write_files(frame, tmp_path / "in"), tmp_path / "out")

@@ -7,11 +7,11 @@ import pyarrow.parquet as pq
 import pytest
 from pipeline_data import base_config, sample_frame, write_files
 
-from costlib_pipelines.batches import SchemaError
-from costlib_pipelines.cli import main
+from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import ConfigError, RunConfig
-from costlib_pipelines.files import InputError
-from costlib_pipelines.recalibrate import run_recalibrate
+from costlib_pipelines.io.batches import SchemaError
+from costlib_pipelines.io.files import InputError
+from costlib_pipelines.recalibrate.pipeline import run_recalibrate
 
 
 def _bad_rows_frame():

@@ -1,7 +1,7 @@
 """The shared review capacity in `costlib recalibrate` (issue 22): the pipeline's allocation
-equals `costlib.allocation.allocate_capacity` on grids built directly from the same rows, bit
-for bit; decide applies it; the guard holds an allocation over capacity; the config and the
-flags are checked."""
+equals `costlib.thresholds._allocation.allocate_capacity` on grids built directly from the same
+rows, bit for bit; decide applies it; the guard holds an allocation over capacity; the config and
+the flags are checked."""
 
 from __future__ import annotations
 
@@ -13,19 +13,19 @@ import pytest
 from pipeline_data import base_config, comparable, direct_grids, direct_records, sample_frame
 from pipeline_data import write_files as write_frame
 
-from costlib.allocation import (
+from costlib.thresholds._allocation import (
     allocate_capacity,
     grid_rows,
     group_frontiers,
     split_baselines,
     volume_scales,
 )
-from costlib.recalibration import is_sufficient
-from costlib_pipelines.cli import main
+from costlib.thresholds._recalibration import is_sufficient
+from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import ConfigError
-from costlib_pipelines.decide import read_decisions, run_decide
-from costlib_pipelines.publish import PublishRefused
-from costlib_pipelines.recalibrate import run_recalibrate
+from costlib_pipelines.decide.pipeline import read_decisions, run_decide
+from costlib_pipelines.recalibrate.pipeline import run_recalibrate
+from costlib_pipelines.recalibrate.publish import PublishRefused
 
 
 @pytest.fixture(scope="module")
@@ -238,7 +238,7 @@ def test_many_groups_gather_only_vertices_and_still_equal_the_library(tmp_path):
 
 
 def test_report_shows_the_allocation(frame, inputs, tmp_path):
-    from costlib_pipelines.report import write_report
+    from costlib_pipelines.report.page import write_report
 
     config = base_config(methods=["hull"], decision_method="capacity",
                          capacity={"total": 40.0, "max_volume": {"<b>x</b>": 1.0}})

@@ -27,13 +27,13 @@ from pipeline_data import (
     write_files,
 )
 
-from costlib.grid import ThresholdGrid, grouped_histograms
-from costlib_pipelines.cli import main
-from costlib_pipelines.decide import read_decisions, select_operating_points
-from costlib_pipelines.files import InputError
-from costlib_pipelines.recalibrate import run_recalibrate
-from costlib_pipelines.report import write_report
-from costlib_pipelines.transforms import SumGrids
+from costlib.thresholds._grid import ThresholdGrid, grouped_histograms
+from costlib_pipelines.commands.cli import main
+from costlib_pipelines.decide.pipeline import read_decisions, select_operating_points
+from costlib_pipelines.io.files import InputError
+from costlib_pipelines.recalibrate.pipeline import run_recalibrate
+from costlib_pipelines.recalibrate.transforms import SumGrids
+from costlib_pipelines.report.page import write_report
 
 #: A low target: the unrestricted optimum of two groups lies below the rating floor (0.5).
 LOW_TARGET = {"marginal_precision": 0.05}

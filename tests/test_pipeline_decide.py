@@ -20,10 +20,10 @@ from pipeline_data import coverage_fields
 
 from costlib.decoding import optimal_topk
 from costlib.sample import generate_score_stream, write_score_stream
-from costlib_pipelines import cli
-from costlib_pipelines.cli import main
+from costlib_pipelines.commands import cli
+from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.decide import (
+from costlib_pipelines.decide.pipeline import (
     DECISION_SCHEMA,
     GroupThresholds,
     read_decisions,
@@ -31,10 +31,10 @@ from costlib_pipelines.decide import (
     select_operating_points,
     set_buckets,
 )
-from costlib_pipelines.files import InputError
-from costlib_pipelines.recalibrate import run_recalibrate
-from costlib_pipelines.records import records_to_table
-from costlib_pipelines.runs import load_operating_points
+from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.records import records_to_table
+from costlib_pipelines.io.runs import load_operating_points
+from costlib_pipelines.recalibrate.pipeline import run_recalibrate
 
 CLASSIFIERS = ("text_model", "image_model")
 INF = float("inf")

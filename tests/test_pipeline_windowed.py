@@ -12,7 +12,7 @@ from apache_beam.testing.test_stream import TestStream as BeamTestStream
 from apache_beam.transforms.window import TimestampedValue
 from pipeline_data import base_config, comparable, direct_records, sample_frame
 
-from costlib_pipelines.recalibrate import build_recalibrate
+from costlib_pipelines.recalibrate.pipeline import build_recalibrate
 
 START = pd.Timestamp("2026-11-01", tz="UTC")
 DAY = 86_400
@@ -97,7 +97,7 @@ def test_windowed_run_through_the_launcher_accounts_for_every_row(tmp_path):
     """run_recalibrate on files in windowed mode: accounting.json and the manifest's totals."""
     from pipeline_data import write_files
 
-    from costlib_pipelines.recalibrate import run_recalibrate
+    from costlib_pipelines.recalibrate.pipeline import run_recalibrate
 
     config = base_config(methods=["graph"],
                          windowing={"size_days": 3, "period_days": 1, "allowed_lateness_days": 1})

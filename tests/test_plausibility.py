@@ -17,15 +17,15 @@ from apache_beam.metrics.metric import MetricsFilter
 from pipeline_data import SMALL_CONFIG as BASE
 from pipeline_data import sample_frame, write_files
 
-from costlib_pipelines.batches import Plausibility, validate_batch
-from costlib_pipelines.cli import main
+from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.decide import build_decide, select_operating_points
-from costlib_pipelines.files import InputError
-from costlib_pipelines.recalibrate import build_recalibrate, run_recalibrate
+from costlib_pipelines.decide.pipeline import build_decide, select_operating_points
+from costlib_pipelines.io.batches import Plausibility, validate_batch
+from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.runs import RunDirectory, load_operating_points
+from costlib_pipelines.recalibrate.pipeline import build_recalibrate, run_recalibrate
+from costlib_pipelines.recalibrate.transforms import CountDuplicateIds
 from costlib_pipelines.runner import make_pipeline
-from costlib_pipelines.runs import RunDirectory, load_operating_points
-from costlib_pipelines.transforms import CountDuplicateIds
 
 
 def _raw(**overrides) -> dict:

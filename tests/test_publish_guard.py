@@ -6,15 +6,15 @@ import math
 import pytest
 from pipeline_data import base_config, sample_frame, write_files
 
-from costlib_pipelines.cli import main
-from costlib_pipelines.publish import (
+from costlib_pipelines.commands.cli import main
+from costlib_pipelines.recalibrate.pipeline import run_recalibrate
+from costlib_pipelines.recalibrate.publish import (
     GuardSettings,
     Override,
     PublishRefused,
     guard_violations,
     publish_run,
 )
-from costlib_pipelines.recalibrate import run_recalibrate
 
 
 def _record(group, thresholds, *, status="ok", pos=100.0, neg=100.0, fallback=None,
@@ -154,8 +154,8 @@ def test_a_group_that_disappears_is_a_violation():
 def test_the_published_run_id_cannot_be_reused_and_readers_never_follow_latest_to_a_held_run(
     tmp_path, two_inputs
 ):
-    from costlib_pipelines.files import InputError
-    from costlib_pipelines.runs import load_operating_points
+    from costlib_pipelines.io.files import InputError
+    from costlib_pipelines.io.runs import load_operating_points
 
     first, second = two_inputs
     config = base_config(methods=["graph"])

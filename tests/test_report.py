@@ -25,10 +25,10 @@ from pipeline_data import base_config
 from report_html import ReportPage
 
 from costlib.sample import generate_score_stream, write_score_stream
-from costlib_pipelines.cli import main
-from costlib_pipelines.files import InputError
-from costlib_pipelines.recalibrate import run_recalibrate
-from costlib_pipelines.report import (
+from costlib_pipelines.commands.cli import main
+from costlib_pipelines.io.files import InputError
+from costlib_pipelines.recalibrate.pipeline import run_recalibrate
+from costlib_pipelines.report.page import (
     applied_points,
     build_report,
     latest_points,
@@ -309,7 +309,7 @@ def test_screenshot_of_the_report_is_not_blank(report, tmp_path):
 
 
 def test_run_held_by_the_publish_guard_says_so(tmp_path):
-    from costlib_pipelines.publish import PublishRefused
+    from costlib_pipelines.recalibrate.publish import PublishRefused
 
     output = tmp_path / "out"
     write_score_stream(_stream(4, n=8000), str(tmp_path / "in"), n_files=1)
@@ -323,7 +323,7 @@ def test_run_held_by_the_publish_guard_says_so(tmp_path):
 
 # --------------------------------------------------------------------------- figures
 #
-# The figures are blitted (costlib_pipelines.report_figures): static parts drawn once per view,
+# The figures are blitted (costlib_pipelines.report.figures): static parts drawn once per view,
 # per group only the data. These tests check what is drawn against the run's Parquet files,
 # and where it lands in the PNG against a hand computation of the axes geometry.
 
@@ -369,14 +369,14 @@ METHODS = ("graph", "hull", "bucket", "analytic")
 def _rgb(method: str) -> tuple[int, int, int]:
     from matplotlib.colors import to_rgb
 
-    from costlib.threshold_plots import _COLORS
+    from costlib.thresholds._plots import _COLORS
 
     return tuple(round(255 * v) for v in to_rgb(_COLORS[method]))
 
 
 def test_pn_figure_draws_the_parquet_curves_and_points_where_they_are(batch):
-    from costlib_pipelines.report import group_figures
-    from costlib_pipelines.report_figures import DPI, PN_MARGINS
+    from costlib_pipelines.report.figures import DPI, PN_MARGINS
+    from costlib_pipelines.report.page import group_figures
 
     run_dir = batch["runs"] / "run-2"
     drawer = group_figures(load_run(str(run_dir)), METHODS)
@@ -416,7 +416,7 @@ def test_pn_figure_draws_the_parquet_curves_and_points_where_they_are(batch):
                 assert _marker_colour_at(image, row, col, near), (group, method, box)
                 checked += 1
         # the target line passes through the best point: TP - slope * FP is largest there
-        from costlib.target import Target
+        from costlib.thresholds._target import Target
 
         slope = Target.from_marginal_precision(points[0]["target_marginal_precision"]).slope
         best = max(points, key=lambda r: r["tp"] - slope * r["fp"])
@@ -430,7 +430,7 @@ def test_pn_figure_draws_the_parquet_curves_and_points_where_they_are(batch):
 def test_a_groups_figures_do_not_depend_on_the_groups_drawn_before(batch):
     """Backgrounds are cached per view: drawing other groups (other zoom views) first must
     not change a group's PNG by a single pixel."""
-    from costlib_pipelines.report import group_figures
+    from costlib_pipelines.report.page import group_figures
 
     run_dir = batch["runs"] / "run-2"
     run = load_run(str(run_dir))
@@ -449,8 +449,8 @@ def test_a_groups_figures_do_not_depend_on_the_groups_drawn_before(batch):
 
 
 def test_path_figure_marks_each_chosen_cell_where_the_parquet_puts_it(batch):
-    from costlib_pipelines.report import group_figures
-    from costlib_pipelines.report_figures import DPI, PATH_MARGINS
+    from costlib_pipelines.report.figures import DPI, PATH_MARGINS
+    from costlib_pipelines.report.page import group_figures
 
     run_dir = batch["runs"] / "run-2"
     run = load_run(str(run_dir))
@@ -489,7 +489,7 @@ def test_pn_note_states_n_and_p_of_each_group(batch, report):
 @settings(max_examples=300, deadline=None)
 @given(st.floats(min_value=1e-7, max_value=2.0, allow_nan=False))
 def test_nice_ceiling_is_the_smallest_ladder_value_at_least_the_value(value):
-    from costlib_pipelines.report_figures import nice_ceiling
+    from costlib_pipelines.report.figures import nice_ceiling
 
     ladder = sorted({float(f"{m}e{e}") for m in (1, 2, 5) for e in range(-8, 1)} | {1.0})
     expected = min([v for v in ladder if v >= value and v <= 1.0] or [1.0])
@@ -497,8 +497,8 @@ def test_nice_ceiling_is_the_smallest_ladder_value_at_least_the_value(value):
 
 
 def test_path_figure_marks_the_previous_runs_thresholds_in_this_runs_lattice(batch, report):
-    from costlib_pipelines.report import group_figures
-    from costlib_pipelines.report_figures import DPI, PATH_MARGINS
+    from costlib_pipelines.report.figures import DPI, PATH_MARGINS
+    from costlib_pipelines.report.page import group_figures
 
     run_dir = batch["runs"] / "run-2"
     drawer = group_figures(load_run(str(run_dir)), METHODS)
@@ -534,7 +534,7 @@ def in_force_edges(tmp_path_factory):
 
 
 def test_path_ticks_use_the_lattice_with_the_thresholds_in_force(in_force_edges):
-    from costlib_pipelines.report import group_figures
+    from costlib_pipelines.report.page import group_figures
 
     run = load_run(str(in_force_edges / "run-2"))
     assert any(run.manifest["in_force"]["edges_added"].values())
@@ -559,7 +559,7 @@ def test_path_ticks_are_indices_when_the_lattice_cannot_be_rebuilt(in_force_edge
     """A run from before manifests recorded ``grid_edges`` whose thresholds in force came from
     a run that is gone: no threshold ticks, no boxes. With ``grid_edges`` the lattice is the
     recorded one."""
-    from costlib_pipelines.report import group_figures
+    from costlib_pipelines.report.page import group_figures
 
     copy = tmp_path / "runs"
     shutil.copytree(in_force_edges / "run-2", copy / "run-2")

@@ -22,8 +22,8 @@ from pipeline_data import base_config, write_files
 from report_html import ReportPage
 from test_pipeline_audit_estimation import AUDIT, audited_frame
 
-from costlib_pipelines import report_history
-from costlib_pipelines.cli import main
+from costlib_pipelines.commands.cli import main
+from costlib_pipelines.report import history as report_history
 
 #: Run ids in the order they run (ids sort the other way round).
 RUNS = ("c-first", "b-second", "a-third")

@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 from browser import browse, chromium, page_errors
 
-import costlib_pipelines.report as report
-from costlib_pipelines.cli import main
-from costlib_pipelines.files import InputError
+import costlib_pipelines.report.page as report
+from costlib_pipelines.commands.cli import main
+from costlib_pipelines.io.files import InputError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
 from bench_report import make_runs, template_runs

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from threshold_data import random_grid
 
-from costlib import operating_point
-from costlib.lattice_path import max_area_path, max_area_paths
-from costlib.operating_point import optimize, optimize_each
+from costlib.thresholds import _operating_point as operating_point
+from costlib.thresholds._lattice_path import max_area_path, max_area_paths
+from costlib.thresholds._operating_point import optimize, optimize_each
 
 
 def _grid(seed, widths=(12, 9), n=2_000):
@@ -101,8 +101,8 @@ def test_an_assembly_during_a_shard_rewrite_reads_records_and_lines_of_one_versi
     from pipeline_data import base_config, direct_grids
 
     from costlib.sample import generate_score_stream
-    from costlib_pipelines import window_shards
-    from costlib_pipelines.transforms import optimize_one
+    from costlib_pipelines.recalibrate import window_shards
+    from costlib_pipelines.recalibrate.transforms import optimize_one
 
     config = base_config(methods=["graph", "hull"], min_rated={"positives": 3, "negatives": 3})
     frame = generate_score_stream(3000, groups=["a", "b"], prevalence=0.05, days=1, seed=1)
@@ -148,7 +148,7 @@ def test_an_assembly_during_a_shard_rewrite_reads_records_and_lines_of_one_versi
 def test_packed_pickle_round_trips_any_float_and_any_cell(counts, cells):
     import pickle
 
-    from costlib.grid import SparseCounts
+    from costlib.thresholds._grid import SparseCounts
 
     counts = np.array(counts)
     sparse = SparseCounts(np.array(cells, dtype=np.int64), counts, 3)
@@ -161,14 +161,14 @@ def test_packed_pickle_round_trips_any_float_and_any_cell(counts, cells):
 def test_groups_waiting_for_a_batch_hold_bounded_bootstrap_replicates(monkeypatch):
     """``OptimizeGroupsFn`` holds groups until a graph batch is full; their bootstrap
     replicates (R x occupied cells each, not bounded by the lattice size) must not pile up
-    beyond :data:`~costlib_pipelines.shards.PENDING_BYTES` (before: a whole batch of groups'
-    replicates, e.g. 100 groups of 16 MB). The records are those of each group alone."""
+    beyond :data:`~costlib_pipelines.recalibrate.shards.PENDING_BYTES` (before: a whole batch of
+    groups' replicates, e.g. 100 groups of 16 MB). The records are those of each group alone."""
     from pipeline_data import base_config, direct_grids
 
-    from costlib.bootstrap import SparseBootstrapGrids
     from costlib.sample import generate_score_stream
-    from costlib_pipelines import shards
-    from costlib_pipelines.transforms import optimize_one
+    from costlib.thresholds._bootstrap import SparseBootstrapGrids
+    from costlib_pipelines.recalibrate import shards
+    from costlib_pipelines.recalibrate.transforms import optimize_one
 
     config = base_config(methods=["graph"], bootstrap={"replicates": 20, "seed": 3,
                                                        "level": 0.8})

@@ -12,8 +12,8 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costlib_pipelines.files import RowGroupRange, read_row_groups, row_group_ranges
-from costlib_pipelines.transforms import ReadingUnits, iter_batches
+from costlib_pipelines.io.files import RowGroupRange, read_row_groups, row_group_ranges
+from costlib_pipelines.recalibrate.transforms import ReadingUnits, iter_batches
 
 
 def _write(path, sizes):

@@ -20,8 +20,8 @@ import apache_beam
 import pytest
 from apache_beam.runners.runner import PipelineRunner
 
-from costlib_pipelines.cli import main, parse_command_line
-from costlib_pipelines.flags import (
+from costlib_pipelines.commands.cli import main, parse_command_line
+from costlib_pipelines.commands.flags import (
     DASK_FLAGS,
     SHIPPED_RUNNERS,
     UsageError,
@@ -89,7 +89,7 @@ def test_all_runners_flags_together_in_a_fresh_interpreter():
     """Nothing imported beforehand: the check itself loads every runner's options."""
     flags = [f for name, fs in sorted(RUNNER_FLAGS.items()) if name != "render" for f in fs
              if not f.startswith("--runner")]
-    code = ("import sys; from costlib_pipelines.cli import parse_command_line; "
+    code = ("import sys; from costlib_pipelines.commands.cli import parse_command_line; "
             "print(parse_command_line(sys.argv[1:]).beam_args == sys.argv[len(sys.argv) - "
             f"{len(flags)}:])")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}

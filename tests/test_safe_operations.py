@@ -19,15 +19,15 @@ import pytest
 import yaml
 from pipeline_data import sample_frame, write_files
 
-from costlib_pipelines import exit_codes
-from costlib_pipelines.cli import main, parse_command_line
-from costlib_pipelines.files import InputError
-from costlib_pipelines.flags import UsageError, normalise_spellings
-from costlib_pipelines.output_lock import LOCK_NAME, acquire, release
-from costlib_pipelines.progress import Progress
-from costlib_pipelines.publish import Baseline, read_baseline
-from costlib_pipelines.runs import MARKER, check_run_id
-from costlib_pipelines.status import check_status
+from costlib_pipelines.commands import exit_codes
+from costlib_pipelines.commands.cli import main, parse_command_line
+from costlib_pipelines.commands.flags import UsageError, normalise_spellings
+from costlib_pipelines.commands.progress import Progress
+from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.lock import LOCK_NAME, acquire, release
+from costlib_pipelines.io.runs import MARKER, check_run_id
+from costlib_pipelines.io.status import check_status
+from costlib_pipelines.recalibrate.publish import Baseline, read_baseline
 
 CONFIG = {
     "columns": {"weight": "weight"},
@@ -245,7 +245,8 @@ def test_guard_holds_when_latest_moved_while_the_run_ran(stream, tmp_path, monke
     # ("second") had published.
     stale = read_baseline(str(output))
     stale = Baseline(stale.records, "first")
-    monkeypatch.setattr("costlib_pipelines.recalibrate.read_baseline", lambda _output: stale)
+    monkeypatch.setattr("costlib_pipelines.recalibrate.pipeline.read_baseline",
+                        lambda _output: stale)
     assert recalibrate(stream, output, "--run-id", "third") == 3
     manifest = json.loads((output / "runs" / "third" / "manifest.json").read_text())
     assert any("LATEST moved from first to second" in v
@@ -346,7 +347,7 @@ def test_bad_row_group_is_exit_2_in_one_line_also_from_worker_processes(stream, 
 
 def test_classify_reads_user_errors_out_of_a_workers_traceback():
     text = ("Traceback (most recent call last):\n  File \"x.py\", line 1\n"
-            "costlib_pipelines.files.InputError: f.parquet: row group 3 cannot be read (bad\n"
+            "costlib_pipelines.io.files.InputError: f.parquet: row group 3 cannot be read (bad\n"
             "page header)\n")
     assert exit_codes.classify(RuntimeError(text)) == (
         2, "f.parquet: row group 3 cannot be read (bad; page header)")

@@ -12,7 +12,7 @@ from sklearn.model_selection import TunedThresholdClassifierCV, train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from costlib.benefit import (
+from costlib.costs._benefit import (
     BenefitMatrix,
     CostMatrix,
     benefit_curve,
@@ -21,8 +21,9 @@ from costlib.benefit import (
     expected_benefit,
 )
 from costlib.decoding import optimal_topk, optimal_topk_batch, optimal_topk_ragged
+from costlib.decoding._losses import fbeta_loss, get_loss
 from costlib.estimators import HierarchicalCostSensitiveClassifier
-from costlib.losses import fbeta_loss, get_loss
+from costlib.thresholds import Target
 
 pytestmark = pytest.mark.usefixtures("single_blas_thread")
 
@@ -181,7 +182,7 @@ def test_ragged_sets_point_to_optimal_topk_ragged():
 @pytest.mark.parametrize("call", [
     lambda: optimal_topk([0.5], "f1", tol=np.float64(-1.5)),
     lambda: HierarchicalCostSensitiveClassifier(c_hd=np.float64(-1.1)).fit([[0.0], [1.0]], [0, 1]),
-    lambda: __import__("costlib.target").target.Target.from_marginal_precision(np.float64(1.1)),
+    lambda: Target.from_marginal_precision(np.float64(1.1)),
 ])
 def test_error_messages_show_plain_numbers(call):
     with pytest.raises(ValueError) as info:

@@ -8,15 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from threshold_data import make_rows
 
-from costlib.bootstrap import (
+from costlib.thresholds._bootstrap import (
     BootstrapGrids,
     SparseBootstrapGrids,
     as_dense,
     hash_item_ids,
     poisson_counts,
 )
-from costlib.grid import ROW_CHUNK, ThresholdGrid, quantize_weights
-from costlib_pipelines.transforms import SumBootstrapGrids
+from costlib.thresholds._grid import ROW_CHUNK, ThresholdGrid, quantize_weights
+from costlib_pipelines.recalibrate.transforms import SumBootstrapGrids
 
 
 def _with_unrated(y, seed, share=0.3):

@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 from threshold_data import make_rows
 
-from costlib.grid import ThresholdGrid
-from costlib.operating_point import METHODS, optimize
-from costlib.threshold_plots import plot_pn_curves, plot_threshold_surfaces
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._operating_point import METHODS, optimize
+from costlib.thresholds._plots import plot_pn_curves, plot_threshold_surfaces
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])

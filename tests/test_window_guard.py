@@ -2,7 +2,7 @@
 
 A TestStream run (BundleBasedDirectRunner, on-time and late panes) is committed by the same step
 the launcher uses (``publish_windowed_run``); ``costlib decide``, ``status`` and ``publish``
-then run through the CLI (``costlib_pipelines.cli.main``, in process). The truth is
+then run through the CLI (``costlib_pipelines.commands.cli.main``, in process). The truth is
 independent of the window guard: a sequence of *batch* ``costlib recalibrate`` runs over each
 window's rows (their publish guard, with ``LATEST`` as the points in force), rated-row counts
 taken from the frame, and threshold decisions computed with numpy from costlib's records on
@@ -29,20 +29,20 @@ from apache_beam.transforms.window import TimestampedValue
 from pipeline_data import base_config, comparable, direct_records, write_files
 
 from costlib.sample import generate_score_stream
-from costlib_pipelines.cli import main
+from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import load_config
-from costlib_pipelines.decide import read_decisions, select_operating_points
-from costlib_pipelines.publish import GuardSettings, read_baseline
-from costlib_pipelines.recalibrate import (
+from costlib_pipelines.decide.pipeline import read_decisions, select_operating_points
+from costlib_pipelines.io.runs import RunDirectory, load_operating_points
+from costlib_pipelines.io.status import check_status
+from costlib_pipelines.recalibrate.pipeline import (
     PublishSpec,
     build_recalibrate,
     event_time_range,
     preflight,
     publish_windowed_run,
 )
-from costlib_pipelines.runs import RunDirectory, load_operating_points
-from costlib_pipelines.status import check_status
-from costlib_pipelines.window_guard import guard_windows
+from costlib_pipelines.recalibrate.publish import GuardSettings, read_baseline
+from costlib_pipelines.recalibrate.window_guard import guard_windows
 
 START = pd.Timestamp("2026-11-01", tz="UTC")
 DAY_S = 86_400
@@ -392,7 +392,7 @@ def test_the_chain_compares_each_group_with_its_last_applied_window():
 
 
 def test_decide_gives_a_group_without_an_applied_window_the_points_in_force_before():
-    from costlib_pipelines.runs import CARRIED
+    from costlib_pipelines.io.runs import CARRIED
 
     config = load_config_dict(raw_config(windowing=WINDOWING, decide={"window": "latest"}))
     start, end = COMPLETE[0]

@@ -25,13 +25,10 @@ from apache_beam.transforms import trigger
 from apache_beam.transforms.window import FixedWindows, TimestampedValue
 from pipeline_data import base_config, comparable, direct_grids, direct_records
 
-from costlib.recalibration import ALL_GROUPS, GroupResult, apply_fallback
 from costlib.sample import generate_score_stream
-from costlib_pipelines import window_shards
-from costlib_pipelines.files import parquet_bytes
-from costlib_pipelines.in_force import InForce
-from costlib_pipelines.recalibrate import build_recalibrate
-from costlib_pipelines.records import (
+from costlib.thresholds._recalibration import ALL_GROUPS, GroupResult, apply_fallback
+from costlib_pipelines.io.files import parquet_bytes
+from costlib_pipelines.io.records import (
     PN_CURVE_SCHEMA,
     arrow_schema,
     operating_point_records,
@@ -39,7 +36,10 @@ from costlib_pipelines.records import (
     records_to_jsonl,
     records_to_table,
 )
-from costlib_pipelines.transforms import optimize_one
+from costlib_pipelines.recalibrate import window_shards
+from costlib_pipelines.recalibrate.in_force import InForce
+from costlib_pipelines.recalibrate.pipeline import build_recalibrate
+from costlib_pipelines.recalibrate.transforms import optimize_one
 
 START = pd.Timestamp("2026-11-01", tz="UTC")
 DAY = 86_400
@@ -358,7 +358,7 @@ def test_a_late_firing_re_assembles_its_window_with_the_other_shards_unchanged(
 def test_a_finished_windowed_run_has_no_shard_files_left(tmp_path):
     from pipeline_data import write_files
 
-    from costlib_pipelines.recalibrate import run_recalibrate
+    from costlib_pipelines.recalibrate.pipeline import run_recalibrate
 
     config = base_config(methods=["graph"], windowing=WINDOWING)
     pattern = write_files(_frame(3000, ["a", "b", "c"], seed=1, days=2), tmp_path / "in",

@@ -22,7 +22,7 @@ from pipeline_data import (
 )
 
 from costlib_pipelines.config import ConfigError, RunConfig
-from costlib_pipelines.recalibrate import build_recalibrate, run_recalibrate
+from costlib_pipelines.recalibrate.pipeline import build_recalibrate, run_recalibrate
 
 RAW = {**AUTO_CONFIG, "min_rated": {"positives": 3, "negatives": 3},
        "publish": {"max_threshold_change": None, "min_rated": 0}}

@@ -19,11 +19,15 @@ import yaml
 from pipeline_data import base_config, direct_records, write_files
 
 from costlib.sample import generate_score_stream
-from costlib_pipelines.cli import main
+from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import ConfigError, RunConfig
-from costlib_pipelines.decide import read_decisions, select_operating_points, uncovered_share
-from costlib_pipelines.files import InputError
-from costlib_pipelines.recalibrate import event_time_range
+from costlib_pipelines.decide.pipeline import (
+    read_decisions,
+    select_operating_points,
+    uncovered_share,
+)
+from costlib_pipelines.io.files import InputError
+from costlib_pipelines.recalibrate.pipeline import event_time_range
 
 START = pd.Timestamp("2026-11-01", tz="UTC")
 CLASSIFIERS = ["text_model", "image_model"]
@@ -279,7 +283,7 @@ def test_a_window_is_complete_when_little_of_it_lies_outside_the_data():
 
 def test_report_shows_the_window_decide_applies(partial_day):
     """The report used to show each group's latest window, partial or not."""
-    from costlib_pipelines.report import applied_points, build_report, latest_points, load_run
+    from costlib_pipelines.report.page import applied_points, build_report, latest_points, load_run
 
     _, _, recal, _ = partial_day
     run = load_run(recal)

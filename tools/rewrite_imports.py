@@ -9,7 +9,7 @@ why). This script rewrites every *module* reference in the tree to the installed
 - dotted module paths anywhere in code, strings and prose: `pipelines.cli.main`,
   `"pipelines.files.InputError"`, `python -m pipelines.cli`, `schemas.load(...)`;
 
-It never touches file paths (`pipelines/cli.py`, `schemas/decision.json`), file names
+It never touches file paths (`pipelines/commands/cli.py`, `schemas/decision.json`), file names
 (`pipelines.md`) or words in prose (`the pipelines.`). It is idempotent: run it again after
 merging a branch that still uses the old names; it prints each file it changed and every line
 it made longer than 100 characters (wrap those by hand). Afterwards it re-sorts imports with

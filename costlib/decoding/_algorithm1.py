@@ -28,7 +28,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 from numpy.typing import NDArray
 
-from ..losses import SetLoss
+from ._losses import SetLoss
 from ._poisson_binomial import add_item, suffix_distributions, trim
 
 

@@ -34,7 +34,7 @@ The losses covered (``k >= 1``; ``k = 0`` has loss :math:`1 - P(S = 0)` for the 
   :math:`N = n - S`;
 - G-TP/PR: :math:`E[\\sqrt{TPR \\cdot Prec}] = E[A / \\sqrt{S}] / \\sqrt{k}` (``a = 1/2``).
 
-Zero denominators follow :mod:`costlib.losses` (rates with a zero denominator are 1).
+Zero denominators follow :mod:`costlib.decoding._losses` (rates with a zero denominator are 1).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
-from ..losses import SetLoss
+from ._losses import SetLoss
 
 #: Trapezoidal step in x = log s.
 STEP = 0.25

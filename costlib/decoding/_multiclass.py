@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from costlib._messages import plain
 
-from ..losses import CountFunction, SetLoss, get_loss
+from ._losses import CountFunction, SetLoss, get_loss
 from ._validation import check_probabilities, sorted_descending, top_k_mask
 
 
@@ -63,7 +63,7 @@ def optimal_classes(
         :math:`P(Y = c \\mid x)` per instance; entries in ``[0, 1]``, rows summing to 1
         within ``atol``.
     loss : str, SetLoss or callable
-        See :func:`costlib.losses.get_loss`; ``**loss_params`` are passed to it.
+        See :func:`costlib.decoding._losses.get_loss`; ``**loss_params`` are passed to it.
     atol : float
         Tolerance on the row sums.
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..losses import CountFunction, SetLoss, get_loss
+from ._losses import CountFunction, SetLoss, get_loss
 from ._small_sets import expected_losses_exact, loss_tables
 from ._topk import optimal_topk
 from ._validation import check_probabilities, sorted_descending, top_k_mask
@@ -83,7 +83,8 @@ def optimal_topk_batch(
     probabilities : array_like, shape (N, n)
         Row ``i`` holds :math:`P(Y_{ij} = 1)` for the ``n`` items (labels) of set ``i``.
     loss : str, SetLoss or callable
-        Any loss (see :func:`costlib.losses.get_loss`); ``**loss_params`` are passed to it.
+        Any loss (see :func:`costlib.decoding._losses.get_loss`); ``**loss_params`` are passed to
+        it.
     chunk_size : int
         Sets processed per vectorised step (memory ~ ``chunk_size * (n + 1)**2 * 16`` bytes).
 
@@ -150,7 +151,7 @@ def optimal_topk_ragged(
         Set ``i`` is ``values[offsets[i]:offsets[i + 1]]``; ``offsets[0] == 0``,
         non-decreasing, ``offsets[-1] == M``.
     loss : str, SetLoss or callable
-        See :func:`costlib.losses.get_loss`.
+        See :func:`costlib.decoding._losses.get_loss`.
 
     Returns
     -------

@@ -23,7 +23,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
-from ..losses import SetLoss
+from ._losses import SetLoss
 
 
 @lru_cache(maxsize=256)

@@ -10,10 +10,10 @@ from numpy.typing import ArrayLike, NDArray
 
 from costlib._messages import plain
 
-from ..losses import CountFunction, SetLoss, get_loss
 from ._algorithm1 import algorithm1_expected_losses
 from ._exponential_sum import SUPPORTED_KINDS, exponential_sum_expected_losses
 from ._fbeta import fbeta_dp_expected_losses, rational_beta_squared
+from ._losses import CountFunction, SetLoss, get_loss
 from ._poisson_binomial import TRUNCATION_TOL, poisson_binomial
 from ._small_sets import expected_losses_single, padded_loss_table
 from ._validation import as_probability_vector, descending_order
@@ -127,7 +127,8 @@ def optimal_topk(
     probabilities : array_like, shape (n,)
         :math:`P(Y_i = 1 \\mid x)`, each in ``[0, 1]``; nan or out-of-range raise ``ValueError``.
     loss : str, SetLoss or callable
-        See :func:`costlib.losses.get_loss`; ``**loss_params`` are passed to it (``beta=2``).
+        See :func:`costlib.decoding._losses.get_loss`; ``**loss_params`` are passed to it
+        (``beta=2``).
     method : {"auto", "algorithm1", "fbeta_dp", "exponential_sum"}
         ``"algorithm1"``: the paper's Algorithm 1, any loss, :math:`O(n^2)` in practice with
         truncation (:math:`O(n^3)` with ``tol=0``). ``"fbeta_dp"``: Ye et al.'s exact
@@ -206,7 +207,7 @@ def expected_loss(
     selected : array_like of bool, shape (n,)
         The prediction (True = predicted positive), e.g. ``probabilities >= 0.5``.
     loss : str, SetLoss or callable
-        See :func:`costlib.losses.get_loss`.
+        See :func:`costlib.decoding._losses.get_loss`.
     tol : float
         Poisson-binomial tail mass dropped per update (error at most ``2 n tol``); ``0`` for the
         exact sum.

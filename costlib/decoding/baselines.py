@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from costlib._messages import plain
 
-from ..losses import CountFunction, SetLoss, get_loss
+from ._losses import CountFunction, SetLoss, get_loss
 from ._validation import as_probability_vector, descending_order
 
 
@@ -48,7 +48,7 @@ def tune_threshold(
     labels : array_like of {0, 1}, shape (n,)
         True labels.
     loss : str, SetLoss or callable
-        See :func:`costlib.losses.get_loss`.
+        See :func:`costlib.decoding._losses.get_loss`.
     """
     p = as_probability_vector(probabilities)
     y = np.asarray(labels)

@@ -2,7 +2,7 @@
 
 Every matrix follows one convention: rows = true class, columns = predicted class, in the
 order of the estimator's ``classes_`` (sorted labels) unless the matrix carries labels
-(:class:`costlib.benefit.BenefitMatrix` / :class:`costlib.benefit.CostMatrix`).
+(:class:`costlib.costs.BenefitMatrix` / :class:`costlib.costs.CostMatrix`).
 """
 
 from costlib.estimators._bayes_min_risk import BayesMinimumRiskClassifier

@@ -13,9 +13,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
-from costlib.benefit import CostMatrix
+from costlib.costs._benefit import CostMatrix
+from costlib.costs._example_costs import as_example_costs
 from costlib.estimators._common import aligned_cost_matrix
-from costlib.example_costs import as_example_costs
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -58,7 +58,7 @@ class BayesMinimumRiskClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstima
     Examples
     --------
     >>> import numpy as np
-    >>> from costlib.example_costs import binary_example_costs
+    >>> from costlib.costs._example_costs import binary_example_costs
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(300, 2)); y = (X[:, 0] + rng.normal(size=300) > 1).astype(int)
     >>> clf = BayesMinimumRiskClassifier(calibration="sigmoid").fit(X, y)

@@ -13,7 +13,7 @@ from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from costlib._messages import plain
-from costlib.benefit import BenefitMatrix, class_priors, eta, one_vs_rest_benefit
+from costlib.costs._benefit import BenefitMatrix, class_priors, eta, one_vs_rest_benefit
 from costlib.estimators._common import aligned_benefit_matrix, encode_classes
 
 
@@ -36,7 +36,7 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
 
     **Multiclass (one-vs-rest).** One binary benefit LR per class ``k`` ("k" = 1 vs the rest
     = 0), each with its own ``η_k`` from the 2x2 matrix that
-    :func:`costlib.benefit.one_vs_rest_benefit` combines from the K x K matrix and the class
+    :func:`costlib.costs.one_vs_rest_benefit` combines from the K x K matrix and the class
     priors ``π``. Side by side (sums over ``i != k``):
 
     ==========  =============================  ===========================================
@@ -57,7 +57,7 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
     ----------
     benefit_matrix : array-like of shape (K, K) or BenefitMatrix, default=None
         Rows = true class, columns = predicted class, in the order of ``classes_`` (sorted
-        labels) unless a :class:`~costlib.benefit.BenefitMatrix` with labels is given. None
+        labels) unless a :class:`~costlib.costs.BenefitMatrix` with labels is given. None
         means ``b_ii = 1``, ``b_ij = -1`` (η = 1: plain logistic regression).
     combination : {"paper", "normalized"}, default="paper"
         How the K x K matrix is combined for each one-vs-rest problem (see above). Unused for

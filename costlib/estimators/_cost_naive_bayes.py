@@ -13,7 +13,7 @@ from sklearn.preprocessing import KBinsDiscretizer
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from costlib._messages import plain
-from costlib.benefit import CostMatrix
+from costlib.costs._benefit import CostMatrix
 from costlib.estimators._common import (
     aligned_cost_matrix,
     cost_decision_function,
@@ -49,7 +49,7 @@ class CostSensitiveNaiveBayes(ClassifierMixin, BaseEstimator):
     ----------
     cost_matrix : array-like of shape (K, K) or CostMatrix, default=None
         Rows = true class, columns = predicted class, in ``classes_`` order unless a
-        :class:`~costlib.benefit.CostMatrix` with labels is given. None = 0/1 costs.
+        :class:`~costlib.costs.CostMatrix` with labels is given. None = 0/1 costs.
     n_bins : int, default=5
         Maximum number of categories per continuous attribute (fewer when an attribute has
         fewer distinct values).

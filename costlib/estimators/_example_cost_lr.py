@@ -15,9 +15,9 @@ from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from costlib.benefit import CostMatrix
+from costlib.costs._benefit import CostMatrix
+from costlib.costs._example_costs import as_example_costs
 from costlib.estimators._common import check_positive, encode_classes
-from costlib.example_costs import as_example_costs
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -85,7 +85,7 @@ class ExampleCostLogisticRegression(ClassifierMixin, BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from costlib.example_costs import binary_example_costs
+    >>> from costlib.costs._example_costs import binary_example_costs
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(200, 2)); y = (X[:, 0] + rng.normal(size=200) > 1).astype(int)
     >>> costs = binary_example_costs(fn=rng.uniform(10, 100, 200), fp=5.0)
@@ -126,7 +126,7 @@ class ExampleCostLogisticRegression(ClassifierMixin, BaseEstimator):
         sample_weight : array-like of shape (n_samples,), default=None
         cost_matrix : array-like of shape (n_samples, 2, 2) or (2, 2), default=None
             Per-example costs, rows = true class, columns = predicted class, in ``classes_``
-            order (see :func:`costlib.example_costs.binary_example_costs`). None means 0/1
+            order (see :func:`costlib.costs.binary_example_costs`). None means 0/1
             costs (then ``J`` is the smoothed error count). Route it through a ``Pipeline``
             or ``GridSearchCV`` with ``set_fit_request(cost_matrix=True)``.
 

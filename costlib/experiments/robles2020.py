@@ -23,20 +23,20 @@ The protocol, per (data set, classifier type) pair ("experiment"):
 5. *Rating floor (predicted positives only).* Per classifier, the floor is the
    ``--floor-quantile`` quantile (default 0.9) of its training scores; a training row is
    *rated* (its label is used) only if some classifier scores it at or above its floor. Only
-   rated rows build the :class:`~costlib.grid.ThresholdGrid`.
+   rated rows build the :class:`~costlib.thresholds.ThresholdGrid`.
 6. *Thresholds on the training side.* Candidate thresholds of classifier ``j`` are its floor
-   followed by ``--bins - 1`` quantile edges (:func:`costlib.edges.quantile_edges`) of the
-   rated scores strictly above the floor (strictly, so that a mass of tied scores at the floor,
+   followed by ``--bins - 1`` quantile edges (:func:`costlib.thresholds.quantile_edges`) of
+   the rated scores strictly above the floor (strictly, so that a mass of tied scores at the floor,
    e.g. k-NN probabilities of 0, does not swallow every quantile). Every candidate threshold is
    thus at or above the floor, and the rated grid's TP/FP equal the counts on *all* of T at
    every threshold tuple (a row the union rule flags has some score at or above its floor, so
    it is rated). The union rule
    (``rule="any"``) and a target marginal precision ``m`` (``--target``, default 0.5, i.e.
    slope ``r = m / (1 - m) = 1``: one true positive is worth one false positive) give the
-   operating point of each method of :func:`costlib.operating_point.optimize`: ``analytic``
-   (the paper's Algorithm 2), ``graph`` (Algorithm 3), ``hull`` (the exact empirical optimum of
-   ``TP - r FP`` over the lattice, an upper bound for the others on the training grid) and
-   ``bucket`` (the paper's manual baseline).
+   operating point of each method of :func:`costlib.thresholds.optimize`:
+   ``analytic`` (the paper's Algorithm 2), ``graph`` (Algorithm 3), ``hull`` (the exact empirical
+   optimum of ``TP - r FP`` over the lattice, an upper bound for the others on the training grid)
+   and ``bucket`` (the paper's manual baseline).
 7. *Evaluate on H*: an item is flagged iff ``s_1 >= t_1 or s_2 >= t_2`` (``t_j = +inf``: off);
    precision, recall and F1 from the hold-out confusion counts. Baselines: each classifier
    alone with its default decision (``predict``: probability 0.5, margin 0, log-odds 0).
@@ -165,10 +165,10 @@ from sklearn.svm import LinearSVC
 from sklearn.tree import DecisionTreeClassifier
 from threadpoolctl import threadpool_limits
 
-from costlib.edges import quantile_edges, uniform_edges
-from costlib.grid import ThresholdGrid
-from costlib.operating_point import OperatingPoint, optimize
 from costlib.text_table import format_table
+from costlib.thresholds._edges import quantile_edges, uniform_edges
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._operating_point import OperatingPoint, optimize
 
 __all__ = [
     "CLASSIFIER_TYPES",
@@ -185,7 +185,8 @@ __all__ = [
     "run",
 ]
 
-#: Proposed and baseline methods of :func:`costlib.operating_point.optimize`, in table order.
+#: Proposed and baseline methods of :func:`costlib.thresholds.optimize`, in table
+#: order.
 METHOD_LABELS: dict[str, str] = {
     "analytic": "Analytical",
     "graph": "Graph",
@@ -781,7 +782,7 @@ def report(rep: Reproduction, *, verbose: bool = False) -> str:
 
 def write_plots(rep: Reproduction, directory: Path, type_key: str) -> list[Path]:
     """PN curves and threshold surfaces for every data set, for one classifier type."""
-    from costlib.threshold_plots import plot_pn_curves, plot_threshold_surfaces
+    from costlib.thresholds._plots import plot_pn_curves, plot_threshold_surfaces
 
     written: list[Path] = []
     for res in rep.results:

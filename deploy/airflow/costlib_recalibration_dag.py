@@ -20,7 +20,7 @@ would refuse it with exit 2).
 
 **Exit codes.** Once the provider has the job id it stops reading the driver and follows the
 job itself, so the driver's exit code 3 never reaches it. The job's last stage publishes or
-holds the run (pipelines/recalibrate.py), so after the job finishes this operator reads the
+holds the run (pipelines/recalibrate/pipeline.py), so after the job finishes this operator reads the
 run's ``manifest.json``: ``published: false`` is *held for review*, an ``AirflowFailException``
 (no retry) naming the manifest. Before the job id (config, input, lock, flag errors) the
 driver's exit code is seen: 2 fails without retry, 3 likewise, anything else is retried.
@@ -66,7 +66,7 @@ MAX_THRESHOLD_CHANGE = 0.2
 MIN_RATED = 50
 #: The provider tracks the Dataflow job only for this runner name (BeamRunnerType.DataflowRunner).
 RUNNER = "DataflowRunner"
-#: Exit codes of every costlib command (pipelines/exit_codes.py).
+#: Exit codes of every costlib command (pipelines/commands/exit_codes.py).
 BAD_INPUT, HELD_FOR_REVIEW = 2, 3
 #: A run longer than this is cancelled (on_kill cancels the Dataflow job) and retried.
 EXECUTION_TIMEOUT = dt.timedelta(hours=6)

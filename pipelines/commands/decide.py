@@ -5,14 +5,15 @@
 Arguments this command does not declare are Beam flags and go to the pipeline unchanged
 (``--runner=FlinkRunner --flink_master=...``, ``--runner=DataflowRunner --project=...``,
 ``--direct_running_mode=multi_processing``); with none, the pipeline runs in process on the
-``FnApiRunner``. See :mod:`costlib_pipelines.decide` for what is decided and the output layout.
+``FnApiRunner``. See :mod:`costlib_pipelines.decide.pipeline` for what is decided and the output
+layout.
 """
 
 from __future__ import annotations
 
 import argparse
 
-#: Unknown arguments are Beam flags (see :func:`costlib_pipelines.cli.main`).
+#: Unknown arguments are Beam flags (see :func:`costlib_pipelines.commands.cli.main`).
 PASSES_BEAM_ARGS = True
 
 
@@ -37,12 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the decide pipeline and print a summary; returns 0.
 
-    Config and input errors propagate (``costlib_pipelines.cli.main`` prints them in one line and
-    returns 2).
+    Config and input errors propagate (``costlib_pipelines.commands.cli.main`` prints them in one
+    line and returns 2).
     """
+    from costlib_pipelines.commands.progress import Progress
     from costlib_pipelines.config import load_config
-    from costlib_pipelines.decide import run_decide
-    from costlib_pipelines.progress import Progress
+    from costlib_pipelines.decide.pipeline import run_decide
 
     config = load_config(args.config)
     with Progress("costlib decide") as progress:

@@ -66,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
 
     from costlib.sample import generate_score_stream, write_score_stream
     from costlib.text_table import format_table
-    from costlib_pipelines.decide import run_decide
-    from costlib_pipelines.recalibrate import run_recalibrate
+    from costlib_pipelines.decide.pipeline import run_decide
+    from costlib_pipelines.recalibrate.pipeline import run_recalibrate
 
     out = Path(args.output)
     _claim_output(out)
@@ -118,7 +118,7 @@ DEMO_MARKER = ".costlib-demo"
 
 def _claim_output(out) -> None:
     """Refuse a non-empty directory the demo did not create (its files would be overwritten)."""
-    from costlib_pipelines.files import InputError
+    from costlib_pipelines.io.files import InputError
 
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a directory")
@@ -133,7 +133,7 @@ def _plots(run_dir, points, config, directory) -> None:
     import numpy as np
     import pyarrow.parquet as pq
 
-    from costlib.threshold_plots import CurveSpec, draw_pn_curves
+    from costlib.thresholds._plots import CurveSpec, draw_pn_curves
 
     curves = pq.read_table(run_dir / "pn_curves.parquet").to_pylist()
     slope = config.target.slope

@@ -3,7 +3,8 @@
 Used to roll back to the previous operating points, or to release a run the publish guard held
 for review. Who and why are required and recorded in the run's manifest (``publications``).
 With ``--window START_END`` it releases a window of a windowed run that the guard held (or,
-with ``--withdraw``, withdraws an applied one); see :mod:`costlib_pipelines.window_guard`.
+with ``--withdraw``, withdraws an applied one); see
+:mod:`costlib_pipelines.recalibrate.window_guard`.
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from costlib_pipelines.flags import UsageError
-    from costlib_pipelines.output_lock import hold_output
-    from costlib_pipelines.publish import publish_run
-    from costlib_pipelines.runs import check_run_id
-    from costlib_pipelines.window_guard import check_window_name, publish_window
+    from costlib_pipelines.commands.flags import UsageError
+    from costlib_pipelines.io.lock import hold_output
+    from costlib_pipelines.io.runs import check_run_id
+    from costlib_pipelines.recalibrate.publish import publish_run
+    from costlib_pipelines.recalibrate.window_guard import check_window_name, publish_window
 
     if args.withdraw and args.window is None:
         raise UsageError("--withdraw needs --window START_END (the window to withdraw)")

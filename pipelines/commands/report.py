@@ -5,14 +5,14 @@ complete run of an output.
 
 ``DIR`` is a run directory (``OUTPUT/runs/<run_id>``) or a recalibrate output directory (its
 ``LATEST`` run). The report goes to ``DIR/report.html`` unless ``--out`` says otherwise; see
-:mod:`costlib_pipelines.report` for what it shows. With more than
-:data:`costlib_pipelines.report.MAX_DETAILED_GROUPS` groups only the groups that need a look get a
-section (changed, fell back, coverage-limited or infeasible, held) plus those named by
+:mod:`costlib_pipelines.report.page` for what it shows. With more than
+:data:`costlib_pipelines.report.page.MAX_DETAILED_GROUPS` groups only the groups that need a look
+get a section (changed, fell back, coverage-limited or infeasible, held) plus those named by
 ``--groups``; ``--all-groups`` gives every group its section.
 
 With ``--history`` the page covers the runs of ``OUTPUT`` in run order and goes to
 ``OUTPUT/history.html`` unless ``--out`` says otherwise; see
-:mod:`costlib_pipelines.report_history`. ``--groups`` and ``--all-groups`` then choose the
+:mod:`costlib_pipelines.report.history`. ``--groups`` and ``--all-groups`` then choose the
 groups that get a figure.
 """
 
@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _check(args: argparse.Namespace) -> None:
     """The flag combinations: ``--run`` alone, or ``--output`` with ``--history``."""
-    from costlib_pipelines.flags import UsageError
+    from costlib_pipelines.commands.flags import UsageError
 
     if args.history:
         if args.run is not None:
@@ -77,17 +77,17 @@ def run(args: argparse.Namespace) -> int:
 
     A missing path or an incomplete run (or, with ``--history``, an output without a complete
     run) raises ``InputError``; a wrong flag combination ``UsageError``
-    (``costlib_pipelines.cli.main`` prints either in one line and returns 2).
+    (``costlib_pipelines.commands.cli.main`` prints either in one line and returns 2).
     """
     _check(args)
     groups = [g.strip() for g in args.groups.split(",") if g.strip()]
     if args.history:
-        from costlib_pipelines.report_history import write_history
+        from costlib_pipelines.report.history import write_history
 
         path = write_history(args.output, args.out, groups=groups, last=args.last,
                              all_groups=args.all_groups, decisions=args.decisions)
     else:
-        from costlib_pipelines.report import write_report
+        from costlib_pipelines.report.page import write_report
 
         path = write_report(args.run, args.out, groups=groups, all_details=args.all_groups)
     print(f"wrote {path}")

@@ -13,7 +13,7 @@ import argparse
 import json
 
 from costlib_pipelines.commands.arguments import number_in
-from costlib_pipelines.exit_codes import HELD, OK
+from costlib_pipelines.commands.exit_codes import HELD, OK
 
 #: Beam flags (e.g. ``--impersonate_service_account``) set the output filesystem's credentials.
 PASSES_BEAM_ARGS = True
@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the status; 0 healthy, 3 held/stale/broken (``InputError``: exit 2)."""
-    from costlib_pipelines.status import check_status
+    from costlib_pipelines.io.status import check_status
 
     status = check_status(args.output, max_age_hours=args.max_age_hours,
                           window_slack_hours=args.window_slack_hours)

@@ -1,6 +1,6 @@
 """``costlib unlock --output OUT --run-id ID``: remove the lock a dead run left behind.
 
-A run holds ``OUTPUT/.costlib-lock`` while it works (:mod:`costlib_pipelines.output_lock`). If its
+A run holds ``OUTPUT/.costlib-lock`` while it works (:mod:`costlib_pipelines.io.lock`). If its
 process died without releasing it (its machine was lost; on a local path a lock of a dead
 process of the same host is taken over by itself), the next run into ``OUT`` is refused until
 the lock goes. This command removes it only when it names run ``ID`` — the run you checked is
@@ -25,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Remove the lock of run ``--run-id``; ``OutputLocked`` (exit 2) for any other holder."""
-    from costlib_pipelines.output_lock import break_lock
-    from costlib_pipelines.runs import check_run_id
+    from costlib_pipelines.io.lock import break_lock
+    from costlib_pipelines.io.runs import check_run_id
 
     holder = break_lock(args.output, check_run_id(args.run_id))
     if holder is None:

@@ -1,4 +1,5 @@
-"""Benchmark: one review capacity shared by many groups (issue 22, ``costlib.allocation``).
+"""Benchmark: one review capacity shared by many groups (issue 22,
+``costlib.thresholds.allocate_capacity``).
 
 Run: ``PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_allocation.py [--groups 10 1000 10000]
 [--capacity-share 0.01] [--repeat 3]``
@@ -17,7 +18,7 @@ capacity: the shared allocation, an equal split (capacity / G per group, each gr
 best covered point within that volume) and a split proportional to the groups' rows. Each
 group's best point within its share is read off its Pareto set (the most true positives among
 covered cells with V <= share); for 10 groups it is checked against
-``costlib.operating_point.optimize(method="hull", max_volume=share)``.
+``costlib.thresholds._operating_point.optimize(method="hull", max_volume=share)``.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from machine import best_of, describe
 
-from costlib.allocation import allocate_capacity, group_frontiers
-from costlib.grid import ThresholdGrid
-from costlib.operating_point import optimize
+from costlib.thresholds._allocation import allocate_capacity, group_frontiers
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._operating_point import optimize
 
 BINS = 101
 IN_FORCE = 70

@@ -25,7 +25,7 @@ from test_pipeline_audit_sampling import config_file, manifest
 from test_pipeline_audit_sizing import AUTO
 from test_pipeline_decide import make_stream, write_files, write_operating_points
 
-from costlib_pipelines.cli import main
+from costlib_pipelines.commands.cli import main
 
 
 def main_(argv: list[str] | None = None) -> None:

@@ -8,8 +8,8 @@
 2. Top-k decisions (F1) on 1M rows in 50,000 sets of exactly 20 (``--set-sizes poisson``:
    ragged sets, Poisson sizes of mean 20), every set's rows spread over 4 files and their row
    groups of 100,000. In the same run, on the same files, through the real CLI in process
-   (``costlib_pipelines.cli.main(["decide", ...])``, FnApiRunner): ``costlib decide`` with top-k
-   (config names ``probability`` and ``set_id``), the same command threshold-only (config
+   (``costlib_pipelines.commands.cli.main(["decide", ...])``, FnApiRunner): ``costlib decide`` with
+   top-k (config names ``probability`` and ``set_id``), the same command threshold-only (config
    without them), and the library decoder alone (``optimal_topk_ragged`` on the sets already
    grouped in memory). Targets: top-k >= 1M rows/s, and top-k wall time <= 2x the
    threshold-only wall time on the same rows. Also printed: the rate of the work top-k adds,
@@ -55,10 +55,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe
 
 from costlib.decoding import optimal_topk_ragged
-from costlib_pipelines.batches import validate_batch
-from costlib_pipelines.cli import main as costlib_main
+from costlib_pipelines.commands.cli import main as costlib_main
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.decide import (
+from costlib_pipelines.decide.pipeline import (
     DecideFileFn,
     decide_columns,
     decision_columns,
@@ -67,11 +66,12 @@ from costlib_pipelines.decide import (
     select_operating_points,
     write_decisions,
 )
-from costlib_pipelines.files import match_inputs, read_row_groups
-from costlib_pipelines.records import arrow_schema, records_to_table
+from costlib_pipelines.io.batches import validate_batch
+from costlib_pipelines.io.files import match_inputs, read_row_groups
+from costlib_pipelines.io.records import arrow_schema, records_to_table
+from costlib_pipelines.io.runs import load_operating_points
+from costlib_pipelines.recalibrate.transforms import dead_letter_name
 from costlib_pipelines.runner import make_pipeline
-from costlib_pipelines.runs import load_operating_points
-from costlib_pipelines.transforms import dead_letter_name
 
 CLASSIFIERS = ("text_model", "image_model")
 

@@ -68,7 +68,7 @@ PEER = HERE / "duckdb_decide_peer.py"
 def _worker_decide(files: list[str], operating_points: str, output: str) -> dict:
     t0_wall, t0_cpu = time.perf_counter(), time.process_time()
     from costlib_pipelines.config import RunConfig
-    from costlib_pipelines.decide import run_decide
+    from costlib_pipelines.decide.pipeline import run_decide
     imported = time.perf_counter() - t0_wall, time.process_time() - t0_cpu
     config = RunConfig.from_dict(CONFIG, source="bench")
     s_wall, s_cpu = time.perf_counter(), time.process_time()
@@ -171,7 +171,7 @@ def _edited_points(source: str, path: Path, edit: str) -> str:
 def check_rules(python: str, source_file: str, operating_points: str, tmp: Path) -> None:
     """costlib decide and the peer on edge rows and edited operating points: same decisions."""
     from costlib_pipelines.config import RunConfig
-    from costlib_pipelines.decide import run_decide
+    from costlib_pipelines.decide.pipeline import run_decide
 
     bad = _with_bad_rows(source_file, tmp / "bad-rows.parquet")
     for edit in ("as recalibrated", "statuses", "no_default", "reordered", "rule_all"):

@@ -20,7 +20,7 @@ single_core()
 import numpy as np  # noqa: E402
 
 from costlib.decoding import optimal_classes  # noqa: E402
-from costlib.losses import get_loss  # noqa: E402
+from costlib.decoding._losses import get_loss  # noqa: E402
 
 N, K = 100_000, 100
 

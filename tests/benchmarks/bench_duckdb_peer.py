@@ -62,7 +62,7 @@ READ_COLUMNS = ["group", "item_id", "text_model", "image_model", "label", "weigh
 def _worker_ours(files: list[str], output: str) -> dict:
     t0_wall, t0_cpu = time.perf_counter(), time.process_time()
     from costlib_pipelines.config import RunConfig
-    from costlib_pipelines.recalibrate import run_recalibrate
+    from costlib_pipelines.recalibrate.pipeline import run_recalibrate
     imported = time.perf_counter() - t0_wall, time.process_time() - t0_cpu
     config = RunConfig.from_dict(CONFIG, source="bench")
     s_wall, s_cpu = time.perf_counter(), time.process_time()

@@ -11,9 +11,10 @@ rare-event stream and objective, one row: the stream, its rows, positives and cl
 ``k``, the objective, the value of the optimum on the *fine* lattice (below), and the share of
 that value reached on the lattices of
 
-- ``default``: :func:`costlib.edges.decision_edges` with ``n_edges=128`` (the default recipe),
-  followed by the most candidate thresholds it placed on one classifier (``edges``);
-- ``+refine``: :func:`costlib.resolution.refine` on top of the default point, on the rows;
+- ``default``: :func:`costlib.thresholds._edges.decision_edges` with ``n_edges=128`` (the default
+  recipe), followed by the most candidate thresholds it placed on one classifier (``edges``);
+- ``+refine``: :func:`costlib.thresholds._resolution.refine` on top of the default point, on the
+  rows;
 - ``unif64``: ``uniform_edges(0, 1, 64)`` (the old pipeline default: 64 bins over the
   configured range [0, 1], which every generated score lies in);
 - ``qall64``: ``quantile_edges`` of every row, 64 (the old library recipe);
@@ -21,8 +22,8 @@ that value reached on the lattices of
   the sanity check of the claim below (it must never beat ``fine``; asserted);
 
 then the point status of ``default`` and of ``qall64`` (``ok``, or ``resolution_limited`` when
-:func:`costlib.resolution.lattice_resolution` finds a coarse stretch of the lattice that could
-hide a better point). It ends with the smallest share of ``default`` over all rows and whether
+:func:`costlib.thresholds._resolution.lattice_resolution` finds a coarse stretch of the lattice that
+could hide a better point). It ends with the smallest share of ``default`` over all rows and whether
 the target of issue 20 is met: a share >= 0.98 with at most 128 candidate thresholds per
 classifier, on every row. Each row below the target is listed with where the default and the
 fine optimum sit: TP/FP, and per classifier the thresholds as ranks among the positives'
@@ -32,13 +33,13 @@ The pipeline part (``--pipeline``, on by default; ``--no-pipeline`` skips it) wr
 and k = 2 stream (and the k = 3 ones, which are small) to a Parquet file (columns ``group``,
 one group "g"; ``item_id``; one score column per classifier; ``label``, bool), writes a YAML
 config with *no* ``grid`` section (so ``grid.edges: auto``, 128 per classifier, applies), runs
-``costlib recalibrate --runner FnApiRunner`` in this process (``costlib_pipelines.cli.main``)
-with the linear objective and with F1, reads ``operating_points.parquet`` of the run (group
-"g", method hull) and prints its ``objective_value`` as a share of ``fine`` next to the
-library's ``default`` share, with the seconds of the run. They must be identical, and so must
-the edges the run records in its manifest (``grid_edges``) and the library's
-``decision_edges``, bit for bit (both asserted; ``identical`` says so): the pipeline places
-the same edges from merged sketches and optimises the same grid.
+``costlib recalibrate --runner FnApiRunner`` in this process
+(``costlib_pipelines.commands.cli.main``) with the linear objective and with F1, reads
+``operating_points.parquet`` of the run (group "g", method hull) and prints its ``objective_value``
+as a share of ``fine`` next to the library's ``default`` share, with the seconds of the run. They
+must be identical, and so must the edges the run records in its manifest (``grid_edges``) and the
+library's ``decision_edges``, bit for bit (both asserted; ``identical`` says so): the pipeline
+places the same edges from merged sketches and optimises the same grid.
 
 Why the fine lattice is exact. Take any real threshold tuple and, on one axis, raise that
 threshold to the lowest score of a positive at or above it (or to "off" when there is none).
@@ -92,10 +93,10 @@ import pyarrow.parquet as pq
 import yaml
 from scipy.special import betaincinv, expit, ndtr
 
-from costlib.edges import decision_edges, quantile_edges, uniform_edges
-from costlib.grid import ThresholdGrid
-from costlib.operating_point import optimize
-from costlib.resolution import refine
+from costlib.thresholds._edges import decision_edges, quantile_edges, uniform_edges
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._operating_point import optimize
+from costlib.thresholds._resolution import refine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe
@@ -235,7 +236,7 @@ def library_rows(streams) -> tuple[list[dict], dict]:
 
 def pipeline_rows(streams, defaults, work: Path, objectives) -> None:
     """``costlib recalibrate`` (YAML config without a grid section) against the library."""
-    from costlib_pipelines.cli import main as costlib_main
+    from costlib_pipelines.commands.cli import main as costlib_main
 
     print(f"{'stream':<24}{'rows':>8} {'objective':<7}{'fine':>10}{'library':>9}"
           f"{'pipeline':>9}{'seconds':>9}  identical")

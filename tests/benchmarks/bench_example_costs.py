@@ -24,8 +24,8 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import best_of, describe
 
+from costlib.costs._example_costs import binary_example_costs, savings_score
 from costlib.estimators import ExampleCostLogisticRegression
-from costlib.example_costs import binary_example_costs, savings_score
 
 
 def main(argv: list[str]) -> int:

@@ -57,16 +57,16 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe
 
-from costlib.audit_plots import plot_audit_pn_curves
-from costlib.grid import ThresholdGrid
-from costlib.operating_point import optimize
-from costlib.target import resolve_target
+from costlib.thresholds._audit_plots import plot_audit_pn_curves
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._operating_point import optimize
+from costlib.thresholds._target import resolve_target
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.decide import read_decisions, run_decide
-from costlib_pipelines.publish import PublishRefused
-from costlib_pipelines.recalibrate import run_recalibrate
-from costlib_pipelines.records import arrow_schema, records_to_table
-from costlib_pipelines.runs import latest_run_id, load_operating_points
+from costlib_pipelines.decide.pipeline import read_decisions, run_decide
+from costlib_pipelines.io.records import arrow_schema, records_to_table
+from costlib_pipelines.io.runs import latest_run_id, load_operating_points
+from costlib_pipelines.recalibrate.pipeline import run_recalibrate
+from costlib_pipelines.recalibrate.publish import PublishRefused
 
 CLASSIFIERS = ("text_model", "image_model")
 GROUPS = ("market_a", "market_b", "market_c")

@@ -93,7 +93,8 @@ def run_cli(code_root: Path, config: Path, data: Path, output: Path) -> tuple[in
     """(exit code, peak RSS in MB, seconds) of ``costlib recalibrate`` from ``code_root``."""
     env = dict(os.environ, PYTHONPATH=str(code_root if code_root == HERE
                                           else import_root(code_root)))
-    cli = [sys.executable, "-c", "from costlib_pipelines.cli import main; raise SystemExit(main())",
+    cli = [sys.executable, "-c",
+           "from costlib_pipelines.commands.cli import main; raise SystemExit(main())",
            "recalibrate", "--config", str(config), "--input", str(data),
            "--output", str(output)]
     out = subprocess.run([sys.executable, "-c", WRAPPER, *cli], env=env, cwd=code_root,
@@ -129,9 +130,9 @@ def shuffle_bytes(work: Path) -> None:
     from bench_recalibrate import CONFIG as RECALIBRATE_CONFIG
     from bench_recalibrate import write_data as write_stream
 
-    from costlib_pipelines.batches import validate_batch
     from costlib_pipelines.config import RunConfig
-    from costlib_pipelines.transforms import AggregateBatchesFn, SumGrids
+    from costlib_pipelines.io.batches import validate_batch
+    from costlib_pipelines.recalibrate.transforms import AggregateBatchesFn, SumGrids
 
     coder = coders.FastPrimitivesCoder()
     write_stream(work, 1_000_000, 100, n_files=4)

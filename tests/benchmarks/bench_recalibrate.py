@@ -50,14 +50,15 @@ import apache_beam as beam
 from apache_beam.runners.worker import statesampler
 from machine import describe
 
-from costlib.grid import ThresholdGrid, grouped_histograms, sum_sparse
-from costlib.operating_point import prepare_graph_paths
-from costlib_pipelines import recalibrate, shards
-from costlib_pipelines.batches import validate_batch
+from costlib.thresholds._grid import ThresholdGrid, grouped_histograms, sum_sparse
+from costlib.thresholds._operating_point import prepare_graph_paths
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.files import read_row_groups
-from costlib_pipelines.recalibrate import run_recalibrate
-from costlib_pipelines.transforms import optimize_one
+from costlib_pipelines.io.batches import validate_batch
+from costlib_pipelines.io.files import read_row_groups
+from costlib_pipelines.recalibrate import pipeline as recalibrate
+from costlib_pipelines.recalibrate import shards
+from costlib_pipelines.recalibrate.pipeline import run_recalibrate
+from costlib_pipelines.recalibrate.transforms import optimize_one
 
 
 def write_data(directory: Path, n_rows: int, n_groups: int, n_files: int, seed: int = 0) -> None:
@@ -117,9 +118,9 @@ def plain_loop(paths: list[str], config: RunConfig,
 
 def optimise_loop(totals: dict[str, np.ndarray], config: RunConfig) -> float:
     """Seconds to optimise every group's totals as the pipeline does (same config and method,
-    :func:`costlib_pipelines.transforms.optimize_one`, graph paths solved together as
-    :class:`~costlib_pipelines.shards.OptimizeGroupsFn` does): the work after the histograms
-    that the plain loop leaves out."""
+    :func:`costlib_pipelines.recalibrate.transforms.optimize_one`, graph paths solved together as
+    :class:`~costlib_pipelines.recalibrate.shards.OptimizeGroupsFn` does): the work after the
+    histograms that the plain loop leaves out."""
     edges = tuple(config.fixed_edges())
     start = time.perf_counter()
     grids = {group: ThresholdGrid(edges=edges, neg=counts[0], pos=counts[1], unrated=counts[2],
@@ -252,7 +253,7 @@ def _peer_run(peer: Path, data: Path, out: Path, beam_args) -> float:
     import subprocess
 
     code = ("import json, sys; from costlib_pipelines.config import RunConfig; "
-            "from costlib_pipelines.recalibrate import run_recalibrate; import time; "
+            "from costlib_pipelines.recalibrate.pipeline import run_recalibrate; import time; "
             "c = RunConfig.from_dict(json.loads(sys.argv[1])); t = time.perf_counter(); "
             "run_recalibrate(c, sys.argv[2], sys.argv[3], sys.argv[4:]); "
             "print(time.perf_counter() - t)")

@@ -6,17 +6,17 @@ Run: ``.venv/bin/python tests/benchmarks/bench_recall_intervals.py [--salts 200]
 One fixed, fully labelled population (two classifiers, prevalence 0.5%, scores concentrated
 near 0 for negatives); the thresholds in force flag a few rows, which are rated with
 certainty; every unflagged row is audited with probability ``π`` from a stratified design
-(:mod:`costlib.audit_sampling`, floor and three strata by the highest score) at three budgets.
+(:mod:`costlib.audit._sampling`, floor and three strata by the highest score) at three budgets.
 For each audit salt (a new audit sample of the same population):
 
 1. the grid of rated rows with Horvitz–Thompson weights (:meth:`ThresholdGrid.from_scores` with
    the audit probabilities) and its Poisson-bootstrap replicates
-   (:meth:`costlib.bootstrap.BootstrapGrids.from_scores`, the pipeline's resampling);
+   (:meth:`costlib.thresholds._bootstrap.BootstrapGrids.from_scores`, the pipeline's resampling);
 2. **fixed point**: the estimated recall ``TP̂ / P̂`` at fixed thresholds (those in force and a
    lower tuple that flags ~3x as much), its nominal 90% percentile interval over the replicates
    (each replicate evaluated at the same thresholds), against the true recall of those thresholds
    on the population;
-3. **chosen point**: the recall interval the pipeline records (:func:`costlib.bootstrap.
+3. **chosen point**: the recall interval the pipeline records (:func:`costlib.thresholds._bootstrap.
    confidence_intervals`, every replicate re-optimised, hull method, target marginal precision
    0.2), against the true recall of the point chosen on the run's grid.
 
@@ -37,11 +37,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe
 
-from costlib.audit_sampling import AuditDesign, audit_sample
-from costlib.bootstrap import BootstrapGrids, confidence_intervals
-from costlib.edges import decision_edges
-from costlib.grid import ThresholdGrid
-from costlib.operating_point import optimize, point_at
+from costlib.audit._sampling import AuditDesign, audit_sample
+from costlib.thresholds._bootstrap import BootstrapGrids, confidence_intervals
+from costlib.thresholds._edges import decision_edges
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._operating_point import optimize, point_at
 
 IN_FORCE = (0.5, 0.5)
 LOWER = (0.3, 0.3)

@@ -48,7 +48,7 @@ def template_runs(directory: Path) -> Path:
     from pipeline_data import base_config
 
     from costlib.sample import generate_score_stream, write_score_stream
-    from costlib_pipelines.recalibrate import run_recalibrate
+    from costlib_pipelines.recalibrate.pipeline import run_recalibrate
 
     output = directory / "template"
     for seed, name in ((0, "run-1"), (1, "run-2")):
@@ -109,7 +109,7 @@ def make_runs(template: Path, output: Path, groups: int, seed: int = 0, *,
 
 
 def old_module(directory: Path, revision: str):
-    """``pipelines/report.py`` at ``revision``, imported from a copy.
+    """``pipelines/report/page.py`` at ``revision``, imported from a copy.
 
     Its sibling modules ``pipelines/report_*.py`` at that revision are copied too, and the
     copies import each other instead of the installed ``costlib_pipelines.report_*``.
@@ -152,7 +152,7 @@ def timed(write, run: Path, out: Path, repeat: int) -> tuple[float, float, int, 
 
 def _count_views():
     """Every blitter the new module makes, to count the backgrounds it drew."""
-    import costlib_pipelines.report_figures as figures
+    import costlib_pipelines.report.figures as figures
 
     made = []
     init = figures._Blitter.__init__
@@ -169,8 +169,8 @@ def cli_seconds(run: Path, out: Path) -> float:
     """Wall seconds of ``costlib report`` as a user runs it: a new interpreter, imports
     included."""
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "costlib_pipelines.cli", "report", "--run", str(run),
-                    "--out", str(out)], check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "costlib_pipelines.commands.cli", "report", "--run",
+                    str(run), "--out", str(out)], check=True, capture_output=True)
     return time.perf_counter() - start
 
 
@@ -184,7 +184,7 @@ def main() -> None:
                              "before blitting)")
     parser.add_argument("--repeat", type=int, default=2, help="best of this many runs")
     args = parser.parse_args()
-    from costlib_pipelines.report import write_report
+    from costlib_pipelines.report.page import write_report
 
     print(f"machine: {describe()}; load average at start "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")

@@ -7,8 +7,8 @@ to ``--groups`` groups and, per run, the thresholds take a small random walk (a 
 a lot), volume, precision and an estimated recall with intervals jitter. Every 30th run is held
 by the guard, its violations naming three groups. The files are written with the project's
 writers: the records as a table of ``arrow_schema("operating_point.json")``
-(:mod:`costlib_pipelines.records`), the run directories with
-:class:`costlib_pipelines.runs.RunDirectory` (marker, manifest, ``LATEST``).
+(:mod:`costlib_pipelines.io.records`), the run directories with
+:class:`costlib_pipelines.io.runs.RunDirectory` (marker, manifest, ``LATEST``).
 
 Run: ``.venv/bin/python tests/benchmarks/bench_report_history.py [--runs 365] [--groups 100]
 [--repeat 2] [--keep DIR]`` (``--keep``: write the output there and leave it, e.g. to open the
@@ -48,7 +48,7 @@ def _column(table: pa.Table, name: str, values: list) -> pa.Table:
 def base_table(template: Path, groups: int) -> pa.Table:
     """The template run's records copied to ``groups`` groups plus ``__all__``, as a table of
     the operating point schema (``records_to_table``: every field checked)."""
-    from costlib_pipelines.records import records_to_table
+    from costlib_pipelines.io.records import records_to_table
 
     records = pq.read_table(template / "run-1" / "operating_points.parquet").to_pylist()
     markets = sorted({r["group"] for r in records if r["group"].startswith("market")})
@@ -95,9 +95,9 @@ def run_table(base: pa.Table, rng: np.random.Generator, walk: dict[str, np.ndarr
 
 def make_output(template: Path, output: Path, runs: int, groups: int, seed: int = 0) -> Path:
     """``output`` with ``runs`` complete daily runs of ``groups`` groups (see the module doc)."""
-    from costlib_pipelines.files import write_json
-    from costlib_pipelines.records import arrow_schema
-    from costlib_pipelines.runs import RunDirectory
+    from costlib_pipelines.io.files import write_json
+    from costlib_pipelines.io.records import arrow_schema
+    from costlib_pipelines.io.runs import RunDirectory
 
     rng = np.random.default_rng(seed)
     base = base_table(template, groups)
@@ -138,7 +138,7 @@ def make_output(template: Path, output: Path, runs: int, groups: int, seed: int 
 
 def timed(output: Path, out: Path, repeat: int) -> tuple[float, float, int, float]:
     """(wall s, CPU s, bytes, 1-min load) of the fastest of ``repeat`` in-process writes."""
-    from costlib_pipelines.report_history import write_history
+    from costlib_pipelines.report.history import write_history
 
     best = None
     for _ in range(repeat):
@@ -154,7 +154,7 @@ def timed(output: Path, out: Path, repeat: int) -> tuple[float, float, int, floa
 def cli_seconds(output: Path, out: Path) -> float:
     """Wall seconds of ``costlib report --history`` in a new interpreter, imports included."""
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "costlib_pipelines.cli", "report", "--output",
+    subprocess.run([sys.executable, "-m", "costlib_pipelines.commands.cli", "report", "--output",
                     str(output), "--history", "--out", str(out)], check=True,
                    capture_output=True)
     return time.perf_counter() - start

@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from machine import describe
 from pipeline_data import base_config, direct_grids
 
-from costlib.recalibration import ALL_GROUPS
 from costlib.sample import generate_score_stream
-from costlib_pipelines import window_shards
-from costlib_pipelines.transforms import optimize_one
+from costlib.thresholds._recalibration import ALL_GROUPS
+from costlib_pipelines.recalibrate import window_shards
+from costlib_pipelines.recalibrate.transforms import optimize_one
 
 GROUPS = 1000
 DAY = 86_400

@@ -39,7 +39,7 @@ from bench_recalibrate import CONFIG, write_data
 from machine import describe
 
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.recalibrate import run_recalibrate
+from costlib_pipelines.recalibrate.pipeline import run_recalibrate
 
 SETUPS: dict[str, list[str]] = {
     "in-process FnApiRunner": [],

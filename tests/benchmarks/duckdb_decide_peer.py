@@ -17,9 +17,9 @@ operating_point_group, operating_point_method`` (zstd Parquet; ``"output_columns
 ``item_id, threshold_decision`` only, the least a consumer joins back). It prints one JSON
 line: rows written and the process's CPU and wall time split into imports and the run.
 
-The rules (``pipelines/decide.py``): records of ``method`` only; a record with status ``ok``,
-``fallback`` or ``kept``, thresholds present and ``point_status`` not ``infeasible`` is usable,
-its thresholds taken by classifier name (the record's order may differ from the config's);
+The rules (``pipelines/decide/pipeline.py``): records of ``method`` only; a record with status
+``ok``, ``fallback`` or ``kept``, thresholds present and ``point_status`` not ``infeasible`` is
+usable, its thresholds taken by classifier name (the record's order may differ from the config's);
 ``operating_point_group`` is the group, or for ``fallback`` the record's ``fallback_group``
 (``__all__`` when null). A group with an unusable record gets a null decision; a group without
 a record takes the ``__all__`` record's thresholds if usable (``operating_point_group``

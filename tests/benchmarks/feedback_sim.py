@@ -9,15 +9,15 @@ the ``costlib`` calls those pipelines make, on the same generated population
 1. **decide** -- every group is decided with its thresholds in force (the ``"__all__"``
    thresholds for a group without a usable record; none when neither is usable: nothing
    flagged). A row is flagged iff ``max_j [s_j >= t_j]`` (rule ``any``). Audit sample:
-   :func:`costlib.audit_sampling.audit_sample` with the run id ``day-NN`` as salt (the
+   :func:`costlib.audit._sampling.audit_sample` with the run id ``day-NN`` as salt (the
    decide default), rows of groups without a point counted as unflagged; the design is the
    configured one (``audit.design: fixed``) or, with ``auto``,
-   :func:`costlib.audit_design.neyman_design` on the previous day's unflagged rows per
+   :func:`costlib.audit._neyman.neyman_design` on the previous day's unflagged rows per
    stratum with spreads ``weights[h] * rms_h`` from the audited labels per stratum of the
-   recalibration being applied (what ``costlib_pipelines.audit_sizing.sized_design`` reads
+   recalibration being applied (what ``costlib_pipelines.decide.audit_sizing.sized_design`` reads
    from the two manifests). Relative strata (``audit.strata.relative_to: point``): each row's
    depth below its group's thresholds on the lattice the points were published on
-   (``costlib.audit_strata``); share cutoffs per group from the previous day's rows per
+   (``costlib.audit._strata``); share cutoffs per group from the previous day's rows per
    lattice cell re-based to today's point, and the auto design sized on those rows re-cut by
    today's cutoffs (weights only), as ``costlib decide`` does. Audit disabled: the floor audit
    of groups without a point only.
@@ -25,9 +25,9 @@ the ``costlib`` calls those pipelines make, on the same generated population
 3. **recalibrate** -- per group, ``ThresholdGrid.from_scores`` over the rated streams of the
    last ``window`` days with the records' ``audit_probability`` (``w / π`` weights, design
    channels), on the config's edges with every threshold in force added
-   (:func:`costlib.edges.with_thresholds`, as ``in_force.add_to_edges``), then
-   :func:`costlib.recalibration.recalibrate_grids` with the config's methods, target, rule,
-   ``min_rated``, fallback, ``optimize_options`` and ``in_force`` settings (``evidence_z``,
+   (:func:`costlib.thresholds._edges.with_thresholds`, as ``in_force.add_to_edges``), then
+   :func:`costlib.thresholds._recalibration.recalibrate_grids` with the config's methods, target,
+   rule, ``min_rated``, fallback, ``optimize_options`` and ``in_force`` settings (``evidence_z``,
    ``unseen_rows``; the all-groups grid is the sum, as the pipeline's). The published
    thresholds are the decision method's point per group, null for ``insufficient_data`` or
    an infeasible point (as ``costlib decide`` reads them).
@@ -54,9 +54,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_feedback_loop as loop
 
-from costlib.audit_design import gain_spreads, neyman_design
-from costlib.audit_sampling import AuditDesign, audit_sample
-from costlib.audit_strata import (
+from costlib.audit._neyman import gain_spreads, neyman_design
+from costlib.audit._sampling import AuditDesign, audit_sample
+from costlib.audit._strata import (
     cutoff_strata,
     depth_counts_from_cells,
     lattice_cells,
@@ -64,12 +64,12 @@ from costlib.audit_strata import (
     share_cutoffs,
     stratum_counts,
 )
-from costlib.edges import with_thresholds
-from costlib.grid import ThresholdGrid
-from costlib.operating_point import optimize
-from costlib.recalibration import ALL_GROUPS, GroupResult, recalibrate_grids
-from costlib_pipelines.audit_sizing import first_run_design
+from costlib.thresholds._edges import with_thresholds
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._operating_point import optimize
+from costlib.thresholds._recalibration import ALL_GROUPS, GroupResult, recalibrate_grids
 from costlib_pipelines.config import RunConfig
+from costlib_pipelines.decide.audit_sizing import first_run_design
 
 GROUPS = loop.GROUPS
 #: Experimental switches (bench_feedback_sim.py sets them per configuration).
@@ -110,8 +110,8 @@ class Published:
 
     def in_force(self, group: str) -> tuple[float, ...] | None:
         """What recalibrate reads as the group's thresholds in force
-        (``costlib_pipelines.in_force.InForce.get``: groups without usable thresholds take
-        the ``"__all__"`` ones)."""
+        (``costlib_pipelines.recalibrate.in_force.InForce.get``: groups without usable thresholds
+        take the ``"__all__"`` ones)."""
         t = self.by_group.get(group)
         return t if t is not None else self.by_group.get(ALL_GROUPS)
 
@@ -148,7 +148,7 @@ def _edges(config: RunConfig, published: Published) -> list[np.ndarray]:
 
 def sized_design(config: RunConfig, previous_unflagged: np.ndarray | None,
                  audited_labels: tuple[np.ndarray, np.ndarray] | None) -> AuditDesign:
-    """The decide run's audit design (``costlib_pipelines.audit_sizing.sized_design``)."""
+    """The decide run's audit design (``costlib_pipelines.decide.audit_sizing.sized_design``)."""
     configured = config.audit_design()
     if config.audit["design"] != "auto":
         return configured

@@ -1,0 +1,130 @@
+"""Deprecated import paths of modules that moved, kept for one release (costlib 0.2 drops them).
+
+The layout of 0.1 had every module at the top of its package (``costlib.grid``,
+``costlib_pipelines.decide``); they now live in subpackages by concept (``costlib.thresholds``,
+``costlib_pipelines.decide``, ...; see docs/development.md). Importing an old path still works: a
+finder on :data:`sys.meta_path` answers for the old names only, warns once per name with a
+:class:`DeprecationWarning` naming the new place, and returns **the same module object** as the
+new path (so ``costlib.grid.ThresholdGrid is costlib.thresholds.ThresholdGrid``, and patching one
+patches the other). Nothing else is imported until an old name is asked for.
+
+Names that moved *inside* a module's namespace (a renamed class) are forwarded by the module's
+own ``__getattr__`` (:func:`forward_renamed`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import warnings
+from collections.abc import Callable, Mapping
+from types import ModuleType
+from typing import Any
+
+#: Old module path -> new module path, for costlib's core.
+COSTLIB_MOVED: Mapping[str, str] = {
+    f"costlib.{old}": f"costlib.{new}" for old, new in {
+        "grid": "thresholds._grid", "edges": "thresholds._edges",
+        "lattice_path": "thresholds._lattice_path", "frontier": "thresholds._frontier",
+        "analytic": "thresholds._analytic", "objectives": "thresholds._objectives",
+        "target": "thresholds._target", "operating_point": "thresholds._operating_point",
+        "bootstrap": "thresholds._bootstrap", "recalibration": "thresholds._recalibration",
+        "move_evidence": "thresholds._move_evidence", "threshold_plots": "thresholds._plots",
+        "allocation": "thresholds._allocation", "resolution": "thresholds._resolution",
+        "bin_locator": "thresholds._bin_locator", "binned_sketch": "thresholds._binned_sketch",
+        "score_sketch": "thresholds._score_sketch", "audit_plots": "thresholds._audit_plots",
+        "audit_sampling": "audit._sampling", "audit_strata": "audit._strata",
+        "audit_design": "audit._neyman", "audit_estimation": "audit._weights",
+        "benefit": "costs._benefit", "example_costs": "costs._example_costs",
+        "losses": "decoding._losses",
+    }.items()
+}
+
+
+def public_home(module: str) -> str:
+    """Where a user imports a module's names from: its package when the module is private."""
+    package, _, leaf = module.rpartition(".")
+    return package if leaf.startswith("_") else module
+
+
+class _MovedModuleLoader(importlib.abc.Loader):
+    """Loads an old path as the module at its new path (no second copy)."""
+
+    def __init__(self, new: str) -> None:
+        self.new = new
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        home = public_home(self.new)
+        where = home if home == self.new else f"{home} (module {self.new})"
+        warnings.warn(f"{spec.name} moved: import from {where}; the old path goes in costlib 0.2",
+                      DeprecationWarning, stacklevel=2)
+        return importlib.import_module(self.new)
+
+    def exec_module(self, module: ModuleType) -> None:
+        """Nothing to run: the module was imported at its new path."""
+
+
+class MovedModuleFinder(importlib.abc.MetaPathFinder):
+    """Answers only for the old paths in ``moved`` (old -> new module path)."""
+
+    def __init__(self, moved: Mapping[str, str]) -> None:
+        self.moved = dict(moved)
+
+    def find_spec(self, fullname: str, path: Any = None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        new = self.moved.get(fullname)
+        if new is None:
+            return None
+        return importlib.util.spec_from_loader(fullname, _MovedModuleLoader(new))
+
+
+def install(moved: Mapping[str, str]) -> None:
+    """Put a finder for ``moved`` on :data:`sys.meta_path` (once per set of names)."""
+    for finder in sys.meta_path:
+        if isinstance(finder, MovedModuleFinder) and finder.moved == dict(moved):
+            return
+    sys.meta_path.append(MovedModuleFinder(moved))
+
+
+def forward_renamed(module: str, renamed: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` that serves old names (``renamed``: old -> new) with a warning."""
+
+    def __getattr__(name: str) -> Any:
+        new = renamed.get(name)
+        if new is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        warnings.warn(f"{module}.{name} is now {public_home(module)}.{new}; the old name goes "
+                      "in costlib 0.2", DeprecationWarning, stacklevel=2)
+        return getattr(sys.modules[module], new)
+
+    return __getattr__
+
+
+def forward_to_modules(package: str, modules: tuple[str, ...], current: frozenset[str]
+                       ) -> Callable[[str], Any]:
+    """A package ``__getattr__`` for a module that became a package of modules.
+
+    ``costlib_pipelines.decide`` was one module and is now a package: ``from
+    costlib_pipelines.decide import run_decide`` keeps working. A name in ``current`` (the stage's
+    entry points) is served without a warning; any other name a module of the package defines is
+    served with a :class:`DeprecationWarning` naming its module. Submodule names are left to the
+    import system.
+    """
+
+    def __getattr__(name: str) -> Any:
+        if name.startswith("__") or name in modules:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        for leaf in modules:
+            found = importlib.import_module(f"{package}.{leaf}")
+            if hasattr(found, name):
+                if name not in current:
+                    warnings.warn(f"{package}.{name} moved: import it from {package}.{leaf}; "
+                                  "the old path goes in costlib 0.2", DeprecationWarning,
+                                  stacklevel=2)
+                return getattr(found, name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -1,0 +1,45 @@
+"""Audit samples of the rows the thresholds in force did not flag, and their weights.
+
+Ratings exist where items were flagged; an audit sample of unflagged rows, drawn with known
+inclusion probabilities, lets grids estimate the whole scored population. Public API, by module:
+
+AuditDesign, AuditSample, audit_sample, audit_uniforms, expected_audits, budget_scale, salt_key
+    The sampling design (score strata and their probabilities) and a reproducible draw per item
+    (:mod:`._sampling`).
+relative_design, lattice_depths, share_cutoffs, stratum_counts
+    Strata relative to the point in force, by lattice depth (:mod:`._strata`).
+NeymanAllocation, neyman_design, neyman_probabilities, design_variance, gain_spreads
+    A design sized from the previous run's counts (:mod:`._neyman`).
+AuditWeights, audit_weights
+    Horvitz–Thompson weights and the coverage rule for rows rated with known π
+    (:mod:`._weights`); the grid applies them (:class:`costlib.thresholds.ThresholdGrid`).
+
+This package imports nothing from :mod:`costlib.thresholds`; the threshold engine builds on it.
+The figure of audit-weighted frontiers is :func:`costlib.thresholds.plot_audit_pn_curves`.
+"""
+
+from ._neyman import (
+    NeymanAllocation,
+    design_variance,
+    gain_spreads,
+    neyman_design,
+    neyman_probabilities,
+)
+from ._sampling import (
+    AuditDesign,
+    AuditSample,
+    audit_sample,
+    audit_uniforms,
+    budget_scale,
+    expected_audits,
+    salt_key,
+)
+from ._strata import lattice_depths, relative_design, share_cutoffs, stratum_counts
+from ._weights import AuditWeights, audit_weights
+
+__all__ = [
+    "AuditDesign", "AuditSample", "AuditWeights", "NeymanAllocation",
+    "audit_sample", "audit_uniforms", "audit_weights", "budget_scale", "design_variance",
+    "expected_audits", "gain_spreads", "lattice_depths", "neyman_design", "neyman_probabilities",
+    "relative_design", "salt_key", "share_cutoffs", "stratum_counts",
+]

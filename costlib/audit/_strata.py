@@ -1,0 +1,248 @@
+"""Audit strata relative to the point in force: bands of lattice steps below the thresholds.
+
+Absolute strata (:class:`costlib.audit.AuditDesign` on the highest score) are in
+score units: they cannot be a default, and after a drift they no longer sit just below the
+thresholds where the next move is decided. Relative strata band an unflagged row by how far
+the thresholds in force would have to move *on the lattice* before they flag it.
+
+Depth
+-----
+Classifier ``j`` has candidate thresholds (lattice edges) ``e_j[0] < ... < e_j[B-1]`` and its
+threshold in force ``t_j`` (``+inf``: off). Lowering ``t_j`` by ``k`` steps puts it on the
+``k``-th largest edge below ``t_j``; a row with score ``s_j < t_j`` fires from step
+
+    d_j = #{e in e_j : s_j < e < t_j} + 1      if s_j >= e_j[0],   else  inf
+
+(``inf`` also for a null / NaN score: it never fires). ``d_j = 0`` when ``s_j >= t_j``. The
+*depth* of a row is the L1 lattice distance from the point in force to the nearest tuple that
+flags it:
+
+- rule ``any`` (flagged iff some ``s_j >= t_j``): ``d = min_j d_j``;
+- rule ``all`` (flagged iff every ``s_j >= t_j``): ``d = sum_j d_j``.
+
+``d = 0`` exactly for flagged rows; ``d = inf`` for rows no tuple of the lattice flags (below
+every edge, or not scored), or of a group without thresholds in force.
+
+Strata
+------
+Cutoffs ``k_1 <= k_2 <= ... <= k_{m-1}`` (depths) split the unflagged rows into ``m`` strata,
+ordered as score strata are (far to near): stratum ``m-1`` holds ``d <= k_1``, stratum
+``m-1-i`` holds ``k_i < d <= k_{i+1}``, stratum 0 holds ``d > k_{m-1}`` (including ``inf``)
+(:func:`cutoff_strata`). The cutoffs are either
+
+- **steps**: the same lattice depths for every group (``audit.strata.steps``), or
+- **shares** (``audit.strata.shares`` ``q_1 < ... < q_{m-1}``): per group, the smallest depth
+  ``k_i`` with at least a share ``q_i`` of the group's unflagged rows at depth ``<= k_i``,
+  from the unflagged rows per depth a *previous* run counted (:func:`share_cutoffs`). Known
+  before any score of this run is read, so every row's probability is fixed in advance.
+
+The stratum index itself is the band score of :func:`relative_design` (edges ``h + 1/2``), so
+:func:`costlib.audit.audit_sample`, the budget scale and the Neyman sizing of
+:mod:`costlib.audit._neyman` apply unchanged, and the design stays a stratified Poisson design
+with known ``pi`` per row (unbiased Horvitz-Thompson estimates).
+
+Whatever the score scale, the strata follow the thresholds: after a drift they are again the
+rows just below the point in force. Share cutoffs are quantile positions (scale-free); step
+cutoffs are scale-free when the lattice edges are (auto edges are placed at tail quantiles).
+A row's stratum depends on its scores, its group's thresholds and cutoffs and the lattice only:
+the same in any shard.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from costlib.audit._sampling import AuditDesign
+
+__all__ = [
+    "cell_corners",
+    "check_shares",
+    "check_steps",
+    "cutoff_strata",
+    "depth_counts_from_cells",
+    "lattice_cells",
+    "lattice_depths",
+    "relative_design",
+    "share_cutoffs",
+    "stratum_counts",
+]
+
+
+def lattice_depths(
+    scores: ArrayLike,
+    thresholds: ArrayLike,
+    edges: Sequence[ArrayLike],
+    rule: str = "any",
+) -> NDArray[np.float64]:
+    """Depth of every row below its thresholds in force, in lattice steps (module docstring).
+
+    Parameters
+    ----------
+    scores : array-like, shape (n, k)
+        Scores; NaN / ``-inf`` = not scored (never fires).
+    thresholds : array-like, shape (n, k)
+        Each row's thresholds in force (its group's); ``+inf`` = off. A row whose thresholds
+        are all NaN (no usable point) gets depth ``inf``.
+    edges : sequence of k array-likes
+        Strictly increasing lattice edges per classifier.
+    rule : {"any", "all"}
+
+    Returns
+    -------
+    ndarray of float64, shape (n,)
+        ``0`` for flagged rows, a positive integer, or ``inf``.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    t = np.asarray(thresholds, dtype=np.float64)
+    if s.ndim != 2 or t.shape != s.shape:
+        raise ValueError(f"scores {s.shape} and thresholds {t.shape} need the same (n, k) shape")
+    if len(edges) != s.shape[1]:
+        raise ValueError(f"edges: need one array per classifier ({s.shape[1]}), got {len(edges)}")
+    if rule not in ("any", "all"):
+        raise ValueError(f"rule: need 'any' or 'all', got {rule!r}")
+    per = np.empty_like(s)
+    for j in range(s.shape[1]):
+        e = np.asarray(edges[j], dtype=np.float64).reshape(-1)
+        if e.size == 0 or not np.isfinite(e).all() or (np.diff(e) <= 0).any():
+            raise ValueError(f"edges[{j}]: need strictly increasing finite numbers")
+        sj, tj = s[:, j], t[:, j]
+        below_t = np.searchsorted(e, tj, side="left")  # edges < t (t = inf: all)
+        le_s = np.searchsorted(e, np.nan_to_num(sj, nan=-np.inf), side="right")  # edges <= s
+        d = (below_t - le_s + 1).astype(np.float64)
+        d[le_s == 0] = np.inf  # below every edge, or not scored
+        fires = sj >= tj  # False for NaN
+        d[fires] = 0.0
+        d[np.isnan(tj)] = np.inf
+        per[:, j] = d
+    if rule == "any":
+        depth = per.min(axis=1)
+    else:
+        depth = per.sum(axis=1)
+    no_point = np.isnan(t).all(axis=1)
+    depth[no_point] = np.inf
+    return depth
+
+
+def check_steps(steps: Sequence[int]) -> list[int]:
+    """``steps`` as a list, or ``ValueError`` naming ``strata.steps`` unless they are strictly
+    increasing integers ``>= 1``."""
+    st = [int(v) for v in steps]
+    if any(v != w for v, w in zip(st, steps, strict=True)) or any(v < 1 for v in st) or \
+            any(b <= a for a, b in itertools.pairwise(st)):
+        raise ValueError(f"strata.steps: need strictly increasing integers >= 1, got "
+                         f"{list(steps)}")
+    return st
+
+
+def check_shares(shares: Sequence[float]) -> list[float]:
+    """``shares`` as a list, or ``ValueError`` naming ``strata.shares`` unless strictly
+    increasing in (0, 1)."""
+    sh = [float(v) for v in shares]
+    if any(not 0.0 < v < 1.0 for v in sh) or any(b <= a for a, b in itertools.pairwise(sh)):
+        raise ValueError(f"strata.shares: need strictly increasing numbers in (0, 1), got "
+                         f"{list(shares)}")
+    return sh
+
+
+def relative_design(weights: Sequence[float], floor: float,
+                    budget_share: float) -> AuditDesign:
+    """The :class:`~costlib.audit.AuditDesign` of ``m = len(weights)`` relative strata,
+    cut on the stratum index itself (edges ``1/2, 3/2, ..., m - 3/2``): pass
+    ``cutoff_strata(...)`` as the band score. ``weights`` run far to near."""
+    m = len(weights)
+    return AuditDesign(edges=tuple(h + 0.5 for h in range(m - 1)), weights=tuple(weights),
+                       floor=floor, budget_share=budget_share)
+
+
+def share_cutoffs(depth_counts: ArrayLike, shares: Sequence[float]) -> NDArray[np.float64]:
+    """Depth cutoffs that put given shares of a group's unflagged rows nearest the point.
+
+    ``depth_counts[d - 1]`` is the number of unflagged rows at depth ``d = 1..D`` and
+    ``depth_counts[D]`` those at depth ``inf`` (counted by a previous run). Cutoff ``k_i`` is
+    the smallest depth with ``sum_{d <= k_i} c_d >= shares[i] * sum(c)``; ``D`` when the finite
+    depths hold less than that share; ``inf`` for every cutoff when nothing was counted (then
+    all unflagged rows fall in the nearest stratum: a uniform audit).
+    """
+    c = np.asarray(depth_counts, dtype=np.float64).reshape(-1)
+    q = np.asarray(shares, dtype=np.float64)
+    total = float(c.sum())
+    if c.size < 1 or total <= 0:
+        return np.full(q.size, np.inf)
+    cumulative = np.cumsum(c[:-1])
+    k = np.searchsorted(cumulative, q * total * (1 - 1e-12), side="left") + 1
+    return np.minimum(k, max(c.size - 1, 1)).astype(np.float64)
+
+
+def cutoff_strata(depths: ArrayLike, cutoffs: ArrayLike) -> NDArray[np.intp]:
+    """Stratum of every row from its depth and its (group's) cutoffs ``k_1 <= ... <= k_{m-1}``
+    (shape (n, m-1) or (m-1,)): ``m - 1 - #{i : depth > k_i}`` (``m - 1``: nearest)."""
+    d = np.asarray(depths, dtype=np.float64)
+    k = np.asarray(cutoffs, dtype=np.float64)
+    if k.ndim == 1:
+        k = np.broadcast_to(k, (d.size, k.size))
+    return (k.shape[1] - np.count_nonzero(d[:, None] > k, axis=1)).astype(np.intp)
+
+
+def stratum_counts(depth_counts: ArrayLike, cutoffs: ArrayLike, n_strata: int
+                   ) -> NDArray[np.float64]:
+    """Rows per stratum of ``depth_counts`` (as in :func:`share_cutoffs`: depths ``1..D``,
+    then ``inf``) under ``cutoffs``: a previous run's counts re-cut by this run's strata (the
+    counts an auto-sized design is solved on)."""
+    c = np.asarray(depth_counts, dtype=np.float64).reshape(-1)
+    out = np.zeros(n_strata)
+    if c.size == 0:
+        return out
+    depths = np.append(np.arange(1, c.size, dtype=np.float64), np.inf)
+    np.add.at(out, cutoff_strata(depths, cutoffs), c)
+    return out
+
+
+def lattice_cells(scores: ArrayLike, lattice: Sequence[ArrayLike]) -> NDArray[np.intp]:
+    """Cell of every row on the lattice, per classifier: ``#{e <= s}`` (0: below every edge or
+    not scored). Rows of one cell have the same depth below any point on that lattice."""
+    s = np.asarray(scores, dtype=np.float64)
+    out = np.empty(s.shape, dtype=np.intp)
+    for j, e in enumerate(lattice):
+        out[:, j] = np.searchsorted(np.asarray(e, dtype=np.float64),
+                                    np.nan_to_num(s[:, j], nan=-np.inf), side="right")
+    return out
+
+
+def cell_corners(cells: ArrayLike, lattice: Sequence[ArrayLike]) -> NDArray[np.float64]:
+    """Lower corner of each cell (``cells`` as from :func:`lattice_cells`): ``e[c - 1]``, NaN
+    (not scored: never fires) for cell 0."""
+    c = np.asarray(cells, dtype=np.intp)
+    out = np.full(c.shape, np.nan)
+    for j, e in enumerate(lattice):
+        edges = np.asarray(e, dtype=np.float64)
+        inside = c[:, j] > 0
+        out[inside, j] = edges[c[inside, j] - 1]
+    return out
+
+
+def depth_counts_from_cells(cells: ArrayLike, counts: ArrayLike, lattice_then: Sequence[ArrayLike],
+                            thresholds: ArrayLike, lattice_now: Sequence[ArrayLike],
+                            rule: str = "any") -> NDArray[np.float64]:
+    """Rows per depth (``1..D``, then ``inf``; flagged rows left out) that a previous run's
+    rows per lattice cell would have below *this* run's thresholds and lattice.
+
+    Each cell is represented by its lower corner on the lattice it was counted on; on the same
+    lattice that is exact (:func:`lattice_cells`), on a refined one (edges added) a row may sit
+    up to one step nearer than counted. So a move of the point between runs does not shift the
+    strata: the cutoffs are placed on this run's depths.
+    """
+    corners = cell_corners(cells, lattice_then)
+    t = np.broadcast_to(np.asarray(thresholds, dtype=np.float64), corners.shape)
+    depth = lattice_depths(corners, t, lattice_now, rule)
+    n = np.asarray(counts, dtype=np.float64)
+    keep = depth > 0
+    finite = np.isfinite(depth) & keep
+    top = int(depth[finite].max()) if finite.any() else 1
+    out = np.zeros(top + 1)
+    np.add.at(out, depth[finite].astype(np.intp) - 1, n[finite])
+    out[top] = n[keep & ~np.isfinite(depth)].sum()
+    return out

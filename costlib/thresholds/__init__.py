@@ -1,0 +1,93 @@
+"""Thresholds for classifier ensembles: grids, candidate thresholds, operating points.
+
+The engine of paper 002 (rated predicted positives on a lattice of candidate thresholds per
+classifier) and what is built on it. Public API, by module:
+
+ThresholdGrid, RULES
+    Weighted counts of rated positives, negatives and unrated rows on a lattice (:mod:`._grid`).
+uniform_edges, quantile_edges, decision_edges, decision_edges_from_sketch, with_thresholds
+    Candidate thresholds (:mod:`._edges`), from one-pass score sketches
+    (:class:`ScoreSketch`, :class:`EdgeSketch`, :mod:`._score_sketch`); whether a lattice is
+    fine enough where the decision is made (:func:`lattice_resolution`, :func:`refine`,
+    :mod:`._resolution`).
+Target, Objective, Constraints, OBJECTIVES
+    What an operating point optimises and under which constraints (:mod:`._target`,
+    :mod:`._objectives`).
+optimize, optimize_each, point_at, estimated_recall, OperatingPoint, METHODS
+    Operating points on a grid (:mod:`._operating_point`), with the exact max-area path
+    (:func:`max_area_path`, :mod:`._lattice_path`) and the analytic fit
+    (:func:`fit_analytic_path`, :mod:`._analytic`).
+BootstrapGrids, confidence_intervals
+    Poisson bootstrap of a grid's counts (:mod:`._bootstrap`).
+recalibrate_grids, optimize_group, apply_fallback, GroupResult
+    Per-group recalibration (:mod:`._recalibration`); moves away from the point in force only on
+    evidence (:func:`move_evidence`, :func:`lower_bound_move`, :mod:`._move_evidence`).
+allocate_capacity, CapacityAllocation, split_baselines
+    One review capacity shared by many groups (:mod:`._allocation`).
+plot_pn_curves, plot_threshold_surfaces, plot_audit_pn_curves
+    Figures (matplotlib, the ``plots`` extra; :mod:`._plots`, :mod:`._audit_plots`).
+"""
+
+from ._allocation import (
+    ALLOCATION_OBJECTIVES,
+    CapacityAllocation,
+    GroupAllocation,
+    SplitBaselines,
+    allocate_capacity,
+    split_baselines,
+)
+from ._analytic import AnalyticFit, fit_analytic_path
+from ._audit_plots import audit_frontiers, plot_audit_pn_curves
+from ._bootstrap import BootstrapGrids, BootstrapResult, confidence_intervals
+from ._edges import (
+    DEFAULT_DECISION_EDGES,
+    decision_edges,
+    decision_edges_from_sketch,
+    quantile_edges,
+    uniform_edges,
+    with_thresholds,
+)
+from ._grid import RULES, ThresholdGrid
+from ._lattice_path import max_area_path, max_area_paths
+from ._move_evidence import (
+    DEFAULT_EVIDENCE_Z,
+    LowerBoundMove,
+    MoveEvidence,
+    lower_bound_move,
+    move_evidence,
+)
+from ._objectives import OBJECTIVES, Constraints, Objective
+from ._operating_point import (
+    METHODS,
+    OperatingPoint,
+    estimated_recall,
+    optimize,
+    optimize_each,
+    point_at,
+)
+from ._plots import CurveSpec, plot_pn_curves, plot_threshold_surfaces
+from ._recalibration import (
+    ALL_GROUPS,
+    GroupResult,
+    apply_fallback,
+    optimize_group,
+    recalibrate_grids,
+)
+from ._resolution import Resolution, lattice_resolution, refine, resolution_check
+from ._score_sketch import EdgeSketch, ScoreSketch
+from ._target import Target
+
+__all__ = [
+    "ALLOCATION_OBJECTIVES", "ALL_GROUPS", "DEFAULT_DECISION_EDGES", "DEFAULT_EVIDENCE_Z",
+    "METHODS", "OBJECTIVES", "RULES",
+    "AnalyticFit", "BootstrapGrids", "BootstrapResult", "CapacityAllocation", "Constraints",
+    "CurveSpec", "EdgeSketch", "GroupAllocation", "GroupResult", "LowerBoundMove", "MoveEvidence",
+    "Objective", "OperatingPoint", "Resolution", "ScoreSketch", "SplitBaselines", "Target",
+    "ThresholdGrid",
+    "allocate_capacity", "apply_fallback", "audit_frontiers", "confidence_intervals",
+    "decision_edges", "decision_edges_from_sketch", "estimated_recall", "fit_analytic_path",
+    "lattice_resolution", "lower_bound_move", "max_area_path", "max_area_paths", "move_evidence",
+    "optimize", "optimize_each", "optimize_group", "plot_audit_pn_curves", "plot_pn_curves",
+    "plot_threshold_surfaces", "point_at", "quantile_edges", "recalibrate_grids", "refine",
+    "resolution_check", "split_baselines", "uniform_edges", "with_thresholds",
+]

@@ -1,0 +1,398 @@
+"""Is moving away from the thresholds in force supported by the data? (hysteresis for a loop)
+
+A scheduled recalibration re-optimises every run. On noisy estimates (few rated rows, or audit
+rows weighted by ``1/π``) the optimum of the run's grid wanders from run to run although the
+best thresholds have not changed, and every wander costs utility on the next day: the optimum of
+a noisy grid is biased towards points whose estimate happens to be high (the winner's curse).
+
+The rule here moves only on evidence. With ``t₀`` the thresholds in force and ``t*`` the point
+the method chose, the estimated gain of moving is
+
+.. math:: \\hat\\Delta = \\hat O(t^*) - \\hat O(t_0),
+
+where ``Ô`` is the objective on the run's grid (``TP - r FP`` for the linear objective). Its
+standard error comes from the Poisson-bootstrap replicate grids
+(:mod:`costlib.thresholds._bootstrap`), evaluated at the *same two points* in every replicate:
+``se = sd_b(Ô_b(t*) - Ô_b(t₀))``. The run moves when ``Δ̂ > z · se`` and keeps ``t₀``
+otherwise. The replicates' variance covers the audit's Horvitz–Thompson sampling variance and
+the population's own variation, so a move supported by a handful of heavily weighted audit rows
+needs a larger gain than one supported by thousands of flagged rows. ``z = 0`` moves on any
+positive estimated gain (ties keep ``t₀``); larger ``z`` moves more reluctantly.
+
+The chosen point is selected on the same grid, so ``Δ̂`` is optimistic; the rule does not
+correct that bias, it only refuses moves that the noise alone could explain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from costlib.thresholds._bootstrap import BootstrapGrids
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._objectives import Constraints
+from costlib.thresholds._operating_point import OperatingPoint, point_at
+from costlib.thresholds._target import Target
+
+__all__ = [
+    "DEFAULT_EVIDENCE_Z",
+    "DEFAULT_UNSEEN_ROWS",
+    "LowerBoundMove",
+    "MoveEvidence",
+    "gain_standard_errors",
+    "lower_bound_move",
+    "move_evidence",
+    "one_row_weight",
+    "unseen_variance",
+]
+
+#: A one-sided 95% lower confidence bound: the default of ``in_force.evidence_z``
+#: (:func:`lower_bound_move`, on whenever a grid carries audit weights).
+DEFAULT_EVIDENCE_Z = 1.645
+
+#: Pseudo-rows ``κ`` of the unseen-region term of :func:`gain_standard_errors`: a region is
+#: credited with the variance of one more audited row than it holds (capped at its worst case).
+DEFAULT_UNSEEN_ROWS = 1.0
+
+
+@dataclass(frozen=True)
+class MoveEvidence:
+    """The estimated gain of moving from the thresholds in force to a chosen point.
+
+    Attributes
+    ----------
+    gain : float
+        ``Ô(t*) - Ô(t₀)`` on the run's grid.
+    se : float
+        Bootstrap standard error of the gain (0 when the two points flag the same cells).
+    z : float
+        The required number of standard errors.
+    move : bool
+        ``gain > z * se`` (and ``gain > 0``).
+    kept : OperatingPoint
+        The thresholds in force evaluated on the run's grid (what is published when not
+        ``move``).
+    """
+
+    gain: float
+    se: float
+    z: float
+    move: bool
+    kept: OperatingPoint
+
+    def reason(self) -> str:
+        """One line for the record when the thresholds in force are kept."""
+        return (f"kept the thresholds in force: moving to the optimum would gain "
+                f"{self.gain:.4g} ± {self.se:.4g} (bootstrap se), not more than z = {self.z:g} "
+                f"standard errors")
+
+
+def move_evidence(
+    grid: ThresholdGrid,
+    bootstrap: BootstrapGrids,
+    chosen: OperatingPoint,
+    in_force: Sequence[float],
+    *,
+    z: float,
+    target: Target | None,
+    rule: str,
+    method: str,
+    options: Mapping[str, Any] | None = None,
+) -> MoveEvidence:
+    """Whether the data support moving from ``in_force`` to ``chosen`` (see the module doc).
+
+    Parameters
+    ----------
+    grid : ThresholdGrid
+        The grid ``chosen`` was optimised on.
+    bootstrap : BootstrapGrids
+        Replicates of ``grid`` (at least 2).
+    chosen : OperatingPoint
+    in_force : sequence of float
+        The thresholds in force, one per classifier (``+inf`` = off).
+    z : float
+        Standard errors the gain must exceed, ``z >= 0``.
+    target, rule, method, options
+        As for :func:`costlib.thresholds.point_at` / ``optimize``.
+
+    Returns
+    -------
+    MoveEvidence
+    """
+    if not (np.isfinite(z) and z >= 0):
+        raise ValueError(f"z must be a finite number >= 0, got {z!r}")
+    if bootstrap.n_replicates < 2:
+        raise ValueError(f"need at least 2 bootstrap replicates, got {bootstrap.n_replicates}")
+    kwargs = {"target": target, "rule": rule, "method": method, **dict(options or {})}
+    kept = point_at(grid, in_force, **kwargs)
+    gain = float(chosen.objective - kept.objective)
+    if tuple(kept.index) == tuple(chosen.index):
+        return MoveEvidence(gain=0.0, se=0.0, z=float(z), move=False, kept=kept)
+    diffs = np.empty(bootstrap.n_replicates)
+    for r in range(bootstrap.n_replicates):
+        replicate = bootstrap.replicate(r)
+        diffs[r] = (point_at(replicate, chosen.thresholds, **kwargs).objective
+                    - point_at(replicate, kept.thresholds, **kwargs).objective)
+    se = float(np.std(diffs, ddof=1))
+    return MoveEvidence(gain=gain, se=se, z=float(z), move=bool(gain > 0 and gain > z * se),
+                        kept=kept)
+
+
+def _flagged_both(lattice: NDArray[np.float64], index: Sequence[int], rule: str
+                  ) -> NDArray[np.float64]:
+    """``X(c ∧ f)`` at every cell ``c``: the lattice sum over rows flagged at ``c`` *and* at
+    the fixed tuple ``f = index``.
+
+    ``all``: flagged at both = flagged at ``max(c, f)``. ``any``: flagged at both = flagged at
+    ``c`` + flagged at ``f`` - flagged at ``min(c, f)`` (inclusion-exclusion over the
+    unflagged boxes, whose intersection is the box below ``min(c, f)``).
+    """
+    pick = np.minimum if rule == "any" else np.maximum
+    grids = np.ix_(*[pick(np.arange(n), int(i)) for n, i in zip(lattice.shape, index,
+                                                                strict=True)])
+    at_extreme = lattice[grids]
+    if rule == "all":
+        return at_extreme
+    return lattice + lattice[tuple(int(i) for i in index)] - at_extreme
+
+
+def _one_sided(lattice: NDArray[np.float64], index: Sequence[int], rule: str
+               ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(X(c \\ f), X(f \\ c))`` at every cell ``c``: lattice sums over the rows flagged at
+    ``c`` but not at ``f = index``, and at ``f`` but not at ``c``."""
+    both = _flagged_both(lattice, index, rule)
+    at_f = lattice[tuple(int(i) for i in index)]
+    return np.maximum(lattice - both, 0.0), np.maximum(at_f - both, 0.0)
+
+
+def unseen_variance(grid: ThresholdGrid, index: Sequence[int], *, rule: str, slope: float,
+                    unseen_rows: float = DEFAULT_UNSEEN_ROWS) -> NDArray[np.float64]:
+    """Variance the Horvitz–Thompson estimate cannot see: rows of a region that the audit did
+    not sample, at every cell ``c`` against the tuple ``f = index``.
+
+    The variance estimate ``sum (1 - π)(w/π)²`` over *audited* rows is unbiased but skewed:
+    a region of ``N`` unflagged rows at inclusion probability ``π`` in which no row was
+    audited (probability ``(1 - π)^N``) has estimate 0 *and* variance estimate 0, so moving
+    into it looks free and certain. From the grid's design channels
+    (:attr:`~costlib.thresholds.ThresholdGrid.design`) the two one-sided regions
+    ``R ∈ {c \\ f, f \\ c}`` have ``W(R) = sum_{i∈R, π_i<1} w_i² (1 - π_i)/π_i`` (the variance
+    of the region's estimated count if *every* row carried one label: the largest possible)
+    and ``A(R) = sum_{i∈R, π_i<1} π_i`` (the expected number of audited rows). One audited
+    row drawn from ``R``'s design adds ``W(R)/A(R)`` to the variance in expectation (for a
+    single probability ``π``: ``(1 - π)/π²``, the square of the row's weight ``1/π``, less
+    its own share). The term credits each region with ``κ`` such rows more than it holds, a
+    Poisson-style upper correction (``κ = 1``: the number of unseen rows whose chance of all
+    staying unsampled is ``e^{-1}``), capped at the region's worst case:
+
+    .. math:: U(c, f) = \\max(1, r^2) \\sum_R W(R) \\frac{\\kappa}{\\max(A(R), \\kappa)}.
+
+    A region where fewer than ``κ`` audited rows were expected counts with its full worst-case
+    variance ``W(R)`` (it is unknown); a well-audited region with one row's worth, small next
+    to the estimate of its ``n`` audited rows. ``max(1, r²)``: the unseen row has the label
+    with the larger coefficient in the gain ``TP - r FP``. Rows flagged by the thresholds in
+    force (``π = 1``) add nothing. Mixing strata in one region uses their mean weight ``W/A``.
+    Zeros when the grid has no design channels or ``κ = 0``.
+    """
+    if grid.design is None or unseen_rows == 0:
+        return np.zeros(grid.shape)
+    if not (np.isfinite(unseen_rows) and unseen_rows > 0):
+        raise ValueError(f"unseen_rows must be a finite number >= 0, got {unseen_rows!r}")
+    from costlib.thresholds._grid import DESIGN_EXPECTED_SCALE, check_rule, lattice_counts
+
+    rule = check_rule(rule)
+    worst = _one_sided(lattice_counts(grid.design[0], rule), index, rule)
+    expected = _one_sided(lattice_counts(grid.design[1] / DESIGN_EXPECTED_SCALE, rule), index,
+                          rule)
+    total = np.zeros(grid.shape)
+    for w, a in zip(worst, expected, strict=True):
+        total += w * unseen_rows / np.maximum(a, unseen_rows)
+    return max(1.0, slope * slope) * total
+
+
+def one_row_weight(grid: ThresholdGrid, index: Sequence[int], cell: Sequence[int], *,
+                   rule: str) -> float:
+    """The mean Horvitz–Thompson weight of one audited row in the region that ``cell`` flags
+    and ``index`` does not: ``sqrt(W / A)`` of that region (for one probability ``π``,
+    ``sqrt(1 - π)/π``), i.e. how much one audited row there moves the estimated TP or FP.
+    0 without design channels or when the region holds no audit-eligible row."""
+    if grid.design is None:
+        return 0.0
+    from costlib.thresholds._grid import DESIGN_EXPECTED_SCALE, check_rule, lattice_counts
+
+    rule = check_rule(rule)
+    at = tuple(int(i) for i in cell)
+    w = _one_sided(lattice_counts(grid.design[0], rule), index, rule)[0][at]
+    a = _one_sided(lattice_counts(grid.design[1], rule), index, rule)[0][at]
+    a /= DESIGN_EXPECTED_SCALE
+    return float(np.sqrt(w / a)) if a > 0 else 0.0
+
+
+def gain_standard_errors(grid: ThresholdGrid, index: Sequence[int], *, rule: str,
+                         slope: float, unseen_rows: float = 0.0) -> NDArray[np.float64]:
+    """Design standard error of the estimated gain ``Ô(c) - Ô(f)`` of every cell ``c`` against
+    the tuple ``f = index``, for the linear objective ``TP - r FP`` (``r = slope``).
+
+    The two tuples' estimates share the rows both flag; the difference is a Horvitz–Thompson
+    sum over the rows flagged by exactly one of them, positives with coefficient ``±1`` and
+    negatives ``∓r``. Its variance estimate (:func:`costlib.thresholds._grid.ht_variance_weights`)
+    is
+
+    .. math:: \\widehat{Var} = D_+(c, f) + r^2 D_-(c, f), \\quad
+              D(c, f) = X(c) + X(f) - 2 X(c \\wedge f),
+
+    with ``X`` the lattice sums of the grid's variance channel (:attr:`~costlib.thresholds._grid.
+    ThresholdGrid.variance`). With ``unseen_rows = κ > 0`` the unseen-region term
+    :func:`unseen_variance` is added (what :func:`lower_bound_move` uses). Zero everywhere
+    when the grid has no variance channel (no audit rows: every rated row was rated with
+    certainty).
+    """
+    if grid.variance is None:
+        return np.zeros(grid.shape)
+    from costlib.thresholds._grid import check_rule, lattice_counts
+
+    rule = check_rule(rule)
+    total = np.zeros(grid.shape)
+    for channel, coefficient in ((1, 1.0), (0, slope * slope)):
+        lattice = lattice_counts(grid.variance[channel], rule)
+        both = _flagged_both(lattice, index, rule)
+        spread = lattice + lattice[tuple(int(i) for i in index)] - 2.0 * both
+        total += coefficient * np.maximum(spread, 0.0)
+    if unseen_rows:
+        total += unseen_variance(grid, index, rule=rule, slope=slope, unseen_rows=unseen_rows)
+    return np.sqrt(total)
+
+
+@dataclass(frozen=True)
+class LowerBoundMove:
+    """The outcome of :func:`lower_bound_move`.
+
+    Attributes
+    ----------
+    point : OperatingPoint
+        What to publish: the thresholds in force (kept), the method's point, or the candidate
+        of the method's curve with the best lower confidence bound of the gain.
+    move : bool
+        Whether ``point`` differs from the thresholds in force.
+    gain, se : float
+        Estimated gain of ``point`` over the thresholds in force, and its standard error.
+    optimum_gain, optimum_se : float
+        The same for the method's own point.
+    z : float
+    """
+
+    point: OperatingPoint
+    move: bool
+    gain: float
+    se: float
+    optimum_gain: float
+    optimum_se: float
+    z: float
+    one_row: float = 0.0
+
+    def reason(self) -> str:
+        """One line for the record (empty when the method's own point was taken)."""
+        if not self.move:
+            return (f"kept the thresholds in force: the method's point would gain "
+                    f"{self.optimum_gain:.4g} ± {self.optimum_se:.4g} (audit design se), and no "
+                    f"point of its curve gains more than z = {self.z:g} standard errors")
+        if self.gain != self.optimum_gain or self.se != self.optimum_se:
+            return (f"moved part way: the method's point would gain {self.optimum_gain:.4g} ± "
+                    f"{self.optimum_se:.4g} (audit design se); this one {self.gain:.4g} ± "
+                    f"{self.se:.4g} has the best lower bound at z = {self.z:g}")
+        return ""
+
+    def summary(self) -> dict[str, float]:
+        """Gain and se of the point taken and of the method's point, ``z``, and ``one_row``:
+        the weight of one audited row in the region the method's point newly flags
+        (:func:`one_row_weight`)."""
+        return {"gain": self.gain, "se": self.se, "optimum_gain": self.optimum_gain,
+                "optimum_se": self.optimum_se, "z": self.z, "one_row": self.one_row}
+
+
+def lower_bound_move(
+    grid: ThresholdGrid,
+    chosen: OperatingPoint,
+    in_force: Sequence[float],
+    *,
+    z: float,
+    target: Target | None,
+    rule: str,
+    method: str,
+    options: Mapping[str, Any] | None = None,
+    unseen_rows: float = DEFAULT_UNSEEN_ROWS,
+) -> LowerBoundMove:
+    """Move from the thresholds in force only as far as the audit's evidence carries.
+
+    Among the cells of the method's curve (``chosen.path``: its path or frontier) that are
+    covered and meet the constraints, and the thresholds in force ``f``, pick the one whose
+    estimated gain over ``f`` has the highest lower confidence bound
+
+    .. math:: L(c) = \\hat O(c) - \\hat O(f) - z \\sqrt{\\widehat{Var}(c, f) + U(c, f)},
+
+    (:func:`gain_standard_errors` with the unseen-region term :func:`unseen_variance` of
+    ``κ = unseen_rows`` pseudo-rows); keep ``f`` unless that bound is positive. Among cells
+    whose bounds tie (within ``1e-9`` relative), the one that changes the least flagged
+    volume (``|V(c) - V(f)|``, then the smallest index along the curve) is taken: a region
+    that adds neither estimated gain nor evidence is not worth flagging. On a grid without
+    audit rows every se is 0 and this is the method's point. Linear objective only
+    (``TP - r FP``); other objectives return the method's point.
+
+    The standard error is the audit design's (Horvitz–Thompson, given the population), not the
+    population's own variation from run to run: rows flagged by the thresholds in force are a
+    census of the window (``π = 1``), so moves inside the rated region need no further
+    evidence, while a move resting on a few heavily weighted audit rows, or into a region the
+    audit barely reached, does.
+    """
+    if not (np.isfinite(z) and z >= 0):
+        raise ValueError(f"z must be a finite number >= 0, got {z!r}")
+    options = dict(options or {})
+    kwargs = {"target": target, "rule": rule, "method": method, **options}
+    kept = point_at(grid, in_force, **kwargs)
+    if (chosen.objective_name != "linear" or target is None
+            or tuple(kept.index) == tuple(chosen.index)):
+        plain_gain = float(chosen.objective - kept.objective)
+        return LowerBoundMove(chosen, tuple(kept.index) != tuple(chosen.index), plain_gain, 0.0,
+                              plain_gain, 0.0, float(z))
+    slope = target.slope
+    se_all = gain_standard_errors(grid, kept.index, rule=rule, slope=slope,
+                                  unseen_rows=unseen_rows)
+    tp, fp = grid.counts(rule)
+    volume = grid.volume(rule)
+    cells = np.asarray(chosen.path, dtype=np.intp).reshape(-1, grid.k)
+    idx = tuple(cells.T)
+    objective = tp[idx] - slope * fp[idx]
+    gain = objective - kept.objective
+    se = se_all[idx]
+    ok = grid.covered(rule, options.get("max_unrated_share", 0.0))[idx]
+    min_recall = options.get("min_recall")
+    constraints = Constraints(options.get("min_precision"), options.get("max_volume"),
+                              options.get("max_false_positives"), min_recall,
+                              grid.total_positives if min_recall is not None else None)
+    if constraints.active:
+        ok &= constraints.satisfied(tp[idx], fp[idx], volume[idx])
+    chosen_at = np.flatnonzero((cells == np.asarray(chosen.index)).all(axis=1))
+    ok[chosen_at] = True
+    bound = np.where(ok, gain - z * se, -np.inf)
+    top = float(np.max(bound))
+    at_chosen = tuple(int(i) for i in chosen.index)
+    optimum_gain = float(chosen.objective - kept.objective)
+    optimum_se = float(se_all[at_chosen])
+    one_row = one_row_weight(grid, kept.index, at_chosen, rule=rule)
+    if not top > 0:
+        return LowerBoundMove(kept, False, 0.0, 0.0, optimum_gain, optimum_se, float(z),
+                              one_row)
+    tied = np.flatnonzero(bound >= top - 1e-9 * max(1.0, abs(top)))
+    change = np.abs(volume[idx] - volume[tuple(int(i) for i in kept.index)])
+    best = int(tied[np.argmin(change[tied])])
+    if chosen_at.size and int(chosen_at[0]) in tied.tolist() and (
+            change[int(chosen_at[0])] <= change[best]):
+        return LowerBoundMove(chosen, True, optimum_gain, optimum_se, optimum_gain, optimum_se,
+                              float(z), one_row)
+    thresholds = grid.threshold_values(tuple(int(i) for i in cells[best]))
+    point = point_at(grid, thresholds, **kwargs)
+    return LowerBoundMove(point, True, float(gain[best]), float(se[best]), optimum_gain,
+                          optimum_se, float(z), one_row)

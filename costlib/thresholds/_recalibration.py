@@ -1,0 +1,303 @@
+"""Recalibrating many groups at once: operating points per group, with a guarded fallback.
+
+A group's thresholds are only trusted when its grid holds at least ``min_positives`` rated
+positives and ``min_negatives`` rated negatives (weighted). Otherwise the group *falls back* to
+a parent grid (by default the all-groups grid ``"__all__"``, the sum of every group's grid) and
+says so in its status. When the parent is itself too thin (or fallback is off) and the
+thresholds in force are known, the group *keeps* them (status ``kept``): a scheduled loop must
+not switch a group off because its current thresholds flag too little to rate, or it would
+never be rated again. Otherwise the status is ``insufficient_data`` and no thresholds are given.
+
+This is what the Beam pipeline computes per group and window; calling
+:func:`recalibrate_grids` on grids built from the same rows gives identical results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from costlib.thresholds._bootstrap import (
+    BootstrapGrids,
+    BootstrapResult,
+    SparseBootstrapGrids,
+    as_dense,
+    confidence_intervals,
+)
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._move_evidence import (
+    DEFAULT_EVIDENCE_Z,
+    DEFAULT_UNSEEN_ROWS,
+    lower_bound_move,
+    move_evidence,
+)
+from costlib.thresholds._operating_point import OperatingPoint, optimize, point_at
+from costlib.thresholds._target import Target
+
+__all__ = [
+    "ALL_GROUPS",
+    "RECALL_UNKNOWN",
+    "GroupResult",
+    "apply_fallback",
+    "optimize_group",
+    "recalibrate_grids",
+]
+
+ALL_GROUPS = "__all__"
+
+
+@dataclass
+class GroupResult:
+    """Operating points of one group (per method) and how they were obtained.
+
+    ``status`` is ``"ok"`` (own grid), ``"fallback"`` (points of ``fallback_group``),
+    ``"kept"`` (too few rated rows and no usable parent: the thresholds in force, evaluated on
+    the group's grid) or ``"insufficient_data"`` (no points). ``rated_positives/negatives`` are
+    the group's own. ``in_force`` holds, for a thin group whose thresholds in force were given,
+    those thresholds evaluated on its grid per method (what :func:`apply_fallback` keeps).
+    """
+
+    group: str
+    status: str
+    rated_positives: float
+    rated_negatives: float
+    points: dict[str, OperatingPoint | None] = field(default_factory=dict)
+    intervals: dict[str, BootstrapResult | None] = field(default_factory=dict)
+    fallback_group: str | None = None
+    in_force: dict[str, OperatingPoint] | None = None
+
+
+def is_sufficient(grid: ThresholdGrid, min_positives: float, min_negatives: float) -> bool:
+    return grid.total_positives >= min_positives and grid.total_negatives >= min_negatives
+
+
+def optimize_group(
+    group: str,
+    grid: ThresholdGrid,
+    *,
+    methods: Sequence[str],
+    target: Target,
+    rule: str,
+    min_positives: float,
+    min_negatives: float,
+    bootstrap: BootstrapGrids | SparseBootstrapGrids | None = None,
+    level: float = 0.9,
+    options: Mapping[str, Any] | None = None,
+    in_force: Sequence[float] | None = None,
+    min_gain_z: float | None = None,
+    keep_when_insufficient: bool = True,
+    evidence_z: float | None = DEFAULT_EVIDENCE_Z,
+    unseen_rows: float = DEFAULT_UNSEEN_ROWS,
+) -> GroupResult:
+    """Optimise one group's grid with every method, if it holds enough rated rows.
+
+    ``options`` are further keyword arguments of
+    :func:`costlib.thresholds.optimize` (``max_unrated_share``, ``objective``,
+    ``beta``, ``volume``, ``min_precision``, ``max_volume``, ``max_false_positives``,
+    ``min_recall``), used for the point and for the bootstrap replicates alike. ``in_force``: the
+    thresholds the group is decided with now (one per classifier, ``+inf`` = off); when the grid is
+    too thin they are evaluated on it (:func:`costlib.thresholds.point_at`) so that
+    :func:`apply_fallback` can keep them (unless ``keep_when_insufficient`` is false).
+
+    ``min_gain_z`` (with ``in_force`` and ``bootstrap``): a method's new point replaces the
+    thresholds in force only when its estimated gain exceeds ``min_gain_z`` bootstrap standard
+    errors (:mod:`costlib.thresholds._move_evidence`); otherwise the method keeps them (the point's
+    ``reason`` says so, ``details["move_evidence"]`` holds gain and se), and when every method
+    keeps them the status is ``"kept"``.
+
+    ``evidence_z`` (with ``in_force``; default 1.645, a one-sided 95% bound; None: off):
+    on a grid that carries audit
+    weights (:attr:`~costlib.thresholds.ThresholdGrid.variance`), a method moves from the
+    thresholds in force only as far as the lower confidence bound of the gain stays positive
+    (:func:`costlib.thresholds.lower_bound_move`: Horvitz–Thompson design standard
+    errors plus the unseen-region term of ``unseen_rows`` pseudo-rows,
+    :func:`costlib.thresholds._move_evidence.unseen_variance`; no bootstrap needed);
+    ``details["move_evidence"]`` records gain, se and the weight of one audited row in the
+    region the method's point adds. Grids without audit rows are unaffected. ``min_gain_z``,
+    when set, takes precedence.
+
+    A :class:`~costlib.thresholds._bootstrap.SparseBootstrapGrids` is made dense only here, after
+    the sufficiency check, so a caller holds one group's dense replicates at a time.
+
+    ``min_recall`` on a grid without audit rows (:attr:`ThresholdGrid.has_audit` false): the
+    group's recall is unknown, so no point can be shown to meet the floor. Instead of
+    :func:`~costlib.thresholds.optimize`'s ValueError, every method's point is
+    chosen without the recall floor (the other constraints still apply, intervals likewise) and
+    marked ``status="infeasible"`` with the reason :data:`RECALL_UNKNOWN` (the publish guard holds
+    such a run; ``costlib decide`` gives the group null decisions).
+    """
+    options = dict(options or {})
+    result = GroupResult(
+        group=group,
+        status="ok",
+        rated_positives=grid.total_positives,
+        rated_negatives=grid.total_negatives,
+    )
+    if not is_sufficient(grid, min_positives, min_negatives):
+        result.status = "insufficient_data"
+        result.points = dict.fromkeys(methods)
+        result.intervals = dict.fromkeys(methods)
+        if in_force is not None and keep_when_insufficient:
+            result.in_force = {
+                method: point_at(grid, in_force, target=target, rule=rule, method=method,
+                                 **options)
+                for method in methods
+            }
+        return result
+    kept = []
+    bootstrap = None if bootstrap is None else as_dense(bootstrap)
+    min_recall: float | None = options.get("min_recall")
+    recall_unknown = min_recall is not None and not grid.has_audit
+    if recall_unknown:
+        options["min_recall"] = None  # chosen without the floor, then marked infeasible
+    for method in methods:
+        chosen = optimize(grid, target=target, rule=rule, method=method, **options)
+        result.points[method] = chosen
+        if in_force is not None and min_gain_z is not None and bootstrap is not None:
+            evidence = move_evidence(grid, bootstrap, chosen, in_force,
+                                     z=min_gain_z, target=target, rule=rule, method=method,
+                                     options=options)
+            if not evidence.move:
+                details = {**evidence.kept.details,
+                           "move_evidence": {"gain": evidence.gain, "se": evidence.se,
+                                             "z": evidence.z}}
+                result.points[method] = replace(evidence.kept, reason=evidence.reason(),
+                                                details=details)
+                kept.append(method)
+        elif (in_force is not None and evidence_z is not None and grid.has_audit
+              and grid.variance is not None):
+            bounded = lower_bound_move(grid, chosen, in_force, z=evidence_z, target=target,
+                                       rule=rule, method=method, options=options,
+                                       unseen_rows=unseen_rows)
+            if bounded.point is not chosen:
+                details = {**bounded.point.details, "move_evidence": bounded.summary()}
+                result.points[method] = replace(bounded.point, reason=bounded.reason(),
+                                                details=details)
+            if not bounded.move:
+                kept.append(method)
+        if recall_unknown and min_recall is not None:
+            result.points[method] = _recall_unknown(result.points[method], min_recall)
+        result.intervals[method] = (
+            None
+            if bootstrap is None
+            else confidence_intervals(bootstrap, level=level, target=target, rule=rule,
+                                      method=method, **options)
+        )
+    if methods and len(kept) == len(methods):
+        result.status = "kept"
+    return result
+
+
+#: Reason of a point chosen on a grid without audit rows under ``min_recall``.
+RECALL_UNKNOWN = (
+    "no audit rows in this group's grid: recall unknown (min_recall needs audit data, "
+    "docs/audit.md); the thresholds are the best point without the recall floor"
+)
+
+
+def _recall_unknown(point: OperatingPoint | None, min_recall: float) -> OperatingPoint | None:
+    """``point`` marked infeasible for want of audit rows (see :func:`optimize_group`)."""
+    if point is None:
+        return None
+    reason = RECALL_UNKNOWN if not point.reason else f"{RECALL_UNKNOWN}; also: {point.reason}"
+    return replace(point, status="infeasible", reason=reason,
+                   constraints={**point.constraints, "min_recall": min_recall})
+
+
+def apply_fallback(
+    results: Mapping[str, GroupResult], *, fallback: str = "all_groups"
+) -> dict[str, GroupResult]:
+    """Replace the points of thin groups by the parent's (``fallback="all_groups"``), else keep
+    the thresholds in force.
+
+    A thin group (status ``insufficient_data``) takes, in this order: the parent's points when
+    ``fallback="all_groups"`` and the parent ``"__all__"`` is ``ok`` (status ``fallback``); its
+    thresholds in force when they were given to :func:`optimize_group` (status ``kept``: the
+    run neither learns nor switches the group off for want of ratings, so ratings keep
+    arriving); else no points (status ``insufficient_data``). The parent never falls back.
+    """
+    if fallback not in ("all_groups", "none"):
+        raise ValueError(f"fallback must be 'all_groups' or 'none', got {fallback!r}")
+    parent = results.get(ALL_GROUPS)
+    out = {}
+    for name, res in results.items():
+        if (
+            res.status == "insufficient_data"
+            and name != ALL_GROUPS
+            and fallback == "all_groups"
+            and parent is not None
+            and parent.status == "ok"
+        ):
+            res = replace(res, status="fallback", points=dict(parent.points),
+                          intervals=dict(parent.intervals), fallback_group=ALL_GROUPS,
+                          in_force=None)
+        elif res.status == "insufficient_data" and res.in_force is not None:
+            res = replace(res, status="kept", points=dict(res.in_force),
+                          intervals=dict.fromkeys(res.in_force), in_force=None)
+        out[name] = res
+    return out
+
+
+def recalibrate_grids(
+    grids: Mapping[str, ThresholdGrid],
+    *,
+    methods: Sequence[str],
+    target: Target,
+    rule: str = "any",
+    min_positives: float = 0.0,
+    min_negatives: float = 0.0,
+    fallback: str = "all_groups",
+    bootstrap: Mapping[str, BootstrapGrids | SparseBootstrapGrids] | None = None,
+    level: float = 0.9,
+    options: Mapping[str, Any] | None = None,
+    in_force: Mapping[str, Sequence[float]] | None = None,
+    min_gain_z: float | None = None,
+    evidence_z: float | None = DEFAULT_EVIDENCE_Z,
+    unseen_rows: float = DEFAULT_UNSEEN_ROWS,
+) -> dict[str, GroupResult]:
+    """Operating points for every group and for the all-groups grid, with fallback.
+
+    Parameters
+    ----------
+    grids : mapping group -> ThresholdGrid
+        One grid per group (same edges). The all-groups grid is added as ``"__all__"`` (the sum)
+        unless present.
+    bootstrap : mapping group -> BootstrapGrids or SparseBootstrapGrids, optional
+        Replicate grids per group (``"__all__"`` summed likewise) for intervals.
+    options : mapping, optional
+        Further keyword arguments of :func:`costlib.thresholds.optimize` (coverage,
+        objective, constraints; see :func:`optimize_group`).
+    in_force : mapping group -> thresholds, optional
+        The thresholds each group (and ``"__all__"``) is decided with now; thin groups without
+        a usable parent keep them (status ``kept``, see :func:`apply_fallback`).
+    min_gain_z : float, optional
+        With ``in_force`` and ``bootstrap``: move only on evidence (see :func:`optimize_group`).
+    evidence_z : float or None, default 1.645
+        With ``in_force``, on grids with audit weights: move only as far as the lower confidence
+        bound of the gain allows (see :func:`optimize_group`); None: off.
+    unseen_rows : float, default 1
+        Pseudo-rows of the unseen-region term
+        (:func:`costlib.thresholds._move_evidence.unseen_variance`).
+    """
+    grids = dict(grids)
+    if ALL_GROUPS not in grids and grids:
+        grids[ALL_GROUPS] = sum(list(grids.values())[1:], next(iter(grids.values())))
+    boots = None
+    if bootstrap is not None:
+        boots = dict(bootstrap)
+        if ALL_GROUPS not in boots and boots:
+            boots[ALL_GROUPS] = sum(list(boots.values())[1:], next(iter(boots.values())))
+    results = {
+        name: optimize_group(
+            name, grid, methods=methods, target=target, rule=rule,
+            min_positives=min_positives, min_negatives=min_negatives,
+            bootstrap=None if boots is None else boots.get(name), level=level,
+            options=options, in_force=None if in_force is None else in_force.get(name),
+            min_gain_z=min_gain_z,
+            evidence_z=evidence_z,
+            unseen_rows=unseen_rows,
+        )
+        for name, grid in sorted(grids.items())
+    }
+    return apply_fallback(results, fallback=fallback)

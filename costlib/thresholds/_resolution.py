@@ -1,0 +1,351 @@
+"""Is an operating point limited by the lattice? A bound from the grid, and refinement on rows.
+
+Every count on a :class:`~costlib.thresholds.ThresholdGrid` is exact, but only at its
+candidate thresholds. A threshold tuple ``tau`` between candidates lies in a lattice *box*: on every
+axis ``e[a_j] <= tau_j < e[a_j + 1]`` (``e[B] = +inf`` is "off"), with lower corner ``a`` and upper
+corner ``b = a + 1`` (clipped at "off"). Raising a threshold never flags more rows, under both
+rules, so
+
+.. math:: TP(b) \\le TP(\\tau) \\le TP(a), \\quad FP(b) \\le FP(\\tau) \\le FP(a),
+          \\quad V(b) \\le V(\\tau) \\le V(a),
+
+and for any objective that rises with TP and falls with FP (linear ``TP - r FP``, F-beta,
+precision at a volume)
+
+.. math:: f(\\tau) \\le f\\big(TP(a), FP(b)\\big) =: \\bar f(a).
+
+Constraints and coverage are relaxed the same way (a box is kept when *some* tuple in it might
+meet them: ``TP(a) >= p (TP(a) + FP(b))``, ``V(b) <= c``, ``FP(b) <= f``,
+``TP(a) >= r P`` for a recall floor (``P`` is the grid's total, the same for every tuple),
+``U(b) <= s V(a)``). The largest ``f̄`` over all boxes bounds what *any* finer lattice of the
+same rows can reach (:func:`lattice_resolution`, ``finer_bound``): when it is within a
+tolerance of the point's value, resolution cannot matter.
+
+The bound is loose inside boxes that hold many rows of both labels. A point is called
+**resolution-limited** when a *coarse* box, one whose flagged volume jumps by more than
+``max_jump`` times between its corners (``V(a) > max_jump V(b)``, including ``V(b) = 0``: the
+step from "off" to the top candidate), could beat it by more than ``tolerance``: then the lattice
+is too coarse exactly where a better point might be, e.g. when "flag nothing" wins while rated
+positives sit above the top candidate. Thresholds below the lowest candidate are not boxes
+(the default edges start at the lowest score).
+
+On rows, :func:`refine` re-bins around the chosen point (every rated positive's score near it
+becomes a candidate) and optimises again; :func:`resolution_check` compares a point's value
+with the same objective on a much finer lattice of the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from costlib.thresholds._grid import ThresholdGrid, check_rule
+from costlib.thresholds._objectives import Constraints, Objective
+
+if TYPE_CHECKING:
+    from costlib.thresholds._operating_point import OperatingPoint
+
+__all__ = [
+    "DEFAULT_MAX_JUMP",
+    "DEFAULT_TOLERANCE",
+    "Resolution",
+    "lattice_resolution",
+    "refine",
+    "resolution_check",
+]
+
+#: Relative gain a finer lattice must be able to reach for a point to count as limited.
+DEFAULT_TOLERANCE = 0.02
+#: Volume ratio between a box's corners above which the box is coarse.
+DEFAULT_MAX_JUMP = 4.0
+#: Share of the point's true positives one box may hold before it is coarse (None: only the
+#: volume jump makes a box coarse, the default).
+DEFAULT_MAX_STEP_SHARE: float | None = None
+#: A box holding at most this many rows' weight of positives is never coarse by its positives.
+_MIN_UNITS = 2.0
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """How far the lattice can limit a point (see the module docstring).
+
+    Attributes
+    ----------
+    limited : bool
+        A coarse box could beat the point by more than the tolerance.
+    value : float
+        The point's objective value.
+    finer_bound : float
+        No tuple of any finer lattice of the same rows exceeds this (the largest ``f̄`` over
+        every box that might meet the constraints and coverage).
+    coarse_bound : float
+        The largest ``f̄`` over coarse boxes only (``-inf`` when there is none).
+    box_low, box_high : tuple of float or None
+        Thresholds at the corners ``a`` and ``b`` of the coarse box attaining ``coarse_bound``.
+    volume_jump : float
+        ``V(a) / V(b)`` of that box (``inf`` when ``V(b) = 0``; NaN without a box).
+    tolerance, max_jump : float
+        The settings used.
+    """
+
+    limited: bool
+    value: float
+    finer_bound: float
+    coarse_bound: float
+    box_low: tuple[float, ...] | None
+    box_high: tuple[float, ...] | None
+    volume_jump: float
+    tolerance: float
+    max_jump: float
+
+    def reason(self, objective_name: str) -> str:
+        """One line for ``OperatingPoint.reason`` (empty when not limited)."""
+        if not self.limited:
+            return ""
+        jump = "from nothing" if np.isinf(self.volume_jump) else f"{self.volume_jump:.3g}x"
+        return (
+            f"resolution: between thresholds {self.box_low} and {self.box_high} the flagged "
+            f"volume changes {jump}, and a finer lattice there could reach {objective_name} up "
+            f"to {self.coarse_bound:.6g} against {self.value:.6g} here; use finer candidate "
+            "thresholds (grid.edges: auto) or refine on the rows (costlib.thresholds.refine)"
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """Plain values for records and reports."""
+        return {
+            "limited": self.limited,
+            "finer_bound": _plain(self.finer_bound),
+            "coarse_bound": _plain(self.coarse_bound),
+            "box_low": None if self.box_low is None else list(self.box_low),
+            "box_high": None if self.box_high is None else list(self.box_high),
+            "volume_jump": _plain(self.volume_jump),
+        }
+
+
+def _plain(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
+def _upper_corner(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``values[min(a + 1, off)]`` at every cell ``a`` (one step up on every axis)."""
+    out = values
+    for axis in range(values.ndim):  # shift by one along the axis, the last entry repeated
+        rest = [slice(None)] * values.ndim
+        above, last = list(rest), list(rest)
+        above[axis], last[axis] = slice(1, None), slice(-1, None)
+        out = np.concatenate([out[tuple(above)], out[tuple(last)]], axis=axis)
+    return out
+
+
+def lattice_resolution(
+    grid: ThresholdGrid,
+    value: float,
+    *,
+    rule: str = "any",
+    objective: Objective,
+    constraints: Constraints | None = None,
+    max_unrated_share: float = 0.0,
+    tolerance: float = DEFAULT_TOLERANCE,
+    max_jump: float = DEFAULT_MAX_JUMP,
+    point_tp: float = 0.0,
+    max_step_share: float | None = DEFAULT_MAX_STEP_SHARE,
+) -> Resolution:
+    """Bound what finer candidate thresholds could reach, from the grid alone.
+
+    Parameters
+    ----------
+    grid : ThresholdGrid
+    value : float
+        Objective value of the chosen point.
+    rule : {"any", "all"}
+    objective, constraints : as :func:`costlib.thresholds._objectives.select` takes them.
+    max_unrated_share : float
+        The coverage setting ``s``.
+    tolerance : float, default 0.02
+        Relative gain (of ``|value|``) below which resolution does not count.
+    max_jump : float, default 4
+        Volume ratio between corners above which a box is coarse.
+    point_tp : float
+        True positives of the chosen point (for ``max_step_share``).
+    max_step_share : float, optional
+        Also call a box coarse when it holds more than this share of ``point_tp`` (and more
+        than two rows' weight) of positives. Off by default: on coarse but smooth lattices
+        (e.g. 20 uniform edges) most boxes near the optimum would count.
+
+    Returns
+    -------
+    Resolution
+    """
+    if not (tolerance >= 0 and max_jump > 1):
+        raise ValueError(f"need tolerance >= 0 and max_jump > 1, got {tolerance}, {max_jump}")
+    rule = check_rule(rule)
+    constraints = constraints or Constraints()
+    tp, fp = grid.counts(rule)
+    vol = grid.volume(rule)
+    fp_b, vol_b = _upper_corner(fp), _upper_corner(vol)
+    optimistic = objective.values(tp, fp_b, grid.total_positives)
+    candidates = vol > vol_b  # boxes whose corners differ
+    # TP(a), FP(b), V(b): optimistic for every constraint (a recall floor uses TP(a)).
+    if constraints.active:
+        candidates &= constraints.satisfied(tp, fp_b, vol_b)
+    if objective.name == "precision_at_volume":
+        assert objective.volume is not None
+        candidates &= vol_b <= objective.volume
+    if grid.has_unrated and max_unrated_share < 1:
+        candidates &= _upper_corner(grid.unrated_counts(rule)) <= max_unrated_share * vol
+    finer = max(float(np.max(optimistic, where=candidates, initial=-np.inf)), float(value))
+    # Coarse: the volume jumps; optionally also a box holding more than a share of the
+    # point's true positives (and more than ``_MIN_UNITS`` rows' weight of them).
+    coarse_boxes = vol > max_jump * vol_b
+    if max_step_share is not None:
+        pos = grid.pos
+        unit = float(pos[pos > 0].min()) if pos.any() else 1.0
+        step_limit = max(max_step_share * point_tp, _MIN_UNITS * unit)
+        coarse_boxes |= tp - _upper_corner(tp) > step_limit
+    coarse = candidates & coarse_boxes
+    if not coarse.any():
+        return Resolution(False, float(value), finer, -np.inf, None, None, float("nan"),
+                          tolerance, max_jump)
+    masked = np.where(coarse, optimistic, -np.inf)
+    flat = int(np.argmax(masked))
+    a = np.unravel_index(flat, tp.shape)
+    b = tuple(min(i + 1, n - 1) for i, n in zip(a, tp.shape, strict=True))
+    coarse_bound = float(masked.flat[flat])
+    jump = float(vol[a] / vol_b[a]) if vol_b[a] > 0 else float("inf")
+    limited = coarse_bound - value > tolerance * abs(value) and coarse_bound > value
+    return Resolution(bool(limited), float(value), finer, coarse_bound,
+                      grid.threshold_values([int(i) for i in a]), grid.threshold_values(b), jump,
+                      tolerance, max_jump)
+
+
+def _window_candidates(values: NDArray[np.float64], positives: NDArray[np.bool_],
+                       low: float, high: float, max_others: int) -> NDArray[np.float64]:
+    """Every positive's score in ``[low, high)``, and up to ``max_others`` quantiles of all."""
+    inside = (values >= low) & (values < high)
+    out = np.unique(values[inside & positives])
+    rest = values[inside]
+    if rest.size:
+        q = np.quantile(rest, np.arange(max_others) / max_others, method="lower")
+        out = np.union1d(out, q)
+    return out
+
+
+def refine(
+    point: OperatingPoint,
+    grid: ThresholdGrid,
+    scores: ArrayLike,
+    labels: ArrayLike,
+    weights: ArrayLike | None = None,
+    *,
+    audit_probabilities: ArrayLike | None = None,
+    window: int = 4,
+    max_rounds: int = 4,
+    max_others: int = 256,
+    **optimize_kwargs: Any,
+) -> tuple[OperatingPoint, ThresholdGrid]:
+    """Re-bin around a point on the rows it was chosen from, and optimise again.
+
+    Each round, on every axis, the candidates within ``window`` edges of the point's threshold
+    (below and above) gain every rated positive's score in that range and ``max_others``
+    quantiles of all scores there; the grid is rebuilt from the rows and the same
+    optimisation runs again, until the thresholds stop moving or ``max_rounds`` is reached.
+    With full labels, once every positive's score near the point is a candidate, the point is
+    the exact optimum over all thresholds in that neighbourhood (see
+    :func:`costlib.thresholds.decision_edges_from_sketch` for why positives' scores suffice).
+
+    Parameters
+    ----------
+    point : OperatingPoint
+        Chosen on ``grid`` with ``optimize_kwargs``.
+    grid : ThresholdGrid
+        Built from exactly these rows.
+    scores, labels, weights, audit_probabilities
+        The rows, as :meth:`~costlib.thresholds.ThresholdGrid.from_scores` took them.
+    **optimize_kwargs
+        What :func:`costlib.thresholds.optimize` was called with (target, rule,
+        method, objective, constraints, coverage).
+
+    Returns
+    -------
+    (OperatingPoint, ThresholdGrid)
+        The refined point (its ``details["refinement_rounds"]`` says how many rounds ran) and
+        the grid it was chosen on.
+    """
+    from costlib.thresholds._grid import as_score_array, split_labels
+    from costlib.thresholds._operating_point import optimize
+
+    s = np.asarray(as_score_array(scores, grid.names)[0], dtype=np.float64)
+    n = s.shape[0]
+    y, unrated = split_labels(labels, n)
+    positives = y if unrated is None else y & ~unrated
+    rounds = 0
+    while rounds < max_rounds:
+        rounds += 1
+        new_edges = []
+        for j, edges in enumerate(grid.edges):
+            t = point.index[j]
+            padded = np.append(edges, np.inf)
+            low = padded[max(t - window, 0)]
+            high = padded[min(t + window, edges.size)]
+            if t - window <= 0:
+                low = -np.inf
+            extra = _window_candidates(s[:, j], positives, low, high, max_others)
+            extra = extra[np.isfinite(extra)]
+            new_edges.append(np.union1d(edges, extra))
+        if all(e.size == old.size for e, old in zip(new_edges, grid.edges, strict=True)):
+            break
+        grid = ThresholdGrid.from_scores(s, labels, new_edges, weights, names=grid.names,
+                                         weight_bits=grid.weight_bits,
+                                         audit_probabilities=audit_probabilities)
+        moved = optimize(grid, **optimize_kwargs)
+        same = moved.thresholds == point.thresholds
+        point = moved
+        if same:
+            break
+    point.details["refinement_rounds"] = rounds
+    return point, grid
+
+
+def resolution_check(
+    point: OperatingPoint,
+    scores: ArrayLike,
+    labels: ArrayLike,
+    weights: ArrayLike | None = None,
+    *,
+    n_edges: int = 4096,
+    audit_probabilities: ArrayLike | None = None,
+    names: Sequence[str] | None = None,
+    **optimize_kwargs: Any,
+) -> dict[str, Any]:
+    """The point's objective against the same objective on a much finer lattice of the rows.
+
+    The fine lattice is :func:`costlib.thresholds.decision_edges` with ``n_edges`` candidates
+    per classifier (default 4,096; every rated positive's score when they fit), optimised with the
+    same ``optimize_kwargs`` (method, target, objective, constraints, coverage).
+
+    Returns
+    -------
+    dict
+        ``value`` (the point's), ``fine_value``, ``share`` (``value / fine_value``; 1 when both
+        are 0), ``fine_thresholds``, ``fine_edges`` (sizes per classifier).
+    """
+    from costlib.thresholds._edges import decision_edges
+    from costlib.thresholds._operating_point import optimize
+
+    fine_edges = decision_edges(scores, labels, weights, n_edges=n_edges, names=names,
+                                audit_probabilities=audit_probabilities)
+    fine_grid = ThresholdGrid.from_scores(scores, labels, fine_edges, weights, names=names,
+                                          audit_probabilities=audit_probabilities)
+    fine = optimize(fine_grid, **optimize_kwargs)
+    if fine.objective == point.objective:
+        share = 1.0
+    elif fine.objective == 0:
+        share = float("nan")
+    else:
+        share = point.objective / fine.objective
+    return {"value": point.objective, "fine_value": fine.objective, "share": share,
+            "fine_thresholds": fine.thresholds, "fine_edges": [e.size for e in fine_edges]}

@@ -1,0 +1,257 @@
+"""The ``costlib`` command line.
+
+Subcommands import their implementation lazily so that ``costlib --help`` is fast and the
+library parts stay usable without Apache Beam being imported.
+
+Every command keeps one exit-code contract (:mod:`costlib_pipelines.commands.exit_codes`): 0 ok, 2
+bad input, config or command line (one line, no traceback), 3 held for review or a held/stale
+``LATEST``, 1 only for bugs. Arguments a pipeline command does not declare must be Apache Beam
+pipeline options (:mod:`costlib_pipelines.commands.flags`); costlib's own flags are accepted with
+hyphens or underscores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from importlib import metadata
+
+from costlib_pipelines.commands.exit_codes import BAD_INPUT, HELD, classify
+
+#: ``costlib reproduce NAME`` -> module with a ``main(argv) -> int`` function.
+REPRODUCTIONS: dict[str, str] = {
+    "robles2020": "costlib.experiments.robles2020",
+    "natarajan2016": "costlib.experiments.natarajan2016",
+    "sooklal_benefit": "costlib.experiments.sooklal_benefit",
+    "example-costs": "costlib.experiments.example_costs",
+}
+
+#: ``costlib SUBCOMMAND`` -> module with ``add_arguments(parser)`` and ``run(args) -> int``.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("costlib_pipelines.commands.demo", "Run the main job on a built-in generated sample."),
+    "publish": (
+        "costlib_pipelines.commands.publish",
+        "Point OUTPUT/LATEST at a complete run (rollback, or release a held run).",
+    ),
+    "recalibrate": (
+        "costlib_pipelines.commands.recalibrate",
+        "Operating points per group from Parquet score streams (Beam pipeline).",
+    ),
+    "decide": (
+        "costlib_pipelines.commands.decide",
+        "Threshold and optimal top-k decisions per row of a Parquet score stream.",
+    ),
+    "report": (
+        "costlib_pipelines.commands.report",
+        "Self-contained HTML report of a recalibration run.",
+    ),
+    "status": (
+        "costlib_pipelines.commands.status",
+        "Check OUTPUT/LATEST: exit 0 when fresh and published, 3 when held or stale.",
+    ),
+    "unlock": (
+        "costlib_pipelines.commands.unlock",
+        "Remove the output lock a dead run left behind (only that run's lock).",
+    ),
+}
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+EXIT_CODES_HELP = ("exit codes: 0 ok; 2 bad input, config or command line; 3 held for review "
+                   "(or, for status, a held or stale LATEST); 1 a bug")
+
+
+def version() -> str:
+    """The installed costlib version (from the package metadata)."""
+    try:
+        return metadata.version("costlib")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "unknown (not installed)"
+
+
+def _common_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    common.add_argument("--log-level", choices=LOG_LEVELS, type=str.upper, default=None,
+                        help="log level of costlib and Beam (default WARNING)")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``costlib`` parser with every subcommand (their modules are imported here)."""
+    common = _common_options()
+    parser = argparse.ArgumentParser(
+        prog="costlib", description="Cost-sensitive decisions on classifier scores.",
+        epilog=EXIT_CODES_HELP, allow_abbrev=False, parents=[common],
+    )
+    parser.add_argument("--version", action="version", version=f"costlib {version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        module = importlib.import_module(module_name)
+        epilog = (EXIT_CODES_HELP + ". Multi-word flags may also be spelt with underscores "
+                  "(--run_id).")
+        if getattr(module, "PASSES_BEAM_ARGS", False):
+            epilog += (" Other arguments must be Apache Beam pipeline options (e.g. "
+                       "--runner=FlinkRunner).")
+        command_parser = sub.add_parser(
+            name, help=help_text, description=help_text, allow_abbrev=False, parents=[common],
+            epilog=epilog,
+        )
+        module.add_arguments(command_parser)
+        command_parser.set_defaults(_module=module, _parser=command_parser)
+    reproduce = sub.add_parser(
+        "reproduce",
+        help="Reproduce a source paper's experiment protocol and print its table.",
+    )
+    reproduce.add_argument("name", choices=sorted(REPRODUCTIONS))
+    reproduce.add_argument(
+        "rest", nargs=argparse.REMAINDER, help="options passed to the experiment"
+    )
+    return parser
+
+
+def parse_command_line(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse and check a command line without running anything.
+
+    Unknown arguments of pipeline commands must be Beam pipeline options and ``--runner`` must
+    name a runner Beam knows; the Beam arguments end up in ``args.beam_args``.
+
+    Raises
+    ------
+    SystemExit
+        From argparse (code 2) for a malformed command line, or 0 for ``--help``.
+    costlib_pipelines.commands.flags.UsageError
+        An unknown flag or runner (the message names it and the closest match).
+    """
+    from costlib_pipelines.commands.flags import (
+        UsageError,
+        check_beam_flags,
+        check_runner,
+        closest_flag,
+        declared_flags,
+        normalise_spellings,
+    )
+
+    parser = build_parser()
+    argv = list(argv)
+    command = _command_of(argv)
+    if command in SUBCOMMANDS:
+        position = argv.index(command)
+        sub_parser = _subparser(parser, command)
+        argv[position + 1:] = normalise_spellings(argv[position + 1:],
+                                                  declared_flags(sub_parser))
+    args, unknown = parser.parse_known_args(argv)
+    args.beam_args = []
+    if args.command == "reproduce":
+        return args
+    own = declared_flags(args._parser)
+    if unknown and not getattr(args._module, "PASSES_BEAM_ARGS", False):
+        first = next((u for u in unknown if u.startswith("-")), unknown[0])
+        suggestion = closest_flag(first.partition("=")[0], own)
+        hint = f"; did you mean {suggestion}?" if suggestion else ""
+        raise UsageError(f"unrecognized argument {first}{hint}")
+    check_beam_flags(unknown, own)
+    check_runner(unknown)
+    args.beam_args = unknown
+    return args
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand word of a command line (the first token naming one), or None."""
+    return next((a for a in argv if a in SUBCOMMANDS or a == "reproduce"), None)
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices[name]
+    raise KeyError(name)  # pragma: no cover
+
+
+def configure_logging(level: str | None) -> None:
+    """Log at ``level`` on stderr (None: leave Python's default, WARNING and above).
+
+    Below DEBUG, Beam's own log of a failing DoFn (the same error the command reports in one
+    line, or re-raises as a bug) is silenced.
+    """
+    root = logging.getLogger()
+    if level is not None:
+        root.setLevel(level)
+        if not root.handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+            root.addHandler(handler)
+    logging.getLogger("apache_beam.runners.common").setLevel(
+        logging.DEBUG if level == "DEBUG" else logging.CRITICAL)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``costlib`` console script; returns the exit code.
+
+    A subcommand module that sets ``PASSES_BEAM_ARGS = True`` receives the Beam flags in
+    ``args.beam_args`` (checked to be Beam pipeline options; they also configure the
+    filesystems, e.g. ``--impersonate_service_account`` for ``gs://``); for the other
+    subcommands an unknown argument is an error. Expected failures give exit 2 or 3 with one
+    message and no traceback (:func:`costlib_pipelines.commands.exit_codes.classify`); anything else
+    is a bug and propagates.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = _command_of(argv)
+    prefix = "costlib" if command is None else f"costlib {command}"
+    try:
+        args = parse_command_line(argv)
+    except SystemExit as exc:  # argparse: --help / --version (0) or a malformed line (2)
+        return int(exc.code or 0)
+    except ValueError as exc:  # UsageError
+        print(f"{prefix}: error: {exc}", file=sys.stderr)
+        return BAD_INPUT
+    configure_logging(args.log_level)
+    if args.beam_args:  # credentials of the output's filesystem (--impersonate_service_account)
+        from apache_beam.io.filesystems import FileSystems
+        from apache_beam.options.pipeline_options import PipelineOptions
+
+        FileSystems.set_options(PipelineOptions(args.beam_args))
+    if args.command == "reproduce":
+        module = importlib.import_module(REPRODUCTIONS[args.name])
+        return int(module.main(args.rest) or 0)
+    try:
+        return int(args._module.run(args) or 0)
+    except Exception as exc:
+        known = classify(exc)
+        if known is None:
+            raise
+        code, message = known
+        kind = "held for review" if code == HELD else "error"
+        print(f"costlib {args.command}: {kind}: {message}", file=sys.stderr)
+        return code
+
+
+def console_main() -> None:
+    """The console script: :func:`main`, then exit without interpreter finalisation.
+
+    After a pipeline the runner's worker threads (gRPC, Arrow pools) may still be winding down;
+    exiting through ``os._exit`` after flushing keeps them from turning a clean exit code into
+    an abort at interpreter shutdown.
+    """
+    try:
+        code = main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        code = 130
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    console_main()

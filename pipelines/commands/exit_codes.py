@@ -1,0 +1,85 @@
+"""The one exit-code contract of every ``costlib`` command.
+
+====  ============================================================================
+code  meaning
+====  ============================================================================
+0     done (for ``recalibrate``: complete and published)
+2     bad input, config or command line: one line on stderr, no traceback; nothing
+      was published (fix the input, do not retry unchanged)
+3     needs a person: the run is complete but the publish guard held it
+      (``recalibrate``), or ``status`` found a held or stale ``LATEST``
+1     a bug in costlib (or the runner): a traceback on stderr; safe to retry
+====  ============================================================================
+
+Errors raised inside a Beam pipeline reach the launcher in two forms: the in-process
+FnApiRunner re-raises the DoFn's exception (same type, message augmented with the step name);
+runners with worker processes (``multi_processing``, portable, Flink, Dataflow) raise a
+``RuntimeError`` whose text is the worker's traceback. :func:`classify` recognises costlib's
+input errors in both forms, so a bad row group is exit 2 on every runner.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["BAD_INPUT", "BUG", "HELD", "OK", "classify", "one_line", "user_error_types"]
+
+OK = 0
+BUG = 1
+BAD_INPUT = 2
+HELD = 3
+
+#: Fully qualified names of the user-error classes, as they appear in a worker's traceback.
+_USER_ERROR_NAMES = (
+    "costlib_pipelines.io.files.InputError",
+    "costlib_pipelines.io.batches.SchemaError",
+    "costlib_pipelines.config.ConfigError",
+    "costlib_pipelines.commands.flags.UsageError",
+)
+_REMOTE_ERROR = re.compile(
+    r"^(?:" + "|".join(re.escape(n) for n in _USER_ERROR_NAMES) + r"): (.*?)"
+    r"(?=\n\s*\n|\nTraceback |\nDuring handling |\nThe above exception |\Z)",
+    re.MULTILINE | re.DOTALL,
+)
+
+
+def user_error_types() -> tuple[type[BaseException], ...]:
+    """Exception classes that mean bad input, config or command line (exit 2)."""
+    from costlib_pipelines.commands.flags import UsageError
+    from costlib_pipelines.config import ConfigError
+    from costlib_pipelines.io.batches import SchemaError
+    from costlib_pipelines.io.files import InputError
+
+    return (ConfigError, SchemaError, InputError, UsageError)
+
+
+#: The suffix Beam appends to an error raised in a step (the step name means nothing to users).
+_STEP_SUFFIX = re.compile(r"\s*\[while running '[^\]]*'\]\s*$")
+
+
+def one_line(message: str) -> str:
+    """A message on one line: Beam's step suffix dropped, line breaks ``; ``, blanks folded."""
+    message = _STEP_SUFFIX.sub("", str(message))
+    parts = [" ".join(line.split()) for line in message.splitlines()]
+    return "; ".join(p for p in parts if p)
+
+
+def classify(exc: BaseException) -> tuple[int, str] | None:
+    """``(exit code, one-line message)`` for an expected failure; None for a bug.
+
+    Parameters
+    ----------
+    exc : BaseException
+        What the command raised.
+    """
+    from costlib_pipelines.recalibrate.publish import PublishRefused
+
+    if isinstance(exc, PublishRefused):
+        return HELD, str(exc)
+    if isinstance(exc, user_error_types()):
+        return BAD_INPUT, one_line(str(exc))
+    if isinstance(exc, RuntimeError):  # a worker's traceback as text
+        found = _REMOTE_ERROR.findall(str(exc))
+        if found:
+            return BAD_INPUT, one_line(found[-1])
+    return None

@@ -1,0 +1,9 @@
+"""Files and records shared by every stage: inputs, run directories, the output lock, contracts.
+
+- :mod:`.files`: matching input globs, reading Parquet row groups, writing outputs atomically;
+- :mod:`.batches`: validating one Arrow batch of the score stream (usable rows, dead letters);
+- :mod:`.runs`: per-run output directories (``OUTPUT/runs/RUN_ID``, ``LATEST``, manifests);
+- :mod:`.lock`: one run at a time per output directory;
+- :mod:`.records`: output records typed by the JSON contracts in ``schemas/``;
+- :mod:`.status`: health of a published output (``costlib status``).
+"""

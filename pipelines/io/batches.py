@@ -1,0 +1,619 @@
+"""Validating one Arrow batch of the score stream: usable rows, unrated rows, dead letters.
+
+Pure pyarrow + numpy (no Beam), so the same code runs in a DoFn, in a benchmark loop and in
+tests. Every row of a batch ends up in exactly one bucket: ``used`` (rated and valid: it enters
+the threshold grids), ``unrated`` (valid, label null) or a dead-letter reason. The first failing
+check decides the reason, in this order:
+
+``missing_group``, ``reserved_group`` (the group is ``"__all__"``, the name of the all-groups
+grid), ``missing_item_id``, ``missing_event_time`` (windowed mode only),
+``implausible_event_time`` (windowed mode, ``plausibility.event_times_outside_range:
+dead_letter``), ``invalid_score`` (NaN or +-inf), ``invalid_weight`` (null, NaN, inf or
+negative), ``invalid_probability`` (decide only: NaN or outside [0, 1]),
+``label_without_score`` (rated, but no classifier scored the row),
+``missing_audit_probability`` (``columns.audit_probability`` configured, the row is rated and its
+p is null), ``invalid_audit_probability`` (p NaN, p outside (0, 1] on a rated row or outside
+[0, 1] on an unrated row), ``score_outside_range`` (``plausibility.scores_outside_range:
+dead_letter``).
+
+Audit probabilities (``columns.audit_probability``, see :mod:`costlib.audit._weights`): a
+valid rated row enters the grids with weight ``w / p``; a valid unrated row with ``0 < p < 1`` is
+represented by the audit sample (counted ``unrated`` and ``audit.represented``, but not a
+coverage gap); an unrated row with p null, 0 or 1 is an unrated gap.
+
+Plausibility checks (config section ``plausibility``, see :class:`Plausibility`) also count the
+rows that fail them in extra counters ``plausibility.*`` next to the buckets (they are not
+buckets: a counted row stays used or unrated unless the check dead-letters it). A check counts
+the rows that fail it among the rows no earlier check dead-lettered.
+
+Schema problems (a missing column, a column of the wrong type) are not row problems: they raise
+:class:`SchemaError` naming the file and column, and stop the run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numpy.typing import NDArray
+
+from costlib.thresholds._recalibration import ALL_GROUPS
+from costlib_pipelines.config import ConfigError, RunConfig
+from costlib_pipelines.io.files import InputError
+
+__all__ = [
+    "REASONS",
+    "Plausibility",
+    "SchemaError",
+    "ValidatedBatch",
+    "check_schema",
+    "plausibility_summary",
+    "plausibility_violations",
+    "validate_batch",
+]
+
+#: Dead-letter reasons (new reasons are appended: the order of the checks is in the module doc).
+REASONS = (
+    "missing_group",
+    "missing_item_id",
+    "missing_event_time",
+    "invalid_score",
+    "invalid_weight",
+    "invalid_probability",
+    "label_without_score",
+    "reserved_group",
+    "implausible_event_time",
+    "score_outside_range",
+    "missing_audit_probability",
+    "invalid_audit_probability",
+)
+
+#: Prefix of the audit counters (extra counters, not buckets): ``audit.audited`` = used rows
+#: with p < 1 (the rated audit sample), ``audit.represented`` = unrated rows with 0 < p < 1
+#: (represented by the audit sample, not coverage gaps).
+AUDIT = "audit."
+
+#: Prefix of the plausibility counters in the accounting (extra counters, not buckets).
+PLAUSIBILITY = "plausibility."
+
+MICROS_PER_DAY = 86_400 * 1_000_000
+
+
+def _micros(text: str, key: str) -> int:
+    """An ISO 8601 date or time (naive = UTC) as microseconds since the epoch."""
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise ConfigError(f"plausibility.{key}: {text!r} is not an ISO 8601 date or time "
+                          "(e.g. 2000-01-01 or 2026-01-01T00:00:00Z)") from exc
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return (when - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class Plausibility:
+    """The plausibility checks of a run, resolved once (``now`` fixed) and pickled into DoFns.
+
+    Attributes
+    ----------
+    score_range : (float, float) or None
+        Plausible scores (inclusive); ``plausibility.score_range``, else ``grid.range`` for
+        uniform and quantile edges; None (no check) for explicit edges without a range.
+    scores_outside_range : {"count", "dead_letter", "error"}
+        What a row with a score outside ``score_range`` gets.
+    event_time_range_us : (int, int)
+        Plausible event times (inclusive, microseconds since the epoch; windowed mode only).
+    event_times_outside_range : {"count", "dead_letter", "error"}
+        What a row with an event time outside the range gets.
+    max_implausible_share : float or None
+        A run in which a larger share of the rows read fails one check is not published.
+    count_duplicate_item_ids : bool
+        Count rows whose (group, item id) appeared before in the run.
+    """
+
+    score_range: tuple[float, float] | None
+    scores_outside_range: str
+    event_time_range_us: tuple[int, int]
+    event_times_outside_range: str
+    max_implausible_share: float | None
+    count_duplicate_item_ids: bool
+
+    @classmethod
+    def from_config(cls, config: RunConfig, now: dt.datetime | None = None) -> Plausibility:
+        """Resolve ``config.raw["plausibility"]`` (``now`` ends the default event-time range).
+
+        Raises
+        ------
+        ConfigError
+            An empty score range or event-time range, or a time that is not ISO 8601.
+        """
+        raw = config.raw.get("plausibility") or {}
+        score_range = raw.get("score_range")
+        if score_range is None and config.grid["edges"] in ("uniform", "quantile", "auto"):
+            score_range = config.grid["range"]
+        if score_range is not None:
+            low, high = (float(v) for v in score_range)
+            if not low < high:
+                raise ConfigError(f"plausibility.score_range: need low < high, got {score_range}")
+            score_range = (low, high)
+        start = _micros(raw.get("event_time_min", "2000-01-01T00:00:00+00:00"), "event_time_min")
+        if raw.get("event_time_max") is not None:
+            end = _micros(raw["event_time_max"], "event_time_max")
+        else:
+            now = now or dt.datetime.now(dt.UTC)
+            end = _micros(now.isoformat(), "event_time_max") + round(
+                raw.get("max_future_days", 1) * MICROS_PER_DAY)
+        if not start < end:
+            raise ConfigError("plausibility: event_time_min must be before event_time_max "
+                              "(or now + max_future_days)")
+        return cls(
+            score_range=score_range,
+            scores_outside_range=raw.get("scores_outside_range", "count"),
+            event_time_range_us=(start, end),
+            event_times_outside_range=raw.get("event_times_outside_range", "dead_letter"),
+            max_implausible_share=raw.get("max_implausible_share", 0.01),
+            count_duplicate_item_ids=bool(raw.get("count_duplicate_item_ids", False)),
+        )
+
+
+def _share_checks() -> dict[str, str]:
+    """Plausibility counter -> what it counts (the checks ``max_implausible_share`` limits)."""
+    return {
+        "score_outside_range": "rows with a score outside the plausible range",
+        "event_time_outside_range": "rows with an event time outside the plausible range",
+    }
+
+
+def plausibility_summary(accounting: Mapping[str, int]) -> dict[str, int]:
+    """The ``plausibility.*`` counters of an accounting, without the prefix (for manifests)."""
+    return {key[len(PLAUSIBILITY):]: int(value) for key, value in sorted(accounting.items())
+            if key.startswith(PLAUSIBILITY)}
+
+
+def plausibility_violations(accounting: Mapping[str, int], settings: Plausibility) -> list[str]:
+    """Why a run must not be published: a check failed on more than the allowed share of rows."""
+    limit = settings.max_implausible_share
+    read = int(accounting.get("read", 0))
+    if limit is None or read == 0:
+        return []
+    counts = plausibility_summary(accounting)
+    out = []
+    for name, what in _share_checks().items():
+        count = counts.get(name, 0)
+        if count > limit * read:
+            detail = ", ".join(f"{k} {v:,}" for k, v in counts.items()
+                               if k.startswith(name.split("_outside")[0]) and k != name)
+            out.append(f"plausibility: {count:,} of {read:,} {what} ({count / read:.1%} > "
+                       f"plausibility.max_implausible_share {limit:g})"
+                       + (f" [{detail}]" if detail else ""))
+    return out
+
+
+class SchemaError(ValueError):
+    """A file does not match the score-stream contract (message names file and column)."""
+
+
+def _is_float_or_int(t: pa.DataType) -> bool:
+    return pa.types.is_floating(t) or pa.types.is_integer(t)
+
+
+def _is_string(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _is_id(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or _is_string(t)
+
+
+def required_columns(
+    config: RunConfig, *, windowed: bool, for_decisions: bool
+) -> dict[str, tuple[str, callable, str]]:
+    """Physical column -> (logical name, type check, expected type text)."""
+    cols = config.columns
+    needed = {
+        cols["group"]: ("group", _is_string, "string"),
+        cols["item_id"]: ("item_id", _is_id, "int64 or string"),
+    }
+    if not for_decisions:
+        needed[cols["label"]] = ("label", lambda t: pa.types.is_boolean(t) or pa.types.is_null(t),
+                                 "bool")
+    for name in config.classifiers:
+        needed[name] = ("classifier score", _is_float_or_int, "float")
+    if windowed:
+        needed[cols["event_time"]] = ("event_time", pa.types.is_timestamp, "timestamp")
+    if cols.get("weight") and not for_decisions:
+        needed[cols["weight"]] = ("weight", _is_float_or_int, "float")
+    if cols.get("audit_probability") and not for_decisions:
+        needed[cols["audit_probability"]] = (
+            "audit_probability", lambda t: _is_float_or_int(t) or pa.types.is_null(t), "float")
+    if for_decisions:
+        if cols.get("probability"):
+            needed[cols["probability"]] = ("probability", _is_float_or_int, "float")
+        if cols.get("set_id"):
+            needed[cols["set_id"]] = ("set_id", _is_id, "int64 or string")
+    return needed
+
+
+def check_schema(
+    schema: pa.Schema, source: str, config: RunConfig, *, windowed: bool = False,
+    for_decisions: bool = False,
+) -> None:
+    """Raise :class:`SchemaError` if a file's schema breaks the contract."""
+    for column, (logical, ok, expected) in required_columns(
+        config, windowed=windowed, for_decisions=for_decisions
+    ).items():
+        index = schema.get_field_index(column)
+        if index < 0:
+            raise SchemaError(
+                f"{source}: missing column '{column}' (the {logical} column of the run config)"
+                + _near_match(column, schema.names)
+            )
+        actual = schema.field(index).type
+        if not ok(actual):
+            raise SchemaError(
+                f"{source}: column '{column}' ({logical}) has type {actual}; expected {expected}"
+            )
+
+
+def _near_match(column: str, names: list[str]) -> str:
+    """``"; did you mean 'X'? ..."`` for the closest column name, or ``""``."""
+    same_case = [n for n in names if n.lower() == column.lower()]
+    close = same_case or difflib.get_close_matches(column, names, n=1, cutoff=0.75)
+    if not close:
+        return ""
+    hint = "column names are case-sensitive" if same_case else "the names differ"
+    return f"; did you mean '{close[0]}'? ({hint})"
+
+
+@dataclass
+class ValidatedBatch:
+    """The valid rows of one batch, as numpy arrays, and what happened to every row.
+
+    ``scores`` has shape (n_valid, k) with ``-inf`` for null (did not score); ``rated`` marks
+    rows with a label; ``labels`` is meaningful where ``rated``. ``group_codes`` index
+    ``group_names``. ``audit_probabilities`` (NaN = null) when ``columns.audit_probability``
+    is configured, else None.
+    """
+
+    source: str
+    row_group: int
+    n_read: int
+    group_codes: NDArray[np.intp]
+    group_names: list[str]
+    scores: NDArray[np.float64]
+    rated: NDArray[np.bool_]
+    labels: NDArray[np.bool_]
+    weights: NDArray[np.float64] | None
+    item_ids: pa.Array
+    event_times_us: NDArray[np.int64] | None
+    probabilities: NDArray[np.float64] | None
+    set_ids: pa.Array | None
+    valid_rows: NDArray[np.intp]
+    dead_letters: pa.Table | None
+    accounting: Counter = field(default_factory=Counter)
+    audit_probabilities: NDArray[np.float64] | None = None
+
+    def rated_rows(self):
+        """``(row indices, group codes, scores, labels, weights)`` of the rated valid rows.
+
+        Selected with one index and ``take`` (several times faster than boolean masks).
+        """
+        rows = np.flatnonzero(self.rated)
+        return (
+            rows,
+            self.group_codes.take(rows),
+            self.scores.take(rows, axis=0),
+            self.labels.take(rows),
+            None if self.weights is None else self.weights.take(rows),
+        )
+
+
+def _column(table: pa.Table, name: str) -> pa.Array:
+    col = table.column(name)
+    if not isinstance(col, pa.ChunkedArray):
+        return col
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()  # one chunk: no copy
+
+
+def _nulls(arr: pa.Array) -> NDArray[np.bool_] | None:
+    """Null mask, or None when the column has no null (Arrow keeps the count: no pass)."""
+    if arr.null_count == 0:
+        return None
+    return arr.is_null().to_numpy(zero_copy_only=False)
+
+
+def _floats(arr: pa.Array) -> NDArray[np.float64]:
+    """Values as float64 with NaN where null (callers keep the null mask separately).
+
+    A float64 column is not cast (a cast copies), and nulls are filled in Arrow before the
+    zero-copy view (``to_numpy`` of an array with nulls is ~4x slower than both)."""
+    if pa.types.is_null(arr.type):
+        return np.full(len(arr), np.nan)
+    if not pa.types.is_float64(arr.type):
+        arr = arr.cast(pa.float64())
+    if arr.null_count:
+        arr = arr.fill_null(np.nan)
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def validate_batch(
+    table: pa.Table,
+    config: RunConfig,
+    *,
+    source: str,
+    row_group: int,
+    windowed: bool = False,
+    for_decisions: bool = False,
+    plausibility: Plausibility | None = None,
+) -> ValidatedBatch:
+    """Split a batch into valid rows, unrated rows and dead letters (see the module doc).
+
+    ``plausibility`` defaults to :meth:`Plausibility.from_config` (``now`` = the call's time);
+    DoFns resolve it once so that every batch of a run uses the same event-time range.
+
+    Raises
+    ------
+    SchemaError
+        The batch's schema breaks the contract.
+    InputError
+        A plausibility check set to ``error`` failed (naming file, row group and column).
+    """
+    check_schema(table.schema, source, config, windowed=windowed, for_decisions=for_decisions)
+    if plausibility is None:
+        plausibility = Plausibility.from_config(config)
+    cols = config.columns
+    n = table.num_rows
+    reason = np.full(n, -1, dtype=np.int8)  # index into REASONS, -1 = valid
+    accounting: Counter = Counter(read=n)
+    where = f"{source}: row group {row_group}"
+
+    def flag(mask: NDArray[np.bool_] | None, name: str) -> None:
+        if mask is not None and mask.any():
+            reason[(reason < 0) & mask] = REASONS.index(name)
+
+    group = _column(table, cols["group"])
+    flag(_nulls(group), "missing_group")
+    encoded = group if pa.types.is_dictionary(group.type) else pc.dictionary_encode(group)
+    group_names = [str(g) for g in encoded.dictionary.to_pylist()]
+    indices = encoded.indices
+    group_codes = (indices.fill_null(0) if indices.null_count else indices).to_numpy(
+        zero_copy_only=False).astype(np.intp)
+    if ALL_GROUPS in group_names:
+        reserved = [i for i, name in enumerate(group_names) if name == ALL_GROUPS]
+        flag(np.isin(group_codes, reserved), "reserved_group")
+    item_ids = _column(table, cols["item_id"])
+    flag(_nulls(item_ids), "missing_item_id")
+    event_times = None
+    if windowed:
+        times = _column(table, cols["event_time"])
+        flag(_nulls(times), "missing_event_time")
+        # In the column's own unit, then floored to microseconds (a cast to "us" refuses to
+        # drop nanoseconds, and truncation would round times before 1970 the wrong way).
+        per_us = {"s": 1e-6, "ms": 1e-3, "us": 1, "ns": 1000}[times.type.unit]
+        raw = times.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+        event_times = raw * int(1 / per_us) if per_us < 1 else raw // per_us
+        _check_event_times(event_times, reason, plausibility, accounting,
+                           f"{where}: column '{cols['event_time']}'")
+
+    k = len(config.classifiers)
+    scores = np.empty((n, k))
+    unscored = None  # rows no classifier scored (only computed when some score is null)
+    outside: dict[str, tuple[NDArray[np.bool_], NDArray[np.bool_]]] = {}
+    for j, name in enumerate(config.classifiers):
+        arr = _column(table, name)
+        values = _floats(arr)
+        null = _nulls(arr)
+        finite = np.isfinite(values)
+        flag(~finite if null is None else ~null & ~finite, "invalid_score")
+        if plausibility.score_range is not None:  # NaN (null) compares False
+            low, high = plausibility.score_range
+            below, above = values < low, values > high
+            if below.any() or above.any():
+                outside[name] = (below, above)
+        scores[:, j] = values  # (values may be a read-only view of the Arrow buffer)
+        if null is not None:
+            scores[null, j] = -np.inf
+        if j == 0:
+            unscored = null
+        elif unscored is not None:
+            unscored = unscored & null if null is not None else None
+
+    weights = None
+    if cols.get("weight") and not for_decisions:
+        warr = _column(table, cols["weight"])
+        w = _floats(warr)
+        flag(~(np.isfinite(w) & (w >= 0)), "invalid_weight")  # null -> NaN -> invalid
+        weights = w
+
+    probabilities = set_ids = None
+    if for_decisions and cols.get("probability"):
+        parr = _column(table, cols["probability"])
+        p = _floats(parr)
+        pnull = _nulls(parr)
+        out_of_range = ~((p >= 0) & (p <= 1))
+        flag(out_of_range if pnull is None else ~pnull & out_of_range, "invalid_probability")
+        probabilities = p if pnull is None else np.where(pnull, np.nan, p)
+    if for_decisions and cols.get("set_id"):
+        set_ids = _column(table, cols["set_id"])
+
+    if for_decisions:
+        rated = np.zeros(n, dtype=bool)
+        labels = np.zeros(n, dtype=bool)
+    else:
+        larr = _column(table, cols["label"])
+        label_null = _nulls(larr)
+        rated = np.ones(n, dtype=bool) if label_null is None else ~label_null
+        if unscored is not None:
+            flag(rated & unscored, "label_without_score")
+        labels = (
+            np.zeros(n, dtype=bool) if pa.types.is_null(larr.type)
+            else larr.fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
+        )
+    audit = None
+    if cols.get("audit_probability") and not for_decisions:
+        audit = _audit_probabilities(_column(table, cols["audit_probability"]), rated, flag)
+    if outside:
+        _check_scores(outside, reason, plausibility, accounting, where)
+
+    valid = reason < 0
+    valid_rows = np.flatnonzero(valid)
+    if for_decisions:
+        accounting["decided"] = int(valid.sum())
+    else:
+        accounting["used"] = int((valid & rated).sum())
+        accounting["unrated"] = int((valid & ~rated).sum())
+        if audit is not None:
+            accounting[f"{AUDIT}audited"] = int((valid & rated & (audit < 1)).sum())
+            accounting[f"{AUDIT}represented"] = int(
+                (valid & ~rated & (audit > 0) & (audit < 1)).sum())
+            accounting.update(_audited_per_stratum(valid & rated & (audit < 1), scores,
+                                                   labels, config))
+    dead_letters = None
+    if not valid.all():
+        bad = np.flatnonzero(~valid)
+        for code, count in zip(*np.unique(reason[bad], return_counts=True), strict=True):
+            accounting[f"dead_letter.{REASONS[code]}"] = int(count)
+        dead_letters = table.take(pa.array(bad)).append_column(
+            "dead_letter_reason", pa.array([REASONS[c] for c in reason[bad]], pa.string())
+        )
+        dead_letters = dead_letters.append_column(
+            "source_file", pa.array([source] * bad.size, pa.string())
+        ).append_column(
+            "row_group", pa.array(np.full(bad.size, row_group), pa.int64())
+        ).append_column("row_in_row_group", pa.array(bad.astype(np.int64)))
+
+    if valid.all():  # the common case: no copies
+        def pick(a):
+            return a
+    else:
+        take = pa.array(valid_rows)
+
+        def pick(a):
+            return a.take(take) if isinstance(a, pa.Array) else a[valid_rows]
+
+    return ValidatedBatch(
+        source=source,
+        row_group=row_group,
+        n_read=n,
+        group_codes=pick(group_codes),
+        group_names=group_names,
+        scores=pick(scores),
+        rated=pick(rated),
+        labels=pick(labels),
+        weights=None if weights is None else pick(weights),
+        item_ids=pick(item_ids),
+        event_times_us=None if event_times is None else pick(event_times),
+        probabilities=None if probabilities is None else pick(probabilities),
+        set_ids=None if set_ids is None else pick(set_ids),
+        valid_rows=valid_rows,
+        dead_letters=dead_letters,
+        accounting=accounting,
+        audit_probabilities=None if audit is None else pick(audit),
+    )
+
+
+def _audited_per_stratum(audited: NDArray[np.bool_], scores: NDArray[np.float64],
+                         labels: NDArray[np.bool_], config: RunConfig) -> dict[str, int]:
+    """Audited rows (rated, p < 1) per stratum of the config's audit design, by label:
+    ``audit.stratum.<h>.positives`` / ``.negatives`` (only nonzero counts; unweighted). A
+    decide run with ``audit.design: auto`` reads them from the recalibration it applies
+    (:mod:`costlib_pipelines.decide.audit_sizing`)."""
+    if not audited.any() or config.relative_strata:  # relative strata: see audit_sizing
+        return {}
+    design = config.audit_design()
+    stratum = design.strata(scores[audited])
+    positive = labels[audited]
+    out = {}
+    for name, mask in (("positives", positive), ("negatives", ~positive)):
+        for h, count in enumerate(np.bincount(stratum[mask], minlength=design.n_strata)):
+            if count:
+                out[f"{AUDIT}stratum.{h}.{name}"] = int(count)
+    return out
+
+
+def _audit_probabilities(arr: pa.Array, rated: NDArray[np.bool_], flag) -> NDArray[np.float64]:
+    """The audit probability column as float64 (NaN = null), flagging bad rows via ``flag``.
+
+    A rated row needs p in (0, 1] (null: ``missing_audit_probability``, otherwise
+    ``invalid_audit_probability``); an unrated row may have p null or in [0, 1] (NaN or
+    outside: ``invalid_audit_probability``).
+    """
+    p = _floats(arr)
+    null = _nulls(arr)
+    if null is None:
+        null = np.zeros(p.size, dtype=bool)
+    if pa.types.is_null(arr.type):
+        null = np.ones(p.size, dtype=bool)
+    flag(rated & null, "missing_audit_probability")
+    ok = np.where(rated, (p > 0) & (p <= 1), (p >= 0) & (p <= 1))  # NaN compares False
+    flag(~null & ~ok, "invalid_audit_probability")
+    return p
+
+
+def _apply(action: str, failed: NDArray[np.bool_], reason: NDArray[np.int8], name: str,
+           message: str) -> None:
+    """Dead-letter ``failed`` rows as ``name``, or raise ``InputError`` (``message``)."""
+    if action == "error":
+        raise InputError(message)
+    if action == "dead_letter":
+        reason[failed] = REASONS.index(name)
+
+
+def _check_event_times(times_us: NDArray[np.int64], reason: NDArray[np.int8],
+                       settings: Plausibility, accounting: Counter, where: str) -> None:
+    """Count (and act on) event times outside ``settings.event_time_range_us``."""
+    start, end = settings.event_time_range_us
+    open_rows = reason < 0
+    before = open_rows & (times_us < start)
+    after = open_rows & (times_us > end)
+    n_before, n_after = int(before.sum()), int(after.sum())
+    if not n_before + n_after:
+        return
+    accounting[f"{PLAUSIBILITY}event_time_outside_range"] += n_before + n_after
+    if n_before:
+        accounting[f"{PLAUSIBILITY}event_time_before_range"] += n_before
+    if n_after:
+        accounting[f"{PLAUSIBILITY}event_time_after_range"] += n_after
+    failed = before | after
+    example = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(
+        microseconds=int(times_us[np.flatnonzero(failed)[0]]))
+    low, high = (dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=int(t))
+                 for t in (start, end))
+    _apply(settings.event_times_outside_range, failed, reason, "implausible_event_time",
+           f"{where}: {n_before + n_after:,} event time(s) outside the plausible range "
+           f"[{low:%Y-%m-%d %H:%M}, {high:%Y-%m-%d %H:%M}] UTC (e.g. {example:%Y-%m-%d %H:%M:%S}; "
+           "epoch seconds in a millisecond column?); plausibility.event_times_outside_range "
+           "is 'error'")
+
+
+def _check_scores(outside: Mapping[str, tuple[NDArray[np.bool_], NDArray[np.bool_]]],
+                  reason: NDArray[np.int8], settings: Plausibility, accounting: Counter,
+                  where: str) -> None:
+    """Count (and act on) rows with a score outside ``settings.score_range``."""
+    open_rows = reason < 0
+    failed = np.zeros(reason.size, dtype=bool)
+    for name, (below, above) in outside.items():
+        for side, mask in (("below", below), ("above", above)):
+            count = int((open_rows & mask).sum())
+            if count:
+                accounting[f"{PLAUSIBILITY}score_{side}_range.{name}"] += count
+                failed |= mask
+    failed &= open_rows
+    total = int(failed.sum())
+    if not total:
+        return
+    accounting[f"{PLAUSIBILITY}score_outside_range"] += total
+    low, high = settings.score_range
+    columns = ", ".join(f"'{name}'" for name in outside)
+    _apply(settings.scores_outside_range, failed, reason, "score_outside_range",
+           f"{where}: column(s) {columns}: {total:,} row(s) with a score outside the plausible "
+           f"range [{low:g}, {high:g}]; plausibility.scores_outside_range is 'error'")

@@ -1,0 +1,205 @@
+"""One run at a time per output directory: the lock file ``OUTPUT/.costlib-lock``.
+
+Two runs writing into one output would race on ``LATEST`` and on the publish guard's baseline
+(each compares with the run ``LATEST`` named when it started). A run therefore takes the lock
+before it reads any data, and a second run into the same output stops at once with exit 2,
+naming the run that holds it. Taking the lock is also the check that the output is writable,
+made before any input is read.
+
+- **Local paths**: the lock file is created with ``O_CREAT | O_EXCL`` (atomic). A lock left by
+  a process that no longer runs on this host (killed) is taken over; one held by a live
+  process, or by another host, is not.
+- **Other Beam filesystems** (``gs://`` ...): Beam's filesystem API has no create-if-absent, so
+  the lock is check, write, then read back: it refuses every run that starts after another
+  run's lock is visible, but two runs starting within the same second can both pass. Schedulers
+  must not start overlapping runs (Airflow ``max_active_runs=1``, CronJob
+  ``concurrencyPolicy: Forbid``). Independently of the lock, the publish stage holds a run when
+  ``LATEST`` moved while it ran (see :mod:`costlib_pipelines.recalibrate.pipeline`), on every
+  filesystem.
+- A job launched as a template (``--template_location``) runs after its launcher returned: the
+  launcher's lock covers only the launch; the publish stage's ``LATEST`` check covers the job.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import json
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.localfilesystem import LocalFileSystem
+
+from costlib_pipelines.io.files import InputError, write_bytes_atomically
+
+__all__ = ["LOCK_NAME", "OutputLock", "OutputLocked", "break_lock", "hold_output", "read_lock"]
+
+LOCK_NAME = ".costlib-lock"
+
+
+class OutputLocked(InputError):
+    """Another run holds the output directory (or the output is not writable)."""
+
+
+@dataclass(frozen=True)
+class OutputLock:
+    """A held lock: where, and the token that proves it is ours."""
+
+    path: str
+    token: str
+    local: bool
+
+
+def _is_local(path: str) -> bool:
+    return isinstance(FileSystems.get_filesystem(path), LocalFileSystem)
+
+
+def read_lock(output: str) -> dict[str, Any] | None:
+    """The holder record of ``OUTPUT``'s lock, or None when it is not locked."""
+    path = f"{output.rstrip('/')}/{LOCK_NAME}"
+    if not FileSystems.exists(path):
+        return None
+    try:
+        with FileSystems.open(path) as fh:
+            return json.loads(fh.read().decode())
+    except (OSError, ValueError):
+        return {"unreadable": True}
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _describe(holder: dict[str, Any] | None) -> str:
+    if not holder or holder.get("unreadable"):
+        return "an unreadable lock"
+    return (f"run {holder.get('run_id')!r} ({holder.get('command')}, pid {holder.get('pid')} "
+            f"on {holder.get('host')}, since {holder.get('started_utc')})")
+
+
+def _stale_here(holder: dict[str, Any] | None) -> bool:
+    """True for a lock of a process of this host that no longer runs."""
+    if not holder or holder.get("host") != socket.gethostname():
+        return False
+    pid = holder.get("pid")
+    return isinstance(pid, int) and not _process_alive(pid)
+
+
+def _refuse(path: str, holder: dict[str, Any] | None) -> OutputLocked:
+    return OutputLocked(
+        f"{path}: the output is locked by {_describe(holder)}; two runs must not write into "
+        f"one output. Wait for it, or, if no such run is active, delete {path}"
+    )
+
+
+def _acquire_local(path: str, record: bytes) -> None:
+    directory = os.path.dirname(path)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as exc:
+        raise OutputLocked(f"{directory}: cannot create the output directory ({exc})") from exc
+    for _ in range(2):  # a second try after taking over a stale lock
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            holder = read_lock(directory)
+            if not _stale_here(holder):
+                raise _refuse(path, holder) from None
+            try:  # rename, not delete: of two runs taking over, only one succeeds
+                os.rename(path, f"{path}.stale-{uuid.uuid4().hex[:8]}")
+            except FileNotFoundError:
+                pass
+            continue
+        except OSError as exc:
+            reason = "not writable" if exc.errno in (errno.EACCES, errno.EROFS) else exc
+            raise OutputLocked(f"{directory}: cannot write the output ({reason})") from exc
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(record)
+        return
+    raise _refuse(path, read_lock(directory))
+
+
+def _acquire_remote(path: str, record: bytes, token: str) -> None:
+    output = path.rsplit("/", 1)[0]
+    if FileSystems.exists(path):
+        raise _refuse(path, read_lock(output))
+    try:
+        write_bytes_atomically(path, record)
+    except Exception as exc:
+        raise OutputLocked(f"{output}: cannot write the output ({exc})") from exc
+    holder = read_lock(output)
+    if not holder or holder.get("token") != token:
+        raise _refuse(path, holder)
+
+
+def acquire(output: str, *, run_id: str, command: str) -> OutputLock:
+    """Take ``OUTPUT``'s lock for a run; :class:`OutputLocked` if held or not writable."""
+    path = f"{output.rstrip('/')}/{LOCK_NAME}"
+    token = uuid.uuid4().hex
+    record = json.dumps({
+        "run_id": run_id, "command": command, "host": socket.gethostname(),
+        "pid": os.getpid(), "started_utc": dt.datetime.now(dt.UTC).isoformat(),
+        "token": token,
+    }).encode()
+    local = _is_local(path)
+    if local:
+        _acquire_local(path, record)
+    else:
+        _acquire_remote(path, record, token)
+    return OutputLock(path=path, token=token, local=local)
+
+
+def release(lock: OutputLock) -> None:
+    """Remove the lock file if it still holds our token (never someone else's lock)."""
+    holder = read_lock(lock.path.rsplit("/", 1)[0])
+    if holder and holder.get("token") == lock.token:
+        FileSystems.delete([lock.path])
+
+
+def break_lock(output: str, run_id: str) -> dict[str, Any] | None:
+    """Remove a lock its run left behind (e.g. a driver killed with its worker machine).
+
+    Only the lock of the run named ``run_id`` is removed, and never one whose process still
+    runs on this host; returns the removed holder record (None: the output was not locked).
+
+    Raises
+    ------
+    OutputLocked
+        The lock belongs to another run, or to a live process of this host.
+    """
+    path = f"{output.rstrip('/')}/{LOCK_NAME}"
+    holder = read_lock(output)
+    if holder is None:
+        return None
+    if holder.get("run_id") != run_id:
+        raise OutputLocked(f"{path} is held by {_describe(holder)}, not by run {run_id!r}; "
+                           "nothing removed")
+    pid = holder.get("pid")
+    if holder.get("host") == socket.gethostname() and isinstance(pid, int) and (
+            _process_alive(pid)):
+        raise OutputLocked(f"{path}: run {run_id!r} is still running (pid {pid} on this host); "
+                           "nothing removed")
+    FileSystems.delete([path])
+    return holder
+
+
+@contextmanager
+def hold_output(output: str, *, run_id: str, command: str) -> Iterator[OutputLock]:
+    """Hold ``OUTPUT``'s lock for the duration of a ``with`` block."""
+    lock = acquire(output, run_id=run_id, command=command)
+    try:
+        yield lock
+    finally:
+        release(lock)

@@ -1,0 +1,160 @@
+"""Health of a published output: is ``OUTPUT/LATEST`` there, published, fresh, and not behind
+a held run (or, for a windowed run, a held or stale window)? The alert behind ``costlib status``
+(exit 0 healthy, 3 needs a person).
+
+A scheduler runs it after each recalibration (and on its own schedule), so an operator hears of
+a run the publish guard held, of a ``LATEST`` that stopped moving (recalibration failing or not
+scheduled), and of a broken ``LATEST`` — instead of finding out from stale decisions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from apache_beam.io.filesystems import FileSystems
+
+from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.lock import read_lock
+from costlib_pipelines.io.runs import latest_run_id, list_runs
+
+__all__ = ["OutputStatus", "check_status"]
+
+
+@dataclass
+class OutputStatus:
+    """What :func:`check_status` found; ``problems`` empty means healthy."""
+
+    output: str
+    latest: str | None
+    latest_finished_utc: str | None
+    age_hours: float | None
+    max_age_hours: float
+    problems: list[str] = field(default_factory=list)
+    held_runs: list[dict[str, Any]] = field(default_factory=list)
+    held_windows: list[dict[str, Any]] = field(default_factory=list)
+    newest_window: dict[str, Any] | None = None
+    incomplete_runs: list[str] = field(default_factory=list)
+    lock: dict[str, Any] | None = None
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problems
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "healthy": self.healthy}
+
+
+def _parse_utc(text: str | None) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+
+
+def _check_windows(status: OutputStatus, manifest: dict[str, Any], now: dt.datetime,
+                   slack_hours: float) -> None:
+    """Held and stale windows of ``LATEST``'s windowed run (one with a window guard)."""
+    guard = manifest.get("guard")
+    windowing = manifest.get("windowing")
+    if not isinstance(guard, dict) or not isinstance(guard.get("windows"), list) or not windowing:
+        return
+    run_id = manifest.get("run_id", status.latest)
+    for entry in guard["windows"]:
+        if entry["state"] == "held":
+            status.held_windows.append({"run_id": run_id, "window": entry["window"],
+                                        "violations": entry["violations"]})
+            status.problems.append(
+                f"run {run_id}: window {entry['window']} is held by the publish guard "
+                f"({len(entry['violations'])} violation(s): {'; '.join(entry['violations'])}); "
+                "decide applies the window before it; release it with costlib publish "
+                f"--output {status.output} --run-id {run_id} --window {entry['window']} --by "
+                "NAME --reason TEXT")
+    chained = [e for e in guard["windows"] if e["state"] != "not_eligible"]
+    if not chained:
+        return
+    newest = max(chained, key=lambda e: e["window_end"])
+    end = dt.datetime.fromisoformat(newest["window_end"])
+    allowed = dt.timedelta(days=windowing["period_days"] + windowing["allowed_lateness_days"],
+                           hours=slack_hours)
+    late_hours = round((now - end - allowed).total_seconds() / 3600, 2)
+    status.newest_window = {"window": newest["window"], "window_end": newest["window_end"],
+                            "state": newest["state"],
+                            "next_window_due_utc": (end + allowed).isoformat()}
+    if late_hours > 0:
+        status.problems.append(
+            f"windows are stale: the newest window decide could apply, {newest['window']} "
+            f"(run {run_id}), ended {newest['window_end']}; a new one was due {late_hours:g} h "
+            f"ago (period {windowing['period_days']:g} d + allowed lateness "
+            f"{windowing['allowed_lateness_days']:g} d + {slack_hours:g} h slack)")
+
+
+def check_status(
+    output: str, *, max_age_hours: float = 26.0, now: dt.datetime | None = None,
+    window_slack_hours: float = 6.0,
+) -> OutputStatus:
+    """Check ``output``'s ``LATEST`` (a recalibrate or decide output directory).
+
+    Problems (any one makes the output unhealthy): ``LATEST`` missing, unreadable, or naming a
+    missing or incomplete run, or a run that is not published; a complete run that finished
+    after ``LATEST``'s run and is held for review; ``LATEST``'s run finished more than
+    ``max_age_hours`` before ``now``. For a windowed ``LATEST`` run also: a window the
+    publish guard held (not released); stale windows, when ``now`` is later than the end of
+    the newest window ``costlib decide`` could apply plus the windowing's period and allowed
+    lateness plus ``window_slack_hours`` (a new window should have closed by then).
+    Incomplete run directories (failed or running) and the
+    output lock are reported, not counted as problems.
+
+    Raises
+    ------
+    InputError
+        ``output`` does not exist.
+    """
+    output = output.rstrip("/")
+    if not FileSystems.exists(output):
+        raise InputError(f"{output}: no such output directory")
+    now = now or dt.datetime.now(dt.UTC)
+    complete, incomplete = list_runs(output)
+    status = OutputStatus(output=output, latest=None, latest_finished_utc=None,
+                          age_hours=None, max_age_hours=max_age_hours,
+                          incomplete_runs=incomplete, lock=read_lock(output))
+    if status.lock:
+        status.lock = {k: v for k, v in status.lock.items() if k != "token"}
+    try:
+        status.latest = latest_run_id(output)
+    except InputError as exc:
+        status.problems.append(str(exc))
+    latest_manifest = complete.get(status.latest) if status.latest else None
+    if status.latest is None and not status.problems:
+        status.problems.append(f"{output}/LATEST is missing: nothing is published")
+    elif status.latest is not None and latest_manifest is None:
+        status.problems.append(f"{output}/LATEST names run {status.latest}, which is missing or "
+                               "incomplete")
+    finished = None
+    if latest_manifest is not None:
+        if latest_manifest.get("published") is False:
+            status.problems.append(f"LATEST names run {status.latest}, which is not published")
+        finished = _parse_utc(latest_manifest.get("finished_utc"))
+        status.latest_finished_utc = latest_manifest.get("finished_utc")
+        if finished is not None:
+            status.age_hours = round((now - finished).total_seconds() / 3600, 2)
+            if status.age_hours > max_age_hours:
+                status.problems.append(
+                    f"LATEST is stale: run {status.latest} finished {status.age_hours:g} h ago "
+                    f"(more than {max_age_hours:g} h)")
+        _check_windows(status, latest_manifest, now, window_slack_hours)
+    for run_id, manifest in sorted(complete.items()):
+        run_finished = _parse_utc(manifest.get("finished_utc"))
+        newer = finished is None or (run_finished is not None and run_finished > finished)
+        if manifest.get("published") is False and newer:
+            violations = (manifest.get("guard") or {}).get("violations", [])
+            status.held_runs.append({"run_id": run_id, "finished_utc":
+                                     manifest.get("finished_utc"), "violations": violations})
+            status.problems.append(
+                f"run {run_id} is held for review ({len(violations)} violation(s)); release it "
+                f"with costlib publish --output {output} --run-id {run_id} --by NAME --reason "
+                "TEXT, or fix its input")
+    return status
+
+

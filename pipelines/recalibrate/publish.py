@@ -1,0 +1,324 @@
+"""Publishing operating points: the guard that holds suspicious runs for a human.
+
+A recalibration run is *published* when ``OUTPUT/LATEST`` points at it; readers (``costlib
+decide``, schedulers, reports) follow ``LATEST``. Before moving it, the guard compares the new
+run's thresholds of the decision method with those of the run ``LATEST`` points at and holds
+the run back when
+
+- a group's threshold moved by more than ``max_threshold_change`` (absolute, on any classifier;
+  a classifier switched on or off counts as an infinite move), or
+- a group's thresholds rest on fewer than ``min_rated`` rated rows (positives + negatives of the
+  grid they were chosen on: the group's own, or the parent's under fallback; a group with no
+  thresholds, status ``insufficient_data``, rests on none; a group that ``kept`` the published
+  thresholds unchanged is only noted), or
+- a group's point of the decision method is ``infeasible`` (``point_status``: no covered point
+  meets the run's constraints; ``costlib decide`` would give it null decisions).
+
+Points that are ``coverage_limited`` (the best point inside the rated region; a better one flags
+more unrated rows than allowed) are no violation, nor are ``resolution_limited`` points (the
+lattice's best; a coarse stretch of it could hide a better one); they are listed in the manifest's
+``guard.notes`` (:func:`guard_notes`), as are points that flag unrated rows when coverage is not
+enforced (``coverage.max_unrated_share: null``).
+
+The guard fails closed: when the published run cannot be read (``LATEST`` names a missing,
+incomplete or unreadable run, or ``LATEST`` is gone while ``runs/`` holds published runs), or
+when ``LATEST`` moved while the run ran (another run published meanwhile), the run is held with
+that reason; there is nothing it could be compared with.
+
+A held run is complete (its manifest says ``"published": false`` and lists the violations) but
+``LATEST`` does not move. A person can publish it with an override that records who and why, or
+roll ``LATEST`` back to any earlier complete run with :func:`publish_run`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from costlib_pipelines.io.files import InputError, write_bytes_atomically, write_json
+from costlib_pipelines.io.runs import (
+    CARRIED,
+    check_run_id,
+    latest_run_id,
+    list_runs,
+    load_operating_points,
+    read_manifest,
+)
+
+__all__ = [
+    "Baseline",
+    "GuardSettings",
+    "Override",
+    "PublishRefused",
+    "baseline_violations",
+    "guard_notes",
+    "guard_violations",
+    "points_in_force",
+    "publish_run",
+    "read_baseline",
+]
+
+ALL_GROUPS = "__all__"
+
+
+class PublishRefused(RuntimeError):
+    """The guard held the run back; the message lists every violation."""
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    """``max_threshold_change``: None = no limit; ``min_rated``: 0 = no minimum."""
+
+    max_threshold_change: float | None = None
+    min_rated: float = 0.0
+    method: str = "graph"
+
+
+@dataclass(frozen=True)
+class Override:
+    """A person's decision to publish despite the guard (recorded in the manifest)."""
+
+    by: str
+    reason: str
+
+    def __post_init__(self) -> None:
+        if not self.by.strip() or not self.reason.strip():
+            from costlib_pipelines.commands.flags import UsageError
+
+            raise UsageError("an override or a publication needs both who (--override-by / "
+                             "--by) and why (--override-reason / --reason)")
+
+    def record(self) -> dict[str, str]:
+        return {"by": self.by, "reason": self.reason,
+                "at_utc": dt.datetime.now(dt.UTC).isoformat()}
+
+
+def _threshold_move(old: Sequence[float], new: Sequence[float]) -> float:
+    moves = []
+    for a, b in zip(old, new, strict=True):
+        if math.isinf(a) or math.isinf(b):
+            moves.append(0.0 if a == b else math.inf)
+        else:
+            moves.append(abs(a - b))
+    return max(moves)
+
+
+def _by_group(records: Sequence[dict[str, Any]], method: str) -> dict[str, dict[str, Any]]:
+    """``method``'s record per group. ``records`` hold one per group and method: a batch run's,
+    one window's, or points in force (:func:`points_in_force`)."""
+    return {r["group"]: r for r in records if r["method"] == method}
+
+
+def points_in_force(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What ``costlib decide`` applies from a published run's records, one per group and method.
+
+    Batch records are returned as they are. Windowed records (of the windows the guard applied,
+    plus the points carried in force, as ``load_operating_points(..., windows="applied")``
+    reads them): per group and method the record of the window with the largest end (newest
+    pane); a group no window covers keeps its carried (or batch) record.
+    """
+    chosen: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def rank(record: dict[str, Any]) -> tuple:
+        if record["window_start"] is None or record.get(CARRIED):
+            return (0,)
+        return (1, record["window_end"], record["pane_index"] or 0)
+
+    for record in records:
+        key = (record["group"], record["method"])
+        if key not in chosen or rank(record) > rank(chosen[key]):
+            chosen[key] = record
+    return [chosen[key] for key in sorted(chosen)]
+
+
+def _kept_unchanged(record: dict[str, Any], old: dict[str, Any] | None) -> bool:
+    """A ``kept`` record whose thresholds are the published ones: nothing changes for the group,
+    so the few rated rows it rests on are no reason to hold the run (they are noted instead)."""
+    if record["status"] != "kept" or old is None or old["thresholds"] is None:
+        return False
+    if sorted(old["classifiers"]) != sorted(record["classifiers"]):
+        return False
+    before = dict(zip(old["classifiers"], old["thresholds"], strict=True))
+    return [before[c] for c in record["classifiers"]] == list(record["thresholds"])
+
+
+def guard_violations(
+    previous: Sequence[dict[str, Any]] | None,
+    new: Sequence[dict[str, Any]],
+    settings: GuardSettings,
+) -> list[str]:
+    """Reasons to hold ``new`` back (empty: publish). Records are ``operating_point.json``.
+
+    Thresholds are compared classifier by classifier, by name; a changed set of classifiers and
+    a group that had thresholds and has no record any more are violations of their own.
+    """
+    new_by_group = _by_group(new, settings.method)
+    old_by_group = _by_group(previous or [], settings.method)
+    violations = []
+    for group in sorted(new_by_group):
+        record = new_by_group[group]
+        source = new_by_group.get(record["fallback_group"] or group, record)
+        rated = source["rated_positives"] + source["rated_negatives"]
+        if record["thresholds"] is None:
+            rated = 0.0
+        old = old_by_group.get(group)
+        if settings.min_rated > 0 and rated < settings.min_rated and not _kept_unchanged(
+                record, old):
+            violations.append(
+                f"group {group!r}: thresholds rest on {rated:g} rated rows "
+                f"(status {record['status']}), fewer than min_rated={settings.min_rated:g}"
+            )
+        if record.get("point_status") == "infeasible":
+            violations.append(f"group {group!r}: the {settings.method} point is infeasible: "
+                              f"{record.get('reason') or 'no point meets the constraints'}")
+        if settings.max_threshold_change is None or old is None:
+            continue
+        if sorted(old["classifiers"]) != sorted(record["classifiers"]):
+            violations.append(
+                f"group {group!r}: the classifiers changed from {old['classifiers']} to "
+                f"{record['classifiers']}; thresholds cannot be compared"
+            )
+            continue
+        if old["thresholds"] is None or record["thresholds"] is None:
+            continue
+        before = dict(zip(old["classifiers"], old["thresholds"], strict=True))
+        names = record["classifiers"]
+        aligned = [before[c] for c in names]
+        move = _threshold_move(aligned, record["thresholds"])
+        if move > settings.max_threshold_change:
+            pairs = ", ".join(
+                f"{c}: {a:g} -> {b:g}" for c, a, b in zip(names, aligned, record["thresholds"],
+                                                         strict=True)
+            )
+            violations.append(
+                f"group {group!r}: thresholds moved by {move:g} "
+                f"(> max_threshold_change={settings.max_threshold_change:g}; {pairs})"
+            )
+    if settings.max_threshold_change is not None:
+        for group in sorted(set(old_by_group) - set(new_by_group)):
+            if old_by_group[group]["thresholds"] is not None:
+                violations.append(f"group {group!r}: had thresholds and is missing from the run")
+    return violations
+
+
+def guard_notes(new: Sequence[dict[str, Any]], settings: GuardSettings) -> list[str]:
+    """What the guard lets pass but a reviewer should see (decision method's points).
+
+    ``coverage_limited`` points (with the refused point's thresholds), ``resolution_limited``
+    points (a coarse stretch of the lattice could hide a better one), and points that flag
+    unrated rows while coverage is not enforced (``max_unrated_share`` null).
+    """
+    notes = []
+    for group, record in sorted(_by_group(new, settings.method).items()):
+        if record["status"] == "kept":
+            why = record.get("reason") or (
+                f"kept the thresholds in force: {record['rated_positives']:g} rated positives "
+                f"and {record['rated_negatives']:g} rated negatives are too few to recalibrate")
+            notes.append(f"group {group!r}: thresholds {record['thresholds']}: {why}")
+        elif record.get("point_status") == "coverage_limited":
+            notes.append(
+                f"group {group!r}: coverage_limited: thresholds {record['thresholds']} are the "
+                f"best covered point; {record.get('reason') or ''}".rstrip("; ")
+            )
+        elif record.get("point_status") == "resolution_limited":
+            notes.append(
+                f"group {group!r}: resolution_limited: thresholds {record['thresholds']} are the "
+                f"lattice's best; {record.get('reason') or ''}".rstrip("; ")
+            )
+        elif (record.get("max_unrated_share") is None and record.get("unrated")
+              and record["status"] == "ok"):
+            notes.append(
+                f"group {group!r}: the point flags {record['unrated']:g} unrated of "
+                f"{record['volume']:g} (coverage {record['coverage']:.1%}); coverage is not "
+                "enforced (coverage.max_unrated_share is null)"
+            )
+    return notes
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What the guard compares a new run with: the published run's points in force
+    (:func:`points_in_force`), or why it cannot be read.
+
+    ``run_id`` None and ``problem`` None: nothing was ever published (a first run).
+    """
+
+    records: list[dict[str, Any]] | None
+    run_id: str | None
+    problem: str | None = None
+
+
+def _published_runs(output: str) -> list[str]:
+    """Run ids under ``OUTPUT/runs/`` whose recalibrate manifest says they were published."""
+    complete, _ = list_runs(output)
+    return [run_id for run_id, manifest in complete.items() if manifest.get("published")
+            and manifest.get("command", "recalibrate") == "recalibrate"]
+
+
+def read_baseline(output: str) -> Baseline:
+    """The published run of ``output`` for the guard; never raises for a broken output.
+
+    A ``LATEST`` that names a missing, incomplete or unreadable run, or a missing ``LATEST``
+    next to published runs, gives a :class:`Baseline` with ``problem`` set (the guard then
+    holds the new run: it fails closed).
+    """
+    output = output.rstrip("/")
+    try:
+        run_id = latest_run_id(output)
+    except InputError as exc:
+        return Baseline(None, None, str(exc))
+    if run_id is None:
+        published = _published_runs(output)
+        if published:
+            return Baseline(None, None, (
+                f"{output}/LATEST is missing, but runs/ holds published runs "
+                f"({', '.join(published[-3:])}); restore it with costlib publish"))
+        return Baseline(None, None)
+    try:
+        records, _ = load_operating_points(f"{output}/runs/{run_id}", windows="applied")
+    except (InputError, OSError, ValueError) as exc:
+        return Baseline(None, run_id, f"the published run {run_id} cannot be read: {exc}")
+    return Baseline(points_in_force(records), run_id)
+
+
+def baseline_violations(baseline: Baseline, latest_now: str | None) -> list[str]:
+    """Violations that come from the baseline itself (the guard fails closed on them).
+
+    Parameters
+    ----------
+    baseline : Baseline
+        The published run when the run started.
+    latest_now : str or None
+        The run id ``LATEST`` names when the run is about to publish.
+    """
+    violations = []
+    if baseline.problem:
+        violations.append(f"the guard cannot compare with the published run: {baseline.problem}")
+    if latest_now != baseline.run_id:
+        violations.append(
+            f"LATEST moved from {baseline.run_id} to {latest_now} while this run ran (another "
+            "run published meanwhile); this run was checked against the old one"
+        )
+    return violations
+
+
+def publish_run(output: str, run_id: str, *, by: str, reason: str) -> dict[str, Any]:
+    """Point ``OUTPUT/LATEST`` at a complete run (rollback, or publishing a held run).
+
+    The run's manifest gets a ``publications`` entry (who, why, when, and which run ``LATEST``
+    pointed at before), so every move of ``LATEST`` by a person is on record.
+    """
+    output = output.rstrip("/")
+    run_dir = f"{output}/runs/{check_run_id(run_id)}"
+    manifest = read_manifest(run_dir)
+    override = Override(by=by, reason=reason)
+    previous = latest_run_id(output)  # only its name: LATEST may be broken, e.g. to roll back
+    entry = {**override.record(), "previous_latest": previous}
+    manifest.setdefault("publications", []).append(entry)
+    manifest["published"] = True
+    write_json(f"{run_dir}/manifest.json", manifest)
+    write_bytes_atomically(f"{output}/LATEST", (run_id + "\n").encode())
+    return manifest

@@ -1,0 +1,119 @@
+"""The report's section on the shared review capacity (config ``capacity``, issue 22).
+
+Reads the manifest's ``capacity`` entry
+(:func:`costlib_pipelines.recalibrate.capacity.capacity_summary`) and the run's records of method
+``capacity``: the capacity and what was allocated, ``lambda`` and the marginal precision it stands
+for, the LP bound and the integrality gap, the gain over an equal and a traffic-proportional split
+of the same capacity, and a table of every group's allocated volume, share and thresholds (the
+largest :data:`MAX_ROWS` by volume when there are more groups).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["MAX_ROWS", "capacity_section"]
+
+#: Groups listed in the allocation table (the largest allocated volumes first beyond it).
+MAX_ROWS = 200
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _num(value: Any, digits: int = 2) -> str:
+    """A number for the page (``inf`` and null as words)."""
+    if value is None:
+        return "–"
+    if isinstance(value, str):
+        return value  # "inf"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    return f"{value:,.{digits}f}"
+
+
+def _row(cells: Sequence[str], key: str) -> str:
+    return f'<tr data-key="{_e(key)}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def _table(headers: Sequence[str], rows: Sequence[str]) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    return (f'<table class="capacity"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
+            "</tbody></table>")
+
+
+def _thresholds(values: Sequence[float] | None) -> str:
+    if values is None:
+        return "none"
+    return ", ".join("off" if math.isinf(v) else f"{v:.4f}" for v in values)
+
+
+def _gain(total: float | None, baseline: float | None) -> str:
+    if total is None or baseline is None:
+        return "–"
+    gain = total - baseline
+    ratio = f" ({gain / abs(baseline):+.1%})" if baseline else ""
+    return f"{gain:+,.2f}{ratio}"
+
+
+def capacity_section(manifest: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> str:
+    """The section's HTML; empty when the run allocated no capacity."""
+    summary = manifest.get("capacity")
+    mine = [r for r in records if r.get("method") == "capacity" and r["window_start"] is None]
+    if not summary:
+        return ""
+    objective = summary.get("objective")
+    utility = "TP − r·FP" if objective == "linear" else "true positives"
+    tp = summary.get("total_true_positives")
+    figures = [
+        ("capacity", _num(summary.get("capacity"))),
+        ("allocated volume", _num(summary.get("total_volume"))),
+        ("groups allocated", _e(summary.get("groups_allocated"))),
+        ("statuses", _e(", ".join(f"{k} {v}" for k, v in (summary.get("statuses") or {}).items()))),
+        ("λ (marginal utility of one more review)", _num(summary.get("multiplier"), 4)),
+        ("marginal precision at λ", _num(summary.get("marginal_precision"), 4)),
+        (f"utility ({utility})", _num(summary.get("total_utility"))),
+        ("true positives", _num(summary.get("total_true_positives"))),
+        ("LP bound; integrality gap", f"{_num(summary.get('upper_bound'))}; "
+                                      f"{_num(summary.get('integrality_gap'), 4)}"),
+        ("exact optimum over every combination of cells", _num(summary.get("exact"))),
+        ("equal split: utility, true positives",
+         f"{_num(summary.get('equal_utility'))}, {_num(summary.get('equal_true_positives'))}"),
+        ("gain over the equal split (utility; true positives)",
+         f"{_e(_gain(summary.get('total_utility'), summary.get('equal_utility')))}; "
+         f"{_e(_gain(tp, summary.get('equal_true_positives')))}"),
+        ("traffic-proportional split: utility, true positives",
+         f"{_num(summary.get('proportional_utility'))}, "
+         f"{_num(summary.get('proportional_true_positives'))}"),
+        ("gain over the traffic-proportional split (utility; true positives)",
+         f"{_e(_gain(summary.get('total_utility'), summary.get('proportional_utility')))}; "
+         f"{_e(_gain(tp, summary.get('proportional_true_positives')))}"),
+    ]
+    if summary.get("groups_not_in_run"):
+        figures.append(("bounds for groups not in the run",
+                        _e(", ".join(summary["groups_not_in_run"]))))
+    top = _table(["", "value"], [_row([_e(k), v], f"capacity.{i}")
+                                 for i, (k, v) in enumerate(figures)])
+    ordered = sorted(mine, key=lambda r: (-(r["allocated_volume"] or 0.0), r["group"]))
+    shown = ordered[:MAX_ROWS]
+    rows = [_row([_e(r["group"]), _e(r["capacity_status"]), _num(r["allocated_volume"]),
+                  _num(None if r["capacity_share"] is None else 100 * r["capacity_share"], 1),
+                  _num(r["allocated_utility"]), _num(r["volume_scale"], 4),
+                  _e(_thresholds(r["thresholds"]))], f"capacity.group.{r['group']}")
+            for r in shown]
+    more = (f'<p class="note">The {len(shown)} largest of {len(mine)} groups by allocated volume; '
+            "every group's record is in operating_points.parquet (method capacity).</p>"
+            if len(mine) > len(shown) else "")
+    return ('<section id="capacity"><h2>Shared review capacity</h2>'
+            '<p class="note">One capacity allocated over all groups (config capacity; '
+            "capacity.json). Volumes and utilities are next period's (volume scale = expected "
+            "rows / rows in this run).</p>" + top
+            + _table(["group", "status", "allocated volume", "share of capacity (%)",
+                      "utility", "volume scale", "thresholds"], rows)
+            + more + "</section>")
