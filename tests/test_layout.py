@@ -1,0 +1,141 @@
+"""The layout of docs/development.md: the package list, the layers, and the 0.1 import paths.
+
+- The subpackages are exactly the ones the map describes (a new folder updates both).
+- The subpackages of ``costlib`` import each other along one order (no cycle): ``audit`` below
+  ``thresholds``, nothing below ``decoding`` but itself; read from the source with :mod:`ast`,
+  lazy imports inside functions included.
+- Every 0.1 module path still imports, warns with a :class:`DeprecationWarning` naming the new
+  place, and is the very module object of the new path; renamed names are forwarded.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import networkx as nx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+COSTLIB_PACKAGES = {"costlib", "costlib.audit", "costlib.costs", "costlib.decoding",
+                    "costlib.estimators", "costlib.experiments", "costlib.thresholds"}
+PIPELINES_PACKAGES = {"costlib_pipelines", "costlib_pipelines.commands", "costlib_pipelines.decide",
+                      "costlib_pipelines.io", "costlib_pipelines.recalibrate",
+                      "costlib_pipelines.report"}
+
+
+def _packages(directory: Path, name: str) -> set[str]:
+    return {name + "".join("." + part for part in init.parent.relative_to(directory).parts)
+            for init in directory.rglob("__init__.py")}
+
+
+def test_the_packages_are_those_of_the_map():
+    assert _packages(ROOT / "costlib", "costlib") == COSTLIB_PACKAGES
+    assert _packages(ROOT / "pipelines", "costlib_pipelines") == PIPELINES_PACKAGES
+    development = (ROOT / "docs" / "development.md").read_text()
+    for package in COSTLIB_PACKAGES | PIPELINES_PACKAGES:
+        folder = package.replace("costlib_pipelines", "pipelines").replace(".", "/")
+        assert f"`{folder}/`" in development, folder
+
+
+def _imported(path: Path, package: str) -> set[str]:
+    """Absolute module names ``path`` imports (relative imports resolved against ``package``)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                names.add(f"{base}.{node.module}" if node.module else base)
+            elif node.module:
+                names.add(node.module)
+    return names
+
+
+def _subpackage_graph() -> nx.DiGraph:
+    graph = nx.DiGraph()
+    for path in (ROOT / "costlib").rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if len(parts) < 3:  # costlib/<module>.py: helpers every subpackage may use
+            continue
+        source = f"costlib.{parts[1]}"
+        package = ".".join(parts[:-1])
+        graph.add_node(source)
+        for name in _imported(path, package):
+            target = name.split(".")
+            if target[0] == "costlib" and len(target) > 1 and f"costlib.{target[1]}" in \
+                    COSTLIB_PACKAGES and f"costlib.{target[1]}" != source:
+                graph.add_edge(source, f"costlib.{target[1]}")
+    return graph
+
+
+def test_costlib_subpackages_import_each_other_without_cycles():
+    graph = _subpackage_graph()
+    assert set(graph) == COSTLIB_PACKAGES - {"costlib"}
+    assert nx.is_directed_acyclic_graph(graph), list(nx.simple_cycles(graph))
+    # The layers the map states: the engine builds on the audit weights, never the reverse.
+    assert graph.has_edge("costlib.thresholds", "costlib.audit")
+    assert not nx.has_path(graph, "costlib.audit", "costlib.thresholds")
+    assert not nx.has_path(graph, "costlib.decoding", "costlib.thresholds")
+
+
+def test_the_cycle_check_sees_a_cycle(tmp_path):
+    """The graph reader finds imports of both kinds (absolute and relative, inside functions)."""
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from costlib.audit import _weights\n"
+                      "from ..thresholds import _grid\nimport costlib.costs._benefit\n")
+    assert _imported(module, "costlib.decoding") == {
+        "costlib.audit", "costlib.thresholds", "costlib.costs._benefit"}
+
+
+OLD_PATHS = """
+import importlib, json, sys, warnings
+import costlib, costlib_pipelines
+from costlib._moved import COSTLIB_MOVED
+moved = {**COSTLIB_MOVED, **costlib_pipelines.MOVED}
+report = {}
+for old, new in moved.items():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = importlib.import_module(old)
+    report[old] = [module is importlib.import_module(new),
+                   [str(w.message) for w in caught if w.category is DeprecationWarning]]
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    from costlib.audit_estimation import AuditDesign, audit_design
+    from costlib_pipelines.decide import run_decide
+    current = len(caught)
+    from costlib_pipelines.decide import select_operating_points
+from costlib.audit import AuditWeights, audit_weights
+from costlib_pipelines.decide.pipeline import run_decide as run
+report["renamed"] = [AuditDesign is AuditWeights and audit_design is audit_weights
+                     and run_decide is run, [str(w.message) for w in caught], current]
+print(json.dumps(report))
+"""
+
+
+def test_old_import_paths_are_the_new_modules_with_a_warning():
+    result = subprocess.run([sys.executable, "-c", OLD_PATHS], capture_output=True, text=True,
+                            timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.splitlines()[-1])
+    renamed = report.pop("renamed")
+    assert len(report) >= 40
+    for old, (same, messages) in report.items():
+        assert same, old
+        assert len(messages) == 1 and messages[0].startswith(f"{old} moved: import from "), \
+            (old, messages)
+    assert report["costlib.grid"][1][0].startswith(
+        "costlib.grid moved: import from costlib.thresholds (module costlib.thresholds._grid)")
+    same, messages, current = renamed
+    assert same
+    # The two renamed names warn (the module was imported above); run_decide is the stage's
+    # entry point (no warning); select_operating_points moved into a module of the package.
+    assert current == 2, messages
+    assert "costlib.audit._weights.AuditDesign is now costlib.audit.AuditWeights" in messages[0]
+    assert "select_operating_points moved: import it from costlib_pipelines.decide." in \
+        messages[2]
