@@ -28,22 +28,21 @@ from test_decide_topk import decided_rows, decision_rows
 from costlib.decoding import optimal_topk
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import ConfigError, RunConfig
-from costlib_pipelines.decide.pipeline import (
-    COMPACT_SCHEMA,
-    PROBABILITY,
-    TOPK_FIELDS,
-    CheckSetsFn,
+from costlib_pipelines.decide.contiguous import (
     ContiguousBatch,
     _order_in_runs,
-    as_contract,
     decode_contiguous_batches,
     decode_contiguous_sets,
-    decode_sets,
-    read_decisions,
-    run_decide,
-    set_id_dictionary,
-    set_id_hashes,
 )
+from costlib_pipelines.decide.pipeline import run_decide
+from costlib_pipelines.decide.records import (
+    COMPACT_SCHEMA,
+    as_contract,
+    read_decisions,
+    set_id_dictionary,
+)
+from costlib_pipelines.decide.sets import PROBABILITY, TOPK_FIELDS, decode_sets, set_id_hashes
+from costlib_pipelines.decide.transforms import CheckSetsFn
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.records import records_to_table
 
@@ -335,7 +334,8 @@ def test_in_place_decoder_equals_the_shuffle_decoder_bit_for_bit(seed, max_size,
 def test_a_failed_write_behind_fails_the_bundle(tmp_path):
     """Row-group files are written on a writer thread in this mode; a write that fails there
     is raised by the bundle (here: the output "directory" is a file), not lost."""
-    from costlib_pipelines.decide.pipeline import DecideFileFn, select_operating_points
+    from costlib_pipelines.decide.selection import select_operating_points
+    from costlib_pipelines.decide.transforms import DecideFileFn
     from costlib_pipelines.io.runs import load_operating_points
 
     sets = set_stream(10, seed=6)
@@ -443,7 +443,7 @@ def test_runs_in_item_order_skip_the_sort_and_decide_as_brute_force(seed):
 
 def test_a_batch_in_item_order_is_decoded_without_any_sort(monkeypatch):
     """Every set in item order: no multi-key sort at all, and the same records."""
-    import costlib_pipelines.decide.pipeline as decide_module
+    import costlib_pipelines.decide.contiguous as contiguous_module  # _order_in_runs looks it up
 
     rows = decision_rows(50, seed=11, max_size=12)
     rows = rows.take(pa.array(np.lexsort([
@@ -455,7 +455,7 @@ def test_a_batch_in_item_order_is_decoded_without_any_sort(monkeypatch):
     def no_sort(keys):
         raise AssertionError("sorted a batch whose runs are in order")
 
-    monkeypatch.setattr(decide_module, "set_order", no_sort)
+    monkeypatch.setattr(contiguous_module, "set_order", no_sort)
     decoded = decode_contiguous_sets(table, probabilities, np.ones(rows.num_rows, bool), "f1",
                                      {}, source="f", row_group=0)
     assert record_counts(decoded.table) == record_counts(want)
@@ -557,9 +557,9 @@ def test_row_groups_decoded_in_groups_equal_the_shuffle_path(tmp_path, monkeypat
                                                              decode_rows):
     """Row groups gathered for decoding (``DECODE_ROWS`` set rows: every row group alone, or
     a few together, a group closed mid-file) give the shuffle path's records exactly."""
-    import costlib_pipelines.decide.pipeline as decide_module
+    import costlib_pipelines.decide.transforms as transforms_module  # DecideFileFn reads it
 
-    monkeypatch.setattr(decide_module, "DECODE_ROWS", decode_rows)
+    monkeypatch.setattr(transforms_module, "DECODE_ROWS", decode_rows)
     sets = set_stream(120, seed=12)
     inputs = write_contiguous(tmp_path / "in", sets, n_files=2, sets_per_group=5)
     manifest, got = decide(tmp_path, inputs, make_config(contiguous=True), "c")

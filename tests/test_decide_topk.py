@@ -22,12 +22,10 @@ from hypothesis import strategies as st
 
 from costlib.decoding import optimal_topk, optimal_topk_ragged
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.decide.pipeline import (
-    COMPACT_SCHEMA,
+from costlib_pipelines.decide.records import COMPACT_SCHEMA, as_contract, write_decisions
+from costlib_pipelines.decide.sets import (
     PROBABILITY,
     SHUFFLE_SCHEMA,
-    DecodeBucketFn,
-    as_contract,
     decode_sets,
     decode_shuffled,
     encode_sets,
@@ -35,8 +33,8 @@ from costlib_pipelines.decide.pipeline import (
     set_order,
     shuffled_rows,
     split_sets,
-    write_decisions,
 )
+from costlib_pipelines.decide.transforms import DecodeBucketFn
 
 #: Item ids that share long prefixes, differ only in trailing NULs, or are not ASCII.
 TRICKY_IDS = ["", "a", "a\x00", "a\x00\x00", "ab", "abcdefgh", "abcdefghi", "abcdefgh\x00",

@@ -27,7 +27,8 @@ from costlib.thresholds._recalibration import ALL_GROUPS, optimize_group, recali
 from costlib.thresholds._target import resolve_target
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import ConfigError
-from costlib_pipelines.decide.pipeline import read_decisions, run_decide
+from costlib_pipelines.decide.pipeline import run_decide
+from costlib_pipelines.decide.records import read_decisions
 from costlib_pipelines.io.records import arrow_schema, records_to_table
 from costlib_pipelines.recalibrate.in_force import InForce, edges_with_in_force
 from costlib_pipelines.recalibrate.pipeline import run_recalibrate

@@ -19,7 +19,7 @@ from test_pipeline_decide import (
 
 from costlib.audit._sampling import AuditDesign, audit_sample, audit_uniforms
 from costlib_pipelines.commands.cli import main
-from costlib_pipelines.decide.pipeline import read_decisions
+from costlib_pipelines.decide.records import read_decisions
 
 AUDIT = {"enabled": True, "floor": 0.05, "budget_share": 0.2,
          "strata": {"edges": [0.3, 0.6], "weights": [0.5, 1.0, 4.0]}}

@@ -23,7 +23,8 @@ from costlib.thresholds._allocation import (
 from costlib.thresholds._recalibration import is_sufficient
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import ConfigError
-from costlib_pipelines.decide.pipeline import read_decisions, run_decide
+from costlib_pipelines.decide.pipeline import run_decide
+from costlib_pipelines.decide.records import read_decisions
 from costlib_pipelines.recalibrate.pipeline import run_recalibrate
 from costlib_pipelines.recalibrate.publish import PublishRefused
 

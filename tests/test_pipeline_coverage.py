@@ -29,7 +29,8 @@ from pipeline_data import (
 
 from costlib.thresholds._grid import ThresholdGrid, grouped_histograms
 from costlib_pipelines.commands.cli import main
-from costlib_pipelines.decide.pipeline import read_decisions, select_operating_points
+from costlib_pipelines.decide.records import read_decisions
+from costlib_pipelines.decide.selection import select_operating_points
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.recalibrate.pipeline import run_recalibrate
 from costlib_pipelines.recalibrate.transforms import SumGrids

@@ -23,14 +23,10 @@ from costlib.sample import generate_score_stream, write_score_stream
 from costlib_pipelines.commands import cli
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.decide.pipeline import (
-    DECISION_SCHEMA,
-    GroupThresholds,
-    read_decisions,
-    run_decide,
-    select_operating_points,
-    set_buckets,
-)
+from costlib_pipelines.decide.pipeline import run_decide
+from costlib_pipelines.decide.records import DECISION_SCHEMA, read_decisions
+from costlib_pipelines.decide.selection import GroupThresholds, select_operating_points
+from costlib_pipelines.decide.sets import set_buckets
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.records import records_to_table
 from costlib_pipelines.io.runs import load_operating_points

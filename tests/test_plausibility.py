@@ -19,7 +19,8 @@ from pipeline_data import sample_frame, write_files
 
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.decide.pipeline import build_decide, select_operating_points
+from costlib_pipelines.decide.pipeline import build_decide
+from costlib_pipelines.decide.selection import select_operating_points
 from costlib_pipelines.io.batches import Plausibility, validate_batch
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.runs import RunDirectory, load_operating_points

@@ -31,7 +31,8 @@ from pipeline_data import base_config, comparable, direct_records, write_files
 from costlib.sample import generate_score_stream
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import load_config
-from costlib_pipelines.decide.pipeline import read_decisions, select_operating_points
+from costlib_pipelines.decide.records import read_decisions
+from costlib_pipelines.decide.selection import select_operating_points
 from costlib_pipelines.io.runs import RunDirectory, load_operating_points
 from costlib_pipelines.io.status import check_status
 from costlib_pipelines.recalibrate.pipeline import (

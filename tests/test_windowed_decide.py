@@ -21,11 +21,8 @@ from pipeline_data import base_config, direct_records, write_files
 from costlib.sample import generate_score_stream
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import ConfigError, RunConfig
-from costlib_pipelines.decide.pipeline import (
-    read_decisions,
-    select_operating_points,
-    uncovered_share,
-)
+from costlib_pipelines.decide.records import read_decisions
+from costlib_pipelines.decide.selection import select_operating_points, uncovered_share
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.recalibrate.pipeline import event_time_range
 

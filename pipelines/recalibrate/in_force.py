@@ -78,7 +78,7 @@ def read_in_force(
     manifest says why.
     """
     # decide imports recalibrate, which imports this module: import it when called
-    from costlib_pipelines.decide.pipeline import select_operating_points
+    from costlib_pipelines.decide.selection import select_operating_points
 
     settings = dict(config.in_force)
     entry: dict[str, Any] = {"settings": settings}

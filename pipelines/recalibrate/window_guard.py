@@ -119,7 +119,7 @@ def eligible_windows(names: Sequence[str], decide: Mapping[str, Any],
     """The windows ``costlib decide`` could apply under the config's ``decide`` section, with
     their uncovered share (None when the event-time range is unknown): all with ``latest``,
     the complete ones with ``latest_complete``."""
-    from costlib_pipelines.decide.pipeline import (
+    from costlib_pipelines.decide.selection import (
         uncovered_share,  # decide imports this module's users
     )
 

@@ -213,12 +213,12 @@ def applied_points(run: RunData) -> dict[Key, dict[str, Any]]:
 
     Batch runs: every record. Windowed runs: with ``decide.window: latest_complete`` (the
     default) a window counts when at most ``decide.max_uncovered_share`` of it lies outside the
-    event-time range the run read (:func:`costlib_pipelines.decide.pipeline.uncovered_share`); each
+    event-time range the run read (:func:`costlib_pipelines.decide.selection.uncovered_share`); each
     group is shown at its latest such window and that window's newest pane. A group with no complete
     window is shown at its latest window with ``window_complete`` False: ``decide`` gives it
     the all-groups thresholds instead. Without a recorded range every window counts.
     """
-    from costlib_pipelines.decide.pipeline import uncovered_share
+    from costlib_pipelines.decide.selection import uncovered_share
 
     settings = (run.manifest.get("config") or {}).get("decide") or {}
     time_range = run.manifest.get("event_time_range")

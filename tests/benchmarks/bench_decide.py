@@ -57,15 +57,15 @@ from machine import describe
 from costlib.decoding import optimal_topk_ragged
 from costlib_pipelines.commands.cli import main as costlib_main
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.decide.pipeline import (
-    DecideFileFn,
+from costlib_pipelines.decide.pipeline import run_decide
+from costlib_pipelines.decide.records import (
     decide_columns,
     decision_columns,
     read_decisions,
-    run_decide,
-    select_operating_points,
     write_decisions,
 )
+from costlib_pipelines.decide.selection import select_operating_points
+from costlib_pipelines.decide.transforms import DecideFileFn
 from costlib_pipelines.io.batches import validate_batch
 from costlib_pipelines.io.files import match_inputs, read_row_groups
 from costlib_pipelines.io.records import arrow_schema, records_to_table

@@ -62,7 +62,8 @@ from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._operating_point import optimize
 from costlib.thresholds._target import resolve_target
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.decide.pipeline import read_decisions, run_decide
+from costlib_pipelines.decide.pipeline import run_decide
+from costlib_pipelines.decide.records import read_decisions
 from costlib_pipelines.io.records import arrow_schema, records_to_table
 from costlib_pipelines.io.runs import latest_run_id, load_operating_points
 from costlib_pipelines.recalibrate.pipeline import run_recalibrate
