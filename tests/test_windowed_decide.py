@@ -27,7 +27,7 @@ from costlib_pipelines.decide.pipeline import (
     uncovered_share,
 )
 from costlib_pipelines.io.files import InputError
-from costlib_pipelines.recalibrate.pipeline import event_time_range
+from costlib_pipelines.recalibrate.event_times import event_time_range
 
 START = pd.Timestamp("2026-11-01", tz="UTC")
 CLASSIFIERS = ["text_model", "image_model"]

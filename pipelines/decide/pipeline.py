@@ -167,13 +167,9 @@ from costlib_pipelines.io.runs import (
     verified_accounting,
 )
 from costlib_pipelines.recalibrate import min_risk
+from costlib_pipelines.recalibrate.accounting import SumCounters, report_metrics
+from costlib_pipelines.recalibrate.dead_letters import WriteDeadLettersFn, dead_letter_name
 from costlib_pipelines.recalibrate.pipeline import preflight
-from costlib_pipelines.recalibrate.transforms import (
-    SumCounters,
-    WriteDeadLettersFn,
-    dead_letter_name,
-    report_metrics,
-)
 from costlib_pipelines.runner import make_pipeline, runner_name
 
 __all__ = [
