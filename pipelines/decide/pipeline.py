@@ -143,11 +143,7 @@ from costlib_pipelines.config import ConfigError, RunConfig
 from costlib_pipelines.decide.audit_lattice import CELLS_FILE as AUDIT_CELLS_FILE
 from costlib_pipelines.decide.audit_lattice import decide_lattice, relative_cutoffs
 from costlib_pipelines.decide.audit_sizing import PreviousCounts, first_run_design, sized_design
-from costlib_pipelines.io.batches import (
-    ValidatedBatch,
-    plausibility_summary,
-    validate_batch,
-)
+from costlib_pipelines.io.batches import ValidatedBatch, validate_batch
 from costlib_pipelines.io.files import (
     InputError,
     as_stored,
@@ -157,6 +153,7 @@ from costlib_pipelines.io.files import (
     write_json,
 )
 from costlib_pipelines.io.lock import hold_output
+from costlib_pipelines.io.plausibility import plausibility_summary
 from costlib_pipelines.io.records import arrow_schema
 from costlib_pipelines.io.runs import (
     CARRIED,

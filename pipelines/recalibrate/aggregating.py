@@ -52,8 +52,9 @@ from costlib.thresholds._grid import (
 )
 from costlib.thresholds._recalibration import ALL_GROUPS
 from costlib_pipelines.config import ConfigError, RunConfig
-from costlib_pipelines.io.batches import PLAUSIBILITY, Plausibility, validate_batch
+from costlib_pipelines.io.batches import validate_batch
 from costlib_pipelines.io.files import as_stored
+from costlib_pipelines.io.plausibility import PLAUSIBILITY, Plausibility
 from costlib_pipelines.recalibrate.accounting import (
     CountDuplicateIds,
     keys_per_group,

@@ -19,8 +19,9 @@ from costlib.thresholds._edges import (
 )
 from costlib.thresholds._score_sketch import EdgeSketch
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.io.batches import Plausibility, validate_batch
+from costlib_pipelines.io.batches import validate_batch
 from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.plausibility import Plausibility
 from costlib_pipelines.recalibrate.grids import grid_rows
 from costlib_pipelines.recalibrate.min_risk import MinRiskSettings, cost_weighted
 from costlib_pipelines.recalibrate.reading import dictionary_columns, iter_batches

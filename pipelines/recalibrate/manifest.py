@@ -19,12 +19,12 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.io.batches import (
+from costlib_pipelines.io.files import InputError, check_rows_read, write_json
+from costlib_pipelines.io.plausibility import (
     Plausibility,
     plausibility_summary,
     plausibility_violations,
 )
-from costlib_pipelines.io.files import InputError, check_rows_read, write_json
 from costlib_pipelines.io.runs import (
     RunDirectory,
     check_accounting,

@@ -43,7 +43,6 @@ from apache_beam.transforms import trigger
 from apache_beam.transforms.window import SlidingWindows
 
 from costlib_pipelines.config import ConfigError, RunConfig
-from costlib_pipelines.io.batches import Plausibility, check_schema
 from costlib_pipelines.io.files import (
     UNIT_ROWS,
     InputError,
@@ -52,7 +51,9 @@ from costlib_pipelines.io.files import (
     write_json,
 )
 from costlib_pipelines.io.lock import hold_output
+from costlib_pipelines.io.plausibility import Plausibility
 from costlib_pipelines.io.runs import RunDirectory
+from costlib_pipelines.io.schema import check_schema
 from costlib_pipelines.recalibrate import shards, window_guard, window_shards
 from costlib_pipelines.recalibrate.accounting import SumCounters
 from costlib_pipelines.recalibrate.aggregating import AggregateBatches
