@@ -53,10 +53,11 @@ if _MISSING is not None:
 
 
 #: Old module path -> new module path (0.1's flat layout; ``decide``, ``recalibrate`` and
-#: ``report`` became packages that forward their old names themselves).
+#: ``report`` became packages that forward their old names themselves; ``transforms`` was split
+#: by concept and names its main successor, ``recalibrate.aggregating``).
 MOVED = {f"costlib_pipelines.{old}": f"costlib_pipelines.{new}" for old, new in {
     "files": "io.files", "runs": "io.runs", "output_lock": "io.lock", "records": "io.records",
-    "batches": "io.batches", "status": "io.status", "transforms": "recalibrate.transforms",
+    "batches": "io.batches", "status": "io.status", "transforms": "recalibrate.aggregating",
     "carried_edges": "recalibrate.carried_edges", "in_force": "recalibrate.in_force",
     "capacity": "recalibrate.capacity", "shards": "recalibrate.shards",
     "window_shards": "recalibrate.window_shards", "window_guard": "recalibrate.window_guard",

@@ -13,7 +13,7 @@ from pipeline_data import base_config, sample_frame
 from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._recalibration import ALL_GROUPS
 from costlib_pipelines.io.batches import validate_batch
-from costlib_pipelines.recalibrate.transforms import AggregateBatchesFn
+from costlib_pipelines.recalibrate.aggregating import AggregateBatchesFn
 
 
 def _truth(frame, config, weighted):

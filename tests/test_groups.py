@@ -25,9 +25,9 @@ from costlib.thresholds._grid import (
 )
 from costlib_pipelines.io.records import records_to_jsonl
 from costlib_pipelines.recalibrate import shards
+from costlib_pipelines.recalibrate.grids import SumGrids
 from costlib_pipelines.recalibrate.pipeline import run_recalibrate
 from costlib_pipelines.recalibrate.shards import ShardBoundaries, shard_of
-from costlib_pipelines.recalibrate.transforms import SumGrids
 
 EDGES = (np.linspace(0.1, 0.9, 5), np.linspace(0.2, 0.8, 4))
 SHAPE = tuple(e.size + 1 for e in EDGES)

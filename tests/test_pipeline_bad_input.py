@@ -9,8 +9,8 @@ from pipeline_data import base_config, sample_frame, write_files
 
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import ConfigError, RunConfig
-from costlib_pipelines.io.batches import SchemaError
 from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.schema import SchemaError
 from costlib_pipelines.recalibrate.pipeline import run_recalibrate
 
 

@@ -32,8 +32,8 @@ from costlib_pipelines.commands.cli import main
 from costlib_pipelines.decide.records import read_decisions
 from costlib_pipelines.decide.selection import select_operating_points
 from costlib_pipelines.io.files import InputError
+from costlib_pipelines.recalibrate.grids import SumGrids
 from costlib_pipelines.recalibrate.pipeline import run_recalibrate
-from costlib_pipelines.recalibrate.transforms import SumGrids
 from costlib_pipelines.report.page import write_report
 
 #: A low target: the unrestricted optimum of two groups lies below the rating floor (0.5).

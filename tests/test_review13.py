@@ -102,7 +102,7 @@ def test_an_assembly_during_a_shard_rewrite_reads_records_and_lines_of_one_versi
 
     from costlib.sample import generate_score_stream
     from costlib_pipelines.recalibrate import window_shards
-    from costlib_pipelines.recalibrate.transforms import optimize_one
+    from costlib_pipelines.recalibrate.optimizing import optimize_one
 
     config = base_config(methods=["graph", "hull"], min_rated={"positives": 3, "negatives": 3})
     frame = generate_score_stream(3000, groups=["a", "b"], prevalence=0.05, days=1, seed=1)
@@ -168,7 +168,7 @@ def test_groups_waiting_for_a_batch_hold_bounded_bootstrap_replicates(monkeypatc
     from costlib.sample import generate_score_stream
     from costlib.thresholds._bootstrap import SparseBootstrapGrids
     from costlib_pipelines.recalibrate import shards
-    from costlib_pipelines.recalibrate.transforms import optimize_one
+    from costlib_pipelines.recalibrate.optimizing import optimize_one
 
     config = base_config(methods=["graph"], bootstrap={"replicates": 20, "seed": 3,
                                                        "level": 0.8})

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costlib_pipelines.io.files import RowGroupRange, read_row_groups, row_group_ranges
-from costlib_pipelines.recalibrate.transforms import ReadingUnits, iter_batches
+from costlib_pipelines.recalibrate.reading import ReadingUnits, iter_batches
 
 
 def _write(path, sizes):

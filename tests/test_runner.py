@@ -27,7 +27,8 @@ from apache_beam.options.pipeline_options import (
 from pipeline_data import base_config, sample_frame, write_files
 
 from costlib_pipelines.io.runs import RunDirectory
-from costlib_pipelines.recalibrate.pipeline import PublishSpec, build_recalibrate, run_recalibrate
+from costlib_pipelines.recalibrate.manifest import PublishSpec
+from costlib_pipelines.recalibrate.pipeline import build_recalibrate, run_recalibrate
 from costlib_pipelines.runner import CachedViewOptions, make_pipeline
 
 VIEWS = (StandardOptions, TypeOptions, DirectOptions, SetupOptions, DebugOptions,

@@ -16,7 +16,7 @@ from costlib.thresholds._bootstrap import (
     poisson_counts,
 )
 from costlib.thresholds._grid import ROW_CHUNK, ThresholdGrid, quantize_weights
-from costlib_pipelines.recalibrate.transforms import SumBootstrapGrids
+from costlib_pipelines.recalibrate.grids import SumBootstrapGrids
 
 
 def _with_unrated(y, seed, share=0.3):

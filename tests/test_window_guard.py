@@ -35,13 +35,9 @@ from costlib_pipelines.decide.records import read_decisions
 from costlib_pipelines.decide.selection import select_operating_points
 from costlib_pipelines.io.runs import RunDirectory, load_operating_points
 from costlib_pipelines.io.status import check_status
-from costlib_pipelines.recalibrate.pipeline import (
-    PublishSpec,
-    build_recalibrate,
-    event_time_range,
-    preflight,
-    publish_windowed_run,
-)
+from costlib_pipelines.recalibrate.event_times import event_time_range
+from costlib_pipelines.recalibrate.manifest import PublishSpec, publish_windowed_run
+from costlib_pipelines.recalibrate.pipeline import build_recalibrate, preflight
 from costlib_pipelines.recalibrate.publish import GuardSettings, read_baseline
 from costlib_pipelines.recalibrate.window_guard import guard_windows
 

@@ -38,8 +38,8 @@ from costlib_pipelines.io.records import (
 )
 from costlib_pipelines.recalibrate import window_shards
 from costlib_pipelines.recalibrate.in_force import InForce
+from costlib_pipelines.recalibrate.optimizing import optimize_one
 from costlib_pipelines.recalibrate.pipeline import build_recalibrate
-from costlib_pipelines.recalibrate.transforms import optimize_one
 
 START = pd.Timestamp("2026-11-01", tz="UTC")
 DAY = 86_400

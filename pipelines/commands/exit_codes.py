@@ -32,7 +32,7 @@ HELD = 3
 #: Fully qualified names of the user-error classes, as they appear in a worker's traceback.
 _USER_ERROR_NAMES = (
     "costlib_pipelines.io.files.InputError",
-    "costlib_pipelines.io.batches.SchemaError",
+    "costlib_pipelines.io.schema.SchemaError",
     "costlib_pipelines.config.ConfigError",
     "costlib_pipelines.commands.flags.UsageError",
 )
@@ -47,8 +47,8 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     """Exception classes that mean bad input, config or command line (exit 2)."""
     from costlib_pipelines.commands.flags import UsageError
     from costlib_pipelines.config import ConfigError
-    from costlib_pipelines.io.batches import SchemaError
     from costlib_pipelines.io.files import InputError
+    from costlib_pipelines.io.schema import SchemaError
 
     return (ConfigError, SchemaError, InputError, UsageError)
 

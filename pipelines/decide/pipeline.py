@@ -148,12 +148,13 @@ from costlib_pipelines.decide.selection import (
     select_operating_points,
 )
 from costlib_pipelines.decide.transforms import CheckSetsFn, DecideFileFn, DecodeBucketFn
-from costlib_pipelines.io.batches import plausibility_summary
 from costlib_pipelines.io.files import match_inputs, write_json
 from costlib_pipelines.io.lock import hold_output
+from costlib_pipelines.io.plausibility import plausibility_summary
 from costlib_pipelines.io.runs import RunDirectory, load_operating_points, verified_accounting
+from costlib_pipelines.recalibrate.accounting import SumCounters
+from costlib_pipelines.recalibrate.dead_letters import WriteDeadLettersFn
 from costlib_pipelines.recalibrate.pipeline import preflight
-from costlib_pipelines.recalibrate.transforms import SumCounters, WriteDeadLettersFn
 from costlib_pipelines.runner import make_pipeline, runner_name
 
 __all__ = [

@@ -44,7 +44,8 @@ from costlib_pipelines.decide.sets import (
 from costlib_pipelines.io.batches import ValidatedBatch, validate_batch
 from costlib_pipelines.io.files import InputError, as_stored, read_row_groups
 from costlib_pipelines.recalibrate import min_risk
-from costlib_pipelines.recalibrate.transforms import dead_letter_name, report_metrics
+from costlib_pipelines.recalibrate.accounting import report_metrics
+from costlib_pipelines.recalibrate.dead_letters import dead_letter_name
 
 __all__ = [
     "CheckSetsFn",

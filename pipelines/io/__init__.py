@@ -2,6 +2,8 @@
 
 - :mod:`.files`: matching input globs, reading Parquet row groups, writing outputs atomically;
 - :mod:`.batches`: validating one Arrow batch of the score stream (usable rows, dead letters);
+- :mod:`.schema`: the score stream's schema contract (columns and types a run needs);
+- :mod:`.plausibility`: a run's plausibility settings and the violations they hold back;
 - :mod:`.runs`: per-run output directories (``OUTPUT/runs/RUN_ID``, ``LATEST``, manifests);
 - :mod:`.lock`: one run at a time per output directory;
 - :mod:`.records`: output records typed by the JSON contracts in ``schemas/``;

@@ -21,19 +21,20 @@ valid rated row enters the grids with weight ``w / p``; a valid unrated row with
 represented by the audit sample (counted ``unrated`` and ``audit.represented``, but not a
 coverage gap); an unrated row with p null, 0 or 1 is an unrated gap.
 
-Plausibility checks (config section ``plausibility``, see :class:`Plausibility`) also count the
+Plausibility checks (config section ``plausibility``, see
+:class:`~costlib_pipelines.io.plausibility.Plausibility`) also count the
 rows that fail them in extra counters ``plausibility.*`` next to the buckets (they are not
 buckets: a counted row stays used or unrated unless the check dead-letters it). A check counts
 the rows that fail it among the rows no earlier check dead-lettered.
 
 Schema problems (a missing column, a column of the wrong type) are not row problems: they raise
-:class:`SchemaError` naming the file and column, and stop the run.
+:class:`~costlib_pipelines.io.schema.SchemaError` naming the file and column, and stop the run
+(:mod:`costlib_pipelines.io.schema`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -44,19 +45,12 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from costlib.thresholds._recalibration import ALL_GROUPS
-from costlib_pipelines.config import ConfigError, RunConfig
+from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.plausibility import PLAUSIBILITY, Plausibility
+from costlib_pipelines.io.schema import check_schema
 
-__all__ = [
-    "REASONS",
-    "Plausibility",
-    "SchemaError",
-    "ValidatedBatch",
-    "check_schema",
-    "plausibility_summary",
-    "plausibility_violations",
-    "validate_batch",
-]
+__all__ = ["AUDIT", "REASONS", "ValidatedBatch", "validate_batch"]
 
 #: Dead-letter reasons (new reasons are appended: the order of the checks is in the module doc).
 REASONS = (
@@ -78,200 +72,6 @@ REASONS = (
 #: with p < 1 (the rated audit sample), ``audit.represented`` = unrated rows with 0 < p < 1
 #: (represented by the audit sample, not coverage gaps).
 AUDIT = "audit."
-
-#: Prefix of the plausibility counters in the accounting (extra counters, not buckets).
-PLAUSIBILITY = "plausibility."
-
-MICROS_PER_DAY = 86_400 * 1_000_000
-
-
-def _micros(text: str, key: str) -> int:
-    """An ISO 8601 date or time (naive = UTC) as microseconds since the epoch."""
-    try:
-        when = dt.datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise ConfigError(f"plausibility.{key}: {text!r} is not an ISO 8601 date or time "
-                          "(e.g. 2000-01-01 or 2026-01-01T00:00:00Z)") from exc
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return (when - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
-
-
-@dataclass(frozen=True)
-class Plausibility:
-    """The plausibility checks of a run, resolved once (``now`` fixed) and pickled into DoFns.
-
-    Attributes
-    ----------
-    score_range : (float, float) or None
-        Plausible scores (inclusive); ``plausibility.score_range``, else ``grid.range`` for
-        uniform and quantile edges; None (no check) for explicit edges without a range.
-    scores_outside_range : {"count", "dead_letter", "error"}
-        What a row with a score outside ``score_range`` gets.
-    event_time_range_us : (int, int)
-        Plausible event times (inclusive, microseconds since the epoch; windowed mode only).
-    event_times_outside_range : {"count", "dead_letter", "error"}
-        What a row with an event time outside the range gets.
-    max_implausible_share : float or None
-        A run in which a larger share of the rows read fails one check is not published.
-    count_duplicate_item_ids : bool
-        Count rows whose (group, item id) appeared before in the run.
-    """
-
-    score_range: tuple[float, float] | None
-    scores_outside_range: str
-    event_time_range_us: tuple[int, int]
-    event_times_outside_range: str
-    max_implausible_share: float | None
-    count_duplicate_item_ids: bool
-
-    @classmethod
-    def from_config(cls, config: RunConfig, now: dt.datetime | None = None) -> Plausibility:
-        """Resolve ``config.raw["plausibility"]`` (``now`` ends the default event-time range).
-
-        Raises
-        ------
-        ConfigError
-            An empty score range or event-time range, or a time that is not ISO 8601.
-        """
-        raw = config.raw.get("plausibility") or {}
-        score_range = raw.get("score_range")
-        if score_range is None and config.grid["edges"] in ("uniform", "quantile", "auto"):
-            score_range = config.grid["range"]
-        if score_range is not None:
-            low, high = (float(v) for v in score_range)
-            if not low < high:
-                raise ConfigError(f"plausibility.score_range: need low < high, got {score_range}")
-            score_range = (low, high)
-        start = _micros(raw.get("event_time_min", "2000-01-01T00:00:00+00:00"), "event_time_min")
-        if raw.get("event_time_max") is not None:
-            end = _micros(raw["event_time_max"], "event_time_max")
-        else:
-            now = now or dt.datetime.now(dt.UTC)
-            end = _micros(now.isoformat(), "event_time_max") + round(
-                raw.get("max_future_days", 1) * MICROS_PER_DAY)
-        if not start < end:
-            raise ConfigError("plausibility: event_time_min must be before event_time_max "
-                              "(or now + max_future_days)")
-        return cls(
-            score_range=score_range,
-            scores_outside_range=raw.get("scores_outside_range", "count"),
-            event_time_range_us=(start, end),
-            event_times_outside_range=raw.get("event_times_outside_range", "dead_letter"),
-            max_implausible_share=raw.get("max_implausible_share", 0.01),
-            count_duplicate_item_ids=bool(raw.get("count_duplicate_item_ids", False)),
-        )
-
-
-def _share_checks() -> dict[str, str]:
-    """Plausibility counter -> what it counts (the checks ``max_implausible_share`` limits)."""
-    return {
-        "score_outside_range": "rows with a score outside the plausible range",
-        "event_time_outside_range": "rows with an event time outside the plausible range",
-    }
-
-
-def plausibility_summary(accounting: Mapping[str, int]) -> dict[str, int]:
-    """The ``plausibility.*`` counters of an accounting, without the prefix (for manifests)."""
-    return {key[len(PLAUSIBILITY):]: int(value) for key, value in sorted(accounting.items())
-            if key.startswith(PLAUSIBILITY)}
-
-
-def plausibility_violations(accounting: Mapping[str, int], settings: Plausibility) -> list[str]:
-    """Why a run must not be published: a check failed on more than the allowed share of rows."""
-    limit = settings.max_implausible_share
-    read = int(accounting.get("read", 0))
-    if limit is None or read == 0:
-        return []
-    counts = plausibility_summary(accounting)
-    out = []
-    for name, what in _share_checks().items():
-        count = counts.get(name, 0)
-        if count > limit * read:
-            detail = ", ".join(f"{k} {v:,}" for k, v in counts.items()
-                               if k.startswith(name.split("_outside")[0]) and k != name)
-            out.append(f"plausibility: {count:,} of {read:,} {what} ({count / read:.1%} > "
-                       f"plausibility.max_implausible_share {limit:g})"
-                       + (f" [{detail}]" if detail else ""))
-    return out
-
-
-class SchemaError(ValueError):
-    """A file does not match the score-stream contract (message names file and column)."""
-
-
-def _is_float_or_int(t: pa.DataType) -> bool:
-    return pa.types.is_floating(t) or pa.types.is_integer(t)
-
-
-def _is_string(t: pa.DataType) -> bool:
-    if pa.types.is_dictionary(t):
-        t = t.value_type
-    return pa.types.is_string(t) or pa.types.is_large_string(t)
-
-
-def _is_id(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t) or _is_string(t)
-
-
-def required_columns(
-    config: RunConfig, *, windowed: bool, for_decisions: bool
-) -> dict[str, tuple[str, callable, str]]:
-    """Physical column -> (logical name, type check, expected type text)."""
-    cols = config.columns
-    needed = {
-        cols["group"]: ("group", _is_string, "string"),
-        cols["item_id"]: ("item_id", _is_id, "int64 or string"),
-    }
-    if not for_decisions:
-        needed[cols["label"]] = ("label", lambda t: pa.types.is_boolean(t) or pa.types.is_null(t),
-                                 "bool")
-    for name in config.classifiers:
-        needed[name] = ("classifier score", _is_float_or_int, "float")
-    if windowed:
-        needed[cols["event_time"]] = ("event_time", pa.types.is_timestamp, "timestamp")
-    if cols.get("weight") and not for_decisions:
-        needed[cols["weight"]] = ("weight", _is_float_or_int, "float")
-    if cols.get("audit_probability") and not for_decisions:
-        needed[cols["audit_probability"]] = (
-            "audit_probability", lambda t: _is_float_or_int(t) or pa.types.is_null(t), "float")
-    if for_decisions:
-        if cols.get("probability"):
-            needed[cols["probability"]] = ("probability", _is_float_or_int, "float")
-        if cols.get("set_id"):
-            needed[cols["set_id"]] = ("set_id", _is_id, "int64 or string")
-    return needed
-
-
-def check_schema(
-    schema: pa.Schema, source: str, config: RunConfig, *, windowed: bool = False,
-    for_decisions: bool = False,
-) -> None:
-    """Raise :class:`SchemaError` if a file's schema breaks the contract."""
-    for column, (logical, ok, expected) in required_columns(
-        config, windowed=windowed, for_decisions=for_decisions
-    ).items():
-        index = schema.get_field_index(column)
-        if index < 0:
-            raise SchemaError(
-                f"{source}: missing column '{column}' (the {logical} column of the run config)"
-                + _near_match(column, schema.names)
-            )
-        actual = schema.field(index).type
-        if not ok(actual):
-            raise SchemaError(
-                f"{source}: column '{column}' ({logical}) has type {actual}; expected {expected}"
-            )
-
-
-def _near_match(column: str, names: list[str]) -> str:
-    """``"; did you mean 'X'? ..."`` for the closest column name, or ``""``."""
-    same_case = [n for n in names if n.lower() == column.lower()]
-    close = same_case or difflib.get_close_matches(column, names, n=1, cutoff=0.75)
-    if not close:
-        return ""
-    hint = "column names are case-sensitive" if same_case else "the names differ"
-    return f"; did you mean '{close[0]}'? ({hint})"
 
 
 @dataclass

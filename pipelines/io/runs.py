@@ -31,13 +31,14 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.io.batches import REASONS, Plausibility, plausibility_violations
+from costlib_pipelines.io.batches import REASONS
 from costlib_pipelines.io.files import (
     InputError,
     check_rows_read,
     write_bytes_atomically,
     write_json,
 )
+from costlib_pipelines.io.plausibility import Plausibility, plausibility_violations
 
 __all__ = [
     "CARRIED",

@@ -1,7 +1,14 @@
 """The recalibration stage: score streams in, operating points per group out.
 
 - :mod:`.pipeline`: the pipeline and :func:`run_recalibrate` (``costlib recalibrate``);
-- :mod:`.transforms`: its composite transforms and DoFns (grids per group, sketches, merging);
+- :mod:`.manifest`: a finished run's manifest and its publication (``LATEST``);
+- :mod:`.event_times`: the event-time range of a windowed run's input;
+- :mod:`.reading`: files split into row-group ranges, and the batches of an element;
+- :mod:`.aggregating`: batches read, validated and histogrammed into partial grids per group;
+- :mod:`.grids`: the rows that enter the grids, and the combiners that add partial grids;
+- :mod:`.edges`: edges from a first pass (edge sketches, fine histograms, summed);
+- :mod:`.optimizing`: one group's summed grid -> its operating points;
+- :mod:`.accounting`, :mod:`.dead_letters`: row counters and Beam metrics, dead-letter files;
 - :mod:`.carried_edges`, :mod:`.in_force`: candidate thresholds and the thresholds in force;
 - :mod:`.shards`, :mod:`.window_shards`: per-group optimisation sharded by group range;
 - :mod:`.capacity`: one review capacity shared by all groups;
@@ -13,7 +20,8 @@ from costlib._moved import forward_to_modules
 
 __getattr__ = forward_to_modules(
     __name__,
-    ("pipeline", "transforms", "carried_edges", "in_force", "shards", "window_shards",
-     "capacity", "min_risk", "publish", "window_guard"),
+    ("pipeline", "manifest", "event_times", "reading", "aggregating", "grids", "edges",
+     "optimizing", "accounting", "dead_letters", "carried_edges", "in_force", "shards",
+     "window_shards", "capacity", "min_risk", "publish", "window_guard"),
     current=frozenset({"run_recalibrate", "build_recalibrate"}),
 )

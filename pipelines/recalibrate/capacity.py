@@ -55,7 +55,8 @@ from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._operating_point import OperatingPoint, point_at
 from costlib.thresholds._recalibration import ALL_GROUPS, GroupResult, is_sufficient
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.recalibrate.transforms import dense_grid, split_grid_value
+from costlib_pipelines.recalibrate.grids import dense_grid
+from costlib_pipelines.recalibrate.optimizing import split_grid_value
 
 __all__ = [
     "METHOD",

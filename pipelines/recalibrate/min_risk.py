@@ -44,8 +44,9 @@ from numpy.typing import NDArray
 
 from costlib.costs._example_costs import bayes_minimum_risk, expected_costs
 from costlib_pipelines.config import ConfigError, RunConfig
-from costlib_pipelines.io.batches import SchemaError, ValidatedBatch
+from costlib_pipelines.io.batches import ValidatedBatch
 from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.schema import SchemaError
 
 __all__ = ["CostSpec", "MinRiskSettings", "cost_weighted", "with_min_risk"]
 

@@ -21,94 +21,83 @@ shard and re-assembles its window's files (upsert: the newest pane of each group
 is checked by the publish guard against the points in force before it
 (:mod:`costlib_pipelines.recalibrate.window_guard`); ``points_in_force.parquet`` holds those of the
 published run it started from.
+
+This module builds the pipeline (:func:`build_recalibrate`) and runs it
+(:func:`run_recalibrate`); the transforms it puts together live in the modules of
+:mod:`costlib_pipelines.recalibrate` (reading, aggregating, grids, edges, optimizing, ...), the
+manifest and publishing of a finished run in :mod:`costlib_pipelines.recalibrate.manifest`, the
+input's event-time range in :mod:`costlib_pipelines.recalibrate.event_times`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms import trigger
 from apache_beam.transforms.window import SlidingWindows
 
 from costlib_pipelines.config import ConfigError, RunConfig
-from costlib_pipelines.io.batches import (
-    Plausibility,
-    check_schema,
-    plausibility_summary,
-    plausibility_violations,
-)
 from costlib_pipelines.io.files import (
     UNIT_ROWS,
     InputError,
-    check_rows_read,
     match_inputs,
-    open_parquet,
     read_footers,
     write_json,
 )
 from costlib_pipelines.io.lock import hold_output
-from costlib_pipelines.io.runs import (
-    RunDirectory,
-    check_accounting,
-    latest_run_id,
-    read_records,
-    verified_accounting,
-)
+from costlib_pipelines.io.plausibility import Plausibility
+from costlib_pipelines.io.runs import RunDirectory
+from costlib_pipelines.io.schema import check_schema
 from costlib_pipelines.recalibrate import shards, window_guard, window_shards
-from costlib_pipelines.recalibrate.capacity import AllocateCapacity, capacity_violations
+from costlib_pipelines.recalibrate.accounting import SumCounters
+from costlib_pipelines.recalibrate.aggregating import AggregateBatches
+from costlib_pipelines.recalibrate.capacity import AllocateCapacity
 from costlib_pipelines.recalibrate.carried_edges import (
     SKETCH_FILE,
     carried_sketches,
     read_edge_sketches,
     write_edge_sketches,
 )
+from costlib_pipelines.recalibrate.dead_letters import WriteDeadLettersFn
+from costlib_pipelines.recalibrate.edges import (
+    DataEdges,
+    SumEdgeSketches,
+    decision_edges_from_sketches,
+)
+from costlib_pipelines.recalibrate.event_times import event_time_range
+from costlib_pipelines.recalibrate.grids import SumBootstrapGrids, SumGrids
 from costlib_pipelines.recalibrate.in_force import InForce, edges_with_in_force, read_in_force
+from costlib_pipelines.recalibrate.manifest import (
+    PublishRunFn,
+    PublishSpec,
+    grid_edges_entry,
+    publish_windowed_run,
+)
 from costlib_pipelines.recalibrate.min_risk import MinRiskSettings
+from costlib_pipelines.recalibrate.optimizing import OptimizeGroupFn
 from costlib_pipelines.recalibrate.publish import (
-    Baseline,
     GuardSettings,
     Override,
     PublishRefused,
-    baseline_violations,
-    guard_notes,
-    guard_violations,
     read_baseline,
 )
+from costlib_pipelines.recalibrate.reading import ReadingUnits
 from costlib_pipelines.recalibrate.shards import (
     AssembleShardsFn,
     OptimizeGroupsFn,
     ShardBoundaries,
     WriteShardFn,
-    assemble_shards,
     optimize_parent,
-)
-from costlib_pipelines.recalibrate.transforms import (
-    AggregateBatches,
-    DataEdges,
-    OptimizeGroupFn,
-    ReadingUnits,
-    SumBootstrapGrids,
-    SumCounters,
-    SumEdgeSketches,
-    SumGrids,
-    WriteDeadLettersFn,
-    decision_edges_from_sketches,
 )
 from costlib_pipelines.runner import make_pipeline, runner_name
 
-__all__ = ["build_recalibrate", "event_time_range", "preflight", "publish_windowed_run",
-           "run_recalibrate"]
+__all__ = ["build_recalibrate", "preflight", "run_recalibrate"]
 
 DAY = 86_400
 
@@ -142,125 +131,6 @@ def needed_columns(config: RunConfig, *, windowed: bool) -> list[str]:
     if costs is not None and costs.weight_rated_rows:
         names += [c for c in costs.input_columns() if c not in names]
     return names
-
-
-@dataclass(frozen=True)
-class PublishSpec:
-    """What the pipeline's last stage needs to write the manifest and publish the run."""
-
-    output: str
-    run_id: str
-    inputs: list[dict[str, Any]]
-    runner: str
-    started_utc: str
-    settings: GuardSettings
-    override: Override | None
-    baseline: Baseline
-    in_force: dict[str, Any] | None = None  # the manifest's ``in_force`` entry
-    edges_source: dict[str, Any] | None = None  # the manifest's ``grid_edges.source`` (auto)
-
-
-class PublishRunFn(beam.DoFn):
-    """The last stage of a batch run: records assembled, accounting check, publish guard,
-    manifest, ``LATEST``.
-
-    Its main input is one impulse; the row accounting, the dead-letter files and the written
-    record shards are side inputs, so it runs once, after all of them are written: it
-    concatenates the shards into the run's record files
-    (:func:`~costlib_pipelines.recalibrate.shards.assemble_shards`) and writes the manifest last on
-    every runner (also when the launcher does not wait for the job, as with Dataflow Flex
-    Templates).
-    """
-
-    def __init__(self, config: RunConfig, spec: PublishSpec):
-        self.config = config
-        self.spec = spec
-
-    def process(self, _, accounting, dead_letter_files, shard_ids, edges=None,
-                edge_sketches=None, capacity=None):
-        spec, config = self.spec, self.config
-        run = RunDirectory(spec.output, config.digest, spec.run_id)
-        assemble_shards(run.run_dir, shard_ids)
-        write_edge_sketches(edge_sketches, run.run_dir, config.classifiers)  # for the next run
-        write_json(run.path("accounting.json"), accounting)
-        checked = check_accounting(accounting)
-        check_rows_read(spec.inputs, checked["read"])
-        points = run.path("operating_points.parquet")
-        new = read_records(points) if FileSystems.exists(points) else []
-        baseline = spec.baseline
-        violations = baseline_check(spec)
-        violations += guard_violations(baseline.records, new, spec.settings)
-        violations += plausibility_violations(accounting, Plausibility.from_config(config))
-        violations += capacity_violations(new, capacity)
-        if capacity is not None:
-            write_json(run.path("capacity.json"), capacity)
-        if not new:
-            violations.append("no operating points: no group had rated rows")
-        started = dt.datetime.fromisoformat(spec.started_utc)
-        finished = dt.datetime.now(dt.UTC)
-        published = not violations or (spec.override is not None and bool(new))
-        manifest = {
-            "status": "complete",
-            "published": published,
-            "run_id": spec.run_id,
-            "command": "recalibrate",
-            "config_digest": config.digest,
-            "config": config.raw,
-            "inputs": spec.inputs,
-            "row_accounting": checked,
-            "plausibility": plausibility_summary(accounting),
-            "dead_letter_files": len(dead_letter_files),
-            "guard": {
-                "max_threshold_change": spec.settings.max_threshold_change,
-                "min_rated": spec.settings.min_rated,
-                "method": spec.settings.method,
-                "compared_with_run": baseline.run_id,
-                "previous_run_unreadable": baseline.problem,
-                "violations": violations,
-                "notes": guard_notes(new, spec.settings),
-                "override": (spec.override.record()
-                             if spec.override is not None and violations else None),
-            },
-            "in_force": spec.in_force,
-            "capacity": capacity,
-            "grid_edges": grid_edges_entry(config, edges, spec.edges_source),
-            "outputs": run.outputs(),
-            "runner": spec.runner,
-            "started_utc": spec.started_utc,
-            "finished_utc": finished.isoformat(),
-            "seconds": round((finished - started).total_seconds(), 3),
-        }
-        if published:
-            run.commit(manifest)
-        else:
-            write_json(run.path("manifest.json"), manifest)
-        yield manifest
-
-
-def baseline_check(spec: PublishSpec) -> list[str]:
-    """The guard's violations about the run it compares with: the published run could not be
-    read, or ``LATEST`` moved while this run was running (fails closed)."""
-    try:
-        latest_now = latest_run_id(spec.output)
-    except InputError as exc:
-        latest_now = f"(unreadable: {exc})"
-    return baseline_violations(spec.baseline, latest_now)
-
-
-def grid_edges_entry(config: RunConfig, edges,
-                     source: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """The manifest's ``grid_edges``: the recipe and the candidate thresholds every group's
-    lattice used, per classifier (thresholds in force included); for auto edges, where they
-    were placed from (``source``: the published run they were carried from, or a first
-    pass over this run's rows and why, :mod:`costlib_pipelines.recalibrate.carried_edges`)."""
-    if edges is None:
-        return None
-    entry = {"recipe": config.grid["edges"], "n_edges": config.n_edges,
-             "classifiers": list(config.classifiers),
-             "edges": [[float(v) for v in e] for e in edges]}
-    if source is not None:
-        entry["source"] = source
-    return entry
 
 
 def auto_edges_source(config: RunConfig, output: str, published_run_id: str | None
@@ -321,7 +191,7 @@ def build_recalibrate(
     ``batches`` may be given instead of ``paths`` (a PCollection of
     ``(source, row_group, table)``, e.g. from a TestStream). Files are read in units of
     row-group ranges of about ``unit_rows`` rows, spread over workers
-    (:class:`~costlib_pipelines.recalibrate.transforms.ReadingUnits`; ``unit_rows=None``: whole
+    (:class:`~costlib_pipelines.recalibrate.reading.ReadingUnits`; ``unit_rows=None``: whole
     files, one stage less, for inputs no file of which would split). With ``publish`` (batch runs),
     the last stage writes the manifest and publishes the run (:class:`PublishRunFn`). ``in_force``:
     the thresholds in force, added to the edges and kept for thin groups as the config's
@@ -491,7 +361,7 @@ def run_recalibrate(
     run takes ``output``'s lock (:mod:`costlib_pipelines.io.lock`: one run per output; also the
     check that the output is writable). ``progress`` receives a line per phase; ``unit_rows``
     sizes the row-group ranges files are read in
-    (:class:`~costlib_pipelines.recalibrate.transforms.ReadingUnits`).
+    (:class:`~costlib_pipelines.recalibrate.reading.ReadingUnits`).
 
     ``in_force``: where the thresholds in force are read (an operating points file, run or
     output directory); default the output's published run
@@ -576,153 +446,7 @@ def run_recalibrate(
     return manifest
 
 
-def publish_windowed_run(run: RunDirectory, config: RunConfig, spec: PublishSpec,
-                         inputs: list[dict[str, Any]],
-                         time_range: dict[str, Any] | None,
-                         grid_edges: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The last step of a windowed run, once its pipeline has finished: row accounting, the
-    guard per window (:mod:`costlib_pipelines.recalibrate.window_guard`), the manifest, ``LATEST``.
-
-    The points in force when the run started (``spec.baseline``) are copied into the run and
-    every window is checked against the points in force before it. The run is published
-    (``LATEST`` moves) unless the guard fails closed on the baseline (unreadable, or
-    ``LATEST`` moved meanwhile) and no override is given; held windows do not hold the run:
-    ``costlib decide`` skips them. ``grid_edges``: the manifest's entry (the edges every
-    window shared, :func:`grid_edges_entry`). Returns the manifest.
-
-    Raises
-    ------
-    InputError
-        Too many implausible rows (the run is not committed).
-    """
-    window_shards.remove_window_shards(run.run_dir)  # every window is final now
-    counters, accounting = verified_accounting(run, inputs, config)
-    baseline = spec.baseline
-    violations = baseline_check(spec)
-    carried = baseline.records if baseline.problem is None else None
-    window_guard.write_points_in_force(run.run_dir, carried)
-    windows = window_guard.read_windows(run.run_dir)
-    eligible = window_guard.eligible_windows(list(windows), config.decide, time_range)
-    entries = window_guard.guard_windows(windows, carried, spec.settings, eligible,
-                                         override=spec.override)
-    published = not violations or spec.override is not None
-    finished = dt.datetime.now(dt.UTC)
-    manifest = {"status": "complete", "published": published, "run_id": run.run_id,
-                "command": "recalibrate", "config_digest": config.digest,
-                "config": config.raw, "inputs": inputs,
-                "row_accounting": accounting,
-                "plausibility": plausibility_summary(counters),
-                "windowing": config.windowing,
-                "windows": len(windows),
-                "event_time_range": time_range,
-                "in_force": spec.in_force,
-                "grid_edges": grid_edges,
-                "guard": window_guard.build_guard_entry(
-                    config, spec.settings, baseline.run_id, baseline.problem, violations,
-                    entries, spec.override,
-                    len({r["group"] for r in carried or []})),
-                "outputs": run.outputs(), "runner": spec.runner,
-                "started_utc": spec.started_utc,
-                "finished_utc": finished.isoformat(),
-                "seconds": round((finished - dt.datetime.fromisoformat(
-                    spec.started_utc)).total_seconds(), 3)}
-    if published:
-        run.commit(manifest)
-    else:
-        write_json(run.path("manifest.json"), manifest)
-    return manifest
-
-
 def _graph_only(pipeline: beam.Pipeline) -> bool:
     """True when the runner only writes a job graph (a Flex Template or classic template)."""
     options = pipeline.options.get_all_options(drop_default=True)
     return bool(options.get("template_location"))
-
-
-#: Microseconds per unit of a Parquet TIMESTAMP logical type (``timeUnit``).
-_US_PER_PARQUET_UNIT = {"milliseconds": 1000, "microseconds": 1, "nanoseconds": 0.001}
-#: Microseconds per unit of an Arrow timestamp type.
-_US_PER_ARROW_UNIT = {"s": 1_000_000, "ms": 1000, "us": 1, "ns": 0.001}
-
-
-def _as_us(value: int, us_per_unit: float) -> int:
-    """A raw timestamp in microseconds, floored (as :mod:`costlib_pipelines.io.batches` floors
-    them)."""
-    return value * int(us_per_unit) if us_per_unit >= 1 else value // round(1 / us_per_unit)
-
-
-def _statistics_bounds(chunk: pq.ColumnChunkMetaData) -> tuple[int, int] | None:
-    """(min, max) in microseconds from a column chunk's footer statistics, if usable.
-
-    Usable: INT64 physical values of a TIMESTAMP logical type with min/max set (INT96 and
-    files written without statistics are not).
-    """
-    stats = chunk.statistics
-    if (stats is None or not stats.has_min_max or stats.physical_type != "INT64"
-            or stats.logical_type.type != "TIMESTAMP"):
-        return None
-    unit = json.loads(stats.logical_type.to_json()).get("timeUnit")
-    if unit not in _US_PER_PARQUET_UNIT:
-        return None
-    per_unit = _US_PER_PARQUET_UNIT[unit]
-    return _as_us(stats.min_raw, per_unit), _as_us(stats.max_raw, per_unit)
-
-
-def _read_bounds(parquet: pq.ParquetFile, row_group: int, column: str,
-                 path: str) -> tuple[int, int] | None:
-    """(min, max) in microseconds of one row group's column, read; None when all null."""
-    try:
-        times = parquet.read_row_group(row_group, columns=[column]).column(0)
-    except Exception as exc:
-        raise InputError(f"{path}: row group {row_group} cannot be read ({exc})") from exc
-    per_unit = _US_PER_ARROW_UNIT[times.type.unit]
-    low_high = pc.min_max(times.cast(pa.int64()))
-    if low_high["min"].as_py() is None:
-        return None
-    return _as_us(low_high["min"].as_py(), per_unit), _as_us(low_high["max"].as_py(), per_unit)
-
-
-def _utc(micros: int) -> str:
-    return (dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=micros)).isoformat()
-
-
-def event_time_range(paths: Sequence[str], column: str) -> dict[str, Any] | None:
-    """The earliest and latest event time of the rows in ``paths``, as a windowed run reads them.
-
-    Per row group the Parquet footer statistics of ``column`` give its min and max; a row group
-    without usable statistics (none written, INT96) has that one column read. Times are floored
-    to microseconds and naive times are UTC, as in the pipeline; null times are left out
-    (they are dead-lettered). ``costlib decide`` uses the range to tell complete windows from
-    partial ones.
-
-    Returns
-    -------
-    dict or None
-        ``min_utc`` and ``max_utc`` (ISO 8601), ``column``, and how many row groups were
-        answered by ``row_groups_from_statistics`` / ``row_groups_read``; None when no row has
-        an event time.
-    """
-    low = high = None
-    from_statistics = read = 0
-    for path in paths:
-        parquet = open_parquet(path)
-        names = [parquet.metadata.schema.column(i).path
-                 for i in range(parquet.metadata.num_columns)]
-        index = names.index(column)  # preflight checked the column exists
-        for row_group in range(parquet.num_row_groups):
-            meta = parquet.metadata.row_group(row_group)
-            if meta.num_rows == 0:
-                continue
-            bounds = _statistics_bounds(meta.column(index))
-            if bounds is None:
-                bounds = _read_bounds(parquet, row_group, column, path)
-                read += 1
-            else:
-                from_statistics += 1
-            if bounds is not None:
-                low = bounds[0] if low is None else min(low, bounds[0])
-                high = bounds[1] if high is None else max(high, bounds[1])
-    if low is None or high is None:
-        return None
-    return {"column": column, "min_utc": _utc(low), "max_utc": _utc(high),
-            "row_groups_from_statistics": from_statistics, "row_groups_read": read}

@@ -59,7 +59,8 @@ from costlib_pipelines.io.records import (
     records_to_table,
 )
 from costlib_pipelines.recalibrate.capacity import capacity_point
-from costlib_pipelines.recalibrate.transforms import dense_grid, optimize_one, split_grid_value
+from costlib_pipelines.recalibrate.grids import dense_grid
+from costlib_pipelines.recalibrate.optimizing import optimize_one, split_grid_value
 
 __all__ = [
     "FLUSH_GROUPS",

@@ -1,7 +1,7 @@
 """Windowed recalibration sharded by group: no stage sees all groups' results on one key.
 
 A windowed run's per-group results (one per group and pane of an event-time window, from
-:class:`~costlib_pipelines.recalibrate.transforms.OptimizeGroupFn`) go through three stages:
+:class:`~costlib_pipelines.recalibrate.optimizing.OptimizeGroupFn`) go through three stages:
 
 1. :class:`KeyByShardFn` keys each result by its *shard*, ``crc32(group) mod shards``
    (:func:`window_shard_of`: stable across processes and runs, unlike Python's salted
@@ -207,7 +207,7 @@ class WriteWindowShardFn(beam.DoFn):
 class WriteWindows(beam.PTransform):
     """Per-group window results -> the windows' files, sharded by group (stages 1-3 of the
     module). Input: ``(any key, (GroupResult, pane index))`` as
-    :class:`~costlib_pipelines.recalibrate.transforms.OptimizeGroupFn` yields them, in their
+    :class:`~costlib_pipelines.recalibrate.optimizing.OptimizeGroupFn` yields them, in their
     event-time windows; output: ``(window directory, number of records)`` per assembly. ``shards``:
     default :data:`SHARDS` (read when the transform is applied)."""
 

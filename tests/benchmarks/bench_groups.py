@@ -132,7 +132,8 @@ def shuffle_bytes(work: Path) -> None:
 
     from costlib_pipelines.config import RunConfig
     from costlib_pipelines.io.batches import validate_batch
-    from costlib_pipelines.recalibrate.transforms import AggregateBatchesFn, SumGrids
+    from costlib_pipelines.recalibrate.aggregating import AggregateBatchesFn
+    from costlib_pipelines.recalibrate.grids import SumGrids
 
     coder = coders.FastPrimitivesCoder()
     write_stream(work, 1_000_000, 100, n_files=4)

@@ -55,10 +55,10 @@ from costlib.thresholds._operating_point import prepare_graph_paths
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.batches import validate_batch
 from costlib_pipelines.io.files import read_row_groups
+from costlib_pipelines.recalibrate import manifest, shards
 from costlib_pipelines.recalibrate import pipeline as recalibrate
-from costlib_pipelines.recalibrate import shards
+from costlib_pipelines.recalibrate.optimizing import optimize_one
 from costlib_pipelines.recalibrate.pipeline import run_recalibrate
-from costlib_pipelines.recalibrate.transforms import optimize_one
 
 
 def write_data(directory: Path, n_rows: int, n_groups: int, n_files: int, seed: int = 0) -> None:
@@ -118,7 +118,7 @@ def plain_loop(paths: list[str], config: RunConfig,
 
 def optimise_loop(totals: dict[str, np.ndarray], config: RunConfig) -> float:
     """Seconds to optimise every group's totals as the pipeline does (same config and method,
-    :func:`costlib_pipelines.recalibrate.transforms.optimize_one`, graph paths solved together as
+    :func:`costlib_pipelines.recalibrate.optimizing.optimize_one`, graph paths solved together as
     :class:`~costlib_pipelines.recalibrate.shards.OptimizeGroupsFn` does): the work after the
     histograms that the plain loop leaves out."""
     edges = tuple(config.fixed_edges())
@@ -192,7 +192,7 @@ def timed_components():
     patch(shards, "prepare_graph_paths", "optimise")  # the batches' paths, solved together
     patch(shards.OptimizeGroupsFn, "_outputs", "records")
     patch(shards.WriteShardFn, "process", "write", generator=True)
-    patch(recalibrate.PublishRunFn, "process", "publish", generator=True)
+    patch(manifest.PublishRunFn, "process", "publish", generator=True)
     patch(statesampler.StateSampler, "stop", "sampler")
     chunk = shards.OptimizeGroupsFn._chunk
     patched.append((shards.OptimizeGroupsFn, "_chunk", shards.OptimizeGroupsFn.__dict__["_chunk"]))

@@ -32,7 +32,7 @@ from pipeline_data import base_config, direct_grids
 from costlib.sample import generate_score_stream
 from costlib.thresholds._recalibration import ALL_GROUPS
 from costlib_pipelines.recalibrate import window_shards
-from costlib_pipelines.recalibrate.transforms import optimize_one
+from costlib_pipelines.recalibrate.optimizing import optimize_one
 
 GROUPS = 1000
 DAY = 86_400

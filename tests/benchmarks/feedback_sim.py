@@ -84,7 +84,7 @@ Recalibrate = Callable[[RunConfig, dict[str, ThresholdGrid], dict[str, Any]],
 
 def pipeline_recalibrate(config: RunConfig, grids: dict[str, ThresholdGrid],
                          in_force: dict[str, Any]) -> Mapping[str, GroupResult]:
-    """What ``costlib recalibrate`` computes per group (``transforms.optimize_one`` on every
+    """What ``costlib recalibrate`` computes per group (``optimizing.optimize_one`` on every
     group's grid and the all-groups sum, then ``apply_fallback``), without a bootstrap."""
     settings = config.in_force
     return recalibrate_grids(

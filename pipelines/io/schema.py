@@ -1,0 +1,94 @@
+"""The score stream's schema contract: the columns a run needs and their types.
+
+Schema problems (a missing column, a column of the wrong type) are not row problems: they raise
+:class:`SchemaError` naming the file and column, and stop the run. Checked on every file's footer
+before a run (:func:`costlib_pipelines.recalibrate.pipeline.preflight`) and on every batch
+(:func:`costlib_pipelines.io.batches.validate_batch`).
+"""
+
+from __future__ import annotations
+
+import difflib
+
+import pyarrow as pa
+
+from costlib_pipelines.config import RunConfig
+
+__all__ = ["SchemaError", "check_schema", "required_columns"]
+
+class SchemaError(ValueError):
+    """A file does not match the score-stream contract (message names file and column)."""
+
+
+def _is_float_or_int(t: pa.DataType) -> bool:
+    return pa.types.is_floating(t) or pa.types.is_integer(t)
+
+
+def _is_string(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _is_id(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or _is_string(t)
+
+
+def required_columns(
+    config: RunConfig, *, windowed: bool, for_decisions: bool
+) -> dict[str, tuple[str, callable, str]]:
+    """Physical column -> (logical name, type check, expected type text)."""
+    cols = config.columns
+    needed = {
+        cols["group"]: ("group", _is_string, "string"),
+        cols["item_id"]: ("item_id", _is_id, "int64 or string"),
+    }
+    if not for_decisions:
+        needed[cols["label"]] = ("label", lambda t: pa.types.is_boolean(t) or pa.types.is_null(t),
+                                 "bool")
+    for name in config.classifiers:
+        needed[name] = ("classifier score", _is_float_or_int, "float")
+    if windowed:
+        needed[cols["event_time"]] = ("event_time", pa.types.is_timestamp, "timestamp")
+    if cols.get("weight") and not for_decisions:
+        needed[cols["weight"]] = ("weight", _is_float_or_int, "float")
+    if cols.get("audit_probability") and not for_decisions:
+        needed[cols["audit_probability"]] = (
+            "audit_probability", lambda t: _is_float_or_int(t) or pa.types.is_null(t), "float")
+    if for_decisions:
+        if cols.get("probability"):
+            needed[cols["probability"]] = ("probability", _is_float_or_int, "float")
+        if cols.get("set_id"):
+            needed[cols["set_id"]] = ("set_id", _is_id, "int64 or string")
+    return needed
+
+
+def check_schema(
+    schema: pa.Schema, source: str, config: RunConfig, *, windowed: bool = False,
+    for_decisions: bool = False,
+) -> None:
+    """Raise :class:`SchemaError` if a file's schema breaks the contract."""
+    for column, (logical, ok, expected) in required_columns(
+        config, windowed=windowed, for_decisions=for_decisions
+    ).items():
+        index = schema.get_field_index(column)
+        if index < 0:
+            raise SchemaError(
+                f"{source}: missing column '{column}' (the {logical} column of the run config)"
+                + _near_match(column, schema.names)
+            )
+        actual = schema.field(index).type
+        if not ok(actual):
+            raise SchemaError(
+                f"{source}: column '{column}' ({logical}) has type {actual}; expected {expected}"
+            )
+
+
+def _near_match(column: str, names: list[str]) -> str:
+    """``"; did you mean 'X'? ..."`` for the closest column name, or ``""``."""
+    same_case = [n for n in names if n.lower() == column.lower()]
+    close = same_case or difflib.get_close_matches(column, names, n=1, cutoff=0.75)
+    if not close:
+        return ""
+    hint = "column names are case-sensitive" if same_case else "the names differ"
+    return f"; did you mean '{close[0]}'? ({hint})"
