@@ -98,7 +98,8 @@ def test_bad_edge_settings_exit_2_naming_the_key(frame, tmp_path, capsys, grid, 
 
 
 def test_report_shows_the_resolution_check_of_every_point(frame, tmp_path):
-    from costlib_pipelines.report.page import build_report, load_run
+    from costlib_pipelines.report.page import build_report
+    from costlib_pipelines.report.runs_data import load_run
 
     config = RunConfig.from_dict({**RAW, "grid": {"edges": "uniform", "bins": 6}})
     manifest, records = _run(config, write_files(frame, tmp_path / "in"), tmp_path / "out")

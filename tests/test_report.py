@@ -28,15 +28,9 @@ from costlib.sample import generate_score_stream, write_score_stream
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.recalibrate.pipeline import run_recalibrate
-from costlib_pipelines.report.page import (
-    applied_points,
-    build_report,
-    latest_points,
-    load_run,
-    previous_run,
-    threshold_changes,
-    write_report,
-)
+from costlib_pipelines.report.changes import applied_points, latest_points, threshold_changes
+from costlib_pipelines.report.page import build_report, write_report
+from costlib_pipelines.report.runs_data import load_run, previous_run
 
 TINY = 'tiny <market> & "co"'  # falls back (no rated positives); escaping must hold
 GROUPS = ("market_a", "market_b", "market_c", TINY, "__all__")
@@ -376,7 +370,7 @@ def _rgb(method: str) -> tuple[int, int, int]:
 
 def test_pn_figure_draws_the_parquet_curves_and_points_where_they_are(batch):
     from costlib_pipelines.report.figures import DPI, PN_MARGINS
-    from costlib_pipelines.report.page import group_figures
+    from costlib_pipelines.report.run_figures import group_figures
 
     run_dir = batch["runs"] / "run-2"
     drawer = group_figures(load_run(str(run_dir)), METHODS)
@@ -430,7 +424,7 @@ def test_pn_figure_draws_the_parquet_curves_and_points_where_they_are(batch):
 def test_a_groups_figures_do_not_depend_on_the_groups_drawn_before(batch):
     """Backgrounds are cached per view: drawing other groups (other zoom views) first must
     not change a group's PNG by a single pixel."""
-    from costlib_pipelines.report.page import group_figures
+    from costlib_pipelines.report.run_figures import group_figures
 
     run_dir = batch["runs"] / "run-2"
     run = load_run(str(run_dir))
@@ -450,7 +444,7 @@ def test_a_groups_figures_do_not_depend_on_the_groups_drawn_before(batch):
 
 def test_path_figure_marks_each_chosen_cell_where_the_parquet_puts_it(batch):
     from costlib_pipelines.report.figures import DPI, PATH_MARGINS
-    from costlib_pipelines.report.page import group_figures
+    from costlib_pipelines.report.run_figures import group_figures
 
     run_dir = batch["runs"] / "run-2"
     run = load_run(str(run_dir))
@@ -498,7 +492,7 @@ def test_nice_ceiling_is_the_smallest_ladder_value_at_least_the_value(value):
 
 def test_path_figure_marks_the_previous_runs_thresholds_in_this_runs_lattice(batch, report):
     from costlib_pipelines.report.figures import DPI, PATH_MARGINS
-    from costlib_pipelines.report.page import group_figures
+    from costlib_pipelines.report.run_figures import group_figures
 
     run_dir = batch["runs"] / "run-2"
     drawer = group_figures(load_run(str(run_dir)), METHODS)
@@ -534,7 +528,7 @@ def in_force_edges(tmp_path_factory):
 
 
 def test_path_ticks_use_the_lattice_with_the_thresholds_in_force(in_force_edges):
-    from costlib_pipelines.report.page import group_figures
+    from costlib_pipelines.report.run_figures import group_figures
 
     run = load_run(str(in_force_edges / "run-2"))
     assert any(run.manifest["in_force"]["edges_added"].values())
@@ -559,7 +553,7 @@ def test_path_ticks_are_indices_when_the_lattice_cannot_be_rebuilt(in_force_edge
     """A run from before manifests recorded ``grid_edges`` whose thresholds in force came from
     a run that is gone: no threshold ticks, no boxes. With ``grid_edges`` the lattice is the
     recorded one."""
-    from costlib_pipelines.report.page import group_figures
+    from costlib_pipelines.report.run_figures import group_figures
 
     copy = tmp_path / "runs"
     shutil.copytree(in_force_edges / "run-2", copy / "run-2")

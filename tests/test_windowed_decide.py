@@ -280,7 +280,9 @@ def test_a_window_is_complete_when_little_of_it_lies_outside_the_data():
 
 def test_report_shows_the_window_decide_applies(partial_day):
     """The report used to show each group's latest window, partial or not."""
-    from costlib_pipelines.report.page import applied_points, build_report, latest_points, load_run
+    from costlib_pipelines.report.changes import applied_points, latest_points
+    from costlib_pipelines.report.page import build_report
+    from costlib_pipelines.report.runs_data import load_run
 
     _, _, recal, _ = partial_day
     run = load_run(recal)

@@ -5,24 +5,23 @@ Reads the manifest's ``capacity`` entry
 ``capacity``: the capacity and what was allocated, ``lambda`` and the marginal precision it stands
 for, the LP bound and the integrality gap, the gain over an equal and a traffic-proportional split
 of the same capacity, and a table of every group's allocated volume, share and thresholds (the
-largest :data:`MAX_ROWS` by volume when there are more groups).
+largest :data:`MAX_ROWS` by volume when there are more groups). :func:`capacity_view` computes
+it, ``templates/capacity.html.j2`` lays it out.
 """
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["MAX_ROWS", "capacity_section"]
+from costlib_pipelines.report import cells
+from costlib_pipelines.report.templates import render
+
+__all__ = ["MAX_ROWS", "capacity_section", "capacity_view"]
 
 #: Groups listed in the allocation table (the largest allocated volumes first beyond it).
 MAX_ROWS = 200
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
 
 
 def _num(value: Any, digits: int = 2) -> str:
@@ -36,16 +35,6 @@ def _num(value: Any, digits: int = 2) -> str:
     if isinstance(value, float) and math.isinf(value):
         return "inf"
     return f"{value:,.{digits}f}"
-
-
-def _row(cells: Sequence[str], key: str) -> str:
-    return f'<tr data-key="{_e(key)}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
-
-
-def _table(headers: Sequence[str], rows: Sequence[str]) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
-    return (f'<table class="capacity"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
-            "</tbody></table>")
 
 
 def _thresholds(values: Sequence[float] | None) -> str:
@@ -62,20 +51,21 @@ def _gain(total: float | None, baseline: float | None) -> str:
     return f"{gain:+,.2f}{ratio}"
 
 
-def capacity_section(manifest: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> str:
-    """The section's HTML; empty when the run allocated no capacity."""
+def capacity_view(manifest: Mapping[str, Any], records: Sequence[Mapping[str, Any]]
+                  ) -> dict[str, Any] | None:
+    """What the section shows; None when the run allocated no capacity."""
     summary = manifest.get("capacity")
     mine = [r for r in records if r.get("method") == "capacity" and r["window_start"] is None]
     if not summary:
-        return ""
+        return None
     objective = summary.get("objective")
     utility = "TP − r·FP" if objective == "linear" else "true positives"
     tp = summary.get("total_true_positives")
     figures = [
         ("capacity", _num(summary.get("capacity"))),
         ("allocated volume", _num(summary.get("total_volume"))),
-        ("groups allocated", _e(summary.get("groups_allocated"))),
-        ("statuses", _e(", ".join(f"{k} {v}" for k, v in (summary.get("statuses") or {}).items()))),
+        ("groups allocated", summary.get("groups_allocated")),
+        ("statuses", ", ".join(f"{k} {v}" for k, v in (summary.get("statuses") or {}).items())),
         ("λ (marginal utility of one more review)", _num(summary.get("multiplier"), 4)),
         ("marginal precision at λ", _num(summary.get("marginal_precision"), 4)),
         (f"utility ({utility})", _num(summary.get("total_utility"))),
@@ -86,34 +76,38 @@ def capacity_section(manifest: Mapping[str, Any], records: Sequence[Mapping[str,
         ("equal split: utility, true positives",
          f"{_num(summary.get('equal_utility'))}, {_num(summary.get('equal_true_positives'))}"),
         ("gain over the equal split (utility; true positives)",
-         f"{_e(_gain(summary.get('total_utility'), summary.get('equal_utility')))}; "
-         f"{_e(_gain(tp, summary.get('equal_true_positives')))}"),
+         f"{_gain(summary.get('total_utility'), summary.get('equal_utility'))}; "
+         f"{_gain(tp, summary.get('equal_true_positives'))}"),
         ("traffic-proportional split: utility, true positives",
          f"{_num(summary.get('proportional_utility'))}, "
          f"{_num(summary.get('proportional_true_positives'))}"),
         ("gain over the traffic-proportional split (utility; true positives)",
-         f"{_e(_gain(summary.get('total_utility'), summary.get('proportional_utility')))}; "
-         f"{_e(_gain(tp, summary.get('proportional_true_positives')))}"),
+         f"{_gain(summary.get('total_utility'), summary.get('proportional_utility'))}; "
+         f"{_gain(tp, summary.get('proportional_true_positives'))}"),
     ]
     if summary.get("groups_not_in_run"):
         figures.append(("bounds for groups not in the run",
-                        _e(", ".join(summary["groups_not_in_run"]))))
-    top = _table(["", "value"], [_row([_e(k), v], f"capacity.{i}")
-                                 for i, (k, v) in enumerate(figures)])
+                        ", ".join(summary["groups_not_in_run"])))
+    top = cells.table(["", "value"], [cells.row([cells.cell(k), cells.cell(v)],
+                                                key=f"capacity.{i}")
+                                      for i, (k, v) in enumerate(figures)], "capacity")
     ordered = sorted(mine, key=lambda r: (-(r["allocated_volume"] or 0.0), r["group"]))
     shown = ordered[:MAX_ROWS]
-    rows = [_row([_e(r["group"]), _e(r["capacity_status"]), _num(r["allocated_volume"]),
-                  _num(None if r["capacity_share"] is None else 100 * r["capacity_share"], 1),
-                  _num(r["allocated_utility"]), _num(r["volume_scale"], 4),
-                  _e(_thresholds(r["thresholds"]))], f"capacity.group.{r['group']}")
+    rows = [cells.row([cells.cell(r["group"]), cells.cell(r["capacity_status"]),
+                       cells.cell(_num(r["allocated_volume"])),
+                       cells.cell(_num(None if r["capacity_share"] is None
+                                       else 100 * r["capacity_share"], 1)),
+                       cells.cell(_num(r["allocated_utility"])),
+                       cells.cell(_num(r["volume_scale"], 4)),
+                       cells.cell(_thresholds(r["thresholds"]))],
+                      key=f"capacity.group.{r['group']}")
             for r in shown]
-    more = (f'<p class="note">The {len(shown)} largest of {len(mine)} groups by allocated volume; '
-            "every group's record is in operating_points.parquet (method capacity).</p>"
-            if len(mine) > len(shown) else "")
-    return ('<section id="capacity"><h2>Shared review capacity</h2>'
-            '<p class="note">One capacity allocated over all groups (config capacity; '
-            "capacity.json). Volumes and utilities are next period's (volume scale = expected "
-            "rows / rows in this run).</p>" + top
-            + _table(["group", "status", "allocated volume", "share of capacity (%)",
-                      "utility", "volume scale", "thresholds"], rows)
-            + more + "</section>")
+    groups = cells.table(["group", "status", "allocated volume", "share of capacity (%)",
+                          "utility", "volume scale", "thresholds"], rows, "capacity")
+    return {"figures": top, "groups": groups, "shown": len(shown), "total": len(mine)}
+
+
+def capacity_section(manifest: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> str:
+    """The section's HTML; empty when the run allocated no capacity."""
+    view = capacity_view(manifest, records)
+    return "" if view is None else render("capacity.html.j2", capacity=view)
