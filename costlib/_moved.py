@@ -51,12 +51,19 @@ def public_home(module: str) -> str:
 
 
 class _MovedModuleLoader(importlib.abc.Loader):
-    """Loads an old path as the module at its new path (no second copy)."""
+    """Loads an old path as the module at its new path (no second copy), or, for a module split
+    in several, as a module whose names are looked up in its successors in order."""
 
-    def __init__(self, new: str) -> None:
+    def __init__(self, new: str | tuple[str, ...]) -> None:
         self.new = new
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        if isinstance(self.new, tuple):
+            warnings.warn(f"{spec.name} was split: import from {', '.join(self.new)}; the old "
+                          "path goes in costlib 0.2", DeprecationWarning, stacklevel=2)
+            module = ModuleType(spec.name, f"Deprecated: the names of {', '.join(self.new)}.")
+            module.__getattr__ = _first_found(spec.name, self.new)  # type: ignore[method-assign]
+            return module
         home = public_home(self.new)
         where = home if home == self.new else f"{home} (module {self.new})"
         warnings.warn(f"{spec.name} moved: import from {where}; the old path goes in costlib 0.2",
@@ -67,10 +74,22 @@ class _MovedModuleLoader(importlib.abc.Loader):
         """Nothing to run: the module was imported at its new path."""
 
 
-class MovedModuleFinder(importlib.abc.MetaPathFinder):
-    """Answers only for the old paths in ``moved`` (old -> new module path)."""
+def _first_found(name: str, modules: tuple[str, ...]) -> Callable[[str], Any]:
+    def __getattr__(attribute: str) -> Any:
+        for module in modules:
+            found = importlib.import_module(module)
+            if not attribute.startswith("__") and hasattr(found, attribute):
+                return getattr(found, attribute)
+        raise AttributeError(f"module {name!r} has no attribute {attribute!r}")
 
-    def __init__(self, moved: Mapping[str, str]) -> None:
+    return __getattr__
+
+
+class MovedModuleFinder(importlib.abc.MetaPathFinder):
+    """Answers only for the old paths in ``moved`` (old -> new module path, or the modules it
+    was split into)."""
+
+    def __init__(self, moved: Mapping[str, str | tuple[str, ...]]) -> None:
         self.moved = dict(moved)
 
     def find_spec(self, fullname: str, path: Any = None,
@@ -81,7 +100,7 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_loader(fullname, _MovedModuleLoader(new))
 
 
-def install(moved: Mapping[str, str]) -> None:
+def install(moved: Mapping[str, str | tuple[str, ...]]) -> None:
     """Put a finder for ``moved`` on :data:`sys.meta_path` (once per set of names)."""
     for finder in sys.meta_path:
         if isinstance(finder, MovedModuleFinder) and finder.moved == dict(moved):
@@ -110,18 +129,19 @@ def forward_to_modules(package: str, modules: tuple[str, ...], current: frozense
     ``costlib_pipelines.decide`` was one module and is now a package: ``from
     costlib_pipelines.decide import run_decide`` keeps working. A name in ``current`` (the stage's
     entry points) is served without a warning; any other name a module of the package defines is
-    served with a :class:`DeprecationWarning` naming its module. Submodule names are left to the
-    import system.
+    served with a :class:`DeprecationWarning` naming its module. ``modules`` are submodule names
+    or, with a dot, absolute module names. Submodule names are left to the import system.
     """
 
     def __getattr__(name: str) -> Any:
         if name.startswith("__") or name in modules:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         for leaf in modules:
-            found = importlib.import_module(f"{package}.{leaf}")
+            module = leaf if "." in leaf else f"{package}.{leaf}"
+            found = importlib.import_module(module)
             if hasattr(found, name):
                 if name not in current:
-                    warnings.warn(f"{package}.{name} moved: import it from {package}.{leaf}; "
+                    warnings.warn(f"{package}.{name} moved: import it from {module}; "
                                   "the old path goes in costlib 0.2", DeprecationWarning,
                                   stacklevel=2)
                 return getattr(found, name)

@@ -52,19 +52,25 @@ if _MISSING is not None:
     raise ImportError(_MISSING)
 
 
-#: Old module path -> new module path (0.1's flat layout; ``decide``, ``recalibrate`` and
-#: ``report`` became packages that forward their old names themselves; ``transforms`` was split
-#: by concept and names its main successor, ``recalibrate.aggregating``).
-MOVED = {f"costlib_pipelines.{old}": f"costlib_pipelines.{new}" for old, new in {
+#: Old module path -> new module path(s) (0.1's flat layout; ``decide``, ``recalibrate`` and
+#: ``report`` became packages that forward their old names themselves; a module split by
+#: concept names its successors, which serve its names in this order).
+_RECALIBRATE_TRANSFORMS = tuple(f"recalibrate.{m}" for m in (
+    "aggregating", "reading", "grids", "edges", "optimizing", "accounting", "dead_letters"))
+MOVED = {f"costlib_pipelines.{old}": (f"costlib_pipelines.{new}" if isinstance(new, str) else
+                                      tuple(f"costlib_pipelines.{n}" for n in new))
+         for old, new in {
     "files": "io.files", "runs": "io.runs", "output_lock": "io.lock", "records": "io.records",
-    "batches": "io.batches", "status": "io.status", "transforms": "recalibrate.aggregating",
+    "batches": ("io.batches", "io.schema", "io.plausibility"), "status": "io.status",
+    "transforms": _RECALIBRATE_TRANSFORMS,
     "carried_edges": "recalibrate.carried_edges", "in_force": "recalibrate.in_force",
     "capacity": "recalibrate.capacity", "shards": "recalibrate.shards",
     "window_shards": "recalibrate.window_shards", "window_guard": "recalibrate.window_guard",
     "publish": "recalibrate.publish", "min_risk": "recalibrate.min_risk",
     "audit_lattice": "decide.audit_lattice", "audit_sizing": "decide.audit_sizing",
     "report_capacity": "report.capacity", "report_figures": "report.figures",
-    "report_history": "report.history", "cli": "commands.cli", "flags": "commands.flags",
+    "report_history": ("report.history", "report.history_data", "report.history_figures"),
+    "cli": "commands.cli",
     "exit_codes": "commands.exit_codes", "progress": "commands.progress",
 }.items()}
 install_moved(MOVED)

@@ -7,7 +7,7 @@ it honours ``--direct_running_mode`` (``in_memory``, ``multi_threading``,
 FlinkRunner --flink_master ...``, ``--runner DataflowRunner --project ...``, ``--runner
 PortableRunner --job_endpoint ...``) is passed through to Beam unchanged, except that a runner
 Beam ships but knows only by class path (``--runner DaskRunner``) is handed to Beam by that path
-(:data:`costlib_pipelines.commands.flags.SHIPPED_RUNNERS`).
+(:data:`costlib_pipelines.flags.SHIPPED_RUNNERS`).
 
 Graph construction is part of every run's fixed cost, so the options are made to be cheap:
 :class:`CachedViewOptions` parses the flags once per options class (Beam re-parses them, with a
@@ -26,7 +26,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from costlib_pipelines.commands.flags import check_runner, resolve_runner
+from costlib_pipelines.flags import check_runner, resolve_runner
 
 __all__ = ["CachedViewOptions", "make_pipeline", "runner_name"]
 
@@ -64,7 +64,7 @@ def runner_name(beam_args: Sequence[str]) -> str:
 
     Raises
     ------
-    costlib_pipelines.commands.flags.UsageError
+    costlib_pipelines.flags.UsageError
         An unknown ``--runner`` (before any input is read).
     """
     return check_runner(beam_args) or "FnApiRunner"

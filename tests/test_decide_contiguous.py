@@ -334,8 +334,8 @@ def test_in_place_decoder_equals_the_shuffle_decoder_bit_for_bit(seed, max_size,
 def test_a_failed_write_behind_fails_the_bundle(tmp_path):
     """Row-group files are written on a writer thread in this mode; a write that fails there
     is raised by the bundle (here: the output "directory" is a file), not lost."""
-    from costlib_pipelines.decide.selection import select_operating_points
     from costlib_pipelines.decide.transforms import DecideFileFn
+    from costlib_pipelines.io.published_points import select_operating_points
     from costlib_pipelines.io.runs import load_operating_points
 
     sets = set_stream(10, seed=6)

@@ -767,7 +767,7 @@ def test_every_command_line_in_deploy_parses_with_the_cli():
 
 def test_the_command_line_check_catches_a_misspelt_flag():
     """The check above can fail: a misspelt costlib flag, Beam option or runner is refused."""
-    from costlib_pipelines.commands.flags import UsageError
+    from costlib_pipelines.flags import UsageError
 
     good = ["costlib", "recalibrate", "--config=c", "--input=i", "--output=o"]
     parse_costlib(good)

@@ -102,8 +102,15 @@ for old, new in moved.items():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         module = importlib.import_module(old)
-    report[old] = [module is importlib.import_module(new),
-                   [str(w.message) for w in caught if w.category is DeprecationWarning]]
+    if isinstance(new, str):
+        same = module is importlib.import_module(new)
+    else:  # split: every public name of every successor, the first one's wins
+        names = {}
+        for successor in reversed(new):
+            found = importlib.import_module(successor)
+            names.update({n: getattr(found, n) for n in getattr(found, "__all__", [])})
+        same = len(names) > 3 and all(getattr(module, n) is v for n, v in names.items())
+    report[old] = [same, [str(w.message) for w in caught if w.category is DeprecationWarning]]
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     from costlib.audit_estimation import AuditDesign, audit_design
@@ -127,8 +134,12 @@ def test_old_import_paths_are_the_new_modules_with_a_warning():
     assert len(report) >= 40
     for old, (same, messages) in report.items():
         assert same, old
-        assert len(messages) == 1 and messages[0].startswith(f"{old} moved: import from "), \
-            (old, messages)
+        assert len(messages) == 1, (old, messages)
+        assert messages[0].startswith((f"{old} moved: import from ", f"{old} was split: ")), \
+            messages
+    assert report["costlib_pipelines.transforms"][1][0].startswith(
+        "costlib_pipelines.transforms was split: import from "
+        "costlib_pipelines.recalibrate.aggregating, ")
     assert report["costlib.grid"][1][0].startswith(
         "costlib.grid moved: import from costlib.thresholds (module costlib.thresholds._grid)")
     same, messages, current = renamed
@@ -137,5 +148,44 @@ def test_old_import_paths_are_the_new_modules_with_a_warning():
     # entry point (no warning); select_operating_points moved into a module of the package.
     assert current == 2, messages
     assert "costlib.audit._weights.AuditDesign is now costlib.audit.AuditWeights" in messages[0]
-    assert "select_operating_points moved: import it from costlib_pipelines.decide." in \
-        messages[2]
+    assert "select_operating_points moved: import it from costlib_pipelines.io.published_points" \
+        in messages[2]
+
+
+#: The stages of costlib_pipelines, bottom up; the top-level modules (config, runner, flags)
+#: serve them all and import no stage.
+STAGES = ("io", "recalibrate", "decide", "report", "commands")
+
+
+def _stage_graph() -> nx.DiGraph:
+    graph = nx.DiGraph()
+    for path in (ROOT / "pipelines").rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        source = parts[1] if len(parts) > 2 else "top"
+        package = "costlib_pipelines" + "".join("." + part for part in parts[1:-1])
+        graph.add_node(source)
+        for name in _imported(path, package):
+            target = name.split(".")
+            if target[0] != "costlib_pipelines" or len(target) < 2:
+                continue
+            stage = target[1] if target[1] in STAGES else "top"
+            if stage != source:
+                graph.add_edge(source, stage)
+    return graph
+
+
+def test_pipeline_stages_import_each_other_without_cycles():
+    graph = _stage_graph()
+    assert set(graph) == {"top", *STAGES}
+    assert nx.is_directed_acyclic_graph(graph), list(nx.simple_cycles(graph))
+    assert not any(graph.has_edge("top", stage) for stage in STAGES)
+    order = {stage: i for i, stage in enumerate(STAGES)}
+    upward = [(a, b) for a, b in graph.edges if a != "top" and b != "top" and order[b] > order[a]]
+    assert not upward, upward
+
+
+def test_no_pipeline_module_is_over_550_lines():
+    sizes = {str(path.relative_to(ROOT)): len(path.read_text().splitlines())
+             for path in (ROOT / "pipelines").rglob("*.py")}
+    assert len(sizes) > 30
+    assert {path: n for path, n in sizes.items() if n > 550} == {}

@@ -30,8 +30,8 @@ from pipeline_data import (
 from costlib.thresholds._grid import ThresholdGrid, grouped_histograms
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.decide.records import read_decisions
-from costlib_pipelines.decide.selection import select_operating_points
 from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.published_points import select_operating_points
 from costlib_pipelines.recalibrate.grids import SumGrids
 from costlib_pipelines.recalibrate.pipeline import run_recalibrate
 from costlib_pipelines.report.page import write_report

@@ -25,9 +25,9 @@ from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.decide.pipeline import run_decide
 from costlib_pipelines.decide.records import DECISION_SCHEMA, read_decisions
-from costlib_pipelines.decide.selection import GroupThresholds, select_operating_points
 from costlib_pipelines.decide.sets import set_buckets
 from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.published_points import GroupThresholds, select_operating_points
 from costlib_pipelines.io.records import records_to_table
 from costlib_pipelines.io.runs import load_operating_points
 from costlib_pipelines.recalibrate.pipeline import run_recalibrate

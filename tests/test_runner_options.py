@@ -21,7 +21,7 @@ import pytest
 from apache_beam.runners.runner import PipelineRunner
 
 from costlib_pipelines.commands.cli import main, parse_command_line
-from costlib_pipelines.commands.flags import (
+from costlib_pipelines.flags import (
     DASK_FLAGS,
     SHIPPED_RUNNERS,
     UsageError,

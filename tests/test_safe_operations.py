@@ -21,8 +21,8 @@ from pipeline_data import sample_frame, write_files
 
 from costlib_pipelines.commands import exit_codes
 from costlib_pipelines.commands.cli import main, parse_command_line
-from costlib_pipelines.commands.flags import UsageError, normalise_spellings
 from costlib_pipelines.commands.progress import Progress
+from costlib_pipelines.flags import UsageError, normalise_spellings
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.lock import LOCK_NAME, acquire, release
 from costlib_pipelines.io.runs import MARKER, check_run_id

@@ -22,8 +22,8 @@ from costlib.sample import generate_score_stream
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import ConfigError, RunConfig
 from costlib_pipelines.decide.records import read_decisions
-from costlib_pipelines.decide.selection import select_operating_points, uncovered_share
 from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.published_points import select_operating_points, uncovered_share
 from costlib_pipelines.recalibrate.event_times import event_time_range
 
 START = pd.Timestamp("2026-11-01", tz="UTC")

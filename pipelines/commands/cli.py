@@ -6,7 +6,7 @@ library parts stay usable without Apache Beam being imported.
 Every command keeps one exit-code contract (:mod:`costlib_pipelines.commands.exit_codes`): 0 ok, 2
 bad input, config or command line (one line, no traceback), 3 held for review or a held/stale
 ``LATEST``, 1 only for bugs. Arguments a pipeline command does not declare must be Apache Beam
-pipeline options (:mod:`costlib_pipelines.commands.flags`); costlib's own flags are accepted with
+pipeline options (:mod:`costlib_pipelines.flags`); costlib's own flags are accepted with
 hyphens or underscores.
 """
 
@@ -123,10 +123,10 @@ def parse_command_line(argv: Sequence[str]) -> argparse.Namespace:
     ------
     SystemExit
         From argparse (code 2) for a malformed command line, or 0 for ``--help``.
-    costlib_pipelines.commands.flags.UsageError
+    costlib_pipelines.flags.UsageError
         An unknown flag or runner (the message names it and the closest match).
     """
-    from costlib_pipelines.commands.flags import (
+    from costlib_pipelines.flags import (
         UsageError,
         check_beam_flags,
         check_runner,

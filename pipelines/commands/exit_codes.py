@@ -34,7 +34,7 @@ _USER_ERROR_NAMES = (
     "costlib_pipelines.io.files.InputError",
     "costlib_pipelines.io.schema.SchemaError",
     "costlib_pipelines.config.ConfigError",
-    "costlib_pipelines.commands.flags.UsageError",
+    "costlib_pipelines.flags.UsageError",
 )
 _REMOTE_ERROR = re.compile(
     r"^(?:" + "|".join(re.escape(n) for n in _USER_ERROR_NAMES) + r"): (.*?)"
@@ -45,8 +45,8 @@ _REMOTE_ERROR = re.compile(
 
 def user_error_types() -> tuple[type[BaseException], ...]:
     """Exception classes that mean bad input, config or command line (exit 2)."""
-    from costlib_pipelines.commands.flags import UsageError
     from costlib_pipelines.config import ConfigError
+    from costlib_pipelines.flags import UsageError
     from costlib_pipelines.io.files import InputError
     from costlib_pipelines.io.schema import SchemaError
 

@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from costlib_pipelines.commands.flags import UsageError
+    from costlib_pipelines.flags import UsageError
     from costlib_pipelines.io.lock import hold_output
     from costlib_pipelines.io.runs import check_run_id
     from costlib_pipelines.recalibrate.publish import publish_run

@@ -80,9 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from costlib_pipelines.commands.flags import UsageError
     from costlib_pipelines.commands.progress import Progress
     from costlib_pipelines.config import load_config
+    from costlib_pipelines.flags import UsageError
     from costlib_pipelines.recalibrate.pipeline import run_recalibrate
     from costlib_pipelines.recalibrate.publish import Override
 

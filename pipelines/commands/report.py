@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _check(args: argparse.Namespace) -> None:
     """The flag combinations: ``--run`` alone, or ``--output`` with ``--history``."""
-    from costlib_pipelines.commands.flags import UsageError
+    from costlib_pipelines.flags import UsageError
 
     if args.history:
         if args.run is not None:

@@ -25,7 +25,7 @@ from costlib_pipelines.config import RunConfig
 from costlib_pipelines.decide.audit_lattice import CELLS_FILE as AUDIT_CELLS_FILE
 from costlib_pipelines.decide.audit_lattice import decide_lattice, relative_cutoffs
 from costlib_pipelines.decide.audit_sizing import PreviousCounts, first_run_design, sized_design
-from costlib_pipelines.decide.selection import DecisionThresholds
+from costlib_pipelines.io.published_points import DecisionThresholds
 
 __all__ = [
     "AuditSettings",

@@ -141,16 +141,16 @@ from costlib_pipelines.decide.audit_columns import (
     audit_summary,
 )
 from costlib_pipelines.decide.records import decoding_settings, sets_contiguous, with_topk
-from costlib_pipelines.decide.selection import (
+from costlib_pipelines.decide.transforms import CheckSetsFn, DecideFileFn, DecodeBucketFn
+from costlib_pipelines.io.files import match_inputs, write_json
+from costlib_pipelines.io.lock import hold_output
+from costlib_pipelines.io.plausibility import plausibility_summary
+from costlib_pipelines.io.published_points import (
     DecisionThresholds,
     held_windows,
     recalibration_time_range,
     select_operating_points,
 )
-from costlib_pipelines.decide.transforms import CheckSetsFn, DecideFileFn, DecodeBucketFn
-from costlib_pipelines.io.files import match_inputs, write_json
-from costlib_pipelines.io.lock import hold_output
-from costlib_pipelines.io.plausibility import plausibility_summary
 from costlib_pipelines.io.runs import RunDirectory, load_operating_points, verified_accounting
 from costlib_pipelines.recalibrate.accounting import SumCounters
 from costlib_pipelines.recalibrate.dead_letters import WriteDeadLettersFn

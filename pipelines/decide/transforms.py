@@ -29,7 +29,6 @@ from costlib_pipelines.decide.records import (
     with_topk,
     write_decisions,
 )
-from costlib_pipelines.decide.selection import DecisionThresholds
 from costlib_pipelines.decide.sets import (
     PROBABILITY,
     TOPK_FIELDS,
@@ -43,6 +42,7 @@ from costlib_pipelines.decide.sets import (
 )
 from costlib_pipelines.io.batches import ValidatedBatch, validate_batch
 from costlib_pipelines.io.files import InputError, as_stored, read_row_groups
+from costlib_pipelines.io.published_points import DecisionThresholds
 from costlib_pipelines.recalibrate import min_risk
 from costlib_pipelines.recalibrate.accounting import report_metrics
 from costlib_pipelines.recalibrate.dead_letters import dead_letter_name

@@ -6,6 +6,7 @@
 - :mod:`.plausibility`: a run's plausibility settings and the violations they hold back;
 - :mod:`.runs`: per-run output directories (``OUTPUT/runs/RUN_ID``, ``LATEST``, manifests);
 - :mod:`.lock`: one run at a time per output directory;
+- :mod:`.published_points`: which published operating point every group uses, per window;
 - :mod:`.records`: output records typed by the JSON contracts in ``schemas/``;
 - :mod:`.status`: health of a published output (``costlib status``).
 """

@@ -32,6 +32,7 @@ from numpy.typing import NDArray
 from costlib.thresholds._edges import with_thresholds
 from costlib_pipelines.config import ConfigError, RunConfig
 from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.published_points import select_operating_points
 from costlib_pipelines.io.runs import load_operating_points
 from costlib_pipelines.recalibrate.publish import Baseline
 
@@ -77,9 +78,6 @@ def read_in_force(
     fit (another decision method or classifiers: the config changed) gives none, and the
     manifest says why.
     """
-    # decide imports recalibrate, which imports this module: import it when called
-    from costlib_pipelines.decide.selection import select_operating_points
-
     settings = dict(config.in_force)
     entry: dict[str, Any] = {"settings": settings}
     if source is not None:

@@ -86,7 +86,7 @@ class Override:
 
     def __post_init__(self) -> None:
         if not self.by.strip() or not self.reason.strip():
-            from costlib_pipelines.commands.flags import UsageError
+            from costlib_pipelines.flags import UsageError
 
             raise UsageError("an override or a publication needs both who (--override-by / "
                              "--by) and why (--override-reason / --reason)")

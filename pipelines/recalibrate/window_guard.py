@@ -49,6 +49,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import InputError, write_json, write_parquet
+from costlib_pipelines.io.published_points import uncovered_share
 from costlib_pipelines.io.records import arrow_schema
 from costlib_pipelines.io.runs import (
     POINTS_IN_FORCE,
@@ -119,10 +120,6 @@ def eligible_windows(names: Sequence[str], decide: Mapping[str, Any],
     """The windows ``costlib decide`` could apply under the config's ``decide`` section, with
     their uncovered share (None when the event-time range is unknown): all with ``latest``,
     the complete ones with ``latest_complete``."""
-    from costlib_pipelines.decide.selection import (
-        uncovered_share,  # decide imports this module's users
-    )
-
     shares: dict[str, float | None] = {}
     for name in names:
         share = (None if time_range is None

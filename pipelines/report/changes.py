@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from costlib_pipelines.io.published_points import uncovered_share
 from costlib_pipelines.report.runs_data import RunData
 
 __all__ = ["ALL_GROUPS", "Key", "ThresholdChange", "applied_points", "detail_reasons",
@@ -48,13 +49,12 @@ def applied_points(run: RunData) -> dict[Key, dict[str, Any]]:
 
     Batch runs: every record. Windowed runs: with ``decide.window: latest_complete`` (the
     default) a window counts when at most ``decide.max_uncovered_share`` of it lies outside the
-    event-time range the run read (:func:`costlib_pipelines.decide.selection.uncovered_share`); each
-    group is shown at its latest such window and that window's newest pane. A group with no complete
+    event-time range the run read
+    (:func:`costlib_pipelines.io.published_points.uncovered_share`); each group is shown at its
+    latest such window and that window's newest pane. A group with no complete
     window is shown at its latest window with ``window_complete`` False: ``decide`` gives it
     the all-groups thresholds instead. Without a recorded range every window counts.
     """
-    from costlib_pipelines.decide.selection import uncovered_share
-
     settings = (run.manifest.get("config") or {}).get("decide") or {}
     time_range = run.manifest.get("event_time_range")
     if not (run.windowed and time_range and settings.get("window", "latest_complete")

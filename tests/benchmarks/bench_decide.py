@@ -64,10 +64,10 @@ from costlib_pipelines.decide.records import (
     read_decisions,
     write_decisions,
 )
-from costlib_pipelines.decide.selection import select_operating_points
 from costlib_pipelines.decide.transforms import DecideFileFn
 from costlib_pipelines.io.batches import validate_batch
 from costlib_pipelines.io.files import match_inputs, read_row_groups
+from costlib_pipelines.io.published_points import select_operating_points
 from costlib_pipelines.io.records import arrow_schema, records_to_table
 from costlib_pipelines.io.runs import load_operating_points
 from costlib_pipelines.recalibrate.dead_letters import dead_letter_name

@@ -1,4 +1,4 @@
-"""Which operating point every group of a decide run uses.
+"""Which operating point every group of a decide run uses (also the publish guard's baseline).
 
 :func:`select_operating_points` turns the operating point records of a recalibrate run into the
 :class:`DecisionThresholds` the decide stage applies (one :class:`GroupThresholds` per group);
