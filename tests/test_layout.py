@@ -189,3 +189,57 @@ def test_no_pipeline_module_is_over_550_lines():
              for path in (ROOT / "pipelines").rglob("*.py")}
     assert len(sizes) > 30
     assert {path: n for path, n in sizes.items() if n > 550} == {}
+
+
+#: Dotted names the text may mention although they do not exist (a test of a broken link).
+NOT_REFERENCES = {"costlib.costs._benefit.no_such_function"}
+
+REFERENCE_CHECK = """
+import importlib, json, re, sys, warnings
+from pathlib import Path
+warnings.simplefilter("ignore")
+pattern = re.compile(r"(?<![\\w./-])((?:costlib_pipelines|costlib_schemas|costlib)"
+                     r"(?:\\.[A-Za-z_][A-Za-z_0-9]*)+)")
+def resolves(name):
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for part in parts[i:]:
+            if hasattr(found, part):
+                found = getattr(found, part)
+            elif part in getattr(found, "__dataclass_fields__", ()) or \
+                    part in getattr(found, "__annotations__", ()):
+                return True  # a field declared on the class: nothing below it to check
+            else:
+                return False
+        return True
+    return False
+missing = {}
+for file in sys.argv[1:]:
+    for number, line in enumerate(Path(file).read_text().splitlines(), 1):
+        for match in pattern.finditer(line):
+            name = match.group(1)
+            if name.rsplit(".", 1)[-1] in {"py", "json", "yaml", "j2", "md"}:
+                continue
+            if name not in missing and not resolves(name):
+                missing[name] = f"{file}:{number}"
+print(json.dumps(missing))
+"""
+
+
+def test_every_dotted_name_in_code_docs_and_deploy_files_exists():
+    """After the move, every ``costlib...`` / ``costlib_pipelines...`` name the docstrings,
+    comments, docs, templates and deploy files mention is a module or an attribute of one."""
+    files = [str(path) for pattern in ("costlib/**/*.py", "pipelines/**/*.py", "schemas/*",
+                                       "tests/**/*.py", "docs/**/*.md", "deploy/**/*",
+                                       "pipelines/report/templates/*", "*.md", "*.toml")
+             for path in ROOT.glob(pattern) if path.is_file()]
+    result = subprocess.run([sys.executable, "-c", REFERENCE_CHECK, *files], capture_output=True,
+                            text=True, timeout=300, check=False, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    missing = json.loads(result.stdout.splitlines()[-1])
+    assert len(files) > 200
+    assert {name: where for name, where in missing.items() if name not in NOT_REFERENCES} == {}

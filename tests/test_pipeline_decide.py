@@ -216,7 +216,8 @@ def test_topk_equals_optimal_topk_per_set(tmp_path, loss, params):
     frame = make_stream(2500, seed=1)
     config = make_config(topk=True, loss=loss, params=params)
     manifest, got = decide(tmp_path, frame, config, n_files=2, row_group_size=61)
-    # independent path: per set, items ordered by item id (as a string), costlib.optimal_topk
+    # independent path: per set, items ordered by item id (as a string),
+    # costlib.decoding.optimal_topk
     in_set = frame[frame.set_id.notna() & frame.probability.notna()].copy()
     in_set["item"] = in_set.item_id.astype(str)
     rows = {}

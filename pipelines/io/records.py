@@ -168,7 +168,7 @@ def capacity_fields(entry: Mapping[str, Any] | None, capacity: float,
     """The capacity fields of a group's ``capacity`` record.
 
     ``entry``: the group's allocation
-    (:func:`costlib_pipelines.recalibrate.capacity.allocation_entry`), None for a group left out of
+    (:func:`costlib_pipelines.recalibrate.capacity.capacity_point`), None for a group left out of
     the allocation (status ``insufficient_data``).
     """
     if entry is None:

@@ -109,10 +109,11 @@ def make_runs(template: Path, output: Path, groups: int, seed: int = 0, *,
 
 
 def old_module(directory: Path, revision: str):
-    """``pipelines/report/page.py`` at ``revision``, imported from a copy.
+    """``pipelines/report.py`` at ``revision`` (a revision of the flat 0.1 layout), imported
+    from a copy.
 
     Its sibling modules ``pipelines/report_*.py`` at that revision are copied too, and the
-    copies import each other instead of the installed ``costlib_pipelines.report_*``.
+    copies import each other instead of the installed modules of that layout.
     """
     root = Path(__file__).resolve().parents[2]
 
