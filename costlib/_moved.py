@@ -5,8 +5,10 @@ The layout of 0.1 had every module at the top of its package (``costlib.grid``,
 ``costlib_pipelines.decide``, ...; see docs/development.md). Importing an old path still works: a
 finder on :data:`sys.meta_path` answers for the old names only, warns once per name with a
 :class:`DeprecationWarning` naming the new place, and returns **the same module object** as the
-new path (so ``costlib.grid.ThresholdGrid is costlib.thresholds.ThresholdGrid``, and patching one
-patches the other). Nothing else is imported until an old name is asked for.
+new path (so ``costlib.edges.uniform_edges is costlib.thresholds.uniform_edges``, and patching one
+patches the other). A module that was split in several (``costlib.grid``) is served by a module
+whose names are looked up in its successors, in order. Nothing else is imported until an old
+name is asked for.
 
 Names that moved *inside* a module's namespace (a renamed class) are forwarded by the module's
 own ``__getattr__`` (:func:`forward_renamed`).
@@ -24,10 +26,14 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
-#: Old module path -> new module path, for costlib's core.
-COSTLIB_MOVED: Mapping[str, str] = {
-    f"costlib.{old}": f"costlib.{new}" for old, new in {
-        "grid": "thresholds._grid", "edges": "thresholds._edges",
+#: Old module path -> new module path (or the modules it was split into), for costlib's core.
+COSTLIB_MOVED: Mapping[str, str | tuple[str, ...]] = {
+    f"costlib.{old}": (f"costlib.{new}" if isinstance(new, str) else
+                       tuple(f"costlib.{n}" for n in new))
+    for old, new in {
+        "grid": ("thresholds._grid", "thresholds._rows", "thresholds._cells",
+                 "thresholds._sparse"),
+        "edges": "thresholds._edges",
         "lattice_path": "thresholds._lattice_path", "frontier": "thresholds._frontier",
         "analytic": "thresholds._analytic", "objectives": "thresholds._objectives",
         "target": "thresholds._target", "operating_point": "thresholds._operating_point",

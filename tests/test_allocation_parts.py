@@ -98,7 +98,7 @@ def test_grid_rows_counts_every_row():
     labels = np.where(rng.random(50) < 0.5, (rng.random(50) < 0.3).astype(float), np.nan)
     weights = rng.uniform(0.5, 2.0, 50)
     grid = ThresholdGrid.from_scores(scores, labels, [np.linspace(0.2, 0.8, 4)] * 2, weights)
-    # weights are quantised (costlib.thresholds._grid.quantize_weights): equal to ~1e-6
+    # weights are quantised (costlib.thresholds._rows.quantize_weights): equal to ~1e-6
     assert grid_rows(grid) == pytest.approx(weights.sum(), rel=1e-5)
     assert grid_rows(grid) == pytest.approx(grid.pos.sum() + grid.neg.sum() + grid.unrated.sum())
 

@@ -10,8 +10,9 @@ from costlib.thresholds._bootstrap import (
     hash_item_ids,
     poisson_counts,
 )
-from costlib.thresholds._grid import ThresholdGrid, quantize_weights
+from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._operating_point import optimize
+from costlib.thresholds._rows import quantize_weights
 
 
 def test_poisson_counts_have_poisson_one_moments():

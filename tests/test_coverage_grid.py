@@ -11,14 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from threshold_data import make_rows
 
-from costlib.thresholds._grid import (
-    SparseCounts,
-    ThresholdGrid,
-    grouped_histograms,
-    quantize_weights,
-    split_labels,
-    sum_sparse,
-)
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._rows import quantize_weights, split_labels
+from costlib.thresholds._sparse import SparseCounts, grouped_histograms, sum_sparse
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])

@@ -14,15 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pipeline_data import base_config, direct_records, sample_frame, write_files
 
-import costlib.thresholds._grid as grid_module
+import costlib.thresholds._sparse as sparse_module
 from costlib.thresholds import _operating_point as operating_point
-from costlib.thresholds._grid import (
-    SparseCounts,
-    SparseGrid,
-    ThresholdGrid,
-    grouped_histograms,
-    merge_sparse,
-)
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._sparse import SparseCounts, SparseGrid, grouped_histograms, merge_sparse
 from costlib_pipelines.io.records import records_to_jsonl
 from costlib_pipelines.recalibrate import shards
 from costlib_pipelines.recalibrate.grids import SumGrids
@@ -111,12 +106,12 @@ def test_merge_sparse_equals_dense_addition(parts, channels, scratch_span):
         sc = SparseCounts(cells=np.array(cells, dtype=np.int64), counts=counts, channels=ch)
         sparse.append(sc)
         np.add.at(dense, sc.cells, sc.counts)
-    default = grid_module.MERGE_SCRATCH_SPAN
-    grid_module.MERGE_SCRATCH_SPAN = scratch_span
+    default = sparse_module.MERGE_SCRATCH_SPAN
+    sparse_module.MERGE_SCRATCH_SPAN = scratch_span
     try:
         merged = merge_sparse(sparse)
     finally:
-        grid_module.MERGE_SCRATCH_SPAN = default
+        sparse_module.MERGE_SCRATCH_SPAN = default
     assert merged.channels == max([p.channels for p in sparse], default=2)
     assert np.array_equal(merged.cells, np.flatnonzero(dense))
     assert np.array_equal(merged.counts, dense[np.flatnonzero(dense)])

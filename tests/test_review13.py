@@ -148,7 +148,7 @@ def test_an_assembly_during_a_shard_rewrite_reads_records_and_lines_of_one_versi
 def test_packed_pickle_round_trips_any_float_and_any_cell(counts, cells):
     import pickle
 
-    from costlib.thresholds._grid import SparseCounts
+    from costlib.thresholds._sparse import SparseCounts
 
     counts = np.array(counts)
     sparse = SparseCounts(np.array(cells, dtype=np.int64), counts, 3)

@@ -15,7 +15,9 @@ from costlib.thresholds._bootstrap import (
     hash_item_ids,
     poisson_counts,
 )
-from costlib.thresholds._grid import ROW_CHUNK, ThresholdGrid, quantize_weights
+from costlib.thresholds._cells import ROW_CHUNK
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._rows import quantize_weights
 from costlib_pipelines.recalibrate.grids import SumBootstrapGrids
 
 

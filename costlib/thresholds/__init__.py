@@ -4,7 +4,9 @@ The engine of paper 002 (rated predicted positives on a lattice of candidate thr
 classifier) and what is built on it. Public API, by module:
 
 ThresholdGrid, RULES
-    Weighted counts of rated positives, negatives and unrated rows on a lattice (:mod:`._grid`).
+    Weighted counts of rated positives, negatives and unrated rows on a lattice (:mod:`._grid`),
+    of rows validated as they enter it (:mod:`._rows`), coded by bin cell (:mod:`._cells`) and
+    counted in sparse partials (:mod:`._sparse`).
 uniform_edges, quantile_edges, decision_edges, decision_edges_from_sketch, with_thresholds
     Candidate thresholds (:mod:`._edges`), from one-pass score sketches
     (:class:`ScoreSketch`, :class:`EdgeSketch`, :mod:`._score_sketch`); whether a lattice is
@@ -47,7 +49,7 @@ from ._edges import (
     uniform_edges,
     with_thresholds,
 )
-from ._grid import RULES, ThresholdGrid
+from ._grid import ThresholdGrid
 from ._lattice_path import max_area_path, max_area_paths
 from ._move_evidence import (
     DEFAULT_EVIDENCE_Z,
@@ -74,6 +76,7 @@ from ._recalibration import (
     recalibrate_grids,
 )
 from ._resolution import Resolution, lattice_resolution, refine, resolution_check
+from ._rows import RULES
 from ._score_sketch import EdgeSketch, ScoreSketch
 from ._target import Target
 

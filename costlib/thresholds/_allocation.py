@@ -87,7 +87,8 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from costlib._messages import plain
-from costlib.thresholds._grid import ThresholdGrid, check_rule, lattice_counts
+from costlib.thresholds._grid import ThresholdGrid, lattice_counts
+from costlib.thresholds._rows import check_rule
 from costlib.thresholds._target import Target
 
 __all__ = [

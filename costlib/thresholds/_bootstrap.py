@@ -24,19 +24,17 @@ from numpy.typing import ArrayLike, NDArray
 
 from costlib._messages import plain
 from costlib.thresholds._bin_locator import locator_for
-from costlib.thresholds._grid import (
+from costlib.thresholds._cells import ROW_CHUNK, _channel_codes
+from costlib.thresholds._grid import ThresholdGrid, check_mergeable
+from costlib.thresholds._operating_point import OperatingPoint, optimize_each
+from costlib.thresholds._rows import (
     DEFAULT_WEIGHT_BITS,
-    ROW_CHUNK,
-    ThresholdGrid,
-    _channel_codes,
     apply_audit,
     as_score_array,
-    check_mergeable,
     quantize_weights,
     split_labels,
     validate_rows,
 )
-from costlib.thresholds._operating_point import OperatingPoint, optimize_each
 
 __all__ = [
     "BootstrapGrids",

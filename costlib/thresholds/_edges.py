@@ -378,7 +378,7 @@ def decision_edges(
     -------
     list of k ndarrays
     """
-    from costlib.thresholds._grid import apply_audit, as_score_array, split_labels, validate_rows
+    from costlib.thresholds._rows import apply_audit, as_score_array, split_labels, validate_rows
 
     raw_scores, names = as_score_array(scores, names)
     score_array = np.asarray(raw_scores, dtype=np.float64)

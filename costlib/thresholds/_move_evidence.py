@@ -201,7 +201,8 @@ def unseen_variance(grid: ThresholdGrid, index: Sequence[int], *, rule: str, slo
         return np.zeros(grid.shape)
     if not (np.isfinite(unseen_rows) and unseen_rows > 0):
         raise ValueError(f"unseen_rows must be a finite number >= 0, got {unseen_rows!r}")
-    from costlib.thresholds._grid import DESIGN_EXPECTED_SCALE, check_rule, lattice_counts
+    from costlib.thresholds._grid import lattice_counts
+    from costlib.thresholds._rows import DESIGN_EXPECTED_SCALE, check_rule
 
     rule = check_rule(rule)
     worst = _one_sided(lattice_counts(grid.design[0], rule), index, rule)
@@ -221,7 +222,8 @@ def one_row_weight(grid: ThresholdGrid, index: Sequence[int], cell: Sequence[int
     0 without design channels or when the region holds no audit-eligible row."""
     if grid.design is None:
         return 0.0
-    from costlib.thresholds._grid import DESIGN_EXPECTED_SCALE, check_rule, lattice_counts
+    from costlib.thresholds._grid import lattice_counts
+    from costlib.thresholds._rows import DESIGN_EXPECTED_SCALE, check_rule
 
     rule = check_rule(rule)
     at = tuple(int(i) for i in cell)
@@ -238,7 +240,7 @@ def gain_standard_errors(grid: ThresholdGrid, index: Sequence[int], *, rule: str
 
     The two tuples' estimates share the rows both flag; the difference is a Horvitz–Thompson
     sum over the rows flagged by exactly one of them, positives with coefficient ``±1`` and
-    negatives ``∓r``. Its variance estimate (:func:`costlib.thresholds._grid.ht_variance_weights`)
+    negatives ``∓r``. Its variance estimate (:func:`costlib.thresholds._rows.ht_variance_weights`)
     is
 
     .. math:: \\widehat{Var} = D_+(c, f) + r^2 D_-(c, f), \\quad
@@ -252,7 +254,8 @@ def gain_standard_errors(grid: ThresholdGrid, index: Sequence[int], *, rule: str
     """
     if grid.variance is None:
         return np.zeros(grid.shape)
-    from costlib.thresholds._grid import check_rule, lattice_counts
+    from costlib.thresholds._grid import lattice_counts
+    from costlib.thresholds._rows import check_rule
 
     rule = check_rule(rule)
     total = np.zeros(grid.shape)

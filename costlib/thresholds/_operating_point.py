@@ -63,10 +63,11 @@ from costlib.thresholds._frontier import (
     marginal_precisions,
     upper_hull,
 )
-from costlib.thresholds._grid import ThresholdGrid, as_score_array, check_rule, split_labels
+from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._lattice_path import max_area_path, max_area_paths
 from costlib.thresholds._objectives import Constraints, Objective, Selection, select
 from costlib.thresholds._resolution import lattice_resolution
+from costlib.thresholds._rows import as_score_array, check_rule, split_labels
 from costlib.thresholds._target import Target, resolve_target
 
 __all__ = [

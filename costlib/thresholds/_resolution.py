@@ -43,8 +43,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from costlib.thresholds._grid import ThresholdGrid, check_rule
+from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._objectives import Constraints, Objective
+from costlib.thresholds._rows import check_rule
 
 if TYPE_CHECKING:
     from costlib.thresholds._operating_point import OperatingPoint
@@ -275,8 +276,8 @@ def refine(
         The refined point (its ``details["refinement_rounds"]`` says how many rounds ran) and
         the grid it was chosen on.
     """
-    from costlib.thresholds._grid import as_score_array, split_labels
     from costlib.thresholds._operating_point import optimize
+    from costlib.thresholds._rows import as_score_array, split_labels
 
     s = np.asarray(as_score_array(scores, grid.names)[0], dtype=np.float64)
     n = s.shape[0]

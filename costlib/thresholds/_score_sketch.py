@@ -75,9 +75,7 @@ def _counted_rows(
     """The rows a sketch counts: ``(rows, values, weights)`` of the finite values with a
     positive weight, weights quantised as :class:`~costlib.thresholds.ThresholdGrid` quantises
     them (``rows`` None when every row counts). NaN, ``+inf`` and mismatched weights are refused."""
-    from costlib.thresholds._grid import (
-        quantize_weights,  # costlib.thresholds._grid imports this module's users
-    )
+    from costlib.thresholds._rows import quantize_weights
 
     v = np.asarray(values, dtype=np.float64).ravel()
     if np.isnan(v).any() or (v == np.inf).any():

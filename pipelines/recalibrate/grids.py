@@ -16,7 +16,8 @@ import numpy as np
 
 from costlib.audit._weights import audit_weights
 from costlib.thresholds._bootstrap import SparseBootstrapGrids
-from costlib.thresholds._grid import SparseCounts, SparseGrid, ThresholdGrid, merge_sparse
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._sparse import SparseCounts, SparseGrid, merge_sparse
 from costlib_pipelines.config import RunConfig
 
 __all__ = [
@@ -53,7 +54,7 @@ class SumGrids(beam.CombineFn):
     ``audited_rows`` sums. The output is ``None`` when the key had no rated row at all (only
     unrated rows: like a group without rows, it gets no operating point); otherwise a
     :class:`costlib.thresholds.ThresholdGrid`, or with ``compact_output=True`` (what the
-    pipeline uses) a :class:`costlib.thresholds._grid.SparseGrid` that the optimising stage makes
+    pipeline uses) a :class:`costlib.thresholds._sparse.SparseGrid` that the optimising stage makes
     dense, one group at a time.
 
     An accumulator is ``[counts, edges, rated_rows, audited_rows, entries_added]`` where
@@ -61,7 +62,7 @@ class SumGrids(beam.CombineFn):
 
     - a list of :class:`SparseCounts` partials (a *sparse* accumulator: memory proportional to
       the occupied cells, so a worker can hold the accumulators of 100,000 small groups), merged
-      by :func:`costlib.thresholds._grid.merge_sparse` whenever the pending partials hold more
+      by :func:`costlib.thresholds._sparse.merge_sparse` whenever the pending partials hold more
       entries than the merged one;
     - a dense ``(channels, *shape)`` array once the group's entries reach
       :data:`DENSE_FRACTION` of the lattice's cells (dense is then no larger than sparse, and
