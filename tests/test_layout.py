@@ -141,7 +141,7 @@ def test_old_import_paths_are_the_new_modules_with_a_warning():
         "costlib_pipelines.transforms was split: import from "
         "costlib_pipelines.recalibrate.aggregating, ")
     assert report["costlib.grid"][1][0].startswith(
-        "costlib.grid moved: import from costlib.thresholds (module costlib.thresholds._grid)")
+        "costlib.grid was split: import from costlib.thresholds._grid, costlib.thresholds._rows, ")
     same, messages, current = renamed
     assert same
     # The two renamed names warn (the module was imported above); run_decide is the stage's
