@@ -24,16 +24,21 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
-#: Old module path -> new module path, for costlib's core.
-COSTLIB_MOVED: Mapping[str, str] = {
-    f"costlib.{old}": f"costlib.{new}" for old, new in {
+#: Old module path -> new module path, for costlib's core (a module split by concept names its
+#: successors, which serve its names in this order).
+COSTLIB_MOVED: Mapping[str, str | tuple[str, ...]] = {
+    f"costlib.{old}": (f"costlib.{new}" if isinstance(new, str) else
+                       tuple(f"costlib.{n}" for n in new)) for old, new in {
         "grid": "thresholds._grid", "edges": "thresholds._edges",
         "lattice_path": "thresholds._lattice_path", "frontier": "thresholds._frontier",
         "analytic": "thresholds._analytic", "objectives": "thresholds._objectives",
-        "target": "thresholds._target", "operating_point": "thresholds._operating_point",
+        "target": "thresholds._target",
+        "operating_point": ("thresholds._operating_point", "thresholds._optimize"),
         "bootstrap": "thresholds._bootstrap", "recalibration": "thresholds._recalibration",
         "move_evidence": "thresholds._move_evidence", "threshold_plots": "thresholds._plots",
-        "allocation": "thresholds._allocation", "resolution": "thresholds._resolution",
+        "allocation": ("thresholds._allocation", "thresholds._group_frontiers",
+                       "thresholds._split_baselines"),
+        "resolution": "thresholds._resolution",
         "bin_locator": "thresholds._bin_locator", "binned_sketch": "thresholds._binned_sketch",
         "score_sketch": "thresholds._score_sketch", "audit_plots": "thresholds._audit_plots",
         "audit_sampling": "audit._sampling", "audit_strata": "audit._strata",

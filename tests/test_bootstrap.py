@@ -11,7 +11,7 @@ from costlib.thresholds._bootstrap import (
     poisson_counts,
 )
 from costlib.thresholds._grid import ThresholdGrid, quantize_weights
-from costlib.thresholds._operating_point import optimize
+from costlib.thresholds._optimize import optimize
 
 
 def test_poisson_counts_have_poisson_one_moments():

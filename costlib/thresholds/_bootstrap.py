@@ -36,7 +36,8 @@ from costlib.thresholds._grid import (
     split_labels,
     validate_rows,
 )
-from costlib.thresholds._operating_point import OperatingPoint, optimize_each
+from costlib.thresholds._operating_point import OperatingPoint
+from costlib.thresholds._optimize import optimize_each
 
 __all__ = [
     "BootstrapGrids",
