@@ -1,6 +1,7 @@
-"""costlib.thresholds._allocation, the parts a pipeline uses: frontiers computed group by group, the
-allocation from frontiers reduced to their vertices, next-period volume scales, and the equal
-and traffic-proportional baselines against a scan of every cell."""
+"""costlib.thresholds._group_frontiers, _allocation and _split_baselines, the parts a pipeline uses:
+frontiers computed group by group, the allocation from frontiers reduced to their vertices,
+next-period volume scales, and the equal and traffic-proportional baselines against a scan of
+every cell."""
 
 from __future__ import annotations
 
@@ -10,18 +11,16 @@ import numpy as np
 import pytest
 from test_allocation import CASES, instance
 
-from costlib.thresholds._allocation import (
-    EXACT_AUTO_GROUPS,
-    allocate_capacity,
-    allocate_frontiers,
+from costlib.thresholds._allocation import EXACT_AUTO_GROUPS, allocate_capacity, allocate_frontiers
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._group_frontiers import group_frontiers
+from costlib.thresholds._split_baselines import (
     grid_rows,
-    group_frontiers,
     split_baselines,
     split_shares,
     utility_within,
     volume_scales,
 )
-from costlib.thresholds._grid import ThresholdGrid
 
 
 def same_frontier(a, b) -> None:
@@ -144,9 +143,9 @@ def test_split_baselines_against_a_scan_of_every_cell(case):
 def test_frontiers_group_by_group_equal_all_at_once_many_batches(monkeypatch):
     """Groups of different compressed sizes are stacked in padded batches; a group alone gets
     the same frontier bit for bit (cumulative sums never add a padding cell before a real one)."""
-    import costlib.thresholds._allocation as allocation
+    import costlib.thresholds._group_frontiers as frontiers
 
-    monkeypatch.setattr(allocation, "BATCH_CELLS", 400)  # many small batches
+    monkeypatch.setattr(frontiers, "BATCH_CELLS", 400)  # many small batches
     grids = many_grids(40, seed=5)
     for rule in ("any", "all"):
         for share in (0.0, 0.2):

@@ -11,7 +11,7 @@ from costlib.thresholds._bootstrap import (
     poisson_counts,
 )
 from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._operating_point import optimize
+from costlib.thresholds._optimize import optimize
 from costlib.thresholds._rows import quantize_weights
 
 

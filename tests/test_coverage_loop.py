@@ -8,7 +8,7 @@ import pytest
 
 from costlib.thresholds._edges import uniform_edges
 from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._operating_point import optimize
+from costlib.thresholds._optimize import optimize
 
 
 def _population(n, seed, prevalence=0.01, separation=(3.2, 2.8), rho=0.3):

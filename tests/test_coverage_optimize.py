@@ -7,7 +7,8 @@ import pytest
 from coverage_data import brute_cell, make_selective_rows
 
 from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._operating_point import METHODS, optimize
+from costlib.thresholds._operating_point import METHODS
+from costlib.thresholds._optimize import optimize
 
 OBJECTIVE_SETS = [
     ({"target_marginal_precision": 0.3}, 0.0),

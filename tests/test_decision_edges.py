@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from costlib.thresholds._edges import decision_edges, decision_edges_from_sketch, quantile_edges
 from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._operating_point import optimize
+from costlib.thresholds._optimize import optimize
 from costlib.thresholds._resolution import lattice_resolution, refine, resolution_check
 from costlib.thresholds._score_sketch import EdgeSketch, ScoreSketch, key_values, sortable_keys
 

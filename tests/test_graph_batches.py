@@ -5,9 +5,9 @@ import pytest
 from threshold_data import exhaustive_path_area, random_grid
 
 from costlib.thresholds import _lattice_path as lattice_path
-from costlib.thresholds import _operating_point as operating_point
+from costlib.thresholds import _optimize as optimizing
 from costlib.thresholds._lattice_path import max_area_path, max_area_paths, path_area
-from costlib.thresholds._operating_point import optimize, optimize_each, prepare_graph_paths
+from costlib.thresholds._optimize import optimize, optimize_each, prepare_graph_paths
 
 _grid = random_grid
 
@@ -80,7 +80,7 @@ def _same_point(a, b):
 
 def test_prepared_paths_give_the_points_of_grids_optimised_alone(monkeypatch):
     # Mixed shapes and a batch smaller than the grids of one shape: several stacks per shape.
-    monkeypatch.setattr(operating_point, "GRAPH_BATCH_CELLS", 3 * 13 * 10)
+    monkeypatch.setattr(optimizing, "GRAPH_BATCH_CELLS", 3 * 13 * 10)
     shapes = [(12, 9), (7, 7), (12, 9)]
     grids = [_grid(seed, shapes[seed % 3]) for seed in range(11)]
     fresh = [_grid(seed, shapes[seed % 3]) for seed in range(11)]
@@ -92,7 +92,7 @@ def test_prepared_paths_give_the_points_of_grids_optimised_alone(monkeypatch):
 
 @pytest.mark.parametrize("method", ["graph", "hull"])
 def test_optimize_each_equals_optimize_on_each_grid(method, monkeypatch):
-    monkeypatch.setattr(operating_point, "GRAPH_BATCH_CELLS", 4 * 13 * 10)  # batches of 4
+    monkeypatch.setattr(optimizing, "GRAPH_BATCH_CELLS", 4 * 13 * 10)  # batches of 4
     grids = [_grid(seed) for seed in range(10)]
     kwargs = {"target_marginal_precision": 0.3, "method": method, "rule": "all"}
     together = list(optimize_each(iter(grids), **kwargs))
@@ -101,7 +101,7 @@ def test_optimize_each_equals_optimize_on_each_grid(method, monkeypatch):
 
 
 def test_optimize_each_holds_at_most_one_batch(monkeypatch):
-    monkeypatch.setattr(operating_point, "GRAPH_BATCH_CELLS", 4 * 13 * 10)  # batches of 4
+    monkeypatch.setattr(optimizing, "GRAPH_BATCH_CELLS", 4 * 13 * 10)  # batches of 4
     pulled = []
 
     def grids():
@@ -125,13 +125,13 @@ def test_prepare_leaves_paths_already_solved(monkeypatch):
     grids = [_grid(seed) for seed in range(5)]
     prepare_graph_paths(grids[:2])
     stacked = []
-    real = operating_point.max_area_paths
+    real = optimizing.max_area_paths
 
     def counting(tp, fp):
         stacked.append(tp.shape[0])
         return real(tp, fp)
 
-    monkeypatch.setattr(operating_point, "max_area_paths", counting)
+    monkeypatch.setattr(optimizing, "max_area_paths", counting)
     prepare_graph_paths(grids, rule="any")
     assert stacked == [3]  # only the three unsolved grids
     for prepared, seed in zip(grids, range(5), strict=True):

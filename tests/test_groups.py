@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pipeline_data import base_config, direct_records, sample_frame, write_files
 
 import costlib.thresholds._sparse as sparse_module
-from costlib.thresholds import _operating_point as operating_point
+from costlib.thresholds import _optimize as optimizing
 from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._sparse import SparseCounts, SparseGrid, grouped_histograms, merge_sparse
 from costlib_pipelines.io.records import records_to_jsonl
@@ -151,7 +151,7 @@ def test_records_identical_whatever_shards_chunks_and_units(many_groups, tmp_pat
                                                             per_shard, flush, buffered,
                                                             unit_rows, batch):
     if batch is not None:  # groups per optimisation batch: lattices of 25 x 25 cells
-        monkeypatch.setattr(operating_point, "GRAPH_BATCH_CELLS", batch * 25 * 25)
+        monkeypatch.setattr(optimizing, "GRAPH_BATCH_CELLS", batch * 25 * 25)
     monkeypatch.setattr(shards, "GROUPS_PER_SHARD", per_shard)
     monkeypatch.setattr(shards, "FLUSH_GROUPS", flush)
     monkeypatch.setattr(shards, "MAX_BUFFERED_GROUPS", buffered)

@@ -22,7 +22,8 @@ from costlib.thresholds._bootstrap import BootstrapGrids, hash_item_ids, poisson
 from costlib.thresholds._edges import uniform_edges, with_thresholds
 from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._move_evidence import move_evidence
-from costlib.thresholds._operating_point import optimize, point_at
+from costlib.thresholds._operating_point import point_at
+from costlib.thresholds._optimize import optimize
 from costlib.thresholds._recalibration import ALL_GROUPS, optimize_group, recalibrate_grids
 from costlib.thresholds._target import resolve_target
 from costlib_pipelines.commands.cli import main

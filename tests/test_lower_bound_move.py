@@ -18,7 +18,7 @@ from costlib.thresholds._move_evidence import (
     one_row_weight,
     unseen_variance,
 )
-from costlib.thresholds._operating_point import optimize
+from costlib.thresholds._optimize import optimize
 from costlib.thresholds._recalibration import optimize_group
 from costlib.thresholds._target import resolve_target
 

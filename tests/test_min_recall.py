@@ -20,7 +20,8 @@ from threshold_data import make_rows
 
 from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._objectives import Constraints
-from costlib.thresholds._operating_point import METHODS, RECALL_NEEDS_AUDIT, optimize, point_at
+from costlib.thresholds._operating_point import METHODS, RECALL_NEEDS_AUDIT, point_at
+from costlib.thresholds._optimize import optimize
 from costlib.thresholds._recalibration import RECALL_UNKNOWN, optimize_group
 from costlib.thresholds._target import Target
 from costlib_pipelines.commands.cli import main

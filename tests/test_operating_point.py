@@ -9,7 +9,8 @@ from threshold_data import exhaustive_path_area
 from costlib.thresholds._frontier import best_cell, bucket_frontier, hull_neighbours, upper_hull
 from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._lattice_path import max_area_path, path_area
-from costlib.thresholds._operating_point import METHODS, optimize
+from costlib.thresholds._operating_point import METHODS
+from costlib.thresholds._optimize import optimize
 from costlib.thresholds._target import Target
 
 

@@ -13,14 +13,10 @@ import pytest
 from pipeline_data import base_config, comparable, direct_grids, direct_records, sample_frame
 from pipeline_data import write_files as write_frame
 
-from costlib.thresholds._allocation import (
-    allocate_capacity,
-    grid_rows,
-    group_frontiers,
-    split_baselines,
-    volume_scales,
-)
+from costlib.thresholds._allocation import allocate_capacity
+from costlib.thresholds._group_frontiers import group_frontiers
 from costlib.thresholds._recalibration import is_sufficient
+from costlib.thresholds._split_baselines import grid_rows, split_baselines, volume_scales
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import ConfigError
 from costlib_pipelines.decide.pipeline import run_decide

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from threshold_data import random_grid
 
-from costlib.thresholds import _operating_point as operating_point
+from costlib.thresholds import _optimize as optimizing
 from costlib.thresholds._lattice_path import max_area_path, max_area_paths
-from costlib.thresholds._operating_point import optimize, optimize_each
+from costlib.thresholds._optimize import optimize, optimize_each
 
 
 def _grid(seed, widths=(12, 9), n=2_000):
@@ -34,7 +34,7 @@ def test_stacks_of_lattices_with_a_side_of_one_are_solved_like_each_alone(shape)
 def test_optimize_each_does_not_stop_at_a_none_in_the_middle(method, monkeypatch):
     """A None among the grids is an error, as for ``optimize(None)``, never the end of the
     grids (the grids after it would be silently dropped)."""
-    monkeypatch.setattr(operating_point, "GRAPH_BATCH_CELLS", 1)  # batches of one grid
+    monkeypatch.setattr(optimizing, "GRAPH_BATCH_CELLS", 1)  # batches of one grid
     with pytest.raises((TypeError, AttributeError)):
         list(optimize_each([_grid(0), None, _grid(1)], target_marginal_precision=0.3,
                            method=method))
@@ -43,7 +43,7 @@ def test_optimize_each_does_not_stop_at_a_none_in_the_middle(method, monkeypatch
 def test_optimize_each_holds_one_shape_batch_when_shapes_change(monkeypatch):
     """A batch is sized for the first grid's lattice: a small first lattice must not make it
     take (and hold) as many big lattices."""
-    monkeypatch.setattr(operating_point, "GRAPH_BATCH_CELLS", 8 * 4 * 4)  # 8 of 4 x 4
+    monkeypatch.setattr(optimizing, "GRAPH_BATCH_CELLS", 8 * 4 * 4)  # 8 of 4 x 4
     shapes = [(3, 3)] + [(30, 30)] * 12
     pulled = []
 

@@ -3,7 +3,8 @@ import pytest
 from threshold_data import make_rows
 
 from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._operating_point import METHODS, optimize
+from costlib.thresholds._operating_point import METHODS
+from costlib.thresholds._optimize import optimize
 from costlib.thresholds._plots import plot_pn_curves, plot_threshold_surfaces
 
 

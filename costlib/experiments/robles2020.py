@@ -168,7 +168,8 @@ from threadpoolctl import threadpool_limits
 from costlib.text_table import format_table
 from costlib.thresholds._edges import quantile_edges, uniform_edges
 from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._operating_point import OperatingPoint, optimize
+from costlib.thresholds._operating_point import OperatingPoint
+from costlib.thresholds._optimize import optimize
 
 __all__ = [
     "CLASSIFIER_TYPES",

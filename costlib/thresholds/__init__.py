@@ -16,8 +16,8 @@ Target, Objective, Constraints, OBJECTIVES
     What an operating point optimises and under which constraints (:mod:`._target`,
     :mod:`._objectives`).
 optimize, optimize_each, point_at, estimated_recall, OperatingPoint, METHODS
-    Operating points on a grid (:mod:`._operating_point`), with the exact max-area path
-    (:func:`max_area_path`, :mod:`._lattice_path`) and the analytic fit
+    Operating points on a grid (:mod:`._operating_point`), found by :mod:`._optimize` with the
+    exact max-area path (:func:`max_area_path`, :mod:`._lattice_path`) and the analytic fit
     (:func:`fit_analytic_path`, :mod:`._analytic`).
 BootstrapGrids, confidence_intervals
     Poisson bootstrap of a grid's counts (:mod:`._bootstrap`).
@@ -25,19 +25,13 @@ recalibrate_grids, optimize_group, apply_fallback, GroupResult
     Per-group recalibration (:mod:`._recalibration`); moves away from the point in force only on
     evidence (:func:`move_evidence`, :func:`lower_bound_move`, :mod:`._move_evidence`).
 allocate_capacity, CapacityAllocation, split_baselines
-    One review capacity shared by many groups (:mod:`._allocation`).
+    One review capacity shared by many groups (:mod:`._allocation`), on each group's frontier
+    (:mod:`._group_frontiers`), against fixed splits of it (:mod:`._split_baselines`).
 plot_pn_curves, plot_threshold_surfaces, plot_audit_pn_curves
     Figures (matplotlib, the ``plots`` extra; :mod:`._plots`, :mod:`._audit_plots`).
 """
 
-from ._allocation import (
-    ALLOCATION_OBJECTIVES,
-    CapacityAllocation,
-    GroupAllocation,
-    SplitBaselines,
-    allocate_capacity,
-    split_baselines,
-)
+from ._allocation import CapacityAllocation, GroupAllocation, allocate_capacity
 from ._analytic import AnalyticFit, fit_analytic_path
 from ._audit_plots import audit_frontiers, plot_audit_pn_curves
 from ._bootstrap import BootstrapGrids, BootstrapResult, confidence_intervals
@@ -50,6 +44,7 @@ from ._edges import (
     with_thresholds,
 )
 from ._grid import ThresholdGrid
+from ._group_frontiers import ALLOCATION_OBJECTIVES
 from ._lattice_path import max_area_path, max_area_paths
 from ._move_evidence import (
     DEFAULT_EVIDENCE_Z,
@@ -59,14 +54,8 @@ from ._move_evidence import (
     move_evidence,
 )
 from ._objectives import OBJECTIVES, Constraints, Objective
-from ._operating_point import (
-    METHODS,
-    OperatingPoint,
-    estimated_recall,
-    optimize,
-    optimize_each,
-    point_at,
-)
+from ._operating_point import METHODS, OperatingPoint, estimated_recall, point_at
+from ._optimize import optimize, optimize_each
 from ._plots import CurveSpec, plot_pn_curves, plot_threshold_surfaces
 from ._recalibration import (
     ALL_GROUPS,
@@ -78,6 +67,7 @@ from ._recalibration import (
 from ._resolution import Resolution, lattice_resolution, refine, resolution_check
 from ._rows import RULES
 from ._score_sketch import EdgeSketch, ScoreSketch
+from ._split_baselines import SplitBaselines, split_baselines
 from ._target import Target
 
 __all__ = [

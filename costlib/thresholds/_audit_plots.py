@@ -22,7 +22,8 @@ import numpy as np
 
 from costlib._optional import new_figure, save_figure
 from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._operating_point import OperatingPoint, optimize, point_at
+from costlib.thresholds._operating_point import OperatingPoint, point_at
+from costlib.thresholds._optimize import optimize
 from costlib.thresholds._target import Target
 
 if TYPE_CHECKING:

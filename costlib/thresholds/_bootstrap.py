@@ -26,7 +26,8 @@ from costlib._messages import plain
 from costlib.thresholds._bin_locator import locator_for
 from costlib.thresholds._cells import ROW_CHUNK, _channel_codes
 from costlib.thresholds._grid import ThresholdGrid, check_mergeable
-from costlib.thresholds._operating_point import OperatingPoint, optimize_each
+from costlib.thresholds._operating_point import OperatingPoint
+from costlib.thresholds._optimize import optimize_each
 from costlib.thresholds._rows import (
     DEFAULT_WEIGHT_BITS,
     apply_audit,

@@ -32,7 +32,8 @@ from costlib.thresholds._move_evidence import (
     lower_bound_move,
     move_evidence,
 )
-from costlib.thresholds._operating_point import OperatingPoint, optimize, point_at
+from costlib.thresholds._operating_point import OperatingPoint, point_at
+from costlib.thresholds._optimize import optimize
 from costlib.thresholds._target import Target
 
 __all__ = [

@@ -276,7 +276,7 @@ def refine(
         The refined point (its ``details["refinement_rounds"]`` says how many rounds ran) and
         the grid it was chosen on.
     """
-    from costlib.thresholds._operating_point import optimize
+    from costlib.thresholds._optimize import optimize
     from costlib.thresholds._rows import as_score_array, split_labels
 
     s = np.asarray(as_score_array(scores, grid.names)[0], dtype=np.float64)
@@ -335,7 +335,7 @@ def resolution_check(
         are 0), ``fine_thresholds``, ``fine_edges`` (sizes per classifier).
     """
     from costlib.thresholds._edges import decision_edges
-    from costlib.thresholds._operating_point import optimize
+    from costlib.thresholds._optimize import optimize
 
     fine_edges = decision_edges(scores, labels, weights, n_edges=n_edges, names=names,
                                 audit_probabilities=audit_probabilities)

@@ -22,7 +22,7 @@ from machine import best_of, describe
 
 from costlib.thresholds._edges import uniform_edges
 from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._operating_point import optimize
+from costlib.thresholds._optimize import optimize
 
 
 def grids(n_rows: int = 400_000, n_edges: int = 1023):

@@ -95,7 +95,7 @@ from scipy.special import betaincinv, expit, ndtr
 
 from costlib.thresholds._edges import decision_edges, quantile_edges, uniform_edges
 from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._operating_point import optimize
+from costlib.thresholds._optimize import optimize
 from costlib.thresholds._resolution import refine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

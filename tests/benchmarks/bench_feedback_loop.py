@@ -59,7 +59,7 @@ from machine import describe
 
 from costlib.thresholds._audit_plots import plot_audit_pn_curves
 from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._operating_point import optimize
+from costlib.thresholds._optimize import optimize
 from costlib.thresholds._target import resolve_target
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.decide.pipeline import run_decide

@@ -51,7 +51,7 @@ from apache_beam.runners.worker import statesampler
 from machine import describe
 
 from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._operating_point import prepare_graph_paths
+from costlib.thresholds._optimize import prepare_graph_paths
 from costlib.thresholds._sparse import grouped_histograms, sum_sparse
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.batches import validate_batch

@@ -41,7 +41,8 @@ from costlib.audit._sampling import AuditDesign, audit_sample
 from costlib.thresholds._bootstrap import BootstrapGrids, confidence_intervals
 from costlib.thresholds._edges import decision_edges
 from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._operating_point import optimize, point_at
+from costlib.thresholds._operating_point import point_at
+from costlib.thresholds._optimize import optimize
 
 IN_FORCE = (0.5, 0.5)
 LOWER = (0.3, 0.3)

@@ -28,7 +28,7 @@ from costlib.thresholds._bootstrap import BootstrapGrids, confidence_intervals
 from costlib.thresholds._edges import quantile_edges, uniform_edges
 from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._lattice_path import max_area_path
-from costlib.thresholds._operating_point import optimize, optimize_each
+from costlib.thresholds._optimize import optimize, optimize_each
 
 
 def rows(n: int, k: int, seed: int = 0):

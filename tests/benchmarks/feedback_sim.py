@@ -66,7 +66,7 @@ from costlib.audit._strata import (
 )
 from costlib.thresholds._edges import with_thresholds
 from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._operating_point import optimize
+from costlib.thresholds._optimize import optimize
 from costlib.thresholds._recalibration import ALL_GROUPS, GroupResult, recalibrate_grids
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.decide.audit_sizing import first_run_design
