@@ -89,6 +89,10 @@ CONFIGS: dict[str, tuple[dict[str, Any], str | None, list[str]]] = {
     #: the schema's audit defaults (relative share strata, auto design, 1% budget, floor 0.001;
     #: thin_audit: budget 0.25%, floor 0.0005)
     "audit_defaults": ({}, None, ["--audit-defaults"]),
+    "ad_z1": ({"in_force.evidence_z": 1.0}, None, ["--audit-defaults"]),
+    "ad_z0.5": ({"in_force.evidence_z": 0.5}, None, ["--audit-defaults"]),
+    "ad_z2.33": ({"in_force.evidence_z": 2.33}, None, ["--audit-defaults"]),
+    "ad_k0": ({"in_force.unseen_rows": 0.0}, None, ["--audit-defaults"]),
     "rel_labels": ({}, None, ["--audit-defaults"]),
     "z_off": ({"in_force.evidence_z": None}, None, []),
     "z1": ({"in_force.evidence_z": 1.0}, None, []),
