@@ -7,8 +7,9 @@ finder on :data:`sys.meta_path` answers for the old names only, warns once per n
 :class:`DeprecationWarning` naming the new place, and returns **the same module object** as the
 new path (so ``costlib.edges.uniform_edges is costlib.thresholds.uniform_edges``, and patching one
 patches the other). A module that was split in several (``costlib.grid``) is served by a module
-whose names are looked up in its successors, in order. Nothing else is imported until an old
-name is asked for.
+whose names are looked up in its successors, in order: reading a name works, but setting one on
+it (a test's monkeypatch) changes only that stand-in, not the module that uses the name; patch
+the new module instead. Nothing else is imported until an old name is asked for.
 
 Names that moved *inside* a module's namespace (a renamed class) are forwarded by the module's
 own ``__getattr__`` (:func:`forward_renamed`).
@@ -68,8 +69,11 @@ class _MovedModuleLoader(importlib.abc.Loader):
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         if isinstance(self.new, tuple):
-            warnings.warn(f"{spec.name} was split: import from {', '.join(self.new)}; the old "
-                          "path goes in costlib 0.2", DeprecationWarning, stacklevel=2)
+            homes = sorted({public_home(module) for module in self.new})
+            where = (homes[0] if len(homes) == 1 and homes[0] not in self.new
+                     else ", ".join(self.new))
+            warnings.warn(f"{spec.name} was split: import from {where}; the old path goes in "
+                          "costlib 0.2", DeprecationWarning, stacklevel=2)
             module = ModuleType(spec.name, f"Deprecated: the names of {', '.join(self.new)}.")
             module.__getattr__ = _first_found(spec.name, self.new)  # type: ignore[method-assign]
             return module

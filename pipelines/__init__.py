@@ -12,7 +12,8 @@ configuration) and :mod:`.runner` (creating a Beam pipeline) serve them all. The
 
 Installed as ``costlib_pipelines`` (the repository keeps the directory ``pipelines/``; see
 docs/install.md). These modules need the ``pipelines`` extra
-(``pip install 'costlib[pipelines]'``: Apache Beam, pyarrow, PyYAML, jsonschema, matplotlib).
+(``pip install 'costlib[pipelines]'``: Apache Beam, pyarrow, PyYAML, jsonschema, matplotlib,
+Jinja2).
 Without it, importing this package raises one :class:`ImportError` naming that command, and
 the ``costlib`` command prints it and exits 2.
 """
@@ -26,7 +27,7 @@ from costlib._moved import install as install_moved
 
 #: Import name -> distribution of everything the pipelines import beyond costlib's core.
 EXTRA_MODULES = {"apache_beam": "apache-beam", "pyarrow": "pyarrow", "yaml": "PyYAML",
-                 "jsonschema": "jsonschema", "matplotlib": "matplotlib"}
+                 "jsonschema": "jsonschema", "matplotlib": "matplotlib", "jinja2": "Jinja2"}
 
 
 def missing_extra_message() -> str | None:

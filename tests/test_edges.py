@@ -3,7 +3,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costlib.thresholds._edges import bin_indices, check_edges, quantile_edges, uniform_edges
+from costlib.thresholds._bin_locator import bin_indices
+from costlib.thresholds._edges import check_edges, quantile_edges, uniform_edges
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
 

@@ -141,7 +141,9 @@ def test_old_import_paths_are_the_new_modules_with_a_warning():
         "costlib_pipelines.transforms was split: import from "
         "costlib_pipelines.recalibrate.aggregating, ")
     assert report["costlib.grid"][1][0].startswith(
-        "costlib.grid was split: import from costlib.thresholds._grid, costlib.thresholds._rows, ")
+        "costlib.grid was split: import from costlib.thresholds; ")
+    assert report["costlib.edges"][1][0].startswith(
+        "costlib.edges moved: import from costlib.thresholds (module costlib.thresholds._edges)")
     same, messages, current = renamed
     assert same
     # The two renamed names warn (the module was imported above); run_decide is the stage's
@@ -243,3 +245,27 @@ def test_every_dotted_name_in_code_docs_and_deploy_files_exists():
     missing = json.loads(result.stdout.splitlines()[-1])
     assert len(files) > 200
     assert {name: where for name, where in missing.items() if name not in NOT_REFERENCES} == {}
+
+
+def test_each_public_package_docstring_names_every_export():
+    """A user reads ``help(costlib.thresholds)``: every name of ``__all__`` is listed there, and
+    every name listed is importable."""
+    import importlib
+    import re
+
+    for package in ("costlib.thresholds", "costlib.audit", "costlib.costs", "costlib.decoding",
+                    "costlib.estimators"):
+        module = importlib.import_module(package)
+        assert set(module.__all__) <= set(vars(module)), package
+        unlisted = [name for name in module.__all__
+                    if not re.search(rf"\b{re.escape(name)}\b", module.__doc__)]
+        assert unlisted == [], (package, unlisted)
+
+
+def test_the_api_reference_shows_every_private_module_of_the_core_packages():
+    """Each module's docstring states its math; the API pages render all of them."""
+    pages = "".join(path.read_text() for path in (ROOT / "docs" / "api").glob("*.md"))
+    for package in ("thresholds", "audit", "costs"):
+        for path in (ROOT / "costlib" / package).glob("_*.py"):
+            if path.name != "__init__.py":
+                assert f"::: costlib.{package}.{path.stem}\n" in pages, path

@@ -363,9 +363,9 @@ METHODS = ("graph", "hull", "bucket", "analytic")
 def _rgb(method: str) -> tuple[int, int, int]:
     from matplotlib.colors import to_rgb
 
-    from costlib.thresholds._plots import _COLORS
+    from costlib.thresholds._plots import METHOD_COLORS
 
-    return tuple(round(255 * v) for v in to_rgb(_COLORS[method]))
+    return tuple(round(255 * v) for v in to_rgb(METHOD_COLORS[method]))
 
 
 def test_pn_figure_draws_the_parquet_curves_and_points_where_they_are(batch):

@@ -24,6 +24,7 @@ from test_pipeline_audit_estimation import AUDIT, audited_frame
 
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.report import history as report_history
+from costlib_pipelines.report import history_data
 
 #: Run ids in the order they run (ids sort the other way round).
 RUNS = ("c-first", "b-second", "a-third")
@@ -142,7 +143,7 @@ def test_last_keeps_the_newest_runs_and_groups_choose_figures(output, tmp_path, 
     text = out.read_text()
     assert re.findall(r'<tr data-run="([^"]*)" data-published', text) == list(RUNS[1:])
     monkeypatch.setattr(report_history, "MAX_PLOTTED_GROUPS", 1)
-    runs = report_history.load_history(str(output))
+    runs = history_data.load_history(str(output))
     limited = report_history.build_history(runs, str(output), groups=["market_c"])
     parser = ReportPage()
     parser.feed(limited)

@@ -18,6 +18,7 @@ import pytest
 from browser import browse, chromium, page_errors
 
 import costlib_pipelines.report.page as report
+import costlib_pipelines.report.runs_data as runs_data
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.io.files import InputError
 
@@ -82,11 +83,12 @@ def test_every_group_has_a_section_up_to_the_limit_or_when_asked(template, tmp_p
                                                                  monkeypatch):
     run = make_runs(template, tmp_path / "small", 12, seed=4, changed_share=0.2)
     everyone = set(_records(run))
-    text = report.build_report(report.load_run(str(run)), report.load_run(
+    text = report.build_report(runs_data.load_run(str(run)), runs_data.load_run(
         str(run.parent / "previous")))
     assert _sections(text) == everyone and "details</th>" not in text
     monkeypatch.setattr(report, "MAX_DETAILED_GROUPS", 5)
-    current, previous = report.load_run(str(run)), report.load_run(str(run.parent / "previous"))
+    current = runs_data.load_run(str(run))
+    previous = runs_data.load_run(str(run.parent / "previous"))
     limited = report.build_report(current, previous)
     assert _sections(limited) == _expected_sections(run) != everyone
     assert _sections(report.build_report(current, previous, all_details=True)) == everyone
@@ -102,8 +104,8 @@ def test_held_groups_are_named_by_the_guard(template, tmp_path, monkeypatch):
     manifest["guard"] = {"violations": ["group 'group_00011': TP fell by 40% (limit 20%)"]}
     (run / "manifest.json").write_text(json.dumps(manifest))
     monkeypatch.setattr(report, "MAX_DETAILED_GROUPS", 5)
-    current = report.load_run(str(run))
-    text = report.build_report(current, report.previous_run(current))
+    current = runs_data.load_run(str(run))
+    text = report.build_report(current, runs_data.previous_run(current))
     assert _sections(text) == _expected_sections(run) | {"group_00011"}
     assert "Shown in detail: held." in text
 

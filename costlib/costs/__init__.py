@@ -2,9 +2,13 @@
 
 Public API, by module:
 
-BenefitMatrix, CostMatrix, expected_benefit, normalized_benefit, benefit_scorer, eta, ...
+BenefitMatrix, CostMatrix, as_benefit_matrix, as_cost_matrix, expected_benefit, normalized_benefit,
+benefit_scorer, benefit_curve, benefit_optimal_threshold, eta, target_marginal_precision,
+class_priors, one_vs_rest_benefit
     The benefit metric of paper 000 and its optimal thresholds (:mod:`._benefit`).
-binary_example_costs, as_example_costs, bayes_minimum_risk, savings_score, total_cost, ...
+binary_example_costs, as_example_costs, as_example_benefits, from_costcla, expected_costs,
+bayes_minimum_risk, bayes_thresholds, cost_curve, cost_optimal_threshold, savings_score,
+total_cost, expected_example_benefit, normalized_example_benefit
     Example-dependent costs (costcla's convention) and minimum-risk decisions
     (:mod:`._example_costs`).
 

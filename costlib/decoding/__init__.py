@@ -7,7 +7,11 @@ positive; these functions find the best ``k`` exactly and fast.
 
 Public API
 ----------
-optimal_topk, TopK, expected_loss
+get_loss, SetLoss, LOSS_NAMES, callable_loss, fractional_linear_loss, is_tp_monotonic
+    Set losses on confusion counts (the paper's Table 1 by name, or your own; :mod:`._losses`);
+    ``fbeta_loss``, ``jaccard_loss``, ``am_loss``, ``auc_loss``, ``g_mean_loss``,
+    ``g_tp_pr_loss``, ``h_mean_loss`` build them directly.
+optimal_topk, TopK, expected_loss, METHODS, TRUNCATION_TOL
     One set of items (:mod:`._topk`).
 optimal_classes, ClassSets
     Multiclass: one true class per instance, predict a set of classes (:mod:`._multiclass`).
@@ -19,6 +23,21 @@ plot_expected_losses
     Expected loss against ``k`` (:mod:`.plotting`).
 """
 
+from ._losses import (
+    LOSS_NAMES,
+    SetLoss,
+    am_loss,
+    auc_loss,
+    callable_loss,
+    fbeta_loss,
+    fractional_linear_loss,
+    g_mean_loss,
+    g_tp_pr_loss,
+    get_loss,
+    h_mean_loss,
+    is_tp_monotonic,
+    jaccard_loss,
+)
 from ._multiclass import ClassSets, optimal_classes
 from ._multilabel import BatchTopK, RaggedTopK, optimal_topk_batch, optimal_topk_ragged
 from ._poisson_binomial import TRUNCATION_TOL
@@ -27,13 +46,26 @@ from .baselines import threshold_predictions, tune_threshold
 from .plotting import plot_expected_losses
 
 __all__ = [
+    "LOSS_NAMES",
     "METHODS",
     "TRUNCATION_TOL",
     "BatchTopK",
     "ClassSets",
     "RaggedTopK",
+    "SetLoss",
     "TopK",
+    "am_loss",
+    "auc_loss",
+    "callable_loss",
     "expected_loss",
+    "fbeta_loss",
+    "fractional_linear_loss",
+    "g_mean_loss",
+    "g_tp_pr_loss",
+    "get_loss",
+    "h_mean_loss",
+    "is_tp_monotonic",
+    "jaccard_loss",
     "optimal_classes",
     "optimal_topk",
     "optimal_topk_batch",

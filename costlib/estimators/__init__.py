@@ -3,6 +3,19 @@
 Every matrix follows one convention: rows = true class, columns = predicted class, in the
 order of the estimator's ``classes_`` (sorted labels) unless the matrix carries labels
 (:class:`costlib.costs.BenefitMatrix` / :class:`costlib.costs.CostMatrix`).
+
+Public API
+----------
+BenefitLogisticRegression
+    Logistic regression trained to maximise a benefit matrix (Sooklal et al.).
+MinimumExpectedCostClassifier, CostSensitiveNaiveBayes
+    Minimum-expected-cost decisions on a probabilistic classifier; categorical naive Bayes.
+HierarchicalCostSensitiveClassifier
+    Two stages for a rare minority group (Xu; Sooklal et al.).
+KernelLogisticRegression, CostSensitiveKernelLogisticRegression, beta_delta
+    RBF-kernel logistic regression, cost-blind and Zhang's cost-sensitive one.
+ExampleCostLogisticRegression, BayesMinimumRiskClassifier
+    Per-example cost matrices (:mod:`costlib.costs`): trained on them, or decided by them.
 """
 
 from costlib.estimators._bayes_min_risk import BayesMinimumRiskClassifier

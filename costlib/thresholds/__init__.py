@@ -7,7 +7,9 @@ ThresholdGrid, RULES
     Weighted counts of rated positives, negatives and unrated rows on a lattice (:mod:`._grid`),
     of rows validated as they enter it (:mod:`._rows`), coded by bin cell (:mod:`._cells`) and
     counted in sparse partials (:mod:`._sparse`).
-uniform_edges, quantile_edges, decision_edges, decision_edges_from_sketch, with_thresholds
+uniform_edges, quantile_edges, decision_edges, decision_edges_from_sketch, with_thresholds,
+DEFAULT_DECISION_EDGES, ScoreSketch, EdgeSketch, Resolution, lattice_resolution, refine,
+resolution_check
     Candidate thresholds (:mod:`._edges`), from one-pass score sketches
     (:class:`ScoreSketch`, :class:`EdgeSketch`, :mod:`._score_sketch`); whether a lattice is
     fine enough where the decision is made (:func:`lattice_resolution`, :func:`refine`,
@@ -15,19 +17,22 @@ uniform_edges, quantile_edges, decision_edges, decision_edges_from_sketch, with_
 Target, Objective, Constraints, OBJECTIVES
     What an operating point optimises and under which constraints (:mod:`._target`,
     :mod:`._objectives`).
-optimize, optimize_each, point_at, estimated_recall, OperatingPoint, METHODS
+optimize, optimize_each, point_at, estimated_recall, OperatingPoint, METHODS, max_area_path,
+max_area_paths, fit_analytic_path, AnalyticFit
     Operating points on a grid (:mod:`._operating_point`), found by :mod:`._optimize` with the
     exact max-area path (:func:`max_area_path`, :mod:`._lattice_path`) and the analytic fit
     (:func:`fit_analytic_path`, :mod:`._analytic`).
-BootstrapGrids, confidence_intervals
+BootstrapGrids, BootstrapResult, confidence_intervals
     Poisson bootstrap of a grid's counts (:mod:`._bootstrap`).
-recalibrate_grids, optimize_group, apply_fallback, GroupResult
+recalibrate_grids, optimize_group, apply_fallback, GroupResult, ALL_GROUPS, move_evidence,
+MoveEvidence, lower_bound_move, LowerBoundMove, DEFAULT_EVIDENCE_Z
     Per-group recalibration (:mod:`._recalibration`); moves away from the point in force only on
     evidence (:func:`move_evidence`, :func:`lower_bound_move`, :mod:`._move_evidence`).
-allocate_capacity, CapacityAllocation, split_baselines
+allocate_capacity, CapacityAllocation, GroupAllocation, ALLOCATION_OBJECTIVES, split_baselines,
+SplitBaselines
     One review capacity shared by many groups (:mod:`._allocation`), on each group's frontier
     (:mod:`._group_frontiers`), against fixed splits of it (:mod:`._split_baselines`).
-plot_pn_curves, plot_threshold_surfaces, plot_audit_pn_curves
+plot_pn_curves, plot_threshold_surfaces, CurveSpec, plot_audit_pn_curves, audit_frontiers
     Figures (matplotlib, the ``plots`` extra; :mod:`._plots`, :mod:`._audit_plots`).
 """
 

@@ -32,6 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from costlib.thresholds._bin_locator import KeyLevelLocator, locator_for
+from costlib.thresholds._rows import quantize_weights
 from costlib.thresholds._score_sketch import (
     COARSE_LEVEL,
     DEFAULT_CAPACITY,
@@ -126,7 +127,6 @@ class SketchingBinner:
                  unrated: NDArray[np.bool_] | None) -> list[NDArray[np.intp]]:
         """The bins of one batch per classifier (arguments as for :func:`bin_and_sketch`);
         its rows join the sketches."""
-        from costlib.thresholds._rows import quantize_weights
 
         rated = None if unrated is None else ~np.asarray(unrated, dtype=bool)
         y = np.asarray(labels, dtype=bool)

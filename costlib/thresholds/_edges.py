@@ -18,6 +18,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from costlib._messages import plain
 from costlib.thresholds._bin_locator import BinLocator, bin_indices
+from costlib.thresholds._rows import apply_audit, as_score_array, split_labels, validate_rows
 from costlib.thresholds._score_sketch import EdgeSketch, ScoreSketch
 
 #: Candidate thresholds per classifier of the default recipe (:func:`decision_edges`).
@@ -378,7 +379,6 @@ def decision_edges(
     -------
     list of k ndarrays
     """
-    from costlib.thresholds._rows import apply_audit, as_score_array, split_labels, validate_rows
 
     raw_scores, names = as_score_array(scores, names)
     score_array = np.asarray(raw_scores, dtype=np.float64)

@@ -33,9 +33,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from costlib.thresholds._bootstrap import BootstrapGrids
-from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._grid import ThresholdGrid, lattice_counts
 from costlib.thresholds._objectives import Constraints
 from costlib.thresholds._operating_point import OperatingPoint, point_at
+from costlib.thresholds._rows import DESIGN_EXPECTED_SCALE, check_rule
 from costlib.thresholds._target import Target
 
 __all__ = [
@@ -201,8 +202,6 @@ def unseen_variance(grid: ThresholdGrid, index: Sequence[int], *, rule: str, slo
         return np.zeros(grid.shape)
     if not (np.isfinite(unseen_rows) and unseen_rows > 0):
         raise ValueError(f"unseen_rows must be a finite number >= 0, got {unseen_rows!r}")
-    from costlib.thresholds._grid import lattice_counts
-    from costlib.thresholds._rows import DESIGN_EXPECTED_SCALE, check_rule
 
     rule = check_rule(rule)
     worst = _one_sided(lattice_counts(grid.design[0], rule), index, rule)
@@ -222,8 +221,6 @@ def one_row_weight(grid: ThresholdGrid, index: Sequence[int], cell: Sequence[int
     0 without design channels or when the region holds no audit-eligible row."""
     if grid.design is None:
         return 0.0
-    from costlib.thresholds._grid import lattice_counts
-    from costlib.thresholds._rows import DESIGN_EXPECTED_SCALE, check_rule
 
     rule = check_rule(rule)
     at = tuple(int(i) for i in cell)
@@ -254,8 +251,6 @@ def gain_standard_errors(grid: ThresholdGrid, index: Sequence[int], *, rule: str
     """
     if grid.variance is None:
         return np.zeros(grid.shape)
-    from costlib.thresholds._grid import lattice_counts
-    from costlib.thresholds._rows import check_rule
 
     rule = check_rule(rule)
     total = np.zeros(grid.shape)

@@ -23,9 +23,12 @@ from costlib.thresholds._target import Target
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["CurveSpec", "draw_pn_curves", "plot_pn_curves", "plot_threshold_surfaces"]
+__all__ = ["METHOD_COLORS", "CurveSpec", "draw_pn_curves", "plot_pn_curves",
+           "plot_threshold_surfaces"]
 
-_COLORS = {"graph": "tab:blue", "analytic": "tab:orange", "hull": "tab:green", "bucket": "tab:red"}
+#: One colour per optimisation method, in every figure (the report's too).
+METHOD_COLORS = {"graph": "tab:blue", "analytic": "tab:orange", "hull": "tab:green",
+                 "bucket": "tab:red"}
 
 
 def _as_mapping(
@@ -97,7 +100,7 @@ def draw_pn_curves(
     for panel, fp_limit in enumerate((fp_all_max, zoom_fp)):
         ax = fig.add_subplot(1, 2, panel + 1)
         for c in specs:
-            color = _COLORS.get(c.method)
+            color = METHOD_COLORS.get(c.method)
             style = "-" if c.kind == "path" else "--"
             ax.plot(c.curve_fp, c.curve_tp, style, color=color, lw=1.3,
                     label=f"{c.label} {c.kind}")
@@ -152,7 +155,8 @@ def plot_threshold_surfaces(
         ax.plot(x, tp, label="TP")
         ax.plot(x, fp, label="FP")
         for label, p in pts.items():
-            ax.axvline(p.index[0], color=_COLORS.get(p.method), ls="--", label=f"{label} point")
+            ax.axvline(p.index[0], color=METHOD_COLORS.get(p.method), ls="--",
+                       label=f"{label} point")
         ax.set_xlabel(f"threshold index of {names[0]} (last = off)")
         ax.set_yscale("symlog")
         ax.legend(fontsize=8)
@@ -179,7 +183,7 @@ def plot_threshold_surfaces(
                        alpha=0.7)
         fig.colorbar(image, ax=ax, label=label)
         for name, p in pts.items():
-            color = _COLORS.get(p.method)
+            color = METHOD_COLORS.get(p.method)
             if p.curve_kind == "path":
                 ax.plot(p.path[:, a], p.path[:, b], "-", color=color, lw=1.5, label=f"{name} path")
             ax.plot(p.index[a], p.index[b], "o", color=color, ms=8, mec="white",

@@ -43,9 +43,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from costlib.thresholds._edges import decision_edges
 from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._objectives import Constraints, Objective
-from costlib.thresholds._rows import check_rule
+from costlib.thresholds._rows import as_score_array, check_rule, split_labels
 
 if TYPE_CHECKING:
     from costlib.thresholds._operating_point import OperatingPoint
@@ -277,7 +278,6 @@ def refine(
         the grid it was chosen on.
     """
     from costlib.thresholds._optimize import optimize
-    from costlib.thresholds._rows import as_score_array, split_labels
 
     s = np.asarray(as_score_array(scores, grid.names)[0], dtype=np.float64)
     n = s.shape[0]
@@ -334,7 +334,6 @@ def resolution_check(
         ``value`` (the point's), ``fine_value``, ``share`` (``value / fine_value``; 1 when both
         are 0), ``fine_thresholds``, ``fine_edges`` (sizes per classifier).
     """
-    from costlib.thresholds._edges import decision_edges
     from costlib.thresholds._optimize import optimize
 
     fine_edges = decision_edges(scores, labels, weights, n_edges=n_edges, names=names,

@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from costlib.thresholds._rows import quantize_weights
+
 __all__ = [
     "EdgeSketch",
     "ScoreSketch",
@@ -75,7 +77,6 @@ def _counted_rows(
     """The rows a sketch counts: ``(rows, values, weights)`` of the finite values with a
     positive weight, weights quantised as :class:`~costlib.thresholds.ThresholdGrid` quantises
     them (``rows`` None when every row counts). NaN, ``+inf`` and mismatched weights are refused."""
-    from costlib.thresholds._rows import quantize_weights
 
     v = np.asarray(values, dtype=np.float64).ravel()
     if np.isnan(v).any() or (v == np.inf).any():

@@ -22,7 +22,6 @@ from numpy.typing import NDArray
 from costlib.audit._sampling import AuditDesign, audit_sample, expected_audits
 from costlib.audit._strata import cutoff_strata, lattice_cells, lattice_depths
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.decide.audit_lattice import CELLS_FILE as AUDIT_CELLS_FILE
 from costlib_pipelines.decide.audit_lattice import decide_lattice, relative_cutoffs
 from costlib_pipelines.decide.audit_sizing import PreviousCounts, first_run_design, sized_design
 from costlib_pipelines.io.published_points import DecisionThresholds
@@ -33,10 +32,10 @@ __all__ = [
 ]
 
 
-#: Counter prefix of rows per group and lattice cell (relative audit strata) and the run file
-#: they are written to (:func:`costlib_pipelines.decide.audit_lattice.relative_cutoffs` reads it).
+#: Counter prefix of rows per group and lattice cell (relative audit strata); they are written
+#: to :data:`costlib_pipelines.decide.audit_lattice.CELLS_FILE` (which
+#: :func:`~costlib_pipelines.decide.audit_lattice.relative_cutoffs` reads).
 CELL_PREFIX = "audit_cell."
-CELLS_FILE = AUDIT_CELLS_FILE
 
 
 @dataclass(frozen=True)
@@ -192,8 +191,8 @@ def _audit_columns(
     audit: AuditSettings | None,
 ) -> tuple[pa.Array, pa.Array, Counter]:
     """``audit``, ``audit_probability`` columns and audit counters (see
-    :func:`decision_table_and_audit`); ``scores`` are what the strata are cut on
-    (:meth:`AuditSettings.bands`)."""
+    :func:`~costlib_pipelines.decide.records.decision_table_and_audit`); ``scores`` are what the
+    strata are cut on (relative strata: :meth:`AuditSettings.relative_strata`)."""
     n = flagged.size
     if audit is None:
         return pa.array(np.zeros(n, dtype=bool)), pa.nulls(n, pa.float64()), Counter()

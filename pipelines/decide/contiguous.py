@@ -37,7 +37,8 @@ class ContiguousSets:
 
     ``table`` holds every row of the batch in input order, the set rows with their top-k
     fields; ``hashes`` the :func:`set_id_hashes` of the batch's sets, one per set (for the
-    check that no set spans two row groups, :class:`CheckSetsFn`).
+    check that no set spans two row groups,
+    :class:`~costlib_pipelines.decide.transforms.CheckSetsFn`).
     """
 
     table: pa.Table
@@ -47,7 +48,8 @@ class ContiguousSets:
 
 def _group_sort_codes(groups: pa.Array | pa.ChunkedArray) -> NDArray[np.int64]:
     """Codes of the group column that compare as its strings do (UTF-8 byte order, nulls
-    last): what :func:`_sorted_sets` gets from a sorted dictionary."""
+    last): what :func:`~costlib_pipelines.decide.sets._sorted_sets` gets from a sorted
+    dictionary."""
     array = _as_dictionary(groups)
     rank = np.empty(len(array.dictionary), dtype=np.int64)
     rank[pc.array_sort_indices(array.dictionary).to_numpy()] = np.arange(rank.size)
@@ -60,8 +62,9 @@ def _order_in_runs(
     p: NDArray[np.float64],
 ) -> NDArray[np.intp] | None:
     """Order of the set rows ``rows`` of ``table`` (runs starting at ``starts``, ``run`` the
-    run of every one of them) that sorts every run as :func:`decode_sets` sorts a set, or
-    None when every run is in that order already.
+    run of every one of them) that sorts every run as
+    :func:`~costlib_pipelines.decide.sets.decode_sets` sorts a set, or None when every run is in
+    that order already.
 
     A run whose item ids strictly increase (UTF-8 byte order, as Arrow sorts strings) is in
     order whatever the other keys hold: one vectorised comparison of neighbouring items finds
@@ -107,8 +110,8 @@ def decode_contiguous_sets(
     The rows ``in_set`` (a set id and a probability) must hold each set id in one run of
     consecutive rows: with ``r`` runs of equal set ids and ``d`` distinct ids, ``r == d``
     (vectorised over the set-id codes). Inside every run the items are ordered exactly as
-    :func:`decode_sets` orders a set (:func:`_order_in_runs`: item id, probability, group,
-    threshold decision, audit, audit probability), and all runs go to one
+    :func:`~costlib_pipelines.decide.sets.decode_sets` orders a set (:func:`_order_in_runs`: item
+    id, probability, group, threshold decision, audit, audit probability), and all runs go to one
     :func:`costlib.decoding.optimal_topk_ragged` call: so each set gets the decisions, ``k``
     and expected loss, bit for bit, that the shuffle path gives it (the decoder's result for
     a set does not depend on the sets beside it). The top-k fields are written back in the

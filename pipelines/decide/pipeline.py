@@ -131,15 +131,15 @@ from typing import Any
 
 import apache_beam as beam
 
-from costlib.decoding._losses import get_loss
+from costlib.decoding import get_loss
 from costlib_pipelines.config import ConfigError, RunConfig
 from costlib_pipelines.decide.audit_columns import (
     CELL_PREFIX,
-    CELLS_FILE,
     AuditSettings,
     audit_settings,
     audit_summary,
 )
+from costlib_pipelines.decide.audit_lattice import CELLS_FILE
 from costlib_pipelines.decide.records import decoding_settings, sets_contiguous, with_topk
 from costlib_pipelines.decide.transforms import CheckSetsFn, DecideFileFn, DecodeBucketFn
 from costlib_pipelines.io.files import match_inputs, write_json

@@ -152,7 +152,8 @@ SET_ID_TYPE = pa.dictionary(pa.int32(), pa.string())
 def set_id_dictionary(values: pa.Array | pa.ChunkedArray) -> pa.DictionaryArray:
     """Set ids as the decision columns hold them: string values, ``int32`` indices, every
     dictionary value once (one code per set: what the set-run check of
-    :func:`decode_contiguous_sets` and the set grouping of the shuffle count on).
+    :func:`~costlib_pipelines.decide.contiguous.decode_contiguous_sets` and the set grouping of the
+    shuffle count on).
 
     Ids read from a file's dictionary pages (:meth:`DecideFileFn.process`) are taken as they
     are when their dictionary holds distinct, non-null strings (what Arrow's writer and most

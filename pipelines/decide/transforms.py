@@ -97,7 +97,7 @@ class DecideFileFn(beam.DoFn):
         # dictionary pages (validation and the decision columns would dictionary-encode them
         # anyway); dead letters get the columns back as the file stores them
         dictionary = [self.config.columns["group"]]
-        if self.topk:  # set ids too: distinct values checked (:func:`set_id_dictionary`)
+        if self.topk:  # set ids too: distinct values checked (records.set_id_dictionary)
             dictionary.append(self.config.columns["set_id"])
         pending: list[tuple[ValidatedBatch, ContiguousBatch]] = []  # sets not decoded yet
         for row_group, table in read_row_groups(path, self.columns, dictionary=dictionary):

@@ -48,7 +48,7 @@ from costlib.thresholds._sparse import SparseCounts, grouped_histograms, merge_s
 from costlib_pipelines.config import ConfigError, RunConfig
 from costlib_pipelines.io.batches import validate_batch
 from costlib_pipelines.io.files import as_stored
-from costlib_pipelines.io.plausibility import PLAUSIBILITY, Plausibility
+from costlib_pipelines.io.plausibility import MICROS_PER_DAY, PLAUSIBILITY, Plausibility
 from costlib_pipelines.recalibrate.accounting import (
     CountDuplicateIds,
     keys_per_group,
@@ -59,9 +59,6 @@ from costlib_pipelines.recalibrate.min_risk import MinRiskSettings, cost_weighte
 from costlib_pipelines.recalibrate.reading import dictionary_columns, iter_batches
 
 __all__ = ["AggregateBatches", "AggregateBatchesFn", "AggregateOutputs"]
-
-
-MICROS_PER_DAY = 86_400 * 1_000_000
 
 
 class AggregateBatchesFn(beam.DoFn):
@@ -219,7 +216,8 @@ class AggregateBatchesFn(beam.DoFn):
         ``rows`` (and their ``codes``) are the rows the point grids got. Unrated rows (label
         null) enter the replicates' unrated channel with their own Poisson multipliers, so the
         intervals see the same coverage limit as the point estimate; with audit probabilities
-        rated rows weigh ``w / p`` before their multipliers (:class:`BootstrapGrids`).
+        rated rows weigh ``w / p`` before their multipliers
+        (:class:`~costlib.thresholds.BootstrapGrids`).
         """
         scores = batch.scores.take(rows, axis=0)
         weights = None if batch.weights is None else batch.weights.take(rows)

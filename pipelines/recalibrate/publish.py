@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from costlib_pipelines.flags import UsageError
 from costlib_pipelines.io.files import InputError, write_bytes_atomically, write_json
 from costlib_pipelines.io.runs import (
     CARRIED,
@@ -86,7 +87,6 @@ class Override:
 
     def __post_init__(self) -> None:
         if not self.by.strip() or not self.reason.strip():
-            from costlib_pipelines.flags import UsageError
 
             raise UsageError("an override or a publication needs both who (--override-by / "
                              "--by) and why (--override-reason / --reason)")

@@ -47,7 +47,7 @@ from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._optimize import graph_batch_size, prepare_graph_paths
 from costlib.thresholds._recalibration import ALL_GROUPS, GroupResult, apply_fallback, is_sufficient
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.io.files import parquet_bytes
+from costlib_pipelines.io.files import parquet_bytes, write_bytes_atomically, write_parquet
 from costlib_pipelines.io.records import (
     PN_CURVE_SCHEMA,
     arrow_schema,
@@ -299,7 +299,6 @@ class WriteShardFn(beam.DoFn):
         self.run_dir = run_dir
 
     def process(self, element):
-        from costlib_pipelines.io.files import write_bytes_atomically, write_parquet
 
         shard, chunks = element
         chunks = list(chunks)

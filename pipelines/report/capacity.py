@@ -16,9 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from costlib_pipelines.report import cells
-from costlib_pipelines.report.templates import render
 
-__all__ = ["MAX_ROWS", "capacity_section", "capacity_view"]
+__all__ = ["MAX_ROWS", "capacity_view"]
 
 #: Groups listed in the allocation table (the largest allocated volumes first beyond it).
 MAX_ROWS = 200
@@ -106,8 +105,3 @@ def capacity_view(manifest: Mapping[str, Any], records: Sequence[Mapping[str, An
                           "utility", "volume scale", "thresholds"], rows, "capacity")
     return {"figures": top, "groups": groups, "shown": len(shown), "total": len(mine)}
 
-
-def capacity_section(manifest: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> str:
-    """The section's HTML; empty when the run allocated no capacity."""
-    view = capacity_view(manifest, records)
-    return "" if view is None else render("capacity.html.j2", capacity=view)

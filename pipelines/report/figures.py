@@ -36,7 +36,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
-from costlib.thresholds._plots import _COLORS as METHOD_COLORS
+from costlib.thresholds._plots import METHOD_COLORS
 from costlib.thresholds._target import Target
 
 __all__ = ["COLOURS", "DPI", "GroupFigures", "PNView", "nice_ceiling", "png_data_uri"]

@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["fmt_count", "fmt_interval", "fmt_ratio", "fmt_threshold", "fmt_thresholds",
+__all__ = ["fmt_count", "fmt_interval", "fmt_ratio", "fmt_threshold",
            "fmt_time", "inputs_text", "plural", "publication_text", "sort_value"]
 
 
@@ -16,13 +16,6 @@ def fmt_threshold(value: float | None) -> str:
     if value is None:
         return "–"
     return "off" if math.isinf(value) else f"{value:.4f}"
-
-
-def fmt_thresholds(values: Sequence[float] | None) -> str:
-    """Thresholds in classifier order, comma-separated."""
-    if values is None:
-        return "none"
-    return ", ".join(fmt_threshold(v) for v in values)
 
 
 def fmt_count(value: float | None) -> str:

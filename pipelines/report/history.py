@@ -64,16 +64,7 @@ from costlib_pipelines.report.history_data import (
 from costlib_pipelines.report.history_figures import HistoryFigures, threshold_range
 from costlib_pipelines.report.templates import render
 
-__all__ = [
-    "MAX_PLOTTED_GROUPS",
-    "AuditShare",
-    "HistoryRun",
-    "build_history",
-    "load_history",
-    "plotted_groups",
-    "threshold_movement",
-    "write_history",
-]
+__all__ = ["MAX_PLOTTED_GROUPS", "build_history", "write_history"]
 
 #: The table of runs starts unfolded up to this many runs.
 OPEN_RUNS = 30

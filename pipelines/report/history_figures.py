@@ -17,6 +17,7 @@ from matplotlib.patches import Patch
 from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator
 
+from costlib.thresholds._plots import METHOD_COLORS
 from costlib_pipelines.report.figures import _Blitter
 from costlib_pipelines.report.history_data import NOT_OK, POINT_NOT_OK, HistoryRun
 
@@ -57,7 +58,6 @@ class HistoryFigures:
 
     def __init__(self, runs: Sequence[HistoryRun], classifiers: Sequence[str],
                  threshold_range: tuple[float, float]):
-        from costlib.thresholds._plots import _COLORS
 
         n = len(runs)
         self.classifiers = list(classifiers)
@@ -70,7 +70,7 @@ class HistoryFigures:
         self.off_level = high + 0.12 * span
         titles = ("thresholds (decision method)", "flagged volume",
                   "precision among rated rows", "estimated recall (audit)")
-        colours = list(_COLORS.values()) or ["C0", "C1", "C2", "C3"]
+        colours = list(METHOD_COLORS.values()) or ["C0", "C1", "C2", "C3"]
         for ax, title in zip(axes, titles, strict=True):
             ax.set_title(title, fontsize=9)
             ax.set_xlim(-0.5, n - 0.5)

@@ -40,12 +40,10 @@ from typing import Any
 from costlib_pipelines.io.files import InputError, write_bytes_atomically
 from costlib_pipelines.report.capacity import capacity_view
 from costlib_pipelines.report.changes import (
-    ALL_GROUPS,
     ThresholdChange,
     applied_points,
     detail_reasons,
     group_order,
-    latest_points,
     shown_points,
     threshold_changes,
 )
@@ -61,21 +59,7 @@ from costlib_pipelines.report.sections import (
 )
 from costlib_pipelines.report.templates import render
 
-__all__ = [
-    "ALL_GROUPS",
-    "MAX_DETAILED_GROUPS",
-    "RunData",
-    "ThresholdChange",
-    "applied_points",
-    "build_report",
-    "detail_reasons",
-    "group_figures",
-    "latest_points",
-    "load_run",
-    "previous_run",
-    "threshold_changes",
-    "write_report",
-]
+__all__ = ["MAX_DETAILED_GROUPS", "build_report", "write_report"]
 
 #: Up to this many groups every group gets its section; above it only the groups
 #: :func:`detail_reasons` names (and those selected), the rest are rows of the overview.

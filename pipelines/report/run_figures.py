@@ -10,7 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from costlib_pipelines.config import ConfigError, RunConfig
 from costlib_pipelines.io.files import InputError
+from costlib_pipelines.recalibrate.in_force import edges_with_in_force, read_in_force
+from costlib_pipelines.recalibrate.publish import Baseline
 from costlib_pipelines.report.changes import Key, applied_points
 from costlib_pipelines.report.figures import GroupFigures
 from costlib_pipelines.report.runs_data import RunData
@@ -28,9 +31,6 @@ def _lattice_thresholds(manifest: Mapping[str, Any]) -> list[np.ndarray] | None:
     not fixed or cannot be rebuilt (the source run is gone, or it now adds other edges than the
     manifest says).
     """
-    from costlib_pipelines.config import ConfigError, RunConfig
-    from costlib_pipelines.recalibrate.in_force import edges_with_in_force, read_in_force
-    from costlib_pipelines.recalibrate.publish import Baseline
 
     recorded = (manifest.get("grid_edges") or {}).get("edges")
     if isinstance(recorded, list) and recorded:  # runs since the manifest records them
