@@ -27,11 +27,22 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
+Moved = Mapping[str, str | tuple[str, ...]]
+
+
+def moved_paths(package: str, moved: Moved) -> dict[str, str | tuple[str, ...]]:
+    """``moved`` (old -> new module, or the modules it was split into, both relative to
+    ``package``) as absolute module paths."""
+
+    def absolute(new: str | tuple[str, ...]) -> str | tuple[str, ...]:
+        return f"{package}.{new}" if isinstance(new, str) else tuple(
+            f"{package}.{n}" for n in new)
+
+    return {f"{package}.{old}": absolute(new) for old, new in moved.items()}
+
+
 #: Old module path -> new module path (or the modules it was split into), for costlib's core.
-COSTLIB_MOVED: Mapping[str, str | tuple[str, ...]] = {
-    f"costlib.{old}": (f"costlib.{new}" if isinstance(new, str) else
-                       tuple(f"costlib.{n}" for n in new))
-    for old, new in {
+COSTLIB_MOVED = moved_paths("costlib", {
         "grid": ("thresholds._grid", "thresholds._rows", "thresholds._cells",
                  "thresholds._sparse"),
         "edges": "thresholds._edges",
@@ -50,8 +61,7 @@ COSTLIB_MOVED: Mapping[str, str | tuple[str, ...]] = {
         "audit_design": "audit._neyman", "audit_estimation": "audit._weights",
         "benefit": "costs._benefit", "example_costs": "costs._example_costs",
         "losses": "decoding._losses",
-    }.items()
-}
+})
 
 
 def public_home(module: str) -> str:
@@ -87,13 +97,22 @@ class _MovedModuleLoader(importlib.abc.Loader):
         """Nothing to run: the module was imported at its new path."""
 
 
+def _first_with(name: str, modules: tuple[str, ...]) -> tuple[str, Any] | None:
+    """The first of ``modules`` (absolute paths, imported in order) defining ``name``, and the
+    value; None when none does."""
+    for module in modules:
+        found = importlib.import_module(module)
+        if hasattr(found, name):
+            return module, getattr(found, name)
+    return None
+
+
 def _first_found(name: str, modules: tuple[str, ...]) -> Callable[[str], Any]:
     def __getattr__(attribute: str) -> Any:
-        for module in modules:
-            found = importlib.import_module(module)
-            if not attribute.startswith("__") and hasattr(found, attribute):
-                return getattr(found, attribute)
-        raise AttributeError(f"module {name!r} has no attribute {attribute!r}")
+        hit = None if attribute.startswith("__") else _first_with(attribute, modules)
+        if hit is None:
+            raise AttributeError(f"module {name!r} has no attribute {attribute!r}")
+        return hit[1]
 
     return __getattr__
 
@@ -102,7 +121,7 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder):
     """Answers only for the old paths in ``moved`` (old -> new module path, or the modules it
     was split into)."""
 
-    def __init__(self, moved: Mapping[str, str | tuple[str, ...]]) -> None:
+    def __init__(self, moved: Moved) -> None:
         self.moved = dict(moved)
 
     def find_spec(self, fullname: str, path: Any = None,
@@ -113,7 +132,7 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_loader(fullname, _MovedModuleLoader(new))
 
 
-def install(moved: Mapping[str, str | tuple[str, ...]]) -> None:
+def install(moved: Moved) -> None:
     """Put a finder for ``moved`` on :data:`sys.meta_path` (once per set of names)."""
     for finder in sys.meta_path:
         if isinstance(finder, MovedModuleFinder) and finder.moved == dict(moved):
@@ -146,18 +165,16 @@ def forward_to_modules(package: str, modules: tuple[str, ...], current: frozense
     or, with a dot, absolute module names. Submodule names are left to the import system.
     """
 
+    absolute = tuple(leaf if "." in leaf else f"{package}.{leaf}" for leaf in modules)
+
     def __getattr__(name: str) -> Any:
-        if name.startswith("__") or name in modules:
+        hit = None if name.startswith("__") or name in modules else _first_with(name, absolute)
+        if hit is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        for leaf in modules:
-            module = leaf if "." in leaf else f"{package}.{leaf}"
-            found = importlib.import_module(module)
-            if hasattr(found, name):
-                if name not in current:
-                    warnings.warn(f"{package}.{name} moved: import it from {module}; "
-                                  "the old path goes in costlib 0.2", DeprecationWarning,
-                                  stacklevel=2)
-                return getattr(found, name)
-        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module, value = hit
+        if name not in current:
+            warnings.warn(f"{package}.{name} moved: import it from {module}; the old path goes "
+                          "in costlib 0.2", DeprecationWarning, stacklevel=2)
+        return value
 
     return __getattr__

@@ -24,6 +24,7 @@ import sys
 from importlib.util import find_spec
 
 from costlib._moved import install as install_moved
+from costlib._moved import moved_paths
 
 #: Import name -> distribution of everything the pipelines import beyond costlib's core.
 EXTRA_MODULES = {"apache_beam": "apache-beam", "pyarrow": "pyarrow", "yaml": "PyYAML",
@@ -58,9 +59,7 @@ if _MISSING is not None:
 #: concept names its successors, which serve its names in this order).
 _RECALIBRATE_TRANSFORMS = tuple(f"recalibrate.{m}" for m in (
     "aggregating", "reading", "grids", "edges", "optimizing", "accounting", "dead_letters"))
-MOVED = {f"costlib_pipelines.{old}": (f"costlib_pipelines.{new}" if isinstance(new, str) else
-                                      tuple(f"costlib_pipelines.{n}" for n in new))
-         for old, new in {
+MOVED = moved_paths("costlib_pipelines", {
     "files": "io.files", "runs": "io.runs", "output_lock": "io.lock", "records": "io.records",
     "batches": ("io.batches", "io.schema", "io.plausibility"), "status": "io.status",
     "transforms": _RECALIBRATE_TRANSFORMS,
@@ -73,7 +72,7 @@ MOVED = {f"costlib_pipelines.{old}": (f"costlib_pipelines.{new}" if isinstance(n
     "report_history": ("report.history", "report.history_data", "report.history_figures"),
     "cli": "commands.cli",
     "exit_codes": "commands.exit_codes", "progress": "commands.progress",
-}.items()}
+})
 install_moved(MOVED)
 
 
