@@ -194,7 +194,8 @@ def test_no_pipeline_module_is_over_550_lines():
 
 
 #: Dotted names the text may mention although they do not exist (a test of a broken link).
-NOT_REFERENCES = {"costlib.costs._benefit.no_such_function"}
+NOT_REFERENCES = {"costlib.costs._benefit.no_such_function", "costlib.no_such_module",
+                  "costlib_pipelines.no_such_module"}
 
 REFERENCE_CHECK = """
 import importlib, json, re, sys, warnings
@@ -269,3 +270,45 @@ def test_the_api_reference_shows_every_private_module_of_the_core_packages():
         for path in (ROOT / "costlib" / package).glob("_*.py"):
             if path.name != "__init__.py":
                 assert f"::: costlib.{package}.{path.stem}\n" in pages, path
+
+
+UNKNOWN_NAMES = """
+import importlib, json, warnings
+warnings.simplefilter("ignore")
+import costlib, costlib_pipelines
+outcomes = {}
+for module, name in [("costlib.grid", "no_such_name"), ("costlib.grid", "__wrapped__"),
+                     ("costlib.audit_estimation", "NoSuchDesign"),
+                     ("costlib_pipelines.decide", "no_such_name"),
+                     ("costlib_pipelines.decide", "pipeline_typo"),
+                     ("costlib_pipelines.transforms", "NoSuchFn")]:
+    try:
+        getattr(importlib.import_module(module), name)
+        outcomes[f"{module}.{name}"] = "found"
+    except AttributeError as error:
+        outcomes[f"{module}.{name}"] = str(error)
+for module in ("costlib.no_such_module", "costlib_pipelines.no_such_module"):
+    try:
+        importlib.import_module(module)
+        outcomes[module] = "found"
+    except ModuleNotFoundError as error:
+        outcomes[module] = type(error).__name__
+print(json.dumps(outcomes))
+"""
+
+
+def test_unknown_names_on_old_paths_fail_as_python_would():
+    """The forwarders serve only names that exist: anything else is an AttributeError naming
+    the module the name was looked up on (for a module that moved whole, the new module: it is
+    the same object), and an old-looking path that never existed is not found."""
+    result = subprocess.run([sys.executable, "-c", UNKNOWN_NAMES], capture_output=True,
+                            text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    outcomes = json.loads(result.stdout.splitlines()[-1])
+    for key, outcome in outcomes.items():
+        if key.endswith("no_such_module"):
+            assert outcome == "ModuleNotFoundError", key
+        else:
+            module, _, name = key.rpartition(".")
+            module = {"costlib.audit_estimation": "costlib.audit._weights"}.get(module, module)
+            assert outcome == f"module {module!r} has no attribute {name!r}", (key, outcome)
