@@ -500,3 +500,27 @@ def reference_noise(args: argparse.Namespace, *, seed: int, family: str, twins: 
 #: force" published the same thresholds as ``lower_bound_move`` (docs/audit.md, issue 21).
 RULES: dict[str, Recalibrate] = {}
 
+
+
+def _lattice_candidates(config: RunConfig, grids: dict[str, ThresholdGrid],
+                        in_force: dict[str, Any]) -> Mapping[str, GroupResult]:
+    """Experiment (dropped, docs/audit.md "Issue 21 on 30 seeds"): the lower-bound move searches
+    every cell of the lattice, not only the method's curve. The optimiser's module looks
+    ``lower_bound_move`` up by name, so the variant swaps it there for the call."""
+    import dataclasses
+
+    import costlib.thresholds._recalibration as recal
+    original = recal.lower_bound_move
+
+    def every_cell(grid, chosen, in_force_t, **kwargs):
+        cells = np.indices(grid.shape).reshape(grid.k, -1).T.astype(np.intp)
+        return original(grid, dataclasses.replace(chosen, path=cells), in_force_t, **kwargs)
+
+    recal.lower_bound_move = every_cell
+    try:
+        return pipeline_recalibrate(config, grids, in_force)
+    finally:
+        recal.lower_bound_move = original
+
+
+RULES["lattice"] = _lattice_candidates
