@@ -140,28 +140,29 @@ def config_for(args: argparse.Namespace, overrides: dict[str, Any], audit: bool,
 
 
 def run_one(job: tuple) -> tuple:
-    name, family, scenario, seed, argv = job
+    name, family, scenario, seed, argv, start_name = job
     overrides, rule, extra = CONFIGS[name]
     args = loop.parse_args(argv + extra)
     sim.EXPERIMENT.clear()
     sim.EXPERIMENT.update(EXPERIMENTS.get(name, {}))
     thin = scenario == "thin_audit"
     config = config_for(args, overrides, True, thin)
-    start = (loop.STARTS_CONCENTRATED if family == "concentrated" else loop.STARTS)["high"]
+    start = (loop.STARTS_CONCENTRATED if family == "concentrated" else loop.STARTS)[start_name]
     t0 = time.perf_counter()
     days = sim.simulate_loop(args, start=start, audit=True, drift=True, seed=seed,
                              family=family, thin=thin, config=config,
                              recalibrate=sim.RULES[rule] if rule else None)
     fig = sim.figures(days, check_day=args.check_day, drift_day=args.drift_day)
     budget = float(config.audit["budget_share"]) if config.audit["design"] == "auto" else None
-    return name, family, scenario, seed, fig, budget, time.perf_counter() - t0
+    return (name if start_name == "high" else f"{name}@{start_name}", family, scenario, seed,
+            fig, budget, time.perf_counter() - t0)
 
 
 def table(results: list[tuple], verbose: bool = False) -> None:
     print(f"\n{'config':<12} {'family':<12} {'scenario':<10} {'late mean (min)':>16} "
           f"{'start':>6} {'recov':>9} {'audit dev':>10} {'share':>6}  met (late/start/recov/audit)")
     keys = sorted({(r[0], r[1], r[2]) for r in results},
-                  key=lambda k: (list(CONFIGS).index(k[0]), k[1], k[2]))
+                  key=lambda k: (list(CONFIGS).index(k[0].split("@")[0]), k[0], k[1], k[2]))
     for key in keys:
         rows = [r for r in results if r[:3] == key]
         figs = [r[4] for r in rows]
@@ -262,6 +263,9 @@ def main() -> None:
     parser.add_argument("--scenarios", default="drift,thin_audit")
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument("--starts", default="high",
+                        help="starting points, comma-separated: high (0.9, 0.9), image-off "
+                        "(0.9, inf); (0.5, ...) for the concentrated family")
     parser.add_argument("--per-seed", action="store_true",
                         help="also print each seed's late mean and min utility / start")
     parser.add_argument("--reference-noise", type=int, default=0, metavar="TWINS",
@@ -284,8 +288,9 @@ def main() -> None:
                               opts.processes)
         print(f"\n{time.perf_counter() - t0:.0f} s wall")
         return
-    jobs = [(name, family, scenario, seed, argv)
-            for name in opts.configs.split(",") for family in opts.families.split(",")
+    jobs = [(name, family, scenario, seed, argv, start)
+            for name in opts.configs.split(",") for start in opts.starts.split(",")
+            for family in opts.families.split(",")
             for scenario in opts.scenarios.split(",") for seed in opts.seeds]
     t0 = time.perf_counter()
     if opts.processes > 1:
