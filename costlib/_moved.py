@@ -59,7 +59,8 @@ COSTLIB_MOVED = moved_paths("costlib", {
         "score_sketch": "thresholds._score_sketch", "audit_plots": "thresholds._audit_plots",
         "audit_sampling": "audit._sampling", "audit_strata": "audit._strata",
         "audit_design": "audit._neyman", "audit_estimation": "audit._weights",
-        "benefit": "costs._benefit", "example_costs": "costs._example_costs",
+        "benefit": ("costs._matrices", "costs._benefit", "costs._binary"),
+        "example_costs": "costs._example_costs",
         "losses": "decoding._losses",
 })
 

@@ -1,8 +1,8 @@
 """scikit-learn helpers imported on first use.
 
-Importing scikit-learn costs ~0.8 s of CPU; the pipelines import :mod:`costlib.costs._benefit` and
-:mod:`costlib.costs._example_costs` for their types and rarely call these, so every pipeline start
-would pay for it. Each wrapper imports its function when it is first called.
+Importing scikit-learn costs ~0.8 s of CPU; the pipelines import :mod:`costlib.costs._matrices`
+and :mod:`costlib.costs._example_costs` for their types and rarely call these, so every pipeline
+start would pay for it. Each wrapper imports its function when it is first called.
 """
 
 from __future__ import annotations

@@ -13,21 +13,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 
-import costlib.costs._benefit
+import costlib.costs._matrices
 import costlib.estimators._benefit_lr
 import costlib.estimators._min_expected_cost
 from costlib.costs._benefit import (
-    BenefitMatrix,
-    CostMatrix,
     benefit_curve,
     benefit_optimal_threshold,
     class_priors,
-    eta,
     expected_benefit,
     normalized_benefit,
-    one_vs_rest_benefit,
-    target_marginal_precision,
 )
+from costlib.costs._binary import eta, one_vs_rest_benefit, target_marginal_precision
+from costlib.costs._matrices import BenefitMatrix, CostMatrix
 
 B2 = [[1.0, -1.0], [-5.0, 2.0]]
 B3 = [[1.0, -1.0, -2.0], [-1.0, 2.0, -1.0], [-3.0, -1.0, 1.0]]
@@ -316,7 +313,7 @@ def test_one_vs_rest_combination_as_written_and_normalised():
 @pytest.mark.parametrize(
     "module",
     [
-        costlib.costs._benefit,
+        costlib.costs._matrices,
         costlib.estimators._benefit_lr,
         costlib.estimators._min_expected_cost,
     ],

@@ -10,7 +10,7 @@ from sklearn.datasets import load_breast_cancer, load_wine
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
-from costlib.costs._benefit import BenefitMatrix
+from costlib.costs._matrices import BenefitMatrix
 from costlib.estimators import BenefitLogisticRegression
 
 pytestmark = pytest.mark.usefixtures("single_blas_thread")

@@ -10,7 +10,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.naive_bayes import CategoricalNB, GaussianNB
 from sklearn.preprocessing import KBinsDiscretizer, StandardScaler
 
-from costlib.costs._benefit import BenefitMatrix, CostMatrix
+from costlib.costs._matrices import BenefitMatrix, CostMatrix
 from costlib.estimators import CostSensitiveNaiveBayes, MinimumExpectedCostClassifier
 
 pytestmark = pytest.mark.usefixtures("single_blas_thread")

@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from costlib.costs._benefit import BenefitMatrix, target_marginal_precision
+from costlib.costs._binary import target_marginal_precision
+from costlib.costs._matrices import BenefitMatrix
 from costlib.experiments import sooklal_benefit as exp
 from costlib_pipelines.commands.cli import main as cli_main
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from costlib.costs._benefit import BenefitMatrix, CostMatrix
+from costlib.costs._matrices import BenefitMatrix, CostMatrix
 from costlib.estimators import (
     BenefitLogisticRegression,
     CostSensitiveKernelLogisticRegression,

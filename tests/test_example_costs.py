@@ -11,8 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costlib.costs._benefit import (
-    BenefitMatrix,
-    CostMatrix,
     benefit_curve,
     benefit_optimal_threshold,
     expected_benefit,
@@ -33,6 +31,7 @@ from costlib.costs._example_costs import (
     savings_score,
     total_cost,
 )
+from costlib.costs._matrices import BenefitMatrix, CostMatrix
 from costlib.estimators._common import min_expected_cost_index
 
 

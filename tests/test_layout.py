@@ -21,7 +21,8 @@ import networkx as nx
 ROOT = Path(__file__).resolve().parent.parent
 
 COSTLIB_PACKAGES = {"costlib", "costlib.audit", "costlib.costs", "costlib.decoding",
-                    "costlib.estimators", "costlib.experiments", "costlib.thresholds"}
+                    "costlib.estimators", "costlib.experiments", "costlib.thresholds",
+                    "costlib.experiments.robles2020"}
 PIPELINES_PACKAGES = {"costlib_pipelines", "costlib_pipelines.commands", "costlib_pipelines.decide",
                       "costlib_pipelines.io", "costlib_pipelines.recalibrate",
                       "costlib_pipelines.report"}
@@ -75,7 +76,7 @@ def _subpackage_graph() -> nx.DiGraph:
 
 def test_costlib_subpackages_import_each_other_without_cycles():
     graph = _subpackage_graph()
-    assert set(graph) == COSTLIB_PACKAGES - {"costlib"}
+    assert set(graph) == {package for package in COSTLIB_PACKAGES if package.count(".") == 1}
     assert nx.is_directed_acyclic_graph(graph), list(nx.simple_cycles(graph))
     # The layers the map states: the engine builds on the audit weights, never the reverse.
     assert graph.has_edge("costlib.thresholds", "costlib.audit")

@@ -13,13 +13,12 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from costlib.costs._benefit import (
-    BenefitMatrix,
-    CostMatrix,
     benefit_curve,
     benefit_optimal_threshold,
     benefit_scorer,
     expected_benefit,
 )
+from costlib.costs._matrices import BenefitMatrix, CostMatrix
 from costlib.decoding import optimal_topk, optimal_topk_batch, optimal_topk_ragged
 from costlib.decoding._losses import fbeta_loss, get_loss
 from costlib.estimators import HierarchicalCostSensitiveClassifier

@@ -2,10 +2,14 @@
 
 Public API, by module:
 
-BenefitMatrix, CostMatrix, as_benefit_matrix, as_cost_matrix, expected_benefit, normalized_benefit,
-benefit_scorer, benefit_curve, benefit_optimal_threshold, eta, target_marginal_precision,
-class_priors, one_vs_rest_benefit
+BenefitMatrix, CostMatrix, as_benefit_matrix, as_cost_matrix
+    Validated class-dependent benefit and cost matrices (:mod:`._matrices`).
+expected_benefit, normalized_benefit, benefit_scorer, benefit_curve, benefit_optimal_threshold,
+class_priors
     The benefit metric of paper 000 and its optimal thresholds (:mod:`._benefit`).
+eta, target_marginal_precision, one_vs_rest_benefit
+    Binary benefit matrices: the cost ratio η, the target marginal precision, and the
+    one-vs-rest matrix of a class (:mod:`._binary`).
 binary_example_costs, as_example_costs, as_example_benefits, from_costcla, expected_costs,
 bayes_minimum_risk, bayes_thresholds, cost_curve, cost_optimal_threshold, savings_score,
 total_cost, expected_example_benefit, normalized_example_benefit
@@ -16,20 +20,14 @@ The estimators trained on these costs are in :mod:`costlib.estimators`.
 """
 
 from ._benefit import (
-    BenefitMatrix,
-    CostMatrix,
-    as_benefit_matrix,
-    as_cost_matrix,
     benefit_curve,
     benefit_optimal_threshold,
     benefit_scorer,
     class_priors,
-    eta,
     expected_benefit,
     normalized_benefit,
-    one_vs_rest_benefit,
-    target_marginal_precision,
 )
+from ._binary import eta, one_vs_rest_benefit, target_marginal_precision
 from ._example_costs import (
     as_example_benefits,
     as_example_costs,
@@ -45,6 +43,7 @@ from ._example_costs import (
     savings_score,
     total_cost,
 )
+from ._matrices import BenefitMatrix, CostMatrix, as_benefit_matrix, as_cost_matrix
 
 __all__ = [
     "BenefitMatrix", "CostMatrix", "as_benefit_matrix", "as_cost_matrix", "as_example_benefits",

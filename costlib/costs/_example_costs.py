@@ -2,10 +2,10 @@
 
 In fraud, credit and marketing the price of an error depends on the example: a missed fraud
 costs its amount, a false alarm a fixed review fee, a declined good loan that loan's margin.
-This module generalises the class-level matrices of :mod:`costlib.costs._benefit` to one matrix per
-row.
+This module generalises the class-level matrices of :mod:`costlib.costs._matrices` to one matrix
+per row.
 
-Convention (the same as :mod:`costlib.costs._benefit`): ``C[i, q, k]`` is the cost of predicting
+Convention (the same as :mod:`costlib.costs._matrices`): ``C[i, q, k]`` is the cost of predicting
 class ``k`` for example ``i`` whose true class is ``q`` (**rows = true class, columns = predicted
 class**). For a binary problem class 1 is the positive class, so
 
@@ -42,7 +42,7 @@ import numpy.typing as npt
 from numpy.typing import ArrayLike
 
 from costlib._sklearn import column_or_1d, unique_labels
-from costlib.costs._benefit import BenefitMatrix, CostMatrix
+from costlib.costs._matrices import BenefitMatrix, CostMatrix
 
 __all__ = [
     "as_example_benefits",

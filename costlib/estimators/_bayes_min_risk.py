@@ -13,8 +13,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
-from costlib.costs._benefit import CostMatrix
 from costlib.costs._example_costs import as_example_costs
+from costlib.costs._matrices import CostMatrix
 from costlib.estimators._common import aligned_cost_matrix
 
 FloatArray = npt.NDArray[np.float64]

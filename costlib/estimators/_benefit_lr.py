@@ -13,7 +13,9 @@ from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from costlib._messages import plain
-from costlib.costs._benefit import BenefitMatrix, class_priors, eta, one_vs_rest_benefit
+from costlib.costs._benefit import class_priors
+from costlib.costs._binary import eta, one_vs_rest_benefit
+from costlib.costs._matrices import BenefitMatrix
 from costlib.estimators._common import aligned_benefit_matrix, encode_classes
 
 

@@ -7,7 +7,7 @@ from numpy.typing import ArrayLike
 from sklearn.utils.multiclass import check_classification_targets
 
 from costlib._messages import plain
-from costlib.costs._benefit import BenefitMatrix, CostMatrix, as_benefit_matrix, as_cost_matrix
+from costlib.costs._matrices import BenefitMatrix, CostMatrix, as_benefit_matrix, as_cost_matrix
 
 
 def encode_classes(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

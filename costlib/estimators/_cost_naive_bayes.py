@@ -13,7 +13,7 @@ from sklearn.preprocessing import KBinsDiscretizer
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from costlib._messages import plain
-from costlib.costs._benefit import CostMatrix
+from costlib.costs._matrices import CostMatrix
 from costlib.estimators._common import (
     aligned_cost_matrix,
     cost_decision_function,

@@ -15,8 +15,8 @@ from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from costlib.costs._benefit import CostMatrix
 from costlib.costs._example_costs import as_example_costs
+from costlib.costs._matrices import CostMatrix
 from costlib.estimators._common import check_positive, encode_classes
 
 FloatArray = npt.NDArray[np.float64]

@@ -11,7 +11,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
-from costlib.costs._benefit import CostMatrix
+from costlib.costs._matrices import CostMatrix
 from costlib.estimators._common import (
     aligned_cost_matrix,
     cost_decision_function,

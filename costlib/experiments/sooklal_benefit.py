@@ -49,7 +49,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
-from costlib.costs._benefit import BenefitMatrix, expected_benefit, normalized_benefit
+from costlib.costs._benefit import expected_benefit, normalized_benefit
+from costlib.costs._matrices import BenefitMatrix
 from costlib.estimators import (
     BenefitLogisticRegression,
     CostSensitiveKernelLogisticRegression,
