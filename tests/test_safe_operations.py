@@ -370,6 +370,57 @@ def test_console_script_exit_codes(stream, tmp_path):
     assert help_.returncode == 0 and "gen-0.5%" in help_.stdout
 
 
+def test_a_reader_that_goes_away_keeps_the_commands_exit_code(tmp_path):
+    """``costlib status --json | head -c 100``: exit 3 (held), no BrokenPipeError traceback."""
+    output = tmp_path / "out"
+    output.mkdir()  # nothing published: status exits 3
+    costlib = Path(sys.executable).with_name("costlib")
+    proc = subprocess.Popen([costlib, "status", "--output", str(output), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader has gone before the command prints anything
+    err = proc.stderr.read()
+    assert proc.wait() == 3, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err
+
+
+class _ClosedPipe(io.StringIO):
+    """A stdout whose reader has gone: every write and flush raises ``BrokenPipeError``."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.parametrize(("argv", "code"), [
+    (["status", "--output", "{tmp}", "--json"], 3),
+    (["demo", "--output", "{tmp}/demo", "--n-items", "1000", "--no-plots"], 0),
+])
+def test_the_console_script_finishes_the_command_when_stdout_breaks(argv, code, tmp_path,
+                                                                    monkeypatch, capsys):
+    """A print that meets a closed pipe mid-command: the command still finishes (the demo's
+    decide step runs) and exits with its own code."""
+    from costlib_pipelines.commands import cli
+
+    class Exited(Exception):
+        pass
+
+    def exit_(status: int) -> None:
+        raise Exited(status)
+
+    monkeypatch.setattr(sys, "argv", ["costlib", *(a.format(tmp=tmp_path) for a in argv)])
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    monkeypatch.setattr(cli.os, "_exit", exit_)
+    with pytest.raises(Exited) as exited:
+        cli.console_main()
+    assert exited.value.args == (code,)
+    assert "Traceback" not in capsys.readouterr().err
+    if argv[0] == "demo":
+        assert (tmp_path / "demo" / "decide" / "LATEST").exists()
+
+
 @pytest.mark.parametrize("argv", [["demo", "--n-items", "-5"], ["demo", "--bins", "0"],
                                   ["demo", "--target-marginal-precision", "1.5"],
                                   ["status", "--output", "x", "--max-age-hours", "-1"],
