@@ -488,7 +488,10 @@ def test_status_healthy_held_stale_and_broken(stream, tmp_path, capsys):
     output = tmp_path / "out"
     assert main(["status", "--output", str(output)]) == 2  # no such output
     output.mkdir()
+    capsys.readouterr()
     assert main(["status", "--output", str(output)]) == 3  # nothing published
+    first_line = capsys.readouterr().out.splitlines()[0]
+    assert first_line == f"{output}: ATTENTION; nothing is published yet (no LATEST)"
     assert recalibrate(stream, output, "--run-id", "first") == 0
     capsys.readouterr()
     assert main(["status", "--output", str(output)]) == 0
@@ -510,8 +513,11 @@ def test_status_healthy_held_stale_and_broken(stream, tmp_path, capsys):
     assert main(["status", "--output", str(output)]) == 0
     # broken LATEST
     (output / "LATEST").write_text("gone\n")
+    capsys.readouterr()
     assert main(["status", "--output", str(output)]) == 3
-    assert "names run gone, which is missing" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "names run gone, which is missing" in printed
+    assert printed.splitlines()[0] == f"{output}: ATTENTION; LATEST = gone"  # no "finished ?"
 
 
 def test_parse_command_line_refuses_without_running(tmp_path):
