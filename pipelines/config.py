@@ -440,5 +440,23 @@ def load_config(path: str | Path) -> RunConfig:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from exc
     return RunConfig.from_dict(data, source=str(path))
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML parser error on one line: where, what, and what the parser was reading, e.g.
+    ``line 2, column 1: expected ',' or ']', but got '<stream end>' (while parsing a flow
+    sequence that starts at line 1, column 10)``; PyYAML's own text shows the source lines
+    with a ``^`` under the column, which does not survive being put on one line."""
+    if not isinstance(exc, yaml.MarkedYAMLError) or not exc.problem:
+        return " ".join(str(exc).split())
+
+    def where(mark: Any) -> str:
+        return f"line {mark.line + 1}, column {mark.column + 1}"
+
+    text = f"{where(exc.problem_mark)}: {exc.problem}" if exc.problem_mark else exc.problem
+    if exc.context:
+        start = f" that starts at {where(exc.context_mark)}" if exc.context_mark else ""
+        text += f" ({exc.context}{start})"
+    return text
