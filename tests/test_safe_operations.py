@@ -8,6 +8,7 @@ import io
 import json
 import logging
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -268,6 +269,25 @@ def test_a_second_run_into_a_locked_output_is_refused(stream, tmp_path, capsys):
     assert not (output / LOCK_NAME).exists()
     assert recalibrate(stream, output, "--run-id", "second") == 0
     assert not (output / LOCK_NAME).exists()  # released after the run
+
+
+def test_the_lock_message_names_the_unlock_command_that_removes_it(stream, tmp_path, capsys):
+    output = tmp_path / "out"
+    output.mkdir()
+    (output / LOCK_NAME).write_text(json.dumps({  # a driver on a machine that is gone
+        "run_id": "lost", "command": "recalibrate", "host": "gone.example", "pid": 1,
+        "started_utc": "2026-01-01T00:00:00+00:00", "token": "t"}))
+    assert recalibrate(stream, output, "--run-id", "next") == 2
+    err = capsys.readouterr().err.strip()
+    assert "delete" not in err
+    command = err.partition("remove its lock with: ")[2]
+    assert command == f"costlib unlock --output {output} --run-id lost"
+    assert main(shlex.split(command)[1:]) == 0  # the command as given works
+    assert recalibrate(stream, output, "--run-id", "next") == 0
+    (output / LOCK_NAME).write_text("not json")  # names no run: unlock cannot remove it
+    assert recalibrate(stream, output, "--run-id", "third") == 2
+    err = capsys.readouterr().err
+    assert f"delete {output / LOCK_NAME} (the lock names no run to unlock)" in err
 
 
 def test_a_lock_left_by_a_dead_process_is_taken_over(stream, tmp_path):
