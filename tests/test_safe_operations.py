@@ -126,6 +126,32 @@ def test_a_file_that_is_not_operating_points_is_exit_2(stream, tmp_path, capsys)
     assert "config.yaml: no manifest.json" in err  # neither operating points nor a run
 
 
+def test_an_output_of_the_wrong_kind_or_without_latest_is_named(stream, tmp_path, capsys):
+    recal, dec = tmp_path / "recal", tmp_path / "dec"
+
+    def decide(points: Path) -> int:
+        return main(["decide", "--config", stream["config"], "--input", stream["input"],
+                     "--operating-points", str(points), "--output", str(dec)])
+
+    assert recalibrate(stream, recal, "--run-id", "held", "--min-rated", "1e9") == 3
+    assert not (recal / "LATEST").exists()
+    capsys.readouterr()
+    assert decide(recal) == 2
+    assert f"nothing is published in {recal} yet (no LATEST)" in capsys.readouterr().err
+    assert recalibrate(stream, recal, "--run-id", "first") == 0
+    assert decide(recal) == 0
+    run_dir = dec / "runs" / (dec / "LATEST").read_text().strip()
+    capsys.readouterr()
+    for code in (main(["report", "--run", str(dec)]), main(["report", "--run", str(run_dir)]),
+                 decide(dec)):
+        assert code == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert len(errors) == 3
+    for error in errors:
+        assert f"{run_dir}: this is a decide output" in error
+        assert "give a recalibrate output's run" in error
+
+
 def test_latest_holding_a_path_is_never_followed(stream, tmp_path, capsys):
     output = tmp_path / "out"
     assert recalibrate(stream, output, "--run-id", "first") == 0
