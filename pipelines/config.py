@@ -440,5 +440,41 @@ def load_config(path: str | Path) -> RunConfig:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    return RunConfig.from_dict(data, source=str(path))
+        raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from exc
+    config = RunConfig.from_dict(data, source=str(path))
+    _check_beta_as_written(data, source=str(path))
+    return config
+
+
+def _check_beta_as_written(data: dict[str, Any], *, source: str) -> None:
+    """A config file's ``objective.beta`` other than the default (1.0) with an objective other
+    than fbeta would be ignored: :class:`ConfigError`, as ``costlib recalibrate --beta`` without
+    ``--objective fbeta`` is refused. Checked on the file as written (``beta: 1.0`` next to
+    another objective is the example config's template; a validated config always holds a
+    beta), so a command line that overrides the file's objective is not refused for it."""
+    objective = data.get("objective")
+    if not isinstance(objective, dict) or "beta" not in objective:
+        return
+    name, beta = objective.get("name", "linear"), objective["beta"]
+    if name != "fbeta" and beta != 1.0:
+        raise ConfigError(
+            f"{source}: objective.beta: {beta:g} applies to objective.name fbeta only, but "
+            f"objective.name is {name}; set name: fbeta, or remove beta")
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML parser error on one line: where, what, and what the parser was reading, e.g.
+    ``line 2, column 1: expected ',' or ']', but got '<stream end>' (while parsing a flow
+    sequence that starts at line 1, column 10)``; PyYAML's own text shows the source lines
+    with a ``^`` under the column, which does not survive being put on one line."""
+    if not isinstance(exc, yaml.MarkedYAMLError) or not exc.problem:
+        return " ".join(str(exc).split())
+
+    def where(mark: Any) -> str:
+        return f"line {mark.line + 1}, column {mark.column + 1}"
+
+    text = f"{where(exc.problem_mark)}: {exc.problem}" if exc.problem_mark else exc.problem
+    if exc.context:
+        start = f" that starts at {where(exc.context_mark)}" if exc.context_mark else ""
+        text += f" ({exc.context}{start})"
+    return text

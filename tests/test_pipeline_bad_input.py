@@ -183,3 +183,35 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, capsys):
     bad_config.write_text("classifiers: []\ntarget: {slope: 1}\n")
     code = main(["recalibrate", "--config", str(bad_config), "--input", "x", "--output", "y"])
     assert code == 2 and "classifiers: [] should be non-empty" in capsys.readouterr().err
+
+
+def test_multi_line_config_errors_read_well_on_one_line(tmp_path, capsys):
+    """Several schema errors and a YAML syntax error: one line naming the file and the reason,
+    no ``:;`` and no fragments of PyYAML's source excerpt (``^`` under the column)."""
+    several = tmp_path / "several.yaml"
+    several.write_text("classifiers: [text_model]\ntarget: {nope: 1}\ngrid: {bins: -3}\n")
+    syntax = tmp_path / "syntax.yaml"
+    syntax.write_text("columns: [a\n")
+    lines = []
+    for config in (several, syntax):
+        code = main(["recalibrate", "--config", str(config), "--input", "x", "--output", "y"])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1
+        lines.append(err.strip())
+    assert lines[0] == (
+        f"costlib recalibrate: error: {several}: invalid run config: grid.bins: -3 is less "
+        "than the minimum of 1; target: Additional properties are not allowed ('nope' was "
+        "unexpected)")
+    assert lines[1] == (
+        f"costlib recalibrate: error: {syntax}: not valid YAML: line 2, column 1: expected ',' "
+        "or ']', but got '<stream end>' (while parsing a flow sequence that starts at line 1, "
+        "column 10)")
+
+
+def test_one_line_joins_an_introduced_list_with_a_space_and_drops_pointer_lines():
+    from costlib_pipelines.commands.exit_codes import one_line
+
+    assert one_line("c.yaml: invalid run config:\n  a: bad\n  b: worse") == (
+        "c.yaml: invalid run config: a: bad; b: worse")
+    assert one_line("f: cannot parse\n  x = [1\n      ^\nexpected ']'") == (
+        "f: cannot parse; x = [1; expected ']'")

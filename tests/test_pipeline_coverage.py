@@ -362,6 +362,29 @@ def test_windowed_points_with_unrated_rows_equal_costlib_per_window(frame, patte
     assert limited > 0
 
 
+def test_beta_without_the_fbeta_objective_is_refused(frame, pattern, tmp_path, capsys):
+    """``--beta`` (or a config file's ``objective.beta``) would be ignored by any objective
+    but fbeta: exit 2 naming both, nothing written."""
+    config_path = _write_config(tmp_path / "c.yaml", base_config())  # linear, beta 1.0
+    for extra, whence in ((["--beta", "2"], f"objective.name in {config_path}"),
+                          (["--objective", "f1", "--beta", "2"], "--objective")):
+        assert _recalibrate(config_path, pattern, tmp_path / "bad", *extra) == 2
+        err = capsys.readouterr().err
+        assert "--beta 2 applies to --objective fbeta only" in err and whence in err
+        assert not (tmp_path / "bad").exists()
+    written = base_config(objective={"name": "linear", "beta": 2.0})
+    fbeta_file = _write_config(tmp_path / "fbeta.yaml",
+                               base_config(objective={"name": "fbeta", "beta": 2.0}))
+    for config, code in ((_write_config(tmp_path / "linear.yaml", written.raw), 2),
+                         (fbeta_file, 0)):
+        assert _recalibrate(config, pattern, tmp_path / "out", "--beta", "3") == code
+    err = capsys.readouterr().err
+    assert "linear.yaml: objective.beta: 2 applies to objective.name fbeta only, but " \
+           "objective.name is linear" in err
+    got = pq.read_table(tmp_path / "out" / "runs" / "r1" / "operating_points.parquet")
+    assert {(r["objective"], r["objective_beta"]) for r in got.to_pylist()} == {("fbeta", 3.0)}
+
+
 def test_cli_objective_and_constraint_flags_override_the_config(frame, pattern, tmp_path,
                                                                 capsys):
     config_path = _write_config(tmp_path / "c.yaml", base_config())

@@ -8,6 +8,7 @@ import io
 import json
 import logging
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -123,6 +124,32 @@ def test_a_file_that_is_not_operating_points_is_exit_2(stream, tmp_path, capsys)
     err = capsys.readouterr().err
     assert "not an operating points file (no column 'run_id'" in err
     assert "config.yaml: no manifest.json" in err  # neither operating points nor a run
+
+
+def test_an_output_of_the_wrong_kind_or_without_latest_is_named(stream, tmp_path, capsys):
+    recal, dec = tmp_path / "recal", tmp_path / "dec"
+
+    def decide(points: Path) -> int:
+        return main(["decide", "--config", stream["config"], "--input", stream["input"],
+                     "--operating-points", str(points), "--output", str(dec)])
+
+    assert recalibrate(stream, recal, "--run-id", "held", "--min-rated", "1e9") == 3
+    assert not (recal / "LATEST").exists()
+    capsys.readouterr()
+    assert decide(recal) == 2
+    assert f"nothing is published in {recal} yet (no LATEST)" in capsys.readouterr().err
+    assert recalibrate(stream, recal, "--run-id", "first") == 0
+    assert decide(recal) == 0
+    run_dir = dec / "runs" / (dec / "LATEST").read_text().strip()
+    capsys.readouterr()
+    for code in (main(["report", "--run", str(dec)]), main(["report", "--run", str(run_dir)]),
+                 decide(dec)):
+        assert code == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert len(errors) == 3
+    for error in errors:
+        assert f"{run_dir}: this is a decide output" in error
+        assert "give a recalibrate output's run" in error
 
 
 def test_latest_holding_a_path_is_never_followed(stream, tmp_path, capsys):
@@ -270,6 +297,25 @@ def test_a_second_run_into_a_locked_output_is_refused(stream, tmp_path, capsys):
     assert not (output / LOCK_NAME).exists()  # released after the run
 
 
+def test_the_lock_message_names_the_unlock_command_that_removes_it(stream, tmp_path, capsys):
+    output = tmp_path / "out"
+    output.mkdir()
+    (output / LOCK_NAME).write_text(json.dumps({  # a driver on a machine that is gone
+        "run_id": "lost", "command": "recalibrate", "host": "gone.example", "pid": 1,
+        "started_utc": "2026-01-01T00:00:00+00:00", "token": "t"}))
+    assert recalibrate(stream, output, "--run-id", "next") == 2
+    err = capsys.readouterr().err.strip()
+    assert "delete" not in err
+    command = err.partition("remove its lock with: ")[2]
+    assert command == f"costlib unlock --output {output} --run-id lost"
+    assert main(shlex.split(command)[1:]) == 0  # the command as given works
+    assert recalibrate(stream, output, "--run-id", "next") == 0
+    (output / LOCK_NAME).write_text("not json")  # names no run: unlock cannot remove it
+    assert recalibrate(stream, output, "--run-id", "third") == 2
+    err = capsys.readouterr().err
+    assert f"delete {output / LOCK_NAME} (the lock names no run to unlock)" in err
+
+
 def test_a_lock_left_by_a_dead_process_is_taken_over(stream, tmp_path):
     output = tmp_path / "out"
     output.mkdir()
@@ -370,6 +416,57 @@ def test_console_script_exit_codes(stream, tmp_path):
     assert help_.returncode == 0 and "gen-0.5%" in help_.stdout
 
 
+def test_a_reader_that_goes_away_keeps_the_commands_exit_code(tmp_path):
+    """``costlib status --json | head -c 100``: exit 3 (held), no BrokenPipeError traceback."""
+    output = tmp_path / "out"
+    output.mkdir()  # nothing published: status exits 3
+    costlib = Path(sys.executable).with_name("costlib")
+    proc = subprocess.Popen([costlib, "status", "--output", str(output), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader has gone before the command prints anything
+    err = proc.stderr.read()
+    assert proc.wait() == 3, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err
+
+
+class _ClosedPipe(io.StringIO):
+    """A stdout whose reader has gone: every write and flush raises ``BrokenPipeError``."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.parametrize(("argv", "code"), [
+    (["status", "--output", "{tmp}", "--json"], 3),
+    (["demo", "--output", "{tmp}/demo", "--n-items", "1000", "--no-plots"], 0),
+])
+def test_the_console_script_finishes_the_command_when_stdout_breaks(argv, code, tmp_path,
+                                                                    monkeypatch, capsys):
+    """A print that meets a closed pipe mid-command: the command still finishes (the demo's
+    decide step runs) and exits with its own code."""
+    from costlib_pipelines.commands import cli
+
+    class Exited(Exception):
+        pass
+
+    def exit_(status: int) -> None:
+        raise Exited(status)
+
+    monkeypatch.setattr(sys, "argv", ["costlib", *(a.format(tmp=tmp_path) for a in argv)])
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    monkeypatch.setattr(cli.os, "_exit", exit_)
+    with pytest.raises(Exited) as exited:
+        cli.console_main()
+    assert exited.value.args == (code,)
+    assert "Traceback" not in capsys.readouterr().err
+    if argv[0] == "demo":
+        assert (tmp_path / "demo" / "decide" / "LATEST").exists()
+
+
 @pytest.mark.parametrize("argv", [["demo", "--n-items", "-5"], ["demo", "--bins", "0"],
                                   ["demo", "--target-marginal-precision", "1.5"],
                                   ["status", "--output", "x", "--max-age-hours", "-1"],
@@ -437,7 +534,10 @@ def test_status_healthy_held_stale_and_broken(stream, tmp_path, capsys):
     output = tmp_path / "out"
     assert main(["status", "--output", str(output)]) == 2  # no such output
     output.mkdir()
+    capsys.readouterr()
     assert main(["status", "--output", str(output)]) == 3  # nothing published
+    first_line = capsys.readouterr().out.splitlines()[0]
+    assert first_line == f"{output}: ATTENTION; nothing is published yet (no LATEST)"
     assert recalibrate(stream, output, "--run-id", "first") == 0
     capsys.readouterr()
     assert main(["status", "--output", str(output)]) == 0
@@ -459,8 +559,11 @@ def test_status_healthy_held_stale_and_broken(stream, tmp_path, capsys):
     assert main(["status", "--output", str(output)]) == 0
     # broken LATEST
     (output / "LATEST").write_text("gone\n")
+    capsys.readouterr()
     assert main(["status", "--output", str(output)]) == 3
-    assert "names run gone, which is missing" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "names run gone, which is missing" in printed
+    assert printed.splitlines()[0] == f"{output}: ATTENTION; LATEST = gone"  # no "finished ?"
 
 
 def test_parse_command_line_refuses_without_running(tmp_path):

@@ -19,6 +19,7 @@ import os
 import sys
 from collections.abc import Sequence
 from importlib import metadata
+from typing import Any, TextIO
 
 from costlib_pipelines.commands.exit_codes import BAD_INPUT, HELD, classify
 
@@ -229,13 +230,60 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
 
+class _StdoutReaderMayLeave:
+    """``sys.stdout`` of the console script: once the reader has gone (``costlib status --json
+    | head -c 100``), what the command still prints is discarded, so the command finishes and
+    exits with its own code instead of a ``BrokenPipeError`` traceback (exit 1, a bug).
+
+    As the Python docs advise (``signal``, "Note on SIGPIPE"), the file descriptor is then
+    pointed at ``os.devnull``, so that output still buffered cannot raise again when flushed.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._gone = False
+
+    def write(self, text: str) -> int:
+        if not self._gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._reader_gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        self._gone = True
+        try:
+            fileno = self._stream.fileno()
+        except (OSError, ValueError, AttributeError):  # a stream without a file descriptor
+            return
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, fileno)
+        finally:
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def console_main() -> None:
     """The console script: :func:`main`, then exit without interpreter finalisation.
 
     After a pipeline the runner's worker threads (gRPC, Arrow pools) may still be winding down;
     exiting through ``os._exit`` after flushing keeps them from turning a clean exit code into
-    an abort at interpreter shutdown.
+    an abort at interpreter shutdown. A reader of stdout that goes away early (``| head``) does
+    not change the exit code (:class:`_StdoutReaderMayLeave`).
     """
+    stdout = sys.stdout
+    sys.stdout = _StdoutReaderMayLeave(stdout)
     try:
         code = main()
     except SystemExit as exc:
@@ -249,6 +297,7 @@ def console_main() -> None:
         traceback.print_exc()
         code = 1
     sys.stdout.flush()
+    sys.stdout = stdout
     sys.stderr.flush()
     os._exit(code)
 

@@ -55,13 +55,22 @@ def user_error_types() -> tuple[type[BaseException], ...]:
 
 #: The suffix Beam appends to an error raised in a step (the step name means nothing to users).
 _STEP_SUFFIX = re.compile(r"\s*\[while running '[^\]]*'\]\s*$")
+#: A line that only points at a column of the line above (``^``, as in parser errors).
+_POINTER_LINE = re.compile(r"^\s*[\^~]+\s*$")
 
 
 def one_line(message: str) -> str:
-    """A message on one line: Beam's step suffix dropped, line breaks ``; ``, blanks folded."""
+    """A message on one line: Beam's step suffix dropped, blanks folded, pointer lines (``^``)
+    dropped, line breaks ``; `` (a space after a line that ends with ``:``, which introduces
+    the lines after it)."""
     message = _STEP_SUFFIX.sub("", str(message))
-    parts = [" ".join(line.split()) for line in message.splitlines()]
-    return "; ".join(p for p in parts if p)
+    text = ""
+    for line in message.splitlines():
+        part = " ".join(line.split())
+        if not part or _POINTER_LINE.match(part):
+            continue
+        text = f"{text}{' ' if text.endswith(':') else '; '}{part}" if text else part
+    return text
 
 
 def classify(exc: BaseException) -> tuple[int, str] | None:

@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     choice.add_argument("--objective", choices=("linear", "fbeta", "f1", "precision_at_volume"),
                         default=None, help="what the operating point maximises")
     choice.add_argument("--beta", type=number_in(0, low_open=True), default=None,
-                        help="beta of --objective fbeta")
+                        help="beta of --objective fbeta (an error with any other objective)")
     choice.add_argument("--volume", type=number_in(0, low_open=True), default=None,
                         help="review volume of --objective precision_at_volume")
     choice.add_argument("--min-precision", type=number_in(0, 1), default=None, metavar="P",
@@ -95,6 +95,12 @@ def run(args: argparse.Namespace) -> int:
     elif args.override_by or args.override_reason:
         raise UsageError("--override-by/--override-reason only apply with --override-guard")
     config = load_config(args.config)
+    objective = args.objective or config.objective["name"]
+    if args.beta is not None and objective != "fbeta":
+        whence = "--objective" if args.objective else f"objective.name in {args.config}"
+        raise UsageError(f"--beta {args.beta:g} applies to --objective fbeta only, but the "
+                         f"objective is {objective} ({whence}); add --objective fbeta or drop "
+                         "--beta")
     overrides = {f"{section}.{key}": value for section, key, value in (
         ("coverage", "max_unrated_share", args.max_unrated_share),
         ("objective", "name", args.objective), ("objective", "beta", args.beta),

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from costlib_pipelines.commands.arguments import number_in
 from costlib_pipelines.commands.exit_codes import HELD, OK
+
+if TYPE_CHECKING:
+    from costlib_pipelines.io.status import OutputStatus
 
 #: Beam flags (e.g. ``--impersonate_service_account``) set the output filesystem's credentials.
 PASSES_BEAM_ARGS = True
@@ -43,9 +47,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(status.as_dict(), indent=2, sort_keys=True))
     else:
-        age = "?" if status.age_hours is None else f"{status.age_hours:g} h ago"
         state = "ok" if status.healthy else "ATTENTION"
-        print(f"{status.output}: {state}; LATEST = {status.latest} (finished {age})")
+        print(f"{status.output}: {state}; {_latest(status)}")
         for problem in status.problems:
             print(f"  problem: {problem}")
         if status.newest_window:
@@ -58,3 +61,16 @@ def run(args: argparse.Namespace) -> int:
             print(f"  locked by run {status.lock.get('run_id')} ({status.lock.get('command')}, "
                   f"since {status.lock.get('started_utc')})")
     return OK if status.healthy else HELD
+
+
+def _latest(status: OutputStatus) -> str:
+    """What ``LATEST`` names, in words (the problems say what is wrong with it)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    if status.latest is None:
+        if FileSystems.exists(f"{status.output}/LATEST"):
+            return "LATEST names no usable run"
+        return "nothing is published yet (no LATEST)"
+    if status.age_hours is None:  # the run is missing or incomplete, or has no finish time
+        return f"LATEST = {status.latest}"
+    return f"LATEST = {status.latest} (finished {status.age_hours:g} h ago)"

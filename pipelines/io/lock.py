@@ -26,6 +26,7 @@ import datetime as dt
 import errno
 import json
 import os
+import shlex
 import socket
 import uuid
 from collections.abc import Iterator
@@ -98,9 +99,16 @@ def _stale_here(holder: dict[str, Any] | None) -> bool:
 
 
 def _refuse(path: str, holder: dict[str, Any] | None) -> OutputLocked:
+    output = path.rsplit("/", 1)[0]
+    run_id = (holder or {}).get("run_id")
+    if isinstance(run_id, str) and run_id:
+        remedy = (f"if that run is no longer active, remove its lock with: costlib unlock "
+                  f"--output {shlex.quote(output)} --run-id {shlex.quote(run_id)}")
+    else:  # costlib unlock removes only the lock of a named run
+        remedy = f"if no run is active, delete {path} (the lock names no run to unlock)"
     return OutputLocked(
         f"{path}: the output is locked by {_describe(holder)}; two runs must not write into "
-        f"one output. Wait for it, or, if no such run is active, delete {path}"
+        f"one output. Wait for it, or, {remedy}"
     )
 
 

@@ -357,6 +357,9 @@ def load_operating_points(path: str, *, windows: str = "all"
         run_dir = f"{path}/runs/{latest}"
         if not FileSystems.exists(run_dir):
             raise InputError(f"{path}/LATEST names run directory {run_dir}, which does not exist")
+    elif not FileSystems.exists(f"{path}/manifest.json") and any(list_runs(path)):
+        raise InputError(f"nothing is published in {path} yet (no LATEST); costlib status "
+                         f"--output {path} shows its runs")
     manifest = read_manifest(run_dir)
     if run_dir != path and manifest.get("published") is False:  # LATEST must name a published run
         raise InputError(f"{path}/LATEST names {run_dir}, which is held for review "
@@ -371,6 +374,11 @@ def load_operating_points(path: str, *, windows: str = "all"
         for m in result.metadata_list
     )
     if not paths:
+        command = manifest.get("command", "recalibrate")
+        if command != "recalibrate":
+            raise InputError(f"{run_dir}: this is a {command} output, not a recalibration (no "
+                             "operating points); give a recalibrate output's run (or the "
+                             "recalibrate output directory)")
         raise InputError(f"{run_dir}: complete run without operating_points.parquet "
                          f"(neither at the top level nor under windows/)")
     applied = (None if windows == "all"

@@ -1,0 +1,47 @@
+"""The README as a newcomer follows it: installed from a clone, commands of the clone's
+``.venv``, and the example-costs example printing what its comment says."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+#: Tools the Quick start installs into ``.venv`` (``python3 -m venv`` itself is the system's).
+VENV_TOOLS = {"costlib", "pip", "python", "ruff", "mypy", "mkdocs", "pytest"}
+
+
+def _blocks(language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", README, flags=re.S | re.M)
+
+
+def test_shell_commands_run_the_clones_venv():
+    bare = []
+    for block in _blocks("bash"):
+        for line in block.splitlines():
+            command = line.split(" #", 1)[0] if not line.startswith("#") else ""
+            for part in re.split(r"&&|\|\||[|;]", command):
+                words = part.split()
+                if words and words[0] in VENV_TOOLS:
+                    bare.append(line)
+    assert _blocks("bash") and bare == []
+
+
+def test_install_is_from_a_clone_until_published():
+    intro = README.split("## Quick start", 1)[0]
+    assert "install it from a clone" in intro
+    for found in re.finditer(r"pip install '?costlib", README):
+        assert "once published" in README[max(0, found.start() - 40):found.start()]
+
+
+def test_the_example_costs_example_prints_what_its_comments_say(capsys):
+    block = next(b for b in _blocks("python") if "bayes_minimum_risk(" in b)
+    exec(compile(block, "README.md[example costs]", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()[-1]
+    decisions = np.array(printed.strip("[]").split(), dtype=int)
+    assert len(decisions) == 10 and set(decisions) <= {0, 1}  # class decisions, not risks
+    comment = next(line for line in block.splitlines() if "bayes_minimum_risk(" in line
+                   and line.startswith("print("))
+    assert "class" in comment.split("#", 1)[1]
