@@ -442,24 +442,33 @@ def load_config(path: str | Path) -> RunConfig:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from exc
     config = RunConfig.from_dict(data, source=str(path))
-    _check_beta_as_written(data, source=str(path))
+    _check_objective_keys_as_written(data, source=str(path))
     return config
 
 
-def _check_beta_as_written(data: dict[str, Any], *, source: str) -> None:
-    """A config file's ``objective.beta`` other than the default (1.0) with an objective other
-    than fbeta would be ignored: :class:`ConfigError`, as ``costlib recalibrate --beta`` without
-    ``--objective fbeta`` is refused. Checked on the file as written (``beta: 1.0`` next to
-    another objective is the example config's template; a validated config always holds a
-    beta), so a command line that overrides the file's objective is not refused for it."""
+#: Objective keys that only one objective reads: key -> (that objective, the key's default).
+_OBJECTIVE_ONLY_KEYS = {"beta": ("fbeta", 1.0), "volume": ("precision_at_volume", None)}
+
+
+def _check_objective_keys_as_written(data: dict[str, Any], *, source: str) -> None:
+    """A config file's ``objective.beta`` (other than its default 1.0) with an objective other
+    than fbeta, or ``objective.volume`` (other than null) with an objective other than
+    precision_at_volume, would be ignored: :class:`ConfigError`, as ``costlib recalibrate
+    --beta``/``--volume`` without the matching ``--objective`` is refused. Checked on the file
+    as written (``beta: 1.0`` and ``volume: null`` next to another objective are the example
+    config's template; a validated config always holds them), so a command line that
+    overrides the file's objective is not refused for it."""
     objective = data.get("objective")
-    if not isinstance(objective, dict) or "beta" not in objective:
+    if not isinstance(objective, dict):
         return
-    name, beta = objective.get("name", "linear"), objective["beta"]
-    if name != "fbeta" and beta != 1.0:
-        raise ConfigError(
-            f"{source}: objective.beta: {beta:g} applies to objective.name fbeta only, but "
-            f"objective.name is {name}; set name: fbeta, or remove beta")
+    name = objective.get("name", "linear")
+    for key, (needs, default) in _OBJECTIVE_ONLY_KEYS.items():
+        value = objective.get(key, default)
+        if name != needs and value != default:
+            shown = f"{value:g}" if isinstance(value, int | float) else repr(value)
+            raise ConfigError(
+                f"{source}: objective.{key}: {shown} applies to objective.name {needs} only, "
+                f"but objective.name is {name}; set name: {needs}, or remove {key}")
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

@@ -385,6 +385,27 @@ def test_beta_without_the_fbeta_objective_is_refused(frame, pattern, tmp_path, c
     assert {(r["objective"], r["objective_beta"]) for r in got.to_pylist()} == {("fbeta", 3.0)}
 
 
+def test_volume_without_the_precision_at_volume_objective_is_refused(frame, pattern, tmp_path,
+                                                                     capsys):
+    """``--volume`` (or a config file's ``objective.volume``) is read by precision_at_volume
+    only: with another objective exit 2 naming both, nothing written; with it the run uses
+    the volume."""
+    config_path = _write_config(tmp_path / "c.yaml", base_config())  # linear, volume null
+    assert _recalibrate(config_path, pattern, tmp_path / "bad", "--volume", "50") == 2
+    err = capsys.readouterr().err
+    assert "--volume 50 applies to --objective precision_at_volume only" in err
+    assert f"objective.name in {config_path}" in err and not (tmp_path / "bad").exists()
+    written = _write_config(tmp_path / "linear.yaml",
+                            base_config(objective={"name": "linear", "volume": 50.0}).raw)
+    assert _recalibrate(written, pattern, tmp_path / "bad") == 2
+    assert "linear.yaml: objective.volume: 50 applies to objective.name precision_at_volume " \
+           "only, but objective.name is linear" in capsys.readouterr().err
+    assert _recalibrate(config_path, pattern, tmp_path / "out", "--objective",
+                        "precision_at_volume", "--volume", "50") == 0
+    got = pq.read_table(tmp_path / "out" / "runs" / "r1" / "operating_points.parquet")
+    assert {r["objective"] for r in got.to_pylist()} == {"precision_at_volume"}
+
+
 def test_cli_objective_and_constraint_flags_override_the_config(frame, pattern, tmp_path,
                                                                 capsys):
     config_path = _write_config(tmp_path / "c.yaml", base_config())

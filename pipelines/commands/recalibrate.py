@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     choice.add_argument("--beta", type=number_in(0, low_open=True), default=None,
                         help="beta of --objective fbeta (an error with any other objective)")
     choice.add_argument("--volume", type=number_in(0, low_open=True), default=None,
-                        help="review volume of --objective precision_at_volume")
+                        help="review volume of --objective precision_at_volume (an error with any "
+                             "other objective)")
     choice.add_argument("--min-precision", type=number_in(0, 1), default=None, metavar="P",
                         help="constraint: precision among flagged rated rows >= P")
     choice.add_argument("--min-recall", type=number_in(0, 1, low_open=True), default=None,
@@ -96,11 +97,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--override-by/--override-reason only apply with --override-guard")
     config = load_config(args.config)
     objective = args.objective or config.objective["name"]
-    if args.beta is not None and objective != "fbeta":
-        whence = "--objective" if args.objective else f"objective.name in {args.config}"
-        raise UsageError(f"--beta {args.beta:g} applies to --objective fbeta only, but the "
-                         f"objective is {objective} ({whence}); add --objective fbeta or drop "
-                         "--beta")
+    for flag, value, needs in (("--beta", args.beta, "fbeta"),
+                               ("--volume", args.volume, "precision_at_volume")):
+        if value is not None and objective != needs:
+            whence = "--objective" if args.objective else f"objective.name in {args.config}"
+            raise UsageError(f"{flag} {value:g} applies to --objective {needs} only, but the "
+                             f"objective is {objective} ({whence}); add --objective {needs} or "
+                             f"drop {flag}")
     overrides = {f"{section}.{key}": value for section, key, value in (
         ("coverage", "max_unrated_share", args.max_unrated_share),
         ("objective", "name", args.objective), ("objective", "beta", args.beta),
