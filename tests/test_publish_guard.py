@@ -178,3 +178,68 @@ def test_rollback_works_when_latest_is_broken(tmp_path, two_inputs):
     manifest = publish_run(str(out), good["run_id"], by="fay", reason="LATEST was broken")
     assert manifest["publications"][-1]["previous_latest"] == "gone"
     assert (out / "LATEST").read_text().strip() == good["run_id"]
+
+
+# --------------------------------------------------------------------------- guard off
+GUARDLESS_CONFIG = ("classifiers: [text_model, image_model]\ntarget: {marginal_precision: 0.3}\n"
+                    "columns: {weight: weight}\nmethods: [graph]\ngrid: {bins: 24}\n")
+
+
+def test_the_guard_is_off_by_default_and_the_summary_and_manifest_say_so(
+        tmp_path, two_inputs, capsys):
+    """The defaults (max_threshold_change null, min_rated 0) publish without checks: said in
+    one line of the summary and as guard.off in the manifest; either setting turns it on."""
+    assert GuardSettings().off
+    assert not GuardSettings(max_threshold_change=0.2).off and not GuardSettings(min_rated=1).off
+    first, _ = two_inputs
+    config = tmp_path / "c.yaml"
+    config.write_text(GUARDLESS_CONFIG)
+    out = tmp_path / "out"
+    base = ["recalibrate", "--config", str(config), "--input", first, "--output", str(out)]
+    assert main([*base, "--run-id", "off"]) == 0
+    printed = capsys.readouterr().out
+    assert ("warning: publish guard off (publish.max_threshold_change, publish.min_rated "
+            "unset): published without checks") in printed
+    manifest = json.loads((out / "runs" / "off" / "manifest.json").read_text())
+    assert manifest["guard"]["off"] is True
+    assert (manifest["guard"]["max_threshold_change"], manifest["guard"]["min_rated"]) == (None, 0)
+    for flags in (["--min-rated", "10"], ["--max-threshold-change", "0.5"]):
+        run_id = "on" + flags[0]
+        assert main([*base, "--run-id", run_id, *flags]) == 0
+        assert "publish guard off" not in capsys.readouterr().out
+        manifest = json.loads((out / "runs" / run_id / "manifest.json").read_text())
+        assert manifest["guard"]["off"] is False
+
+
+def test_a_rating_backlog_is_held_by_max_threshold_change_not_by_min_rated(tmp_path):
+    """docs/safe_operations.md, 'Rating backlog': 30% of the flagged rows' labels pending. The
+    coverage rule pushes every group above them (flagged volume collapses); the recommended
+    max_threshold_change holds the run, min_rated alone does not."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    config = base_config(methods=["graph"], grid={"edges": "auto"})
+    complete = write_files(sample_frame(60_000, seed=4), tmp_path / "complete", n_files=2)
+    frame = sample_frame(60_000, seed=5)
+    frame["label"] = frame["label"].astype(object)
+    rated = np.flatnonzero(frame["label"].notna().to_numpy())
+    pending = np.random.default_rng(0).choice(rated, size=int(0.3 * rated.size), replace=False)
+    frame.loc[frame.index[pending], "label"] = None
+    backlog = write_files(frame, tmp_path / "backlog", n_files=2)
+
+    def volume(out, run_id):
+        records = pq.read_table(out / "runs" / run_id / "operating_points.parquet").to_pylist()
+        return sum(r["volume"] for r in records if r["group"] != "__all__")
+
+    for name, guard, held in (("threshold", {"max_threshold_change": 0.2}, True),
+                              ("rated", {"min_rated": 50}, False)):
+        out = tmp_path / name
+        run_recalibrate(config, complete, str(out), run_id="complete", **guard)
+        if held:
+            with pytest.raises(PublishRefused, match="thresholds moved by inf"):
+                run_recalibrate(config, backlog, str(out), run_id="backlog", **guard)
+        else:
+            assert run_recalibrate(config, backlog, str(out), run_id="backlog",
+                                   **guard)["published"]
+        assert volume(out, "backlog") < 0.1 * volume(out, "complete")
+        assert (out / "LATEST").read_text().strip() == ("complete" if held else "backlog")

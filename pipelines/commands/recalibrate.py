@@ -66,7 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "publish guard",
         "LATEST only moves to the new run if its thresholds moved at most --max-threshold-change "
         "since the published run and rest on at least --min-rated rated rows (defaults: the "
-        "config's publish section); otherwise the run is held and the command exits with 3.",
+        "config's publish section, where both are off unless set); otherwise the run is held "
+        "and the command exits with 3.",
     )
     guard.add_argument("--max-threshold-change", type=number_in(0), default=None,
                        metavar="X", help="largest allowed threshold move (absolute)")
@@ -128,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
     run_dir = f"{args.output.rstrip('/')}/runs/{manifest['run_id']}"
     if config.windowing is not None:
         _print_windowed(manifest, run_dir)
+        _print_guard_off(manifest["guard"])
         return 0
     print(f"operating points: {run_dir}/operating_points.parquet (and .jsonl); manifest.json "
           "written last")
@@ -145,7 +147,19 @@ def run(args: argparse.Namespace) -> int:
     if guard["override"]:
         print(f"published despite {len(guard['violations'])} guard violation(s), overridden by "
               f"{guard['override']['by']}: {guard['override']['reason']}")
+    _print_guard_off(guard)
     return 0
+
+
+#: Printed when the run was published with both guard settings off (their defaults).
+GUARD_OFF = ("publish guard off (publish.max_threshold_change, publish.min_rated unset): "
+             "published without checks on threshold moves or rated rows; see 'Rating backlog' "
+             "in docs/safe_operations.md")
+
+
+def _print_guard_off(guard: dict) -> None:
+    if guard.get("off"):
+        print(f"warning: {GUARD_OFF}")
 
 
 def _lambda(value: float | str) -> str:

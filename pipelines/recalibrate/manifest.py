@@ -118,6 +118,7 @@ class PublishRunFn(beam.DoFn):
             "guard": {
                 "max_threshold_change": spec.settings.max_threshold_change,
                 "min_rated": spec.settings.min_rated,
+                "off": spec.settings.off,
                 "method": spec.settings.method,
                 "compared_with_run": baseline.run_id,
                 "previous_run_unreadable": baseline.problem,

@@ -20,6 +20,10 @@ lattice's best; a coarse stretch of it could hide a better one); they are listed
 ``guard.notes`` (:func:`guard_notes`), as are points that flag unrated rows when coverage is not
 enforced (``coverage.max_unrated_share: null``).
 
+Both settings are off by default (``max_threshold_change: null``, ``min_rated: 0``,
+:attr:`GuardSettings.off`): then only infeasible points, the baseline checks below, implausible
+shares and capacity overruns hold a run; the manifest's ``guard.off`` says so.
+
 The guard fails closed: when the published run cannot be read (``LATEST`` names a missing,
 incomplete or unreadable run, or ``LATEST`` is gone while ``runs/`` holds published runs), or
 when ``LATEST`` moved while the run ran (another run published meanwhile), the run is held with
@@ -71,11 +75,21 @@ class PublishRefused(RuntimeError):
 
 @dataclass(frozen=True)
 class GuardSettings:
-    """``max_threshold_change``: None = no limit; ``min_rated``: 0 = no minimum."""
+    """``max_threshold_change``: None = no limit; ``min_rated``: 0 = no minimum.
+
+    Both are the defaults of the config's ``publish`` section: the guard's own checks are off
+    (:attr:`off`) unless a config or the command line sets one of them.
+    """
 
     max_threshold_change: float | None = None
     min_rated: float = 0.0
     method: str = "graph"
+
+    @property
+    def off(self) -> bool:
+        """True when neither threshold moves nor rated rows are checked (the defaults): only
+        infeasible points, the baseline, plausibility and capacity can hold a run."""
+        return self.max_threshold_change is None and not self.min_rated > 0
 
 
 @dataclass(frozen=True)

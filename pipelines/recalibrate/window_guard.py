@@ -285,6 +285,7 @@ def build_guard_entry(config: RunConfig, settings: GuardSettings, baseline_run: 
         "kind": "windows",
         "max_threshold_change": settings.max_threshold_change,
         "min_rated": settings.min_rated,
+        "off": settings.off,
         "method": settings.method,
         "compared_with_run": baseline_run,
         "previous_run_unreadable": baseline_problem,
