@@ -243,3 +243,99 @@ def test_a_rating_backlog_is_held_by_max_threshold_change_not_by_min_rated(tmp_p
                                    **guard)["published"]
         assert volume(out, "backlog") < 0.1 * volume(out, "complete")
         assert (out / "LATEST").read_text().strip() == ("complete" if held else "backlog")
+
+
+# --------------------------------------------------------------------------- decide
+def test_decide_refuses_a_run_that_is_not_published_unless_allowed(tmp_path, two_inputs,
+                                                                  capsys):
+    """A held run (or its file) given to decide explicitly: exit 2, nothing decided; with
+    --allow-unpublished applied with a warning and recorded. The published run, the output
+    directory and a hand-made file outside any output are accepted."""
+    first, second = two_inputs
+    config = tmp_path / "c.yaml"
+    config.write_text(GUARDLESS_CONFIG)
+    out = tmp_path / "out"
+    recal = ["recalibrate", "--config", str(config), "--output", str(out)]
+    assert main([*recal, "--input", first, "--run-id", "one"]) == 0
+    assert main([*recal, "--input", second, "--run-id", "held",
+                 "--max-threshold-change", "0.05"]) == 3
+    capsys.readouterr()
+
+    def decide(points, run_id, *flags):
+        code = main(["decide", "--config", str(config), "--input", first, "--operating-points",
+                     str(points), "--output", str(tmp_path / "dec"), "--run-id", run_id,
+                     *flags])
+        printed = capsys.readouterr()
+        manifest = tmp_path / "dec" / "runs" / run_id / "manifest.json"
+        points = json.loads(manifest.read_text())["operating_points"] if code == 0 else None
+        return code, printed, points
+
+    held = out / "runs" / "held"
+    for points in (held, held / "operating_points.parquet"):
+        code, printed, _ = decide(points, "refused")
+        assert code == 2, printed.err
+        assert "run held is held for review by the publish guard" in printed.err
+        assert "--allow-unpublished" in printed.err
+        assert not (tmp_path / "dec" / "runs" / "refused").exists()
+
+    code, printed, points = decide(held, "allowed", "--allow-unpublished")
+    assert code == 0, printed.err
+    assert "warning: applied operating points that are not published" in printed.out
+    assert (points["published"], points["run_id"], points["allow_unpublished"]) == (
+        False, "held", True)
+    assert "held for review" in points["published_reason"]
+
+    for n, source in enumerate((out, out / "runs" / "one",
+                                out / "runs" / "one" / "operating_points.parquet")):
+        code, printed, points = decide(source, f"published-{n}")
+        assert code == 0, printed.err
+        assert "warning:" not in printed.out
+        assert (points["published"], points["run_id"]) == (True, "one")
+
+    hand_made = tmp_path / "hand" / "points.parquet"  # e.g. written by hand: no run around it
+    hand_made.parent.mkdir()
+    hand_made.write_bytes((out / "runs" / "one" / "operating_points.parquet").read_bytes())
+    code, printed, points = decide(hand_made, "hand")
+    assert code == 0, printed.err
+    assert (points["published"], points["run_id"]) == (None, None)
+    assert "whether it was published is unknown" in points["published_reason"]
+    assert "note: " in printed.out
+
+    # After the held run is released, the run published before it is no longer LATEST.
+    publish_run(str(out), "held", by="gil", reason="reviewed")
+    code, printed, _ = decide(out / "runs" / "one", "earlier")
+    assert code == 2 and "not the published run" in printed.err and "LATEST names held" in \
+        printed.err
+
+
+def test_points_publication_of_files_inside_runs(tmp_path):
+    """Which files of a run count as the published run; runs outside an output do not."""
+    from costlib_pipelines.io.runs import MARKER, points_publication
+
+    out = tmp_path / "out"
+    run = out / "runs" / "w1"
+    (run / "windows" / "a").mkdir(parents=True)
+    (run / "windows" / "b").mkdir()
+    (run / "manifest.json").write_text(json.dumps({"published": True, "guard": {"windows": [
+        {"window": "a", "state": "applied"}, {"window": "b", "state": "held"}]}}))
+    (out / "LATEST").write_text("w1\n")
+    assert points_publication(str(run))["published"] is True
+    assert points_publication(str(run / "windows" / "a" / "operating_points.parquet"))[
+        "published"] is True
+    window_b = points_publication(str(run / "windows" / "b" / "operating_points.parquet"))
+    assert window_b["published"] is False and "window b" in window_b["reason"]
+    in_force = points_publication(str(run / "points_in_force.parquet"))
+    assert in_force["published"] is False and in_force["run_id"] == "w1"
+    (out / "LATEST").write_text("../w1\n")  # tampered: never followed, never published
+    assert points_publication(str(run))["published"] is False
+    incomplete = out / "runs" / "r2"
+    incomplete.mkdir()
+    (incomplete / MARKER).write_text("{}")
+    got = points_publication(str(incomplete / "operating_points.parquet"))
+    assert got["published"] is False and "incomplete" in got["reason"]
+    elsewhere = tmp_path / "copy" / "r3"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "manifest.json").write_text(json.dumps({"published": True}))
+    got = points_publication(str(elsewhere))
+    assert got["published"] is False and "not inside a recalibrate output" in got["reason"]
+    assert points_publication(str(tmp_path / "loose.parquet"))["published"] is None
