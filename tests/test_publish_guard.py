@@ -245,6 +245,43 @@ def test_a_rating_backlog_is_held_by_max_threshold_change_not_by_min_rated(tmp_p
         assert (out / "LATEST").read_text().strip() == ("complete" if held else "backlog")
 
 
+# --------------------------------------------------------------------------- no point at all
+def test_a_run_without_any_operating_point_says_so(tmp_path, capsys):
+    """30 rated rows: every group and __all__ insufficient_data. Still published (exit 0: the
+    input is not bad), but one note says decide will flag nothing."""
+    frame = sample_frame(20_000, seed=4)
+    frame["label"] = frame["label"].astype(object)
+    rated = frame.index[frame["label"].notna()]
+    frame.loc[rated[30:], "label"] = None
+    inputs = write_files(frame, tmp_path / "in", n_files=2)
+    config = tmp_path / "c.yaml"
+    config.write_text(GUARDLESS_CONFIG)
+    out = tmp_path / "out"
+    assert main(["recalibrate", "--config", str(config), "--input", inputs, "--output",
+                 str(out), "--run-id", "thin"]) == 0
+    printed = capsys.readouterr().out
+    note = ("note: no group has an operating point: decide will flag nothing except floor "
+            "audits")
+    assert note in printed
+    manifest = json.loads((out / "runs" / "thin" / "manifest.json").read_text())
+    assert manifest["published"] is True
+    (recorded,) = [n for n in manifest["guard"]["notes"] if n.startswith("no group has")]
+    assert "__all__ included: insufficient_data 4" in recorded
+
+
+def test_no_point_note_counts_only_points_decide_can_apply():
+    from costlib_pipelines.recalibrate.publish import no_point_note
+
+    settings = GuardSettings()
+    none = [_record("__all__", None, status="insufficient_data"),
+            {**_record("g", [0.5, 0.5]), "point_status": "infeasible"}]
+    assert "infeasible 1, insufficient_data 1)" in no_point_note(none, settings)
+    assert no_point_note([*none, _record("h", [0.5, 0.5], status="kept")], settings) is None
+    assert no_point_note([*none, _record("h", [0.5, 0.5], status="fallback")], settings) is None
+    assert no_point_note([], settings) is None  # no records: the guard holds the run anyway
+    assert no_point_note(none, GuardSettings(method="hull")) is None
+
+
 # --------------------------------------------------------------------------- decide
 def test_decide_refuses_a_run_that_is_not_published_unless_allowed(tmp_path, two_inputs,
                                                                   capsys):

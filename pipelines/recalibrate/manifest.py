@@ -42,6 +42,7 @@ from costlib_pipelines.recalibrate.publish import (
     baseline_violations,
     guard_notes,
     guard_violations,
+    no_point_note,
 )
 from costlib_pipelines.recalibrate.shards import assemble_shards
 
@@ -123,7 +124,8 @@ class PublishRunFn(beam.DoFn):
                 "compared_with_run": baseline.run_id,
                 "previous_run_unreadable": baseline.problem,
                 "violations": violations,
-                "notes": guard_notes(new, spec.settings),
+                "notes": [*guard_notes(new, spec.settings),
+                          *filter(None, [no_point_note(new, spec.settings)])],
                 "override": (spec.override.record()
                              if spec.override is not None and violations else None),
             },
