@@ -84,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     from costlib_pipelines.commands.progress import Progress
     from costlib_pipelines.config import load_config
     from costlib_pipelines.flags import UsageError
+    from costlib_pipelines.recalibrate.accounting import audit_warning
     from costlib_pipelines.recalibrate.pipeline import run_recalibrate
     from costlib_pipelines.recalibrate.publish import Override
 
@@ -126,6 +127,9 @@ def run(args: argparse.Namespace) -> int:
         f"+ unrated {acc.get('unrated', 0):,} + dead-lettered {acc['dead_lettered']:,} "
         f"({reasons}); {manifest['seconds']} s on {manifest['runner']}"
     )
+    warning = audit_warning(acc)
+    if warning:
+        print(f"warning: {warning}")
     run_dir = f"{args.output.rstrip('/')}/runs/{manifest['run_id']}"
     if config.windowing is not None:
         _print_windowed(manifest, run_dir)
@@ -143,7 +147,8 @@ def run(args: argparse.Namespace) -> int:
               f"{run_dir}/capacity.json")
     guard = manifest["guard"]
     for note in guard.get("notes") or []:
-        print(f"note: {note}")
+        if note != warning:  # printed above
+            print(f"note: {note}")
     if guard["override"]:
         print(f"published despite {len(guard['violations'])} guard violation(s), overridden by "
               f"{guard['override']['by']}: {guard['override']['reason']}")
