@@ -158,3 +158,41 @@ def test_bad_audit_probabilities_are_dead_lettered_with_reasons(frame, tmp_path)
     assert got == expected
     # Unrated rows with p null are fine (gaps), so nothing else was dead-lettered.
     assert small["audit_p"].isna().sum() > 0
+
+
+def test_probabilities_on_rated_rows_only_are_warned_about(frame, tmp_path, capsys):
+    """The rater-facing contract read literally (p returned with each rating, none on unrated
+    rows): no unrated row is represented by the audit sample, every one is a coverage gap. The
+    run is published (exit 0) but says why in a warning line and in the manifest's notes."""
+    literal = frame.copy()
+    literal.loc[literal["label"].isna(), "audit_p"] = np.nan
+    pattern = write_files(literal, tmp_path / "in", n_files=2, row_group_size=4000)
+    config = base_config(columns=AUDIT, target=LOW_TARGET, methods=["graph"])
+    code, manifest, _ = _recalibrate(config, pattern, tmp_path / "out", tmp_path)
+    printed = capsys.readouterr().out
+    assert code == 0
+    acc = manifest["row_accounting"]
+    assert acc["audit.audited"] > 0 and acc["audit.represented"] == 0
+    warning = ("audit_probability is set on rated rows only: unrated rows need it too "
+               "(docs/audit.md, 'The rater-facing contract')")
+    assert f"warning: {warning}" in printed
+    assert printed.count(warning) == 1  # not again among the notes
+    assert any(n.startswith(warning) for n in manifest["guard"]["notes"])
+
+    # p on every row (as the contract says now): represented rows, no warning.
+    code, manifest, _ = _recalibrate(config, write_files(frame, tmp_path / "all"),
+                                     tmp_path / "all_out", tmp_path)
+    assert code == 0 and "audit_probability is set" not in capsys.readouterr().out
+    assert manifest["row_accounting"]["audit.represented"] > 0
+    assert not any("audit_probability" in n for n in manifest["guard"]["notes"])
+
+
+def test_audit_warning_needs_audited_rows_and_unrated_rows_without_p():
+    from costlib_pipelines.recalibrate.accounting import audit_warning
+
+    assert audit_warning({"audit.audited": 5, "audit.represented": 0, "unrated": 10})
+    assert audit_warning({"audit.audited": 5, "audit.represented": 3, "unrated": 10}) is None
+    assert audit_warning({"audit.audited": 0, "audit.represented": 0, "unrated": 10}) is None
+    # Only rated rows in the stream: nothing left unrepresented (their weights are unbiased).
+    assert audit_warning({"audit.audited": 5, "audit.represented": 0, "unrated": 0}) is None
+    assert audit_warning({"used": 5, "unrated": 10}) is None  # no audit column

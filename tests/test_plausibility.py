@@ -137,6 +137,9 @@ def test_a_small_share_outside_the_range_is_counted_and_reported(tmp_path, capsy
     below = int((valid & (frame["image_model"] < 0)).sum())
     outside = int((valid & ((frame["text_model"] > 1) | (frame["image_model"] < 0))).sum())
     assert above > 0 and below == 1
+    # The CLI summary shows them per classifier (before: only accounting.json did).
+    assert (f"plausibility: {outside} rows with a score outside [0, 1] (image_model {below} "
+            f"below; text_model {above} above): counted only") in capsys.readouterr().out
     manifest = _manifest(tmp_path)
     assert manifest["published"] is True
     assert manifest["plausibility"] == {"score_above_range.text_model": above,
@@ -162,6 +165,8 @@ def test_scores_outside_the_range_can_be_dead_lettered(tmp_path, capsys):
     config = _config_file(tmp_path, plausibility={"scores_outside_range": "dead_letter"})
     assert _recalibrate(tmp_path, pattern, config) == 0, capsys.readouterr().err
     outside = int((_valid(frame) & (frame["text_model"] > 1)).sum())
+    assert (f"plausibility: {outside} rows with a score outside [0, 1] (text_model {outside} "
+            "above): dead-lettered") in capsys.readouterr().out
     acc = _manifest(tmp_path)["row_accounting"]
     assert acc["dead_letter_reasons"] == {"score_outside_range": outside}
     assert acc["used"] == int((_valid(frame) & frame["label"].notna()).sum()) - outside

@@ -178,3 +178,201 @@ def test_rollback_works_when_latest_is_broken(tmp_path, two_inputs):
     manifest = publish_run(str(out), good["run_id"], by="fay", reason="LATEST was broken")
     assert manifest["publications"][-1]["previous_latest"] == "gone"
     assert (out / "LATEST").read_text().strip() == good["run_id"]
+
+
+# --------------------------------------------------------------------------- guard off
+GUARDLESS_CONFIG = ("classifiers: [text_model, image_model]\ntarget: {marginal_precision: 0.3}\n"
+                    "columns: {weight: weight}\nmethods: [graph]\ngrid: {bins: 24}\n")
+
+
+def test_the_guard_is_off_by_default_and_the_summary_and_manifest_say_so(
+        tmp_path, two_inputs, capsys):
+    """The defaults (max_threshold_change null, min_rated 0) publish without checks: said in
+    one line of the summary and as guard.off in the manifest; either setting turns it on."""
+    assert GuardSettings().off
+    assert not GuardSettings(max_threshold_change=0.2).off and not GuardSettings(min_rated=1).off
+    first, _ = two_inputs
+    config = tmp_path / "c.yaml"
+    config.write_text(GUARDLESS_CONFIG)
+    out = tmp_path / "out"
+    base = ["recalibrate", "--config", str(config), "--input", first, "--output", str(out)]
+    assert main([*base, "--run-id", "off"]) == 0
+    printed = capsys.readouterr().out
+    assert ("warning: publish guard off (publish.max_threshold_change, publish.min_rated "
+            "unset): published without checks") in printed
+    manifest = json.loads((out / "runs" / "off" / "manifest.json").read_text())
+    assert manifest["guard"]["off"] is True
+    assert (manifest["guard"]["max_threshold_change"], manifest["guard"]["min_rated"]) == (None, 0)
+    for flags in (["--min-rated", "10"], ["--max-threshold-change", "0.5"]):
+        run_id = "on" + flags[0]
+        assert main([*base, "--run-id", run_id, *flags]) == 0
+        assert "publish guard off" not in capsys.readouterr().out
+        manifest = json.loads((out / "runs" / run_id / "manifest.json").read_text())
+        assert manifest["guard"]["off"] is False
+
+
+def test_a_rating_backlog_is_held_by_max_threshold_change_not_by_min_rated(tmp_path):
+    """docs/safe_operations.md, 'Rating backlog': 30% of the flagged rows' labels pending. The
+    coverage rule pushes every group above them (flagged volume collapses); the recommended
+    max_threshold_change holds the run, min_rated alone does not."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    config = base_config(methods=["graph"], grid={"edges": "auto"})
+    complete = write_files(sample_frame(60_000, seed=4), tmp_path / "complete", n_files=2)
+    frame = sample_frame(60_000, seed=5)
+    frame["label"] = frame["label"].astype(object)
+    rated = np.flatnonzero(frame["label"].notna().to_numpy())
+    pending = np.random.default_rng(0).choice(rated, size=int(0.3 * rated.size), replace=False)
+    frame.loc[frame.index[pending], "label"] = None
+    backlog = write_files(frame, tmp_path / "backlog", n_files=2)
+
+    def volume(out, run_id):
+        records = pq.read_table(out / "runs" / run_id / "operating_points.parquet").to_pylist()
+        return sum(r["volume"] for r in records if r["group"] != "__all__")
+
+    for name, guard, held in (("threshold", {"max_threshold_change": 0.2}, True),
+                              ("rated", {"min_rated": 50}, False)):
+        out = tmp_path / name
+        run_recalibrate(config, complete, str(out), run_id="complete", **guard)
+        if held:
+            with pytest.raises(PublishRefused, match="thresholds moved by inf"):
+                run_recalibrate(config, backlog, str(out), run_id="backlog", **guard)
+        else:
+            assert run_recalibrate(config, backlog, str(out), run_id="backlog",
+                                   **guard)["published"]
+        assert volume(out, "backlog") < 0.1 * volume(out, "complete")
+        assert (out / "LATEST").read_text().strip() == ("complete" if held else "backlog")
+
+
+# --------------------------------------------------------------------------- no point at all
+def test_a_run_without_any_operating_point_says_so(tmp_path, capsys):
+    """30 rated rows: every group and __all__ insufficient_data. Still published (exit 0: the
+    input is not bad), but one note says decide will flag nothing."""
+    frame = sample_frame(20_000, seed=4)
+    frame["label"] = frame["label"].astype(object)
+    rated = frame.index[frame["label"].notna()]
+    frame.loc[rated[30:], "label"] = None
+    inputs = write_files(frame, tmp_path / "in", n_files=2)
+    config = tmp_path / "c.yaml"
+    config.write_text(GUARDLESS_CONFIG)
+    out = tmp_path / "out"
+    assert main(["recalibrate", "--config", str(config), "--input", inputs, "--output",
+                 str(out), "--run-id", "thin"]) == 0
+    printed = capsys.readouterr().out
+    note = ("note: no group has an operating point: decide will flag nothing except floor "
+            "audits")
+    assert note in printed
+    manifest = json.loads((out / "runs" / "thin" / "manifest.json").read_text())
+    assert manifest["published"] is True
+    (recorded,) = [n for n in manifest["guard"]["notes"] if n.startswith("no group has")]
+    assert "__all__ included: insufficient_data 4" in recorded
+
+
+def test_no_point_note_counts_only_points_decide_can_apply():
+    from costlib_pipelines.recalibrate.publish import no_point_note
+
+    settings = GuardSettings()
+    none = [_record("__all__", None, status="insufficient_data"),
+            {**_record("g", [0.5, 0.5]), "point_status": "infeasible"}]
+    assert "infeasible 1, insufficient_data 1)" in no_point_note(none, settings)
+    assert no_point_note([*none, _record("h", [0.5, 0.5], status="kept")], settings) is None
+    assert no_point_note([*none, _record("h", [0.5, 0.5], status="fallback")], settings) is None
+    assert no_point_note([], settings) is None  # no records: the guard holds the run anyway
+    assert no_point_note(none, GuardSettings(method="hull")) is None
+
+
+# --------------------------------------------------------------------------- decide
+def test_decide_refuses_a_run_that_is_not_published_unless_allowed(tmp_path, two_inputs,
+                                                                  capsys):
+    """A held run (or its file) given to decide explicitly: exit 2, nothing decided; with
+    --allow-unpublished applied with a warning and recorded. The published run, the output
+    directory and a hand-made file outside any output are accepted."""
+    first, second = two_inputs
+    config = tmp_path / "c.yaml"
+    config.write_text(GUARDLESS_CONFIG)
+    out = tmp_path / "out"
+    recal = ["recalibrate", "--config", str(config), "--output", str(out)]
+    assert main([*recal, "--input", first, "--run-id", "one"]) == 0
+    assert main([*recal, "--input", second, "--run-id", "held",
+                 "--max-threshold-change", "0.05"]) == 3
+    capsys.readouterr()
+
+    def decide(points, run_id, *flags):
+        code = main(["decide", "--config", str(config), "--input", first, "--operating-points",
+                     str(points), "--output", str(tmp_path / "dec"), "--run-id", run_id,
+                     *flags])
+        printed = capsys.readouterr()
+        manifest = tmp_path / "dec" / "runs" / run_id / "manifest.json"
+        points = json.loads(manifest.read_text())["operating_points"] if code == 0 else None
+        return code, printed, points
+
+    held = out / "runs" / "held"
+    for points in (held, held / "operating_points.parquet"):
+        code, printed, _ = decide(points, "refused")
+        assert code == 2, printed.err
+        assert "run held is held for review by the publish guard" in printed.err
+        assert "--allow-unpublished" in printed.err
+        assert not (tmp_path / "dec" / "runs" / "refused").exists()
+
+    code, printed, points = decide(held, "allowed", "--allow-unpublished")
+    assert code == 0, printed.err
+    assert "warning: applied operating points that are not published" in printed.out
+    assert (points["published"], points["run_id"], points["allow_unpublished"]) == (
+        False, "held", True)
+    assert "held for review" in points["published_reason"]
+
+    for n, source in enumerate((out, out / "runs" / "one",
+                                out / "runs" / "one" / "operating_points.parquet")):
+        code, printed, points = decide(source, f"published-{n}")
+        assert code == 0, printed.err
+        assert "warning:" not in printed.out
+        assert (points["published"], points["run_id"]) == (True, "one")
+
+    hand_made = tmp_path / "hand" / "points.parquet"  # e.g. written by hand: no run around it
+    hand_made.parent.mkdir()
+    hand_made.write_bytes((out / "runs" / "one" / "operating_points.parquet").read_bytes())
+    code, printed, points = decide(hand_made, "hand")
+    assert code == 0, printed.err
+    assert (points["published"], points["run_id"]) == (None, None)
+    assert "whether it was published is unknown" in points["published_reason"]
+    assert "note: " in printed.out
+
+    # After the held run is released, the run published before it is no longer LATEST.
+    publish_run(str(out), "held", by="gil", reason="reviewed")
+    code, printed, _ = decide(out / "runs" / "one", "earlier")
+    assert code == 2 and "not the published run" in printed.err and "LATEST names held" in \
+        printed.err
+
+
+def test_points_publication_of_files_inside_runs(tmp_path):
+    """Which files of a run count as the published run; runs outside an output do not."""
+    from costlib_pipelines.io.runs import MARKER, points_publication
+
+    out = tmp_path / "out"
+    run = out / "runs" / "w1"
+    (run / "windows" / "a").mkdir(parents=True)
+    (run / "windows" / "b").mkdir()
+    (run / "manifest.json").write_text(json.dumps({"published": True, "guard": {"windows": [
+        {"window": "a", "state": "applied"}, {"window": "b", "state": "held"}]}}))
+    (out / "LATEST").write_text("w1\n")
+    assert points_publication(str(run))["published"] is True
+    assert points_publication(str(run / "windows" / "a" / "operating_points.parquet"))[
+        "published"] is True
+    window_b = points_publication(str(run / "windows" / "b" / "operating_points.parquet"))
+    assert window_b["published"] is False and "window b" in window_b["reason"]
+    in_force = points_publication(str(run / "points_in_force.parquet"))
+    assert in_force["published"] is False and in_force["run_id"] == "w1"
+    (out / "LATEST").write_text("../w1\n")  # tampered: never followed, never published
+    assert points_publication(str(run))["published"] is False
+    incomplete = out / "runs" / "r2"
+    incomplete.mkdir()
+    (incomplete / MARKER).write_text("{}")
+    got = points_publication(str(incomplete / "operating_points.parquet"))
+    assert got["published"] is False and "incomplete" in got["reason"]
+    elsewhere = tmp_path / "copy" / "r3"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "manifest.json").write_text(json.dumps({"published": True}))
+    got = points_publication(str(elsewhere))
+    assert got["published"] is False and "not inside a recalibrate output" in got["reason"]
+    assert points_publication(str(tmp_path / "loose.parquet"))["published"] is None

@@ -27,8 +27,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--operating-points", required=True,
         help="recalibrate output directory (uses LATEST), run directory, or "
-             "operating_points.parquet",
+             "operating_points.parquet; a run (or its file) must be its output's published "
+             "run (see --allow-unpublished)",
     )
+    parser.add_argument(
+        "--allow-unpublished", action="store_true",
+        help="apply a run directory or file that is not the published run of its output "
+             "(a held run, an earlier one): refused without this flag; the manifest records "
+             "\"published\": false")
     parser.add_argument("--output", required=True, help="output directory")
     parser.add_argument("--run-id", default=None,
                         help="run id: 1-128 letters, digits, '.', '_' or '-' (default: "
@@ -50,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         manifest = run_decide(
             config, args.input, args.operating_points, args.output,
             beam_args=list(getattr(args, "beam_args", []) or []), run_id=args.run_id,
-            progress=progress,
+            progress=progress, allow_unpublished=args.allow_unpublished,
         )
     accounting = manifest["row_accounting"]
     counts = manifest["decision_counts"]
@@ -61,6 +67,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"threshold decisions: {counts.get('threshold_flagged', 0):,} flagged, "
           f"{counts.get('threshold_null', 0):,} without an operating point "
           f"(operating points: {manifest['operating_points']['source']})")
+    points = manifest["operating_points"]
+    if points["published"] is False:
+        print("warning: applied operating points that are not published "
+              f"(--allow-unpublished): {points['published_reason']}")
+    elif points["published"] is None:
+        print(f"note: {points['published_reason']}")
     window = manifest["operating_points"].get("window")
     if window:  # a windowed recalibration: which window(s) the thresholds came from
         used = ", ".join(f"[{w['window_start']}, {w['window_end']}) for {len(w['groups'])} "

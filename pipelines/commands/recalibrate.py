@@ -7,8 +7,13 @@ through to Beam; with no ``--runner`` the pipeline runs locally on the FnApiRunn
 from __future__ import annotations
 
 import argparse
+import math
+from typing import TYPE_CHECKING
 
 from costlib_pipelines.commands.arguments import number_in
+
+if TYPE_CHECKING:
+    from costlib_pipelines.io.plausibility import Plausibility
 
 PASSES_BEAM_ARGS = True
 
@@ -67,7 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "publish guard",
         "LATEST only moves to the new run if its thresholds moved at most --max-threshold-change "
         "since the published run and rest on at least --min-rated rated rows (defaults: the "
-        "config's publish section); otherwise the run is held and the command exits with 3.",
+        "config's publish section, where both are off unless set); otherwise the run is held "
+        "and the command exits with 3.",
     )
     guard.add_argument("--max-threshold-change", type=number_in(0), default=None,
                        metavar="X", help="largest allowed threshold move (absolute)")
@@ -84,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
     from costlib_pipelines.commands.progress import Progress
     from costlib_pipelines.config import load_config
     from costlib_pipelines.flags import UsageError
+    from costlib_pipelines.io.plausibility import Plausibility
+    from costlib_pipelines.recalibrate.accounting import audit_warning
     from costlib_pipelines.recalibrate.pipeline import run_recalibrate
     from costlib_pipelines.recalibrate.publish import Override
 
@@ -134,9 +142,17 @@ def run(args: argparse.Namespace) -> int:
         f"+ unrated {acc.get('unrated', 0):,} + dead-lettered {acc['dead_lettered']:,} "
         f"({reasons}); {manifest['seconds']} s on {manifest['runner']}"
     )
+    outside = _scores_outside(manifest.get("plausibility") or {},
+                              Plausibility.from_config(config))
+    if outside:
+        print(f"plausibility: {outside}")
+    warning = audit_warning(acc)
+    if warning:
+        print(f"warning: {warning}")
     run_dir = f"{args.output.rstrip('/')}/runs/{manifest['run_id']}"
     if config.windowing is not None:
         _print_windowed(manifest, run_dir)
+        _print_guard_off(manifest["guard"])
         return 0
     print(f"operating points: {run_dir}/operating_points.parquet (and .jsonl); manifest.json "
           "written last")
@@ -150,11 +166,47 @@ def run(args: argparse.Namespace) -> int:
               f"{run_dir}/capacity.json")
     guard = manifest["guard"]
     for note in guard.get("notes") or []:
-        print(f"note: {note}")
+        if note != warning:  # printed above
+            print(f"note: {note}")
     if guard["override"]:
         print(f"published despite {len(guard['violations'])} guard violation(s), overridden by "
               f"{guard['override']['by']}: {guard['override']['reason']}")
+    _print_guard_off(guard)
     return 0
+
+
+#: Printed when the run was published with both guard settings off (their defaults).
+GUARD_OFF = ("publish guard off (publish.max_threshold_change, publish.min_rated unset): "
+             "published without checks on threshold moves or rated rows; see 'Rating backlog' "
+             "in docs/safe_operations.md")
+
+
+def _print_guard_off(guard: dict) -> None:
+    if guard.get("off"):
+        print(f"warning: {GUARD_OFF}")
+
+
+def _scores_outside(plausibility: dict[str, int], settings: Plausibility) -> str:
+    """The out-of-range score counters (``plausibility.score_{below,above}_range.<classifier>``)
+    per classifier, and what the rows got, as one line; empty when there are none."""
+    per_classifier: dict[str, list[str]] = {}
+    for side in ("below", "above"):
+        prefix = f"score_{side}_range."
+        for key, count in plausibility.items():
+            if key.startswith(prefix) and count:
+                per_classifier.setdefault(key[len(prefix):], []).append(f"{count:,} {side}")
+    total = plausibility.get("score_outside_range", 0)
+    if not total:
+        return ""
+    low, high = settings.score_range or (math.nan, math.nan)
+    action = ("dead-lettered (reason score_outside_range)"
+              if settings.scores_outside_range == "dead_letter" else
+              "counted only: they stay in the grids, where they can switch a classifier on or "
+              "off (plausibility.scores_outside_range: dead_letter drops them)")
+    return (f"{total:,} rows with a score outside [{low:g}, {high:g}] ("
+            + "; ".join(f"{name} {', '.join(sides)}"
+                        for name, sides in sorted(per_classifier.items()))
+            + f"): {action}")
 
 
 def _lambda(value: float | str) -> str:

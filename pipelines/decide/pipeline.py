@@ -142,7 +142,7 @@ from costlib_pipelines.decide.audit_columns import (
 from costlib_pipelines.decide.audit_lattice import CELLS_FILE
 from costlib_pipelines.decide.records import decoding_settings, sets_contiguous, with_topk
 from costlib_pipelines.decide.transforms import CheckSetsFn, DecideFileFn, DecodeBucketFn
-from costlib_pipelines.io.files import match_inputs, write_json
+from costlib_pipelines.io.files import InputError, match_inputs, write_json
 from costlib_pipelines.io.lock import hold_output
 from costlib_pipelines.io.plausibility import plausibility_summary
 from costlib_pipelines.io.published_points import (
@@ -151,7 +151,12 @@ from costlib_pipelines.io.published_points import (
     recalibration_time_range,
     select_operating_points,
 )
-from costlib_pipelines.io.runs import RunDirectory, load_operating_points, verified_accounting
+from costlib_pipelines.io.runs import (
+    RunDirectory,
+    load_operating_points,
+    points_publication,
+    verified_accounting,
+)
 from costlib_pipelines.recalibrate.accounting import SumCounters
 from costlib_pipelines.recalibrate.dead_letters import WriteDeadLettersFn
 from costlib_pipelines.recalibrate.pipeline import preflight
@@ -253,6 +258,8 @@ def run_decide(
     beam_args: Sequence[str] = (),
     run_id: str | None = None,
     progress: Callable[[str], None] | None = None,
+    *,
+    allow_unpublished: bool = False,
 ) -> dict[str, Any]:
     """Run the decide pipeline to completion and write the manifest; returns the manifest.
 
@@ -267,13 +274,21 @@ def run_decide(
         Globs of the Parquet score stream (comma-separated allowed).
     operating_points : str
         A recalibrate output directory (its LATEST run), a run directory, or an
-        ``operating_points.parquet`` file.
+        ``operating_points.parquet`` file. A run directory or a file of a run must be its
+        output's published run (``LATEST``) unless ``allow_unpublished``; a file outside any
+        run (hand-made points) is accepted, its publication unknown
+        (:func:`~costlib_pipelines.io.runs.points_publication`). The manifest's
+        ``operating_points`` records ``published`` (true, false or null), ``run_id`` and
+        ``published_reason``.
     output : str
         Output directory; the run goes to ``output/runs/<run_id>/``.
     beam_args : sequence of str
         Beam flags; none = ``FnApiRunner`` in process.
     run_id : str, optional
         Explicit run id (a re-run with the same id replaces that run).
+    allow_unpublished : bool
+        Apply operating points of a run that is not the published one (a held run, an earlier
+        run): ``costlib decide --allow-unpublished``.
 
     Returns
     -------
@@ -283,7 +298,8 @@ def run_decide(
     Raises
     ------
     InputError
-        Missing inputs or operating points, an incomplete run, operating points that do not
+        Missing inputs or operating points, an incomplete run, operating points of a run that
+        is not published (without ``allow_unpublished``), operating points that do not
         fit the config, or an unreadable file / schema mismatch (naming the file and column).
     ConfigError
         An unknown decoding loss or bad loss parameters.
@@ -299,6 +315,13 @@ def run_decide(
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"decoding.loss / decoding.params: {exc}") from exc
     records, source = load_operating_points(operating_points, windows="usable")
+    publication = points_publication(source)
+    if publication["published"] is False and not allow_unpublished:
+        raise InputError(
+            f"--operating-points {operating_points}: {publication['reason']}; decide applies "
+            "only a published run: pass the recalibrate output directory (its LATEST), publish "
+            "the run after review (costlib publish), or pass --allow-unpublished to apply it "
+            "anyway (recorded in the manifest)")
     thresholds = select_operating_points(records, config, source=source,
                                          event_time_range=recalibration_time_range(source))
     if thresholds.details.get("window") is not None:
@@ -334,7 +357,11 @@ def run_decide(
             "config": config.raw,
             "inputs": input_files,
             "plausibility": plausibility_summary(counters),
-            "operating_points": {"source": source, **thresholds.details},
+            "operating_points": {"source": source, "published": publication["published"],
+                                 "run_id": publication["run_id"],
+                                 "published_reason": publication["reason"],
+                                 "allow_unpublished": allow_unpublished,
+                                 **thresholds.details},
             "topk": with_topk(config),
             "decoding": settings,
             "row_accounting": accounting,

@@ -17,13 +17,15 @@ marker file :data:`MARKER` that costlib writes into every run directory it creat
 ``LATEST`` names is never replaced. ``LATEST`` itself is read through the same pattern.
 
 Both pipelines use :class:`RunDirectory`; :func:`check_accounting` verifies their row accounting
-and :func:`load_operating_points` is the one reader of a recalibration's results.
+and :func:`load_operating_points` is the one reader of a recalibration's results
+(:func:`points_publication`: whether what it read is its output's published run).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 from typing import Any
 
@@ -52,6 +54,7 @@ __all__ = [
     "latest_run_id",
     "list_runs",
     "load_operating_points",
+    "points_publication",
     "previous_run",
     "read_manifest",
     "read_records",
@@ -396,3 +399,82 @@ def load_operating_points(path: str, *, windows: str = "all"
             "force before it: nothing to apply; review the held windows (costlib status) and "
             "release one with costlib publish --window")
     return records, run_dir
+
+
+def _run_dir_of(source: str) -> str | None:
+    """The run directory of ``source``: a run directory, or a file of one
+    (``operating_points.parquet``, ``points_in_force.parquet``,
+    ``windows/<w>/operating_points.parquet``); None for a file outside any run (no manifest and
+    no :data:`MARKER` next to it)."""
+    if not source.endswith(".parquet"):
+        return source
+    folder = source.rsplit("/", 1)[0] if "/" in source else "."
+    candidates = [folder]
+    if folder.rsplit("/", 2)[-2:-1] == ["windows"]:
+        candidates.append(folder.rsplit("/", 2)[0])
+    for run_dir in candidates:
+        if FileSystems.exists(f"{run_dir}/manifest.json") or FileSystems.exists(
+                f"{run_dir}/{MARKER}"):
+            return run_dir
+    return None
+
+
+def points_publication(source: str) -> dict[str, Any]:
+    """Whether the operating points read from ``source`` (as :func:`load_operating_points`
+    resolved it) are the published run of their recalibrate output.
+
+    Returns ``{"published", "run_id", "reason"}``: ``published`` True when ``source`` is (a file
+    of) the run ``OUTPUT/LATEST`` names, ``OUTPUT`` being the directory above ``runs/``; False
+    for any other run (held by the guard, an earlier or later run, an incomplete one, or a run
+    directory outside ``OUTPUT/runs/``); None (unknown) for a file outside any run, such as
+    hand-made points. ``reason`` says which, in words.
+    """
+    where = source.rstrip("/")
+    if "://" not in where:  # a local path: compare absolute paths
+        where = os.path.abspath(where)
+    run_dir = _run_dir_of(where)
+    if run_dir is None:
+        return {"published": None, "run_id": None,
+                "reason": f"{source} is a file outside any recalibrate run (no manifest.json "
+                          "next to it): whether it was published is unknown"}
+    parent, run_id = run_dir.rsplit("/", 1)
+    if parent.rsplit("/", 1)[-1] != "runs":
+        return {"published": False, "run_id": run_id,
+                "reason": f"{run_dir} is not inside a recalibrate output (OUTPUT/runs/<run_id>), "
+                          "so no LATEST publishes it"}
+    output = parent.rsplit("/", 1)[0]
+    try:
+        manifest = read_manifest(run_dir)
+    except ValueError:  # InputError (no manifest), or a manifest that is not JSON
+        return {"published": False, "run_id": run_id,
+                "reason": f"run {run_id} is incomplete (no readable manifest.json)"}
+    try:
+        latest = latest_run_id(output)
+    except InputError as exc:
+        return {"published": False, "run_id": run_id, "reason": str(exc)}
+    if manifest.get("published") is False:
+        violations = (manifest.get("guard") or {}).get("violations") or []
+        return {"published": False, "run_id": run_id,
+                "reason": f"run {run_id} is held for review by the publish guard (not "
+                          f"published; LATEST names {latest}"
+                          + (f"; {len(violations)} violation(s): {violations[0]}" if violations
+                             else "") + ")"}
+    if latest != run_id:
+        return {"published": False, "run_id": run_id,
+                "reason": f"run {run_id} is not the published run of {output} (LATEST names "
+                          f"{latest})" if latest else
+                          f"run {run_id} is not published: {output} has no LATEST"}
+    if where != run_dir:  # a file of the published run: only what decide reads from it
+        inside = where[len(run_dir) + 1:]
+        window = inside.split("/")[1] if inside.startswith("windows/") else None
+        applied = applied_windows(manifest)
+        if not inside.endswith("operating_points.parquet") or inside.count("/") not in (0, 2):
+            return {"published": False, "run_id": run_id,
+                    "reason": f"{inside} of the published run {run_id} is not its "
+                              "operating_points.parquet"}
+        if window is not None and applied is not None and window not in applied:
+            return {"published": False, "run_id": run_id,
+                    "reason": f"window {window} of the published run {run_id} is not applied "
+                              "by the window guard (held or withdrawn)"}
+    return {"published": True, "run_id": run_id,
+            "reason": f"run {run_id} is the published run ({output}/LATEST names it)"}

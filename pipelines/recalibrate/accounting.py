@@ -4,6 +4,8 @@ Every accounting counter is also a Beam metric ``Metrics.counter("costlib", name
 (:func:`report_metrics`), incremented where it is produced, so the Dataflow and Flink UIs show
 them while the job runs. :class:`SumCounters` adds the per-batch counters;
 :class:`CountDuplicateIds` counts rows whose (group, item id) appeared before.
+:func:`audit_warning` reads the audit counters for a score stream that breaks the rater-facing
+contract (docs/audit.md).
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ import pyarrow as pa
 from apache_beam.metrics import Metrics
 from numpy.typing import NDArray
 
+from costlib_pipelines.io.batches import AUDIT
+
 __all__ = [
     "METRICS_NAMESPACE",
     "CountDuplicateIds",
     "SumCounters",
+    "audit_warning",
     "item_id_keys",
     "keys_per_group",
     "report_metrics",
@@ -37,6 +42,27 @@ def report_metrics(counter: Mapping[str, int]) -> None:
     for name, value in counter.items():
         if value:
             Metrics.counter(METRICS_NAMESPACE, name).inc(int(value))
+
+
+def audit_warning(accounting: Mapping[str, int]) -> str | None:
+    """Why the audit rows of a run cannot be used as designed, or None.
+
+    Audited rated rows (``audit.audited``: rated with p < 1) but not one unrated row with
+    ``0 < p < 1`` (``audit.represented``) while there are unrated rows: the score stream carries
+    ``audit_probability`` on the rated rows only. Every unrated row is then an unrated gap
+    (:mod:`costlib.audit._weights`), so points below the flagged region are coverage limited
+    although the audit sampled it.
+    """
+    audited = int(accounting.get(f"{AUDIT}audited", 0) or 0)
+    represented = int(accounting.get(f"{AUDIT}represented", 0) or 0)
+    unrated = int(accounting.get("unrated", 0) or 0)
+    if audited == 0 or represented > 0 or unrated == 0:
+        return None
+    return ("audit_probability is set on rated rows only: unrated rows need it too "
+            "(docs/audit.md, 'The rater-facing contract'): "
+            f"{audited:,} audited rated rows, but none of the {unrated:,} unrated rows carries "
+            "its p, so all of them count as coverage gaps instead of being represented by the "
+            "audit sample (accounting audit.represented 0)")
 
 
 def item_id_keys(item_ids: pa.Array) -> NDArray[np.uint64]:

@@ -33,6 +33,7 @@ from costlib_pipelines.io.runs import (
     verified_accounting,
 )
 from costlib_pipelines.recalibrate import window_guard, window_shards
+from costlib_pipelines.recalibrate.accounting import audit_warning
 from costlib_pipelines.recalibrate.capacity import capacity_violations
 from costlib_pipelines.recalibrate.carried_edges import write_edge_sketches
 from costlib_pipelines.recalibrate.publish import (
@@ -42,6 +43,7 @@ from costlib_pipelines.recalibrate.publish import (
     baseline_violations,
     guard_notes,
     guard_violations,
+    no_point_note,
 )
 from costlib_pipelines.recalibrate.shards import assemble_shards
 
@@ -118,11 +120,14 @@ class PublishRunFn(beam.DoFn):
             "guard": {
                 "max_threshold_change": spec.settings.max_threshold_change,
                 "min_rated": spec.settings.min_rated,
+                "off": spec.settings.off,
                 "method": spec.settings.method,
                 "compared_with_run": baseline.run_id,
                 "previous_run_unreadable": baseline.problem,
                 "violations": violations,
-                "notes": guard_notes(new, spec.settings),
+                "notes": [*guard_notes(new, spec.settings),
+                          *filter(None, (no_point_note(new, spec.settings),
+                                         audit_warning(accounting)))],
                 "override": (spec.override.record()
                              if spec.override is not None and violations else None),
             },
@@ -212,7 +217,8 @@ def publish_windowed_run(run: RunDirectory, config: RunConfig, spec: PublishSpec
                 "guard": window_guard.build_guard_entry(
                     config, spec.settings, baseline.run_id, baseline.problem, violations,
                     entries, spec.override,
-                    len({r["group"] for r in carried or []})),
+                    len({r["group"] for r in carried or []}),
+                    notes=list(filter(None, [audit_warning(counters)]))),
                 "outputs": run.outputs(), "runner": spec.runner,
                 "started_utc": spec.started_utc,
                 "finished_utc": finished.isoformat(),

@@ -18,7 +18,12 @@ Points that are ``coverage_limited`` (the best point inside the rated region; a 
 more unrated rows than allowed) are no violation, nor are ``resolution_limited`` points (the
 lattice's best; a coarse stretch of it could hide a better one); they are listed in the manifest's
 ``guard.notes`` (:func:`guard_notes`), as are points that flag unrated rows when coverage is not
-enforced (``coverage.max_unrated_share: null``).
+enforced (``coverage.max_unrated_share: null``), and a run in which no group has a point decide
+can apply (:func:`no_point_note`).
+
+Both settings are off by default (``max_threshold_change: null``, ``min_rated: 0``,
+:attr:`GuardSettings.off`): then only infeasible points, the baseline checks below, implausible
+shares and capacity overruns hold a run; the manifest's ``guard.off`` says so.
 
 The guard fails closed: when the published run cannot be read (``LATEST`` names a missing,
 incomplete or unreadable run, or ``LATEST`` is gone while ``runs/`` holds published runs), or
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +63,7 @@ __all__ = [
     "baseline_violations",
     "guard_notes",
     "guard_violations",
+    "no_point_note",
     "points_in_force",
     "publish_run",
     "read_baseline",
@@ -71,11 +78,21 @@ class PublishRefused(RuntimeError):
 
 @dataclass(frozen=True)
 class GuardSettings:
-    """``max_threshold_change``: None = no limit; ``min_rated``: 0 = no minimum."""
+    """``max_threshold_change``: None = no limit; ``min_rated``: 0 = no minimum.
+
+    Both are the defaults of the config's ``publish`` section: the guard's own checks are off
+    (:attr:`off`) unless a config or the command line sets one of them.
+    """
 
     max_threshold_change: float | None = None
     min_rated: float = 0.0
     method: str = "graph"
+
+    @property
+    def off(self) -> bool:
+        """True when neither threshold moves nor rated rows are checked (the defaults): only
+        infeasible points, the baseline, plausibility and capacity can hold a run."""
+        return self.max_threshold_change is None and not self.min_rated > 0
 
 
 @dataclass(frozen=True)
@@ -236,6 +253,22 @@ def guard_notes(new: Sequence[dict[str, Any]], settings: GuardSettings) -> list[
                 "enforced (coverage.max_unrated_share is null)"
             )
     return notes
+
+
+def no_point_note(new: Sequence[dict[str, Any]], settings: GuardSettings) -> str | None:
+    """A note when no group of the run, ``__all__`` included, has a point ``costlib decide``
+    can apply (thresholds null, or the point infeasible): the run is no violation (decide gives
+    null decisions), but it flags nothing. None when some group has one (or there are no
+    records of the decision method)."""
+    records = _by_group(new, settings.method)
+    if not records or any(r["thresholds"] is not None and r.get("point_status") != "infeasible"
+                          for r in records.values()):
+        return None
+    statuses = Counter("infeasible" if r.get("point_status") == "infeasible" else r["status"]
+                       for r in records.values())
+    return ("no group has an operating point: decide will flag nothing except floor audits "
+            f"({len(records)} group(s) of method {settings.method}, {ALL_GROUPS} included: "
+            + ", ".join(f"{status} {n}" for status, n in sorted(statuses.items())) + ")")
 
 
 @dataclass(frozen=True)

@@ -279,17 +279,20 @@ def publish_window(output: str, run_id: str, window: str, *, by: str, reason: st
 def build_guard_entry(config: RunConfig, settings: GuardSettings, baseline_run: str | None,
                       baseline_problem: str | None, violations: list[str],
                       entries: list[dict[str, Any]], override: Override | None,
-                      carried: int) -> dict[str, Any]:
-    """The manifest's ``guard`` of a windowed run (the batch guard's keys, plus ``windows``)."""
+                      carried: int, notes: list[str] | None = None) -> dict[str, Any]:
+    """The manifest's ``guard`` of a windowed run (the batch guard's keys, plus ``windows``).
+
+    ``notes``: the run's own notes (each window's are in its entry)."""
     return {
         "kind": "windows",
         "max_threshold_change": settings.max_threshold_change,
         "min_rated": settings.min_rated,
+        "off": settings.off,
         "method": settings.method,
         "compared_with_run": baseline_run,
         "previous_run_unreadable": baseline_problem,
         "violations": violations,
-        "notes": [],
+        "notes": list(notes or []),
         "override": override.record() if override is not None and (
             violations or held_eligible(entries) or any(
                 (e.get("decision") or {}).get("action") == "override" for e in entries))
