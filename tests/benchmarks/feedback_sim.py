@@ -50,6 +50,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.stats import beta as beta_dist
+from scipy.stats import norm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_feedback_loop as loop
@@ -65,7 +67,9 @@ from costlib.audit._strata import (
     stratum_counts,
 )
 from costlib.thresholds._edges import with_thresholds
-from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._grid import ThresholdGrid, lattice_counts
+from costlib.thresholds._move_evidence import _one_sided
+from costlib.thresholds._operating_point import point_at
 from costlib.thresholds._optimize import optimize
 from costlib.thresholds._recalibration import ALL_GROUPS, GroupResult, recalibrate_grids
 from costlib_pipelines.config import RunConfig
@@ -74,6 +78,9 @@ from costlib_pipelines.decide.audit_sizing import first_run_design
 GROUPS = loop.GROUPS
 #: Experimental switches (bench_feedback_sim.py sets them per configuration).
 EXPERIMENT: dict[str, Any] = {}
+#: The window's rows per group as the last recalibration saw them: name -> (scores, labels
+#: (NaN: unrated), audit probabilities), for rule variants that need more than the grids.
+WINDOW_ROWS: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 CLASSIFIERS = loop.CLASSIFIERS
 
 #: ``recalibrate(config, grids, in_force) -> results``: the optimiser call; the default is the
@@ -282,6 +289,11 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
                 w_s[sel], w_y[sel], edges, names=list(CLASSIFIERS),
                 audit_probabilities=None if w_p is None else w_p[sel])
         in_force = {name: current.in_force(name) for name in [*GROUPS, ALL_GROUPS]}
+        WINDOW_ROWS.clear()
+        if w_p is not None:
+            WINDOW_ROWS.update({name: (w_s[w_g == k], w_y[w_g == k], w_p[w_g == k])
+                                for k, name in enumerate(GROUPS)})
+            WINDOW_ROWS[ALL_GROUPS] = (w_s, w_y, w_p)
         results = recalibrate(config, grids, in_force)
         statuses = {}
         for res in results.values():
@@ -524,3 +536,125 @@ def _lattice_candidates(config: RunConfig, grids: dict[str, ThresholdGrid],
 
 
 RULES["lattice"] = _lattice_candidates
+
+
+def _region_lattices(scores: np.ndarray, edges: list[np.ndarray], rule: str,
+                     parts: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Lattice sums (every threshold tuple) of row weights: name -> (row mask, weights)."""
+    out = {}
+    for name, (mask, weights) in parts.items():
+        grid = ThresholdGrid.from_scores(scores[mask], np.ones(int(mask.sum())), edges,
+                                         weights=weights[mask])
+        out[name] = lattice_counts(grid.pos, rule)
+    return out
+
+
+def _precision_bounds(region: dict[str, np.ndarray], alpha: float, *, upper: bool,
+                      pseudo: float) -> np.ndarray:
+    """Korn–Graubard bound on a region's precision from its audited rows: Clopper–Pearson on
+    the Kish effective sample ``n = (Σ1/π)² / Σ1/π²`` with ``x = n p̂`` (Hájek p̂), plus
+    ``pseudo`` rows of the adverse label; no audited row: 0 (lower) or 1 (upper)."""
+    ht = region["pos"] + region["neg"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        phat = np.where(ht > 0, region["pos"] / np.where(ht > 0, ht, 1.0), 0.0)
+        n = np.where(region["sq"] > 0, ht * ht / np.where(region["sq"] > 0, region["sq"], 1.0),
+                     0.0)
+    x = phat * n + (pseudo if upper else 0.0)
+    n = n + pseudo
+    if upper:
+        return np.where(x < n, beta_dist.ppf(1 - alpha, x + 1, np.maximum(n - x, 1e-12)), 1.0)
+    return np.where(x > 0, beta_dist.ppf(alpha, np.maximum(x, 1e-12), n - x + 1), 0.0)
+
+
+def ratio_bound_gains(rows: tuple[np.ndarray, np.ndarray, np.ndarray], edges: list[np.ndarray],
+                      index: Sequence[int], *, rule: str, slope: float, z: float,
+                      pseudo: float = 1.0) -> np.ndarray:
+    """Experiment (issue 21): a lower bound of every tuple's gain ``TP - r FP`` over the tuple
+    ``index`` from *ratio* estimates instead of the Horvitz–Thompson one.
+
+    Rows rated with certainty (``π = 1``) count exactly. The rows a tuple adds (or drops) with
+    ``0 < π < 1`` are post-stratified by ``π`` (factor-2 bins); in each bin the precision of
+    the added rows gets a one-sided lower bound (the dropped rows an upper one) from its audited
+    rows (:func:`_precision_bounds`) and the bin contributes ``N (p_L (1 + r) - r)``, ``N`` its
+    rows, so that one audited row weighs its share of ``N`` rather than ``1/π``. The bins'
+    bounds are summed (conservative). Needs the rows (WINDOW_ROWS): in the pipelines this would
+    take four channels per probability bin in every grid."""
+    scores, labels, p = rows
+    alpha = float(norm.sf(z))
+    rated = ~np.isnan(labels)
+    ones = np.ones(len(p))
+    census = rated & (p >= 1)
+    exact = _region_lattices(scores, edges, rule, {
+        "pos": (census & (labels == 1), ones), "neg": (census & (labels == 0), ones)})
+    added, dropped = ({k: _one_sided(v, index, rule)[side] for k, v in exact.items()}
+                      for side in (0, 1))
+    bound = (added["pos"] - slope * added["neg"]) - (dropped["pos"] - slope * dropped["neg"])
+    sampled = (p > 0) & (p < 1)
+    bins = np.floor(np.log2(np.clip(p, 1e-12, 1.0))).astype(int)
+    for b in np.unique(bins[sampled]):
+        in_bin = sampled & (bins == b)
+        audited = in_bin & rated
+        inverse = np.where(in_bin, 1.0 / np.where(in_bin, p, 1.0), 0.0)
+        lattices = _region_lattices(scores, edges, rule, {
+            "pos": (audited & (labels == 1), inverse), "neg": (audited & (labels == 0), inverse),
+            "sq": (audited, inverse * inverse), "rows": (in_bin, ones)})
+        added, dropped = ({k: _one_sided(v, index, rule)[side] for k, v in lattices.items()}
+                          for side in (0, 1))
+        low = _precision_bounds(added, alpha, upper=False, pseudo=pseudo)
+        high = _precision_bounds(dropped, alpha, upper=True, pseudo=pseudo)
+        bound = bound + added["rows"] * ((1 + slope) * low - slope)
+        bound = bound - dropped["rows"] * ((1 + slope) * high - slope)
+    return bound
+
+
+def _ratio_bounds(config: RunConfig, grids: dict[str, ThresholdGrid],
+                  in_force: dict[str, Any]) -> Mapping[str, GroupResult]:
+    """Experiment (docs/audit.md, "Issue 21: ratio bounds"): the pipeline's optimum without
+    the evidence rule, then per group the tuple with the best :func:`ratio_bound_gains` over
+    *every* covered lattice cell (ties: the least change in volume); keep the thresholds in
+    force unless that bound is positive. Groups on the fallback take the all-groups result."""
+    import dataclasses
+
+    results = dict(pipeline_recalibrate(
+        config.with_overrides({"in_force.evidence_z": None}, source="ratio bounds"), grids,
+        in_force))
+    total = None
+    for grid in grids.values():
+        total = grid if total is None else total + grid
+    grids = {**grids, ALL_GROUPS: total}
+    method, rule, slope = config.decision_method, config.rule, config.target.slope
+    kwargs = {"target": config.target, "rule": rule, "method": method,
+              **config.optimize_options}
+    for name in [ALL_GROUPS, *GROUPS]:
+        result, thresholds = results[name], in_force.get(name)
+        if result.status == "fallback":
+            results[name] = dataclasses.replace(result, points={
+                **result.points, method: results[ALL_GROUPS].points.get(method)})
+            continue
+        chosen = result.points.get(method)
+        if (thresholds is None or chosen is None or result.status != "ok"
+                or name not in WINDOW_ROWS or name not in grids):
+            continue
+        grid = grids[name]
+        kept = point_at(grid, thresholds, **kwargs)
+        if tuple(kept.index) == tuple(chosen.index):
+            continue
+        bound = ratio_bound_gains(WINDOW_ROWS[name], list(grid.edges), kept.index, rule=rule,
+                                  slope=slope, z=float(config.in_force["evidence_z"]))
+        bound = np.where(grid.covered(rule, config.optimize_options.get("max_unrated_share",
+                                                                        0.0)), bound, -np.inf)
+        top = float(bound.max())
+        if not top > 0:
+            results[name] = dataclasses.replace(result, status="kept",
+                                                points={**result.points, method: kept})
+            continue
+        volume = grid.volume(rule)
+        tied = np.argwhere(bound >= top - 1e-9 * max(1.0, abs(top)))
+        change = np.abs(volume[tuple(tied.T)] - volume[tuple(kept.index)])
+        best = tuple(int(i) for i in tied[int(np.argmin(change))])
+        point = point_at(grid, grid.threshold_values(best), **kwargs)
+        results[name] = dataclasses.replace(result, points={**result.points, method: point})
+    return results
+
+
+RULES["ratio_bounds"] = _ratio_bounds
