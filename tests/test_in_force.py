@@ -354,3 +354,36 @@ def test_min_gain_z_needs_bootstrap_replicates():
         _config(in_force={"min_gain_z": 1.0})
     assert _config(in_force={"min_gain_z": 1.0}, bootstrap={"replicates": 5}).in_force[
         "min_gain_z"] == 1.0
+
+
+def test_in_force_records_whether_its_source_is_the_published_run(selective, tmp_path, capsys):
+    """--in-force a held run (what decide --allow-unpublished applies): recalibrate uses it,
+    records ``published: false`` with the reason and prints a note; the published run records
+    true without a note; a hand-made file outside any output, unknown (None)."""
+    _, _, _, _, path = selective
+    start = _points_file(tmp_path / "start.parquet", {ALL_GROUPS: START})
+    held_config = _config(publish={"max_threshold_change": None, "min_rated": 10**9})
+    out = tmp_path / "out"
+    with pytest.raises(Exception, match="min_rated"):
+        run_recalibrate(held_config, path, str(out), [], run_id="r1", in_force=start)
+    config_path = tmp_path / "config.json"
+    config_path.write_text(json.dumps(_config().raw))
+    common = ["recalibrate", "--config", str(config_path), "--input", path]
+    held = str(out / "runs" / "r1")
+    assert main([*common, "--output", str(tmp_path / "o1"), "--run-id", "a",
+                 "--in-force", held]) == 0
+    printed = capsys.readouterr().out
+    assert f"note: --in-force {held}: run r1 is held for review by the publish guard" in printed
+    entry = json.loads((tmp_path / "o1" / "runs" / "a" / "manifest.json").read_text())["in_force"]
+    assert entry["published"] is False and "held" in entry["published_reason"]
+
+    main(["publish", "--output", str(out), "--run-id", "r1", "--by", "test", "--reason", "t"])
+    assert main([*common, "--output", str(tmp_path / "o2"), "--run-id", "b",
+                 "--in-force", held]) == 0
+    assert "note: --in-force" not in capsys.readouterr().out
+    entry = json.loads((tmp_path / "o2" / "runs" / "b" / "manifest.json").read_text())["in_force"]
+    assert entry["published"] is True
+
+    manifest = run_recalibrate(_config(), path, str(tmp_path / "o3"), [], run_id="c",
+                               in_force=start)
+    assert manifest["in_force"]["published"] is None

@@ -149,6 +149,10 @@ def run(args: argparse.Namespace) -> int:
     warning = audit_warning(acc)
     if warning:
         print(f"warning: {warning}")
+    in_force = manifest.get("in_force") or {}
+    if args.in_force is not None and in_force.get("published") is False:
+        print(f"note: --in-force {args.in_force}: {in_force['published_reason']}; the points "
+              "are taken as the thresholds in force (what decide --allow-unpublished applied)")
     run_dir = f"{args.output.rstrip('/')}/runs/{manifest['run_id']}"
     if config.windowing is not None:
         _print_windowed(manifest, run_dir)

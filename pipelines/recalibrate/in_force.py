@@ -33,7 +33,7 @@ from costlib.thresholds._edges import with_thresholds
 from costlib_pipelines.config import ConfigError, RunConfig
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.published_points import select_operating_points
-from costlib_pipelines.io.runs import load_operating_points
+from costlib_pipelines.io.runs import load_operating_points, points_publication
 from costlib_pipelines.recalibrate.publish import Baseline
 
 __all__ = ["InForce", "edges_with_in_force", "read_in_force"]
@@ -72,7 +72,11 @@ def read_in_force(
 ) -> tuple[InForce | None, dict[str, Any]]:
     """The thresholds in force, and the manifest's ``in_force`` entry.
 
-    ``source`` (``--in-force``) wins; else the published run of ``output`` (``baseline``). A
+    ``source`` (``--in-force``) wins; else the published run of ``output`` (``baseline``). For
+    a ``source`` the entry records whether it is the published run of its output
+    (``published``: True, False or None when unknown, and ``published_reason``;
+    :func:`costlib_pipelines.io.runs.points_publication`): ``decide --allow-unpublished`` can
+    apply another run, and the thresholds in force are what decide applied. A
     first run (nothing published, no ``source``) has none. A ``source`` that cannot be read or
     does not fit the config is an :class:`InputError` (exit 2); a published run that does not
     fit (another decision method or classifiers: the config changed) gives none, and the
@@ -82,6 +86,9 @@ def read_in_force(
     entry: dict[str, Any] = {"settings": settings}
     if source is not None:
         records, resolved = load_operating_points(source, windows="applied")
+        publication = points_publication(resolved)
+        entry["published"] = publication["published"]
+        entry["published_reason"] = publication["reason"]
     elif baseline.records is not None and baseline.run_id is not None:
         records, resolved = baseline.records, f"{output.rstrip('/')}/runs/{baseline.run_id}"
     else:
