@@ -16,8 +16,10 @@ from costlib.thresholds._move_evidence import (
     gain_standard_errors,
     lower_bound_move,
     one_row_weight,
+    segment_cells,
     unseen_variance,
 )
+from costlib.thresholds._operating_point import point_at
 from costlib.thresholds._optimize import optimize
 from costlib.thresholds._recalibration import optimize_group
 from costlib.thresholds._target import resolve_target
@@ -234,3 +236,75 @@ def test_the_conservative_bound_covers_the_true_gain_over_thin_audit_draws():
         full_cover.append(gain - 1.645 * full <= true_gain)
     assert np.mean(full_cover) >= 0.95
     assert np.mean(full_cover) > np.mean(plain_cover)
+
+
+def test_segment_cells_walk_every_step_of_the_longest_coordinate():
+    cells = segment_cells((2, 9), (6, 1))
+    assert cells.shape == (9, 2) and tuple(cells[0]) == (2, 9) and tuple(cells[-1]) == (6, 1)
+    assert (np.abs(np.diff(cells[:, 1])) == 1).all()  # the longest coordinate: every step
+    assert (np.diff(cells[:, 0]) >= 0).all() and (np.abs(np.diff(cells, axis=0)) <= 1).all()
+    assert segment_cells((3, 3), (3, 3)).tolist() == [[3, 3]]
+    with pytest.raises(ValueError, match="same"):
+        segment_cells((1, 2), (1, 2, 3))
+
+
+def _brute_force_bound_choice(grid, chosen, in_force, z, target, with_segment):
+    """The candidate cells (the curve, plus the segment from the thresholds in force to the
+    method's point when asked), each one's bound, and the best bound, by direct loops."""
+    kept = point_at(grid, in_force, target=target, rule="any", method="hull")
+    se = gain_standard_errors(grid, kept.index, rule="any", slope=target.slope, unseen_rows=1.0)
+    tp, fp = grid.counts("any")
+    base = tp[kept.index] - target.slope * fp[kept.index]
+    candidates = [tuple(int(i) for i in c) for c in chosen.path]
+    if with_segment:
+        start = [int(i) for i in kept.index]
+        end = [int(i) for i in chosen.index]
+        m = max(abs(b - a) for a, b in zip(start, end, strict=True)) + 1
+        for step in range(m):  # round half to even, as numpy's rint
+            cell = tuple(round(a + step / max(m - 1, 1) * (b - a))
+                         for a, b in zip(start, end, strict=True))
+            if cell not in candidates:
+                candidates.append(cell)
+    bounds = {c: tp[c] - target.slope * fp[c] - base - z * se[c] for c in candidates}
+    return candidates, max(bounds.values())
+
+
+def _concentrated_grid(seed):
+    """Scores concentrated near 0 (negatives beta(0.5, 30), 1% positives beta(1.5, 2.5)),
+    classifier 1 flagging at 0.5, the rest audited at 5% above 0.3 and 0.2% below: a hull
+    frontier with no cell between "classifier 2 off" and the optimum."""
+    rng = np.random.default_rng(seed)
+    n = 20_000
+    truth = rng.random(n) < 0.01
+    scores = np.where(truth[:, None], rng.beta(1.5, 2.5, (n, 2)), rng.beta(0.5, 30, (n, 2)))
+    pi = np.where(scores[:, 0] >= 0.5, 1.0, np.where(scores.max(axis=1) >= 0.3, 0.05, 0.002))
+    labels = np.where(rng.random(n) < pi, truth, None).astype(object)
+    edges = [np.linspace(0.05, 0.95, 19)] * 2
+    return ThresholdGrid.from_scores(scores, labels, edges, audit_probabilities=pi)
+
+
+def test_a_classifier_off_in_force_can_be_switched_on_part_way():
+    """With classifier 2 off in force the candidates are the hull's frontier plus the segment
+    towards the method's point: the bound taken is the best over exactly those cells (direct
+    loops); here the frontier holds no cell between the two, and the move taken is a segment
+    cell (classifier 2 switched on high) — the frontier alone keeps it off. With both
+    classifiers on in force the candidates are the frontier's alone."""
+    target = resolve_target(target_marginal_precision=0.2)
+    kwargs = {"target": target, "rule": "any", "method": "hull"}
+    z = 1.645
+    for seed in range(3):
+        grid = _concentrated_grid(seed)
+        chosen = optimize(grid, **kwargs)
+        path = {tuple(int(i) for i in c) for c in chosen.path}
+        for in_force, with_segment in (((0.5, np.inf), True), ((0.5, 0.5), False)):
+            bounded = lower_bound_move(grid, chosen, in_force, z=z, **kwargs)
+            candidates, best = _brute_force_bound_choice(grid, chosen, in_force, z, target,
+                                                         with_segment)
+            assert bounded.move == (best > 0)
+            if bounded.move:
+                assert bounded.gain - z * bounded.se == pytest.approx(best)
+                assert tuple(int(i) for i in bounded.point.index) in candidates
+        off = lower_bound_move(grid, chosen, (0.5, np.inf), z=z, **kwargs)
+        assert off.move and tuple(int(i) for i in off.point.index) not in path
+        assert np.isfinite(off.point.thresholds[1]) and off.point.thresholds[1] > \
+            chosen.thresholds[1]  # switched on, above the method's threshold: part way

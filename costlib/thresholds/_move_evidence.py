@@ -48,6 +48,7 @@ __all__ = [
     "lower_bound_move",
     "move_evidence",
     "one_row_weight",
+    "segment_cells",
     "unseen_variance",
 ]
 
@@ -264,6 +265,19 @@ def gain_standard_errors(grid: ThresholdGrid, index: Sequence[int], *, rule: str
     return np.sqrt(total)
 
 
+def segment_cells(start: Sequence[int], end: Sequence[int]) -> NDArray[np.intp]:
+    """The lattice cells of the straight segment from cell ``start`` to cell ``end``, both
+    included: ``round(start + λ (end - start))`` for ``m = max_j |end_j - start_j| + 1``
+    evenly spaced ``λ ∈ [0, 1]``, so that the coordinate that moves most takes every step
+    and the others move proportionally (shape ``(m, k)``)."""
+    a = np.asarray(start, dtype=np.float64)
+    b = np.asarray(end, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"start {a.shape} and end {b.shape} need the same (k,) shape")
+    steps = int(np.abs(b - a).max()) + 1
+    return np.rint(a + np.linspace(0.0, 1.0, steps)[:, None] * (b - a)).astype(np.intp)
+
+
 @dataclass(frozen=True)
 class LowerBoundMove:
     """The outcome of :func:`lower_bound_move`.
@@ -339,6 +353,15 @@ def lower_bound_move(
     audit rows every se is 0 and this is the method's point. Linear objective only
     (``TP - r FP``); other objectives return the method's point.
 
+    **Turning a classifier on.** When a classifier is off in ``f`` (its threshold ``+inf``),
+    the method's curve usually holds no cell between ``f`` and its point: a hull's frontier
+    goes from "off" straight to the classifier's optimum, a move whose added region spans
+    every audit stratum and whose bound is rarely positive on a thin audit, so the classifier
+    would stay off. The candidates then also include the cells of the lattice segment from
+    ``f`` to the method's point (:func:`segment_cells`: the classifier switched on high first,
+    part way towards the optimum). With every classifier on in ``f`` the candidates are the
+    curve's alone.
+
     The standard error is the audit design's (Horvitz–Thompson, given the population), not the
     population's own variation from run to run: rows flagged by the thresholds in force are a
     census of the window (``π = 1``), so moves inside the rated region need no further
@@ -361,6 +384,10 @@ def lower_bound_move(
     tp, fp = grid.counts(rule)
     volume = grid.volume(rule)
     cells = np.asarray(chosen.path, dtype=np.intp).reshape(-1, grid.k)
+    if any(int(i) == n - 1 for i, n in zip(kept.index, grid.shape, strict=True)):
+        segment = segment_cells(kept.index, chosen.index)
+        on_curve = (segment[:, None, :] == cells[None, :, :]).all(axis=2).any(axis=1)
+        cells = np.vstack([cells, segment[~on_curve]])  # the curve's cells first (ties)
     idx = tuple(cells.T)
     objective = tp[idx] - slope * fp[idx]
     gain = objective - kept.objective

@@ -98,6 +98,7 @@ CONFIGS: dict[str, tuple[dict[str, Any], str | None, list[str]]] = {
     "rel_labels": ({}, None, ["--audit-defaults"]),
     "ad_lattice": ({}, "lattice", ["--audit-defaults"]),
     "ad_ratio": ({}, "ratio_bounds", ["--audit-defaults"]),
+    "ad_segment": ({}, "segment", ["--audit-defaults"]),
     "z_off": ({"in_force.evidence_z": None}, None, []),
     "z1": ({"in_force.evidence_z": 1.0}, None, []),
     "z0.5": ({"in_force.evidence_z": 0.5}, None, []),

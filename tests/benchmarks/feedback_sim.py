@@ -658,3 +658,35 @@ def _ratio_bounds(config: RunConfig, grids: dict[str, ThresholdGrid],
 
 
 RULES["ratio_bounds"] = _ratio_bounds
+
+
+def _segment_candidates(config: RunConfig, grids: dict[str, ThresholdGrid],
+                        in_force: dict[str, Any]) -> Mapping[str, GroupResult]:
+    """Experiment (dropped): the lower-bound move always also considers the cells on the
+    segment from the thresholds in force to the method's point (part-way moves towards it).
+    ``lower_bound_move`` does so only when a classifier is off in force (docs/audit.md,
+    "Turning a classifier on")."""
+    import dataclasses
+
+    import costlib.thresholds._recalibration as recal
+    original = recal.lower_bound_move
+
+    def with_segment(grid, chosen, in_force_t, **kwargs):
+        kept = point_at(grid, in_force_t, target=kwargs["target"], rule=kwargs["rule"],
+                        method=kwargs["method"], **(kwargs.get("options") or {}))
+        start = np.asarray(kept.index, dtype=np.float64)
+        end = np.asarray(chosen.index, dtype=np.float64)
+        steps = int(np.abs(end - start).max()) + 1
+        segment = np.rint(start + np.linspace(0.0, 1.0, steps)[:, None] * (end - start))
+        cells = np.unique(np.vstack([np.asarray(chosen.path, dtype=np.intp).reshape(-1, grid.k),
+                                     segment.astype(np.intp)]), axis=0)
+        return original(grid, dataclasses.replace(chosen, path=cells), in_force_t, **kwargs)
+
+    recal.lower_bound_move = with_segment
+    try:
+        return pipeline_recalibrate(config, grids, in_force)
+    finally:
+        recal.lower_bound_move = original
+
+
+RULES["segment"] = _segment_candidates
