@@ -68,7 +68,7 @@ from costlib.audit._strata import (
 )
 from costlib.thresholds._edges import with_thresholds
 from costlib.thresholds._grid import ThresholdGrid, lattice_counts
-from costlib.thresholds._move_evidence import _one_sided
+from costlib.thresholds._move_evidence import _one_sided, segment_cells
 from costlib.thresholds._operating_point import point_at
 from costlib.thresholds._optimize import optimize
 from costlib.thresholds._recalibration import ALL_GROUPS, GroupResult, recalibrate_grids
@@ -514,25 +514,37 @@ RULES: dict[str, Recalibrate] = {}
 
 
 
-def _lattice_candidates(config: RunConfig, grids: dict[str, ThresholdGrid],
-                        in_force: dict[str, Any]) -> Mapping[str, GroupResult]:
-    """Experiment (dropped, docs/audit.md "Issue 21 on 30 seeds"): the lower-bound move searches
-    every cell of the lattice, not only the method's curve. The optimiser's module looks
-    ``lower_bound_move`` up by name, so the variant swaps it there for the call."""
+def _with_candidates(config: RunConfig, grids: dict[str, ThresholdGrid],
+                     in_force: dict[str, Any],
+                     candidates: Callable[[ThresholdGrid, Any, Any], np.ndarray]
+                     ) -> Mapping[str, GroupResult]:
+    """The pipeline's recalibration with ``lower_bound_move`` searching ``candidates(grid,
+    chosen, kept)`` (cells, shape (m, k)) instead of the method's curve. The optimiser's module
+    looks ``lower_bound_move`` up by name, so it is swapped there for the call."""
     import dataclasses
 
     import costlib.thresholds._recalibration as recal
     original = recal.lower_bound_move
 
-    def every_cell(grid, chosen, in_force_t, **kwargs):
-        cells = np.indices(grid.shape).reshape(grid.k, -1).T.astype(np.intp)
+    def searching(grid, chosen, in_force_t, **kwargs):
+        kept = point_at(grid, in_force_t, target=kwargs["target"], rule=kwargs["rule"],
+                        method=kwargs["method"], **(kwargs.get("options") or {}))
+        cells = candidates(grid, chosen, kept)
         return original(grid, dataclasses.replace(chosen, path=cells), in_force_t, **kwargs)
 
-    recal.lower_bound_move = every_cell
+    recal.lower_bound_move = searching
     try:
         return pipeline_recalibrate(config, grids, in_force)
     finally:
         recal.lower_bound_move = original
+
+
+def _lattice_candidates(config: RunConfig, grids: dict[str, ThresholdGrid],
+                        in_force: dict[str, Any]) -> Mapping[str, GroupResult]:
+    """Experiment (dropped, docs/audit.md "Issue 21 on 30 seeds"): the lower-bound move searches
+    every cell of the lattice, not only the method's curve."""
+    return _with_candidates(config, grids, in_force, lambda grid, chosen, kept: np.indices(
+        grid.shape).reshape(grid.k, -1).T.astype(np.intp))
 
 
 RULES["lattice"] = _lattice_candidates
@@ -666,27 +678,9 @@ def _segment_candidates(config: RunConfig, grids: dict[str, ThresholdGrid],
     segment from the thresholds in force to the method's point (part-way moves towards it).
     ``lower_bound_move`` does so only when a classifier is off in force (docs/audit.md,
     "Turning a classifier on")."""
-    import dataclasses
-
-    import costlib.thresholds._recalibration as recal
-    original = recal.lower_bound_move
-
-    def with_segment(grid, chosen, in_force_t, **kwargs):
-        kept = point_at(grid, in_force_t, target=kwargs["target"], rule=kwargs["rule"],
-                        method=kwargs["method"], **(kwargs.get("options") or {}))
-        start = np.asarray(kept.index, dtype=np.float64)
-        end = np.asarray(chosen.index, dtype=np.float64)
-        steps = int(np.abs(end - start).max()) + 1
-        segment = np.rint(start + np.linspace(0.0, 1.0, steps)[:, None] * (end - start))
-        cells = np.unique(np.vstack([np.asarray(chosen.path, dtype=np.intp).reshape(-1, grid.k),
-                                     segment.astype(np.intp)]), axis=0)
-        return original(grid, dataclasses.replace(chosen, path=cells), in_force_t, **kwargs)
-
-    recal.lower_bound_move = with_segment
-    try:
-        return pipeline_recalibrate(config, grids, in_force)
-    finally:
-        recal.lower_bound_move = original
+    return _with_candidates(config, grids, in_force, lambda grid, chosen, kept: np.unique(
+        np.vstack([np.asarray(chosen.path, dtype=np.intp).reshape(-1, grid.k),
+                   segment_cells(kept.index, chosen.index)]), axis=0))
 
 
 RULES["segment"] = _segment_candidates
