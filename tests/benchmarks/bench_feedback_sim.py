@@ -184,8 +184,9 @@ def table(results: list[tuple], verbose: bool = False) -> None:
               f"  {flags} of {len(figs)}")
         if verbose:
             print(f"{'':<36} late per seed {' '.join(f'{x:.3f}' for x in late)}; min/start "
-                  f"{' '.join(f'{f.min_start:.3f}' for f in figs)}; recovery on "
-                  f"{sim.SMOOTHING_DAYS}-day sums {smooth_text}")
+                  f"{' '.join(f'{f.min_start:.3f}' for f in figs)}; on "
+                  f"{sim.SMOOTHING_DAYS}-day sums: recovery {smooth_text}, min/start "
+                  f"{min(f.min_start_smoothed for f in figs):.3f}")
 
 
 def check_pipeline(argv: list[str], seed: int, family: str) -> None:

@@ -367,13 +367,13 @@ def recovery_day(ratios: Sequence[float], drift_day: int, level: float = 0.95) -
 
 
 def smoothed_ratios(utility: Sequence[float], oracle: Sequence[float],
-                    days: int = SMOOTHING_DAYS) -> list[float]:
-    """Utility over the window oracle's on trailing sums of ``days`` days (day 0, without an
-    oracle, is left out of the sums): the daily ratio with the day-to-day noise of both
-    summed over ``days`` days."""
+                    days: int = SMOOTHING_DAYS, first: int = 1) -> list[float]:
+    """Utility over the reference's (the window oracle's by default) on trailing sums of
+    ``days`` days from day ``first`` on (day 0 has no window oracle): the daily ratio with
+    the day-to-day noise of both summed over ``days`` days."""
     out = [math.nan] * len(utility)
-    for d in range(1, len(utility)):
-        lo = max(1, d - days + 1)
+    for d in range(first, len(utility)):
+        lo = max(first, d - days + 1)
         total = sum(oracle[lo:d + 1])
         out[d] = sum(utility[lo:d + 1]) / total if total > 0 else math.nan
     return out
@@ -387,7 +387,9 @@ class Figures:
     ``check_day`` on; ``min_start``: min utility over the starting thresholds' (same day);
     ``recovery``: days after the drift until the oracle ratio is >= 0.95 for good (None:
     never; not set without a drift); ``recovery_smoothed``: the same on
-    :data:`SMOOTHING_DAYS`-day trailing sums (:func:`smoothed_ratios`); ``audit_deviation``:
+    :data:`SMOOTHING_DAYS`-day trailing sums (:func:`smoothed_ratios`); ``min_start_smoothed``:
+    ``min_start`` on those sums (a day worth ~2 net TP makes the daily ratio noise);
+    ``audit_deviation``:
     audited / expected - 1 over the loop; ``share``: audited / unflagged rows over the loop;
     ``expected_share``.
     """
@@ -400,6 +402,7 @@ class Figures:
     share: float
     expected_share: float
     recovery_smoothed: int | None = None
+    min_start_smoothed: float = math.nan
 
     def meets(self, budget: float | None = None) -> dict[str, bool]:
         out = {"late>=0.97": self.late_mean >= 0.97, "start>=0.9": self.min_start >= 0.9,
@@ -428,7 +431,9 @@ def figures(days: Sequence[loop.Day], *, check_day: int, drift_day: int | None) 
         recovery=recovery,
         audit_deviation=audited / expected - 1 if expected > 0 else math.nan,
         share=audited / unflagged, expected_share=expected / unflagged,
-        recovery_smoothed=smoothed)
+        recovery_smoothed=smoothed,
+        min_start_smoothed=float(np.nanmin(smoothed_ratios(
+            [d.utility for d in days], [d.start_utility for d in days], first=0))))
 
 
 @dataclass(frozen=True)
