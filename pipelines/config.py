@@ -26,7 +26,7 @@ from costlib.audit._strata import check_shares, check_steps, relative_design
 from costlib.thresholds._edges import DEFAULT_DECISION_EDGES, check_edges, uniform_edges
 from costlib.thresholds._target import Target
 
-__all__ = ["ConfigError", "RunConfig", "load_config"]
+__all__ = ["OBJECTIVE_ONLY_KEYS", "ConfigError", "RunConfig", "load_config"]
 
 
 class ConfigError(ValueError):
@@ -446,8 +446,9 @@ def load_config(path: str | Path) -> RunConfig:
     return config
 
 
-#: Objective keys that only one objective reads: key -> (that objective, the key's default).
-_OBJECTIVE_ONLY_KEYS = {"beta": ("fbeta", 1.0), "volume": ("precision_at_volume", None)}
+#: Objective keys that only one objective reads: key -> (that objective, the key's default);
+#: the config file's check below and ``costlib recalibrate``'s flags of the same names.
+OBJECTIVE_ONLY_KEYS = {"beta": ("fbeta", 1.0), "volume": ("precision_at_volume", None)}
 
 
 def _check_objective_keys_as_written(data: dict[str, Any], *, source: str) -> None:
@@ -462,7 +463,7 @@ def _check_objective_keys_as_written(data: dict[str, Any], *, source: str) -> No
     if not isinstance(objective, dict):
         return
     name = objective.get("name", "linear")
-    for key, (needs, default) in _OBJECTIVE_ONLY_KEYS.items():
+    for key, (needs, default) in OBJECTIVE_ONLY_KEYS.items():
         value = objective.get(key, default)
         if name != needs and value != default:
             shown = f"{value:g}" if isinstance(value, int | float) else repr(value)

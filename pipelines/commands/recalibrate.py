@@ -88,7 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from costlib_pipelines.commands.progress import Progress
-    from costlib_pipelines.config import load_config
+    from costlib_pipelines.config import OBJECTIVE_ONLY_KEYS, load_config
     from costlib_pipelines.flags import UsageError
     from costlib_pipelines.io.plausibility import Plausibility
     from costlib_pipelines.recalibrate.accounting import audit_warning
@@ -105,8 +105,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--override-by/--override-reason only apply with --override-guard")
     config = load_config(args.config)
     objective = args.objective or config.objective["name"]
-    for flag, value, needs in (("--beta", args.beta, "fbeta"),
-                               ("--volume", args.volume, "precision_at_volume")):
+    for key, (needs, _) in OBJECTIVE_ONLY_KEYS.items():
+        flag, value = f"--{key}", getattr(args, key)
         if value is not None and objective != needs:
             whence = "--objective" if args.objective else f"objective.name in {args.config}"
             raise UsageError(f"{flag} {value:g} applies to --objective {needs} only, but the "
