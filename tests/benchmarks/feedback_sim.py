@@ -78,9 +78,22 @@ from costlib_pipelines.decide.audit_sizing import first_run_design
 GROUPS = loop.GROUPS
 #: Experimental switches (bench_feedback_sim.py sets them per configuration).
 EXPERIMENT: dict[str, Any] = {}
-#: The window's rows per group as the last recalibration saw them: name -> (scores, labels
-#: (NaN: unrated), audit probabilities), for rule variants that need more than the grids.
-WINDOW_ROWS: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+#: The window's rows as the last recalibration saw them (group index, scores, labels (NaN:
+#: unrated), audit probabilities; references, not copies), for rule variants that need more
+#: than the grids (:func:`window_rows` selects a group's).
+WINDOW_ROWS: dict[str, tuple[np.ndarray, ...]] = {}
+
+
+def window_rows(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(scores, labels, audit probabilities)`` of group ``name`` (``ALL_GROUPS``: every row)
+    in the last recalibration's window; None without audit probabilities."""
+    if "window" not in WINDOW_ROWS:
+        return None
+    g, scores, labels, p = WINDOW_ROWS["window"]
+    if name == ALL_GROUPS:
+        return scores, labels, p
+    sel = g == GROUPS.index(name)
+    return scores[sel], labels[sel], p[sel]
 CLASSIFIERS = loop.CLASSIFIERS
 
 #: ``recalibrate(config, grids, in_force) -> results``: the optimiser call; the default is the
@@ -291,9 +304,7 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
         in_force = {name: current.in_force(name) for name in [*GROUPS, ALL_GROUPS]}
         WINDOW_ROWS.clear()
         if w_p is not None:
-            WINDOW_ROWS.update({name: (w_s[w_g == k], w_y[w_g == k], w_p[w_g == k])
-                                for k, name in enumerate(GROUPS)})
-            WINDOW_ROWS[ALL_GROUPS] = (w_s, w_y, w_p)
+            WINDOW_ROWS["window"] = (w_g, w_s, w_y, w_p)
         results = recalibrate(config, grids, in_force)
         statuses = {}
         for res in results.values():
@@ -594,8 +605,8 @@ def ratio_bound_gains(rows: tuple[np.ndarray, np.ndarray, np.ndarray], edges: li
     the added rows gets a one-sided lower bound (the dropped rows an upper one) from its audited
     rows (:func:`_precision_bounds`) and the bin contributes ``N (p_L (1 + r) - r)``, ``N`` its
     rows, so that one audited row weighs its share of ``N`` rather than ``1/π``. The bins'
-    bounds are summed (conservative). Needs the rows (WINDOW_ROWS): in the pipelines this would
-    take four channels per probability bin in every grid."""
+    bounds are summed (conservative). Needs the rows (:func:`window_rows`): in the pipelines
+    this would take four channels per probability bin in every grid."""
     scores, labels, p = rows
     alpha = float(norm.sf(z))
     rated = ~np.isnan(labels)
@@ -649,14 +660,16 @@ def _ratio_bounds(config: RunConfig, grids: dict[str, ThresholdGrid],
                 **result.points, method: results[ALL_GROUPS].points.get(method)})
             continue
         chosen = result.points.get(method)
-        if (thresholds is None or chosen is None or result.status != "ok"
-                or name not in WINDOW_ROWS or name not in grids):
+        if thresholds is None or chosen is None or result.status != "ok":
+            continue
+        rows = window_rows(name)
+        if rows is None:
             continue
         grid = grids[name]
         kept = point_at(grid, thresholds, **kwargs)
         if tuple(kept.index) == tuple(chosen.index):
             continue
-        bound = ratio_bound_gains(WINDOW_ROWS[name], list(grid.edges), kept.index, rule=rule,
+        bound = ratio_bound_gains(rows, list(grid.edges), kept.index, rule=rule,
                                   slope=slope, z=float(config.in_force["evidence_z"]))
         bound = np.where(grid.covered(rule, config.optimize_options.get("max_unrated_share",
                                                                         0.0)), bound, -np.inf)
