@@ -79,10 +79,14 @@ def _audit_defaults(data: dict) -> dict:
             strata.setdefault("shares", list(DEFAULT_AUDIT_SHARES))
             strata.setdefault("weights", list(DEFAULT_AUDIT_WEIGHTS))
         strata.setdefault("shares", [])
+        weights = strata.get("weights")
+        strata.setdefault("proposal_stratum", max(len(weights) - 2, 0)
+                          if isinstance(weights, list) else None)
         audit.setdefault("design", "auto")
     else:
         strata.setdefault("shares", [])
         strata.setdefault("weights", [1.0])
+        strata.setdefault("proposal_stratum", None)
         audit.setdefault("design", "fixed")
     audit["strata"] = strata
     return {**data, "audit": audit}
@@ -172,7 +176,14 @@ class RunConfig:
                 raise ValueError(f"strata.weights: need len(strata.{name}) + 1 = "
                                  f"{len(cuts) + 1} weights (one per stratum), got "
                                  f"{len(strata['weights'])}")
+            band = strata.get("proposal_stratum")
+            if band is not None and band > len(cuts):
+                raise ValueError(f"strata.proposal_stratum: a stratum index 0..{len(cuts)} "
+                                 f"(far to near, one per weight), got {band}")
             return relative_design(strata["weights"], audit["floor"], audit["budget_share"])
+        if strata.get("proposal_stratum") is not None:
+            raise ValueError(f"strata.proposal_stratum: only with strata.relative_to point, got "
+                             f"{strata['proposal_stratum']}")
         for key in ("steps", "shares"):
             if strata.get(key):
                 raise ValueError(f"strata.{key}: only with strata.relative_to point, got "
@@ -180,6 +191,14 @@ class RunConfig:
         return AuditDesign(edges=tuple(audit["strata"]["edges"]),
                            weights=tuple(audit["strata"]["weights"]),
                            floor=audit["floor"], budget_share=audit["budget_share"])
+
+    @property
+    def proposal_stratum(self) -> int | None:
+        """``audit.strata.proposal_stratum``: the stratum the rows of a group's unsupported
+        proposal are audited in at least (:func:`costlib.audit._strata.promote_proposed`);
+        None: off, or score strata."""
+        band = self.audit["strata"].get("proposal_stratum")
+        return None if band is None or not self.relative_strata else int(band)
 
     @property
     def relative_strata(self) -> bool:
@@ -265,8 +284,11 @@ class RunConfig:
         """
         raw = copy.deepcopy(self.raw)
         for dotted, value in overrides.items():
-            section, key = dotted.split(".")
-            raw[section][key] = value
+            *sections, key = dotted.split(".")
+            place = raw
+            for section in sections:
+                place = place[section]
+            place[key] = value
         return RunConfig.from_dict(raw, source=source)
 
     @functools.cached_property

@@ -131,7 +131,8 @@ def coverage_fields(point_status=None, reason=None) -> dict:
         "max_false_positives": None, "min_recall": None, "estimated_total_positives": None,
         "estimated_recall": None, "estimated_recall_ci_low": None,
         "estimated_recall_ci_high": None, "estimated_total_positives_ci_low": None,
-        "estimated_total_positives_ci_high": None, "finer_bound": None, **CAPACITY_NULLS,
+        "estimated_total_positives_ci_high": None, "finer_bound": None,
+        "proposed_thresholds": None, **CAPACITY_NULLS,
     }
 
 

@@ -130,3 +130,39 @@ def test_depths_from_cells_equal_depths_of_the_rows_on_the_same_lattice(rule):
         np.testing.assert_array_equal(got[:-1], want[: got.size - 1])
         assert got.size - 1 >= (finite.max() if finite.size else 1)
         assert got[-1] == np.count_nonzero(~np.isfinite(depth))
+
+
+@pytest.mark.parametrize("rule", ["any", "all"])
+def test_proposed_rows_and_cells_agree_with_a_loop_over_rows(rule):
+    """The rows a proposed point flags (by a plain loop), the same judged per lattice cell (exact
+    for a point on the lattice), and the promoted strata and counts."""
+    from costlib.audit._strata import (
+        lattice_cells,
+        promote_counts,
+        promote_proposed,
+        proposed_cells,
+        proposed_rows,
+    )
+
+    rng = np.random.default_rng(3)
+    edges = [np.sort(rng.uniform(0, 1, 12)), np.sort(rng.uniform(0, 1, 9))]
+    scores = rng.uniform(-0.1, 1.1, size=(2000, 2))
+    scores[rng.random((2000, 2)) < 0.05] = np.nan
+    for t in ([edges[0][4], edges[1][6]], [edges[0][8], np.inf], [np.inf, np.inf]):
+        want = np.array([
+            (any if rule == "any" else all)(
+                (not np.isnan(s)) and s >= tj for s, tj in zip(row, t, strict=True))
+            for row in scores])
+        got = proposed_rows(scores, t, rule)
+        np.testing.assert_array_equal(got, want)
+        cells = lattice_cells(scores, edges)
+        np.testing.assert_array_equal(proposed_cells(cells, edges, t, rule), want)
+        strata = rng.integers(0, 4, size=2000)
+        raised = promote_proposed(strata, want, 2)
+        np.testing.assert_array_equal(raised, [max(h, 2) if w else h
+                                               for h, w in zip(strata, want, strict=True)])
+        before = np.bincount(strata[want], minlength=4).astype(float)
+        np.testing.assert_array_equal(promote_counts(before, 2),
+                                      np.bincount(raised[want], minlength=4))
+    with pytest.raises(ValueError, match="rule"):
+        proposed_rows(scores, [0.5, 0.5], "most")

@@ -21,7 +21,7 @@ from costlib.thresholds._move_evidence import (
 )
 from costlib.thresholds._operating_point import point_at
 from costlib.thresholds._optimize import optimize
-from costlib.thresholds._recalibration import optimize_group
+from costlib.thresholds._recalibration import PROPOSED, optimize_group
 from costlib.thresholds._target import resolve_target
 
 EDGES = [np.linspace(0.1, 0.9, 5), np.linspace(0.1, 0.9, 4)]
@@ -144,12 +144,24 @@ def test_optimize_group_moves_on_evidence_only_with_audit_weights():
                                  method=method)
         assert point.thresholds == wired.point.thresholds
         assert point.objective <= free.objective  # never beyond the unguarded optimum
+        # what the evidence rule did not take is recorded: the method's own point
+        if point.thresholds != free.thresholds:
+            assert point.details[PROPOSED] == list(free.thresholds)
+        else:
+            assert PROPOSED not in point.details
+    grid = _grids(11, floor=0.02)  # here the optimum needs audit evidence (test above)
+    strict = optimize_group("g", grid, **args, evidence_z=1e6)  # moves only where certain
+    free = optimize_group("g", grid, **args, evidence_z=None)
+    for method in ("hull", "graph"):
+        assert strict.points[method].thresholds != free.points[method].thresholds
+        assert strict.points[method].details[PROPOSED] == list(free.points[method].thresholds)
     scores, truth = population(4000, 12)
     plain = ThresholdGrid.from_scores(scores, truth, EDGES)  # no audit: unchanged behaviour
     a = optimize_group("g", plain, **args, evidence_z=1.645)
     b = optimize_group("g", plain, **args, evidence_z=None)
     assert {m: p.thresholds for m, p in a.points.items()} == {
         m: p.thresholds for m, p in b.points.items()}
+    assert not any(PROPOSED in p.details for p in a.points.values())
 
 
 def test_lower_bound_move_refuses_a_bad_z():

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from test_pipeline_audit_sampling import decisions, manifest
 from test_pipeline_decide import (
@@ -15,11 +16,13 @@ from test_pipeline_decide import (
     expected_threshold_decisions,
     make_config,
     make_stream,
+    op_record,
     write_files,
     write_operating_points,
 )
 
 from costlib_pipelines.commands.cli import main
+from costlib_pipelines.io.records import records_to_table
 
 BINS = 16
 STEPS, WEIGHTS = [2, 5], [0.5, 3.0, 10.0]
@@ -135,6 +138,14 @@ def test_auto_design_budget_identity_on_relative_counts(tmp_path):
      "audit.strata.edges"),
     ({"relative_to": "score", "steps": STEPS, "edges": [0.3, 0.6], "weights": WEIGHTS},
      "audit.strata.steps"),
+    ({"relative_to": "point", "steps": STEPS, "weights": WEIGHTS, "proposal_stratum": 3},
+     "audit.strata.proposal_stratum"),
+    ({"relative_to": "point", "steps": STEPS, "weights": WEIGHTS, "proposal_stratum": -1},
+     "audit.strata.proposal_stratum"),
+    ({"relative_to": "point", "steps": STEPS, "weights": WEIGHTS, "proposal_stratum": 1.5},
+     "audit.strata.proposal_stratum"),
+    ({"relative_to": "score", "edges": [0.3, 0.6], "weights": WEIGHTS, "proposal_stratum": 1},
+     "audit.strata.proposal_stratum"),
 ])
 def test_bad_relative_strata_exit_2_naming_the_key(tmp_path, capsys, strata, key):
     inputs = write_files(make_stream(100, seed=4), tmp_path / "in", 1, 100)
@@ -238,13 +249,19 @@ def test_defaults_relative_share_strata_and_auto_design_score_strata_unchanged()
         "edges": [0.3, 0.6], "weights": [0.5, 3, 10]}}})
     assert named.audit["design"] == "fixed" and not named.relative_strata
     assert named.audit_design().edges == (0.3, 0.6)
+    # proposals: the second-nearest stratum (the nearest 1%) by default; off for score strata
+    assert audit["strata"]["proposal_stratum"] == len(DEFAULT_AUDIT_WEIGHTS) - 2 == 3
+    assert named.proposal_stratum is None
+    steps = RunConfig.from_dict({**base, "audit": {"enabled": True, "strata": {
+        "relative_to": "point", "steps": [2], "weights": [1, 5]}}})
+    assert steps.proposal_stratum == 0
     # the example config spells out the defaults
     example = yaml.safe_load((_Path(__file__).parents[1] / "schemas" /
                               "example_config.yaml").read_text())["audit"]
     for key in ("design", "floor", "budget_share"):
         assert example[key] == audit[key]
-    assert {k: example["strata"][k] for k in ("relative_to", "shares", "weights")} == {
-        k: audit["strata"][k] for k in ("relative_to", "shares", "weights")}
+    keys = ("relative_to", "shares", "weights", "proposal_stratum")
+    assert {k: example["strata"][k] for k in keys} == {k: audit["strata"][k] for k in keys}
 
 
 @pytest.mark.parametrize("budget", [0.01, 0.0025])
@@ -308,3 +325,73 @@ def test_share_strata_without_previous_counts_audit_at_the_budget_fixed_or_auto(
         assert set(got.loc[ids[~flagged], "audit_probability"]) == {0.01}
         assert "budget_share for every unflagged row" in \
             manifest(out, "first")["audit"]["sizing"]["reason"]
+
+
+#: g0 would lower its text threshold and g1 switch its image model on; their evidence rule kept
+#: the thresholds in force (the records' proposed_thresholds).
+PROPOSED = {"g0": [0.4, 0.7], "g1": [0.3, 0.5]}
+
+
+def write_points_with_proposals(path: Path) -> str:
+    records = []
+    for group, (status, thresholds, fallback) in THRESHOLDS.items():
+        record = op_record(group, status, thresholds, fallback)
+        record["proposed_thresholds"] = PROPOSED.get(group)
+        records.append(record)
+    pq.write_table(records_to_table(records, "operating_point.json"), path)
+    return str(path)
+
+
+@pytest.mark.parametrize("band", [1, 2, None])
+def test_rows_of_a_proposed_point_are_audited_in_the_proposal_stratum(tmp_path, band):
+    strata = {**RELATIVE["strata"], "proposal_stratum": band}
+    config = config_file(tmp_path / "c.yaml", {**RELATIVE, "strata": strata})
+    frame = make_stream(4000, seed=5)
+    inputs = write_files(frame, tmp_path / "in", 2, 500)
+    ops = write_points_with_proposals(tmp_path / "ops.parquet")
+    out = tmp_path / "out"
+    assert main(["decide", "--config", config, "--input", inputs, "--operating-points", ops,
+                 "--output", str(out), "--run-id", "r1"]) == 0
+    flagged = np.array([d is True for d in expected_threshold_decisions(frame, "any")[0]])
+    stratum = hand_strata(hand_depths(frame))
+    # by hand: a row of g0 / g1 that its group's proposal flags (rule any), unflagged today
+    s = frame[["text_model", "image_model"]].to_numpy()
+    proposed = np.zeros(len(frame), dtype=bool)
+    for group, t in PROPOSED.items():
+        mine = (frame["group"] == group).to_numpy()
+        proposed |= mine & ((s[:, 0] >= t[0]) | (s[:, 1] >= t[1]))
+    raised = proposed & ~flagged & (stratum < (band if band is not None else -1))
+    if band is not None:
+        stratum = np.where(proposed, np.maximum(stratum, band), stratum)
+    pi = np.clip(0.01 * np.array(WEIGHTS), 0.001, 1.0)
+    got = decisions(out)
+    ids = frame["item_id"].astype(str).to_numpy()
+    assert got.loc[ids, "audit_probability"].to_numpy().tolist() == np.where(
+        flagged, 1.0, pi[stratum]).tolist()
+    audit = manifest(out, "r1")["audit"]
+    assert [h["unflagged"] for h in audit["strata"]] == np.bincount(
+        stratum[~flagged], minlength=3).tolist()
+    assert audit["proposal"] == {"stratum": band,
+                                 "unflagged": int(raised.sum()) if band is not None else 0}
+    if band is not None:
+        assert raised.sum() > 10  # the case is not empty
+
+
+def test_auto_design_counts_the_proposed_rows_where_they_will_be_audited(tmp_path):
+    strata = {**RELATIVE["strata"], "proposal_stratum": 2}
+    config = config_file(tmp_path / "a.yaml", {**RELATIVE, "design": "auto", "strata": strata})
+    ops = write_points_with_proposals(tmp_path / "ops.parquet")
+    out = tmp_path / "out"
+    frames = {}
+    for run_id, seed in (("d1", 6), ("d2", 7)):
+        frames[run_id] = make_stream(20_000, seed=seed)
+        inputs = write_files(frames[run_id], tmp_path / f"in-{run_id}", 2, 2500)
+        assert main(["decide", "--config", config, "--input", inputs, "--operating-points", ops,
+                     "--output", str(out), "--run-id", run_id]) == 0
+    first = manifest(out, "d1")["audit"]
+    second = manifest(out, "d2")["audit"]
+    # the first run's unflagged rows per stratum (proposal rows included) size the second
+    assert second["sizing"]["unflagged"] == [h["unflagged"] for h in first["strata"]]
+    n1 = np.array(second["sizing"]["unflagged"])
+    pi = np.array([h["probability"] for h in second["strata"]])
+    assert np.sum(n1 * pi) == pytest.approx(0.01 * n1.sum(), rel=1e-9)

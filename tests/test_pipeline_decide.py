@@ -464,6 +464,9 @@ def test_windowed_run_directory_is_read_window_by_window(tmp_path):
 def test_thresholds_follow_the_config_classifier_order():
     record = op_record("g0", "ok", [0.9, 0.1], classifiers=("image_model", "text_model"))
     assert select_operating_points([record], make_config()).get("g0").thresholds == (0.1, 0.9)
+    record["proposed_thresholds"] = [INF, 0.05]
+    chosen = select_operating_points([record], make_config()).get("g0")
+    assert chosen.proposed == (0.05, INF)
 
 
 @pytest.mark.parametrize(("record", "message"), [
@@ -471,6 +474,10 @@ def test_thresholds_follow_the_config_classifier_order():
     (op_record("g0", "ok", [0.5, 0.5], classifiers=("a", "b")), "is for classifiers"),
     (op_record("g0", "ok", [0.5, -INF]), "must be a finite number or \\+inf"),
     (op_record("g0", "ok", [0.5, 0.5], method="hull"), "no operating point for method 'graph'"),
+    ({**op_record("g0", "ok", [0.5, 0.5]), "proposed_thresholds": [0.4, float("nan")]},
+     "proposed_thresholds .* must be a finite number or \\+inf"),
+    ({**op_record("g0", "ok", [0.5, 0.5]), "proposed_thresholds": [0.4]},
+     "1 proposed_thresholds for 2 classifiers"),
 ])
 def test_operating_points_that_do_not_fit_the_config(record, message):
     with pytest.raises(InputError, match=message):

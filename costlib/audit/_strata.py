@@ -41,6 +41,18 @@ The stratum index itself is the band score of :func:`relative_design` (edges ``h
 :mod:`costlib.audit._neyman` apply unchanged, and the design stays a stratified Poisson design
 with known ``pi`` per row (unbiased Horvitz-Thompson estimates).
 
+Proposal band
+-------------
+When the evidence rule of recalibration publishes other thresholds than the method's own point
+``t*`` (it kept the point in force, or moved part way: the move was not supported yet), the
+unflagged rows that ``t*`` would flag are where the next run's evidence must come from; their
+depth can be anything (from a classifier switched off, the whole region is deep). With a
+*proposal stratum* ``b``, such a row is audited in stratum ``max(h, b)`` instead of its own
+``h`` (:func:`promote_proposed`): still a stratified Poisson design with known ``π``, the
+strata being a function of the row's scores, its group's point in force and proposal, the
+cutoffs and the lattice. The counts an auto design is sized on move the same way
+(:func:`proposed_cells`, :func:`promote_counts`).
+
 Whatever the score scale, the strata follow the thresholds: after a drift they are again the
 rows just below the point in force. Share cutoffs are quantile positions (scale-free); step
 cutoffs are scale-free when the lattice edges are (auto edges are placed at tail quantiles).
@@ -66,6 +78,10 @@ __all__ = [
     "depth_counts_from_cells",
     "lattice_cells",
     "lattice_depths",
+    "promote_counts",
+    "promote_proposed",
+    "proposed_cells",
+    "proposed_rows",
     "relative_design",
     "share_cutoffs",
     "stratum_counts",
@@ -246,3 +262,40 @@ def depth_counts_from_cells(cells: ArrayLike, counts: ArrayLike, lattice_then: S
     np.add.at(out, depth[finite].astype(np.intp) - 1, n[finite])
     out[top] = n[keep & ~np.isfinite(depth)].sum()
     return out
+
+
+def proposed_rows(scores: ArrayLike, proposed: ArrayLike, rule: str = "any") -> NDArray[np.bool_]:
+    """Rows the thresholds ``proposed`` (shape (k,) or one row per score row; ``+inf``: off)
+    flag under ``rule``: some (``any``) or every (``all``) ``s_j >= t_j``; a NaN score never
+    fires."""
+    if rule not in ("any", "all"):
+        raise ValueError(f"rule must be 'any' or 'all', got {rule!r}")
+    s = np.asarray(scores, dtype=np.float64)
+    t = np.broadcast_to(np.asarray(proposed, dtype=np.float64), s.shape)
+    with np.errstate(invalid="ignore"):
+        fired = np.greater_equal(s, t)
+    return np.asarray(fired.any(axis=1) if rule == "any" else fired.all(axis=1), dtype=bool)
+
+
+def promote_proposed(strata: ArrayLike, proposed: ArrayLike, stratum: int) -> NDArray[np.intp]:
+    """Strata with every row of the mask ``proposed`` raised to at least ``stratum`` (module
+    docstring, "Proposal band")."""
+    h = np.asarray(strata, dtype=np.intp)
+    return np.where(np.asarray(proposed, dtype=bool), np.maximum(h, int(stratum)), h)
+
+
+def proposed_cells(cells: ArrayLike, lattice: Sequence[ArrayLike], proposed: ArrayLike,
+                   rule: str = "any") -> NDArray[np.bool_]:
+    """Cells (as from :func:`lattice_cells`) that the thresholds ``proposed`` flag, judged at
+    each cell's lower corner: exact when ``proposed`` lies on the lattice (a cell is then
+    flagged whole or not at all), as a recalibrate run's points do on its own lattice."""
+    return proposed_rows(cell_corners(cells, lattice), proposed, rule)
+
+
+def promote_counts(counts: ArrayLike, stratum: int) -> NDArray[np.float64]:
+    """Rows per stratum of a set of proposed rows after :func:`promote_proposed`: the rows of
+    strata below ``stratum`` counted in ``stratum``."""
+    c = np.asarray(counts, dtype=np.float64).copy()
+    c[int(stratum)] += c[: int(stratum)].sum()
+    c[: int(stratum)] = 0.0
+    return c

@@ -69,6 +69,13 @@ class GroupResult:
     in_force: dict[str, OperatingPoint] | None = None
 
 
+#: Key of an operating point's ``details`` holding the method's own thresholds when the
+#: evidence rule published other ones (kept the thresholds in force, or moved part way): the
+#: move the data did not yet support. ``costlib decide`` audits the rows it would newly flag
+#: more heavily (``audit.strata.proposal_stratum``), so that the next run can decide it.
+PROPOSED = "proposed_thresholds"
+
+
 def is_sufficient(grid: ThresholdGrid, min_positives: float, min_negatives: float) -> bool:
     return grid.total_positives >= min_positives and grid.total_negatives >= min_negatives
 
@@ -162,7 +169,8 @@ def optimize_group(
             if not evidence.move:
                 details = {**evidence.kept.details,
                            "move_evidence": {"gain": evidence.gain, "se": evidence.se,
-                                             "z": evidence.z}}
+                                             "z": evidence.z},
+                           PROPOSED: [float(t) for t in chosen.thresholds]}
                 result.points[method] = replace(evidence.kept, reason=evidence.reason(),
                                                 details=details)
                 kept.append(method)
@@ -172,7 +180,8 @@ def optimize_group(
                                        rule=rule, method=method, options=options,
                                        unseen_rows=unseen_rows)
             if bounded.point is not chosen:
-                details = {**bounded.point.details, "move_evidence": bounded.summary()}
+                details = {**bounded.point.details, "move_evidence": bounded.summary(),
+                           PROPOSED: [float(t) for t in chosen.thresholds]}
                 result.points[method] = replace(bounded.point, reason=bounded.reason(),
                                                 details=details)
             if not bounded.move:

@@ -20,7 +20,13 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from costlib.audit._sampling import AuditDesign, audit_sample, expected_audits
-from costlib.audit._strata import cutoff_strata, lattice_cells, lattice_depths
+from costlib.audit._strata import (
+    cutoff_strata,
+    lattice_cells,
+    lattice_depths,
+    promote_proposed,
+    proposed_rows,
+)
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.decide.audit_lattice import decide_lattice, relative_cutoffs
 from costlib_pipelines.decide.audit_sizing import PreviousCounts, first_run_design, sized_design
@@ -59,19 +65,30 @@ class AuditSettings:
     cutoffs: dict[str, tuple[float, ...]] = field(default_factory=dict)
     default_cutoffs: tuple[float, ...] = ()
     cutoffs_record: dict[str, Any] | None = None
+    #: ``audit.strata.proposal_stratum`` (None: off): rows of a group's proposed point
+    #: (:attr:`GroupThresholds.proposed`) are audited in at least this stratum.
+    proposal_stratum: int | None = None
 
     def relative_strata(self, scores: NDArray[np.float64], thresholds: NDArray[np.float64],
-                        rule: str, group_names: Sequence[str], codes: NDArray[np.integer]
-                        ) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
+                        rule: str, group_names: Sequence[str], codes: NDArray[np.integer],
+                        proposed: NDArray[np.float64] | None = None,
+                        ) -> tuple[NDArray[np.float64], NDArray[np.intp], NDArray[np.bool_]]:
         """Depth of every row below its thresholds (:func:`costlib.audit.lattice_depths`;
-        ``inf`` without a lattice) and its relative stratum (its group's cutoffs)."""
+        ``inf`` without a lattice), its relative stratum (its group's cutoffs) and whether the
+        row's proposed thresholds (``proposed``, one row per score row, ``+inf`` where none)
+        raised it (:func:`costlib.audit._strata.promote_proposed`)."""
         if self.lattice is None:
             depth = np.full(scores.shape[0], np.inf)
         else:
             depth = lattice_depths(scores, thresholds, self.lattice, rule)
         table = np.asarray([self.cutoffs.get(g, self.default_cutoffs) for g in group_names],
                            dtype=np.float64).reshape(len(group_names), -1)
-        return depth, cutoff_strata(depth, table[codes])
+        stratum = cutoff_strata(depth, table[codes])
+        if self.proposal_stratum is None or proposed is None:
+            return depth, stratum, np.zeros(stratum.shape, dtype=bool)
+        raised = promote_proposed(stratum, proposed_rows(scores, proposed, rule),
+                                  self.proposal_stratum)
+        return depth, raised, raised > stratum
 
 
 def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
@@ -124,7 +141,13 @@ def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
             entry = thresholds.get(group) if thresholds is not None else None
             return np.full(len(config.classifiers), np.inf) \
                 if entry is None or entry.thresholds is None else np.asarray(entry.thresholds)
-        by_group, default, source = relative_cutoffs(config, output, lattice, in_force)
+
+        def proposed(group: str) -> np.ndarray | None:
+            entry = thresholds.get(group) if thresholds is not None else None
+            return None if entry is None or entry.thresholds is None or entry.proposed is None \
+                else np.asarray(entry.proposed)
+        by_group, default, source = relative_cutoffs(config, output, lattice, in_force,
+                                                     proposed)
     if output is not None:
         recut = None
         if source.get("unflagged") is not None and sum(source["unflagged"]) > 0:
@@ -142,7 +165,7 @@ def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
                             "unflagged row"}
     return AuditSettings(design, salt, sizing=sizing, relative=True, lattice=lattice,
                          lattice_record=record, cutoffs=by_group, default_cutoffs=default,
-                         cutoffs_record=source)
+                         cutoffs_record=source, proposal_stratum=config.proposal_stratum)
 
 
 def _floor_audit_columns(
@@ -231,7 +254,9 @@ def audit_summary(counts: dict[str, Any], audit: AuditSettings | None) -> dict[s
                     "cutoffs": {"by_group": {g: [_json_bound(v) for v in c]
                                              for g, c in sorted(audit.cutoffs.items())},
                                 "default": [_json_bound(v) for v in audit.default_cutoffs],
-                                **(audit.cutoffs_record or {})}}
+                                **(audit.cutoffs_record or {})},
+                    "proposal": {"stratum": audit.proposal_stratum,
+                                 "unflagged": int(counts.get("audit_proposed", 0))}}
     return {
         "enabled": True,
         **relative,

@@ -27,7 +27,13 @@ from typing import Any
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from costlib.audit._strata import depth_counts_from_cells, share_cutoffs, stratum_counts
+from costlib.audit._strata import (
+    depth_counts_from_cells,
+    promote_counts,
+    proposed_cells,
+    share_cutoffs,
+    stratum_counts,
+)
 from costlib.thresholds._edges import with_thresholds
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import InputError
@@ -108,6 +114,7 @@ def _previous_cells(output: str) -> tuple[dict[str, Any] | None, str | None, str
 
 def relative_cutoffs(config: RunConfig, output: str | None, lattice: Lattice | None,
                      in_force: Callable[[str], np.ndarray],
+                     proposed: Callable[[str], np.ndarray | None] | None = None,
                      ) -> tuple[dict[str, tuple[float, ...]], tuple[float, ...], dict[str, Any]]:
     """Depth cutoffs of relative strata: per group, the default for other groups, and the
     manifest's record of where they came from.
@@ -121,7 +128,11 @@ def relative_cutoffs(config: RunConfig, output: str | None, lattice: Lattice | N
     depths summed; without a usable previous run (or lattice) every cutoff is ``inf`` (all
     unflagged rows in the nearest stratum: a uniform audit). The record's ``unflagged`` holds
     those rows per stratum (:func:`costlib.audit.stratum_counts`): the counts an auto
-    design is sized on.
+    design is sized on. With ``audit.strata.proposal_stratum`` and a group's proposed point
+    (``proposed(group)``, None: none), the previous rows that point flags are counted in at
+    least that stratum, as this run will audit them (:func:`costlib.audit._strata.
+    proposed_cells`, :func:`~costlib.audit._strata.promote_counts`); the record's
+    ``proposed`` holds how many (the cutoffs themselves stay on every row's depth).
     """
     strata = config.audit["strata"]
     shares = strata.get("shares") or []
@@ -140,15 +151,29 @@ def relative_cutoffs(config: RunConfig, output: str | None, lattice: Lattice | N
         return {}, uniform, {"from": None, "reason": f"previous decide run {run_id} counted "
                                                      "cells of other classifiers"}
     m = len(shares) + 1
+    band = config.proposal_stratum
     by_group: dict[str, tuple[float, ...]] = {}
     depth_counts: dict[str, np.ndarray] = {}
+    moved = np.zeros(m)  # promoted rows per stratum minus their rows per own stratum
+    promoted = 0.0
     for group, cells in previous["cells"].items():
-        index = np.asarray([[int(v) for v in key.split(",")] for key in cells], dtype=np.intp)
+        index = np.asarray([[int(v) for v in key.split(",")] for key in cells],
+                           dtype=np.intp).reshape(-1, len(then))
         counts = np.asarray(list(cells.values()), dtype=np.float64)
-        depth_counts[group] = depth_counts_from_cells(index.reshape(-1, len(then)), counts,
-                                                      then, in_force(group), lattice,
-                                                      config.rule)
+        depth_counts[group] = depth_counts_from_cells(index, counts, then, in_force(group),
+                                                      lattice, config.rule)
         by_group[group] = tuple(float(v) for v in share_cutoffs(depth_counts[group], shares))
+        point = None if band is None or proposed is None else proposed(group)
+        if point is None:
+            continue
+        mask = proposed_cells(index, then, point, config.rule)
+        if not mask.any():
+            continue
+        own = stratum_counts(depth_counts_from_cells(index[mask], counts[mask], then,
+                                                     in_force(group), lattice, config.rule),
+                             by_group[group], m)
+        moved += promote_counts(own, band) - own
+        promoted += float(own.sum())
     pooled = np.zeros(max((c.size for c in depth_counts.values()), default=1))
     for c in depth_counts.values():
         pooled[: c.size - 1] += c[:-1]
@@ -156,8 +181,9 @@ def relative_cutoffs(config: RunConfig, output: str | None, lattice: Lattice | N
     default = tuple(float(v) for v in share_cutoffs(pooled, shares)) if depth_counts \
         else uniform
     recut = sum((stratum_counts(c, by_group[g], m) for g, c in depth_counts.items()),
-                np.zeros(m))
+                np.zeros(m)) + moved
+    extra = {} if band is None else {"proposed": int(promoted)}
     return by_group, default, {"from": run_id, "shares": list(shares),
-                               "unflagged": [int(v) for v in recut],
+                               "unflagged": [int(v) for v in recut], **extra,
                                "reason": f"shares of decide run {run_id}'s rows per group and "
                                          "lattice cell, below this run's thresholds"}

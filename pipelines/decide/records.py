@@ -201,10 +201,16 @@ def decision_table_and_audit(
         candidates = flagged if no_point is None else flagged & ~no_point
         bands, depth_counters = scores, Counter()
         if audit is not None and audit.relative:
-            _depth, stratum = audit.relative_strata(scores, table[codes], rule,
-                                                   batch.group_names, codes)
+            proposed = np.full(table.shape, np.inf)  # rows: groups; +inf: no proposal
+            for i, entry in enumerate(entries):
+                if entry.proposed is not None:
+                    proposed[i] = entry.proposed
+            _depth, stratum, raised = audit.relative_strata(scores, table[codes], rule,
+                                                            batch.group_names, codes,
+                                                            proposed[codes])
             bands = stratum[:, None].astype(np.float64)
             depth_counters = _cell_counters(scores, audit.lattice, codes, batch.group_names)
+            depth_counters["audit_proposed"] = int(np.count_nonzero(raised & ~candidates))
         audited, audit_probability, counters = _audit_columns(
             item_ids, bands, candidates, audit)
         counters.update(depth_counters)

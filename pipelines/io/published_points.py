@@ -39,6 +39,9 @@ class GroupThresholds:
     operating_point_group: str | None
     method: str | None
     window_end: dt.datetime | None = None  # end of the record's window (None: batch record)
+    #: The method's own point when the evidence rule published other thresholds (the record's
+    #: ``proposed_thresholds``, config order); decide audits the rows it would flag more.
+    proposed: tuple[float, ...] | None = None
 
 
 NO_THRESHOLDS = GroupThresholds(None, None, None)
@@ -252,12 +255,25 @@ def _group_thresholds(
     values = np.asarray(record["thresholds"], dtype=np.float64)
     if values.shape != (len(names),):
         raise InputError(f"{where} has {values.size} thresholds for {len(names)} classifiers")
-    if np.isnan(values).any() or (values == -np.inf).any():
-        raise InputError(f"{where} has thresholds {values.tolist()}; each must be a finite "
-                         f"number or +inf (classifier off)")
-    ordered = tuple(float(values[names.index(c)]) for c in config.classifiers)
+    ordered = _ordered_thresholds(values, names, config, where, "thresholds")
+    proposed = None
+    if record.get("proposed_thresholds") is not None:
+        given = np.asarray(record["proposed_thresholds"], dtype=np.float64)
+        if given.shape != (len(names),):
+            raise InputError(f"{where} has {given.size} proposed_thresholds for {len(names)} "
+                             "classifiers")
+        proposed = _ordered_thresholds(given, names, config, where, "proposed_thresholds")
     op_group = group if status != "fallback" else (record["fallback_group"] or ALL_GROUPS)
-    return GroupThresholds(ordered, op_group, record["method"], record["window_end"])
+    return GroupThresholds(ordered, op_group, record["method"], record["window_end"], proposed)
+
+
+def _ordered_thresholds(values: NDArray[np.float64], names: list[str], config: RunConfig,
+                        where: str, field_name: str) -> tuple[float, ...]:
+    """A record's thresholds in the config's classifier order, each finite or ``+inf``."""
+    if np.isnan(values).any() or (values == -np.inf).any():
+        raise InputError(f"{where} has {field_name} {values.tolist()}; each must be a finite "
+                         f"number or +inf (classifier off)")
+    return tuple(float(values[names.index(c)]) for c in config.classifiers)
 
 
 def select_operating_points(
@@ -303,7 +319,8 @@ def select_operating_points(
         by_group[record["group"]] = _group_thresholds(record, config, source)
     parent = by_group.get(ALL_GROUPS, NO_THRESHOLDS)
     default = (
-        GroupThresholds(parent.thresholds, ALL_GROUPS, parent.method, parent.window_end)
+        GroupThresholds(parent.thresholds, ALL_GROUPS, parent.method, parent.window_end,
+                        parent.proposed)
         if parent.thresholds is not None else NO_THRESHOLDS
     )
     details = {

@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 import costlib_schemas
+from costlib.thresholds._recalibration import PROPOSED
 
 __all__ = [
     "CAPACITY_NULLS",
@@ -118,7 +119,7 @@ def _coverage_fields(point) -> dict[str, Any]:
         return {"volume": None, "unrated": None, "coverage": None, "point_status": None,
                 "reason": None, "unrestricted_thresholds": None, "unrestricted_tp": None,
                 "unrestricted_fp": None, "unrestricted_unrated": None, "objective_value": None,
-                "finer_bound": None}
+                "finer_bound": None, "proposed_thresholds": None}
     free = point.unrestricted
     return {
         "volume": float(point.volume),
@@ -134,6 +135,8 @@ def _coverage_fields(point) -> dict[str, Any]:
         "objective_value": _float_or_none(point.objective),
         "finer_bound": None if point.resolution is None
         else point.resolution["finer_bound"],
+        "proposed_thresholds": None if point.details.get(PROPOSED) is None
+        else [float(t) for t in point.details[PROPOSED]],
     }
 
 

@@ -63,6 +63,10 @@ from costlib.audit._strata import (
     depth_counts_from_cells,
     lattice_cells,
     lattice_depths,
+    promote_counts,
+    promote_proposed,
+    proposed_cells,
+    proposed_rows,
     share_cutoffs,
     stratum_counts,
 )
@@ -71,7 +75,12 @@ from costlib.thresholds._grid import ThresholdGrid, lattice_counts
 from costlib.thresholds._move_evidence import _one_sided, segment_cells
 from costlib.thresholds._operating_point import point_at
 from costlib.thresholds._optimize import optimize
-from costlib.thresholds._recalibration import ALL_GROUPS, GroupResult, recalibrate_grids
+from costlib.thresholds._recalibration import (
+    ALL_GROUPS,
+    PROPOSED,
+    GroupResult,
+    recalibrate_grids,
+)
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.decide.audit_sizing import first_run_design
 
@@ -188,6 +197,44 @@ def sized_design(config: RunConfig, previous_unflagged: np.ndarray | None,
     return design
 
 
+def proposals_from(results: Mapping[str, GroupResult], method: str) -> np.ndarray:
+    """The method's own point per group (rows: ``GROUPS``) where the evidence rule published
+    other thresholds (``details["proposed_thresholds"]``, the records' ``proposed_thresholds``);
+    ``+inf`` rows (flag nothing) elsewhere and for groups without a usable point."""
+    out = np.full((len(GROUPS), len(CLASSIFIERS)), np.inf)
+    for k, name in enumerate(GROUPS):
+        res = results.get(name)
+        point = None if res is None else res.points.get(method)
+        if point is not None and point.details.get(PROPOSED) is not None and \
+                res.status != "insufficient_data":
+            out[k] = point.details[PROPOSED]
+    return out
+
+
+def proposal_moves(config: RunConfig, previous_cells: dict, proposals: np.ndarray,
+                   table: np.ndarray, lattice: list[np.ndarray], cutoffs: np.ndarray
+                   ) -> np.ndarray:
+    """Change of the previous day's rows per stratum when the rows of each group's proposal are
+    audited in at least ``audit.strata.proposal_stratum`` (what ``costlib decide``'s
+    ``relative_cutoffs`` adds to the counts an auto design is sized on)."""
+    configured = config.audit_design()
+    band = config.proposal_stratum
+    out = np.zeros(configured.n_strata)
+    if band is None:
+        return out
+    for k in range(len(GROUPS)):
+        found, count = previous_cells[k]
+        mask = proposed_cells(found, previous_cells["lattice"], proposals[k], config.rule)
+        if not mask.any():
+            continue
+        own = stratum_counts(depth_counts_from_cells(found[mask], count[mask],
+                                                     previous_cells["lattice"], table[k],
+                                                     lattice, config.rule),
+                             cutoffs[k], configured.n_strata)
+        out += promote_counts(own, band) - own
+    return out
+
+
 def relative_cutoffs(config: RunConfig, previous: dict[int, np.ndarray] | None) -> np.ndarray:
     """Depth cutoffs per group (rows: ``GROUPS``): ``strata.steps``, or ``strata.shares`` of
     the previous day's rows per group below today's point (``previous``: rows per depth, from
@@ -237,6 +284,7 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
     decide_lattice: list[np.ndarray] | None = None
     previous_cells: dict | None = None
     out: list[loop.Day] = []
+    proposals = np.full((len(GROUPS), len(CLASSIFIERS)), np.inf)
     for day in range(args.days):
         t0 = time.perf_counter()
         g, ids, scores, y = loop.population(args.rows_per_day, day, seed=seed,
@@ -265,11 +313,18 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
                     previous_unflagged = sum(stratum_counts(depths_now[k], cutoffs_today[k],
                                                             configured.n_strata)
                                              for k in range(len(GROUPS)))
+                    previous_unflagged = previous_unflagged + proposal_moves(
+                        config, previous_cells, proposals, table, lattice, cutoffs_today)
             design = sized_design(config, previous_unflagged, audited_labels)
             bands = scores
             if config.relative_strata:
                 depth = lattice_depths(scores, table[g], lattice, config.rule)
-                bands = cutoff_strata(depth, cutoffs_today[g])[:, None].astype(np.float64)
+                strata_now = cutoff_strata(depth, cutoffs_today[g])
+                if config.proposal_stratum is not None:
+                    strata_now = promote_proposed(
+                        strata_now, proposed_rows(scores, proposals[g], config.rule),
+                        config.proposal_stratum)
+                bands = strata_now[:, None].astype(np.float64)
                 cells = lattice_cells(scores, lattice)
                 previous_cells = {"lattice": lattice}
                 for k in range(len(GROUPS)):
@@ -358,6 +413,7 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
             expected_audited=float(np.nansum(p[~flagged])) if p is not None else 0.0)
         out.append(row)
         current = published_from(results, method)
+        proposals = proposals_from(results, method)
         if verbose:
             print(f"{day:>3} u/orc {row.oracle_ratio:6.3f} u/start {row.start_ratio:6.3f} "
                   f"audited {row.audited:5d} {100 * row.audited / max(row.unflagged, 1):5.2f}% "
@@ -702,3 +758,43 @@ def _segment_candidates(config: RunConfig, grids: dict[str, ThresholdGrid],
 
 
 RULES["segment"] = _segment_candidates
+
+
+def axis_trims(cells: np.ndarray, kept: Sequence[int]) -> np.ndarray:
+    """Every cell reached from a cell of ``cells`` by moving one coordinate back towards the
+    tuple ``kept`` (the others held): for ``c`` and coordinate ``j``, ``c`` with ``c_j``
+    replaced by each index between ``c_j`` and ``kept_j``."""
+    out = [np.asarray(cells, dtype=np.intp).reshape(-1, len(kept))]
+    for c in out[0]:
+        for j, (a, b) in enumerate(zip(c, kept, strict=True)):
+            lo, hi = sorted((int(a), int(b)))
+            trimmed = np.repeat(c[None, :], hi - lo + 1, axis=0)
+            trimmed[:, j] = np.arange(lo, hi + 1)
+            out.append(trimmed)
+    return np.unique(np.vstack(out), axis=0)
+
+
+def _trim_candidates(config: RunConfig, grids: dict[str, ThresholdGrid],
+                     in_force: dict[str, Any]) -> Mapping[str, GroupResult]:
+    """Experiment: the method's curve and every axis trim of its cells towards the thresholds
+    in force (:func:`axis_trims`)."""
+    return _with_candidates(config, grids, in_force, lambda grid, chosen, kept: axis_trims(
+        np.asarray(chosen.path, dtype=np.intp), kept.index))
+
+
+def _box_candidates(config: RunConfig, grids: dict[str, ThresholdGrid],
+                    in_force: dict[str, Any]) -> Mapping[str, GroupResult]:
+    """Experiment: every cell of the box spanned by the thresholds in force and the method's
+    point, and the method's curve."""
+    def box(grid, chosen, kept):
+        ranges = [np.arange(min(a, b), max(a, b) + 1) for a, b in zip(
+            chosen.index, kept.index, strict=True)]
+        cells = np.stack(np.meshgrid(*ranges, indexing="ij"), axis=-1).reshape(-1, grid.k)
+        return np.unique(np.vstack([np.asarray(chosen.path, dtype=np.intp).reshape(
+            -1, grid.k), cells]), axis=0)
+    return _with_candidates(config, grids, in_force, box)
+
+
+RULES["trim"] = _trim_candidates
+RULES["box"] = _box_candidates
+
