@@ -79,14 +79,10 @@ def _audit_defaults(data: dict) -> dict:
             strata.setdefault("shares", list(DEFAULT_AUDIT_SHARES))
             strata.setdefault("weights", list(DEFAULT_AUDIT_WEIGHTS))
         strata.setdefault("shares", [])
-        weights = strata.get("weights")
-        strata.setdefault("proposal_stratum", max(len(weights) - 2, 0)
-                          if isinstance(weights, list) else None)
         audit.setdefault("design", "auto")
     else:
         strata.setdefault("shares", [])
         strata.setdefault("weights", [1.0])
-        strata.setdefault("proposal_stratum", None)
         audit.setdefault("design", "fixed")
     audit["strata"] = strata
     return {**data, "audit": audit}
@@ -196,9 +192,19 @@ class RunConfig:
     def proposal_stratum(self) -> int | None:
         """``audit.strata.proposal_stratum``: the stratum the rows of a group's unsupported
         proposal are audited in at least (:func:`costlib.audit._strata.promote_proposed`);
-        None: off, or score strata."""
-        band = self.audit["strata"].get("proposal_stratum")
-        return None if band is None or not self.relative_strata else int(band)
+        None: off. Unset: the second-nearest stratum (``len(weights) - 2``) with relative
+        strata and the auto design, whose budget bounds what it spends; off with the fixed
+        design (no total: a large proposal region would be audited at ``budget_share *
+        weight`` each) and with score strata."""
+        strata = self.audit["strata"]
+        if not self.relative_strata:
+            return None
+        if "proposal_stratum" in strata:
+            band = strata["proposal_stratum"]
+            return None if band is None else int(band)
+        if self.audit["design"] != "auto":
+            return None
+        return max(len(strata["weights"]) - 2, 0)
 
     @property
     def relative_strata(self) -> bool:

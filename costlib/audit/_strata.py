@@ -287,8 +287,10 @@ def promote_proposed(strata: ArrayLike, proposed: ArrayLike, stratum: int) -> ND
 def proposed_cells(cells: ArrayLike, lattice: Sequence[ArrayLike], proposed: ArrayLike,
                    rule: str = "any") -> NDArray[np.bool_]:
     """Cells (as from :func:`lattice_cells`) that the thresholds ``proposed`` flag, judged at
-    each cell's lower corner: exact when ``proposed`` lies on the lattice (a cell is then
-    flagged whole or not at all), as a recalibrate run's points do on its own lattice."""
+    each cell's lower corner: exact when ``proposed`` lies on the cells' lattice (a cell is
+    then flagged whole or not at all); a proposed threshold between two of its edges splits a
+    cell, which counts as not flagged (as :func:`depth_counts_from_cells`, at most one step
+    off)."""
     return proposed_rows(cell_corners(cells, lattice), proposed, rule)
 
 

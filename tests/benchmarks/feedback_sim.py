@@ -197,16 +197,18 @@ def sized_design(config: RunConfig, previous_unflagged: np.ndarray | None,
     return design
 
 
-def proposals_from(results: Mapping[str, GroupResult], method: str) -> np.ndarray:
+def proposals_from(results: Mapping[str, GroupResult], method: str,
+                   published: Published) -> np.ndarray:
     """The method's own point per group (rows: ``GROUPS``) where the evidence rule published
     other thresholds (``details["proposed_thresholds"]``, the records' ``proposed_thresholds``);
-    ``+inf`` rows (flag nothing) elsewhere and for groups without a usable point."""
+    ``+inf`` rows (flag nothing) elsewhere and for groups without a usable point in
+    ``published`` (decide reads no proposal for them)."""
     out = np.full((len(GROUPS), len(CLASSIFIERS)), np.inf)
     for k, name in enumerate(GROUPS):
         res = results.get(name)
         point = None if res is None else res.points.get(method)
         if point is not None and point.details.get(PROPOSED) is not None and \
-                res.status != "insufficient_data":
+                published.get(name) is not None:
             out[k] = point.details[PROPOSED]
     return out
 
@@ -413,7 +415,7 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
             expected_audited=float(np.nansum(p[~flagged])) if p is not None else 0.0)
         out.append(row)
         current = published_from(results, method)
-        proposals = proposals_from(results, method)
+        proposals = proposals_from(results, method, current)
         if verbose:
             print(f"{day:>3} u/orc {row.oracle_ratio:6.3f} u/start {row.start_ratio:6.3f} "
                   f"audited {row.audited:5d} {100 * row.audited / max(row.unflagged, 1):5.2f}% "
