@@ -193,10 +193,10 @@ def table(results: list[tuple], verbose: bool = False) -> None:
                   f"{min(f.min_start_smoothed for f in figs):.3f}")
 
 
-def check_pipeline(argv: list[str], seed: int, family: str) -> None:
+def check_pipeline(argv: list[str], seed: int, family: str, start_name: str = "high") -> None:
     """One loop on the pipelines and in the simulator: thresholds in force day by day."""
     args = loop.parse_args(argv)
-    start = (loop.STARTS_CONCENTRATED if family == "concentrated" else loop.STARTS)["high"]
+    start = (loop.STARTS_CONCENTRATED if family == "concentrated" else loop.STARTS)[start_name]
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-sim-check-") as tmp:
         piped = loop.run_loop(args, Path(tmp) / "loop", name="pipeline", start=start,
@@ -279,7 +279,8 @@ def main() -> None:
                         help="instead of loops: the target figures of TWINS full-label "
                         "replicates of the window oracle and of the population optimum")
     parser.add_argument("--check-pipeline", action="store_true",
-                        help="compare one loop (first seed and family) with the pipelines")
+                        help="compare one loop (first seed, family and start) with the "
+                        "pipelines")
     parser.add_argument("loop_args", nargs="*",
                         help="further bench_feedback_loop.py arguments (after --)")
     opts = parser.parse_args()
@@ -287,7 +288,8 @@ def main() -> None:
     print(f"machine: {describe()}")
     print(f"loop: {' '.join(argv)}")
     if opts.check_pipeline:
-        check_pipeline(argv, opts.seeds[0], opts.families.split(",")[0])
+        check_pipeline(argv, opts.seeds[0], opts.families.split(",")[0],
+                       opts.starts.split(",")[0])
         return
     if opts.reference_noise:
         t0 = time.perf_counter()
