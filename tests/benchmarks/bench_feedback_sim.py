@@ -145,7 +145,7 @@ def config_for(args: argparse.Namespace, overrides: dict[str, Any], audit: bool,
     return config.with_overrides(overrides, source="bench_feedback_sim") if overrides else config
 
 
-def run_one(job: tuple) -> tuple:
+def run_one(job: tuple, keep_days: bool = False) -> tuple:
     name, family, scenario, seed, argv, start_name = job
     overrides, rule, extra = CONFIGS[name]
     args = loop.parse_args(argv + extra)
@@ -160,8 +160,9 @@ def run_one(job: tuple) -> tuple:
                              recalibrate=sim.RULES[rule] if rule else None)
     fig = sim.figures(days, check_day=args.check_day, drift_day=args.drift_day)
     budget = float(config.audit["budget_share"]) if config.audit["design"] == "auto" else None
-    return (name if start_name == "high" else f"{name}@{start_name}", family, scenario, seed,
-            fig, budget, time.perf_counter() - t0)
+    out = (name if start_name == "high" else f"{name}@{start_name}", family, scenario, seed,
+           fig, budget, time.perf_counter() - t0)
+    return (*out, days) if keep_days else out
 
 
 def table(results: list[tuple], verbose: bool = False) -> None:
@@ -220,7 +221,9 @@ def check_pipeline(argv: list[str], seed: int, family: str, start_name: str = "h
 def noise_one(job: tuple) -> tuple:
     family, seed, argv, twins = job
     args = loop.parse_args(argv)
-    return family, seed, sim.reference_noise(args, seed=seed, family=family, twins=twins)
+    starts = loop.STARTS_CONCENTRATED if family == "concentrated" else loop.STARTS
+    return family, seed, sim.reference_noise(args, seed=seed, family=family, twins=twins,
+                                             starts=starts)
 
 
 def reference_noise_table(argv: list[str], families: list[str], seeds: list[int], twins: int,
@@ -261,6 +264,36 @@ def reference_noise_table(argv: list[str], families: list[str], seeds: list[int]
               f"{met['recov']}/{met['n']}, smoothed recovery<=5 {met['smooth']}/{met['n']}; "
               f"population optimum {met['p_late']}/{met['p_n']}, {met['p_recov']}/{met['p_n']}, "
               f"{met['p_smooth']}/{met['p_n']}")
+        mine = [noise for fam, _, noise in results if fam == family]
+        for start in (mine[0].population_min_start if mine else {}):
+            twins_min = [t[start] for noise in mine for t in noise.twins_min_start]
+            pop_min = [noise.population_min_start[start] for noise in mine]
+            print(f"{family:<12} no day below 0.9 of the start {start!r}: twins "
+                  f"{sum(v >= 0.9 for v in twins_min)}/{len(twins_min)} (lowest "
+                  f"{min(twins_min):.3f}), population optimum "
+                  f"{sum(v >= 0.9 for v in pop_min)}/{len(pop_min)} (lowest {min(pop_min):.3f})")
+
+
+def replicate_day_table(argv: list[str], opts: argparse.Namespace) -> None:
+    """``--replicate-day``: one loop's day, its realised utility and what its thresholds in
+    force are worth in expectation (:func:`feedback_sim.replicate_day`)."""
+    name, start_name = opts.configs.split(",")[0], opts.starts.split(",")[0]
+    family, scenario = opts.families.split(",")[0], opts.scenarios.split(",")[0]
+    seed, day = opts.seeds[0], opts.replicate_day
+    result = run_one((name, family, scenario, seed, argv, start_name), keep_days=True)
+    row = result[-1][day]
+    args = loop.parse_args(argv + CONFIGS[name][2])
+    start = (loop.STARTS_CONCENTRATED if family == "concentrated" else loop.STARTS)[start_name]
+    worth = sim.replicate_day(args, row.thresholds, start, day=day, seed=seed, family=family)
+    point, base = worth["point"], worth["start"]
+    print(f"{name}@{start_name} {family} {scenario} seed {seed} day {day}: thresholds in force "
+          f"{' '.join(loop.fmt_t(row.thresholds[g]) for g in loop.GROUPS)}")
+    print(f"  that day: utility {row.utility:.2f}, start's {row.start_utility:.2f} "
+          f"(ratio {row.start_ratio:.3f}), window oracle's {row.oracle:.2f}")
+    print(f"  on {point.size} replicate days: utility {point.mean():.2f} ± "
+          f"{point.std(ddof=1) / np.sqrt(point.size):.2f} (sd {point.std(ddof=1):.2f}), "
+          f"start's {base.mean():.2f} ± {base.std(ddof=1) / np.sqrt(base.size):.2f}; "
+          f"days below 0.9 of the start's: {int(np.sum(point < 0.9 * base))}/{point.size}")
 
 
 def main() -> None:
@@ -281,6 +314,10 @@ def main() -> None:
     parser.add_argument("--check-pipeline", action="store_true",
                         help="compare one loop (first seed, family and start) with the "
                         "pipelines")
+    parser.add_argument("--replicate-day", type=int, default=None, metavar="DAY",
+                        help="run one loop (first config, start, family, scenario and seed) "
+                        "and print what its thresholds in force on DAY are worth on 20 "
+                        "replicate populations of that day, against the start's")
     parser.add_argument("loop_args", nargs="*",
                         help="further bench_feedback_loop.py arguments (after --)")
     opts = parser.parse_args()
@@ -290,6 +327,9 @@ def main() -> None:
     if opts.check_pipeline:
         check_pipeline(argv, opts.seeds[0], opts.families.split(",")[0],
                        opts.starts.split(",")[0])
+        return
+    if opts.replicate_day is not None:
+        replicate_day_table(argv, opts)
         return
     if opts.reference_noise:
         t0 = time.perf_counter()

@@ -45,7 +45,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -513,10 +513,15 @@ class ReferenceNoise:
 
     twins: list[tuple[float, int | None, int | None]]
     population: tuple[float, int | None, int | None]
+    #: Lowest daily utility / that of a starting point (days 1+ where the start's is > 0), per
+    #: start name: per twin, and of the population optimum (the per-day safety target).
+    twins_min_start: list[dict[str, float]] = field(default_factory=list)
+    population_min_start: dict[str, float] = field(default_factory=dict)
 
 
 def reference_noise(args: argparse.Namespace, *, seed: int, family: str, twins: int = 5,
-                    reference_factor: int = 10, drift: bool = True) -> ReferenceNoise:
+                    reference_factor: int = 10, drift: bool = True,
+                    starts: Mapping[str, Sequence[float]] | None = None) -> ReferenceNoise:
     """How far issue 21's per-loop targets are a test of the window oracle's own noise.
 
     On the loop's days (``bench_feedback_loop.population`` with ``seed``) and against its
@@ -532,7 +537,9 @@ def reference_noise(args: argparse.Namespace, *, seed: int, family: str, twins: 
       ``bench_feedback_loop.population_optimum``), a perfectly informed policy without the
       window's lag.
 
-    A target that these miss on a seed is not a test of the loop on that seed.
+    A target that these miss on a seed is not a test of the loop on that seed. With
+    ``starts`` (name -> thresholds applied to every group) each reference's lowest daily
+    utility over the start's is computed too (the per-day safety target).
     """
     edges = loop.make_config(args, True).fixed_edges()
     assert edges is not None
@@ -569,16 +576,26 @@ def reference_noise(args: argparse.Namespace, *, seed: int, family: str, twins: 
     pops = [loop.population(args.rows_per_day, d, seed=seed, **kw) for d in range(args.days)]
     own = [grids_of(p) for p in pops]
     o = [math.nan] + [oracle(own, d) for d in range(1, args.days)]
-    out = []
+    start_u = {name: [utility(pops[d], [tuple(t)] * len(GROUPS)) for d in range(args.days)]
+               for name, t in (starts or {}).items()}
+
+    def min_start(u: list[float]) -> dict[str, float]:
+        return {name: float(np.nanmin([u[d] / su[d] if su[d] > 0 else math.nan
+                                       for d in range(1, args.days)]))
+                for name, su in start_u.items()}
+
+    out, twin_starts = [], []
     for t in range(twins):
         other = [grids_of(loop.population(args.rows_per_day, d, seed=seed + 777_777 * (t + 1),
                                           **kw)) for d in range(args.days)]
-        out.append(summary([math.nan] + [oracle(other, d) for d in range(1, args.days)], o))
+        u = [math.nan] + [oracle(other, d) for d in range(1, args.days)]
+        out.append(summary(u, o))
+        twin_starts.append(min_start(u))
     ref = argparse.Namespace(**{**vars(args), "reference_factor": reference_factor})
     population = [math.nan] + [
         loop.population_optimum(d, *pops[d][:1], *pops[d][2:], edges, ref, slope, drift, seed,
                                 family)[0] for d in range(1, args.days)]
-    return ReferenceNoise(out, summary(population, o))
+    return ReferenceNoise(out, summary(population, o), twin_starts, min_start(population))
 
 
 #: Rule variants by name (``bench_feedback_sim.py`` configurations refer to them). A variant
@@ -800,3 +817,29 @@ def _box_candidates(config: RunConfig, grids: dict[str, ThresholdGrid],
 RULES["trim"] = _trim_candidates
 RULES["box"] = _box_candidates
 
+
+
+def replicate_day(args: argparse.Namespace, thresholds: Mapping[str, Sequence[float] | None],
+                  start: Sequence[float], *, day: int, seed: int, family: str,
+                  replicates: int = 20, drift: bool = True) -> dict[str, np.ndarray]:
+    """Utility of ``thresholds`` (per group; None: nothing flagged) and of ``start`` on
+    ``replicates`` independent populations of ``day`` (seeds ``seed + 1000 + r``: the same
+    distribution as the loop's day, other rows): what a point is worth on such a day in
+    expectation, and how often one day's realised utility falls below a fraction of the
+    start's although the point is better (the per-day safety target's own noise)."""
+    slope = args.target / (1 - args.target)
+    out = {"point": np.zeros(replicates), "start": np.zeros(replicates)}
+    for r in range(replicates):
+        g, _, s, y = loop.population(args.rows_per_day, day, seed=seed + 1000 + r,
+                                     drift_day=args.drift_day if drift else None,
+                                     drift_logit=args.drift_logit, family=family,
+                                     prevalence=args.prevalence)
+        for k, name in enumerate(GROUPS):
+            sel = g == k
+            t = thresholds.get(name)
+            if t is not None:
+                out["point"][r] += loop.utility_of(loop.apply_thresholds(s[sel], tuple(t)),
+                                                   y[sel], slope)
+            out["start"][r] += loop.utility_of(loop.apply_thresholds(s[sel], tuple(start)),
+                                               y[sel], slope)
+    return out
