@@ -155,6 +155,8 @@ def test_optimize_group_moves_on_evidence_only_with_audit_weights():
     for method in ("hull", "graph"):
         assert strict.points[method].thresholds != free.points[method].thresholds
         assert strict.points[method].details[PROPOSED] == list(free.points[method].thresholds)
+        shown = ", ".join(f"{t:.4g}" for t in free.points[method].thresholds)
+        assert strict.points[method].reason.endswith(f"the method's point: ({shown})")
     scores, truth = population(4000, 12)
     plain = ThresholdGrid.from_scores(scores, truth, EDGES)  # no audit: unchanged behaviour
     a = optimize_group("g", plain, **args, evidence_z=1.645)

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from costlib.thresholds._bootstrap import (
     BootstrapGrids,
     BootstrapResult,
@@ -74,6 +76,12 @@ class GroupResult:
 #: move the data did not yet support. ``costlib decide`` audits the rows it would newly flag
 #: more heavily (``audit.strata.proposal_stratum``), so that the next run can decide it.
 PROPOSED = "proposed_thresholds"
+
+
+def _with_proposal(reason: str, chosen: OperatingPoint) -> str:
+    """A kept / part-way point's reason, naming the method's point (its ``PROPOSED``)."""
+    point = ", ".join("inf" if not np.isfinite(t) else f"{t:.4g}" for t in chosen.thresholds)
+    return f"{reason}; the method's point: ({point})" if reason else reason
 
 
 def is_sufficient(grid: ThresholdGrid, min_positives: float, min_negatives: float) -> bool:
@@ -171,7 +179,8 @@ def optimize_group(
                            "move_evidence": {"gain": evidence.gain, "se": evidence.se,
                                              "z": evidence.z},
                            PROPOSED: [float(t) for t in chosen.thresholds]}
-                result.points[method] = replace(evidence.kept, reason=evidence.reason(),
+                result.points[method] = replace(evidence.kept,
+                                                reason=_with_proposal(evidence.reason(), chosen),
                                                 details=details)
                 kept.append(method)
         elif (in_force is not None and evidence_z is not None and grid.has_audit
@@ -182,7 +191,8 @@ def optimize_group(
             if bounded.point is not chosen:
                 details = {**bounded.point.details, "move_evidence": bounded.summary(),
                            PROPOSED: [float(t) for t in chosen.thresholds]}
-                result.points[method] = replace(bounded.point, reason=bounded.reason(),
+                result.points[method] = replace(bounded.point,
+                                                reason=_with_proposal(bounded.reason(), chosen),
                                                 details=details)
             if not bounded.move:
                 kept.append(method)
