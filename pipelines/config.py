@@ -192,8 +192,10 @@ class RunConfig:
     def proposal_stratum(self) -> int | None:
         """``audit.strata.proposal_stratum``: the stratum the rows of a group's unsupported
         proposal are audited in at least (:func:`costlib.audit._strata.promote_proposed`);
-        None: off. Unset: the second-nearest stratum (``len(weights) - 2``) with relative
-        strata and the auto design, whose budget bounds what it spends; off with the fixed
+        None: off. Unset: the third-nearest stratum (``len(weights) - 3``, at least 0; the
+        "next 4%" band for the default shares) with relative strata and the auto design, whose
+        budget bounds what it spends (docs/audit.md, "Auditing the proposed move: measured");
+        off with the fixed
         design (no total: a large proposal region would be audited at ``budget_share *
         weight`` each) and with score strata."""
         strata = self.audit["strata"]
@@ -204,7 +206,7 @@ class RunConfig:
             return None if band is None else int(band)
         if self.audit["design"] != "auto":
             return None
-        return max(len(strata["weights"]) - 2, 0)
+        return max(len(strata["weights"]) - 3, 0)
 
     @property
     def relative_strata(self) -> bool:

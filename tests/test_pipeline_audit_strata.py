@@ -249,23 +249,23 @@ def test_defaults_relative_share_strata_and_auto_design_score_strata_unchanged()
         "edges": [0.3, 0.6], "weights": [0.5, 3, 10]}}})
     assert named.audit["design"] == "fixed" and not named.relative_strata
     assert named.audit_design().edges == (0.3, 0.6)
-    # proposals: the second-nearest stratum (the nearest 1%) by default; off for score strata
+    # proposals: the third-nearest stratum (the next 4%) by default; off for score strata
     default = RunConfig.from_dict({**base, "audit": {"enabled": True}})
-    assert default.proposal_stratum == len(DEFAULT_AUDIT_WEIGHTS) - 2 == 3
+    assert default.proposal_stratum == len(DEFAULT_AUDIT_WEIGHTS) - 3 == 2
     assert named.proposal_stratum is None
 
     def band(strata, **audit):
         return RunConfig.from_dict({**base, "audit": {"enabled": True, **audit, "strata": {
             "relative_to": "point", **strata}}}).proposal_stratum
     assert band({"steps": [2], "weights": [1, 5]}) == 0
-    assert band({"shares": [0.01, 0.1, 0.3], "weights": [1, 2, 3, 4]}) == 2  # own weights
+    assert band({"shares": [0.01, 0.1, 0.3], "weights": [1, 2, 3, 4]}) == 1  # own weights
     assert band({"steps": [2, 5], "weights": [1, 2, 3]}, design="fixed") is None  # no total
     assert band({"steps": [2, 5], "weights": [1, 2, 3], "proposal_stratum": 1},
                 design="fixed") == 1
     assert band({"proposal_stratum": None}) is None
     # an override of the strata re-derives the default (it is not stored in the config)
-    fewer = default.with_overrides({"audit.strata.shares": [0.01],
-                                    "audit.strata.weights": [1.0, 10.0]}, source="test")
+    fewer = default.with_overrides({"audit.strata.shares": [0.01, 0.1],
+                                    "audit.strata.weights": [1.0, 10.0, 100.0]}, source="test")
     assert fewer.proposal_stratum == 0
     # the example config spells out the defaults
     example = yaml.safe_load((_Path(__file__).parents[1] / "schemas" /

@@ -102,6 +102,7 @@ CONFIGS: dict[str, tuple[dict[str, Any], str | None, list[str]]] = {
     "ad_trim": ({}, "trim", ["--audit-defaults"]),
     "ad_noprop": ({"audit.strata.proposal_stratum": None}, None, ["--audit-defaults"]),
     "ad_prop2": ({"audit.strata.proposal_stratum": 2}, None, ["--audit-defaults"]),
+    "ad_prop3": ({"audit.strata.proposal_stratum": 3}, None, ["--audit-defaults"]),
     "ad_box": ({}, "box", ["--audit-defaults"]),
     "z_off": ({"in_force.evidence_z": None}, None, []),
     "z1": ({"in_force.evidence_z": 1.0}, None, []),
