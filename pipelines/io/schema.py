@@ -40,7 +40,7 @@ def required_columns(
     """Physical column -> (logical name, type check, expected type text)."""
     cols = config.columns
     needed = {
-        cols["group"]: ("group", _is_string, "string"),
+        cols["group"]: ("group", _is_id, "string or integer"),
         cols["item_id"]: ("item_id", _is_id, "int64 or string"),
     }
     if not for_decisions:
