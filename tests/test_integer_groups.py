@@ -19,24 +19,24 @@ from pipeline_data import SMALL_CONFIG, comparable, sample_frame, write_files
 
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.decide.records import read_decisions
-from costlib_pipelines.io.runs import read_operating_points
+from costlib_pipelines.io.runs import load_operating_points
 
 MARKETS = {"market_a": 7, "market_b": 42, "market_c": 1001}
 
 
-def _config(tmp_path: Path) -> str:
+def _config(tmp_path: Path, **extra) -> str:
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({**SMALL_CONFIG, "methods": ["graph", "hull"]}))
+    path.write_text(json.dumps({**SMALL_CONFIG, "methods": ["graph", "hull"], **extra}))
     return str(path)
 
 
-def _runs(tmp_path: Path, frame, name: str) -> tuple[list[dict], dict]:
+def _runs(tmp_path: Path, frame, name: str, **extra) -> tuple[list[dict], dict]:
     inputs = write_files(frame, tmp_path / f"in-{name}", n_files=2, row_group_size=3000)
-    config = _config(tmp_path)
+    config = _config(tmp_path, **extra)
     rec = tmp_path / f"rec-{name}"
     assert main(["recalibrate", "--config", config, "--input", inputs, "--output", str(rec),
                  "--run-id", "r1"]) == 0
-    points = read_operating_points(str(rec / "runs" / "r1" / "operating_points.parquet"))
+    points, _ = load_operating_points(str(rec / "runs" / "r1"))
     dec = tmp_path / f"dec-{name}"
     assert main(["decide", "--config", config, "--input", inputs, "--operating-points",
                  str(rec), "--output", str(dec), "--run-id", "d1"]) == 0
@@ -46,18 +46,25 @@ def _runs(tmp_path: Path, frame, name: str) -> tuple[list[dict], dict]:
                                              .read_text())}
 
 
-@pytest.mark.parametrize("dtype", ["int64", "int32", "uint16"])
-def test_integer_groups_give_what_their_decimal_strings_give(tmp_path, dtype):
+WINDOWED = {"windowing": {"size_days": 2, "period_days": 1, "allowed_lateness_days": 0},
+            "plausibility": {"event_time_min": "2000-01-01T00:00:00Z",
+                             "event_time_max": "2100-01-01T00:00:00Z"}}
+
+
+@pytest.mark.parametrize(("dtype", "extra"), [("int64", {}), ("int32", {}), ("uint16", {}),
+                                              ("int64", WINDOWED)])
+def test_integer_groups_give_what_their_decimal_strings_give(tmp_path, dtype, extra):
     frame = sample_frame(12_000, seed=3)
     as_text = frame.assign(group=frame["group"].map(lambda g: str(MARKETS[g])))
     as_int = frame.assign(group=frame["group"].map(MARKETS).astype(dtype))
-    text_points, text_run = _runs(tmp_path, as_text, "text")
-    int_points, int_run = _runs(tmp_path, as_int, "int")
+    text_points, text_run = _runs(tmp_path, as_text, "text", **extra)
+    int_points, int_run = _runs(tmp_path, as_int, "int", **extra)
     assert {r["group"] for r in int_points} == {"7", "42", "1001", "__all__"}
 
     def strip(records):  # the config file and the run are the same; digests too
-        return [{k: v for k, v in r.items() if k != "config_digest"}
-                for r in comparable(records)]
+        return sorted(({k: v for k, v in r.items() if k != "config_digest"}
+                   for r in comparable(records)),
+                  key=lambda r: (str(r["window_start"]), r["group"], r["method"]))
     assert strip(int_points) == strip(text_points)
     a, b = int_run["decided"], text_run["decided"]
     assert a["group"].astype(str).tolist() == b["group"].astype(str).tolist()
