@@ -611,3 +611,43 @@ def test_beam_flags_set_the_output_filesystems_credentials(stream, tmp_path):
         assert main(["status", "--output", str(output), "--impersonate_servce_account=x"]) == 2
     finally:
         FileSystems.set_options(None)
+
+
+def test_status_notes_what_latest_published_with(tmp_path, capsys):
+    """Notes (exit code unchanged) on LATEST's run, from its manifest and the decision method's
+    records: guard off, kept groups and the moves pending evidence, groups without a point,
+    infeasible / coverage- / resolution-limited points; other methods' records are ignored."""
+    import pyarrow.parquet as pq
+    from test_pipeline_decide import op_record
+
+    from costlib_pipelines.io.records import records_to_table
+
+    run = tmp_path / "out" / "runs" / "r1"
+    run.mkdir(parents=True)
+    records = [op_record("a", "kept", [0.5, 0.5]), op_record("b", "kept", [0.4, 0.4]),
+               op_record("c", "ok", [0.3, 0.3]), op_record("d", "insufficient_data", None),
+               op_record("e", "ok", [0.6, 0.6]), op_record("__all__", "ok", [0.5, 0.5]),
+               op_record("f", "kept", [0.5, 0.5], method="hull")]
+    records[0]["proposed_thresholds"] = [0.2, float("inf")]
+    records[2]["proposed_thresholds"] = [0.25, 0.3]  # moved part way
+    records[4]["point_status"] = "resolution_limited"
+    pq.write_table(records_to_table(records, "operating_point.json"),
+                   run / "operating_points.parquet")
+    finished = dt.datetime.now(dt.UTC).isoformat()
+    (run / "manifest.json").write_text(json.dumps({
+        "run_id": "r1", "published": True, "finished_utc": finished,
+        "guard": {"off": True, "method": "graph", "notes": ["kept the thresholds in force: x"],
+                  "violations": []}}))
+    (tmp_path / "out" / "LATEST").write_text("r1\n")
+    assert main(["status", "--output", str(tmp_path / "out")]) == 0  # notes do not alert
+    printed = capsys.readouterr().out
+    notes = [line[len("  note: "):] for line in printed.splitlines() if line.startswith("  note")]
+    assert notes[0].startswith("publish guard off")
+    assert notes[1] == "kept the thresholds in force: x"
+    assert notes[2] == ("graph: 2 of 5 group(s) kept their thresholds in force (a, b); 2 with a "
+                        "move pending audit evidence (proposed_thresholds: a, c)")
+    assert notes[3].startswith("graph: 1 group(s) without a point") and notes[3].endswith(": d")
+    assert notes[4].startswith("graph: 1 group(s) resolution_limited") and notes[4].endswith(": e")
+    assert len(notes) == 5
+    assert main(["status", "--output", str(tmp_path / "out"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["notes"] == notes

@@ -15,11 +15,12 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
+from costlib.thresholds._recalibration import ALL_GROUPS
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.lock import read_lock
-from costlib_pipelines.io.runs import latest_run_id, list_runs
+from costlib_pipelines.io.runs import latest_run_id, list_runs, read_operating_points
 
-__all__ = ["OutputStatus", "check_status"]
+__all__ = ["OutputStatus", "check_status", "latest_notes"]
 
 
 @dataclass
@@ -37,6 +38,9 @@ class OutputStatus:
     newest_window: dict[str, Any] | None = None
     incomplete_runs: list[str] = field(default_factory=list)
     lock: dict[str, Any] | None = None
+    #: What ``LATEST``'s run published with, worth knowing but not a reason to alert
+    #: (:func:`latest_notes`); they do not change the exit code.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def healthy(self) -> bool:
@@ -88,6 +92,59 @@ def _check_windows(status: OutputStatus, manifest: dict[str, Any], now: dt.datet
             f"(run {run_id}), ended {newest['window_end']}; a new one was due {late_hours:g} h "
             f"ago (period {windowing['period_days']:g} d + allowed lateness "
             f"{windowing['allowed_lateness_days']:g} d + {slack_hours:g} h slack)")
+
+
+#: Point statuses worth a note, and what they mean for decide (``point_status`` of a record).
+_POINT_NOTES = {
+    "infeasible": "no point meets the constraints (costlib decide gives them null decisions)",
+    "coverage_limited": "a better point flags more unrated rows than coverage allows",
+    "resolution_limited": "the lattice may hide a better point (finer candidate thresholds)",
+}
+
+
+def latest_notes(run_dir: str, manifest: dict[str, Any]) -> list[str]:
+    """Notes on a published recalibrate run (none for a decide run): the publish guard off or
+    its notes, and, per status of the decision method's records (batch runs), the groups
+    that kept their thresholds (with how many have a move pending evidence:
+    ``proposed_thresholds``), have no point, or whose point is infeasible, coverage- or
+    resolution-limited."""
+    guard = manifest.get("guard")
+    if not isinstance(guard, dict):
+        return []
+    notes = []
+    if guard.get("off"):
+        notes.append("publish guard off: published without checks on threshold moves or rated "
+                     "rows (publish.max_threshold_change, publish.min_rated)")
+    notes.extend(str(n) for n in guard.get("notes") or [])
+    path = f"{run_dir}/operating_points.parquet"
+    method = guard.get("method")
+    if method is None or not FileSystems.exists(path):
+        return notes  # a windowed run (per-window records) or no records: guard notes only
+    try:
+        records = [r for r in read_operating_points(path) if r["method"] == method
+                   and r["group"] != ALL_GROUPS]
+    except InputError as exc:
+        return [*notes, f"operating points unreadable: {exc}"]
+
+    def groups(names: list[str]) -> str:
+        shown = ", ".join(sorted(names)[:5])
+        return shown + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    kept = [r["group"] for r in records if r["status"] == "kept"]
+    pending = [r["group"] for r in records if r.get("proposed_thresholds") is not None]
+    if kept or pending:
+        notes.append(f"{method}: {len(kept)} of {len(records)} group(s) kept their thresholds "
+                     f"in force ({groups(kept)}); {len(pending)} with a move pending audit "
+                     f"evidence (proposed_thresholds: {groups(pending)})")
+    none = [r["group"] for r in records if r["status"] == "insufficient_data"]
+    if none:
+        notes.append(f"{method}: {len(none)} group(s) without a point (insufficient_data; "
+                     f"costlib decide gives them null decisions): {groups(none)}")
+    for point_status, meaning in _POINT_NOTES.items():
+        hit = [r["group"] for r in records if r.get("point_status") == point_status]
+        if hit:
+            notes.append(f"{method}: {len(hit)} group(s) {point_status}, {meaning}: "
+                         f"{groups(hit)}")
+    return notes
 
 
 def check_status(
@@ -144,6 +201,7 @@ def check_status(
                     f"LATEST is stale: run {status.latest} finished {status.age_hours:g} h ago "
                     f"(more than {max_age_hours:g} h)")
         _check_windows(status, latest_manifest, now, window_slack_hours)
+        status.notes = latest_notes(f"{output}/runs/{status.latest}", latest_manifest)
     for run_id, manifest in sorted(complete.items()):
         run_finished = _parse_utc(manifest.get("finished_utc"))
         newer = finished is None or (run_finished is not None and run_finished > finished)
