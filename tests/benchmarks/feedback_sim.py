@@ -843,3 +843,33 @@ def replicate_day(args: argparse.Namespace, thresholds: Mapping[str, Sequence[fl
             out["start"][r] += loop.utility_of(loop.apply_thresholds(s[sel], tuple(start)),
                                                y[sel], slope)
     return out
+
+
+def _population_variance(config: RunConfig, grids: dict[str, ThresholdGrid],
+                         in_force: dict[str, Any]) -> Mapping[str, GroupResult]:
+    """Experiment: the lower bound's variance also holds the population's own (Poisson) term
+    of the estimated gain, ``D_TP + r² D_FP`` over the region flagged by exactly one of the two
+    tuples (the HT estimate's variance as a total of a Poisson population: ``Σ w²/π`` rather
+    than the design's ``Σ (1 - π) w²/π``, here for ``w = 1``), so that a move resting on a census
+    (``π = 1``) needs evidence too."""
+    import costlib.thresholds._move_evidence as evidence
+    original = evidence.gain_standard_errors
+
+    def with_population(grid, index, *, rule, slope, unseen_rows=0.0):
+        design = original(grid, index, rule=rule, slope=slope, unseen_rows=unseen_rows)
+        tp, fp = grid.counts(rule)
+        total = design ** 2
+        for lattice, coefficient in ((tp, 1.0), (fp, slope * slope)):
+            both = evidence._flagged_both(lattice, index, rule)
+            at = lattice[tuple(int(i) for i in index)]
+            total = total + coefficient * np.maximum(lattice + at - 2.0 * both, 0.0)
+        return np.sqrt(total)
+
+    evidence.gain_standard_errors = with_population
+    try:
+        return pipeline_recalibrate(config, grids, in_force)
+    finally:
+        evidence.gain_standard_errors = original
+
+
+RULES["population_variance"] = _population_variance
