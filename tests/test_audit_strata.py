@@ -137,11 +137,11 @@ def test_proposed_rows_and_cells_agree_with_a_loop_over_rows(rule):
     """The rows a proposed point flags (by a plain loop), the same judged per lattice cell (exact
     for a point on the lattice), and the promoted strata and counts."""
     from costlib.audit._strata import (
+        flagged_rows,
         lattice_cells,
         promote_counts,
         promote_proposed,
         proposed_cells,
-        proposed_rows,
     )
 
     rng = np.random.default_rng(3)
@@ -153,7 +153,7 @@ def test_proposed_rows_and_cells_agree_with_a_loop_over_rows(rule):
             (any if rule == "any" else all)(
                 (not np.isnan(s)) and s >= tj for s, tj in zip(row, t, strict=True))
             for row in scores])
-        got = proposed_rows(scores, t, rule)
+        got = flagged_rows(scores, t, rule)
         np.testing.assert_array_equal(got, want)
         cells = lattice_cells(scores, edges)
         np.testing.assert_array_equal(proposed_cells(cells, edges, t, rule), want)
@@ -165,4 +165,4 @@ def test_proposed_rows_and_cells_agree_with_a_loop_over_rows(rule):
         np.testing.assert_array_equal(promote_counts(before, 2),
                                       np.bincount(raised[want], minlength=4))
     with pytest.raises(ValueError, match="rule"):
-        proposed_rows(scores, [0.5, 0.5], "most")
+        flagged_rows(scores, [0.5, 0.5], "most")

@@ -76,12 +76,12 @@ __all__ = [
     "check_steps",
     "cutoff_strata",
     "depth_counts_from_cells",
+    "flagged_rows",
     "lattice_cells",
     "lattice_depths",
     "promote_counts",
     "promote_proposed",
     "proposed_cells",
-    "proposed_rows",
     "relative_design",
     "share_cutoffs",
     "stratum_counts",
@@ -264,10 +264,10 @@ def depth_counts_from_cells(cells: ArrayLike, counts: ArrayLike, lattice_then: S
     return out
 
 
-def proposed_rows(scores: ArrayLike, proposed: ArrayLike, rule: str = "any") -> NDArray[np.bool_]:
+def flagged_rows(scores: ArrayLike, proposed: ArrayLike, rule: str = "any") -> NDArray[np.bool_]:
     """Rows the thresholds ``proposed`` (shape (k,) or one row per score row; ``+inf``: off)
     flag under ``rule``: some (``any``) or every (``all``) ``s_j >= t_j``; a NaN score never
-    fires."""
+    fires. ``costlib decide``'s threshold decisions and the proposal band both use it."""
     if rule not in ("any", "all"):
         raise ValueError(f"rule must be 'any' or 'all', got {rule!r}")
     s = np.asarray(scores, dtype=np.float64)
@@ -291,7 +291,7 @@ def proposed_cells(cells: ArrayLike, lattice: Sequence[ArrayLike], proposed: Arr
     then flagged whole or not at all); a proposed threshold between two of its edges splits a
     cell, which counts as not flagged (as :func:`depth_counts_from_cells`, at most one step
     off)."""
-    return proposed_rows(cell_corners(cells, lattice), proposed, rule)
+    return flagged_rows(cell_corners(cells, lattice), proposed, rule)
 
 
 def promote_counts(counts: ArrayLike, stratum: int) -> NDArray[np.float64]:

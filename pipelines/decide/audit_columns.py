@@ -22,10 +22,10 @@ from numpy.typing import NDArray
 from costlib.audit._sampling import AuditDesign, audit_sample, expected_audits
 from costlib.audit._strata import (
     cutoff_strata,
+    flagged_rows,
     lattice_cells,
     lattice_depths,
     promote_proposed,
-    proposed_rows,
 )
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.decide.audit_lattice import decide_lattice, relative_cutoffs
@@ -86,7 +86,7 @@ class AuditSettings:
         stratum = cutoff_strata(depth, table[codes])
         if self.proposal_stratum is None or proposed is None:
             return depth, stratum, np.zeros(stratum.shape, dtype=bool)
-        raised = promote_proposed(stratum, proposed_rows(scores, proposed, rule),
+        raised = promote_proposed(stratum, flagged_rows(scores, proposed, rule),
                                   self.proposal_stratum)
         return depth, raised, raised > stratum
 

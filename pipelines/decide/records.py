@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from numpy.typing import NDArray
 
+from costlib.audit._strata import flagged_rows
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.decide.audit_columns import (
     AuditSettings,
@@ -188,10 +189,7 @@ def decision_table_and_audit(
     codes = batch.group_codes
     table, usable, entries = thresholds.lookup(batch.group_names)
     scores = batch.scores
-    flagged = scores[:, 0] >= table[codes, 0]
-    for j in range(1, scores.shape[1]):
-        fired = scores[:, j] >= table[codes, j]
-        flagged = (flagged | fired) if rule == "any" else (flagged & fired)
+    flagged = flagged_rows(scores, table[codes], rule)
     no_point = None if usable.all() else ~usable[codes]
     item_ids = _as_string(batch.item_ids)
     if audit is not None and audit.only_without_point:

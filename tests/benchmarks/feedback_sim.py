@@ -61,12 +61,12 @@ from costlib.audit._sampling import AuditDesign, audit_sample
 from costlib.audit._strata import (
     cutoff_strata,
     depth_counts_from_cells,
+    flagged_rows,
     lattice_cells,
     lattice_depths,
     promote_counts,
     promote_proposed,
     proposed_cells,
-    proposed_rows,
     share_cutoffs,
     stratum_counts,
 )
@@ -324,7 +324,7 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
                 strata_now = cutoff_strata(depth, cutoffs_today[g])
                 if config.proposal_stratum is not None:
                     strata_now = promote_proposed(
-                        strata_now, proposed_rows(scores, proposals[g], config.rule),
+                        strata_now, flagged_rows(scores, proposals[g], config.rule),
                         config.proposal_stratum)
                 bands = strata_now[:, None].astype(np.float64)
                 cells = lattice_cells(scores, lattice)
