@@ -13,6 +13,7 @@ compares that configuration over 21 days.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -74,3 +75,41 @@ def test_simulator_follows_the_pipeline_with_the_default_audit_and_proposals(tmp
     proposed = [json.loads(p.read_text())["audit"]["proposal"]["unflagged"]
                 for p in sorted((tmp_path / "loop" / "decide" / "runs").glob("*/manifest.json"))]
     assert len(proposed) == args.days and sum(proposed) > 0  # proposals were audited
+    _reports_show_the_proposals(tmp_path / "loop" / "recal")
+
+
+def _reports_show_the_proposals(output: Path) -> None:
+    """The run page and the history page of the loop's recalibrations show each group's
+    proposed thresholds (the method's point the evidence rule held back) under the thresholds
+    published, exactly where the records carry them."""
+    import html
+
+    import pyarrow.parquet as pq
+
+    from costlib_pipelines.commands.cli import main
+
+    def notes(text: str) -> list[str]:
+        return [html.unescape(n) for n in re.findall(
+            r'<div class="note proposed"[^>]*>([^<]*)</div>', text)]
+
+    def fmt(t: float) -> str:
+        return "off" if t == float("inf") else f"{t:.4f}"
+
+    runs = sorted(p.name for p in (output / "runs").iterdir())
+    expected_history, shown = [], 0
+    for run in runs:
+        records = pq.read_table(output / "runs" / run / "operating_points.parquet").to_pylist()
+        expected = {method: [f"proposed {fmt(t)}" for r in records if r["method"] == method
+                             and r["proposed_thresholds"] is not None
+                             for t in r["proposed_thresholds"]]
+                    for method in {r["method"] for r in records}}
+        assert main(["report", "--run", str(output / "runs" / run), "--all-groups"]) == 0
+        page = (output / "runs" / run / "report.html").read_text()
+        # the run page: one row per method and group
+        assert sorted(notes(page)) == sorted(n for ns in expected.values() for n in ns)
+        shown += len(expected["hull"])
+        expected_history += expected["hull"]  # the history: the loop's decision method
+    assert shown > 0  # some run published other thresholds than the method's point
+    assert main(["report", "--output", str(output), "--history", "--all-groups"]) == 0
+    history = (output / "history.html").read_text()
+    assert sorted(notes(history)) == sorted(expected_history)

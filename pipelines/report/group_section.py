@@ -24,7 +24,8 @@ from costlib_pipelines.report.formatting import (
 from costlib_pipelines.report.run_figures import curves_of
 from costlib_pipelines.report.runs_data import RunData
 
-__all__ = ["COVERAGE_HEADERS", "change_css", "coverage_cells", "fmt_difference", "group_view"]
+__all__ = ["COVERAGE_HEADERS", "change_css", "coverage_cells", "fmt_difference", "group_view",
+           "proposed_parts"]
 
 #: Columns of :func:`coverage_cells`.
 COVERAGE_HEADERS = ("volume", "coverage", "point")
@@ -54,6 +55,19 @@ def coverage_cells(point: Mapping[str, Any]) -> list[list[cells.Part]]:
     badge = cells.reason_badge(status, reason) if reason else cells.badge(status)
     return [[cells.text(fmt_count(point.get("volume")))],
             [cells.text(fmt_ratio(point.get("coverage")))], [badge]]
+
+
+def proposed_parts(point: Mapping[str, Any], j: int) -> list[cells.Part]:
+    """The method's own threshold of classifier ``j`` when the evidence rule published another
+    (``proposed_thresholds``: the thresholds in force were kept, or moved part way); nothing for
+    a point that is the method's own, or for records written before the field existed."""
+    proposed = point.get("proposed_thresholds")
+    if proposed is None or len(proposed) <= j:
+        return []
+    title = ("The method's own point; the evidence rule (in_force.evidence_z) published other "
+             "thresholds because the audit data did not yet support the whole move. costlib "
+             "decide audits the rows this point would flag (audit.strata.proposal_stratum).")
+    return [cells.note(f"proposed {fmt_threshold(proposed[j])}", "note proposed", title)]
 
 
 def _resolution_note(point: Mapping[str, Any]) -> list[cells.Part]:
@@ -97,7 +111,8 @@ def _points_table(points: Sequence[Mapping[str, Any]], classifiers: Sequence[str
             value = None if p["thresholds"] is None else p["thresholds"][j]
             bracket = ("" if low is None or high is None
                        else fmt_interval(low[j], high[j], fmt_threshold))
-            row.append(cells.cell(cells.interval(fmt_threshold(value), bracket)))
+            row.append(cells.cell(cells.interval(fmt_threshold(value), bracket),
+                                  *proposed_parts(p, j)))
         row += [
             cells.cell(cells.interval(fmt_count(p["tp"]), fmt_interval(
                 p["tp_ci_low"], p["tp_ci_high"], fmt_count))),

@@ -50,6 +50,7 @@ from costlib_pipelines.report.formatting import (
     fmt_time,
     sort_value,
 )
+from costlib_pipelines.report.group_section import proposed_parts
 from costlib_pipelines.report.history_data import (
     MAX_PLOTTED_GROUPS,
     NOT_OK,
@@ -215,7 +216,8 @@ def _group_rows(runs: Sequence[HistoryRun], group: str, classifiers: Sequence[st
         for j in range(len(classifiers)):
             value = (thresholds[j] if thresholds is not None and len(thresholds) > j
                      else None)
-            row.append(cells.cell(fmt_threshold(value), value=sort_value(value)))
+            row.append(cells.cell(fmt_threshold(value), *proposed_parts(p, j),
+                                  value=sort_value(value)))
         row += [
             cells.cell(fmt_count(p.get("volume")), value=sort_value(p.get("volume"))),
             cells.cell(cells.interval(fmt_ratio(p.get("precision")), fmt_interval(

@@ -96,13 +96,17 @@ class HistoryFigures:
         ms = 3
         self.threshold_lines: list[Line2D] = []
         self.off_marks: list[Line2D] = []
+        self.proposed_marks: list[Line2D] = []
         for j, name in enumerate(self.classifiers):
             colour = colours[j % len(colours)]
             (line,) = axes[0].plot([], [], "-", marker=marker, ms=ms, lw=1.2, color=colour,
                                    label=name)
             (off,) = axes[0].plot([], [], "^", ms=4, color=colour, label="_off")
+            (proposed,) = axes[0].plot([], [], "o", ms=5, mfc="none", mew=1.0, color=colour,
+                                       label="_proposed")
             self.threshold_lines.append(line)
             self.off_marks.append(off)
+            self.proposed_marks.append(proposed)
         (self.not_ok,) = axes[0].plot([], [], "v", ms=5, color="#c06000",
                                       label="status not ok")
         (self.volume,) = axes[1].plot([], [], "-", marker=marker, ms=ms, lw=1.2, color="C0")
@@ -119,6 +123,8 @@ class HistoryFigures:
                                             fontsize=9, color="gray")
         handles: list[Artist] = [*self.threshold_lines,
                    Line2D([], [], ls="", marker="^", color="gray", label="off"),
+                   Line2D([], [], ls="", marker="o", ms=5, mfc="none", color="gray",
+                          label="method's point pending evidence"),
                    self.not_ok,
                    Line2D([], [], ls="", marker="v", ms=5, color="#b00000",
                           label="point coverage-limited / infeasible"),
@@ -127,7 +133,8 @@ class HistoryFigures:
         self.figure.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=7,
                            frameon=False, bbox_to_anchor=(0.5, 1.0))
         artists: list[tuple[Axes, Artist]] = [
-            (axes[0], a) for a in (*self.threshold_lines, *self.off_marks, self.not_ok)]
+            (axes[0], a) for a in (*self.threshold_lines, *self.off_marks,
+                                   *self.proposed_marks, self.not_ok)]
         artists += [(axes[1], self.volume)]
         artists += [(axes[2], a) for a in (self.precision, self.precision_low,
                                            self.precision_high, self.point_not_ok)]
@@ -139,12 +146,12 @@ class HistoryFigures:
         """The figure of one group (``points``: its record per run, None where absent)."""
         x = np.arange(len(points), dtype=float)
         k = len(self.classifiers)
-        thresholds = np.full((len(points), k), np.nan)
-        for i, p in enumerate(points):
-            values = None if p is None else p.get("thresholds")
-            if values is not None and len(values) == k:
-                thresholds[i] = values
+        thresholds = _threshold_matrix(points, "thresholds", k)
+        proposed = _threshold_matrix(points, "proposed_thresholds", k)
+        proposed[np.isposinf(proposed)] = self.off_level
         for j in range(k):
+            shown = np.isfinite(proposed[:, j])
+            self.proposed_marks[j].set_data(x[shown], proposed[shown, j])
             column = thresholds[:, j]
             finite = np.where(np.isinf(column), np.nan, column)
             self.threshold_lines[j].set_data(x, finite)
@@ -175,9 +182,22 @@ class HistoryFigures:
         return self.blit.render(top, apply_view)
 
 
+def _threshold_matrix(points: Sequence[Mapping[str, Any] | None], field: str, k: int
+                      ) -> np.ndarray:
+    """Run x classifier matrix of a thresholds field (NaN where a run has none)."""
+    matrix = np.full((len(points), k), np.nan)
+    for i, p in enumerate(points):
+        values = None if p is None else p.get(field)
+        if values is not None and len(values) == k:
+            matrix[i] = values
+    return matrix
+
+
 def threshold_range(runs: Sequence[HistoryRun], groups: Iterable[str]) -> tuple[float, float]:
-    """Smallest and largest finite threshold of ``groups`` over the runs ((0, 1) for none)."""
+    """Smallest and largest finite threshold of ``groups`` over the runs, published or
+    proposed ((0, 1) for none)."""
     values = [t for run in runs for g in groups if g in run.points
-              for t in run.points[g].get("thresholds") or () if not math.isinf(t)]
+              for field in ("thresholds", "proposed_thresholds")
+              for t in run.points[g].get(field) or () if not math.isinf(t)]
     return (min(values), max(values)) if values else (0.0, 1.0)
 
