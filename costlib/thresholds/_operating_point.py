@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from costlib.audit._strata import flagged_rows
 from costlib.thresholds._frontier import marginal_precisions
 from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._objectives import Constraints, Objective, Selection
@@ -184,9 +185,7 @@ class OperatingPoint:
         if np.isposinf(s).any():
             j = int(np.flatnonzero(np.isposinf(s).any(axis=0))[0])
             raise ValueError(f"score column {j} has +inf; scores must be finite, -inf or NaN")
-        with np.errstate(invalid="ignore"):
-            fires = s >= np.asarray(self.thresholds)[None, :]  # NaN compares False
-        return np.asarray(fires.any(axis=1) if self.rule == "any" else fires.all(axis=1))
+        return flagged_rows(s, self.thresholds, self.rule)  # a NaN score never fires
 
     def evaluate(
         self,
