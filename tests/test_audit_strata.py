@@ -166,3 +166,43 @@ def test_proposed_rows_and_cells_agree_with_a_loop_over_rows(rule):
                                       np.bincount(raised[want], minlength=4))
     with pytest.raises(ValueError, match="rule"):
         flagged_rows(scores, [0.5, 0.5], "most")
+
+
+@pytest.mark.parametrize("rule", ["any", "all"])
+def test_proposal_recount_equals_the_rows_strata_before_and_after_promotion(rule):
+    """A previous run's rows per cell, re-cut below today's point with the proposed rows
+    promoted: the same as computing every row's depth and stratum, promoting the rows the
+    proposal flags, and counting (the point in force and the proposal on the lattice)."""
+    from costlib.audit._strata import (
+        cutoff_strata,
+        flagged_rows,
+        lattice_cells,
+        promote_proposed,
+        proposal_recount,
+    )
+
+    rng = np.random.default_rng(11)
+    edges = [np.sort(rng.uniform(0, 1, 14)), np.sort(rng.uniform(0, 1, 10))]
+    scores = rng.uniform(-0.1, 1.1, size=(4000, 2))
+    scores[rng.random((4000, 2)) < 0.05] = np.nan
+    cells, counts = np.unique(lattice_cells(scores, edges), axis=0, return_counts=True)
+    cutoffs = [1, 3, 8]
+    for t, proposed in (([edges[0][10], edges[1][8]], [edges[0][6], edges[1][8]]),
+                        ([edges[0][9], np.inf], [edges[0][9], edges[1][5]]),
+                        ([edges[0][5], edges[1][5]], [edges[0][7], edges[1][7]])):
+        depth = lattice_depths(scores, np.tile(t, (4000, 1)), edges, rule)
+        unflagged = depth > 0
+        strata = cutoff_strata(depth, cutoffs)
+        raised = promote_proposed(strata, flagged_rows(scores, proposed, rule), 2)
+        want = (np.bincount(raised[unflagged], minlength=4)
+                - np.bincount(strata[unflagged], minlength=4))
+        moving = flagged_rows(scores, proposed, rule) & unflagged
+        change, rows = proposal_recount(cells, counts, edges, t, edges, proposed, cutoffs, 4, 2,
+                                        rule)
+        np.testing.assert_array_equal(change, want)
+        assert rows == moving.sum()
+        assert change.sum() == 0
+        assert moving.any() == (proposed[0] < t[0] or proposed[1] < t[1])  # a case or none
+    change, rows = proposal_recount(cells, counts, edges, t, edges, [np.inf, np.inf], cutoffs,
+                                    4, 2, rule)
+    assert rows == 0.0 and not change.any()

@@ -51,7 +51,7 @@ depth can be anything (from a classifier switched off, the whole region is deep)
 ``h`` (:func:`promote_proposed`): still a stratified Poisson design with known ``π``, the
 strata being a function of the row's scores, its group's point in force and proposal, the
 cutoffs and the lattice. The counts an auto design is sized on move the same way
-(:func:`proposed_cells`, :func:`promote_counts`).
+(:func:`proposal_recount`: :func:`proposed_cells`, then :func:`promote_counts`).
 
 Whatever the score scale, the strata follow the thresholds: after a drift they are again the
 rows just below the point in force. Share cutoffs are quantile positions (scale-free); step
@@ -81,6 +81,7 @@ __all__ = [
     "lattice_depths",
     "promote_counts",
     "promote_proposed",
+    "proposal_recount",
     "proposed_cells",
     "relative_design",
     "share_cutoffs",
@@ -301,3 +302,27 @@ def promote_counts(counts: ArrayLike, stratum: int) -> NDArray[np.float64]:
     c[int(stratum)] += c[: int(stratum)].sum()
     c[: int(stratum)] = 0.0
     return c
+
+
+def proposal_recount(cells: ArrayLike, counts: ArrayLike, lattice_then: Sequence[ArrayLike],
+                     thresholds: ArrayLike, lattice_now: Sequence[ArrayLike],
+                     proposed: ArrayLike, cutoffs: ArrayLike, n_strata: int, stratum: int,
+                     rule: str = "any") -> tuple[NDArray[np.float64], float]:
+    """How a previous run's rows per stratum change when the rows the proposed point flags
+    are audited in at least ``stratum``, and how many rows that is.
+
+    The cells (and their row ``counts``, on ``lattice_then``) that ``proposed`` flags
+    (:func:`proposed_cells`) are re-cut below this run's ``thresholds``, ``lattice_now`` and
+    ``cutoffs`` (:func:`depth_counts_from_cells`, :func:`stratum_counts`) into ``own``; the
+    change is ``promote_counts(own, stratum) - own`` (sums to 0), added to the counts an auto
+    design is sized on. Returns ``(change, own.sum())``; zeros and 0.0 when no cell is
+    flagged.
+    """
+    index = np.asarray(cells, dtype=np.intp)
+    mask = proposed_cells(index, lattice_then, proposed, rule)
+    if not mask.any():
+        return np.zeros(int(n_strata)), 0.0
+    own = stratum_counts(depth_counts_from_cells(index[mask], np.asarray(counts)[mask],
+                                                 lattice_then, thresholds, lattice_now, rule),
+                         cutoffs, n_strata)
+    return promote_counts(own, stratum) - own, float(own.sum())

@@ -29,8 +29,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from costlib.audit._strata import (
     depth_counts_from_cells,
-    promote_counts,
-    proposed_cells,
+    proposal_recount,
     share_cutoffs,
     stratum_counts,
 )
@@ -131,7 +130,7 @@ def relative_cutoffs(config: RunConfig, output: str | None, lattice: Lattice | N
     design is sized on. With ``audit.strata.proposal_stratum`` and a group's proposed point
     (``proposed(group)``, None: none), the previous rows that point flags are counted in at
     least that stratum, as this run will audit them (:func:`costlib.audit._strata.
-    proposed_cells`, :func:`~costlib.audit._strata.promote_counts`); the record's
+    proposal_recount`); the record's
     ``proposed`` holds how many (the cutoffs themselves stay on every row's depth).
     """
     strata = config.audit["strata"]
@@ -166,14 +165,10 @@ def relative_cutoffs(config: RunConfig, output: str | None, lattice: Lattice | N
         point = None if band is None or proposed is None else proposed(group)
         if point is None:
             continue
-        mask = proposed_cells(index, then, point, config.rule)
-        if not mask.any():
-            continue
-        own = stratum_counts(depth_counts_from_cells(index[mask], counts[mask], then,
-                                                     in_force(group), lattice, config.rule),
-                             by_group[group], m)
-        moved += promote_counts(own, band) - own
-        promoted += float(own.sum())
+        change, rows = proposal_recount(index, counts, then, in_force(group), lattice, point,
+                                        by_group[group], m, band, config.rule)
+        moved += change
+        promoted += rows
     pooled = np.zeros(max((c.size for c in depth_counts.values()), default=1))
     for c in depth_counts.values():
         pooled[: c.size - 1] += c[:-1]

@@ -64,9 +64,8 @@ from costlib.audit._strata import (
     flagged_rows,
     lattice_cells,
     lattice_depths,
-    promote_counts,
     promote_proposed,
-    proposed_cells,
+    proposal_recount,
     share_cutoffs,
     stratum_counts,
 )
@@ -226,14 +225,9 @@ def proposal_moves(config: RunConfig, previous_cells: dict, proposals: np.ndarra
         return out
     for k in range(len(GROUPS)):
         found, count = previous_cells[k]
-        mask = proposed_cells(found, previous_cells["lattice"], proposals[k], config.rule)
-        if not mask.any():
-            continue
-        own = stratum_counts(depth_counts_from_cells(found[mask], count[mask],
-                                                     previous_cells["lattice"], table[k],
-                                                     lattice, config.rule),
-                             cutoffs[k], configured.n_strata)
-        out += promote_counts(own, band) - own
+        out += proposal_recount(found, count, previous_cells["lattice"], table[k], lattice,
+                                proposals[k], cutoffs[k], configured.n_strata, band,
+                                config.rule)[0]
     return out
 
 
