@@ -322,3 +322,37 @@ def test_a_classifier_off_in_force_can_be_switched_on_part_way():
         assert off.move and tuple(int(i) for i in off.point.index) not in path
         assert np.isfinite(off.point.thresholds[1]) and off.point.thresholds[1] > \
             chosen.thresholds[1]  # switched on, above the method's threshold: part way
+
+
+def test_a_point_in_force_that_is_the_methods_point_is_published_as_it_is():
+    """Nothing to hold back when the method's own point is the point in force: under either
+    evidence rule (``evidence_z``; ``min_gain_z`` with bootstrap replicates) the group
+    publishes that point with status ok and no proposed thresholds (a group at its optimum is
+    not a kept group, nor a move pending evidence)."""
+    from costlib.thresholds._bootstrap import BootstrapGrids
+
+    target = resolve_target(target_marginal_precision=0.15)
+    grid = _grids(11, floor=0.02)
+    scores, truth = population(4000, 11)
+    labels, pi = audit_draw(scores, truth, 18, floor=0.02)  # the rows of _grids(11)
+    replicates = BootstrapGrids.from_scores(scores, labels, EDGES, np.arange(len(scores)),
+                                            n_replicates=20, audit_probabilities=pi)
+    for method in ("hull", "graph"):
+        best = optimize(grid, target=target, rule="any", method=method)
+        args = {"methods": [method], "target": target, "rule": "any", "min_positives": 1,
+                "min_negatives": 1, "in_force": best.thresholds}
+        for rule in ({"evidence_z": 1e6}, {"min_gain_z": 1e6, "bootstrap": replicates}):
+            result = optimize_group("g", grid, **args, **rule)
+            point = result.points[method]
+            assert result.status == "ok", rule
+            assert point.thresholds == best.thresholds
+            assert PROPOSED not in point.details
+            assert "method's point" not in (point.reason or "")
+        # a point in force one step off the optimum is still kept with a huge z
+        off = grid.threshold_values(tuple(min(int(i) + 1, n - 1)
+                                          for i, n in zip(best.index, grid.shape, strict=True)))
+        if tuple(off) != tuple(best.thresholds):
+            held = optimize_group("g", grid, **{**args, "in_force": off},
+                                  min_gain_z=1e6, bootstrap=replicates)
+            assert held.status == "kept" and held.points[method].details[PROPOSED] == list(
+                best.thresholds)

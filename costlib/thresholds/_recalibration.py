@@ -120,7 +120,10 @@ def optimize_group(
     thresholds in force only when its estimated gain exceeds ``min_gain_z`` bootstrap standard
     errors (:mod:`costlib.thresholds._move_evidence`); otherwise the method keeps them (the point's
     ``reason`` says so, ``details["move_evidence"]`` holds gain and se), and when every method
-    keeps them the status is ``"kept"``.
+    keeps them the status is ``"kept"``. A method whose own point *is* the thresholds in force
+    (the same lattice cell) has nothing held back: it publishes its point, without
+    ``details["proposed_thresholds"]``, and does not count as keeping (status ``"ok"``; the
+    same under ``evidence_z``).
 
     ``evidence_z`` (with ``in_force``; default 1.645, a one-sided 95% bound; None: off):
     on a grid that carries audit
@@ -174,7 +177,7 @@ def optimize_group(
             evidence = move_evidence(grid, bootstrap, chosen, in_force,
                                      z=min_gain_z, target=target, rule=rule, method=method,
                                      options=options)
-            if not evidence.move:
+            if not evidence.move and tuple(evidence.kept.index) != tuple(chosen.index):
                 details = {**evidence.kept.details,
                            "move_evidence": {"gain": evidence.gain, "se": evidence.se,
                                              "z": evidence.z},
@@ -188,14 +191,14 @@ def optimize_group(
             bounded = lower_bound_move(grid, chosen, in_force, z=evidence_z, target=target,
                                        rule=rule, method=method, options=options,
                                        unseen_rows=unseen_rows)
-            if bounded.point is not chosen:
+            if tuple(bounded.point.index) != tuple(chosen.index):
                 details = {**bounded.point.details, "move_evidence": bounded.summary(),
                            PROPOSED: [float(t) for t in chosen.thresholds]}
                 result.points[method] = replace(bounded.point,
                                                 reason=_with_proposal(bounded.reason(), chosen),
                                                 details=details)
-            if not bounded.move:
-                kept.append(method)
+                if not bounded.move:
+                    kept.append(method)
         if recall_unknown and min_recall is not None:
             result.points[method] = _recall_unknown(result.points[method], min_recall)
         result.intervals[method] = (
