@@ -48,6 +48,20 @@ def test_thin_data_counts_the_grid_the_thresholds_came_from():
     assert guard_violations(None, new, GuardSettings(min_rated=0)) == []
 
 
+def test_thin_groups_whose_thresholds_do_not_change_are_no_violation():
+    """min_rated holds thresholds that rest on few rows; publishing the thresholds already
+    published changes nothing, whatever the status (kept, or ok at the point in force)."""
+    old = [_record("kept", [0.5, 0.5]), _record("still", [0.4, math.inf]),
+           _record("moved", [0.4, 0.6]), _record("was_none", None)]
+    new = [_record("kept", [0.5, 0.5], status="kept", pos=3, neg=4),
+           _record("still", [0.4, math.inf], pos=3, neg=4),
+           _record("moved", [0.45, 0.6], pos=3, neg=4),
+           _record("was_none", [0.5, 0.5], pos=3, neg=4)]
+    violations = guard_violations(old, new, GuardSettings(min_rated=50))
+    assert [v.split(":")[0] for v in violations] == ["group 'moved'", "group 'was_none'"]
+    assert len(guard_violations(None, new, GuardSettings(min_rated=50))) == 4  # first run
+
+
 def test_only_the_decision_method_is_guarded():
     old = [_record("g", [0.1, 0.1], method="hull")]
     new = [_record("g", [0.9, 0.9], method="hull")]

@@ -151,10 +151,11 @@ def points_in_force(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [chosen[key] for key in sorted(chosen)]
 
 
-def _kept_unchanged(record: dict[str, Any], old: dict[str, Any] | None) -> bool:
-    """A ``kept`` record whose thresholds are the published ones: nothing changes for the group,
-    so the few rated rows it rests on are no reason to hold the run (they are noted instead)."""
-    if record["status"] != "kept" or old is None or old["thresholds"] is None:
+def _unchanged(record: dict[str, Any], old: dict[str, Any] | None) -> bool:
+    """A record whose thresholds are the published ones (``kept``, or ``ok`` at a point that is
+    the point in force): nothing changes for the group, so the few rated rows it rests on are
+    no reason to hold the run (a kept group is noted instead)."""
+    if old is None or old["thresholds"] is None or record["thresholds"] is None:
         return False
     if sorted(old["classifiers"]) != sorted(record["classifiers"]):
         return False
@@ -182,7 +183,7 @@ def guard_violations(
         if record["thresholds"] is None:
             rated = 0.0
         old = old_by_group.get(group)
-        if settings.min_rated > 0 and rated < settings.min_rated and not _kept_unchanged(
+        if settings.min_rated > 0 and rated < settings.min_rated and not _unchanged(
                 record, old):
             violations.append(
                 f"group {group!r}: thresholds rest on {rated:g} rated rows "
