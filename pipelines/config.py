@@ -192,21 +192,21 @@ class RunConfig:
     def proposal_stratum(self) -> int | None:
         """``audit.strata.proposal_stratum``: the stratum the rows of a group's unsupported
         proposal are audited in at least (:func:`costlib.audit._strata.promote_proposed`);
-        None: off. Unset: the third-nearest stratum (``len(weights) - 3``, at least 0; the
-        "next 4%" band for the default shares) with relative strata and the auto design, whose
-        budget bounds what it spends (docs/audit.md, "Auditing the proposed move: measured");
-        off with the fixed
-        design (no total: a large proposal region would be audited at ``budget_share *
-        weight`` each) and with score strata."""
+        None: off. Unset: the third-nearest stratum (``len(weights) - 3``; the "next 4%" band
+        for the default shares) with relative strata and the auto design, whose budget bounds
+        what it spends (docs/audit.md, "Auditing the proposed move: measured"); off with fewer
+        than four strata (the third-nearest would be the farthest, where promotion does
+        nothing: set it explicitly there), with the fixed design (no total: a large proposal
+        region would be audited at ``budget_share * weight`` each) and with score strata."""
         strata = self.audit["strata"]
         if not self.relative_strata:
             return None
         if "proposal_stratum" in strata:
             band = strata["proposal_stratum"]
             return None if band is None else int(band)
-        if self.audit["design"] != "auto":
+        if self.audit["design"] != "auto" or len(strata["weights"]) < 4:
             return None
-        return max(len(strata["weights"]) - 3, 0)
+        return len(strata["weights"]) - 3
 
     @property
     def relative_strata(self) -> bool:

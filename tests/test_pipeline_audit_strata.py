@@ -257,7 +257,10 @@ def test_defaults_relative_share_strata_and_auto_design_score_strata_unchanged()
     def band(strata, **audit):
         return RunConfig.from_dict({**base, "audit": {"enabled": True, **audit, "strata": {
             "relative_to": "point", **strata}}}).proposal_stratum
-    assert band({"steps": [2], "weights": [1, 5]}) == 0
+    # fewer than four strata: the third-nearest would be the farthest (a no-op): off unless set
+    assert band({"steps": [2], "weights": [1, 5]}) is None
+    assert band({"steps": [2, 5], "weights": [1, 2, 3]}) is None
+    assert band({"steps": [2, 5], "weights": [1, 2, 3], "proposal_stratum": 1}) == 1
     assert band({"shares": [0.01, 0.1, 0.3], "weights": [1, 2, 3, 4]}) == 1  # own weights
     assert band({"steps": [2, 5], "weights": [1, 2, 3]}, design="fixed") is None  # no total
     assert band({"steps": [2, 5], "weights": [1, 2, 3], "proposal_stratum": 1},
@@ -266,7 +269,11 @@ def test_defaults_relative_share_strata_and_auto_design_score_strata_unchanged()
     # an override of the strata re-derives the default (it is not stored in the config)
     fewer = default.with_overrides({"audit.strata.shares": [0.01, 0.1],
                                     "audit.strata.weights": [1.0, 10.0, 100.0]}, source="test")
-    assert fewer.proposal_stratum == 0
+    assert fewer.proposal_stratum is None  # three strata: off
+    four = default.with_overrides({"audit.strata.shares": [0.01, 0.1, 0.3],
+                                   "audit.strata.weights": [1.0, 5.0, 10.0, 100.0]},
+                                  source="test")
+    assert four.proposal_stratum == 1
     # the example config spells out the defaults
     example = yaml.safe_load((_Path(__file__).parents[1] / "schemas" /
                               "example_config.yaml").read_text())["audit"]
