@@ -356,3 +356,61 @@ def test_a_point_in_force_that_is_the_methods_point_is_published_as_it_is():
                                   min_gain_z=1e6, bootstrap=replicates)
             assert held.status == "kept" and held.points[method].details[PROPOSED] == list(
                 best.thresholds)
+
+
+@pytest.mark.parametrize("constraint", ["max_volume", "min_recall", "min_precision"])
+def test_a_point_in_force_that_violates_a_hard_constraint_is_never_kept(constraint):
+    """Keeping the thresholds in force is only an option when they meet the run's hard
+    constraints (as the method's point had to): with z so large that the rule would keep
+    anything, a point in force violating max_volume / min_recall / min_precision on the grid
+    is replaced by the method's point (feasible, checked by direct counting), under both
+    evidence rules; a point in force that meets them is still kept."""
+    from costlib.thresholds._bootstrap import BootstrapGrids
+
+    target = resolve_target(target_marginal_precision=0.15)
+    grid = _grids(11, floor=0.02)
+    scores, truth = population(4000, 11)
+    labels, pi = audit_draw(scores, truth, 18, floor=0.02)
+    replicates = BootstrapGrids.from_scores(scores, labels, EDGES, np.arange(len(scores)),
+                                            n_replicates=20, audit_probabilities=pi)
+    tp, fp = grid.counts("any")
+    volume = grid.volume("any")
+    free = optimize(grid, target=target, rule="any", method="hull")
+    at = tuple(int(i) for i in free.index)
+    # a cap the unconstrained optimum meets; points in force on either side of it
+    value = {"max_volume": float(volume[at]), "min_recall": float(tp[at] / grid.total_positives),
+             "min_precision": float(tp[at] / (tp[at] + fp[at]))}[constraint]
+    options = {constraint: value}
+
+    def feasible(index):
+        i = tuple(int(v) for v in index)
+        return {"max_volume": volume[i] <= value, "min_recall": tp[i] >= value *
+                grid.total_positives, "min_precision": tp[i] + fp[i] > 0  # undefined: violated
+                and tp[i] >= value * (tp[i] + fp[i])}[constraint]
+
+    violating = [grid.threshold_values(c) for c in np.ndindex(grid.shape) if not feasible(c)
+                 and tuple(c) != at]
+    meeting = [grid.threshold_values(c) for c in np.ndindex(grid.shape) if feasible(c)
+               and tuple(c) != at]
+    assert violating and meeting
+    chosen = optimize(grid, target=target, rule="any", method="hull", **options)
+    assert feasible(chosen.index) and chosen.status != "infeasible"
+    rng = np.random.default_rng(0)
+    for in_force in [violating[i] for i in rng.choice(len(violating), 5, replace=False)]:
+        common = {"methods": ["hull"], "target": target, "rule": "any", "min_positives": 1,
+                  "min_negatives": 1, "in_force": in_force, "options": options}
+        for rule in ({"evidence_z": 1e6}, {"min_gain_z": 1e6, "bootstrap": replicates}):
+            result = optimize_group("g", grid, **common, **rule)
+            point = result.points["hull"]
+            assert result.status == "ok" and point.thresholds == chosen.thresholds, rule
+            assert f"violate constraints.{constraint}" in point.reason
+            assert PROPOSED not in point.details
+    held_back = 0
+    for in_force in [meeting[i] for i in rng.choice(len(meeting), 5, replace=False)]:
+        result = optimize_group("g", grid, methods=["hull"], target=target, rule="any",
+                                min_positives=1, min_negatives=1, in_force=in_force,
+                                evidence_z=1e6, options=options)
+        point = result.points["hull"]
+        assert feasible(point.index) and "violate" not in point.reason
+        held_back += point.thresholds != chosen.thresholds
+    assert held_back > 0  # the evidence rule still keeps, or moves part way from, them

@@ -21,6 +21,14 @@ positive estimated gain (ties keep ``t₀``); larger ``z`` moves more reluctantl
 
 The chosen point is selected on the same grid, so ``Δ̂`` is optimistic; the rule does not
 correct that bias, it only refuses moves that the noise alone could explain.
+
+**Constraints come first.** Keeping ``t₀`` is only an option when ``t₀`` meets the hard
+constraints of the run (``min_precision``, ``max_volume``, ``max_false_positives``,
+``min_recall``) on the run's grid, as the method's point had to (:func:`kept_violations`).
+When it does not, the point in force is no candidate: the method's point is published (a gain
+below 0 is then the price of the constraint), with a reason naming what ``t₀`` violates. The
+coverage rule is not such a constraint: a point in force whose flagged rows are still
+unrated (a rating backlog) may be kept.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ __all__ = [
     "LowerBoundMove",
     "MoveEvidence",
     "gain_standard_errors",
+    "kept_violations",
     "lower_bound_move",
     "move_evidence",
     "one_row_weight",
@@ -78,6 +87,9 @@ class MoveEvidence:
     kept : OperatingPoint
         The thresholds in force evaluated on the run's grid (what is published when not
         ``move``).
+    forced : tuple of str
+        The hard constraints the thresholds in force violate on the run's grid
+        (:func:`kept_violations`); when any, ``move`` is True whatever the gain.
     """
 
     gain: float
@@ -85,12 +97,47 @@ class MoveEvidence:
     z: float
     move: bool
     kept: OperatingPoint
+    forced: tuple[str, ...] = ()
 
     def reason(self) -> str:
-        """One line for the record when the thresholds in force are kept."""
+        """One line for the record when the thresholds in force are kept (or, ``forced``,
+        could not be: the constraints they violate)."""
+        if self.forced:
+            return forced_reason(self.forced)
         return (f"kept the thresholds in force: moving to the optimum would gain "
                 f"{self.gain:.4g} ± {self.se:.4g} (bootstrap se), not more than z = {self.z:g} "
                 f"standard errors")
+
+
+def _constraints(grid: ThresholdGrid, options: Mapping[str, Any]) -> Constraints:
+    """The hard constraints of ``options`` (``P`` of ``min_recall``: the grid's, ``P̂`` with
+    audit data)."""
+    min_recall = options.get("min_recall")
+    return Constraints(options.get("min_precision"), options.get("max_volume"),
+                       options.get("max_false_positives"), min_recall,
+                       grid.total_positives if min_recall is not None else None)
+
+
+def kept_violations(grid: ThresholdGrid, index: Sequence[int], *, rule: str,
+                    options: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+    """The hard constraints of ``options`` that the lattice cell ``index`` (the thresholds in
+    force) violates on ``grid``: names of ``min_precision``, ``max_volume``,
+    ``max_false_positives``, ``min_recall`` (empty: it may be kept)."""
+    constraints = _constraints(grid, dict(options or {}))
+    if not constraints.active:
+        return ()
+    at = tuple(int(i) for i in index)
+    tp, fp = grid.counts(rule)
+    volume = grid.volume(rule)
+    one = (np.atleast_1d(tp[at]), np.atleast_1d(fp[at]), np.atleast_1d(volume[at]))
+    return tuple(name for name, v in constraints.violations(*one).items() if v[0] > 0)
+
+
+def forced_reason(violated: Sequence[str]) -> str:
+    """The record's reason when the point in force could not be kept."""
+    names = ", ".join(f"constraints.{v}" for v in violated)
+    return (f"moved without the evidence rule: the thresholds in force violate {names} on "
+            "this run's grid")
 
 
 def move_evidence(
@@ -134,6 +181,10 @@ def move_evidence(
     gain = float(chosen.objective - kept.objective)
     if tuple(kept.index) == tuple(chosen.index):
         return MoveEvidence(gain=0.0, se=0.0, z=float(z), move=False, kept=kept)
+    violated = kept_violations(grid, kept.index, rule=rule, options=options)
+    if violated:
+        return MoveEvidence(gain=gain, se=float("nan"), z=float(z), move=True, kept=kept,
+                            forced=violated)
     diffs = np.empty(bootstrap.n_replicates)
     for r in range(bootstrap.n_replicates):
         replicate = bootstrap.replicate(r)
@@ -304,9 +355,13 @@ class LowerBoundMove:
     optimum_se: float
     z: float
     one_row: float = 0.0
+    forced: tuple[str, ...] = ()
 
     def reason(self) -> str:
-        """One line for the record (empty when the method's own point was taken)."""
+        """One line for the record (empty when the method's own point was taken on evidence;
+        ``forced``: the constraints the thresholds in force violate)."""
+        if self.forced:
+            return forced_reason(self.forced)
         if not self.move:
             return (f"kept the thresholds in force: the method's point would gain "
                     f"{self.optimum_gain:.4g} ± {self.optimum_se:.4g} (audit design se), and no "
@@ -373,11 +428,15 @@ def lower_bound_move(
     options = dict(options or {})
     kwargs = {"target": target, "rule": rule, "method": method, **options}
     kept = point_at(grid, in_force, **kwargs)
+    plain_gain = float(chosen.objective - kept.objective)
     if (chosen.objective_name != "linear" or target is None
             or tuple(kept.index) == tuple(chosen.index)):
-        plain_gain = float(chosen.objective - kept.objective)
         return LowerBoundMove(chosen, tuple(kept.index) != tuple(chosen.index), plain_gain, 0.0,
                               plain_gain, 0.0, float(z))
+    violated = kept_violations(grid, kept.index, rule=rule, options=options)
+    if violated:  # the point in force is no candidate: the method's point (module doc)
+        return LowerBoundMove(chosen, True, plain_gain, float("nan"), plain_gain,
+                              float("nan"), float(z), forced=violated)
     slope = target.slope
     se_all = gain_standard_errors(grid, kept.index, rule=rule, slope=slope,
                                   unseen_rows=unseen_rows)
@@ -393,10 +452,7 @@ def lower_bound_move(
     gain = objective - kept.objective
     se = se_all[idx]
     ok = grid.covered(rule, options.get("max_unrated_share", 0.0))[idx]
-    min_recall = options.get("min_recall")
-    constraints = Constraints(options.get("min_precision"), options.get("max_volume"),
-                              options.get("max_false_positives"), min_recall,
-                              grid.total_positives if min_recall is not None else None)
+    constraints = _constraints(grid, options)
     if constraints.active:
         ok &= constraints.satisfied(tp[idx], fp[idx], volume[idx])
     chosen_at = np.flatnonzero((cells == np.asarray(chosen.index)).all(axis=1))

@@ -84,6 +84,12 @@ def _with_proposal(reason: str, chosen: OperatingPoint) -> str:
     return f"{reason}; the method's point: ({point})" if reason else reason
 
 
+def _forced(chosen: OperatingPoint, why: str) -> OperatingPoint:
+    """The method's point, published because the thresholds in force violate a hard constraint
+    (its own reason, e.g. an infeasible point's, first)."""
+    return replace(chosen, reason="; ".join(r for r in (chosen.reason, why) if r))
+
+
 def is_sufficient(grid: ThresholdGrid, min_positives: float, min_negatives: float) -> bool:
     return grid.total_positives >= min_positives and grid.total_negatives >= min_negatives
 
@@ -186,6 +192,8 @@ def optimize_group(
                                                 reason=_with_proposal(evidence.reason(), chosen),
                                                 details=details)
                 kept.append(method)
+            elif evidence.forced:
+                result.points[method] = _forced(chosen, evidence.reason())
         elif (in_force is not None and evidence_z is not None and grid.has_audit
               and grid.variance is not None):
             bounded = lower_bound_move(grid, chosen, in_force, z=evidence_z, target=target,
@@ -199,6 +207,8 @@ def optimize_group(
                                                 details=details)
                 if not bounded.move:
                     kept.append(method)
+            elif bounded.forced:
+                result.points[method] = _forced(chosen, bounded.reason())
         if recall_unknown and min_recall is not None:
             result.points[method] = _recall_unknown(result.points[method], min_recall)
         result.intervals[method] = (
