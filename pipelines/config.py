@@ -12,6 +12,7 @@ import copy
 import functools
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,11 +65,12 @@ def _audit_defaults(data: dict) -> dict:
     share of all unflagged rows).
     """
     audit = data.get("audit")
-    if audit is not None and not isinstance(audit, dict):
-        return data
+    if ("audit" in data and audit is None) or (audit is not None and not isinstance(audit, dict)):
+        return data  # the schema names it (a section written but left empty is null in YAML)
     audit = dict(audit or {})
     strata = audit.get("strata")
-    if strata is not None and not isinstance(strata, dict):
+    if ("strata" in audit and strata is None) or (
+            strata is not None and not isinstance(strata, dict)):
         return data
     strata = dict(strata or {})
     if "relative_to" not in strata:
@@ -90,6 +92,30 @@ def _audit_defaults(data: dict) -> dict:
 
 def _key_path(error: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in error.absolute_path) or "(top level)"
+
+
+def _non_finite(value: Any, path: str = "") -> list[str]:
+    """Key paths of every NaN or infinite number in a parsed config (YAML's ``.nan``,
+    ``.inf``): no key takes one (null is "unset" where a key allows it), and NaN passes every
+    ``minimum``/``maximum`` of the schema because it compares false."""
+    if isinstance(value, float) and not np.isfinite(value):
+        return [f"{path or '(top level)'}: {value!r} is not a finite number"]
+    if isinstance(value, dict):
+        return [m for k, v in value.items() for m in _non_finite(v, f"{path}.{k}" if path
+                                                                  else str(k))]
+    if isinstance(value, list):
+        return [m for i, v in enumerate(value) for m in _non_finite(v, f"{path}.{i}")]
+    return []
+
+
+def _error_line(error: jsonschema.ValidationError) -> str:
+    """One schema error as ``key.path: message``; a boolean where a string is expected gets
+    the YAML hint (unquoted ``off``/``on``/``yes``/``no`` are booleans in YAML)."""
+    line = f"{_key_path(error)}: {error.message}"
+    if isinstance(error.instance, bool) and error.validator == "type":
+        line += (" (YAML reads unquoted off/on/yes/no as true/false: quote the value, "
+                 "e.g. 'off')")
+    return line
 
 
 @dataclass(frozen=True)
@@ -339,12 +365,15 @@ class RunConfig:
         if not isinstance(data, dict):
             kind = type(data).__name__
             raise ConfigError(f"{source}: the run config must be a mapping, got {kind}")
+        not_finite = _non_finite(data)
+        if not_finite:
+            raise ConfigError(f"{source}: invalid run config:\n  " + "\n  ".join(not_finite))
         schema = costlib_schemas.load("run_config.schema.json")
         filled = _apply_defaults(_audit_defaults(data), schema)
         validator = jsonschema.Draft202012Validator(schema)
         errors = sorted(validator.iter_errors(filled), key=lambda e: list(e.absolute_path))
         if errors:
-            lines = [f"{_key_path(e)}: {e.message}" for e in errors]
+            lines = [_error_line(e) for e in errors]
             raise ConfigError(f"{source}: invalid run config:\n  " + "\n  ".join(lines))
         config = cls(raw=filled)
         config._check_semantics(source)
@@ -400,6 +429,12 @@ class RunConfig:
             _ = self.target
         except ValueError as exc:
             raise ConfigError(f"{source}: {exc}") from exc
+        weights = self.audit["strata"].get("weights") or []
+        if self.audit["enabled"] and weights and not any(w > 0 for w in weights):
+            raise ConfigError(
+                f"{source}: audit.strata.weights: every weight is 0, so no stratum gets more "
+                "than the floor and budget_share cannot be spent; a uniform audit is one "
+                "stratum of weight 1 (weights: [1])")
         try:
             self.audit_design()
         except ValueError as exc:
@@ -453,11 +488,55 @@ class RunConfig:
                 "explicit edges"
             )
         if window is not None:
+            if window["period_days"] < MIN_PERIOD_DAYS:
+                raise ConfigError(
+                    f"{source}: windowing.period_days: {window['period_days']:g} is below one "
+                    f"hour ({MIN_PERIOD_DAYS:.6g} days): every period is a recalibration of "
+                    "every group, and ratings are not back within the hour")
             ratio = window["size_days"] / window["period_days"]
             if abs(ratio - round(ratio)) > 1e-9:
                 raise ConfigError(
                     f"{source}: windowing.size_days must be a multiple of windowing.period_days"
                 )
+            if round(ratio) > MAX_PANES:
+                raise ConfigError(
+                    f"{source}: windowing.size_days / period_days = {round(ratio)} periods per "
+                    f"window, more than {MAX_PANES} (each window keeps a grid per period)")
+            if self.raw["plausibility"].get("count_duplicate_item_ids"):
+                raise ConfigError(
+                    f"{source}: plausibility.count_duplicate_item_ids is not supported with "
+                    "windowing (batch runs only)")
+        score_range = self.raw["plausibility"].get("score_range")
+        if score_range is not None and not score_range[0] < score_range[1]:
+            raise ConfigError(f"{source}: plausibility.score_range: need low < high, got "
+                              f"{score_range}")
+
+
+#: Windowed runs: the shortest recalibration period (one hour) and most periods per window.
+MIN_PERIOD_DAYS = 1.0 / 24.0
+MAX_PANES = 1000
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """YAML's safe loader that refuses a key written twice in one mapping (PyYAML keeps the
+    last silently) and reads ``1e-3`` as a number (YAML 1.1 wants ``1.0e-3``)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is written twice (first on line {seen[key]})",
+                    key_node.start_mark)
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+_ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
 
 
 def load_config(path: str | Path) -> RunConfig:
@@ -467,8 +546,11 @@ def load_config(path: str | Path) -> RunConfig:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the run config: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: the run config is not UTF-8 text (byte {exc.start}: "
+                          f"{exc.reason})") from exc
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_ConfigLoader)  # a SafeLoader
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from exc
     config = RunConfig.from_dict(data, source=str(path))

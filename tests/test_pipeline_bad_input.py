@@ -215,3 +215,58 @@ def test_one_line_joins_an_introduced_list_with_a_space_and_drops_pointer_lines(
         "c.yaml: invalid run config: a: bad; b: worse")
     assert one_line("f: cannot parse\n  x = [1\n      ^\nexpected ']'") == (
         "f: cannot parse; x = [1; expected ']'")
+
+
+#: Config texts after the two required keys, and what the one-line error must say. Each was
+#: accepted before, or failed with a traceback (exit 1) inside the pipeline.
+HOSTILE_CONFIGS = [
+    ("coverage: {max_unrated_share: .nan}", "coverage.max_unrated_share: nan is not a finite"),
+    ("capacity: {total: .inf}", "capacity.total: inf is not a finite number"),
+    ("min_rated: {positives: .nan}", "min_rated.positives: nan is not a finite number"),
+    ("publish: {max_threshold_change: .nan}", "publish.max_threshold_change: nan is not a"),
+    ("in_force: {evidence_z: .inf}", "in_force.evidence_z: inf is not a finite number"),
+    ("grid: {edges: explicit, values: [[0.1, .nan], [0.2]]}", "grid.values.0.1: nan is not"),
+    ("bootstrap: {seed: 18446744073709551616}", "bootstrap.seed: 18446744073709551616 is "
+                                                "greater than the maximum"),
+    ("audit: {enabled: true, strata: {weights: [0, 0, 0, 0, 0]}}",
+     "audit.strata.weights: every weight is 0"),
+    ("audit:", "audit: None is not of type 'object'"),
+    ("audit: {enabled: true, strata: }", "audit.strata: None is not of type 'object'"),
+    ("audit: {groups_without_point: off}", "quote the value, e.g. 'off'"),
+    ("windowing: {size_days: 7, period_days: 1.0e-6}", "windowing.period_days: 1e-06 is below"),
+    ("windowing: {size_days: 2000, period_days: 1}", "2000 periods per window, more than 1000"),
+    ("windowing: {size_days: 7, period_days: 1}\nplausibility: {count_duplicate_item_ids: true}",
+     "count_duplicate_item_ids is not supported with windowing"),
+    ("plausibility: {score_range: [1, 0]}", "plausibility.score_range: need low < high"),
+    ("target: {marginal_precision: 0.4}", "key 'target' is written twice (first on line 2)"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), HOSTILE_CONFIGS)
+def test_hostile_config_values_exit_2_naming_the_key_before_anything_is_written(
+        tmp_path, capsys, text, message):
+    config = tmp_path / "c.yaml"
+    config.write_text(f"classifiers: [text_model, image_model]\ntarget: {{marginal_precision: "
+                      f"0.3}}\n{text}\n")
+    out = tmp_path / "out"
+    code = main(["recalibrate", "--config", str(config), "--input", "x", "--output", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and str(config) in err, err
+    assert message in err, err
+    assert not out.exists()
+
+
+def test_config_files_read_scientific_numbers_and_refuse_bytes_that_are_not_utf8(tmp_path,
+                                                                                 capsys):
+    from costlib_pipelines.config import load_config
+
+    config = tmp_path / "c.yaml"
+    config.write_text("classifiers: [a]\ntarget: {marginal_precision: 3e-1}\n"
+                      "audit: {enabled: true, floor: 1e-4, budget_share: 2E-2}\n")
+    loaded = load_config(config)
+    assert loaded.audit["floor"] == 1e-4 and loaded.audit["budget_share"] == 0.02
+    assert loaded.target.slope == pytest.approx(0.3 / 0.7)
+    config.write_bytes(b"classifiers: [a]\n\xff\xfe\n")
+    assert main(["recalibrate", "--config", str(config), "--input", "x", "--output",
+                 str(tmp_path / "o")]) == 2
+    assert "not UTF-8 text" in capsys.readouterr().err

@@ -159,6 +159,8 @@ def test_last_keeps_the_newest_runs_and_groups_choose_figures(output, tmp_path, 
     (["--history"], "--history needs --output"),
     (["--output", "{out}"], "--output goes with --history"),
     ([], "give --run DIR"),
+    (["--output", "{out}", "--history", "--decisions", "{out}"], "no complete decide run"),
+    (["--output", "{out}", "--history", "--out", "{tmp}"], "is a directory"),
 ])
 def test_bad_input_exits_2_with_one_line(output, tmp_path, capsys, argv, message):
     (tmp_path / "empty" / "runs" / "x").mkdir(parents=True)  # a run without its manifest
@@ -166,6 +168,37 @@ def test_bad_input_exits_2_with_one_line(output, tmp_path, capsys, argv, message
     assert main(["report", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_decisions_give_each_run_the_share_its_decide_runs_sent_to_audit(output, tmp_path):
+    """--decisions: a run's audit share is the rows the decide runs that applied its points
+    sent to audit, per row decided (their manifests' audit.audited / decided, summed); runs no
+    decide run applied keep the recalibrate manifest's share."""
+    config = base_config(columns=AUDIT, audit={"enabled": True, "budget_share": 0.05})
+    (tmp_path / "d.yaml").write_text(json.dumps(config.raw))
+    decisions = tmp_path / "decisions"
+    applied = []
+    for day, seed in (("d1", 11), ("d2", 12)):
+        pattern = write_files(audited_frame(3000, seed=seed), tmp_path / day, n_files=1)
+        assert main(["decide", "--config", str(tmp_path / "d.yaml"), "--input", pattern,
+                     "--operating-points", str(output), "--output", str(decisions),
+                     "--run-id", day]) == 0
+        applied.append(json.loads((decisions / "runs" / day / "manifest.json").read_text()))
+    audited = sum(m["audit"]["audited"] for m in applied)
+    decided = sum(m["row_accounting"]["decided"] for m in applied)
+    assert audited > 0
+    runs = {r.run_id: r for r in history_data.load_history(str(output),
+                                                          decisions=str(decisions))}
+    latest = (output / "LATEST").read_text().strip()
+    assert {m["operating_points"]["run_ids"][0] for m in applied} == {latest}
+    assert (runs[latest].audit.numerator, runs[latest].audit.denominator,
+            runs[latest].audit.source) == (audited, decided, "decide")
+    assert all(r.audit is None or r.audit.source == "recalibrate"
+               for run_id, r in runs.items() if run_id != latest)
+    out = tmp_path / "h.html"
+    assert main(["report", "--output", str(output), "--history", "--decisions",
+                 str(decisions), "--out", str(out)]) == 0
+    assert f"{audited / decided:.2%} (decide)" in out.read_text()
 
 
 def test_history_renders_in_chromium(page, tmp_path):

@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Sequence
 from importlib import metadata
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from costlib_pipelines.commands.exit_codes import BAD_INPUT, HELD, classify
 
@@ -74,8 +74,16 @@ def version() -> str:
         return "unknown (not installed)"
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with one line on stderr for a malformed command line (the exit-code contract:
+    2 with one message), pointing at ``--help`` instead of printing the whole usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (usage: {self.prog} --help)\n")
+
+
 def _common_options() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    common = OneLineParser(add_help=False, allow_abbrev=False)
     common.add_argument("--log-level", choices=LOG_LEVELS, type=str.upper, default=None,
                         help="log level of costlib and Beam (default WARNING)")
     return common
@@ -84,7 +92,7 @@ def _common_options() -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     """The ``costlib`` parser with every subcommand (their modules are imported here)."""
     common = _common_options()
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="costlib", description="Cost-sensitive decisions on classifier scores.",
         epilog=EXIT_CODES_HELP, allow_abbrev=False, parents=[common],
     )

@@ -52,8 +52,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _check(args: argparse.Namespace) -> None:
-    """The flag combinations: ``--run`` alone, or ``--output`` with ``--history``."""
+    """The flag combinations: ``--run`` alone, or ``--output`` with ``--history``; ``--out``
+    names a file, not a directory."""
+    from pathlib import Path
+
     from costlib_pipelines.flags import UsageError
+
+    if args.out is not None and (args.out.endswith("/") or (
+            "://" not in args.out and Path(args.out).is_dir())):
+        raise UsageError(f"--out {args.out}: is a directory; give the HTML file to write "
+                         "(e.g. report.html)")
 
     if args.history:
         if args.run is not None:

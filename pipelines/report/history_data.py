@@ -174,6 +174,9 @@ def _decide_audits(decisions: str) -> dict[str, tuple[int, int]]:
     if not FileSystems.exists(decisions):
         raise InputError(f"{decisions}: decide output directory not found")
     complete, _ = list_runs(decisions)
+    if not any(m.get("command") == "decide" for m in complete.values()):
+        raise InputError(f"--decisions {decisions}: no complete decide run under runs/ "
+                         "(expected a costlib decide output directory)")
     sums: dict[str, tuple[int, int]] = {}
     for manifest in complete.values():
         if manifest.get("command") != "decide":
