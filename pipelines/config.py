@@ -12,20 +12,19 @@ import copy
 import functools
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import numpy as np
-import yaml
 
 import costlib_schemas
 from costlib.audit._sampling import AuditDesign
 from costlib.audit._strata import check_shares, check_steps, relative_design
 from costlib.thresholds._edges import DEFAULT_DECISION_EDGES, check_edges, uniform_edges
 from costlib.thresholds._target import Target
+from costlib_pipelines.config_text import non_finite, read_config_text
 
 __all__ = ["OBJECTIVE_ONLY_KEYS", "ConfigError", "RunConfig", "load_config"]
 
@@ -92,20 +91,6 @@ def _audit_defaults(data: dict) -> dict:
 
 def _key_path(error: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in error.absolute_path) or "(top level)"
-
-
-def _non_finite(value: Any, path: str = "") -> list[str]:
-    """Key paths of every NaN or infinite number in a parsed config (YAML's ``.nan``,
-    ``.inf``): no key takes one (null is "unset" where a key allows it), and NaN passes every
-    ``minimum``/``maximum`` of the schema because it compares false."""
-    if isinstance(value, float) and not np.isfinite(value):
-        return [f"{path or '(top level)'}: {value!r} is not a finite number"]
-    if isinstance(value, dict):
-        return [m for k, v in value.items() for m in _non_finite(v, f"{path}.{k}" if path
-                                                                  else str(k))]
-    if isinstance(value, list):
-        return [m for i, v in enumerate(value) for m in _non_finite(v, f"{path}.{i}")]
-    return []
 
 
 def _error_line(error: jsonschema.ValidationError) -> str:
@@ -365,7 +350,7 @@ class RunConfig:
         if not isinstance(data, dict):
             kind = type(data).__name__
             raise ConfigError(f"{source}: the run config must be a mapping, got {kind}")
-        not_finite = _non_finite(data)
+        not_finite = non_finite(data)
         if not_finite:
             raise ConfigError(f"{source}: invalid run config:\n  " + "\n  ".join(not_finite))
         schema = costlib_schemas.load("run_config.schema.json")
@@ -517,42 +502,10 @@ MIN_PERIOD_DAYS = 1.0 / 24.0
 MAX_PANES = 1000
 
 
-class _ConfigLoader(yaml.SafeLoader):
-    """YAML's safe loader that refuses a key written twice in one mapping (PyYAML keeps the
-    last silently) and reads ``1e-3`` as a number (YAML 1.1 wants ``1.0e-3``)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} is written twice (first on line {seen[key]})",
-                    key_node.start_mark)
-            seen[key] = key_node.start_mark.line + 1
-        return super().construct_mapping(node, deep=deep)
-
-
-_ConfigLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"))
-
-
 def load_config(path: str | Path) -> RunConfig:
     """Read and validate a YAML run config; errors name the file and the key."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the run config: {exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: the run config is not UTF-8 text (byte {exc.start}: "
-                          f"{exc.reason})") from exc
-    try:
-        data = yaml.load(text, Loader=_ConfigLoader)  # a SafeLoader
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from exc
+    data = read_config_text(path, ConfigError)
     config = RunConfig.from_dict(data, source=str(path))
     _check_objective_keys_as_written(data, source=str(path))
     return config
@@ -582,21 +535,3 @@ def _check_objective_keys_as_written(data: dict[str, Any], *, source: str) -> No
             raise ConfigError(
                 f"{source}: objective.{key}: {shown} applies to objective.name {needs} only, "
                 f"but objective.name is {name}; set name: {needs}, or remove {key}")
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    """A YAML parser error on one line: where, what, and what the parser was reading, e.g.
-    ``line 2, column 1: expected ',' or ']', but got '<stream end>' (while parsing a flow
-    sequence that starts at line 1, column 10)``; PyYAML's own text shows the source lines
-    with a ``^`` under the column, which does not survive being put on one line."""
-    if not isinstance(exc, yaml.MarkedYAMLError) or not exc.problem:
-        return " ".join(str(exc).split())
-
-    def where(mark: Any) -> str:
-        return f"line {mark.line + 1}, column {mark.column + 1}"
-
-    text = f"{where(exc.problem_mark)}: {exc.problem}" if exc.problem_mark else exc.problem
-    if exc.context:
-        start = f" that starts at {where(exc.context_mark)}" if exc.context_mark else ""
-        text += f" ({exc.context}{start})"
-    return text

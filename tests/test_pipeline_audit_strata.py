@@ -363,7 +363,7 @@ def write_points_with_proposals(path: Path) -> str:
 
 
 @pytest.mark.parametrize("band", [1, 2, None])
-def test_rows_of_a_proposed_point_are_audited_in_the_proposal_stratum(tmp_path, band):
+def test_rows_of_a_proposed_point_are_audited_in_the_proposal_stratum(tmp_path, band, capsys):
     strata = {**RELATIVE["strata"], "proposal_stratum": band}
     config = config_file(tmp_path / "c.yaml", {**RELATIVE, "strata": strata})
     frame = make_stream(4000, seed=5)
@@ -393,6 +393,13 @@ def test_rows_of_a_proposed_point_are_audited_in_the_proposal_stratum(tmp_path, 
         stratum[~flagged], minlength=3).tolist()
     assert audit["proposal"] == {"stratum": band,
                                  "unflagged": int(raised.sum()) if band is not None else 0}
+    summary = [line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("audit:")]
+    promoted = (f"; {int(raised.sum()):,} rows of proposed moves promoted"
+                if band is not None else "")
+    assert summary == [f"audit: {audit['audited']:,} unflagged rows sent to audit (expected "
+                       f"{audit['expected']:,.1f} under the fixed design{promoted}): rate them "
+                       "like flagged rows and keep audit_probability for recalibrate"]
     if band is not None:
         assert raised.sum() > 10  # the case is not empty
 

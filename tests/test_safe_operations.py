@@ -178,7 +178,9 @@ def test_misspelt_guard_flag_is_refused_with_the_closest_match(stream, tmp_path,
 def test_both_spellings_of_the_guard_flags_hold_the_run(stream, tmp_path, spelling):
     output = tmp_path / "out"
     assert recalibrate(stream, output, "--run-id", "first") == 0
-    assert recalibrate(stream, output, "--run-id", "second", *spelling) == 3
+    # another objective moves the thresholds (publishing unchanged ones is never held)
+    assert recalibrate(stream, output, "--run-id", "second", "--objective", "f1",
+                       *spelling) == 3
     manifest = json.loads((output / "runs" / "second" / "manifest.json").read_text())
     assert manifest["published"] is False
     assert manifest["guard"]["min_rated"] == 1e9
@@ -547,7 +549,8 @@ def test_status_healthy_held_stale_and_broken(stream, tmp_path, capsys):
     stale = check_status(str(output), now=later)
     assert not stale.healthy and "LATEST is stale" in stale.problems[0]
     # held: a newer run the guard kept back
-    assert recalibrate(stream, output, "--run-id", "second", "--min-rated", "1e9") == 3
+    assert recalibrate(stream, output, "--run-id", "second", "--min-rated", "1e9",
+                       "--objective", "f1") == 3  # moved thresholds on too few rated rows
     capsys.readouterr()
     assert main(["status", "--output", str(output), "--json"]) == 3
     status = json.loads(capsys.readouterr().out)
@@ -641,7 +644,10 @@ def test_status_notes_what_latest_published_with(tmp_path, capsys):
     (tmp_path / "out" / "LATEST").write_text("r1\n")
     assert main(["status", "--output", str(tmp_path / "out")]) == 0  # notes do not alert
     printed = capsys.readouterr().out
-    notes = [line[len("  note: "):] for line in printed.splitlines() if line.startswith("  note")]
+    notes = [line[len("  note (LATEST r1): "):] for line in printed.splitlines()
+             if line.startswith("  note")]
+    assert all(line.startswith("  note (LATEST r1): ") for line in printed.splitlines()
+               if line.startswith("  note"))
     assert notes[0].startswith("publish guard off")
     assert notes[1] == "kept the thresholds in force: x"
     assert notes[2] == ("graph: 2 of 5 group(s) kept their thresholds in force (a, b); 2 with a "

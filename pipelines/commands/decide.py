@@ -86,6 +86,18 @@ def run(args: argparse.Namespace) -> int:
         if carried:
             print(f"{len(carried)} group(s) without an applied window keep the points in force "
                   f"before the run (from run(s) {', '.join(sorted(set(carried.values())))})")
+    audit = manifest.get("audit") or {}
+    if audit.get("enabled"):
+        proposal = (audit.get("proposal") or {}).get("unflagged")
+        print(f"audit: {audit.get('audited', 0):,} unflagged rows sent to audit (expected "
+              f"{audit.get('expected', 0):,.1f} under the {audit.get('design', 'fixed')} design"
+              + (f"; {proposal:,} rows of proposed moves promoted" if proposal else "")
+              + "): rate them like flagged rows and keep audit_probability for recalibrate")
+    elif audit.get("groups_without_point"):
+        floor = audit["groups_without_point"]
+        if floor.get("candidates"):
+            print(f"audit of groups without a point: {floor['audited']:,} of "
+                  f"{floor['candidates']:,} rows (probability {floor['probability']:g})")
     if manifest["topk"]:
         print(f"top-k ({manifest['decoding']['loss']}): {counts.get('topk_sets', 0):,} sets, "
               f"{counts.get('topk_selected', 0):,} of {counts.get('topk_rows', 0):,} rows "

@@ -51,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{status.output}: {state}; {_latest(status)}")
         for problem in status.problems:
             print(f"  problem: {problem}")
-        for note in status.notes:
-            print(f"  note: {note}")
+        for note in status.notes:  # about what LATEST published, not about a held run
+            print(f"  note (LATEST {status.latest}): {note}")
         if status.newest_window:
             w = status.newest_window
             print(f"  newest window: {w['window']} ({w['state']}); the next one is due by "

@@ -1,0 +1,94 @@
+"""Reading a run config file: the text as YAML, before the schema sees it.
+
+PyYAML's safe loader with two changes: a key written twice in one mapping is an error (PyYAML
+keeps the last one silently), and ``1e-3`` reads as a number (YAML 1.1 only reads ``1.0e-3``
+as one). A file that is not UTF-8, and a YAML syntax error, are one-line errors naming the file
+(:func:`read_config_text`). :func:`non_finite` finds the NaN and infinite numbers YAML can
+write (``.nan``, ``.inf``), which no key takes and which pass every bound of a JSON schema.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+__all__ = ["non_finite", "read_config_text"]
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """YAML's safe loader that refuses a key written twice in one mapping (PyYAML keeps the
+    last silently) and reads ``1e-3`` as a number (YAML 1.1 wants ``1.0e-3``)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            try:
+                hash(key)
+            except TypeError:
+                continue  # an unhashable key: the base class names it
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is written twice (first on line {seen[key]})",
+                    key_node.start_mark)
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+_ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
+
+
+def read_config_text(path: Path, error: type[Exception]) -> Any:
+    """The parsed YAML of the config file ``path``; unreadable, not UTF-8 or not YAML raise
+    ``error`` (one line naming the file)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise error(f"{path}: cannot read the run config: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: the run config is not UTF-8 text (byte {exc.start}: "
+                    f"{exc.reason})") from exc
+    try:
+        return yaml.load(text, Loader=_ConfigLoader)  # a SafeLoader
+    except yaml.YAMLError as exc:
+        raise error(f"{path}: not valid YAML: {_yaml_problem(exc)}") from exc
+
+
+def non_finite(value: Any, path: str = "") -> list[str]:
+    """Key paths of every NaN or infinite number in a parsed config (YAML's ``.nan``,
+    ``.inf``): no key takes one (null is "unset" where a key allows it), and NaN passes every
+    ``minimum``/``maximum`` of the schema because it compares false."""
+    if isinstance(value, float) and not np.isfinite(value):
+        return [f"{path or '(top level)'}: {value!r} is not a finite number"]
+    if isinstance(value, dict):
+        return [m for k, v in value.items() for m in non_finite(v, f"{path}.{k}" if path
+                                                                  else str(k))]
+    if isinstance(value, list):
+        return [m for i, v in enumerate(value) for m in non_finite(v, f"{path}.{i}")]
+    return []
+
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML parser error on one line: where, what, and what the parser was reading, e.g.
+    ``line 2, column 1: expected ',' or ']', but got '<stream end>' (while parsing a flow
+    sequence that starts at line 1, column 10)``; PyYAML's own text shows the source lines
+    with a ``^`` under the column, which does not survive being put on one line."""
+    if not isinstance(exc, yaml.MarkedYAMLError) or not exc.problem:
+        return " ".join(str(exc).split())
+
+    def where(mark: Any) -> str:
+        return f"line {mark.line + 1}, column {mark.column + 1}"
+
+    text = f"{where(exc.problem_mark)}: {exc.problem}" if exc.problem_mark else exc.problem
+    if exc.context:
+        start = f" that starts at {where(exc.context_mark)}" if exc.context_mark else ""
+        text += f" ({exc.context}{start})"
+    return text
