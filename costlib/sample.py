@@ -42,8 +42,15 @@ def generate_score_stream(
     days: int = 14,
     set_size: int = 20,
     seed: int = 0,
+    first_item_id: int = 0,
+    truth: bool = False,
 ) -> pd.DataFrame:
     """Generate a score stream (see the module docstring for the model).
+
+    ``first_item_id``: item ids are ``first_item_id, first_item_id + 1, ...`` (another day of the
+    same stream gets other ids). ``truth``: add a ``truth`` column (bool, every item's ``y``),
+    the labels a simulated rater returns for the rows it is asked to rate (``costlib demo
+    --audit-loop``); a real stream has none.
 
     Returns
     -------
@@ -82,7 +89,7 @@ def generate_score_stream(
     frame = pd.DataFrame(
         {
             "group": np.asarray(groups, dtype=object)[group_index],
-            "item_id": np.arange(n_items, dtype=np.int64),
+            "item_id": np.arange(first_item_id, first_item_id + n_items, dtype=np.int64),
             "event_time": pd.Timestamp(start, tz="UTC") + pd.to_timedelta(seconds, unit="s"),
         }
     )
@@ -103,6 +110,8 @@ def generate_score_stream(
     position[order] = np.arange(n_items)
     set_number = position // set_size
     frame["set_id"] = [f"{g}-{s}" for g, s in zip(frame["group"], set_number, strict=True)]
+    if truth:
+        frame["truth"] = y
     return frame.sort_values("event_time", kind="stable").reset_index(drop=True)
 
 

@@ -33,3 +33,59 @@ def test_demo_runs_recalibrate_and_decide_end_to_end(tmp_path, capsys):
     assert sorted(p.name for p in (out / "plots").glob("pn_*.png")) == [
         "pn___all__.png", "pn_market_a.png", "pn_market_b.png", "pn_market_c.png"
     ]
+
+
+def test_demo_audit_loop_rates_what_decide_asked_for_and_recalibrates_with_the_weights(
+        tmp_path, capsys):
+    """--audit-loop: the rated day holds labels exactly on the rows decide flagged or audited
+    (their truth, by the generator with the same seed), audit_probability on every row equal to
+    the decision record's; the recalibration reads it as audit data (estimated recall inside its
+    interval, min_recall recorded) with the published points in force."""
+    import numpy as np
+    import pandas as pd
+
+    from costlib.sample import generate_score_stream
+    from costlib_pipelines.decide.records import read_decisions
+
+    out = tmp_path / "demo"
+    code = main(["demo", "--output", str(out), "--n-items", "30000", "--no-plots",
+                 "--audit-loop", "--min-recall", "0.5"])
+    printed = capsys.readouterr().out
+    assert code in (0, 3), printed
+    rated = pq.read_table(out / "day2" / "rated").to_pandas()
+    decisions = read_decisions(str(out / "day2" / "decide")).to_pandas()
+    decisions.index = decisions["item_id"].astype(np.int64)
+    d = decisions.loc[rated["item_id"].to_numpy()]
+    to_rate = (d["threshold_decision"].fillna(False) | d["audit"]).to_numpy(dtype=bool)
+    assert 0 < d["audit"].sum() < len(d) and to_rate.sum() > d["audit"].sum()
+    truth = generate_score_stream(30000, seed=8, start="2026-11-15", first_item_id=30000,
+                                  truth=True, rating_floor=2.0)
+    truth = truth.set_index("item_id").loc[rated["item_id"], "truth"].to_numpy()
+    labels = rated["label"]
+    assert labels.notna().to_numpy().tolist() == to_rate.tolist()
+    assert labels[to_rate].astype(bool).tolist() == truth[to_rate].tolist()
+    np.testing.assert_array_equal(rated["audit_probability"].to_numpy(),
+                                  d["audit_probability"].to_numpy())
+    assert (rated["item_id"] >= 30000).all() and not pd.isna(rated["audit_probability"]).any()
+    runs = sorted((out / "recalibrate" / "runs").glob("day2-*"))
+    assert len(runs) == 1
+    manifest = json.loads((runs[0] / "manifest.json").read_text())
+    # recalibrate counts audited rows drawn with p < 1 (the nearest step is a census, p = 1);
+    # a rated row no classifier scored is a dead letter (label_without_score)
+    scored = rated[["text_model", "image_model"]].notna().any(axis=1).to_numpy()
+    accounting = manifest["row_accounting"]
+    assert accounting["audit.audited"] == int(
+        (d["audit"].to_numpy() & (d["audit_probability"].to_numpy() < 1) & scored).sum())
+    assert accounting["dead_lettered"] == int((to_rate & ~scored).sum())
+    first = [p.name for p in (out / "recalibrate" / "runs").iterdir()
+             if not p.name.startswith("day2-")]
+    assert manifest["in_force"]["source"].endswith(f"runs/{first[0]}")  # the published points
+    records = [r for r in pq.read_table(runs[0] / "operating_points.parquet").to_pylist()
+               if r["method"] == "graph" and r["thresholds"] is not None]
+    assert records and all(r["min_recall"] == 0.5 for r in records)
+    with_interval = [r for r in records if r["estimated_recall_ci_low"] is not None]
+    assert with_interval  # (a group kept for too few rated rows has no interval)
+    for r in with_interval:  # kept points too: their interval is at their own thresholds
+        assert r["estimated_recall_ci_low"] <= r["estimated_recall"] <= r[
+            "estimated_recall_ci_high"], r["group"]
+    assert "sends" in printed and "est. recall" in printed

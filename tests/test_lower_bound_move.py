@@ -414,3 +414,40 @@ def test_a_point_in_force_that_violates_a_hard_constraint_is_never_kept(constrai
         assert feasible(point.index) and "violate" not in point.reason
         held_back += point.thresholds != chosen.thresholds
     assert held_back > 0  # the evidence rule still keeps, or moves part way from, them
+
+
+def test_a_kept_points_intervals_are_those_of_its_own_thresholds():
+    """A kept (or part-way) point's TP, FP, precision, P̂ and recall intervals are percentiles
+    of the same thresholds on every replicate (by direct point_at), so they describe the
+    published point; its threshold intervals stay the method's re-optimisation."""
+    from costlib.thresholds._bootstrap import (
+        BootstrapGrids,
+        _order_statistic_interval,
+        confidence_intervals,
+    )
+    from costlib.thresholds._operating_point import point_at
+
+    target = resolve_target(target_marginal_precision=0.15)
+    grid = _grids(11, floor=0.02)
+    scores, truth = population(4000, 11)
+    labels, pi = audit_draw(scores, truth, 18, floor=0.02)
+    replicates = BootstrapGrids.from_scores(scores, labels, EDGES, np.arange(len(scores)),
+                                            n_replicates=30, audit_probabilities=pi)
+    in_force = (0.9, 0.9)
+    result = optimize_group("g", grid, methods=["hull"], target=target, rule="any",
+                            min_positives=1, min_negatives=1, in_force=in_force,
+                            min_gain_z=1e6, bootstrap=replicates)
+    assert result.status == "kept" and result.points["hull"].thresholds == in_force
+    got = result.intervals["hull"]
+    at = [point_at(replicates.replicate(r), in_force, target=target, rule="any",
+                   method="hull") for r in range(30)]
+    for field in ("tp", "fp", "precision", "estimated_recall", "estimated_total_positives"):
+        want = _order_statistic_interval(np.array([getattr(p, field) for p in at],
+                                                  dtype=np.float64), 0.9)
+        assert getattr(got, field) == want, field
+    point = result.points["hull"]
+    assert got.estimated_recall[0] <= point.estimated_recall <= got.estimated_recall[1]
+    method = confidence_intervals(replicates, level=0.9, target=target, rule="any",
+                                  method="hull")
+    np.testing.assert_array_equal(got.thresholds, method.thresholds)
+    assert method.estimated_recall != got.estimated_recall  # the method's point is elsewhere

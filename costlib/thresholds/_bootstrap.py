@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,7 @@ from costlib._messages import plain
 from costlib.thresholds._bin_locator import locator_for
 from costlib.thresholds._cells import ROW_CHUNK, _channel_codes
 from costlib.thresholds._grid import ThresholdGrid, check_mergeable
-from costlib.thresholds._operating_point import OperatingPoint
+from costlib.thresholds._operating_point import OperatingPoint, point_at
 from costlib.thresholds._optimize import optimize_each
 from costlib.thresholds._rows import (
     DEFAULT_WEIGHT_BITS,
@@ -423,3 +423,33 @@ def confidence_intervals(
         points=points,
         **estimated,
     )
+
+
+def intervals_at(result: BootstrapResult, grids: BootstrapGrids, thresholds: Sequence[float],
+                 **point_kwargs: Any) -> BootstrapResult:
+    """``result`` with the intervals of TP, FP, precision, ``P̂`` and estimated recall taken at
+    the fixed ``thresholds`` on every replicate (:func:`costlib.thresholds.point_at`) instead of
+    at each replicate's re-optimised point; the threshold intervals stay ``result``'s.
+
+    For a published point that is not the method's own (the thresholds in force kept, or a
+    move part way, by the evidence rule): its counts and recall are those of ``thresholds``,
+    so their intervals must be too, or an interval could exclude its own point estimate.
+    ``point_kwargs`` are :func:`~costlib.thresholds.point_at`'s (target, rule, method, ...).
+    """
+    level = result.level
+    points = [point_at(grids.replicate(r), thresholds, **point_kwargs)
+              for r in range(grids.n_replicates)]
+    tp = np.array([p.tp for p in points])
+    fp = np.array([p.fp for p in points])
+    precision = np.array([p.precision for p in points])
+    total_ci, recall_ci = result.estimated_total_positives, result.estimated_recall
+    if recall_ci is not None:
+        totals = np.array([p.estimated_total_positives for p in points], dtype=np.float64)
+        recalls = np.array([p.estimated_recall for p in points], dtype=np.float64)
+        total_ci = _order_statistic_interval(totals, level)
+        recall_ci = _order_statistic_interval(recalls, level)
+    return replace(result, tp=_order_statistic_interval(tp, level),
+                   fp=_order_statistic_interval(fp, level),
+                   precision=_order_statistic_interval(precision, level), replicate_tp=tp,
+                   replicate_fp=fp, replicate_precision=precision, points=points,
+                   estimated_total_positives=total_ci, estimated_recall=recall_ci)

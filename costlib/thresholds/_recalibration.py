@@ -26,6 +26,7 @@ from costlib.thresholds._bootstrap import (
     SparseBootstrapGrids,
     as_dense,
     confidence_intervals,
+    intervals_at,
 )
 from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._move_evidence import (
@@ -217,6 +218,14 @@ def optimize_group(
             else confidence_intervals(bootstrap, level=level, target=target, rule=rule,
                                       method=method, **options)
         )
+        published = result.points[method]
+        if (bootstrap is not None and published is not None
+                and tuple(published.thresholds) != tuple(chosen.thresholds)):
+            interval = result.intervals[method]
+            assert interval is not None
+            result.intervals[method] = intervals_at(interval, bootstrap, published.thresholds,
+                                                    target=target, rule=rule, method=method,
+                                                    **options)
     if methods and len(kept) == len(methods):
         result.status = "kept"
     return result

@@ -8,6 +8,19 @@
 4. runs the decide pipeline with the new operating points into ``OUTPUT/decide/``;
 5. prints the operating points and the decisions summary, and draws the PN curve of every
    group from the run's own outputs to ``OUTPUT/plots/``.
+
+With ``--audit-loop`` it then closes the loop once, as a team would the next day:
+
+6. generates the next day's stream (nothing rated yet) to ``OUTPUT/day2/scores/``;
+7. runs decide with an audit sample of the unflagged rows (``audit.enabled``, the default
+   design) and the published points into ``OUTPUT/day2/decide/``;
+8. plays the rater: joins the decisions to the stream
+   (:func:`costlib_pipelines.io.ratings.attach_decisions`), labels the rows to rate (flagged or
+   audited) from the generator's truth, keeps ``audit_probability`` on every row, and writes
+   ``OUTPUT/day2/rated/``;
+9. recalibrates on the rated day with the audit weights and a recall floor
+   (``constraints.min_recall``, ``--min-recall``) into ``OUTPUT/recalibrate/`` (the published
+   points are in force), and prints each group's estimated recall with its interval.
 """
 
 from __future__ import annotations
@@ -37,6 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--methods", default="graph,analytic,hull,bucket", help="comma-separated methods"
     )
     parser.add_argument("--no-plots", action="store_true", help="skip writing figures")
+    parser.add_argument("--audit-loop", action="store_true",
+                        help="then close the loop once: the next day decided with an audit "
+                             "sample, rated by a simulated rater, recalibrated with a recall "
+                             "floor (OUTPUT/day2/)")
+    parser.add_argument("--min-recall", type=number_in(0, 1, low_open=True), default=0.6,
+                        help="with --audit-loop: the recall floor of the second "
+                             "recalibration (default 0.6)")
 
 
 def _config(args: argparse.Namespace):
@@ -109,7 +129,77 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_plots:
         _plots(run_dir, points, config, out / "plots")
         print(f"plots: {out / 'plots'}/pn_<group>.png")
+    if args.audit_loop:
+        return _audit_loop(args, config, out)
     return 0
+
+
+def _audit_loop(args: argparse.Namespace, config, out) -> int:
+    """Steps 6-9 of the module docstring; 0, or 3 when the guard held the recalibration."""
+    import datetime as dt
+    import json
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import yaml
+
+    from costlib.sample import generate_score_stream, write_score_stream
+    from costlib.text_table import format_table
+    from costlib_pipelines.decide.pipeline import run_decide
+    from costlib_pipelines.decide.records import read_decisions
+    from costlib_pipelines.io.ratings import TO_RATE, attach_decisions
+    from costlib_pipelines.recalibrate.pipeline import run_recalibrate
+    from costlib_pipelines.recalibrate.publish import PublishRefused
+
+    day2 = out / "day2"
+    stream = generate_score_stream(args.n_items, seed=args.seed + 1, start="2026-11-15",
+                                   first_item_id=args.n_items, truth=True, rating_floor=2.0)
+    truth = stream.pop("truth").to_numpy(dtype=bool)
+    write_score_stream(stream, str(day2 / "scores"), n_files=2, row_group_size=25_000)
+    audited = config.with_overrides({"audit.enabled": True,
+                                     "columns.audit_probability": "audit_probability",
+                                     "constraints.min_recall": args.min_recall,
+                                     "bootstrap.replicates": 20, "audit.salt": "demo-day2"},
+                                    source="demo")
+    (day2 / "config.yaml").write_text(yaml.safe_dump(audited.raw, sort_keys=False))
+    decide = run_decide(audited, str(day2 / "scores" / "*.parquet"), str(out / "recalibrate"),
+                        str(day2 / "decide"), args.beam_args)
+    audit = decide["audit"]
+    print(f"\nday 2: {len(stream):,} new items (none rated yet); decide ({decide['seconds']} s) "
+          f"flags {decide['decision_counts'].get('threshold_flagged', 0):,} and sends "
+          f"{audit['audited']:,} unflagged rows to audit (expected {audit['expected']:,.1f}, "
+          f"{audit['design']} design, budget share {audit['budget_share']:g})")
+    table = pa.Table.from_pandas(stream, preserve_index=False)
+    joined = attach_decisions(table, read_decisions(str(day2 / "decide")))
+    to_rate = joined.column(TO_RATE).to_numpy(zero_copy_only=False)
+    labels = pa.array(np.where(to_rate, truth, False), mask=~to_rate, type=pa.bool_())
+    rated = joined.set_column(joined.column_names.index("label"), "label", labels)
+    (day2 / "rated").mkdir(parents=True, exist_ok=True)
+    pq.write_table(rated.drop_columns([TO_RATE]), day2 / "rated" / "rated-0000.parquet",
+                   row_group_size=25_000)
+    print(f"rater: {int(to_rate.sum()):,} rows rated (flagged or audited), audit_probability "
+          f"kept on all {rated.num_rows:,} rows -> {day2 / 'rated'}/")
+    code = 0
+    run_id = "day2-" + dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    try:
+        run_recalibrate(audited, str(day2 / "rated" / "*.parquet"), str(out / "recalibrate"),
+                        args.beam_args, run_id=run_id)
+    except PublishRefused:
+        code = 3
+    run_dir = out / "recalibrate" / "runs" / run_id
+    recal = json.loads((run_dir / "manifest.json").read_text())
+    points = [p for p in pq.read_table(run_dir / "operating_points.parquet").to_pylist()
+              if p["method"] == audited.decision_method]
+    rows = [[p["group"], p["status"], p["point_status"], *(p["thresholds"] or [None, None]),
+             p["estimated_recall"], p["estimated_recall_ci_low"], p["estimated_recall_ci_high"],
+             p["estimated_total_positives"]] for p in points]
+    print(f"recalibrate with the audit weights and min_recall {args.min_recall:g} "
+          f"({recal['seconds']} s, {'published' if code == 0 else 'held by the publish guard'}"
+          f"): {run_dir}/")
+    print(format_table(rows, ["group", "status", "point", "t[text_model]", "t[image_model]",
+                              "est. recall", "ci low", "ci high", "P^"]))
+    return code
 
 
 #: Marker of a directory ``costlib demo`` owns (it overwrites its input/ and config.yaml).

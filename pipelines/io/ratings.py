@@ -1,0 +1,95 @@
+"""The rating hand-off of the closed loop: which rows of a score stream to rate, and what to keep.
+
+``costlib decide`` writes one decision record per input row (``schemas/decision.json``). The
+rater-facing contract (docs/audit.md) asks for ratings of every record with
+``threshold_decision == true`` or ``audit == true``, returned in the score stream with the
+record's ``audit_probability`` on *every* row (rated or not: an unrated row with ``0 < p < 1``
+is represented by the audit sample). :func:`attach_decisions` does that join on Arrow tables:
+the stream gains ``to_rate`` and ``audit_probability``; after the labels come back for the
+``to_rate`` rows, the table is the next ``costlib recalibrate`` input (with
+``columns.audit_probability: audit_probability``).
+
+Decision records carry ``item_id`` as a string (any id type becomes text in the contract); the
+stream's ids are compared as text, per group. A stream row without exactly one record is an
+error naming how many, never a silent null: a row the rater never saw would otherwise count as a
+coverage gap, and a row joined twice would be weighted twice.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["TO_RATE", "attach_decisions"]
+
+#: The column :func:`attach_decisions` adds: rate this row (flagged or drawn by the audit).
+TO_RATE = "to_rate"
+
+
+def attach_decisions(stream: pa.Table, decisions: pa.Table, *, group: str = "group",
+                     item_id: str = "item_id",
+                     probability: str = "audit_probability") -> pa.Table:
+    """``stream`` with ``to_rate`` (bool) and ``probability`` (float64) from its decision records.
+
+    Parameters
+    ----------
+    stream : pyarrow.Table
+        The score stream decide read (any column types; ``group`` and ``item_id`` name its
+        group and item id columns).
+    decisions : pyarrow.Table
+        The decision records of that run (``costlib_pipelines.decide.records.read_decisions``).
+    probability : str
+        Name of the column to add (the recalibrate config's ``columns.audit_probability``).
+
+    Returns
+    -------
+    pyarrow.Table
+        The stream's rows in their order, plus ``to_rate = threshold_decision or audit`` (a null
+        threshold decision, a group without a point, counts as not flagged) and the record's
+        ``audit_probability`` (null when the run's audit was off).
+
+    Raises
+    ------
+    ValueError
+        A missing column, ``probability`` already in the stream, decision records repeated for
+        one (group, item id), or stream rows without a record (the message counts them and
+        names the first).
+    """
+    for table, name, columns in ((stream, "stream", (group, item_id)),
+                                 (decisions, "decisions", ("group", "item_id",
+                                                           "threshold_decision", "audit",
+                                                           "audit_probability"))):
+        missing = [c for c in columns if c not in table.column_names]
+        if missing:
+            raise ValueError(f"{name}: no column {missing[0]!r}")
+    if probability in stream.column_names or TO_RATE in stream.column_names:
+        taken = probability if probability in stream.column_names else TO_RATE
+        raise ValueError(f"stream: already has a column {taken!r}")
+    keys = pa.table({
+        "__group": pc.cast(decisions.column("group"), pa.string()),
+        "__item": pc.cast(decisions.column("item_id"), pa.string()),
+        TO_RATE: pc.or_(pc.fill_null(decisions.column("threshold_decision"), False),
+                        pc.fill_null(decisions.column("audit"), False)),
+        probability: pc.cast(decisions.column("audit_probability"), pa.float64()),
+    })
+    counted = keys.group_by(["__group", "__item"]).aggregate([("__item", "count")])
+    repeated = counted.filter(pc.greater(counted.column("__item_count"), 1))
+    if repeated.num_rows:
+        first = repeated.slice(0, 1).to_pylist()[0]
+        raise ValueError(f"decisions: {repeated.num_rows} (group, item_id) pairs have more than "
+                         f"one record, e.g. ({first['__group']!r}, {first['__item']!r})")
+    rows = pa.table({
+        "__group": pc.cast(stream.column(group), pa.string()),
+        "__item": pc.cast(stream.column(item_id), pa.string()),
+        "__row": pa.array(range(stream.num_rows), pa.int64()),
+    })
+    joined = rows.join(keys, ["__group", "__item"], join_type="left outer").sort_by("__row")
+    unmatched = pc.is_null(joined.column(TO_RATE))
+    missing_rows = pc.sum(pc.cast(unmatched, pa.int64())).as_py() or 0
+    if missing_rows:
+        first = joined.filter(unmatched).slice(0, 1).to_pylist()[0]
+        raise ValueError(f"stream: {missing_rows} of {stream.num_rows} rows have no decision "
+                         f"record (e.g. group {first['__group']!r}, item_id {first['__item']!r}):"
+                         " not the stream this decide run read")
+    return stream.append_column(TO_RATE, joined.column(TO_RATE)).append_column(
+        probability, joined.column(probability))
