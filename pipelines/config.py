@@ -22,9 +22,10 @@ import numpy as np
 import costlib_schemas
 from costlib.audit._sampling import AuditDesign
 from costlib.audit._strata import check_shares, check_steps, relative_design
+from costlib.decoding import get_loss
 from costlib.thresholds._edges import DEFAULT_DECISION_EDGES, check_edges, uniform_edges
 from costlib.thresholds._target import Target
-from costlib_pipelines.config_text import non_finite, read_config_text
+from costlib_pipelines.config_text import non_finite, read_config_text, schema_error_line
 
 __all__ = ["OBJECTIVE_ONLY_KEYS", "ConfigError", "RunConfig", "load_config"]
 
@@ -87,20 +88,6 @@ def _audit_defaults(data: dict) -> dict:
         audit.setdefault("design", "fixed")
     audit["strata"] = strata
     return {**data, "audit": audit}
-
-
-def _key_path(error: jsonschema.ValidationError) -> str:
-    return ".".join(str(p) for p in error.absolute_path) or "(top level)"
-
-
-def _error_line(error: jsonschema.ValidationError) -> str:
-    """One schema error as ``key.path: message``; a boolean where a string is expected gets
-    the YAML hint (unquoted ``off``/``on``/``yes``/``no`` are booleans in YAML)."""
-    line = f"{_key_path(error)}: {error.message}"
-    if isinstance(error.instance, bool) and error.validator == "type":
-        line += (" (YAML reads unquoted off/on/yes/no as true/false: quote the value, "
-                 "e.g. 'off')")
-    return line
 
 
 @dataclass(frozen=True)
@@ -358,7 +345,7 @@ class RunConfig:
         validator = jsonschema.Draft202012Validator(schema)
         errors = sorted(validator.iter_errors(filled), key=lambda e: list(e.absolute_path))
         if errors:
-            lines = [_error_line(e) for e in errors]
+            lines = [schema_error_line(e) for e in errors]
             raise ConfigError(f"{source}: invalid run config:\n  " + "\n  ".join(lines))
         config = cls(raw=filled)
         config._check_semantics(source)
@@ -414,7 +401,15 @@ class RunConfig:
             _ = self.target
         except ValueError as exc:
             raise ConfigError(f"{source}: {exc}") from exc
-        weights = self.audit["strata"].get("weights") or []
+        strata = self.audit["strata"]
+        if (self.audit["enabled"] and strata.get("relative_to") == "score"
+                and not strata.get("edges") and len(strata.get("weights") or []) > 1):
+            raise ConfigError(
+                f"{source}: audit.strata.weights: {len(strata['weights'])} weights but no "
+                "audit.strata.edges: without relative_to, weights alone mean score strata, "
+                "which need len(weights) - 1 edges; for strata relative to the point in force "
+                "set relative_to: point with shares or steps (docs/audit.md)")
+        weights = strata.get("weights") or []
         if self.audit["enabled"] and weights and not any(w > 0 for w in weights):
             raise ConfigError(
                 f"{source}: audit.strata.weights: every weight is 0, so no stratum gets more "
@@ -454,6 +449,11 @@ class RunConfig:
                 f"(got {self.bootstrap['replicates']}) or min_gain_z to null"
             )
         self._check_capacity(source)
+        decoding = self.decoding
+        try:
+            get_loss(decoding["loss"], **dict(decoding.get("params") or {}))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{source}: decoding.loss / decoding.params: {exc}") from exc
         if self.decision_method not in self.methods and self.decision_method != "capacity":
             raise ConfigError(
                 f"{source}: decision_method: {self.decision_method!r} is not one of methods "

@@ -4,19 +4,22 @@ PyYAML's safe loader with two changes: a key written twice in one mapping is an 
 keeps the last one silently), and ``1e-3`` reads as a number (YAML 1.1 only reads ``1.0e-3``
 as one). A file that is not UTF-8, and a YAML syntax error, are one-line errors naming the file
 (:func:`read_config_text`). :func:`non_finite` finds the NaN and infinite numbers YAML can
-write (``.nan``, ``.inf``), which no key takes and which pass every bound of a JSON schema.
+write (``.nan``, ``.inf``), which no key takes and which pass every bound of a JSON schema;
+:func:`schema_error_line` words one schema error for the one-line message.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import numpy as np
 import yaml
 
-__all__ = ["non_finite", "read_config_text"]
+__all__ = ["non_finite", "read_config_text", "schema_error_line"]
 
 
 class _ConfigLoader(yaml.SafeLoader):
@@ -92,3 +95,26 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
         start = f" that starts at {where(exc.context_mark)}" if exc.context_mark else ""
         text += f" ({exc.context}{start})"
     return text
+
+
+def _key_path(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(p) for p in error.absolute_path) or "(top level)"
+
+
+def schema_error_line(error: jsonschema.ValidationError) -> str:
+    """One schema error as ``key.path: message``; a boolean where a string is expected gets
+    the YAML hint (unquoted ``off``/``on``/``yes``/``no`` are booleans in YAML), an unknown key
+    the closest known one."""
+    line = f"{_key_path(error)}: {error.message}"
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = list((error.schema.get("properties") or {}) if isinstance(error.schema, dict)
+                     else [])
+        hints = [f"{key!r} -> {close[0]!r}" for key in error.instance if key not in known
+                 for close in [difflib.get_close_matches(str(key), known, n=1, cutoff=0.75)]
+                 if close]
+        if hints:
+            line += f" (did you mean {', '.join(hints)}?)"
+    if isinstance(error.instance, bool) and error.validator == "type":
+        line += (" (YAML reads unquoted off/on/yes/no as true/false: quote the value, "
+                 "e.g. 'off')")
+    return line

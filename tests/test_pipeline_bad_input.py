@@ -228,7 +228,7 @@ HOSTILE_CONFIGS = [
     ("grid: {edges: explicit, values: [[0.1, .nan], [0.2]]}", "grid.values.0.1: nan is not"),
     ("bootstrap: {seed: 18446744073709551616}", "bootstrap.seed: 18446744073709551616 is "
                                                 "greater than the maximum"),
-    ("audit: {enabled: true, strata: {weights: [0, 0, 0, 0, 0]}}",
+    ("audit: {enabled: true, strata: {relative_to: point, weights: [0, 0, 0, 0, 0]}}",
      "audit.strata.weights: every weight is 0"),
     ("audit:", "audit: None is not of type 'object'"),
     ("audit: {enabled: true, strata: }", "audit.strata: None is not of type 'object'"),
@@ -239,6 +239,12 @@ HOSTILE_CONFIGS = [
      "count_duplicate_item_ids is not supported with windowing"),
     ("plausibility: {score_range: [1, 0]}", "plausibility.score_range: need low < high"),
     ("target: {marginal_precision: 0.4}", "key 'target' is written twice (first on line 2)"),
+    ("audit: {enabled: true, budget_shares: 0.01}", "did you mean 'budget_shares' -> "
+                                                    "'budget_share'?"),
+    ("audit: {enabled: true, strata: {weights: [1, 2, 3]}}",
+     "audit.strata.weights: 3 weights but no audit.strata.edges"),
+    ("decoding: {loss: nope}", "decoding.loss / decoding.params: loss 'nope' is unknown"),
+    ("decoding: {loss: f1, params: {foo: 1}}", "unexpected keyword argument 'foo'"),
 ]
 
 

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -539,7 +540,15 @@ def test_status_healthy_held_stale_and_broken(stream, tmp_path, capsys):
     capsys.readouterr()
     assert main(["status", "--output", str(output)]) == 3  # nothing published
     first_line = capsys.readouterr().out.splitlines()[0]
-    assert first_line == f"{output}: ATTENTION; nothing is published yet (no LATEST)"
+    assert first_line == f"{output}: ATTENTION; nothing is published yet (no LATEST, no runs/)"
+    # the parent of outputs (e.g. costlib demo's directory) points at them
+    assert recalibrate(stream, output / "inner", "--run-id", "first") == 0
+    capsys.readouterr()
+    assert main(["status", "--output", str(output)]) == 3
+    assert capsys.readouterr().out.splitlines()[0].endswith(
+        f"nothing is published yet (no LATEST, no runs/); outputs one level down: "
+        f"{output}/inner")
+    shutil.rmtree(output / "inner")
     assert recalibrate(stream, output, "--run-id", "first") == 0
     capsys.readouterr()
     assert main(["status", "--output", str(output)]) == 0

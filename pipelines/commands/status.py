@@ -72,7 +72,13 @@ def _latest(status: OutputStatus) -> str:
     if status.latest is None:
         if FileSystems.exists(f"{status.output}/LATEST"):
             return "LATEST names no usable run"
-        return "nothing is published yet (no LATEST)"
+        if FileSystems.exists(f"{status.output}/runs"):
+            return "nothing is published yet (no LATEST)"
+        root = status.output.rstrip("/")
+        nested = sorted(m.path.rsplit("/", 1)[0] for r in FileSystems.match(
+            [f"{root}/*/LATEST"]) for m in r.metadata_list)
+        hint = f"; outputs one level down: {', '.join(nested)}" if nested else ""
+        return f"nothing is published yet (no LATEST, no runs/){hint}"
     if status.age_hours is None:  # the run is missing or incomplete, or has no finish time
         return f"LATEST = {status.latest}"
     return f"LATEST = {status.latest} (finished {status.age_hours:g} h ago)"
