@@ -70,13 +70,13 @@ def test_demo_audit_loop_rates_what_decide_asked_for_and_recalibrates_with_the_w
     runs = sorted((out / "recalibrate" / "runs").glob("day2-*"))
     assert len(runs) == 1
     manifest = json.loads((runs[0] / "manifest.json").read_text())
-    # recalibrate counts audited rows drawn with p < 1 (the nearest step is a census, p = 1);
-    # a rated row no classifier scored is a dead letter (label_without_score)
+    # recalibrate counts audited rows drawn with p < 1 (the nearest step is a census, p = 1),
+    # including rows no classifier scored (positives no threshold can flag: part of P-hat)
     scored = rated[["text_model", "image_model"]].notna().any(axis=1).to_numpy()
     accounting = manifest["row_accounting"]
-    assert accounting["audit.audited"] == int(
-        (d["audit"].to_numpy() & (d["audit_probability"].to_numpy() < 1) & scored).sum())
-    assert accounting["dead_lettered"] == int((to_rate & ~scored).sum())
+    sampled = d["audit"].to_numpy() & (d["audit_probability"].to_numpy() < 1)
+    assert accounting["audit.audited"] == int(sampled.sum())
+    assert (sampled & ~scored).any() and accounting["dead_lettered"] == 0
     first = [p.name for p in (out / "recalibrate" / "runs").iterdir()
              if not p.name.startswith("day2-")]
     assert manifest["in_force"]["source"].endswith(f"runs/{first[0]}")  # the published points

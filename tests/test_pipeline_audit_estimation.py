@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -111,6 +112,38 @@ def test_bootstrap_gives_estimated_recall_intervals(frame, pattern, tmp_path):
     # The report shows the estimated recall with its interval next to the points.
     text = Path(write_report(str(tmp_path / "out" / "runs" / "r1"))).read_text()
     assert "est. recall (audit)" in text and "of P̂" in text
+
+
+def test_audited_rows_no_classifier_scored_count_in_p_hat(frame, tmp_path):
+    """decide audits rows that no classifier scored (the farthest stratum); their labels are
+    positives or negatives no threshold can flag, so recalibrate uses them (P-hat, recall)
+    exactly as costlib does on the rows, instead of dead-lettering them; an unscored rated row
+    that is not an audit-sample row (p = 1) is still a label_without_score dead letter."""
+    config = base_config(columns=AUDIT, target=LOW_TARGET, methods=["hull"],
+                         decision_method="hull")
+    extra = frame.copy()
+    unscored = (extra[["text_model", "image_model"]].isna().all(axis=1)
+                & extra["group"].isin(["market_a", "market_b"])).to_numpy()
+    rows = np.flatnonzero(unscored & extra["label"].isna().to_numpy())[:40]
+    assert rows.size == 40
+    labels = extra["label"].astype(object).to_numpy()
+    labels[rows] = np.arange(40) % 4 == 0  # 10 positives among them
+    extra["label"] = pd.array(labels, dtype="boolean")
+    p = extra["audit_p"].to_numpy().copy()
+    p[rows[:-1]] = 0.05
+    p[rows[-1]] = 1.0  # rated with certainty yet unscored: not an audit row
+    extra["audit_p"] = p
+    pattern = write_files(extra, tmp_path / "in", n_files=2, row_group_size=5000)
+    _, manifest, got = _recalibrate(config, pattern, tmp_path / "out", tmp_path)
+    accounting = manifest["row_accounting"]
+    assert accounting["dead_letter_reasons"] == {"label_without_score": 1}
+    kept = extra.drop(index=extra.index[rows[-1]])
+    assert comparable(got) == comparable(direct_records(kept, config))
+    before = {r["group"]: r for r in direct_records(frame, config) if r["method"] == "hull"}
+    for r in got:
+        if r["group"] in ("market_a", "market_b") and r["method"] == "hull":
+            assert r["estimated_total_positives"] > before[r["group"]][
+                "estimated_total_positives"]  # the unscored positives, weighted 1 / 0.05
 
 
 def _bad_rows(frame):

@@ -10,7 +10,9 @@ grid), ``missing_item_id``, ``missing_event_time`` (windowed mode only),
 ``implausible_event_time`` (windowed mode, ``plausibility.event_times_outside_range:
 dead_letter``), ``invalid_score`` (NaN or +-inf), ``invalid_weight`` (null, NaN, inf or
 negative), ``invalid_probability`` (decide only: NaN or outside [0, 1]),
-``label_without_score`` (rated, but no classifier scored the row),
+``label_without_score`` (rated, but no classifier scored the row, and it is not an audit-sample
+row: with ``0 < p < 1`` such a row is used, a label no threshold can flag that counts in
+``P̂``),
 ``missing_audit_probability`` (``columns.audit_probability`` configured, the row is rated and its
 p is null), ``invalid_audit_probability`` (p NaN, p outside (0, 1] on a rated row or outside
 [0, 1] on an unrated row), ``score_outside_range`` (``plausibility.scores_outside_range:
@@ -253,7 +255,14 @@ def validate_batch(
         label_null = _nulls(larr)
         rated = np.ones(n, dtype=bool) if label_null is None else ~label_null
         if unscored is not None:
-            flag(rated & unscored, "label_without_score")
+            # an audit-sample row (0 < p < 1) no classifier scored is a positive or negative
+            # no threshold can flag: it belongs in P-hat (the rows' p is checked below)
+            sampled = np.zeros(n, dtype=bool)
+            if cols.get("audit_probability"):
+                p = _floats(_column(table, cols["audit_probability"]))
+                with np.errstate(invalid="ignore"):
+                    sampled = (p > 0) & (p < 1)
+            flag(rated & unscored & ~sampled, "label_without_score")
         labels = (
             np.zeros(n, dtype=bool) if pa.types.is_null(larr.type)
             else larr.fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
