@@ -114,3 +114,24 @@ def test_recalibrate_rejects_negative_regret(tmp_path):
     pattern = write_files(frame, tmp_path / "in", n_files=1, row_group_size=1000)
     with pytest.raises(Exception, match=r"negative cost regret .*columns \['amount'"):
         run_recalibrate(config, pattern, str(tmp_path / "out"), [])
+
+
+def test_decide_min_risk_without_probability_exits_2_before_writing(tmp_path, capsys):
+    import json
+
+    from test_pipeline_decide import write_operating_points
+
+    from costlib_pipelines.commands.cli import main
+
+    raw = dict(make_config().raw)
+    raw["min_risk"] = {"fn": 1.0, "fp": 1.0}
+    raw["columns"] = {**raw["columns"], "probability": None, "set_id": None}
+    (tmp_path / "c.yaml").write_text(json.dumps(raw))
+    pattern = write_files(make_stream(300, seed=7), tmp_path / "in", n_files=1)
+    ops = write_operating_points(tmp_path / "ops.parquet")
+    out = tmp_path / "out"
+    assert main(["decide", "--config", str(tmp_path / "c.yaml"), "--input", pattern,
+                 "--operating-points", ops, "--output", str(out)]) == 2
+    assert "min_risk: decisions by minimum risk need columns.probability" in (
+        capsys.readouterr().err)
+    assert not out.exists()

@@ -131,8 +131,7 @@ from typing import Any
 
 import apache_beam as beam
 
-from costlib.decoding import get_loss
-from costlib_pipelines.config import ConfigError, RunConfig
+from costlib_pipelines.config import RunConfig
 from costlib_pipelines.decide.audit_columns import (
     CELL_PREFIX,
     AuditSettings,
@@ -159,6 +158,7 @@ from costlib_pipelines.io.runs import (
 )
 from costlib_pipelines.recalibrate.accounting import SumCounters
 from costlib_pipelines.recalibrate.dead_letters import WriteDeadLettersFn
+from costlib_pipelines.recalibrate.min_risk import decide_settings as min_risk_settings
 from costlib_pipelines.recalibrate.pipeline import preflight
 from costlib_pipelines.runner import make_pipeline, runner_name
 
@@ -302,18 +302,15 @@ def run_decide(
         is not published (without ``allow_unpublished``), operating points that do not
         fit the config, or an unreadable file / schema mismatch (naming the file and column).
     ConfigError
-        An unknown decoding loss or bad loss parameters.
+        min_risk without columns.probability (before any output exists).
     RuntimeError
         The row accounting or the written rows do not add up.
     """
     started = time.time()
     say = progress or (lambda _message: None)
     runner = runner_name(beam_args)
-    settings = decoding_settings(config)
-    try:
-        get_loss(settings["loss"], **settings["params"])
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"decoding.loss / decoding.params: {exc}") from exc
+    settings = decoding_settings(config)  # loss and params: checked with the config
+    min_risk_settings(config)  # a config error before any output directory exists
     records, source = load_operating_points(operating_points, windows="usable")
     publication = points_publication(source)
     if publication["published"] is False and not allow_unpublished:
