@@ -111,16 +111,23 @@ def test_audited_count_over_salts_matches_the_design():
     assert abs(np.var(counts, ddof=1) / var - 1) < 0.35
 
 
+def _random_rows(seed, edge_counts, n):
+    """Random edges per classifier and ``n`` two-classifier rows around [0, 1] (5% of the
+    scores null: the classifier did not score the row); the generator continues."""
+    rng = np.random.default_rng(seed)
+    edges = [np.sort(rng.uniform(0, 1, m)) for m in edge_counts]
+    scores = rng.uniform(-0.1, 1.1, size=(n, 2))
+    scores[rng.random((n, 2)) < 0.05] = np.nan
+    return rng, edges, scores
+
+
 @pytest.mark.parametrize("rule", ["any", "all"])
 def test_depths_from_cells_equal_depths_of_the_rows_on_the_same_lattice(rule):
     """Rows counted per lattice cell give exactly the rows' own depths below any point on the
     lattice (a threshold between two edges would split a cell: not exact there)."""
     from costlib.audit._strata import depth_counts_from_cells, lattice_cells
 
-    rng = np.random.default_rng(7)
-    edges = [np.sort(rng.uniform(0, 1, 20)), np.sort(rng.uniform(0, 1, 15))]
-    scores = rng.uniform(-0.1, 1.1, size=(3000, 2))
-    scores[rng.random((3000, 2)) < 0.05] = np.nan
+    _, edges, scores = _random_rows(7, (20, 15), 3000)
     for t in ([edges[0][12], edges[1][9]], [edges[0][3], np.inf], [edges[0][-1], edges[1][0]]):
         depth = lattice_depths(scores, np.tile(t, (3000, 1)), edges, rule)
         cells, counts = np.unique(lattice_cells(scores, edges), axis=0, return_counts=True)
@@ -144,10 +151,7 @@ def test_proposed_rows_and_cells_agree_with_a_loop_over_rows(rule):
         proposed_cells,
     )
 
-    rng = np.random.default_rng(3)
-    edges = [np.sort(rng.uniform(0, 1, 12)), np.sort(rng.uniform(0, 1, 9))]
-    scores = rng.uniform(-0.1, 1.1, size=(2000, 2))
-    scores[rng.random((2000, 2)) < 0.05] = np.nan
+    rng, edges, scores = _random_rows(3, (12, 9), 2000)
     for t in ([edges[0][4], edges[1][6]], [edges[0][8], np.inf], [np.inf, np.inf]):
         want = np.array([
             (any if rule == "any" else all)(
@@ -181,10 +185,7 @@ def test_proposal_recount_equals_the_rows_strata_before_and_after_promotion(rule
         proposal_recount,
     )
 
-    rng = np.random.default_rng(11)
-    edges = [np.sort(rng.uniform(0, 1, 14)), np.sort(rng.uniform(0, 1, 10))]
-    scores = rng.uniform(-0.1, 1.1, size=(4000, 2))
-    scores[rng.random((4000, 2)) < 0.05] = np.nan
+    _, edges, scores = _random_rows(11, (14, 10), 4000)
     cells, counts = np.unique(lattice_cells(scores, edges), axis=0, return_counts=True)
     cutoffs = [1, 3, 8]
     for t, proposed in (([edges[0][10], edges[1][8]], [edges[0][6], edges[1][8]]),

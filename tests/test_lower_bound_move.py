@@ -99,6 +99,17 @@ def _grids(seed, floor):
     return ThresholdGrid.from_scores(scores, labels, EDGES, audit_probabilities=pi)
 
 
+def _grid_and_replicates(seed, floor, n_replicates):
+    """``_grids(seed, floor)`` and Poisson-bootstrap replicates of the same audited rows."""
+    from costlib.thresholds._bootstrap import BootstrapGrids
+
+    scores, truth = population(4000, seed)
+    labels, pi = audit_draw(scores, truth, seed + 7, floor=floor)
+    replicates = BootstrapGrids.from_scores(scores, labels, EDGES, np.arange(len(scores)),
+                                            n_replicates=n_replicates, audit_probabilities=pi)
+    return _grids(seed, floor), replicates
+
+
 def test_lower_bound_move_interpolates_between_keeping_and_the_optimum():
     grid = _grids(11, floor=0.02)
     target = resolve_target(target_marginal_precision=0.15)
@@ -329,14 +340,8 @@ def test_a_point_in_force_that_is_the_methods_point_is_published_as_it_is():
     evidence rule (``evidence_z``; ``min_gain_z`` with bootstrap replicates) the group
     publishes that point with status ok and no proposed thresholds (a group at its optimum is
     not a kept group, nor a move pending evidence)."""
-    from costlib.thresholds._bootstrap import BootstrapGrids
-
     target = resolve_target(target_marginal_precision=0.15)
-    grid = _grids(11, floor=0.02)
-    scores, truth = population(4000, 11)
-    labels, pi = audit_draw(scores, truth, 18, floor=0.02)  # the rows of _grids(11)
-    replicates = BootstrapGrids.from_scores(scores, labels, EDGES, np.arange(len(scores)),
-                                            n_replicates=20, audit_probabilities=pi)
+    grid, replicates = _grid_and_replicates(11, 0.02, 20)
     for method in ("hull", "graph"):
         best = optimize(grid, target=target, rule="any", method=method)
         args = {"methods": [method], "target": target, "rule": "any", "min_positives": 1,
@@ -365,14 +370,8 @@ def test_a_point_in_force_that_violates_a_hard_constraint_is_never_kept(constrai
     anything, a point in force violating max_volume / min_recall / min_precision on the grid
     is replaced by the method's point (feasible, checked by direct counting), under both
     evidence rules; a point in force that meets them is still kept."""
-    from costlib.thresholds._bootstrap import BootstrapGrids
-
     target = resolve_target(target_marginal_precision=0.15)
-    grid = _grids(11, floor=0.02)
-    scores, truth = population(4000, 11)
-    labels, pi = audit_draw(scores, truth, 18, floor=0.02)
-    replicates = BootstrapGrids.from_scores(scores, labels, EDGES, np.arange(len(scores)),
-                                            n_replicates=20, audit_probabilities=pi)
+    grid, replicates = _grid_and_replicates(11, 0.02, 20)
     tp, fp = grid.counts("any")
     volume = grid.volume("any")
     free = optimize(grid, target=target, rule="any", method="hull")
@@ -420,19 +419,11 @@ def test_a_kept_points_intervals_are_those_of_its_own_thresholds():
     """A kept (or part-way) point's TP, FP, precision, P̂ and recall intervals are percentiles
     of the same thresholds on every replicate (by direct point_at), so they describe the
     published point; its threshold intervals stay the method's re-optimisation."""
-    from costlib.thresholds._bootstrap import (
-        BootstrapGrids,
-        _order_statistic_interval,
-        confidence_intervals,
-    )
+    from costlib.thresholds._bootstrap import _order_statistic_interval, confidence_intervals
     from costlib.thresholds._operating_point import point_at
 
     target = resolve_target(target_marginal_precision=0.15)
-    grid = _grids(11, floor=0.02)
-    scores, truth = population(4000, 11)
-    labels, pi = audit_draw(scores, truth, 18, floor=0.02)
-    replicates = BootstrapGrids.from_scores(scores, labels, EDGES, np.arange(len(scores)),
-                                            n_replicates=30, audit_probabilities=pi)
+    grid, replicates = _grid_and_replicates(11, 0.02, 30)
     in_force = (0.9, 0.9)
     result = optimize_group("g", grid, methods=["hull"], target=target, rule="any",
                             min_positives=1, min_negatives=1, in_force=in_force,
