@@ -57,16 +57,21 @@ def coverage_cells(point: Mapping[str, Any]) -> list[list[cells.Part]]:
             [cells.text(fmt_ratio(point.get("coverage")))], [badge]]
 
 
-def proposed_parts(point: Mapping[str, Any], j: int) -> list[cells.Part]:
+#: Tooltip of a proposed threshold on the run page (the history page explains it once).
+PROPOSED_TITLE = ("The method's own point; the evidence rule (in_force.evidence_z) published "
+                  "other thresholds because the audit data did not yet support the whole move. "
+                  "costlib decide audits the rows this point would flag "
+                  "(audit.strata.proposal_stratum).")
+
+
+def proposed_parts(point: Mapping[str, Any], j: int, title: str = PROPOSED_TITLE
+                   ) -> list[cells.Part]:
     """The method's own threshold of classifier ``j`` when the evidence rule published another
     (``proposed_thresholds``: the thresholds in force were kept, or moved part way); nothing for
     a point that is the method's own, or for records written before the field existed."""
     proposed = point.get("proposed_thresholds")
     if proposed is None or len(proposed) <= j:
         return []
-    title = ("The method's own point; the evidence rule (in_force.evidence_z) published other "
-             "thresholds because the audit data did not yet support the whole move. costlib "
-             "decide audits the rows this point would flag (audit.strata.proposal_stratum).")
     return [cells.note(f"proposed {fmt_threshold(proposed[j])}", "note proposed", title)]
 
 

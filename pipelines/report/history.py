@@ -216,7 +216,7 @@ def _group_rows(runs: Sequence[HistoryRun], group: str, classifiers: Sequence[st
         for j in range(len(classifiers)):
             value = (thresholds[j] if thresholds is not None and len(thresholds) > j
                      else None)
-            row.append(cells.cell(fmt_threshold(value), *proposed_parts(p, j),
+            row.append(cells.cell(fmt_threshold(value), *proposed_parts(p, j, title=""),
                                   value=sort_value(value)))
         row += [
             cells.cell(fmt_count(p.get("volume")), value=sort_value(p.get("volume"))),

@@ -4,7 +4,8 @@
 The output is fabricated from one real small recalibration (``bench_report.template_runs``: 4
 methods, k = 2, groups ``market_a..c``, a fallback group and ``__all__``): its records are copied
 to ``--groups`` groups and, per run, the thresholds take a small random walk (a few groups move
-a lot), volume, precision and an estimated recall with intervals jitter. Every 30th run is held
+a lot), volume, precision and an estimated recall with intervals jitter; 30% of the records
+carry a proposed point (a move pending audit evidence). Every 30th run is held
 by the guard, its violations naming three groups. The files are written with the project's
 writers: the records as a table of ``arrow_schema("operating_point.json")``
 (:mod:`costlib_pipelines.io.records`), the run directories with
@@ -63,10 +64,16 @@ def base_table(template: Path, groups: int) -> pa.Table:
     return records_to_table(rows, "operating_point.json")
 
 
+#: Share of a run's records with a pending move (``proposed_thresholds``: the evidence rule
+#: published other thresholds than the method's point), shown as notes and hollow markers.
+PROPOSAL_SHARE = 0.3
+
+
 def run_table(base: pa.Table, rng: np.random.Generator, walk: dict[str, np.ndarray],
               run_id: str) -> pa.Table:
     """One run's records: thresholds from the random walk, jittered volume, precision and an
-    estimated recall with its interval."""
+    estimated recall with its interval; :data:`PROPOSAL_SHARE` of them with a proposed point
+    0.05 below their thresholds."""
     names = base.column("group").to_pylist()
     thresholds = base.column("thresholds").to_pylist()
     values = []
@@ -90,6 +97,11 @@ def run_table(base: pa.Table, rng: np.random.Generator, walk: dict[str, np.ndarr
     table = _column(table, "estimated_recall", recall.tolist())
     table = _column(table, "estimated_recall_ci_low", np.clip(recall - 0.08, 0, 1).tolist())
     table = _column(table, "estimated_recall_ci_high", np.clip(recall + 0.08, 0, 1).tolist())
+    pending = rng.random(n) < PROPOSAL_SHARE
+    proposed = [None if t is None or not p else [v if np.isinf(v) else max(v - 0.05, 0.0)
+                                                 for v in t]
+                for t, p in zip(values, pending, strict=True)]
+    table = _column(table, "proposed_thresholds", proposed)
     return _column(table, "run_id", [run_id] * n)
 
 
