@@ -473,7 +473,7 @@ class RunConfig:
                 "explicit edges"
             )
         if window is not None:
-            if window["period_days"] < MIN_PERIOD_DAYS:
+            if window["period_days"] < MIN_PERIOD_DAYS * (1 - 1e-3):  # 0.04166: an hour
                 raise ConfigError(
                     f"{source}: windowing.period_days: {window['period_days']:g} is below one "
                     f"hour ({MIN_PERIOD_DAYS:.6g} days): every period is a recalibration of "

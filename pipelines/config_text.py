@@ -29,6 +29,8 @@ class _ConfigLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # '<<: *anchor' (merged by the base class)
             key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
             try:
                 hash(key)
@@ -67,12 +69,17 @@ def read_config_text(path: Path, error: type[Exception]) -> Any:
 def non_finite(value: Any, path: str = "") -> list[str]:
     """Key paths of every NaN or infinite number in a parsed config (YAML's ``.nan``,
     ``.inf``): no key takes one (null is "unset" where a key allows it), and NaN passes every
-    ``minimum``/``maximum`` of the schema because it compares false."""
+    ``minimum``/``maximum`` of the schema because it compares false; and of every mapping key
+    that is not a string (a group named 1e5 or 123 must be quoted: the schema's key checks
+    see only strings, so ``{1e5: 1000}`` would silently never match group "1e5")."""
     if isinstance(value, float) and not np.isfinite(value):
         return [f"{path or '(top level)'}: {value!r} is not a finite number"]
     if isinstance(value, dict):
-        return [m for k, v in value.items() for m in non_finite(v, f"{path}.{k}" if path
-                                                                  else str(k))]
+        keys = [f"{path or '(top level)'}: key {k!r} is not a string (YAML read an unquoted "
+                f"{type(k).__name__}): quote it as written in the file" for k in value
+                if not isinstance(k, str)]
+        return keys + [m for k, v in value.items()
+                       for m in non_finite(v, f"{path}.{k}" if path else str(k))]
     if isinstance(value, list):
         return [m for i, v in enumerate(value) for m in non_finite(v, f"{path}.{i}")]
     return []

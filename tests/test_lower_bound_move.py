@@ -442,3 +442,49 @@ def test_a_kept_points_intervals_are_those_of_its_own_thresholds():
                                   method="hull")
     np.testing.assert_array_equal(got.thresholds, method.thresholds)
     assert method.estimated_recall != got.estimated_recall  # the method's point is elsewhere
+
+
+def test_a_point_in_force_under_a_rating_backlog_is_not_judged_by_rated_constraints():
+    """Every row the thresholds in force flag still unrated (a backlog): TP = FP = 0 there says
+    nothing about their precision, so min_precision does not force them out; they are kept
+    (before kept_violations learnt this, the point flagging nothing was published)."""
+    from costlib.thresholds._move_evidence import kept_violations
+
+    rng = np.random.default_rng(0)
+    scores = rng.random((3000, 2))
+    truth = rng.random(3000) < scores.max(axis=1) ** 3
+    flagged = (scores >= 0.7).any(axis=1)
+    labels = np.where(flagged, None, np.where(rng.random(3000) < 0.2, truth, None)).astype(object)
+    pi = np.where(flagged, 1.0, 0.2)
+    grid = ThresholdGrid.from_scores(scores, labels, [np.linspace(0, 1, 11)] * 2,
+                                     audit_probabilities=pi)
+    target = resolve_target(target_marginal_precision=0.3)
+    index = [int(np.searchsorted(c, 0.7)) for c in grid.thresholds]
+    for share in (0.0, 1.0):
+        options = {"max_unrated_share": share, "min_precision": 0.3}
+        assert kept_violations(grid, index, rule="any", options=options) == ()
+        result = optimize_group("g", grid, methods=["hull"], target=target, rule="any",
+                                min_positives=1, min_negatives=1, in_force=(0.7, 0.7),
+                                options=options)
+        assert result.status == "kept"
+        assert result.points["hull"].thresholds == pytest.approx((0.7, 0.7))
+
+
+def test_a_thin_group_keeps_its_thresholds_but_says_which_constraint_they_miss():
+    """Too few rated rows to recalibrate: the group keeps its thresholds in force (it cannot
+    be re-optimised), and the kept point's reason names the hard constraint they violate on
+    its grid (min_recall with audit rows; estimated recall 0.39 < 0.9 here)."""
+    from costlib.thresholds._recalibration import apply_fallback
+
+    target = resolve_target(target_marginal_precision=0.15)
+    grid = _grids(11, floor=0.02)
+    for options, named in (({"min_recall": 0.9}, True), ({"min_recall": 0.1}, False)):
+        result = optimize_group("g", grid, methods=["hull"], target=target, rule="any",
+                                min_positives=1e9, min_negatives=1, in_force=(0.9, 0.9),
+                                options=options)
+        kept = apply_fallback({"g": result}, fallback="none")["g"]
+        point = kept.points["hull"]
+        assert kept.status == "kept" and point.thresholds == (0.9, 0.9)
+        recall = point.estimated_recall
+        assert (recall < 0.9) and (recall > 0.1)
+        assert ("violate constraints.min_recall" in point.reason) is named

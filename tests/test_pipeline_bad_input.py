@@ -244,6 +244,8 @@ HOSTILE_CONFIGS = [
     ("audit: {enabled: true, strata: {weights: [1, 2, 3]}}",
      "audit.strata.weights: 3 weights but no audit.strata.edges"),
     ("decoding: {loss: nope}", "decoding.loss / decoding.params: loss 'nope' is unknown"),
+    ("capacity: {total: 100, expected_rows: {1e5: 1000}}",
+     "capacity.expected_rows: key 100000.0 is not a string (YAML read an unquoted float)"),
     ("decoding: {loss: f1, params: {foo: 1}}", "unexpected keyword argument 'foo'"),
 ]
 
@@ -267,6 +269,12 @@ def test_config_files_read_scientific_numbers_and_refuse_bytes_that_are_not_utf8
     from costlib_pipelines.config import load_config
 
     config = tmp_path / "c.yaml"
+    config.write_text("classifiers: [a]\ntarget: {marginal_precision: 3e-1}\n"
+                      "audit: {enabled: true, floor: 1e-4, budget_share: 2E-2}\n"
+                      "bootstrap: &b {replicates: 4}\nin_force: {<<: *b}\n")
+    with pytest.raises(ConfigError, match="in_force: Additional properties are not allowed "
+                                          r"\('replicates' was unexpected\)"):
+        load_config(config)  # YAML merge keys are merged (and then checked like any key)
     config.write_text("classifiers: [a]\ntarget: {marginal_precision: 3e-1}\n"
                       "audit: {enabled: true, floor: 1e-4, budget_share: 2E-2}\n")
     loaded = load_config(config)

@@ -59,6 +59,9 @@ def test_thin_groups_whose_thresholds_do_not_change_are_no_violation():
            _record("was_none", [0.5, 0.5], pos=3, neg=4)]
     violations = guard_violations(old, new, GuardSettings(min_rated=50))
     assert [v.split(":")[0] for v in violations] == ["group 'moved'", "group 'was_none'"]
+    other_rule = [{**r, "rule": "all"} for r in new]  # the same thresholds flag other rows
+    assert len(guard_violations([{**r, "rule": "any"} for r in old], other_rule,
+                                GuardSettings(min_rated=50))) == 4
     assert len(guard_violations(None, new, GuardSettings(min_rated=50))) == 4  # first run
 
 

@@ -44,6 +44,15 @@ def test_rows_without_exactly_one_record_are_errors():
     stream, decisions = _tables()
     with pytest.raises(ValueError, match=r"stream: 1 of 500 rows have no decision record"):
         attach_decisions(stream, decisions.slice(1))
+    # rows decide dead-lettered (as many as its accounting says) are kept, not to rate
+    partial = attach_decisions(stream, decisions.slice(2), undecided=2)
+    gone = {(r["group"], r["item_id"]) for r in decisions.slice(0, 2).to_pylist()}
+    rows = partial.to_pylist()
+    marked = [r for r in rows if (r["group"], str(r["item_id"])) in gone]
+    assert len(rows) == 500 and len(marked) == 2
+    assert all(r[TO_RATE] is False and r["audit_probability"] is None for r in marked)
+    with pytest.raises(ValueError, match="more than the 1 the decide run dead-lettered"):
+        attach_decisions(stream, decisions.slice(2), undecided=1)
     twice = pa.concat_tables([decisions, decisions.slice(0, 2)])
     with pytest.raises(ValueError, match=r"decisions: 2 \(group, item_id\) pairs have more"):
         attach_decisions(stream, twice)

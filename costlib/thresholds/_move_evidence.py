@@ -27,14 +27,15 @@ constraints of the run (``min_precision``, ``max_volume``, ``max_false_positives
 ``min_recall``) on the run's grid, as the method's point had to (:func:`kept_violations`).
 When it does not, the point in force is no candidate: the method's point is published (a gain
 below 0 is then the price of the constraint), with a reason naming what ``t₀`` violates. The
-coverage rule is not such a constraint: a point in force whose flagged rows are still
-unrated (a rating backlog) may be kept.
+coverage rule is not such a constraint, and a point in force whose flagged rows are still
+unrated (a rating backlog) is not judged at all: its TP and FP say nothing yet, and it may be
+kept.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -122,15 +123,29 @@ def kept_violations(grid: ThresholdGrid, index: Sequence[int], *, rule: str,
                     options: Mapping[str, Any] | None = None) -> tuple[str, ...]:
     """The hard constraints of ``options`` that the lattice cell ``index`` (the thresholds in
     force) violates on ``grid``: names of ``min_precision``, ``max_volume``,
-    ``max_false_positives``, ``min_recall`` (empty: it may be kept)."""
-    constraints = _constraints(grid, dict(options or {}))
+    ``max_false_positives``, ``min_recall`` (empty: it may be kept).
+
+    Judged as the optimiser judges a candidate (:meth:`Constraints.satisfied`), and only on
+    evidence: a point in force whose flagged rows are not covered by ratings (more unrated
+    weight than ``max_unrated_share`` allows: a rating backlog) has TP and FP counts that say
+    nothing about its precision or recall, so it is not judged (it may be kept); nor is
+    ``min_precision`` at a point with no rated row."""
+    options = dict(options or {})
+    constraints = _constraints(grid, options)
     if not constraints.active:
         return ()
     at = tuple(int(i) for i in index)
+    if not bool(grid.covered(rule, float(options.get("max_unrated_share") or 0.0))[at]):
+        return ()
     tp, fp = grid.counts(rule)
     volume = grid.volume(rule)
     one = (np.atleast_1d(tp[at]), np.atleast_1d(fp[at]), np.atleast_1d(volume[at]))
-    return tuple(name for name, v in constraints.violations(*one).items() if v[0] > 0)
+    if tp[at] + fp[at] <= 0 and constraints.min_precision is not None:
+        constraints = replace(constraints, min_precision=None)
+    if not constraints.active or bool(constraints.satisfied(*one)[0]):
+        return ()
+    named = tuple(name for name, v in constraints.violations(*one).items() if v[0] > 0)
+    return named or tuple(k for k, v in constraints.as_dict().items() if v is not None)
 
 
 def forced_reason(violated: Sequence[str]) -> str:

@@ -32,6 +32,7 @@ from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._move_evidence import (
     DEFAULT_EVIDENCE_Z,
     DEFAULT_UNSEEN_ROWS,
+    kept_violations,
     lower_bound_move,
     move_evidence,
 )
@@ -89,6 +90,21 @@ def _forced(chosen: OperatingPoint, why: str) -> OperatingPoint:
     """The method's point, published because the thresholds in force violate a hard constraint
     (its own reason, e.g. an infeasible point's, first)."""
     return replace(chosen, reason="; ".join(r for r in (chosen.reason, why) if r))
+
+
+def _kept_thin(point: OperatingPoint, grid: ThresholdGrid, rule: str,
+               options: Mapping[str, Any]) -> OperatingPoint:
+    """The thresholds in force a thin group keeps, with a reason naming the hard constraints
+    they violate on its grid (min_recall only with audit rows: P is unknown without): kept
+    all the same, since the group cannot be recalibrated, but not silently."""
+    checked = dict(options) if grid.has_audit else {**options, "min_recall": None}
+    violated = kept_violations(grid, point.index, rule=rule, options=checked)
+    if not violated:
+        return point
+    names = ", ".join(f"constraints.{v}" for v in violated)
+    why = (f"kept the thresholds in force (too few rated rows to recalibrate); on this grid "
+           f"they violate {names}")
+    return replace(point, reason="; ".join(r for r in (point.reason, why) if r))
 
 
 def is_sufficient(grid: ThresholdGrid, min_positives: float, min_negatives: float) -> bool:
@@ -166,8 +182,8 @@ def optimize_group(
         result.intervals = dict.fromkeys(methods)
         if in_force is not None and keep_when_insufficient:
             result.in_force = {
-                method: point_at(grid, in_force, target=target, rule=rule, method=method,
-                                 **options)
+                method: _kept_thin(point_at(grid, in_force, target=target, rule=rule,
+                                            method=method, **options), grid, rule, options)
                 for method in methods
             }
         return result

@@ -171,7 +171,8 @@ def _audit_loop(args: argparse.Namespace, config, out) -> int:
           f"{audit['audited']:,} unflagged rows to audit (expected {audit['expected']:,.1f}, "
           f"{audit['design']} design, budget share {audit['budget_share']:g})")
     table = pa.Table.from_pandas(stream, preserve_index=False)
-    joined = attach_decisions(table, read_decisions(str(day2 / "decide")))
+    joined = attach_decisions(table, read_decisions(str(day2 / "decide")),
+                              undecided=decide["row_accounting"]["dead_lettered"])
     to_rate = joined.column(TO_RATE).to_numpy(zero_copy_only=False)
     labels = pa.array(np.where(to_rate, truth, False), mask=~to_rate, type=pa.bool_())
     rated = joined.set_column(joined.column_names.index("label"), "label", labels)

@@ -10,9 +10,10 @@ the stream gains ``to_rate`` and ``audit_probability``; after the labels come ba
 ``columns.audit_probability: audit_probability``).
 
 Decision records carry ``item_id`` as a string (any id type becomes text in the contract); the
-stream's ids are compared as text, per group. A stream row without exactly one record is an
-error naming how many, never a silent null: a row the rater never saw would otherwise count as a
-coverage gap, and a row joined twice would be weighted twice.
+stream's ids are compared as text, per group. A stream row without a record is an error naming
+how many, never a silent null, except for the rows the decide run dead-lettered (``undecided``:
+its accounting says how many); a record repeated for one row is always an error (the row would
+be weighted twice).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ TO_RATE = "to_rate"
 
 
 def attach_decisions(stream: pa.Table, decisions: pa.Table, *, group: str = "group",
-                     item_id: str = "item_id",
-                     probability: str = "audit_probability") -> pa.Table:
+                     item_id: str = "item_id", probability: str = "audit_probability",
+                     undecided: int = 0) -> pa.Table:
     """``stream`` with ``to_rate`` (bool) and ``probability`` (float64) from its decision records.
 
     Parameters
@@ -40,6 +41,11 @@ def attach_decisions(stream: pa.Table, decisions: pa.Table, *, group: str = "gro
         The decision records of that run (``costlib_pipelines.decide.records.read_decisions``).
     probability : str
         Name of the column to add (the recalibrate config's ``columns.audit_probability``).
+    undecided : int, default 0
+        How many stream rows may have no record: the rows decide dead-lettered (its manifest's
+        ``row_accounting.dead_lettered``; their reasons are in the run's dead letters). They
+        get ``to_rate`` false and a null probability (recalibrate dead-letters them again, or
+        counts them unrated). More rows without a record is an error.
 
     Returns
     -------
@@ -52,8 +58,8 @@ def attach_decisions(stream: pa.Table, decisions: pa.Table, *, group: str = "gro
     ------
     ValueError
         A missing column, ``probability`` already in the stream, decision records repeated for
-        one (group, item id), or stream rows without a record (the message counts them and
-        names the first).
+        one (group, item id), or more than ``undecided`` stream rows without a record (the
+        message counts them and names the first).
     """
     for table, name, columns in ((stream, "stream", (group, item_id)),
                                  (decisions, "decisions", ("group", "item_id",
@@ -86,10 +92,11 @@ def attach_decisions(stream: pa.Table, decisions: pa.Table, *, group: str = "gro
     joined = rows.join(keys, ["__group", "__item"], join_type="left outer").sort_by("__row")
     unmatched = pc.is_null(joined.column(TO_RATE))
     missing_rows = pc.sum(pc.cast(unmatched, pa.int64())).as_py() or 0
-    if missing_rows:
+    if missing_rows > undecided:
         first = joined.filter(unmatched).slice(0, 1).to_pylist()[0]
         raise ValueError(f"stream: {missing_rows} of {stream.num_rows} rows have no decision "
-                         f"record (e.g. group {first['__group']!r}, item_id {first['__item']!r}):"
-                         " not the stream this decide run read")
-    return stream.append_column(TO_RATE, joined.column(TO_RATE)).append_column(
-        probability, joined.column(probability))
+                         f"record (e.g. group {first['__group']!r}, item_id {first['__item']!r})"
+                         f", more than the {undecided} the decide run dead-lettered "
+                         "(undecided=): not the stream this decide run read")
+    return stream.append_column(TO_RATE, pc.fill_null(joined.column(TO_RATE), False)
+                                ).append_column(probability, joined.column(probability))

@@ -157,6 +157,8 @@ def _unchanged(record: dict[str, Any], old: dict[str, Any] | None) -> bool:
     no reason to hold the run (a kept group is noted instead)."""
     if old is None or old["thresholds"] is None or record["thresholds"] is None:
         return False
+    if old.get("rule", record.get("rule")) != record.get("rule"):
+        return False  # the same thresholds flag other rows under another rule
     if sorted(old["classifiers"]) != sorted(record["classifiers"]):
         return False
     before = dict(zip(old["classifiers"], old["thresholds"], strict=True))
