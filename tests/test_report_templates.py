@@ -66,3 +66,41 @@ def test_every_template_file_is_used_by_a_render():
 
         todo += [n for n in meta.find_referenced_templates(env.parse(source)) if n]
     assert used == _template_files()
+
+
+def test_every_kind_of_part_is_written_as_the_templates_wrote_it():
+    """report/table_html.py replaced the Jinja macros that laid out tables (half of a
+    365-run history page's time); the markup, written out here by hand, is what they wrote,
+    every value escaped as html.escape(quote=True) does and Markup kept as it is."""
+    from markupsafe import Markup
+
+    from costlib_pipelines.report.table_html import table_html
+
+    e = html.escape(HOSTILE, quote=True)
+    row = cells.row([
+        cells.cell(cells.text(HOSTILE), cells.indented(1), cells.badge("ok"),
+                   cells.badge("held", HOSTILE), css="c", value=0.5, sort_key=HOSTILE),
+        cells.cell(cells.link("x", None), cells.link(HOSTILE, "g-1"),
+                   cells.interval("0.5", ""), cells.interval("0.5", "[0.4, 0.6]")),
+        cells.cell(cells.reason_badge("kept", HOSTILE), cells.note(HOSTILE),
+                   cells.note("n", "note proposed", HOSTILE), Markup("<b>m</b>")),
+        cells.cell("wide", css="note", colspan=2),
+    ], run="r1", group=HOSTILE)
+    got = str(table_html(cells.table(["a", HOSTILE], [row], "points")))
+    want = (
+        f'<table class="points"><thead><tr><th>a</th><th>{e}</th></tr></thead><tbody>'
+        f'<tr data-run="r1" data-group="{e}">'
+        f'<td class="c" data-value="0.5" data-sort-key="{e}">{e}&nbsp;&nbsp;1'
+        '<span class="badge ok">ok</span>'
+        f'<span class="badge held">{e}</span></td>'
+        f'<td>x<a href="#g-1">{e}</a>0.5'
+        '0.5 <span class="ci">[0.4, 0.6]</span></td>'
+        f'<td><span title="{e}"><span class="badge kept">kept</span></span>'
+        f'<div class="note">{e}</div><div class="note">{e}</div>'
+        f'<div class="note proposed" title="{e}">n</div><b>m</b></td>'
+        '<td colspan="2" class="note">wide</td></tr></tbody></table>')
+    assert got == want
+    rendered = environment().from_string(
+        '{% from "macros.html.j2" import table %}{{ table(t) }}').render(
+        t=cells.table(["a", HOSTILE], [row], "points"))
+    assert rendered == want

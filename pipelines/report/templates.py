@@ -51,8 +51,11 @@ def escape(value: Any) -> Markup:
 
 @cache
 def environment() -> Environment:
-    """The environment: package loader, autoescape, StrictUndefined, :class:`JoinLines`."""
-    return Environment(
+    """The environment: package loader, autoescape, StrictUndefined, :class:`JoinLines`, and
+    the global ``table_html`` (:mod:`.table_html`) that the ``table`` macro prints."""
+    from costlib_pipelines.report.table_html import table_html  # it escapes with escape()
+
+    env = Environment(
         loader=PackageLoader("costlib_pipelines.report", "templates"),
         autoescape=select_autoescape(enabled_extensions=("html.j2",), default=True),
         undefined=StrictUndefined,
@@ -60,6 +63,8 @@ def environment() -> Environment:
         keep_trailing_newline=True,
         extensions=[JoinLines],
     )
+    env.globals["table_html"] = table_html
+    return env
 
 
 def render(name: str, **context: Any) -> str:
