@@ -8,6 +8,8 @@ __all__ = ["format_table"]
 
 
 def _cell(value: object) -> str:
+    if value is None:  # a missing value (no interval, no point)
+        return "-"
     if isinstance(value, float):
         if value != value:  # NaN
             return "-"
@@ -18,7 +20,8 @@ def _cell(value: object) -> str:
 
 
 def format_table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
-    """Left-aligned text columns; floats to 4 significant digits, NaN as '-', +inf as 'off'."""
+    """Left-aligned text columns; floats to 4 significant digits, NaN and None as '-', +inf as
+    'off'."""
     cells = [[_cell(v) for v in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]

@@ -89,3 +89,11 @@ def test_demo_audit_loop_rates_what_decide_asked_for_and_recalibrates_with_the_w
         assert r["estimated_recall_ci_low"] <= r["estimated_recall"] <= r[
             "estimated_recall_ci_high"], r["group"]
     assert "sends" in printed and "est. recall" in printed
+
+
+def test_text_tables_show_missing_values_as_a_dash():
+    from costlib.text_table import format_table
+
+    text = format_table([["a", None, float("nan"), float("inf"), 0.123456]],
+                        ["g", "ci", "x", "t", "v"])
+    assert text.splitlines()[2].split() == ["a", "-", "-", "off", "0.1235"]
