@@ -296,7 +296,7 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
                 table[k], usable[k] = t, True
         flagged = (scores >= table[g]).any(axis=1) & usable[g]
         no_point = ~usable[g]
-        salt = f"day-{day:02d}"
+        salt = loop.audit_salt(seed, day)
         if audit:
             if config.relative_strata:  # depth below the point, on the publishing lattice
                 lattice = _edges(config, current) if decide_lattice is None else decide_lattice
