@@ -247,6 +247,10 @@ def validate_batch(
     if for_decisions and cols.get("set_id"):
         set_ids = _column(table, cols["set_id"])
 
+    audit_arr = audit = None
+    if cols.get("audit_probability") and not for_decisions:
+        audit_arr = _column(table, cols["audit_probability"])
+        audit = _floats(audit_arr)  # checked below, once rated rows are known
     if for_decisions:
         rated = np.zeros(n, dtype=bool)
         labels = np.zeros(n, dtype=bool)
@@ -256,20 +260,18 @@ def validate_batch(
         rated = np.ones(n, dtype=bool) if label_null is None else ~label_null
         if unscored is not None:
             # an audit-sample row (0 < p < 1) no classifier scored is a positive or negative
-            # no threshold can flag: it belongs in P-hat (the rows' p is checked below)
+            # no threshold can flag: it belongs in P-hat
             sampled = np.zeros(n, dtype=bool)
-            if cols.get("audit_probability"):
-                p = _floats(_column(table, cols["audit_probability"]))
+            if audit is not None:
                 with np.errstate(invalid="ignore"):
-                    sampled = (p > 0) & (p < 1)
+                    sampled = (audit > 0) & (audit < 1)
             flag(rated & unscored & ~sampled, "label_without_score")
         labels = (
             np.zeros(n, dtype=bool) if pa.types.is_null(larr.type)
             else larr.fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
         )
-    audit = None
-    if cols.get("audit_probability") and not for_decisions:
-        audit = _audit_probabilities(_column(table, cols["audit_probability"]), rated, flag)
+    if audit_arr is not None:
+        _check_audit_probabilities(audit_arr, audit, rated, flag)
     if outside:
         _check_scores(outside, reason, plausibility, accounting, where)
 
@@ -349,14 +351,15 @@ def _audited_per_stratum(audited: NDArray[np.bool_], scores: NDArray[np.float64]
     return out
 
 
-def _audit_probabilities(arr: pa.Array, rated: NDArray[np.bool_], flag) -> NDArray[np.float64]:
-    """The audit probability column as float64 (NaN = null), flagging bad rows via ``flag``.
+def _check_audit_probabilities(arr: pa.Array, p: NDArray[np.float64], rated: NDArray[np.bool_],
+                               flag) -> None:
+    """Flag bad rows of the audit probability column ``arr`` (``p``: its values as float64,
+    NaN = null) via ``flag``.
 
     A rated row needs p in (0, 1] (null: ``missing_audit_probability``, otherwise
     ``invalid_audit_probability``); an unrated row may have p null or in [0, 1] (NaN or
     outside: ``invalid_audit_probability``).
     """
-    p = _floats(arr)
     null = _nulls(arr)
     if null is None:
         null = np.zeros(p.size, dtype=bool)
@@ -365,7 +368,6 @@ def _audit_probabilities(arr: pa.Array, rated: NDArray[np.bool_], flag) -> NDArr
     flag(rated & null, "missing_audit_probability")
     ok = np.where(rated, (p > 0) & (p <= 1), (p >= 0) & (p <= 1))  # NaN compares False
     flag(~null & ~ok, "invalid_audit_probability")
-    return p
 
 
 def _apply(action: str, failed: NDArray[np.bool_], reason: NDArray[np.int8], name: str,
