@@ -70,16 +70,15 @@ class Plausibility:
         Raises
         ------
         ConfigError
-            An empty score range or event-time range, or a time that is not ISO 8601.
+            An empty event-time range, or a time that is not ISO 8601 (an empty score range is
+            refused when the config is read).
         """
         raw = config.raw.get("plausibility") or {}
         score_range = raw.get("score_range")
         if score_range is None and config.grid["edges"] in ("uniform", "quantile", "auto"):
             score_range = config.grid["range"]
-        if score_range is not None:
+        if score_range is not None:  # low < high: checked with the config (and grid.range)
             low, high = (float(v) for v in score_range)
-            if not low < high:
-                raise ConfigError(f"plausibility.score_range: need low < high, got {score_range}")
             score_range = (low, high)
         start = _micros(raw.get("event_time_min", "2000-01-01T00:00:00+00:00"), "event_time_min")
         if raw.get("event_time_max") is not None:

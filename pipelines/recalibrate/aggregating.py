@@ -45,7 +45,7 @@ from costlib.thresholds._bootstrap import SparseBootstrapGrids
 from costlib.thresholds._recalibration import ALL_GROUPS
 from costlib.thresholds._rows import design_weights, ht_variance_weights
 from costlib.thresholds._sparse import SparseCounts, grouped_histograms, merge_sparse, sum_sparse
-from costlib_pipelines.config import ConfigError, RunConfig
+from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.batches import validate_batch
 from costlib_pipelines.io.files import as_stored
 from costlib_pipelines.io.plausibility import MICROS_PER_DAY, PLAUSIBILITY, Plausibility
@@ -282,7 +282,8 @@ class AggregateBatches(beam.PTransform):
 
     With ``plausibility.count_duplicate_item_ids`` the item-id keys of every group are combined
     (:class:`CountDuplicateIds`) and the duplicate counts join the accounting; batch runs only
-    (in windowed runs accounting panes accumulate, which would count duplicates again).
+    (in windowed runs accounting panes accumulate, which would count duplicates again; the
+    config refuses the combination when it is read).
     """
 
     def __init__(self, config: RunConfig, edges, *, columns: list[str] | None = None,
@@ -298,9 +299,6 @@ class AggregateBatches(beam.PTransform):
         with_bootstrap = self.config.bootstrap["replicates"] > 0
         fn = AggregateBatchesFn(self.config, self.columns, self.windowed, with_bootstrap,
                                 self.sketch_rows)
-        if fn.plausibility.count_duplicate_item_ids and self.windowed:
-            raise ConfigError("plausibility.count_duplicate_item_ids is not supported with "
-                              "windowing (batch runs only)")
         outputs = sources | beam.ParDo(fn, self.edges).with_outputs(
             "accounting", "dead_letters", "bootstrap", "item_ids", "edge_sketches",
             main="grids"
