@@ -148,11 +148,15 @@ def kept_violations(grid: ThresholdGrid, index: Sequence[int], *, rule: str,
     return named or tuple(k for k, v in constraints.as_dict().items() if v is not None)
 
 
+def constraint_names(violated: Sequence[str]) -> str:
+    """``constraints.min_recall, constraints.max_volume``: the config keys of ``violated``."""
+    return ", ".join(f"constraints.{v}" for v in violated)
+
+
 def forced_reason(violated: Sequence[str]) -> str:
     """The record's reason when the point in force could not be kept."""
-    names = ", ".join(f"constraints.{v}" for v in violated)
-    return (f"moved without the evidence rule: the thresholds in force violate {names} on "
-            "this run's grid")
+    return (f"moved without the evidence rule: the thresholds in force violate "
+            f"{constraint_names(violated)} on this run's grid")
 
 
 def move_evidence(

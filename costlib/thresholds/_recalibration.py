@@ -32,6 +32,7 @@ from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._move_evidence import (
     DEFAULT_EVIDENCE_Z,
     DEFAULT_UNSEEN_ROWS,
+    constraint_names,
     kept_violations,
     lower_bound_move,
     move_evidence,
@@ -86,10 +87,9 @@ def _with_proposal(reason: str, chosen: OperatingPoint) -> str:
     return f"{reason}; the method's point: ({point})" if reason else reason
 
 
-def _forced(chosen: OperatingPoint, why: str) -> OperatingPoint:
-    """The method's point, published because the thresholds in force violate a hard constraint
-    (its own reason, e.g. an infeasible point's, first)."""
-    return replace(chosen, reason="; ".join(r for r in (chosen.reason, why) if r))
+def _with_reason(point: OperatingPoint, why: str) -> OperatingPoint:
+    """``point`` with ``why`` after its own reason (e.g. an infeasible point's)."""
+    return replace(point, reason="; ".join(r for r in (point.reason, why) if r))
 
 
 def _kept_thin(point: OperatingPoint, grid: ThresholdGrid, rule: str,
@@ -101,10 +101,9 @@ def _kept_thin(point: OperatingPoint, grid: ThresholdGrid, rule: str,
     violated = kept_violations(grid, point.index, rule=rule, options=checked)
     if not violated:
         return point
-    names = ", ".join(f"constraints.{v}" for v in violated)
-    why = (f"kept the thresholds in force (too few rated rows to recalibrate); on this grid "
-           f"they violate {names}")
-    return replace(point, reason="; ".join(r for r in (point.reason, why) if r))
+    return _with_reason(point, "kept the thresholds in force (too few rated rows to "
+                               "recalibrate); on this grid they violate "
+                               f"{constraint_names(violated)}")
 
 
 def is_sufficient(grid: ThresholdGrid, min_positives: float, min_negatives: float) -> bool:
@@ -210,7 +209,7 @@ def optimize_group(
                                                 details=details)
                 kept.append(method)
             elif evidence.forced:
-                result.points[method] = _forced(chosen, evidence.reason())
+                result.points[method] = _with_reason(chosen, evidence.reason())
         elif (in_force is not None and evidence_z is not None and grid.has_audit
               and grid.variance is not None):
             bounded = lower_bound_move(grid, chosen, in_force, z=evidence_z, target=target,
@@ -225,7 +224,7 @@ def optimize_group(
                 if not bounded.move:
                     kept.append(method)
             elif bounded.forced:
-                result.points[method] = _forced(chosen, bounded.reason())
+                result.points[method] = _with_reason(chosen, bounded.reason())
         if recall_unknown and min_recall is not None:
             result.points[method] = _recall_unknown(result.points[method], min_recall)
         result.intervals[method] = (
