@@ -85,7 +85,6 @@ def non_finite(value: Any, path: str = "") -> list[str]:
     return []
 
 
-
 def _yaml_problem(exc: yaml.YAMLError) -> str:
     """A YAML parser error on one line: where, what, and what the parser was reading, e.g.
     ``line 2, column 1: expected ',' or ']', but got '<stream end>' (while parsing a flow

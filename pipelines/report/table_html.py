@@ -16,7 +16,7 @@ from markupsafe import Markup
 
 from costlib_pipelines.report.templates import escape
 
-__all__ = ["table_html"]
+__all__ = ["badge_html", "table_html"]
 
 
 def _attrs(css: Any = "", data: Mapping[str, Any] | None = None) -> str:
@@ -26,8 +26,9 @@ def _attrs(css: Any = "", data: Mapping[str, Any] | None = None) -> str:
     return out
 
 
-def _badge(css: Any, label: Any) -> str:
-    return f'<span class="badge {escape(css)}">{escape(label)}</span>'
+def badge_html(css: Any, label: Any) -> Markup:
+    """A status badge: ``<span class="badge CSS">LABEL</span>`` (the ``badge`` macro)."""
+    return Markup(f'<span class="badge {escape(css)}">{escape(label)}</span>')
 
 
 def _part(p: Mapping[str, Any]) -> str:
@@ -37,7 +38,7 @@ def _part(p: Mapping[str, Any]) -> str:
     if kind == "indented":
         return f"&nbsp;&nbsp;{escape(p['text'])}"
     if kind == "badge":
-        return _badge(p["css"], p["label"])
+        return badge_html(p["css"], p["label"])
     if kind == "link":
         if p["anchor"] is None:
             return str(escape(p["text"]))
@@ -46,7 +47,7 @@ def _part(p: Mapping[str, Any]) -> str:
         aside = f' <span class="ci">{escape(p["interval"])}</span>' if p["interval"] else ""
         return f"{escape(p['value'])}{aside}"
     if kind == "reason_badge":
-        return (f'<span title="{escape(p["reason"])}">{_badge(p["css"], p["label"])}</span>'
+        return (f'<span title="{escape(p["reason"])}">{badge_html(p["css"], p["label"])}</span>'
                 f'<div class="note">{escape(p["reason"])}</div>')
     if kind == "note":
         title = f' title="{escape(p["title"])}"' if p["title"] else ""

@@ -52,8 +52,9 @@ def escape(value: Any) -> Markup:
 @cache
 def environment() -> Environment:
     """The environment: package loader, autoescape, StrictUndefined, :class:`JoinLines`, and
-    the global ``table_html`` (:mod:`.table_html`) that the ``table`` macro prints."""
-    from costlib_pipelines.report.table_html import table_html  # it escapes with escape()
+    the globals ``table_html`` and ``badge_html`` (:mod:`.table_html`) that the ``table`` and
+    ``badge`` macros print."""
+    from costlib_pipelines.report.table_html import badge_html, table_html  # use escape()
 
     env = Environment(
         loader=PackageLoader("costlib_pipelines.report", "templates"),
@@ -64,6 +65,7 @@ def environment() -> Environment:
         extensions=[JoinLines],
     )
     env.globals["table_html"] = table_html
+    env.globals["badge_html"] = badge_html
     return env
 
 
