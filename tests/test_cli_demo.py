@@ -88,7 +88,12 @@ def test_demo_audit_loop_rates_what_decide_asked_for_and_recalibrates_with_the_w
     for r in with_interval:  # kept points too: their interval is at their own thresholds
         assert r["estimated_recall_ci_low"] <= r["estimated_recall"] <= r[
             "estimated_recall_ci_high"], r["group"]
-    assert "sends" in printed and "est. recall" in printed
+    from costlib_pipelines.commands.decide import audit_line
+
+    decide_run = next((out / "day2" / "decide" / "runs").iterdir())
+    decide_manifest = json.loads((decide_run / "manifest.json").read_text())
+    assert audit_line(decide_manifest["audit"]) in printed.splitlines()  # as costlib decide
+    assert "est. recall" in printed
 
 
 def test_text_tables_show_missing_values_as_a_dash():

@@ -12,6 +12,7 @@ layout.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 #: Unknown arguments are Beam flags (see :func:`costlib_pipelines.commands.cli.main`).
 PASSES_BEAM_ARGS = True
@@ -39,6 +40,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-id", default=None,
                         help="run id: 1-128 letters, digits, '.', '_' or '-' (default: "
                              "timestamp-digest)")
+
+
+def audit_line(audit: dict[str, Any]) -> str | None:
+    """A decide manifest's ``audit`` section in one line (None: nothing was audited)."""
+    if audit.get("enabled"):
+        proposal = (audit.get("proposal") or {}).get("unflagged")
+        return (f"audit: {audit.get('audited', 0):,} unflagged rows sent to audit (expected "
+                f"{audit.get('expected', 0):,.1f} under the {audit.get('design', 'fixed')} "
+                "design" + (f"; {proposal:,} rows of proposed moves promoted" if proposal
+                            else "")
+                + "): rate them like flagged rows and keep audit_probability for recalibrate")
+    floor = audit.get("groups_without_point") or {}
+    if floor.get("candidates"):
+        return (f"audit of groups without a point: {floor['audited']:,} of "
+                f"{floor['candidates']:,} rows (probability {floor['probability']:g})")
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -86,18 +103,9 @@ def run(args: argparse.Namespace) -> int:
         if carried:
             print(f"{len(carried)} group(s) without an applied window keep the points in force "
                   f"before the run (from run(s) {', '.join(sorted(set(carried.values())))})")
-    audit = manifest.get("audit") or {}
-    if audit.get("enabled"):
-        proposal = (audit.get("proposal") or {}).get("unflagged")
-        print(f"audit: {audit.get('audited', 0):,} unflagged rows sent to audit (expected "
-              f"{audit.get('expected', 0):,.1f} under the {audit.get('design', 'fixed')} design"
-              + (f"; {proposal:,} rows of proposed moves promoted" if proposal else "")
-              + "): rate them like flagged rows and keep audit_probability for recalibrate")
-    elif audit.get("groups_without_point"):
-        floor = audit["groups_without_point"]
-        if floor.get("candidates"):
-            print(f"audit of groups without a point: {floor['audited']:,} of "
-                  f"{floor['candidates']:,} rows (probability {floor['probability']:g})")
+    line = audit_line(manifest.get("audit") or {})
+    if line:
+        print(line)
     if manifest["topk"]:
         print(f"top-k ({manifest['decoding']['loss']}): {counts.get('topk_sets', 0):,} sets, "
               f"{counts.get('topk_selected', 0):,} of {counts.get('topk_rows', 0):,} rows "

@@ -146,6 +146,7 @@ def _audit_loop(args: argparse.Namespace, config, out) -> int:
 
     from costlib.sample import generate_score_stream, write_score_stream
     from costlib.text_table import format_table
+    from costlib_pipelines.commands.decide import audit_line
     from costlib_pipelines.decide.pipeline import run_decide
     from costlib_pipelines.decide.records import read_decisions
     from costlib_pipelines.io.ratings import TO_RATE, attach_decisions
@@ -165,11 +166,9 @@ def _audit_loop(args: argparse.Namespace, config, out) -> int:
     (day2 / "config.yaml").write_text(yaml.safe_dump(audited.raw, sort_keys=False))
     decide = run_decide(audited, str(day2 / "scores" / "*.parquet"), str(out / "recalibrate"),
                         str(day2 / "decide"), args.beam_args)
-    audit = decide["audit"]
     print(f"\nday 2: {len(stream):,} new items (none rated yet); decide ({decide['seconds']} s) "
-          f"flags {decide['decision_counts'].get('threshold_flagged', 0):,} and sends "
-          f"{audit['audited']:,} unflagged rows to audit (expected {audit['expected']:,.1f}, "
-          f"{audit['design']} design, budget share {audit['budget_share']:g})")
+          f"flags {decide['decision_counts'].get('threshold_flagged', 0):,}")
+    print(audit_line(decide["audit"]))
     table = pa.Table.from_pandas(stream, preserve_index=False)
     joined = attach_decisions(table, read_decisions(str(day2 / "decide")),
                               undecided=decide["row_accounting"]["dead_lettered"])
