@@ -25,7 +25,7 @@ from costlib.audit._strata import check_shares, check_steps, relative_design
 from costlib.decoding import get_loss
 from costlib.thresholds._edges import DEFAULT_DECISION_EDGES, check_edges, uniform_edges
 from costlib.thresholds._target import Target
-from costlib_pipelines.config_text import non_finite, read_config_text, schema_error_line
+from costlib_pipelines.config_text import read_config_text, schema_blind_spots, schema_error_line
 
 __all__ = ["OBJECTIVE_ONLY_KEYS", "ConfigError", "RunConfig", "load_config"]
 
@@ -337,9 +337,9 @@ class RunConfig:
         if not isinstance(data, dict):
             kind = type(data).__name__
             raise ConfigError(f"{source}: the run config must be a mapping, got {kind}")
-        not_finite = non_finite(data)
-        if not_finite:
-            raise ConfigError(f"{source}: invalid run config:\n  " + "\n  ".join(not_finite))
+        blind = schema_blind_spots(data)
+        if blind:
+            raise ConfigError(f"{source}: invalid run config:\n  " + "\n  ".join(blind))
         schema = costlib_schemas.load("run_config.schema.json")
         filled = _apply_defaults(_audit_defaults(data), schema)
         validator = jsonschema.Draft202012Validator(schema)

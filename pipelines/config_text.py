@@ -3,9 +3,10 @@
 PyYAML's safe loader with two changes: a key written twice in one mapping is an error (PyYAML
 keeps the last one silently), and ``1e-3`` reads as a number (YAML 1.1 only reads ``1.0e-3``
 as one). A file that is not UTF-8, and a YAML syntax error, are one-line errors naming the file
-(:func:`read_config_text`). :func:`non_finite` finds the NaN and infinite numbers YAML can
-write (``.nan``, ``.inf``), which no key takes and which pass every bound of a JSON schema;
-:func:`schema_error_line` words one schema error for the one-line message.
+(:func:`read_config_text`). :func:`schema_blind_spots` finds what YAML can write and a JSON
+schema cannot see: NaN and infinite numbers (``.nan``, ``.inf``, which pass every bound) and
+mapping keys that are not strings; :func:`schema_error_line` words one schema error for the
+one-line message.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import jsonschema
 import numpy as np
 import yaml
 
-__all__ = ["non_finite", "read_config_text", "schema_error_line"]
+__all__ = ["read_config_text", "schema_blind_spots", "schema_error_line"]
 
 
 class _ConfigLoader(yaml.SafeLoader):
@@ -66,7 +67,7 @@ def read_config_text(path: Path, error: type[Exception]) -> Any:
         raise error(f"{path}: not valid YAML: {_yaml_problem(exc)}") from exc
 
 
-def non_finite(value: Any, path: str = "") -> list[str]:
+def schema_blind_spots(value: Any, path: str = "") -> list[str]:
     """Key paths of every NaN or infinite number in a parsed config (YAML's ``.nan``,
     ``.inf``): no key takes one (null is "unset" where a key allows it), and NaN passes every
     ``minimum``/``maximum`` of the schema because it compares false; and of every mapping key
@@ -79,9 +80,9 @@ def non_finite(value: Any, path: str = "") -> list[str]:
                 f"{type(k).__name__}): quote it as written in the file" for k in value
                 if not isinstance(k, str)]
         return keys + [m for k, v in value.items()
-                       for m in non_finite(v, f"{path}.{k}" if path else str(k))]
+                       for m in schema_blind_spots(v, f"{path}.{k}" if path else str(k))]
     if isinstance(value, list):
-        return [m for i, v in enumerate(value) for m in non_finite(v, f"{path}.{i}")]
+        return [m for i, v in enumerate(value) for m in schema_blind_spots(v, f"{path}.{i}")]
     return []
 
 
