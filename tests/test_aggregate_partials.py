@@ -52,3 +52,30 @@ def test_partials_and_rated_rows_equal_the_rows(weighted, all_rated):
         assert rated == rated_rows, group
         assert counts.channels == (2 if all_rated else 3)
         assert counts.to_grid(config.fixed_edges(), names=config.classifiers) == grid, group
+
+
+def test_partials_with_audit_data_equal_the_rows_census_and_design_included():
+    """With an audit column the partials carry every channel of the library grid: the
+    Horvitz–Thompson variance, the design and the census of rows rated with p = 1."""
+    from test_pipeline_audit_estimation import AUDIT, audited_frame
+
+    frame = audited_frame(4000, seed=3)
+    config = base_config(columns=AUDIT)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    batch = validate_batch(table, config, source="mem", row_group=0)
+    assert batch.dead_letters is None  # unscored audit rows count in P̂ (scores -inf)
+    fn = AggregateBatchesFn(config, None, windowed=False, with_bootstrap=False)
+    outputs = dict(fn.histograms(batch, config.fixed_edges()))
+    edges = config.fixed_edges()
+    for group, rows in [*frame.groupby("group"), (ALL_GROUPS, frame)]:
+        scores = rows[list(config.classifiers)].to_numpy(dtype=float, na_value=np.nan)
+        grid = ThresholdGrid.from_scores(
+            np.where(np.isnan(scores), -np.inf, scores), rows["label"].astype(object).to_numpy(),
+            edges, rows["weight"].to_numpy(), names=config.classifiers,
+            audit_probabilities=rows["audit_p"].to_numpy())
+        got = outputs[group][1].to_grid(edges, names=config.classifiers,
+                                        audited_rows=grid.audited_rows)
+        assert got.census is not None and grid.census is not None
+        assert got == grid, group
+        certain = rows["label"].notna().to_numpy() & (rows["audit_p"].to_numpy() == 1)
+        assert got.census[:2].sum() == pytest.approx(rows["weight"].to_numpy()[certain].sum())

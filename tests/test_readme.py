@@ -45,3 +45,12 @@ def test_the_example_costs_example_prints_what_its_comments_say(capsys):
     comment = next(line for line in block.splitlines() if "bayes_minimum_risk(" in line
                    and line.startswith("print("))
     assert "class" in comment.split("#", 1)[1]
+
+
+def test_the_census_review_example_prints_what_its_comments_say(capsys):
+    block = next(b for b in _blocks("python") if "census since the move" in b)
+    exec(compile(block, "README.md[census review]", "exec"), {})
+    thresholds, reason = capsys.readouterr().out.splitlines()[-2:]
+    assert thresholds == "(0.7,)"
+    assert reason.startswith("moved back: the rows ")
+    assert "lost 15 ± 3.873 on their census (60 rated rows" in reason

@@ -123,6 +123,31 @@ def check_mergeable(a: Any, b: Any, what: str = "threshold grids") -> None:
         raise ValueError(f"cannot merge grids of classifiers {a.names} and {b.names}")
 
 
+def _census_or_zeros(grid: ThresholdGrid) -> NDArray[np.float64] | None:
+    """:attr:`ThresholdGrid.census`, zeros for a grid without rated rows, else None."""
+    if grid.census is not None:
+        return grid.census
+    if not (grid.pos.any() or grid.neg.any()):
+        return np.zeros((4, *grid.shape))
+    return None
+
+
+def _same_census(a: NDArray[np.float64] | None, b: NDArray[np.float64] | None) -> bool:
+    """Both census channels absent, or equal."""
+    if a is None or b is None:
+        return a is None and b is None
+    return bool(np.array_equal(a, b))
+
+
+def _sum_census(a: ThresholdGrid, b: ThresholdGrid) -> NDArray[np.float64] | None:
+    """The census channels of ``a + b``: None when either holds rated rows of unknown
+    inclusion (a grid built without audit probabilities), or neither has any."""
+    if a.census is None and b.census is None:
+        return None
+    first, second = _census_or_zeros(a), _census_or_zeros(b)
+    return None if first is None or second is None else first + second
+
+
 @dataclass(frozen=True, eq=False)
 class ThresholdGrid:
     """Weighted histograms of rated positives and negatives over a k-dimensional bin lattice.
@@ -165,6 +190,13 @@ class ThresholdGrid:
         region where no row was audited has estimate 0 and :attr:`variance` 0 but ``W > 0``:
         :func:`costlib.thresholds._move_evidence.gain_standard_errors` uses it to treat it as
         unknown.
+    census : ndarray of shape (4, B_1 + 1, ..., B_k + 1) or None
+        The rows rated with certainty (``π = 1``: flagged when decided), per cell: ``sum w`` of
+        negatives (0) and positives (1) and ``sum w²`` of negatives (2) and positives (3). A
+        part of :attr:`pos`/:attr:`neg` that carries no design variance and no selection on
+        its labels: in a region the thresholds in force flag, it holds the days since they
+        were published (:func:`costlib.thresholds._census_review.census_gains`). Set with
+        :attr:`variance`; None otherwise.
     """
 
     edges: tuple[NDArray[np.float64], ...]
@@ -176,6 +208,7 @@ class ThresholdGrid:
     audited_rows: int = 0
     variance: NDArray[np.float64] | None = None
     design: NDArray[np.float64] | None = None
+    census: NDArray[np.float64] | None = None
     _cache: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -189,6 +222,9 @@ class ThresholdGrid:
         if self.design is not None and self.design.shape != (2, *shape):
             raise ValueError(f"design shape {self.design.shape} does not match edges "
                              f"{(2, *shape)}")
+        if self.census is not None and self.census.shape != (4, *shape):
+            raise ValueError(f"census shape {self.census.shape} does not match edges "
+                             f"{(4, *shape)}")
         if self.pos.shape != shape or self.neg.shape != shape or self.unrated.shape != shape:
             raise ValueError(
                 f"histogram shapes {self.pos.shape}/{self.neg.shape}/{self.unrated.shape} do "
@@ -253,7 +289,7 @@ class ThresholdGrid:
         wq = None if w is None else quantize_weights(w, weight_bits)
         locators = [locator_for(e) for e in edge_arrays]
         counts = histogram_cells(s, y, wq, locators, shape, unrated=unrated)
-        variance = design = None
+        variance = design = census = None
         if audit_probabilities is not None:
             sampled, worst, expected = design_weights(
                 w_all, np.asarray(audit_probabilities, dtype=np.float64), weight_bits)
@@ -267,6 +303,12 @@ class ThresholdGrid:
             rated = np.ones(s.shape[0], dtype=bool) if unrated is None else ~unrated
             v = ht_variance_weights(w[rated], p[rated], weight_bits)
             variance = histogram_cells(s[rated], y[rated], v, locators, shape)
+            certain = rated & (p == 1.0)
+            wc = quantize_weights(w[certain], weight_bits)
+            census = np.concatenate([
+                histogram_cells(s[certain], y[certain], wc, locators, shape),
+                histogram_cells(s[certain], y[certain], quantize_weights(wc * wc, weight_bits),
+                                locators, shape)])
         return cls(
             edges=edge_arrays,
             pos=counts[1],
@@ -277,6 +319,7 @@ class ThresholdGrid:
             audited_rows=audited,
             variance=variance,
             design=design,
+            census=census,
         )
 
     @classmethod
@@ -327,6 +370,7 @@ class ThresholdGrid:
                       else self._variance() + other._variance()),
             design=(None if self.design is None and other.design is None
                     else self._design() + other._design()),
+            census=_sum_census(self, other),
         )
 
     def __eq__(self, other: object) -> bool:
@@ -345,6 +389,7 @@ class ThresholdGrid:
             and (self.variance is None or np.array_equal(self._variance(), other._variance()))
             and (self.design is None) == (other.design is None)
             and (self.design is None or np.array_equal(self._design(), other._design()))
+            and _same_census(self.census, other.census)
         )
 
     __hash__ = None  # type: ignore[assignment]

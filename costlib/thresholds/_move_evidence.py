@@ -42,6 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from costlib.thresholds._bootstrap import BootstrapGrids
+from costlib.thresholds._census_review import CensusReview, census_review
 from costlib.thresholds._grid import ThresholdGrid, lattice_counts
 from costlib.thresholds._objectives import Constraints
 from costlib.thresholds._operating_point import OperatingPoint, point_at
@@ -113,10 +114,7 @@ class MoveEvidence:
 def _constraints(grid: ThresholdGrid, options: Mapping[str, Any]) -> Constraints:
     """The hard constraints of ``options`` (``P`` of ``min_recall``: the grid's, ``P̂`` with
     audit data)."""
-    min_recall = options.get("min_recall")
-    return Constraints(options.get("min_precision"), options.get("max_volume"),
-                       options.get("max_false_positives"), min_recall,
-                       grid.total_positives if min_recall is not None else None)
+    return Constraints.from_options(options, grid.total_positives)
 
 
 def kept_violations(grid: ThresholdGrid, index: Sequence[int], *, rule: str,
@@ -375,12 +373,16 @@ class LowerBoundMove:
     z: float
     one_row: float = 0.0
     forced: tuple[str, ...] = ()
+    census: CensusReview | None = None
 
     def reason(self) -> str:
         """One line for the record (empty when the method's own point was taken on evidence;
-        ``forced``: the constraints the thresholds in force violate)."""
+        ``forced``: the constraints the thresholds in force violate; ``census``: the census
+        review changed the evidence rule's point)."""
         if self.forced:
             return forced_reason(self.forced)
+        if self.census is not None:
+            return self.census.reason()
         if not self.move:
             return (f"kept the thresholds in force: the method's point would gain "
                     f"{self.optimum_gain:.4g} ± {self.optimum_se:.4g} (audit design se), and no "
@@ -391,12 +393,18 @@ class LowerBoundMove:
                     f"{self.se:.4g} has the best lower bound at z = {self.z:g}")
         return ""
 
-    def summary(self) -> dict[str, float]:
-        """Gain and se of the point taken and of the method's point, ``z``, and ``one_row``:
+    def summary(self) -> dict[str, Any]:
+        """Gain and se of the point taken and of the method's point, ``z``, ``one_row``:
         the weight of one audited row in the region the method's point newly flags
-        (:func:`one_row_weight`)."""
-        return {"gain": self.gain, "se": self.se, "optimum_gain": self.optimum_gain,
-                "optimum_se": self.optimum_se, "z": self.z, "one_row": self.one_row}
+        (:func:`one_row_weight`), and ``census``: the census review's action, when it
+        changed the point (:mod:`costlib.thresholds._census_review`)."""
+        out: dict[str, Any] = {"gain": self.gain, "se": self.se,
+                               "optimum_gain": self.optimum_gain,
+                               "optimum_se": self.optimum_se, "z": self.z,
+                               "one_row": self.one_row}
+        if self.census is not None:
+            out["census"] = self.census.summary()
+        return out
 
 
 def lower_bound_move(
@@ -410,6 +418,7 @@ def lower_bound_move(
     method: str,
     options: Mapping[str, Any] | None = None,
     unseen_rows: float = DEFAULT_UNSEEN_ROWS,
+    census: bool = True,
 ) -> LowerBoundMove:
     """Move from the thresholds in force only as far as the audit's evidence carries.
 
@@ -448,15 +457,18 @@ def lower_bound_move(
     kwargs = {"target": target, "rule": rule, "method": method, **options}
     kept = point_at(grid, in_force, **kwargs)
     plain_gain = float(chosen.objective - kept.objective)
-    if (chosen.objective_name != "linear" or target is None
-            or tuple(kept.index) == tuple(chosen.index)):
+    if chosen.objective_name != "linear" or target is None:
         return LowerBoundMove(chosen, tuple(kept.index) != tuple(chosen.index), plain_gain, 0.0,
                               plain_gain, 0.0, float(z))
+    slope = target.slope
+    if tuple(kept.index) == tuple(chosen.index):
+        result = LowerBoundMove(chosen, False, 0.0, 0.0, 0.0, 0.0, float(z))
+        return _census_reviewed(result, grid, kept, kwargs, options, slope, unseen_rows) \
+            if census else result
     violated = kept_violations(grid, kept.index, rule=rule, options=options)
     if violated:  # the point in force is no candidate: the method's point (module doc)
         return LowerBoundMove(chosen, True, plain_gain, float("nan"), plain_gain,
                               float("nan"), float(z), forced=violated)
-    slope = target.slope
     se_all = gain_standard_errors(grid, kept.index, rule=rule, slope=slope,
                                   unseen_rows=unseen_rows)
     tp, fp = grid.counts(rule)
@@ -483,16 +495,40 @@ def lower_bound_move(
     optimum_se = float(se_all[at_chosen])
     one_row = one_row_weight(grid, kept.index, at_chosen, rule=rule)
     if not top > 0:
-        return LowerBoundMove(kept, False, 0.0, 0.0, optimum_gain, optimum_se, float(z),
-                              one_row)
-    tied = np.flatnonzero(bound >= top - 1e-9 * max(1.0, abs(top)))
-    change = np.abs(volume[idx] - volume[tuple(int(i) for i in kept.index)])
-    best = int(tied[np.argmin(change[tied])])
-    if chosen_at.size and int(chosen_at[0]) in tied.tolist() and (
-            change[int(chosen_at[0])] <= change[best]):
-        return LowerBoundMove(chosen, True, optimum_gain, optimum_se, optimum_gain, optimum_se,
-                              float(z), one_row)
-    thresholds = grid.threshold_values(tuple(int(i) for i in cells[best]))
-    point = point_at(grid, thresholds, **kwargs)
-    return LowerBoundMove(point, True, float(gain[best]), float(se[best]), optimum_gain,
-                          optimum_se, float(z), one_row)
+        result = LowerBoundMove(kept, False, 0.0, 0.0, optimum_gain, optimum_se, float(z),
+                                one_row)
+    else:
+        tied = np.flatnonzero(bound >= top - 1e-9 * max(1.0, abs(top)))
+        change = np.abs(volume[idx] - volume[tuple(int(i) for i in kept.index)])
+        best = int(tied[np.argmin(change[tied])])
+        if chosen_at.size and int(chosen_at[0]) in tied.tolist() and (
+                change[int(chosen_at[0])] <= change[best]):
+            result = LowerBoundMove(chosen, True, optimum_gain, optimum_se, optimum_gain,
+                                    optimum_se, float(z), one_row)
+        else:
+            thresholds = grid.threshold_values(tuple(int(i) for i in cells[best]))
+            result = LowerBoundMove(point_at(grid, thresholds, **kwargs), True,
+                                    float(gain[best]), float(se[best]), optimum_gain,
+                                    optimum_se, float(z), one_row)
+    return _census_reviewed(result, grid, kept, kwargs, options, slope, unseen_rows) \
+        if census else result
+
+
+def _census_reviewed(result: LowerBoundMove, grid: ThresholdGrid, kept: OperatingPoint,
+                     kwargs: Mapping[str, Any], options: Mapping[str, Any], slope: float,
+                     unseen_rows: float) -> LowerBoundMove:
+    """``result`` after the census review of the thresholds in force
+    (:func:`costlib.thresholds._census_review.census_review`): unchanged, the thresholds in
+    force (veto) or a cell above them (undo), with the design gain and se of what is
+    published."""
+    review = census_review(grid, kept.index, result.point.index, z=result.z,
+                           rule=str(kwargs["rule"]), slope=slope, options=options)
+    if review.index is None:
+        return result
+    if review.index == tuple(kept.index):
+        return replace(result, point=kept, move=False, gain=0.0, se=0.0, census=review)
+    point = point_at(grid, grid.threshold_values(review.index), **kwargs)
+    se = gain_standard_errors(grid, kept.index, rule=str(kwargs["rule"]), slope=slope,
+                              unseen_rows=unseen_rows)[review.index]
+    return replace(result, point=point, move=True,
+                   gain=float(point.objective - kept.objective), se=float(se), census=review)

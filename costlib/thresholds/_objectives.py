@@ -52,7 +52,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -164,6 +166,16 @@ class Constraints:
             v = getattr(self, name)
             if v is not None and not (v >= 0 and math.isfinite(v)):
                 raise ValueError(f"{name} must be finite and >= 0, got {plain(v)}")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], total_positives: float) -> Constraints:
+        """The hard constraints of ``optimize``-style ``options`` (missing keys: not
+        constrained); ``total_positives`` is ``P`` of ``min_recall`` (used only when it is
+        set: the grid's, ``P̂`` with audit data)."""
+        min_recall = options.get("min_recall")
+        return cls(options.get("min_precision"), options.get("max_volume"),
+                   options.get("max_false_positives"), min_recall,
+                   total_positives if min_recall is not None else None)
 
     @property
     def active(self) -> bool:

@@ -127,6 +127,7 @@ def optimize_group(
     keep_when_insufficient: bool = True,
     evidence_z: float | None = DEFAULT_EVIDENCE_Z,
     unseen_rows: float = DEFAULT_UNSEEN_ROWS,
+    census_review: bool = True,
 ) -> GroupResult:
     """Optimise one group's grid with every method, if it holds enough rated rows.
 
@@ -156,7 +157,10 @@ def optimize_group(
     :func:`costlib.thresholds._move_evidence.unseen_variance`; no bootstrap needed);
     ``details["move_evidence"]`` records gain, se and the weight of one audited row in the
     region the method's point adds. Grids without audit rows are unaffected. ``min_gain_z``,
-    when set, takes precedence.
+    when set, takes precedence. ``census_review`` (default on): the rule's point is then
+    reviewed on the census of the thresholds in force (:mod:`costlib.thresholds.
+    _census_review`): a point in force whose flagged rows lost on their census moves back,
+    and a move the census refutes is not taken (``details["move_evidence"]["census"]``).
 
     A :class:`~costlib.thresholds._bootstrap.SparseBootstrapGrids` is made dense only here, after
     the sufficiency check, so a caller holds one group's dense replicates at a time.
@@ -214,7 +218,7 @@ def optimize_group(
               and grid.variance is not None):
             bounded = lower_bound_move(grid, chosen, in_force, z=evidence_z, target=target,
                                        rule=rule, method=method, options=options,
-                                       unseen_rows=unseen_rows)
+                                       unseen_rows=unseen_rows, census=census_review)
             if tuple(bounded.point.index) != tuple(chosen.index):
                 details = {**bounded.point.details, "move_evidence": bounded.summary(),
                            PROPOSED: [float(t) for t in chosen.thresholds]}
@@ -312,6 +316,7 @@ def recalibrate_grids(
     min_gain_z: float | None = None,
     evidence_z: float | None = DEFAULT_EVIDENCE_Z,
     unseen_rows: float = DEFAULT_UNSEEN_ROWS,
+    census_review: bool = True,
 ) -> dict[str, GroupResult]:
     """Operating points for every group and for the all-groups grid, with fallback.
 
@@ -336,6 +341,9 @@ def recalibrate_grids(
     unseen_rows : float, default 1
         Pseudo-rows of the unseen-region term
         (:func:`costlib.thresholds._move_evidence.unseen_variance`).
+    census_review : bool, default True
+        Review ``evidence_z``'s point on the census of the thresholds in force (see
+        :func:`optimize_group`).
     """
     grids = dict(grids)
     if ALL_GROUPS not in grids and grids:
@@ -354,6 +362,7 @@ def recalibrate_grids(
             min_gain_z=min_gain_z,
             evidence_z=evidence_z,
             unseen_rows=unseen_rows,
+            census_review=census_review,
         )
         for name, grid in sorted(grids.items())
     }

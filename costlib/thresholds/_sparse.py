@@ -20,7 +20,7 @@ a partial packs its cells as gaps and its counts as the narrowest exact dtype.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,10 +33,13 @@ from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._rows import DEFAULT_WEIGHT_BITS, quantize_weights
 
 __all__ = [
+    "GRID_CHANNELS",
     "SparseCounts",
     "SparseGrid",
+    "census_partials",
     "grouped_histograms",
     "merge_sparse",
+    "stack_partials",
     "sum_sparse",
 ]
 
@@ -137,8 +140,52 @@ class SparseCounts:
             names=tuple(names) if names is not None else None, weight_bits=weight_bits,
             unrated=dense[2] if self.channels >= 3 else None, audited_rows=audited_rows,
             variance=dense[3:5] if self.channels >= 5 else None,
-            design=dense[5:7] if self.channels == 7 else None,
+            design=dense[5:7] if self.channels >= 7 else None,
+            census=dense[7:11] if self.channels == GRID_CHANNELS else None,
         )
+
+
+#: Channels of a partial grid with audit data: negatives, positives, unrated (0-2), the
+#: Horvitz–Thompson variance (3-4), the audit design (5-6) and the census (7-10) of
+#: :class:`ThresholdGrid`.
+GRID_CHANNELS = 11
+
+
+def census_partials(
+    group_codes: NDArray[np.intp],
+    scores: NDArray[np.float64],
+    labels: NDArray[np.bool_],
+    weights: NDArray[np.float64] | None,
+    edges: Sequence[NDArray[np.float64]],
+    *,
+    weight_bits: int = DEFAULT_WEIGHT_BITS,
+) -> dict[int, SparseCounts]:
+    """The census channels (:attr:`ThresholdGrid.census`) of rows rated with certainty, per
+    group, as 4-channel partials: ``sum w`` of negatives and positives, then ``sum w²``
+    (``w`` rounded to the weight resolution before squaring, as :meth:`ThresholdGrid.
+    from_scores` does)."""
+    n = scores.shape[0]
+    w = quantize_weights(np.ones(n) if weights is None else np.asarray(weights, np.float64),
+                         weight_bits)
+    size = int(np.prod([e.size + 1 for e in edges]))
+    first = grouped_histograms(group_codes, scores, labels, w, edges, weight_bits=weight_bits)
+    second = grouped_histograms(group_codes, scores, labels,
+                                quantize_weights(w * w, weight_bits), edges,
+                                weight_bits=weight_bits)
+    return stack_partials([(first, 0), (second, 2 * size)], 4)
+
+
+def stack_partials(layers: Sequence[tuple[Mapping[int, SparseCounts], int]], channels: int
+                   ) -> dict[int, SparseCounts]:
+    """Per group code, the sum of ``layers`` of partials, each moved ``offset`` flat cells up
+    (``offset = first channel * cells per channel``), as ``channels``-channel partials."""
+    out = {}
+    for code in sorted({c for partials, _ in layers for c in partials}):
+        out[code] = merge_sparse([
+            SparseCounts(cells=partials[code].cells + offset, counts=partials[code].counts,
+                         channels=channels)
+            for partials, offset in layers if code in partials])
+    return out
 
 
 def grouped_histograms(

@@ -44,7 +44,13 @@ from costlib.thresholds._binned_sketch import SketchingBinner
 from costlib.thresholds._bootstrap import SparseBootstrapGrids
 from costlib.thresholds._recalibration import ALL_GROUPS
 from costlib.thresholds._rows import design_weights, ht_variance_weights
-from costlib.thresholds._sparse import SparseCounts, grouped_histograms, merge_sparse, sum_sparse
+from costlib.thresholds._sparse import (
+    GRID_CHANNELS,
+    census_partials,
+    grouped_histograms,
+    stack_partials,
+    sum_sparse,
+)
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.batches import validate_batch
 from costlib_pipelines.io.files import as_stored
@@ -147,7 +153,7 @@ class AggregateBatchesFn(beam.DoFn):
             codes = groups
         edges = tuple(edges)
         shape = tuple(int(e.size + 1) for e in edges)  # partials carry the shape, not the edges
-        channels = 7 if variances is not None else (2 if unrated is None else 3)
+        channels = GRID_CHANNELS if variances is not None else (2 if unrated is None else 3)
         n_cells = channels * math.prod(shape)
         bins = None
         if self.sketch_rows:  # bin and sketch the rows from one key computation
@@ -155,7 +161,10 @@ class AggregateBatchesFn(beam.DoFn):
         partials = grouped_histograms(codes, scores, labels, weights, edges, unrated=unrated,
                                       variances=variances, bins=bins)
         if variances is not None:
-            partials = self._with_design(batch, partials, edges, n_groups, buckets)
+            certain = ~audited if unrated is None else ~audited & ~unrated
+            partials = self._with_design(batch, partials, edges, n_groups, buckets,
+                                         (codes[certain], scores[certain], labels[certain],
+                                          weights[certain]))
         if weights is None:  # counts are rows: a code's rated rows are its channels 0 and 1
             rated_cells = 2 * math.prod(shape)
             rated_per_code = {code: int(c.counts[:np.searchsorted(c.cells, rated_cells)].sum())
@@ -182,33 +191,29 @@ class AggregateBatchesFn(beam.DoFn):
             rows = np.arange(groups.size) if rows is None else rows
             yield from self._bootstrap(batch, edges, codes, rows, buckets)
 
-    def _with_design(self, batch, partials, edges, n_groups, buckets):
-        """``partials`` widened to 7 channels: channels 5 and 6 hold the audit design's terms
-        ``w² (1 - p) / p`` and ``p`` of every valid row with ``0 < p < 1`` (audited and
-        represented rows alike; :func:`costlib.thresholds._rows.design_weights`,
-        :attr:`costlib.thresholds.ThresholdGrid.design`), per group (and period bucket)."""
-        sampled, worst, expected = design_weights(batch.weights, batch.audit_probabilities)
-        if not sampled.any():
-            return {code: c.with_channels(7) for code, c in partials.items()}
-        rows = np.flatnonzero(sampled)
-        codes = batch.group_codes.take(rows)
-        if self.windowed:
-            times = batch.event_times_us.take(rows) // self.period_us
-            codes = np.searchsorted(buckets, times) * n_groups + codes
-        scores = batch.scores.take(rows, axis=0)
+    def _with_design(self, batch, partials, edges, n_groups, buckets, certain):
+        """``partials`` widened to :data:`GRID_CHANNELS` channels: channels 5 and 6 hold the
+        audit design's terms ``w² (1 - p) / p`` and ``p`` of every valid row with ``0 < p < 1``
+        (audited and represented rows alike; :func:`costlib.thresholds._rows.design_weights`,
+        :attr:`costlib.thresholds.ThresholdGrid.design`), per group (and period bucket);
+        channels 7-10 the census of the rows rated with ``p = 1``, ``certain = (codes, scores,
+        labels, weights)``: ``sum w`` and ``sum w²`` per label
+        (:attr:`costlib.thresholds.ThresholdGrid.census`)."""
         size = math.prod(e.size + 1 for e in edges)
-        design = grouped_histograms(
-            np.concatenate([codes, codes]), np.concatenate([scores, scores]),
-            np.repeat([False, True], rows.size), np.concatenate([worst, expected]), edges)
-        out = {}
-        for code in sorted({*partials, *design}):
-            parts = [p.with_channels(7) for p in (partials.get(code),) if p is not None]
-            extra = design.get(code)
-            if extra is not None:
-                parts.append(SparseCounts(cells=extra.cells + 5 * size, counts=extra.counts,
-                                          channels=7))
-            out[code] = merge_sparse(parts)
-        return out
+        extras = [(census_partials(*certain, edges), 7 * size)]
+        sampled, worst, expected = design_weights(batch.weights, batch.audit_probabilities)
+        if sampled.any():
+            rows = np.flatnonzero(sampled)
+            codes = batch.group_codes.take(rows)
+            if self.windowed:
+                times = batch.event_times_us.take(rows) // self.period_us
+                codes = np.searchsorted(buckets, times) * n_groups + codes
+            scores = batch.scores.take(rows, axis=0)
+            extras.append((grouped_histograms(
+                np.concatenate([codes, codes]), np.concatenate([scores, scores]),
+                np.repeat([False, True], rows.size), np.concatenate([worst, expected]), edges),
+                5 * size))
+        return stack_partials([(partials, 0), *extras], GRID_CHANNELS)
 
     def _bootstrap(self, batch, edges, codes, rows, buckets):
         """Replicate grids of the valid rows per group and for all groups (tagged output).

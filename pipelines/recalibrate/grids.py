@@ -17,7 +17,7 @@ import numpy as np
 from costlib.audit._weights import audit_weights
 from costlib.thresholds._bootstrap import SparseBootstrapGrids
 from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._sparse import SparseCounts, SparseGrid, merge_sparse
+from costlib.thresholds._sparse import GRID_CHANNELS, SparseCounts, SparseGrid, merge_sparse
 from costlib_pipelines.config import RunConfig
 
 __all__ = [
@@ -194,7 +194,9 @@ class SumGrids(beam.CombineFn):
                              unrated=dense[2] if dense.shape[0] >= 3 else None,
                              audited_rows=audited,
                              variance=dense[3:5] if dense.shape[0] >= 5 else None,
-                             design=dense[5:7] if dense.shape[0] == 7 else None)
+                             design=dense[5:7] if dense.shape[0] >= 7 else None,
+                             census=(dense[7:11] if dense.shape[0] == GRID_CHANNELS
+                                     else None))
 
 
 class SumBootstrapGrids(beam.CombineFn):

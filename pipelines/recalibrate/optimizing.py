@@ -63,4 +63,5 @@ def optimize_one(config: RunConfig, group: str, grid, boot=None, edges=None, in_
         keep_when_insufficient=config.in_force["keep_when_insufficient"],
         evidence_z=config.in_force["evidence_z"],
         unseen_rows=config.in_force["unseen_rows"],
+        census_review=config.in_force["census_review"],
     )

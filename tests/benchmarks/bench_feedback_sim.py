@@ -89,6 +89,8 @@ CONFIGS: dict[str, tuple[dict[str, Any], str | None, list[str]]] = {
     #: the schema's audit defaults (relative share strata, auto design, 1% budget, floor 0.001;
     #: thin_audit: budget 0.25%, floor 0.0005)
     "audit_defaults": ({}, None, ["--audit-defaults"]),
+    #: the defaults without the census review (the defaults until stop 33)
+    "ad_nocensus": ({"in_force.census_review": False}, None, ["--audit-defaults"]),
     "ad_z1": ({"in_force.evidence_z": 1.0}, None, ["--audit-defaults"]),
     "ad_z0.5": ({"in_force.evidence_z": 0.5}, None, ["--audit-defaults"]),
     "ad_z2.33": ({"in_force.evidence_z": 2.33}, None, ["--audit-defaults"]),
