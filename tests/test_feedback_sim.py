@@ -5,7 +5,8 @@ day, and the rated rows and audit draws agree.
 The configuration is small (20,000 rows a day, 5 days; the pipeline costs ~0.6 s a day) but
 exercises what the simulator has to reproduce: the audit sizing from the previous day's
 counts and audited labels (``audit.design: auto``), the evidence rule (default
-``evidence_z`` and ``unseen_rows``), the thresholds in force added to the edges, kept and
+``evidence_z``, ``unseen_rows``, ``one_row_margin`` and ``census_review``; a 2% audit budget,
+under which a group moves from day 2 with the one-row margin as without), the thresholds in force added to the edges, kept and
 moved groups, and a drift. At issue 21's sizes (60,000 rows a day, prevalence 0.2-0.5%, a
 0.2% audit) nothing moves in the first 6 days; ``bench_feedback_sim.py --check-pipeline``
 compares that configuration over 21 days.
@@ -28,7 +29,7 @@ def _argv(design: str) -> list[str]:
     return [
         "--rows-per-day", "20000", "--days", "5", "--window", "3", "--bins", "24",
         "--target", "0.2", "--prevalence", "0.01", "0.02", "0.03",
-        "--budget-share", "0.01", "--audit-floor", "0.002", "--strata-edges", "0.05", "0.3",
+        "--budget-share", "0.02", "--audit-floor", "0.002", "--strata-edges", "0.05", "0.3",
         "--strata-weights", "0.5", "3", "10", "--drift-day", "3", "--audit-design", design,
         "--reference-factor", "0"]
 

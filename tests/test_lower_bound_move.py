@@ -134,8 +134,8 @@ def test_lower_bound_move_interpolates_between_keeping_and_the_optimum():
     assert "moved part way" in careful.reason()
     stuck = lower_bound_move(grid, chosen, (0.7, 0.6333333333333333), z=1e6, **kwargs)
     assert not stuck.move and "kept the thresholds in force" in stuck.reason()
-    for z in (0.5, 1.645, 3.0):
-        bounded = lower_bound_move(grid, chosen, in_force, z=z, **kwargs)
+    for z in (0.5, 1.645, 3.0):  # the plain bound (the one-row margin: its own test)
+        bounded = lower_bound_move(grid, chosen, in_force, z=z, one_row_margin=False, **kwargs)
         if bounded.move:  # the bound of the point taken is positive and the best of the curve
             assert bounded.gain - z * bounded.se > 0
             assert bounded.gain - z * bounded.se >= chosen.objective - stuck.point.objective - (
@@ -294,8 +294,8 @@ def _brute_force_bound_choice(grid, chosen, in_force, z, target, with_segment):
     return candidates, max(bounds.values())
 
 
-def _concentrated_grid(seed):
-    """Scores concentrated near 0 (negatives beta(0.5, 30), 1% positives beta(1.5, 2.5)),
+def _concentrated_rows(seed):
+    """Rows: scores concentrated near 0 (negatives beta(0.5, 30), 1% positives beta(1.5, 2.5)),
     classifier 1 flagging at 0.5, the rest audited at 5% above 0.3 and 0.2% below: a hull
     frontier with no cell between "classifier 2 off" and the optimum."""
     rng = np.random.default_rng(seed)
@@ -304,6 +304,12 @@ def _concentrated_grid(seed):
     scores = np.where(truth[:, None], rng.beta(1.5, 2.5, (n, 2)), rng.beta(0.5, 30, (n, 2)))
     pi = np.where(scores[:, 0] >= 0.5, 1.0, np.where(scores.max(axis=1) >= 0.3, 0.05, 0.002))
     labels = np.where(rng.random(n) < pi, truth, None).astype(object)
+    return scores, labels, pi
+
+
+def _concentrated_grid(seed):
+    """The grid of :func:`_concentrated_rows`."""
+    scores, labels, pi = _concentrated_rows(seed)
     edges = [np.linspace(0.05, 0.95, 19)] * 2
     return ThresholdGrid.from_scores(scores, labels, edges, audit_probabilities=pi)
 
@@ -322,14 +328,15 @@ def test_a_classifier_off_in_force_can_be_switched_on_part_way():
         chosen = optimize(grid, **kwargs)
         path = {tuple(int(i) for i in c) for c in chosen.path}
         for in_force, with_segment in (((0.5, np.inf), True), ((0.5, 0.5), False)):
-            bounded = lower_bound_move(grid, chosen, in_force, z=z, **kwargs)
+            bounded = lower_bound_move(grid, chosen, in_force, z=z, one_row_margin=False,
+                                       **kwargs)
             candidates, best = _brute_force_bound_choice(grid, chosen, in_force, z, target,
                                                          with_segment)
             assert bounded.move == (best > 0)
             if bounded.move:
                 assert bounded.gain - z * bounded.se == pytest.approx(best)
                 assert tuple(int(i) for i in bounded.point.index) in candidates
-        off = lower_bound_move(grid, chosen, (0.5, np.inf), z=z, **kwargs)
+        off = lower_bound_move(grid, chosen, (0.5, np.inf), z=z, one_row_margin=False, **kwargs)
         assert off.move and tuple(int(i) for i in off.point.index) not in path
         assert np.isfinite(off.point.thresholds[1]) and off.point.thresholds[1] > \
             chosen.thresholds[1]  # switched on, above the method's threshold: part way
@@ -488,3 +495,43 @@ def test_a_thin_group_keeps_its_thresholds_but_says_which_constraint_they_miss()
         recall = point.estimated_recall
         assert (recall < 0.9) and (recall > 0.1)
         assert ("violate constraints.min_recall" in point.reason) is named
+
+
+def test_the_one_row_margin_is_the_weight_of_one_audited_row_in_the_added_region():
+    """The default bound also subtracts ``sqrt(W / A)`` of the region a candidate adds (rows
+    with 0 < π < 1 flagged by it and not by the thresholds in force: ``W = Σ (1 - π)/π``,
+    ``A = Σ π``, straight from the rows): the best bound over the candidates, by direct
+    loops, is the one taken; a drop-only move (no added region) pays no margin."""
+    target = resolve_target(target_marginal_precision=0.2)
+    kwargs = {"target": target, "rule": "any", "method": "hull"}
+    z = 1.645
+    for seed in range(3):
+        scores, _, pi = _concentrated_rows(seed)
+        grid = _concentrated_grid(seed)
+        chosen = optimize(grid, **kwargs)
+        for in_force, with_segment in (((0.5, np.inf), True), ((0.5, 0.5), False)):
+            kept = point_at(grid, in_force, **kwargs)
+            f_flags = brute_flags(scores, grid.threshold_values(kept.index), "any")
+            candidates, _ = _brute_force_bound_choice(grid, chosen, in_force, z, target,
+                                                      with_segment)
+            se = gain_standard_errors(grid, kept.index, rule="any", slope=target.slope,
+                                      unseen_rows=1.0)
+            tp, fp = grid.counts("any")
+            base = tp[kept.index] - target.slope * fp[kept.index]
+            bounds = {}
+            for c in candidates:
+                added = brute_flags(scores, grid.threshold_values(c), "any") & ~f_flags
+                added &= (pi > 0) & (pi < 1)
+                a = pi[added].sum()
+                margin = np.sqrt(((1 - pi[added]) / pi[added]).sum() / a) if a > 0 else 0.0
+                bounds[c] = tp[c] - target.slope * fp[c] - base - z * se[c] - margin
+            best = max(bounds.values())
+            bounded = lower_bound_move(grid, chosen, in_force, z=z, census=False, **kwargs)
+            assert bounded.move == (best > 0), (seed, in_force)
+            if bounded.move:
+                taken = tuple(int(i) for i in bounded.point.index)
+                assert bounds[taken] == pytest.approx(best, rel=1e-6)
+            plain = lower_bound_move(grid, chosen, in_force, z=z, census=False,
+                                     one_row_margin=False, **kwargs)
+            if not plain.move:
+                assert not bounded.move  # the margin only ever makes a move harder

@@ -59,6 +59,7 @@ __all__ = [
     "lower_bound_move",
     "move_evidence",
     "one_row_weight",
+    "one_row_weights",
     "segment_cells",
     "unseen_variance",
 ]
@@ -282,21 +283,26 @@ def unseen_variance(grid: ThresholdGrid, index: Sequence[int], *, rule: str, slo
     return max(1.0, slope * slope) * total
 
 
+def one_row_weights(grid: ThresholdGrid, index: Sequence[int], *, rule: str
+                    ) -> NDArray[np.float64]:
+    """:func:`one_row_weight` at every cell of the lattice (zeros without design channels)."""
+    if grid.design is None:
+        return np.zeros(grid.shape)
+    rule = check_rule(rule)
+    w = _one_sided(lattice_counts(grid.design[0], rule), index, rule)[0]
+    a = _one_sided(lattice_counts(grid.design[1], rule), index, rule)[0] / DESIGN_EXPECTED_SCALE
+    out = np.zeros(grid.shape)
+    np.divide(w, a, out=out, where=a > 0)
+    return np.sqrt(out)
+
+
 def one_row_weight(grid: ThresholdGrid, index: Sequence[int], cell: Sequence[int], *,
                    rule: str) -> float:
     """The mean Horvitz–Thompson weight of one audited row in the region that ``cell`` flags
     and ``index`` does not: ``sqrt(W / A)`` of that region (for one probability ``π``,
     ``sqrt(1 - π)/π``), i.e. how much one audited row there moves the estimated TP or FP.
     0 without design channels or when the region holds no audit-eligible row."""
-    if grid.design is None:
-        return 0.0
-
-    rule = check_rule(rule)
-    at = tuple(int(i) for i in cell)
-    w = _one_sided(lattice_counts(grid.design[0], rule), index, rule)[0][at]
-    a = _one_sided(lattice_counts(grid.design[1], rule), index, rule)[0][at]
-    a /= DESIGN_EXPECTED_SCALE
-    return float(np.sqrt(w / a)) if a > 0 else 0.0
+    return float(one_row_weights(grid, index, rule=rule)[tuple(int(i) for i in cell)])
 
 
 def gain_standard_errors(grid: ThresholdGrid, index: Sequence[int], *, rule: str,
@@ -386,7 +392,8 @@ class LowerBoundMove:
         if not self.move:
             return (f"kept the thresholds in force: the method's point would gain "
                     f"{self.optimum_gain:.4g} ± {self.optimum_se:.4g} (audit design se), and no "
-                    f"point of its curve gains more than z = {self.z:g} standard errors")
+                    f"point of its curve gains more than z = {self.z:g} standard errors"
+                    + (f" and one audited row ({self.one_row:.4g})" if self.one_row else ""))
         if self.gain != self.optimum_gain or self.se != self.optimum_se:
             return (f"moved part way: the method's point would gain {self.optimum_gain:.4g} ± "
                     f"{self.optimum_se:.4g} (audit design se); this one {self.gain:.4g} ± "
@@ -419,6 +426,7 @@ def lower_bound_move(
     options: Mapping[str, Any] | None = None,
     unseen_rows: float = DEFAULT_UNSEEN_ROWS,
     census: bool = True,
+    one_row_margin: bool = True,
 ) -> LowerBoundMove:
     """Move from the thresholds in force only as far as the audit's evidence carries.
 
@@ -426,10 +434,15 @@ def lower_bound_move(
     covered and meet the constraints, and the thresholds in force ``f``, pick the one whose
     estimated gain over ``f`` has the highest lower confidence bound
 
-    .. math:: L(c) = \\hat O(c) - \\hat O(f) - z \\sqrt{\\widehat{Var}(c, f) + U(c, f)},
+    .. math:: L(c) = \\hat O(c) - \\hat O(f) - z \\sqrt{\\widehat{Var}(c, f) + U(c, f)}
+              - w_1(c, f),
 
     (:func:`gain_standard_errors` with the unseen-region term :func:`unseen_variance` of
-    ``κ = unseen_rows`` pseudo-rows); keep ``f`` unless that bound is positive. Among cells
+    ``κ = unseen_rows`` pseudo-rows; ``w_1``, with ``one_row_margin``, the weight of one
+    audited row in the region ``c`` adds, :func:`one_row_weights`: the move must survive the
+    loss of one audited positive there, so that it never rests on a single heavy row; 0 for
+    regions without audit-eligible rows, e.g. every move that only drops flagged rows); keep
+    ``f`` unless that bound is positive. Among cells
     whose bounds tie (within ``1e-9`` relative), the one that changes the least flagged
     volume (``|V(c) - V(f)|``, then the smallest index along the curve) is taken: a region
     that adds neither estimated gain nor evidence is not worth flagging. On a grid without
@@ -488,7 +501,8 @@ def lower_bound_move(
         ok &= constraints.satisfied(tp[idx], fp[idx], volume[idx])
     chosen_at = np.flatnonzero((cells == np.asarray(chosen.index)).all(axis=1))
     ok[chosen_at] = True
-    bound = np.where(ok, gain - z * se, -np.inf)
+    margin = one_row_weights(grid, kept.index, rule=rule)[idx] if one_row_margin else 0.0
+    bound = np.where(ok, gain - z * se - margin, -np.inf)
     top = float(np.max(bound))
     at_chosen = tuple(int(i) for i in chosen.index)
     optimum_gain = float(chosen.objective - kept.objective)

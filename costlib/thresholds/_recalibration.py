@@ -128,6 +128,7 @@ def optimize_group(
     evidence_z: float | None = DEFAULT_EVIDENCE_Z,
     unseen_rows: float = DEFAULT_UNSEEN_ROWS,
     census_review: bool = True,
+    one_row_margin: bool = True,
 ) -> GroupResult:
     """Optimise one group's grid with every method, if it holds enough rated rows.
 
@@ -161,6 +162,8 @@ def optimize_group(
     reviewed on the census of the thresholds in force (:mod:`costlib.thresholds.
     _census_review`): a point in force whose flagged rows lost on their census moves back,
     and a move the census refutes is not taken (``details["move_evidence"]["census"]``).
+    ``one_row_margin`` (default on): the bound also subtracts the weight of one audited row
+    in the region a move adds, so that no move rests on a single heavy row.
 
     A :class:`~costlib.thresholds._bootstrap.SparseBootstrapGrids` is made dense only here, after
     the sufficiency check, so a caller holds one group's dense replicates at a time.
@@ -218,7 +221,8 @@ def optimize_group(
               and grid.variance is not None):
             bounded = lower_bound_move(grid, chosen, in_force, z=evidence_z, target=target,
                                        rule=rule, method=method, options=options,
-                                       unseen_rows=unseen_rows, census=census_review)
+                                       unseen_rows=unseen_rows, census=census_review,
+                                       one_row_margin=one_row_margin)
             if tuple(bounded.point.index) != tuple(chosen.index):
                 details = {**bounded.point.details, "move_evidence": bounded.summary(),
                            PROPOSED: [float(t) for t in chosen.thresholds]}
@@ -317,6 +321,7 @@ def recalibrate_grids(
     evidence_z: float | None = DEFAULT_EVIDENCE_Z,
     unseen_rows: float = DEFAULT_UNSEEN_ROWS,
     census_review: bool = True,
+    one_row_margin: bool = True,
 ) -> dict[str, GroupResult]:
     """Operating points for every group and for the all-groups grid, with fallback.
 
@@ -344,6 +349,9 @@ def recalibrate_grids(
     census_review : bool, default True
         Review ``evidence_z``'s point on the census of the thresholds in force (see
         :func:`optimize_group`).
+    one_row_margin : bool, default True
+        ``evidence_z``'s bound also covers the loss of one audited row in the region a move
+        adds (see :func:`optimize_group`).
     """
     grids = dict(grids)
     if ALL_GROUPS not in grids and grids:
@@ -363,6 +371,7 @@ def recalibrate_grids(
             evidence_z=evidence_z,
             unseen_rows=unseen_rows,
             census_review=census_review,
+            one_row_margin=one_row_margin,
         )
         for name, grid in sorted(grids.items())
     }

@@ -64,4 +64,5 @@ def optimize_one(config: RunConfig, group: str, grid, boot=None, edges=None, in_
         evidence_z=config.in_force["evidence_z"],
         unseen_rows=config.in_force["unseen_rows"],
         census_review=config.in_force["census_review"],
+        one_row_margin=config.in_force["one_row_margin"],
     )

@@ -89,8 +89,11 @@ CONFIGS: dict[str, tuple[dict[str, Any], str | None, list[str]]] = {
     #: the schema's audit defaults (relative share strata, auto design, 1% budget, floor 0.001;
     #: thin_audit: budget 0.25%, floor 0.0005)
     "audit_defaults": ({}, None, ["--audit-defaults"]),
-    #: the defaults without the census review (the defaults until stop 33)
-    "ad_nocensus": ({"in_force.census_review": False}, None, ["--audit-defaults"]),
+    #: the defaults before stop 33: no census review, no one-row margin
+    "ad_nocensus": ({"in_force.census_review": False, "in_force.one_row_margin": False}, None,
+                    ["--audit-defaults"]),
+    #: the defaults without the one-row margin (census review on: the defaults of 0799df2)
+    "ad_no_one_row": ({"in_force.one_row_margin": False}, None, ["--audit-defaults"]),
     "ad_z1": ({"in_force.evidence_z": 1.0}, None, ["--audit-defaults"]),
     "ad_z0.5": ({"in_force.evidence_z": 0.5}, None, ["--audit-defaults"]),
     "ad_z2.33": ({"in_force.evidence_z": 2.33}, None, ["--audit-defaults"]),

@@ -120,7 +120,8 @@ def pipeline_recalibrate(config: RunConfig, grids: dict[str, ThresholdGrid],
         min_positives=config.min_positives, min_negatives=config.min_negatives,
         fallback=config.fallback, options=config.optimize_options,
         in_force=in_force, min_gain_z=None, evidence_z=settings["evidence_z"],
-        unseen_rows=settings["unseen_rows"], census_review=settings["census_review"])
+        unseen_rows=settings["unseen_rows"], census_review=settings["census_review"],
+        one_row_margin=settings["one_row_margin"])
 
 
 @dataclass
@@ -809,6 +810,7 @@ def _box_candidates(config: RunConfig, grids: dict[str, ThresholdGrid],
 
 
 RULES["trim"] = _trim_candidates
+
 RULES["box"] = _box_candidates
 
 
