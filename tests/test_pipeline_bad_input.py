@@ -225,6 +225,8 @@ HOSTILE_CONFIGS = [
     ("min_rated: {positives: .nan}", "min_rated.positives: nan is not a finite number"),
     ("publish: {max_threshold_change: .nan}", "publish.max_threshold_change: nan is not a"),
     ("in_force: {evidence_z: .inf}", "in_force.evidence_z: inf is not a finite number"),
+    ("in_force: {census_review: 'yes'}", "in_force.census_review: 'yes' is not of type"),
+    ("in_force: {one_row_margin: 1}", "in_force.one_row_margin: 1 is not of type 'boolean'"),
     ("grid: {edges: explicit, values: [[0.1, .nan], [0.2]]}", "grid.values.0.1: nan is not"),
     ("bootstrap: {seed: 18446744073709551616}", "bootstrap.seed: 18446744073709551616 is "
                                                 "greater than the maximum"),
