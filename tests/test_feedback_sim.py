@@ -5,11 +5,11 @@ day, and the rated rows and audit draws agree.
 The configuration is small (20,000 rows a day, 5 days; the pipeline costs ~0.6 s a day) but
 exercises what the simulator has to reproduce: the audit sizing from the previous day's
 counts and audited labels (``audit.design: auto``), the evidence rule (default
-``evidence_z``, ``unseen_rows``, ``one_row_margin`` and ``census_review``; a 2% audit budget,
-under which a group moves from day 2 with the one-row margin as without), the thresholds in force added to the edges, kept and
-moved groups, and a drift. At issue 21's sizes (60,000 rows a day, prevalence 0.2-0.5%, a
-0.2% audit) nothing moves in the first 6 days; ``bench_feedback_sim.py --check-pipeline``
-compares that configuration over 21 days.
+``evidence_z``, ``unseen_rows``, ``one_row_margin`` and ``census_review``; a 2% audit budget:
+at 1% the one-row margin keeps every group of the auto design at the start), the thresholds in
+force added to the edges, kept and moved groups, and a drift. At issue 21's sizes (60,000 rows
+a day, prevalence 0.2-0.5%, a 0.2% audit) nothing moves in the first 6 days;
+``bench_feedback_sim.py --check-pipeline`` compares that configuration over 21 days.
 """
 
 from __future__ import annotations
