@@ -16,7 +16,7 @@ moving from ``f`` to ``c`` is
 
 the linear objective over the census rows only (the rows both cells flag cancel). Its
 variance is that of a sum over the rows flagged by exactly one of the two cells, ``D(c, f)``
-(:func:`costlib.thresholds._move_evidence.gain_standard_errors` for the lattice algebra):
+(:func:`costlib.thresholds._lattice_regions.flagged_by_one`):
 
 .. math:: \\widehat{Var}(c) = \\max\\Big(\\sum_{D} w^2 [y] + r^2 \\sum_{D} w^2 [\\lnot y],\\;
           r \\sum_{D} w^2\\Big).
@@ -52,6 +52,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from costlib.thresholds._grid import ThresholdGrid, lattice_counts
+from costlib.thresholds._lattice_regions import flagged_by_one
 from costlib.thresholds._objectives import Constraints
 from costlib.thresholds._rows import check_rule
 
@@ -99,17 +100,6 @@ class CensusReview:
         return {"action": self.action, "gain": self.gain, "se": self.se, "rows": self.rows}
 
 
-def _spread(lattice: NDArray[np.float64], index: tuple[int, ...], rule: str
-            ) -> NDArray[np.float64]:
-    """``X(c) + X(f) - 2 X(c ∧ f)``: the lattice sum over rows flagged by exactly one of
-    ``c`` (every cell) and ``f = index``."""
-    pick = np.minimum if rule == "any" else np.maximum
-    grids = np.ix_(*[pick(np.arange(n), i) for n, i in zip(lattice.shape, index, strict=True)])
-    at_extreme = lattice[grids]
-    both = at_extreme if rule == "all" else lattice + lattice[index] - at_extreme
-    return np.maximum(lattice + lattice[index] - 2.0 * both, 0.0)
-
-
 def census_gains(grid: ThresholdGrid, index: Sequence[int], *, rule: str, slope: float
                  ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]] | None:
     """``(G, se, rows)`` at every cell against ``f = index`` (see the module doc): the census
@@ -122,9 +112,10 @@ def census_gains(grid: ThresholdGrid, index: Sequence[int], *, rule: str, slope:
     neg, pos, neg_sq, pos_sq = (lattice_counts(grid.census[j], rule) for j in range(4))
     objective = pos - slope * neg
     gain = objective - objective[at]
-    observed = _spread(pos_sq, at, rule) + slope * slope * _spread(neg_sq, at, rule)
-    at_break_even = slope * (_spread(pos_sq, at, rule) + _spread(neg_sq, at, rule))
-    rows = _spread(pos, at, rule) + _spread(neg, at, rule)
+    pos_sq, neg_sq = flagged_by_one(pos_sq, at, rule), flagged_by_one(neg_sq, at, rule)
+    observed = pos_sq + slope * slope * neg_sq
+    at_break_even = slope * (pos_sq + neg_sq)
+    rows = flagged_by_one(pos, at, rule) + flagged_by_one(neg, at, rule)
     return gain, np.sqrt(np.maximum(observed, at_break_even)), rows
 
 
@@ -173,11 +164,8 @@ def census_review(
             return CensusReview(None)
         veto = CensusReview(f, "veto", float(gain[d]), float(se[d]), float(rows[d]))
     options = dict(options or {})
-    subset = np.ones(grid.shape, dtype=bool)
-    for axis, i in enumerate(f):  # cells >= f coordinatewise flag a subset of f's rows
-        shape = [1] * grid.k
-        shape[axis] = grid.shape[axis]
-        subset &= (np.arange(grid.shape[axis]) >= i).reshape(shape)
+    subset = np.zeros(grid.shape, dtype=bool)  # cells >= f coordinatewise flag a subset
+    subset[tuple(slice(i, None) for i in f)] = True
     subset[f] = False
     ok = subset & grid.covered(rule, float(options.get("max_unrated_share") or 0.0))
     constraints = Constraints.from_options(options, grid.total_positives)

@@ -44,6 +44,7 @@ from numpy.typing import NDArray
 from costlib.thresholds._bootstrap import BootstrapGrids
 from costlib.thresholds._census_review import CensusReview, census_review
 from costlib.thresholds._grid import ThresholdGrid, lattice_counts
+from costlib.thresholds._lattice_regions import flagged_by_one, one_sided
 from costlib.thresholds._objectives import Constraints
 from costlib.thresholds._operating_point import OperatingPoint, point_at
 from costlib.thresholds._rows import DESIGN_EXPECTED_SCALE, check_rule
@@ -213,33 +214,6 @@ def move_evidence(
                         kept=kept)
 
 
-def _flagged_both(lattice: NDArray[np.float64], index: Sequence[int], rule: str
-                  ) -> NDArray[np.float64]:
-    """``X(c ∧ f)`` at every cell ``c``: the lattice sum over rows flagged at ``c`` *and* at
-    the fixed tuple ``f = index``.
-
-    ``all``: flagged at both = flagged at ``max(c, f)``. ``any``: flagged at both = flagged at
-    ``c`` + flagged at ``f`` - flagged at ``min(c, f)`` (inclusion-exclusion over the
-    unflagged boxes, whose intersection is the box below ``min(c, f)``).
-    """
-    pick = np.minimum if rule == "any" else np.maximum
-    grids = np.ix_(*[pick(np.arange(n), int(i)) for n, i in zip(lattice.shape, index,
-                                                                strict=True)])
-    at_extreme = lattice[grids]
-    if rule == "all":
-        return at_extreme
-    return lattice + lattice[tuple(int(i) for i in index)] - at_extreme
-
-
-def _one_sided(lattice: NDArray[np.float64], index: Sequence[int], rule: str
-               ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """``(X(c \\ f), X(f \\ c))`` at every cell ``c``: lattice sums over the rows flagged at
-    ``c`` but not at ``f = index``, and at ``f`` but not at ``c``."""
-    both = _flagged_both(lattice, index, rule)
-    at_f = lattice[tuple(int(i) for i in index)]
-    return np.maximum(lattice - both, 0.0), np.maximum(at_f - both, 0.0)
-
-
 def unseen_variance(grid: ThresholdGrid, index: Sequence[int], *, rule: str, slope: float,
                     unseen_rows: float = DEFAULT_UNSEEN_ROWS) -> NDArray[np.float64]:
     """Variance the Horvitz–Thompson estimate cannot see: rows of a region that the audit did
@@ -274,8 +248,8 @@ def unseen_variance(grid: ThresholdGrid, index: Sequence[int], *, rule: str, slo
         raise ValueError(f"unseen_rows must be a finite number >= 0, got {unseen_rows!r}")
 
     rule = check_rule(rule)
-    worst = _one_sided(lattice_counts(grid.design[0], rule), index, rule)
-    expected = _one_sided(lattice_counts(grid.design[1] / DESIGN_EXPECTED_SCALE, rule), index,
+    worst = one_sided(lattice_counts(grid.design[0], rule), index, rule)
+    expected = one_sided(lattice_counts(grid.design[1] / DESIGN_EXPECTED_SCALE, rule), index,
                           rule)
     total = np.zeros(grid.shape)
     for w, a in zip(worst, expected, strict=True):
@@ -289,8 +263,8 @@ def one_row_weights(grid: ThresholdGrid, index: Sequence[int], *, rule: str
     if grid.design is None:
         return np.zeros(grid.shape)
     rule = check_rule(rule)
-    w = _one_sided(lattice_counts(grid.design[0], rule), index, rule)[0]
-    a = _one_sided(lattice_counts(grid.design[1], rule), index, rule)[0] / DESIGN_EXPECTED_SCALE
+    w = one_sided(lattice_counts(grid.design[0], rule), index, rule)[0]
+    a = one_sided(lattice_counts(grid.design[1], rule), index, rule)[0] / DESIGN_EXPECTED_SCALE
     out = np.zeros(grid.shape)
     np.divide(w, a, out=out, where=a > 0)
     return np.sqrt(out)
@@ -330,10 +304,8 @@ def gain_standard_errors(grid: ThresholdGrid, index: Sequence[int], *, rule: str
     rule = check_rule(rule)
     total = np.zeros(grid.shape)
     for channel, coefficient in ((1, 1.0), (0, slope * slope)):
-        lattice = lattice_counts(grid.variance[channel], rule)
-        both = _flagged_both(lattice, index, rule)
-        spread = lattice + lattice[tuple(int(i) for i in index)] - 2.0 * both
-        total += coefficient * np.maximum(spread, 0.0)
+        total += coefficient * flagged_by_one(lattice_counts(grid.variance[channel], rule),
+                                              index, rule)
     if unseen_rows:
         total += unseen_variance(grid, index, rule=rule, slope=slope, unseen_rows=unseen_rows)
     return np.sqrt(total)
@@ -501,13 +473,13 @@ def lower_bound_move(
         ok &= constraints.satisfied(tp[idx], fp[idx], volume[idx])
     chosen_at = np.flatnonzero((cells == np.asarray(chosen.index)).all(axis=1))
     ok[chosen_at] = True
-    margin = one_row_weights(grid, kept.index, rule=rule)[idx] if one_row_margin else 0.0
-    bound = np.where(ok, gain - z * se - margin, -np.inf)
+    one_rows = one_row_weights(grid, kept.index, rule=rule)
+    bound = np.where(ok, gain - z * se - (one_rows[idx] if one_row_margin else 0.0), -np.inf)
     top = float(np.max(bound))
     at_chosen = tuple(int(i) for i in chosen.index)
     optimum_gain = float(chosen.objective - kept.objective)
     optimum_se = float(se_all[at_chosen])
-    one_row = one_row_weight(grid, kept.index, at_chosen, rule=rule)
+    one_row = float(one_rows[at_chosen])
     if not top > 0:
         result = LowerBoundMove(kept, False, 0.0, 0.0, optimum_gain, optimum_se, float(z),
                                 one_row)
@@ -524,17 +496,19 @@ def lower_bound_move(
             result = LowerBoundMove(point_at(grid, thresholds, **kwargs), True,
                                     float(gain[best]), float(se[best]), optimum_gain,
                                     optimum_se, float(z), one_row)
-    return _census_reviewed(result, grid, kept, kwargs, options, slope, unseen_rows) \
-        if census else result
+    return _census_reviewed(result, grid, kept, kwargs, options, slope, unseen_rows,
+                            se_all) if census else result
 
 
 def _census_reviewed(result: LowerBoundMove, grid: ThresholdGrid, kept: OperatingPoint,
                      kwargs: Mapping[str, Any], options: Mapping[str, Any], slope: float,
-                     unseen_rows: float) -> LowerBoundMove:
+                     unseen_rows: float, se_all: NDArray[np.float64] | None = None
+                     ) -> LowerBoundMove:
     """``result`` after the census review of the thresholds in force
     (:func:`costlib.thresholds._census_review.census_review`): unchanged, the thresholds in
     force (veto) or a cell above them (undo), with the design gain and se of what is
-    published."""
+    published (``se_all``: :func:`gain_standard_errors` against ``kept``, when computed
+    already)."""
     review = census_review(grid, kept.index, result.point.index, z=result.z,
                            rule=str(kwargs["rule"]), slope=slope, options=options)
     if review.index is None:
@@ -542,7 +516,9 @@ def _census_reviewed(result: LowerBoundMove, grid: ThresholdGrid, kept: Operatin
     if review.index == tuple(kept.index):
         return replace(result, point=kept, move=False, gain=0.0, se=0.0, census=review)
     point = point_at(grid, grid.threshold_values(review.index), **kwargs)
-    se = gain_standard_errors(grid, kept.index, rule=str(kwargs["rule"]), slope=slope,
-                              unseen_rows=unseen_rows)[review.index]
+    if se_all is None:
+        se_all = gain_standard_errors(grid, kept.index, rule=str(kwargs["rule"]), slope=slope,
+                                      unseen_rows=unseen_rows)
+    se = se_all[review.index]
     return replace(result, point=point, move=True,
                    gain=float(point.objective - kept.objective), se=float(se), census=review)

@@ -71,7 +71,8 @@ from costlib.audit._strata import (
 )
 from costlib.thresholds._edges import with_thresholds
 from costlib.thresholds._grid import ThresholdGrid, lattice_counts
-from costlib.thresholds._move_evidence import _one_sided, segment_cells
+from costlib.thresholds._lattice_regions import flagged_by_one, one_sided
+from costlib.thresholds._move_evidence import segment_cells
 from costlib.thresholds._operating_point import point_at
 from costlib.thresholds._optimize import optimize
 from costlib.thresholds._recalibration import (
@@ -684,7 +685,7 @@ def ratio_bound_gains(rows: tuple[np.ndarray, np.ndarray, np.ndarray], edges: li
     census = rated & (p >= 1)
     exact = _region_lattices(scores, edges, rule, {
         "pos": (census & (labels == 1), ones), "neg": (census & (labels == 0), ones)})
-    added, dropped = ({k: _one_sided(v, index, rule)[side] for k, v in exact.items()}
+    added, dropped = ({k: one_sided(v, index, rule)[side] for k, v in exact.items()}
                       for side in (0, 1))
     bound = (added["pos"] - slope * added["neg"]) - (dropped["pos"] - slope * dropped["neg"])
     sampled = (p > 0) & (p < 1)
@@ -696,7 +697,7 @@ def ratio_bound_gains(rows: tuple[np.ndarray, np.ndarray, np.ndarray], edges: li
         lattices = _region_lattices(scores, edges, rule, {
             "pos": (audited & (labels == 1), inverse), "neg": (audited & (labels == 0), inverse),
             "sq": (audited, inverse * inverse), "rows": (in_bin, ones)})
-        added, dropped = ({k: _one_sided(v, index, rule)[side] for k, v in lattices.items()}
+        added, dropped = ({k: one_sided(v, index, rule)[side] for k, v in lattices.items()}
                           for side in (0, 1))
         low = _precision_bounds(added, alpha, upper=False, pseudo=pseudo)
         high = _precision_bounds(dropped, alpha, upper=True, pseudo=pseudo)
@@ -856,9 +857,7 @@ def _population_variance(config: RunConfig, grids: dict[str, ThresholdGrid],
         tp, fp = grid.counts(rule)
         total = design ** 2
         for lattice, coefficient in ((tp, 1.0), (fp, slope * slope)):
-            both = evidence._flagged_both(lattice, index, rule)
-            at = lattice[tuple(int(i) for i in index)]
-            total = total + coefficient * np.maximum(lattice + at - 2.0 * both, 0.0)
+            total = total + coefficient * flagged_by_one(lattice, index, rule)
         return np.sqrt(total)
 
     evidence.gain_standard_errors = with_population
