@@ -50,7 +50,7 @@ def _apply_defaults(value: Any, schema: dict) -> Any:
 
 #: Audit strata of a config that names no strata (docs/audit.md, "Strata relative to the point
 #: in force"): shares of each group's unflagged rows nearest the point, weights far to near.
-DEFAULT_AUDIT_SHARES = [0.0001, 0.01, 0.05, 0.25]
+DEFAULT_AUDIT_SHARES = [0.001, 0.01, 0.05, 0.25]
 DEFAULT_AUDIT_WEIGHTS = [0.5, 2.0, 10.0, 60.0, 1000.0]
 
 

@@ -454,6 +454,8 @@ class Figures:
     never; not set without a drift); ``recovery_smoothed``: the same on
     :data:`SMOOTHING_DAYS`-day trailing sums (:func:`smoothed_ratios`); ``min_start_smoothed``:
     ``min_start`` on those sums (a day worth ~2 net TP makes the daily ratio noise);
+    ``oracle_at_min_start``: the window oracle's utility over the start's on the day of
+    ``min_start`` (below 0.9 too: the reference itself misses the safety test that day);
     ``audit_deviation``:
     audited / expected - 1 over the loop; ``share``: audited / unflagged rows over the loop;
     ``expected_share``.
@@ -468,6 +470,7 @@ class Figures:
     expected_share: float
     recovery_smoothed: int | None = None
     min_start_smoothed: float = math.nan
+    oracle_at_min_start: float = math.nan
 
     def meets(self, budget: float | None = None) -> dict[str, bool]:
         out = {"late>=0.97": self.late_mean >= 0.97, "start>=0.9": self.min_start >= 0.9,
@@ -481,6 +484,7 @@ def figures(days: Sequence[loop.Day], *, check_day: int, drift_day: int | None) 
     """The target figures (:class:`Figures`) of one loop's days."""
     late = [d.oracle_ratio for d in days[check_day:]]
     start = [d.start_ratio for d in days]
+    worst = days[int(np.nanargmin(start))]
     recovery = smoothed = None
     if drift_day is not None:
         recovery = recovery_day([d.oracle_ratio for d in days], drift_day)
@@ -498,7 +502,9 @@ def figures(days: Sequence[loop.Day], *, check_day: int, drift_day: int | None) 
         share=audited / unflagged, expected_share=expected / unflagged,
         recovery_smoothed=smoothed,
         min_start_smoothed=float(np.nanmin(smoothed_ratios(
-            [d.utility for d in days], [d.start_utility for d in days], first=0))))
+            [d.utility for d in days], [d.start_utility for d in days], first=0))),
+        oracle_at_min_start=(worst.oracle / worst.start_utility
+                             if worst.start_utility > 0 and worst.oracle > 0 else math.nan))
 
 
 @dataclass(frozen=True)
