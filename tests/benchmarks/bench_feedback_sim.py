@@ -28,6 +28,8 @@ Run: ``PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_feedback_sim.py --se
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import multiprocessing
 import sys
 import tempfile
@@ -175,10 +177,15 @@ def run_one(job: tuple, keep_days: bool = False) -> tuple:
     config = config_for(args, overrides, True, thin)
     start = (loop.STARTS_CONCENTRATED if family == "concentrated" else loop.STARTS)[start_name]
     t0 = time.perf_counter()
+    rated: list[sim.RatedDay] = []
     days = sim.simulate_loop(args, start=start, audit=True, drift=True, seed=seed,
                              family=family, thin=thin, config=config,
-                             recalibrate=sim.RULES[rule] if rule else None)
+                             recalibrate=sim.RULES[rule] if rule else None,
+                             observe=rated.append)
     fig = sim.figures(days, check_day=args.check_day, drift_day=args.drift_day)
+    if config.audit["strata"].get("relative_to") == "point":
+        nearest = len(config.audit["strata"]["weights"]) - 1
+        fig = dataclasses.replace(fig, **sim.nearest_band(rated, nearest))
     budget = float(config.audit["budget_share"]) if config.audit["design"] == "auto" else None
     out = (name if start_name == "high" else f"{name}@{start_name}", family, scenario, seed,
            fig, budget, time.perf_counter() - t0)
@@ -217,6 +224,14 @@ def table(results: list[tuple], verbose: bool = False) -> None:
                   f"{' '.join(f'{f.min_start:.3f}' for f in figs)}; on "
                   f"{sim.SMOOTHING_DAYS}-day sums: recovery {smooth_text}, min/start "
                   f"{min(f.min_start_smoothed for f in figs):.3f}")
+            if not all(math.isnan(f.band_rows) for f in figs):
+                print(f"{'':<36} nearest audit stratum: audited rows a day (median over "
+                      f"days) {np.nanmedian([f.band_rows for f in figs]):.0f} (loops "
+                      f"{np.nanmin([f.band_rows for f in figs]):.0f}-"
+                      f"{np.nanmax([f.band_rows for f in figs]):.0f}), share of the audited "
+                      f"rows {np.nanmedian([f.band_share for f in figs]):.2f} (max "
+                      f"{np.nanmax([f.band_share for f in figs]):.2f}), lowest pi "
+                      f"{np.nanmin([f.band_min_pi for f in figs]):.2f}")
 
 
 def check_pipeline(argv: list[str], seed: int, family: str, start_name: str = "high") -> None:

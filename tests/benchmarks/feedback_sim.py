@@ -259,10 +259,12 @@ class RatedDay:
 def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
                   seed: int | None = None, family: str = "spread", thin: bool = False,
                   config: RunConfig | None = None, recalibrate: Recalibrate | None = None,
-                  verbose: bool = False) -> list[loop.Day]:
+                  verbose: bool = False,
+                  observe: Callable[[RatedDay], None] | None = None) -> list[loop.Day]:
     """One closed loop, as ``bench_feedback_loop.run_loop(args, ...)`` runs it on the
     pipelines; returns the same per-day records (``thresholds`` = in force that day,
-    ``published`` = the status counts of the day's recalibration)."""
+    ``published`` = the status counts of the day's recalibration). ``observe`` is called with
+    each day's rated stream (its audit probabilities and strata) as it is made."""
     seed = args.seed if seed is None else seed
     config = loop.make_config(args, audit, thin) if config is None else config
     recalibrate = pipeline_recalibrate if recalibrate is None else recalibrate
@@ -341,6 +343,8 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
         labels = np.where(rated, y.astype(np.float64), np.nan)
         rated_days.append(RatedDay(g, scores, labels, p, audited,
                                    sample.stratum if audit else None))
+        if observe is not None:
+            observe(rated_days[-1])
         # ---- recalibrate over the window
         window = rated_days[-args.window:]
         edges = _edges(config, current)
@@ -456,6 +460,10 @@ class Figures:
     ``min_start`` on those sums (a day worth ~2 net TP makes the daily ratio noise);
     ``oracle_at_min_start``: the window oracle's utility over the start's on the day of
     ``min_start`` (below 0.9 too: the reference itself misses the safety test that day);
+    ``band_rows`` / ``band_share`` / ``band_min_pi``: the audited rows of the nearest audit
+    stratum (the census band of the default strata) per day, median over days 1+; their
+    median share of the day's audited rows; the lowest audit probability in that stratum
+    (:func:`nearest_band`; NaN without relative strata);
     ``audit_deviation``:
     audited / expected - 1 over the loop; ``share``: audited / unflagged rows over the loop;
     ``expected_share``.
@@ -471,6 +479,9 @@ class Figures:
     recovery_smoothed: int | None = None
     min_start_smoothed: float = math.nan
     oracle_at_min_start: float = math.nan
+    band_rows: float = math.nan
+    band_share: float = math.nan
+    band_min_pi: float = math.nan
 
     def meets(self, budget: float | None = None) -> dict[str, bool]:
         out = {"late>=0.97": self.late_mean >= 0.97, "start>=0.9": self.min_start >= 0.9,
@@ -505,6 +516,26 @@ def figures(days: Sequence[loop.Day], *, check_day: int, drift_day: int | None) 
             [d.utility for d in days], [d.start_utility for d in days], first=0))),
         oracle_at_min_start=(worst.oracle / worst.start_utility
                              if worst.start_utility > 0 and worst.oracle > 0 else math.nan))
+
+
+def nearest_band(rated: Sequence[RatedDay], stratum: int) -> dict[str, float]:
+    """What the nearest audit stratum ``stratum`` cost over days 1+ of a loop (day 0 has no
+    previous run, hence no relative strata): :class:`Figures` ``band_rows``, ``band_share``,
+    ``band_min_pi``."""
+    rows, shares, pis = [], [], []
+    for day in rated[1:]:
+        if day.stratum is None or day.p is None:
+            continue
+        band = day.stratum == stratum
+        audited = int(day.audited.sum())
+        rows.append(int((band & day.audited).sum()))
+        shares.append(rows[-1] / audited if audited else 0.0)
+        if band.any():
+            pis.append(float(np.nanmin(day.p[band])))
+    if not rows:
+        return {}
+    return {"band_rows": float(np.median(rows)), "band_share": float(np.median(shares)),
+            "band_min_pi": min(pis) if pis else math.nan}
 
 
 @dataclass(frozen=True)
