@@ -14,6 +14,7 @@ This is what the Beam pipeline computes per group and window; calling
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -32,6 +33,7 @@ from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._move_evidence import (
     DEFAULT_EVIDENCE_Z,
     DEFAULT_UNSEEN_ROWS,
+    LowerBoundMove,
     constraint_names,
     kept_violations,
     lower_bound_move,
@@ -72,6 +74,9 @@ class GroupResult:
     intervals: dict[str, BootstrapResult | None] = field(default_factory=dict)
     fallback_group: str | None = None
     in_force: dict[str, OperatingPoint] | None = None
+    #: method -> why it has no point although the group had enough rated rows: the audit
+    #: does not yet support switching the group on (see :func:`optimize_group`)
+    withheld: dict[str, str] = field(default_factory=dict)
 
 
 #: Key of an operating point's ``details`` holding the method's own thresholds when the
@@ -85,6 +90,16 @@ def _with_proposal(reason: str, chosen: OperatingPoint) -> str:
     """A kept / part-way point's reason, naming the method's point (its ``PROPOSED``)."""
     point = ", ".join("inf" if not np.isfinite(t) else f"{t:.4g}" for t in chosen.thresholds)
     return f"{reason}; the method's point: ({point})" if reason else reason
+
+
+def _not_switched_on(bounded: LowerBoundMove) -> str:
+    """Why a group without thresholds in force gets no point: the evidence rule, measured
+    from flagging nothing, supports no cell of the method's curve."""
+    one_row = f" and one audited row ({bounded.one_row:.4g})" if bounded.one_row else ""
+    return ("not switched on: no thresholds in force, and over flagging nothing the method's "
+            f"point would gain {bounded.optimum_gain:.4g} ± {bounded.optimum_se:.4g} (audit "
+            f"design se); no point of its curve gains more than z = {bounded.z:g} standard "
+            f"errors{one_row}")
 
 
 def _with_reason(point: OperatingPoint, why: str) -> OperatingPoint:
@@ -165,6 +180,14 @@ def optimize_group(
     ``one_row_margin`` (default on): the bound also subtracts the weight of one audited row
     in the region a move adds, so that no move rests on a single heavy row.
 
+    **Switching on.** Without thresholds in force (``in_force`` None) on a grid with audit
+    rows, the same rule is measured from flagging nothing (every threshold ``+inf``): a method
+    whose curve has no cell with a positive lower bound over flagging nothing gets no point
+    (``points[method]`` None, ``withheld[method]`` says why and names the method's point), and
+    the group's status is ``insufficient_data`` when no method switches it on
+    (:func:`apply_fallback` may then give it the parent's points). A method whose own point
+    flags nothing is published as such.
+
     A :class:`~costlib.thresholds._bootstrap.SparseBootstrapGrids` is made dense only here, after
     the sufficiency check, so a caller holds one group's dense replicates at a time.
 
@@ -217,12 +240,19 @@ def optimize_group(
                 kept.append(method)
             elif evidence.forced:
                 result.points[method] = _with_reason(chosen, evidence.reason())
-        elif (in_force is not None and evidence_z is not None and grid.has_audit
-              and grid.variance is not None):
-            bounded = lower_bound_move(grid, chosen, in_force, z=evidence_z, target=target,
-                                       rule=rule, method=method, options=options,
-                                       unseen_rows=unseen_rows, census=census_review,
-                                       one_row_margin=one_row_margin)
+        elif evidence_z is not None and grid.has_audit and grid.variance is not None:
+            switch_on = in_force is None
+            reference = (math.inf,) * grid.k if in_force is None else in_force
+            bounded = lower_bound_move(grid, chosen, reference,
+                                       z=evidence_z, target=target, rule=rule, method=method,
+                                       options=options, unseen_rows=unseen_rows,
+                                       census=census_review, one_row_margin=one_row_margin)
+            if switch_on and not bounded.move and not bounded.forced and any(
+                    np.isfinite(chosen.thresholds)):
+                result.points[method] = None
+                result.intervals[method] = None
+                result.withheld[method] = _with_proposal(_not_switched_on(bounded), chosen)
+                continue
             if tuple(bounded.point.index) != tuple(chosen.index):
                 details = {**bounded.point.details, "move_evidence": bounded.summary(),
                            PROPOSED: [float(t) for t in chosen.thresholds]}
@@ -251,6 +281,8 @@ def optimize_group(
                                                     **options)
     if methods and len(kept) == len(methods):
         result.status = "kept"
+    if methods and len(result.withheld) == len(methods):
+        result.status = "insufficient_data"  # no method may switch the group on yet
     return result
 
 

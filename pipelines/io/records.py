@@ -113,11 +113,12 @@ def _settings_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _coverage_fields(point) -> dict[str, Any]:
-    """Volume, coverage, point status and the unrestricted point (all null without a point)."""
+def _coverage_fields(point, withheld: str | None = None) -> dict[str, Any]:
+    """Volume, coverage, point status and the unrestricted point (all null without a point;
+    ``reason`` then says why a group with enough rated rows has none: ``withheld``)."""
     if point is None:
         return {"volume": None, "unrated": None, "coverage": None, "point_status": None,
-                "reason": None, "unrestricted_thresholds": None, "unrestricted_tp": None,
+                "reason": withheld, "unrestricted_thresholds": None, "unrestricted_tp": None,
                 "unrestricted_fp": None, "unrestricted_unrated": None, "objective_value": None,
                 "finer_bound": None, "proposed_thresholds": None}
     free = point.unrestricted
@@ -243,7 +244,7 @@ def operating_point_records(
                 "precision_ci_low": None if ci is None else _float_or_none(ci.precision[0]),
                 "precision_ci_high": None if ci is None else _float_or_none(ci.precision[1]),
                 **_estimation_fields(point, ci),
-                **_coverage_fields(point),
+                **_coverage_fields(point, getattr(result, "withheld", {}).get(method)),
                 **fixed,
                 **(capacity if method == "capacity" and capacity is not None
                    else CAPACITY_NULLS),

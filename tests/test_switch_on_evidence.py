@@ -1,0 +1,201 @@
+"""Switching a group on needs evidence too (issue 21): a group without thresholds in force,
+on a grid with audit rows, gets the method's point only when the evidence rule, measured from
+flagging nothing, supports it.
+
+Truth is independent of the rule: every row of the simulated populations has a label, so the
+net gain ``TP - r FP`` of the method's point on the whole population says whether switching on
+would have paid.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from pipeline_data import base_config, comparable, direct_records, write_files
+
+from costlib.thresholds._grid import ThresholdGrid
+from costlib.thresholds._recalibration import apply_fallback, optimize_group
+from costlib.thresholds._target import resolve_target
+from costlib_pipelines.commands.cli import main
+from costlib_pipelines.io.records import operating_point_records
+
+TARGET = resolve_target(target_marginal_precision=0.2)
+SLOPE = 0.2 / 0.8
+EDGES = [np.linspace(0.05, 0.95, 19)]
+
+
+def rare_events(n, prevalence, seed):
+    """One classifier, positives' scores beta(5, 2), negatives' beta(2, 5)."""
+    rng = np.random.default_rng(seed)
+    truth = rng.random(n) < prevalence
+    scores = np.where(truth, rng.beta(5, 2, n), rng.beta(2, 5, n))
+    return np.clip(scores, 0.0, 0.999)[:, None], truth
+
+
+def first_run_grid(scores, truth, pi, seed):
+    """Nothing flagged yet: every row audited with probability ``pi`` (the floor audit of a
+    group without a point, or a first decide run's uniform audit)."""
+    audited = np.random.default_rng([seed, 1]).random(len(truth)) < pi
+    labels = np.where(audited, truth, None).astype(object)
+    grid = ThresholdGrid.from_scores(scores, labels, EDGES,
+                                     audit_probabilities=np.full(len(truth), pi))
+    return grid, int((audited & truth).sum())
+
+
+def true_net(scores, truth, thresholds):
+    flagged = scores[:, 0] >= thresholds[0]
+    return float((flagged & truth).sum() - SLOPE * (flagged & ~truth).sum())
+
+
+def group(grid, in_force=None, **kw):
+    return optimize_group("g", grid, methods=["hull"], target=TARGET, rule="any",
+                          min_positives=10, min_negatives=10, in_force=in_force, **kw)
+
+
+def test_one_heavy_audited_positive_does_not_switch_a_group_on():
+    """The failure this rule prevents: at a 0.1% floor audit, one audited positive (weight
+    1000) made the group's point; on the whole population that point loses."""
+    scores, truth = rare_events(60_000, 0.002, 3)
+    grid, audited_positives = first_run_grid(scores, truth, 0.001, 3)
+    assert audited_positives == 1
+    before = group(grid, evidence_z=None)  # the rule off: what was published before
+    chosen = before.points["hull"]
+    assert before.status == "ok" and math.isfinite(chosen.thresholds[0])
+    assert true_net(scores, truth, chosen.thresholds) < 0  # it would have lost
+
+    result = group(grid)
+    assert result.status == "insufficient_data"
+    assert result.points == {"hull": None} and result.intervals == {"hull": None}
+    why = result.withheld["hull"]
+    assert why.startswith("not switched on: no thresholds in force")
+    assert "one audited row" in why
+    assert f"the method's point: ({chosen.thresholds[0]:.4g})" in why
+
+
+def test_clear_evidence_switches_the_group_on():
+    """A larger audit of a more frequent event: the point is published, and it pays."""
+    scores, truth = rare_events(20_000, 0.03, 5)
+    grid, audited_positives = first_run_grid(scores, truth, 0.2, 5)
+    assert audited_positives > 50
+    result = group(grid)
+    assert result.status == "ok" and not result.withheld
+    point = result.points["hull"]
+    assert math.isfinite(point.thresholds[0])
+    assert true_net(scores, truth, point.thresholds) > 0
+    # the gain over flagging nothing is the point's own objective (O(off) = 0)
+    assert point.tp - SLOPE * point.fp > 0
+
+
+def test_the_bound_is_measured_from_flagging_nothing():
+    """Withheld exactly when no cell of the curve has a positive lower bound of its gain over
+    the all-off tuple: the same verdict as the rule with "off" given as thresholds in force."""
+    verdicts = set()
+    for seed in range(12):  # 2-11 audited positives: some switched on, some not
+        scores, truth = rare_events(20_000, 0.03, seed)
+        grid, _ = first_run_grid(scores, truth, 0.015, seed)
+        fresh = group(grid)
+        verdicts.add(fresh.status)
+        from_off = group(grid, in_force=(math.inf,))
+        kept_off = from_off.points["hull"] is not None and not math.isfinite(
+            from_off.points["hull"].thresholds[0])
+        assert (fresh.status == "insufficient_data") == kept_off, seed
+        if fresh.status == "ok":
+            assert fresh.points["hull"].thresholds == from_off.points["hull"].thresholds
+            assert true_net(scores, truth, fresh.points["hull"].thresholds) > 0  # it pays
+    assert verdicts == {"ok", "insufficient_data"}
+
+
+def test_no_audit_rows_or_rule_off_or_nothing_to_flag_publish_as_before():
+    scores, truth = rare_events(2_000, 0.1, 7)
+    flagged = scores[:, 0] >= 0.5
+    labels = np.where(flagged, truth, None).astype(object)
+    rated_only = ThresholdGrid.from_scores(scores, labels, EDGES)  # no audit: no evidence rule
+    assert group(rated_only).status == "ok"
+    assert group(rated_only).points["hull"] is not None
+    # a method whose own point flags nothing is published as such (nothing to switch on):
+    # every positive scores below the lowest candidate threshold, negatives everywhere
+    rng = np.random.default_rng(8)
+    low = np.where(truth, 0.01, rng.random(len(truth)))[:, None]
+    grid, _ = first_run_grid(low, truth, 0.5, 7)
+    result = group(grid)
+    assert result.status == "ok" and not result.withheld
+    assert result.points["hull"].thresholds == (math.inf,)
+
+
+def test_a_withheld_group_falls_back_to_a_supported_parent_and_records_say_why():
+    scores, truth = rare_events(60_000, 0.002, 3)
+    grid, _ = first_run_grid(scores, truth, 0.001, 3)
+    thin = group(grid)
+    assert thin.status == "insufficient_data"
+    big_scores, big_truth = rare_events(20_000, 0.03, 5)
+    parent_grid, _ = first_run_grid(big_scores, big_truth, 0.2, 5)
+    parent = optimize_group("__all__", parent_grid, methods=["hull"], target=TARGET, rule="any",
+                            min_positives=10, min_negatives=10)
+    out = apply_fallback({"g": thin, "__all__": parent})
+    assert out["g"].status == "fallback"
+    assert out["g"].points["hull"].thresholds == parent.points["hull"].thresholds
+    alone = apply_fallback({"g": thin}, fallback="none")["g"]
+    [record] = operating_point_records(alone, rule="any", classifiers=("s",),
+                                       target_marginal_precision=0.2, run_id="r",
+                                       config_digest="d")
+    assert record["thresholds"] is None and record["status"] == "insufficient_data"
+    assert record["reason"] == thin.withheld["hull"]
+
+
+@pytest.mark.parametrize("z", [0.0, 1.645])
+def test_at_z_zero_a_positive_estimate_is_enough_without_the_one_row_margin(z):
+    """z = 0 without the margin: any cell with a positive estimated gain switches the group on
+    (the rule reduces to "the estimate beats flagging nothing")."""
+    scores, truth = rare_events(60_000, 0.002, 3)
+    grid, _ = first_run_grid(scores, truth, 0.001, 3)
+    result = group(grid, evidence_z=z, one_row_margin=False)
+    estimate = group(grid, evidence_z=None).points["hull"]
+    gain = estimate.tp - SLOPE * estimate.fp
+    if z == 0.0:
+        assert gain > 0 and result.status == "ok"
+    else:
+        assert result.status == "insufficient_data"
+
+
+def _first_run_frame():
+    """Two markets on a first run (nothing flagged, every row audited): ``new`` at the floor
+    (one audited positive of weight 1000), ``busy`` with a 20% audit of a frequent event."""
+    parts = []
+    for name, n, prevalence, pi, seed in (("new", 60_000, 0.002, 0.001, 3),
+                                          ("busy", 20_000, 0.03, 0.2, 5)):
+        scores, truth = rare_events(n, prevalence, seed)
+        audited = np.random.default_rng([seed, 1]).random(n) < pi
+        parts.append(pd.DataFrame({
+            "group": name, "item_id": np.arange(n) + (0 if name == "new" else 10**6),
+            "text_model": scores[:, 0], "image_model": np.nan,
+            "label": pd.array(np.where(audited, truth, None), dtype="boolean"),
+            "weight": 1.0, "audit_p": pi}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def test_first_recalibrate_run_withholds_the_unsupported_group_like_the_library(tmp_path):
+    frame = _first_run_frame()
+    config = base_config(columns={"weight": "weight", "audit_probability": "audit_p"},
+                         grid={"edges": "explicit", "values": [EDGES[0].tolist()] * 2},
+                         target={"marginal_precision": 0.2}, methods=["hull"],
+                         decision_method="hull",
+                         min_rated={"positives": 10, "negatives": 10}, fallback="none")
+    path = tmp_path / "config.yaml"
+    path.write_text(json.dumps(config.raw))
+    pattern = write_files(frame, tmp_path / "in", n_files=2)
+    out = tmp_path / "out"
+    code = main(["recalibrate", "--config", str(path), "--input", pattern, "--output", str(out),
+                 "--run-id", "r1"])
+    assert code == 0
+    got = pq.read_table(out / "runs" / "r1" / "operating_points.parquet").to_pylist()
+    by_group = {r["group"]: r for r in got}
+    new, busy = by_group["new"], by_group["busy"]
+    assert new["thresholds"] is None and new["status"] == "insufficient_data"
+    assert new["reason"].startswith("not switched on: no thresholds in force")
+    assert busy["status"] == "ok" and busy["thresholds"][0] < math.inf
+    assert comparable(got) == comparable(direct_records(frame, config))
