@@ -139,6 +139,11 @@ def test_a_withheld_group_falls_back_to_a_supported_parent_and_records_say_why()
     out = apply_fallback({"g": thin, "__all__": parent})
     assert out["g"].status == "fallback"
     assert out["g"].points["hull"].thresholds == parent.points["hull"].thresholds
+    [fell_back] = operating_point_records(out["g"], rule="any", classifiers=("s",),
+                                          target_marginal_precision=0.2, run_id="r",
+                                          config_digest="d")
+    assert fell_back["thresholds"] == list(parent.points["hull"].thresholds)
+    assert fell_back["reason"].startswith(thin.withheld["hull"])  # why it took the parent's
     alone = apply_fallback({"g": thin}, fallback="none")["g"]
     [record] = operating_point_records(alone, rule="any", classifiers=("s",),
                                        target_marginal_precision=0.2, run_id="r",
@@ -199,3 +204,8 @@ def test_first_recalibrate_run_withholds_the_unsupported_group_like_the_library(
     assert new["reason"].startswith("not switched on: no thresholds in force")
     assert busy["status"] == "ok" and busy["thresholds"][0] < math.inf
     assert comparable(got) == comparable(direct_records(frame, config))
+    # the report says why the group has no thresholds (not "too few rated rows")
+    assert main(["report", "--run", str(out / "runs" / "r1"), "--all-groups"]) == 0
+    page = (out / "runs" / "r1" / "report.html").read_text()
+    assert "Not switched on (" in page and "not switched on: no thresholds in force" in page
+    assert "Too few rated rows" not in page

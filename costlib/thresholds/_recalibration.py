@@ -92,11 +92,15 @@ def _with_proposal(reason: str, chosen: OperatingPoint) -> str:
     return f"{reason}; the method's point: ({point})" if reason else reason
 
 
+#: How the reason of a method that did not switch a group on begins (:func:`optimize_group`).
+NOT_SWITCHED_ON = "not switched on: no thresholds in force"
+
+
 def _not_switched_on(bounded: LowerBoundMove) -> str:
     """Why a group without thresholds in force gets no point: the evidence rule, measured
     from flagging nothing, supports no cell of the method's curve."""
     one_row = f" and one audited row ({bounded.one_row:.4g})" if bounded.one_row else ""
-    return ("not switched on: no thresholds in force, and over flagging nothing the method's "
+    return (f"{NOT_SWITCHED_ON}, and over flagging nothing the method's "
             f"point would gain {bounded.optimum_gain:.4g} ± {bounded.optimum_se:.4g} (audit "
             f"design se); no point of its curve gains more than z = {bounded.z:g} standard "
             f"errors{one_row}")

@@ -115,7 +115,8 @@ def _settings_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 def _coverage_fields(point, withheld: str | None = None) -> dict[str, Any]:
     """Volume, coverage, point status and the unrestricted point (all null without a point;
-    ``reason`` then says why a group with enough rated rows has none: ``withheld``)."""
+    ``reason`` then says why a group with enough rated rows has none: ``withheld``; with a
+    point, ``withheld`` comes first: a group not switched on that took its parent's point)."""
     if point is None:
         return {"volume": None, "unrated": None, "coverage": None, "point_status": None,
                 "reason": withheld, "unrestricted_thresholds": None, "unrestricted_tp": None,
@@ -127,7 +128,7 @@ def _coverage_fields(point, withheld: str | None = None) -> dict[str, Any]:
         "unrated": float(point.unrated),
         "coverage": _float_or_none(point.coverage),
         "point_status": point.status,
-        "reason": point.reason or None,
+        "reason": "; ".join(r for r in (withheld, point.reason) if r) or None,
         "unrestricted_thresholds": None if free is None
         else [float(t) for t in free["thresholds"]],
         "unrestricted_tp": None if free is None else float(free["tp"]),

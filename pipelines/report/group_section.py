@@ -11,6 +11,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from costlib.thresholds._recalibration import NOT_SWITCHED_ON
 from costlib_pipelines.report import cells
 from costlib_pipelines.report.changes import ALL_GROUPS, ThresholdChange
 from costlib_pipelines.report.figures import GroupFigures
@@ -238,6 +239,7 @@ def group_view(run: RunData, anchors: Mapping[str, str], points: Sequence[Mappin
         "needed": (f"min_rated: {min_rated.get('positives', '?')} positives and "
                    f"{min_rated.get('negatives', '?')} negatives"),
         "parent": parent, "parent_anchor": anchors.get(parent), "reason": first.get("reason"),
+        "not_switched_on": (first.get("reason") or "").startswith(NOT_SWITCHED_ON),
         "points": _points_table(points, run.classifiers) if has_thresholds else None,
         "intervals": _intervals(points, config.get("bootstrap", {})),
         "figures": _figures(run, points, drawer, index, changes, previous),
