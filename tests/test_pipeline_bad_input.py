@@ -227,6 +227,8 @@ HOSTILE_CONFIGS = [
     ("in_force: {evidence_z: .inf}", "in_force.evidence_z: inf is not a finite number"),
     ("in_force: {census_review: 'yes'}", "in_force.census_review: 'yes' is not of type"),
     ("in_force: {one_row_margin: 1}", "in_force.one_row_margin: 1 is not of type 'boolean'"),
+    ("in_force: {switch_on_evidence: 'no'}",
+     "in_force.switch_on_evidence: 'no' is not of type 'boolean'"),
     ("grid: {edges: explicit, values: [[0.1, .nan], [0.2]]}", "grid.values.0.1: nan is not"),
     ("bootstrap: {seed: 18446744073709551616}", "bootstrap.seed: 18446744073709551616 is "
                                                 "greater than the maximum"),

@@ -22,6 +22,7 @@ from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._recalibration import apply_fallback, optimize_group
 from costlib.thresholds._target import resolve_target
 from costlib_pipelines.commands.cli import main
+from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.records import operating_point_records
 
 TARGET = resolve_target(target_marginal_precision=0.2)
@@ -127,6 +128,17 @@ def test_no_audit_rows_or_rule_off_or_nothing_to_flag_publish_as_before():
     assert result.points["hull"].thresholds == (math.inf,)
 
 
+def test_switch_on_evidence_false_publishes_the_method_point_as_before():
+    scores, truth = rare_events(60_000, 0.002, 3)
+    grid, _ = first_run_grid(scores, truth, 0.001, 3)
+    free = group(grid, switch_on_evidence=False)
+    assert free.status == "ok" and not free.withheld
+    assert free.points["hull"].thresholds == group(grid, evidence_z=None).points["hull"].thresholds
+    # groups with thresholds in force keep the evidence rule either way
+    kept = group(grid, in_force=(math.inf,), switch_on_evidence=False)
+    assert kept.points["hull"].thresholds == (math.inf,)
+
+
 def test_a_withheld_group_falls_back_to_a_supported_parent_and_records_say_why():
     scores, truth = rare_events(60_000, 0.002, 3)
     grid, _ = first_run_grid(scores, truth, 0.001, 3)
@@ -209,3 +221,12 @@ def test_first_recalibrate_run_withholds_the_unsupported_group_like_the_library(
     page = (out / "runs" / "r1" / "report.html").read_text()
     assert "Not switched on (" in page and "not switched on: no thresholds in force" in page
     assert "Too few rated rows" not in page
+    off = RunConfig.from_dict({**config.raw, "in_force": {"switch_on_evidence": False}})
+    path.write_text(json.dumps(off.raw))
+    assert main(["recalibrate", "--config", str(path), "--input", pattern, "--output",
+                 str(tmp_path / "off"), "--run-id", "r1"]) == 0
+    got_off = pq.read_table(tmp_path / "off" / "runs" / "r1" /
+                            "operating_points.parquet").to_pylist()
+    assert {r["group"]: r["status"] for r in got_off} == {"new": "ok", "busy": "ok",
+                                                          "__all__": "ok"}
+    assert comparable(got_off) == comparable(direct_records(frame, off))

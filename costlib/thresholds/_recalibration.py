@@ -148,6 +148,7 @@ def optimize_group(
     unseen_rows: float = DEFAULT_UNSEEN_ROWS,
     census_review: bool = True,
     one_row_margin: bool = True,
+    switch_on_evidence: bool = True,
 ) -> GroupResult:
     """Optimise one group's grid with every method, if it holds enough rated rows.
 
@@ -190,7 +191,8 @@ def optimize_group(
     (``points[method]`` None, ``withheld[method]`` says why and names the method's point), and
     the group's status is ``insufficient_data`` when no method switches it on
     (:func:`apply_fallback` may then give it the parent's points). A method whose own point
-    flags nothing is published as such.
+    flags nothing is published as such. ``switch_on_evidence=False``: such a group gets the
+    method's point whatever the audit shows (the behaviour before).
 
     A :class:`~costlib.thresholds._bootstrap.SparseBootstrapGrids` is made dense only here, after
     the sufficiency check, so a caller holds one group's dense replicates at a time.
@@ -244,7 +246,8 @@ def optimize_group(
                 kept.append(method)
             elif evidence.forced:
                 result.points[method] = _with_reason(chosen, evidence.reason())
-        elif evidence_z is not None and grid.has_audit and grid.variance is not None:
+        elif (evidence_z is not None and grid.has_audit and grid.variance is not None
+              and (in_force is not None or switch_on_evidence)):
             switch_on = in_force is None
             reference = (math.inf,) * grid.k if in_force is None else in_force
             bounded = lower_bound_move(grid, chosen, reference,
@@ -358,6 +361,7 @@ def recalibrate_grids(
     unseen_rows: float = DEFAULT_UNSEEN_ROWS,
     census_review: bool = True,
     one_row_margin: bool = True,
+    switch_on_evidence: bool = True,
 ) -> dict[str, GroupResult]:
     """Operating points for every group and for the all-groups grid, with fallback.
 
@@ -388,6 +392,9 @@ def recalibrate_grids(
     one_row_margin : bool, default True
         ``evidence_z``'s bound also covers the loss of one audited row in the region a move
         adds (see :func:`optimize_group`).
+    switch_on_evidence : bool, default True
+        A group without thresholds in force is switched on only on ``evidence_z``'s evidence
+        over flagging nothing (see :func:`optimize_group`).
     """
     grids = dict(grids)
     if ALL_GROUPS not in grids and grids:
@@ -408,6 +415,7 @@ def recalibrate_grids(
             unseen_rows=unseen_rows,
             census_review=census_review,
             one_row_margin=one_row_margin,
+            switch_on_evidence=switch_on_evidence,
         )
         for name, grid in sorted(grids.items())
     }

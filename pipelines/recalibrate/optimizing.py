@@ -65,4 +65,5 @@ def optimize_one(config: RunConfig, group: str, grid, boot=None, edges=None, in_
         unseen_rows=config.in_force["unseen_rows"],
         census_review=config.in_force["census_review"],
         one_row_margin=config.in_force["one_row_margin"],
+        switch_on_evidence=config.in_force["switch_on_evidence"],
     )

@@ -119,6 +119,8 @@ CONFIGS: dict[str, tuple[dict[str, Any], str | None, list[str]]] = {
                    ["--audit-defaults"]),
     "ad_census20": ({"audit.strata.shares": [0.002, 0.01, 0.05, 0.25]}, None,
                     ["--audit-defaults"]),
+    #: the defaults with a switch-on from no thresholds that needs no evidence (before stop 34)
+    "ad_switch_on_free": ({"in_force.switch_on_evidence": False}, None, ["--audit-defaults"]),
     "ad_near120": ({"audit.strata.weights": [0.5, 2.0, 10.0, 120.0, 1000.0]}, None,
                    ["--audit-defaults"]),
     "ad_popvar": ({}, "population_variance", ["--audit-defaults"]),
@@ -175,7 +177,8 @@ def run_one(job: tuple, keep_days: bool = False) -> tuple:
     sim.EXPERIMENT.update(EXPERIMENTS.get(name, {}))
     thin = scenario == "thin_audit"
     config = config_for(args, overrides, True, thin)
-    start = (loop.STARTS_CONCENTRATED if family == "concentrated" else loop.STARTS)[start_name]
+    start = None if start_name == "none" else (
+        loop.STARTS_CONCENTRATED if family == "concentrated" else loop.STARTS)[start_name]
     t0 = time.perf_counter()
     rated: list[sim.RatedDay] = []
     days = sim.simulate_loop(args, start=start, audit=True, drift=True, seed=seed,
@@ -224,6 +227,11 @@ def table(results: list[tuple], verbose: bool = False) -> None:
                   f"{' '.join(f'{f.min_start:.3f}' for f in figs)}; on "
                   f"{sim.SMOOTHING_DAYS}-day sums: recovery {smooth_text}, min/start "
                   f"{min(f.min_start_smoothed for f in figs):.3f}")
+            print(f"{'':<36} days before the check day (sums) over the window oracle "
+                  f"{np.mean([f.early_ratio for f in figs]):.3f} (min "
+                  f"{min(f.early_ratio for f in figs):.3f}); days below 0 net TP "
+                  f"{sum(f.losing_days for f in figs)} in {len(figs)} loops (worst loop "
+                  f"{max(f.losing_days for f in figs)})")
             if not all(math.isnan(f.band_rows) for f in figs):
                 print(f"{'':<36} nearest audit stratum: audited rows a day (median over "
                       f"days) {np.nanmedian([f.band_rows for f in figs]):.0f} (loops "
@@ -345,7 +353,9 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--starts", default="high",
                         help="starting points, comma-separated: high (0.9, 0.9), image-off "
-                        "(0.9, inf); (0.5, ...) for the concentrated family")
+                        "(0.9, inf); (0.5, ...) for the concentrated family; none: no "
+                        "thresholds anywhere (a new deployment: every group is switched on by "
+                        "recalibration)")
     parser.add_argument("--per-seed", action="store_true",
                         help="also print each seed's late mean and min utility / start")
     parser.add_argument("--reference-noise", type=int, default=0, metavar="TWINS",

@@ -122,7 +122,8 @@ def pipeline_recalibrate(config: RunConfig, grids: dict[str, ThresholdGrid],
         fallback=config.fallback, options=config.optimize_options,
         in_force=in_force, min_gain_z=None, evidence_z=settings["evidence_z"],
         unseen_rows=settings["unseen_rows"], census_review=settings["census_review"],
-        one_row_margin=settings["one_row_margin"])
+        one_row_margin=settings["one_row_margin"],
+        switch_on_evidence=settings["switch_on_evidence"])
 
 
 @dataclass
@@ -271,8 +272,9 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
     base_edges = config.fixed_edges()
     slope = args.target / (1 - args.target)
     method = config.decision_method
-    start_t = tuple(float(t) for t in start)
+    start_t = None if start is None else tuple(float(t) for t in start)
     current = Published({**dict.fromkeys(GROUPS, start_t), ALL_GROUPS: start_t})
+    start_flags = start_t if start_t is not None else (math.inf,) * len(CLASSIFIERS)
     floor_design = AuditDesign(edges=(), weights=(1.0,), floor=float(config.audit["floor"]),
                                budget_share=float(config.audit["floor"]))
     configured = config.audit_design()
@@ -406,7 +408,7 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
         row = loop.Day(
             day=day, utility=loop.utility_of(flagged, y, slope), oracle=oracle,
             optimum=optimum,
-            start_utility=loop.utility_of(loop.apply_thresholds(scores, start_t), y, slope),
+            start_utility=loop.utility_of(loop.apply_thresholds(scores, start_flags), y, slope),
             rated=int(rated.sum()), audited=int(audited.sum()),
             unflagged=int((~flagged).sum()),
             thresholds={name: current.display(name) for name in GROUPS},
@@ -463,7 +465,10 @@ class Figures:
     ``band_rows`` / ``band_share`` / ``band_min_pi``: the audited rows of the nearest audit
     stratum (the census band of the default strata) per day, median over days 1+; their
     median share of the day's audited rows; the lowest audit probability in that stratum
-    (:func:`nearest_band`; NaN without relative strata);
+    (:func:`nearest_band`; NaN without relative strata); ``early_ratio``: utility over the
+    window oracle's on the sums of days 1 to ``check_day - 1`` (the start of a loop, e.g. a
+    new deployment that has no thresholds); ``losing_days``: days with utility below 0 (the
+    thresholds in force flag rows worth less than nothing at the target);
     ``audit_deviation``:
     audited / expected - 1 over the loop; ``share``: audited / unflagged rows over the loop;
     ``expected_share``.
@@ -479,6 +484,8 @@ class Figures:
     recovery_smoothed: int | None = None
     min_start_smoothed: float = math.nan
     oracle_at_min_start: float = math.nan
+    early_ratio: float = math.nan
+    losing_days: int = 0
     band_rows: float = math.nan
     band_share: float = math.nan
     band_min_pi: float = math.nan
@@ -495,7 +502,8 @@ def figures(days: Sequence[loop.Day], *, check_day: int, drift_day: int | None) 
     """The target figures (:class:`Figures`) of one loop's days."""
     late = [d.oracle_ratio for d in days[check_day:]]
     start = [d.start_ratio for d in days]
-    worst = days[int(np.nanargmin(start))]
+    started = not all(math.isnan(r) for r in start)  # not from "no thresholds" (utility 0)
+    worst = days[int(np.nanargmin(start))] if started else days[0]
     recovery = smoothed = None
     if drift_day is not None:
         recovery = recovery_day([d.oracle_ratio for d in days], drift_day)
@@ -507,15 +515,19 @@ def figures(days: Sequence[loop.Day], *, check_day: int, drift_day: int | None) 
     return Figures(
         late_mean=float(np.nanmean(late)) if late else math.nan,
         late_min=float(np.nanmin(late)) if late else math.nan,
-        min_start=float(np.nanmin(start)),
+        min_start=float(np.nanmin(start)) if started else math.nan,
         recovery=recovery,
         audit_deviation=audited / expected - 1 if expected > 0 else math.nan,
         share=audited / unflagged, expected_share=expected / unflagged,
         recovery_smoothed=smoothed,
         min_start_smoothed=float(np.nanmin(smoothed_ratios(
-            [d.utility for d in days], [d.start_utility for d in days], first=0))),
+            [d.utility for d in days], [d.start_utility for d in days], first=0)))
+        if started else math.nan,
         oracle_at_min_start=(worst.oracle / worst.start_utility
-                             if worst.start_utility > 0 and worst.oracle > 0 else math.nan))
+                             if worst.start_utility > 0 and worst.oracle > 0 else math.nan),
+        early_ratio=(sum(d.utility for d in days[1:check_day])
+                     / max(sum(d.oracle for d in days[1:check_day]), 1e-12)),
+        losing_days=sum(d.utility < 0 for d in days))
 
 
 def nearest_band(rated: Sequence[RatedDay], stratum: int) -> dict[str, float]:
