@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from pipeline_data import base_config, comparable, direct_records, write_files
 
+from costlib.thresholds._bootstrap import BootstrapGrids
 from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._recalibration import apply_fallback, optimize_group
 from costlib.thresholds._target import resolve_target
@@ -137,6 +138,41 @@ def test_switch_on_evidence_false_publishes_the_method_point_as_before():
     # groups with thresholds in force keep the evidence rule either way
     kept = group(grid, in_force=(math.inf,), switch_on_evidence=False)
     assert kept.points["hull"].thresholds == (math.inf,)
+
+
+def test_min_gain_z_with_a_bootstrap_takes_precedence_as_documented():
+    """With ``min_gain_z`` and replicates the bootstrap rule decides moves, and it judges
+    only groups with thresholds in force: a first run publishes the method's point."""
+    scores, truth = rare_events(60_000, 0.002, 3)
+    audited = np.random.default_rng([3, 1]).random(len(truth)) < 0.001
+    labels = np.where(audited, truth, None).astype(object)
+    pi = np.full(len(truth), 0.001)
+    grid = ThresholdGrid.from_scores(scores, labels, EDGES, audit_probabilities=pi)
+    boot = BootstrapGrids.from_scores(scores, labels, EDGES, np.arange(len(truth)),
+                                      n_replicates=20, audit_probabilities=pi)
+    with_boot = group(grid, bootstrap=boot, min_gain_z=1.0)
+    assert with_boot.status == "ok" and not with_boot.withheld
+    assert with_boot.points["hull"].thresholds == group(
+        grid, evidence_z=None).points["hull"].thresholds
+    assert group(grid, min_gain_z=1.0).status == "insufficient_data"  # no replicates: evidence_z
+
+
+def test_a_census_of_rows_flagged_before_can_refute_a_switch_on():
+    """Rows a past point flagged (rated with ``π = 1``, all negatives, 0.8-1) and ten audited
+    positives of weight 1000 at 0.85-0.95: the audit supports flagging from 0.85, the census of
+    that region refutes it. Without the census review the group is switched on."""
+    rng = np.random.default_rng(0)
+    scores = np.concatenate([rng.uniform(0.8, 0.999, 300), rng.uniform(0.85, 0.95, 10),
+                             rng.uniform(0.0, 0.5, 40)])[:, None]
+    labels = np.repeat([False, True, False], [300, 10, 40]).astype(object)
+    pi = np.repeat([1.0, 0.001], [300, 50])
+    grid = ThresholdGrid.from_scores(scores, labels, EDGES, audit_probabilities=pi)
+    refuted = group(grid)
+    assert refuted.status == "insufficient_data"
+    assert refuted.withheld["hull"].startswith(
+        "not switched on: no thresholds in force, and the census of the region the move would "
+        "change refutes it")
+    assert group(grid, census_review=False).points["hull"].thresholds == (0.85,)
 
 
 def test_a_withheld_group_falls_back_to_a_supported_parent_and_records_say_why():

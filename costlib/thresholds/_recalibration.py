@@ -99,6 +99,9 @@ NOT_SWITCHED_ON = "not switched on: no thresholds in force"
 def _not_switched_on(bounded: LowerBoundMove) -> str:
     """Why a group without thresholds in force gets no point: the evidence rule, measured
     from flagging nothing, supports no cell of the method's curve."""
+    if bounded.census is not None:  # the census of rows flagged before refutes it
+        refuted = bounded.census.reason().removeprefix("kept the thresholds in force: ")
+        return f"{NOT_SWITCHED_ON}, and {refuted}"
     one_row = f" and one audited row ({bounded.one_row:.4g})" if bounded.one_row else ""
     return (f"{NOT_SWITCHED_ON}, and over flagging nothing the method's "
             f"point would gain {bounded.optimum_gain:.4g} ± {bounded.optimum_se:.4g} (audit "
@@ -228,6 +231,8 @@ def optimize_group(
     recall_unknown = min_recall is not None and not grid.has_audit
     if recall_unknown:
         options["min_recall"] = None  # chosen without the floor, then marked infeasible
+    # min_gain_z takes precedence over evidence_z where it applies (a bootstrap is given)
+    bootstrap_rule = min_gain_z is not None and bootstrap is not None
     for method in methods:
         chosen = optimize(grid, target=target, rule=rule, method=method, **options)
         result.points[method] = chosen
@@ -247,7 +252,7 @@ def optimize_group(
             elif evidence.forced:
                 result.points[method] = _with_reason(chosen, evidence.reason())
         elif (evidence_z is not None and grid.has_audit and grid.variance is not None
-              and (in_force is not None or switch_on_evidence)):
+              and (in_force is not None or (switch_on_evidence and not bootstrap_rule))):
             switch_on = in_force is None
             reference = (math.inf,) * grid.k if in_force is None else in_force
             bounded = lower_bound_move(grid, chosen, reference,
