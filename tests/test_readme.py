@@ -54,3 +54,14 @@ def test_the_census_review_example_prints_what_its_comments_say(capsys):
     assert thresholds == "(0.7,)"
     assert reason.startswith("moved back: the rows ")
     assert "lost 15 ± 3.873 on their census (60 rated rows" in reason
+
+
+def test_the_switch_on_example_prints_what_its_comments_say(capsys):
+    block = next(b for b in _blocks("python") if "switch_on_evidence=False" in b)
+    exec(compile(block, "README.md[switch-on]", "exec"), {})
+    status, reason, free = capsys.readouterr().out.splitlines()[-3:]
+    assert status == "insufficient_data None"
+    assert reason.startswith("not switched on: no thresholds in force, and over flagging "
+                             "nothing the method's point would gain 1000 ± 1000")
+    assert reason.endswith("the method's point: (0.7)")
+    assert free == "(0.7,)"
