@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -24,7 +25,7 @@ from costlib.thresholds._recalibration import apply_fallback, optimize_group
 from costlib.thresholds._target import resolve_target
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.io.records import operating_point_records
+from costlib_pipelines.io.records import operating_point_records, pn_curve_records
 
 TARGET = resolve_target(target_marginal_precision=0.2)
 SLOPE = 0.2 / 0.8
@@ -266,3 +267,24 @@ def test_first_recalibrate_run_withholds_the_unsupported_group_like_the_library(
     assert {r["group"]: r["status"] for r in got_off} == {"new": "ok", "busy": "ok",
                                                           "__all__": "ok"}
     assert comparable(got_off) == comparable(direct_records(frame, off))
+
+
+def test_a_group_switched_on_by_one_method_only_writes_records_and_curves_of_that_one():
+    """Methods choose different points, so one may switch a group on while another may not:
+    status ok with one method's point None. Records give that method no thresholds and its
+    reason; PN curves are written for the methods with a point only."""
+    scores, truth = rare_events(20_000, 0.03, 5)
+    grid, _ = first_run_grid(scores, truth, 0.2, 5)
+    both = optimize_group("g", grid, methods=["hull", "graph"], target=TARGET, rule="any",
+                          min_positives=10, min_negatives=10)
+    assert both.status == "ok" and both.points["graph"] is not None
+    mixed = replace(both, points={**both.points, "graph": None},
+                    intervals={**both.intervals, "graph": None},
+                    withheld={"graph": "not switched on: no thresholds in force, and …"})
+    records = {r["method"]: r for r in operating_point_records(
+        mixed, rule="any", classifiers=("s",), target_marginal_precision=0.2, run_id="r",
+        config_digest="d")}
+    assert records["graph"]["thresholds"] is None
+    assert records["graph"]["reason"] == mixed.withheld["graph"]
+    assert records["hull"]["thresholds"] == list(both.points["hull"].thresholds)
+    assert [c["method"] for c in pn_curve_records(mixed)] == ["hull"]

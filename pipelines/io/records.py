@@ -245,7 +245,7 @@ def operating_point_records(
                 "precision_ci_low": None if ci is None else _float_or_none(ci.precision[0]),
                 "precision_ci_high": None if ci is None else _float_or_none(ci.precision[1]),
                 **_estimation_fields(point, ci),
-                **_coverage_fields(point, getattr(result, "withheld", {}).get(method)),
+                **_coverage_fields(point, result.withheld.get(method)),
                 **fixed,
                 **(capacity if method == "capacity" and capacity is not None
                    else CAPACITY_NULLS),
@@ -261,12 +261,13 @@ def operating_point_records(
 
 def pn_curve_records(result, *, window_start=None, window_end=None) -> list[dict[str, Any]]:
     """The PN curve each method chose its point on (own grid only; not for fallbacks, nor for
-    the shared-capacity allocation, method ``capacity``)."""
+    the shared-capacity allocation, method ``capacity``, nor for a method that did not switch
+    the group on: no point)."""
     if result.status != "ok":
         return []
     rows = []
     for method, point in result.points.items():
-        if method == "capacity":  # one cell of the grid, not a curve (the allocation's point)
+        if method == "capacity" or point is None:  # capacity: one cell, not a curve
             continue
         rows.append(
             {

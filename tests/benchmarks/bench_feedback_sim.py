@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import multiprocessing
 import sys
 import tempfile
@@ -232,14 +231,13 @@ def table(results: list[tuple], verbose: bool = False) -> None:
                   f"{min(f.early_ratio for f in figs):.3f}); days below 0 net TP "
                   f"{sum(f.losing_days for f in figs)} in {len(figs)} loops (worst loop "
                   f"{max(f.losing_days for f in figs)})")
-            if not all(math.isnan(f.band_rows) for f in figs):
+            band = np.array([(f.band_rows, f.band_share, f.band_min_pi) for f in figs])
+            if not np.isnan(band[:, 0]).all():
                 print(f"{'':<36} nearest audit stratum: audited rows a day (median over "
-                      f"days) {np.nanmedian([f.band_rows for f in figs]):.0f} (loops "
-                      f"{np.nanmin([f.band_rows for f in figs]):.0f}-"
-                      f"{np.nanmax([f.band_rows for f in figs]):.0f}), share of the audited "
-                      f"rows {np.nanmedian([f.band_share for f in figs]):.2f} (max "
-                      f"{np.nanmax([f.band_share for f in figs]):.2f}), lowest pi "
-                      f"{np.nanmin([f.band_min_pi for f in figs]):.2f}")
+                      f"days) {np.nanmedian(band[:, 0]):.0f} (loops "
+                      f"{np.nanmin(band[:, 0]):.0f}-{np.nanmax(band[:, 0]):.0f}), share of the "
+                      f"audited rows {np.nanmedian(band[:, 1]):.2f} (max "
+                      f"{np.nanmax(band[:, 1]):.2f}), lowest pi {np.nanmin(band[:, 2]):.2f}")
 
 
 def check_pipeline(argv: list[str], seed: int, family: str, start_name: str = "high") -> None:
