@@ -1,0 +1,549 @@
+#!/usr/bin/env python3
+"""A Flink session cluster on this machine for costlib's Beam pipelines: one command.
+
+    .venv/bin/python tools/flink_cluster.py start     # install once (cached), start, wait
+    .venv/bin/python tools/flink_cluster.py status    # each process and its health
+    .venv/bin/python tools/flink_cluster.py flags     # the Beam flags that submit to it
+    .venv/bin/python tools/flink_cluster.py stop      # stop what start started, by pid
+
+``start`` installs (once, into ``~/.cache/costlib/flink``, or ``$COSTLIB_FLINK_CACHE``):
+
+* **Flink** ``FLINK_VERSION`` from PyPI, without its Python dependencies: the ``apache-flink``
+  wheel's ``pyflink/bin`` and ``pyflink/conf`` and the ``apache-flink-libraries`` package's
+  ``lib/``, ``opt/`` and ``plugins/`` form a ``FLINK_HOME``;
+* **Beam's Flink job server** ``BEAM_FLINK_RUNNER_VERSION`` from Maven Central: the unshaded
+  ``beam-runners-flink-<FLINK_MINOR>`` and its dependencies (``deploy/flink/job-server/pom.xml``),
+  plus a small jar whose manifest names them (``Main-Class: FlinkJobServerDriver``), so that
+  ``java -jar`` and Beam's ``--flink_job_server_jar`` both run it;
+
+then starts, each as a process of its own whose pid is written to the state directory, and
+waits until each is healthy:
+
+1. a JobManager (REST on ``--port-base``),
+2. a TaskManager with 2 task slots, registered with the JobManager,
+3. the Beam job server (Job API on ``port-base + 2``, artifacts ``+ 3``, expansion ``+ 4``),
+4. a Beam Python worker pool (``port-base + 5``) running this interpreter, so the SDK
+   environment is ``EXTERNAL`` and Python code runs in worker processes apart from the
+   submitter, as on a cluster.
+
+Versions come from ``deploy/flink/versions.env``. The state directory (``--state-dir``, default
+``~/.cache/costlib/flink/cluster-<port-base>``) holds the generated Flink configuration, the
+logs and ``pids.json``. ``stop`` sends SIGTERM to each started process group, then SIGKILL after
+a grace period; it never touches a process it did not start. Stdlib only (and PyYAML, which
+costlib's runtime has), so it runs with the project's venv interpreter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VERSIONS_FILE = ROOT / "deploy" / "flink" / "versions.env"
+JOB_SERVER_POM = ROOT / "deploy" / "flink" / "job-server" / "pom.xml"
+JOB_SERVER_MAIN = "org.apache.beam.runners.flink.FlinkJobServerDriver"
+DEFAULT_PORT_BASE = 8081
+
+#: What Java 17 must open for Flink's and Beam's reflection (Flink's own conf ships most of
+#: these for its JVMs; the job server needs them too).
+JAVA_OPENS = tuple(
+    f"--add-opens=java.base/{package}=ALL-UNNAMED"
+    for package in ("java.lang", "java.lang.invoke", "java.lang.reflect", "java.io", "java.net",
+                    "java.nio", "java.text", "java.time", "java.util", "java.util.concurrent",
+                    "java.util.concurrent.atomic", "java.util.concurrent.locks", "sun.nio.ch"))
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be installed, started or found healthy (the message says which)."""
+
+
+def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
+    """``KEY=value`` lines of ``deploy/flink/versions.env`` (comments and blanks skipped)."""
+    versions: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            versions[key.strip()] = value.strip()
+    return versions
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("COSTLIB_FLINK_CACHE", Path.home() / ".cache" / "costlib" / "flink"))
+
+
+@dataclass(frozen=True)
+class Ports:
+    """The cluster's TCP ports, all on localhost, from one base."""
+
+    base: int = DEFAULT_PORT_BASE
+
+    @property
+    def rest(self) -> int:
+        return self.base
+
+    @property
+    def jobmanager_rpc(self) -> int:
+        return self.base + 1
+
+    @property
+    def job(self) -> int:
+        return self.base + 2
+
+    @property
+    def artifact(self) -> int:
+        return self.base + 3
+
+    @property
+    def expansion(self) -> int:
+        return self.base + 4
+
+    @property
+    def worker_pool(self) -> int:
+        return self.base + 5
+
+    def all(self) -> dict[str, int]:
+        return {"rest": self.rest, "jobmanager_rpc": self.jobmanager_rpc, "job": self.job,
+                "artifact": self.artifact, "expansion": self.expansion,
+                "worker_pool": self.worker_pool}
+
+
+# ----------------------------------------------------------------------------- installing
+
+def _log(message: str) -> None:
+    print(f"flink_cluster: {message}", file=sys.stderr, flush=True)
+
+
+def install_flink(versions: dict[str, str], root: Path | None = None) -> Path:
+    """``FLINK_HOME`` of ``FLINK_VERSION``, installed from PyPI on first use (about 230 MB)."""
+    version = versions["FLINK_VERSION"]
+    home = (root or cache_root()) / f"flink-{version}"
+    if (home / "lib" / f"flink-dist-{version}.jar").is_file() and (home / "bin" / "jobmanager.sh").is_file():
+        return home
+    downloads = home.with_name(home.name + ".download")
+    shutil.rmtree(downloads, ignore_errors=True)
+    downloads.mkdir(parents=True)
+    _log(f"installing Flink {version} from PyPI into {home}")
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary",
+                    "apache-flink-libraries", "-d", str(downloads),
+                    f"apache-flink=={version}", f"apache-flink-libraries=={version}"],
+                   check=True)
+    staging = home.with_name(home.name + ".staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    wheel = next(downloads.glob("apache_flink-*.whl"))
+    with zipfile.ZipFile(wheel) as archive:  # pyflink/bin and pyflink/conf
+        for member in archive.namelist():
+            if member.startswith(("pyflink/bin/", "pyflink/conf/")):
+                archive.extract(member, staging)
+    sdist = next(downloads.glob("apache-flink-libraries-*.tar.gz"))
+    with tarfile.open(sdist) as archive:  # deps/lib, deps/opt, deps/plugins, deps/bin
+        prefix = f"apache-flink-libraries-{version}/deps/"
+        members = [m for m in archive.getmembers() if m.name.startswith(prefix)
+                   and m.name.split("/")[2] in ("lib", "opt", "plugins", "bin")]
+        for member in members:
+            member.name = member.name[len(prefix):]
+        archive.extractall(staging / "pyflink", members=members, filter="data")
+    for script in (staging / "pyflink" / "bin").iterdir():
+        script.chmod(0o755)
+    shutil.rmtree(home, ignore_errors=True)
+    (staging / "pyflink").rename(home)
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.rmtree(downloads, ignore_errors=True)
+    return home
+
+
+def _manifest_class_path(jars: list[str]) -> bytes:
+    """A JAR manifest naming ``jars`` (relative paths) as its class path, lines <= 72 bytes."""
+    def wrap(line: str) -> list[str]:
+        raw = line.encode()
+        parts = [raw[:72]]
+        raw = raw[72:]
+        while raw:
+            parts.append(b" " + raw[:71])
+            raw = raw[71:]
+        return [p.decode() for p in parts]
+
+    lines = ["Manifest-Version: 1.0", f"Main-Class: {JOB_SERVER_MAIN}",
+             *wrap("Class-Path: " + " ".join(jars)), "", ""]
+    return "\r\n".join(lines).encode()
+
+
+def install_job_server(versions: dict[str, str], root: Path | None = None) -> Path:
+    """The job server's launcher jar (its class path: ``lib/`` beside it), built on first use."""
+    flink_minor, beam = versions["FLINK_MINOR"], versions["BEAM_FLINK_RUNNER_VERSION"]
+    folder = (root or cache_root()) / f"beam-flink-{flink_minor}-job-server-{beam}"
+    launcher = folder / f"beam-runners-flink-{flink_minor}-job-server-{beam}.jar"
+    if launcher.is_file():
+        return launcher
+    if shutil.which("mvn") is None:
+        raise ClusterError("Maven (mvn) is needed to fetch Beam's Flink job server: "
+                           "apt-get install maven")
+    _log(f"fetching Beam {beam}'s Flink {flink_minor} runner and its dependencies (Maven)")
+    lib = folder / "lib"
+    shutil.rmtree(folder, ignore_errors=True)
+    subprocess.run(["mvn", "-B", "-q", "-f", str(JOB_SERVER_POM), "dependency:copy-dependencies",
+                    f"-Dflink.minor={flink_minor}", f"-Dbeam.version={beam}",
+                    f"-DoutputDirectory={lib}"], check=True)
+    jars = sorted(f"lib/{p.name}" for p in lib.glob("*.jar"))
+    if not any(f"beam-runners-flink-{flink_minor}-{beam}" in j for j in jars):
+        raise ClusterError(f"Maven did not resolve beam-runners-flink-{flink_minor}:{beam}")
+    partial = launcher.with_suffix(".partial")
+    with zipfile.ZipFile(partial, "w") as archive:
+        archive.writestr("META-INF/MANIFEST.MF", _manifest_class_path(jars))
+    partial.rename(launcher)
+    return launcher
+
+
+# ----------------------------------------------------------------------------- configuration
+
+def flink_config(flink_home: Path, state: Path, ports: Ports) -> dict[str, object]:
+    """The Flink configuration: localhost only, 2 slots, memory for a 2-core, 24 GB machine,
+    fast failure detection and a bounded restart strategy (a lost TaskManager is retried)."""
+    import yaml
+
+    shipped = yaml.safe_load((flink_home / "conf" / "config.yaml").read_text()) or {}
+    java_opts = (((shipped.get("env") or {}).get("java") or {}).get("opts") or {}).get("all", "")
+    return {
+        "env.java.opts.all": java_opts,
+        "jobmanager.rpc.address": "localhost",
+        "jobmanager.rpc.port": ports.jobmanager_rpc,
+        "jobmanager.bind-host": "localhost",
+        "jobmanager.memory.process.size": "1200m",
+        "rest.address": "localhost",
+        "rest.bind-address": "localhost",
+        "rest.port": ports.rest,
+        "taskmanager.bind-host": "localhost",
+        "taskmanager.host": "localhost",
+        "taskmanager.numberOfTaskSlots": 2,
+        "taskmanager.memory.process.size": "3g",
+        # Beam's batch graphs open many shuffle channels at once: the default 10% network
+        # memory (about 128 MB at this size) runs out ("Insufficient number of network buffers").
+        "taskmanager.memory.network.min": "384m",
+        "taskmanager.memory.network.max": "384m",
+        "parallelism.default": 2,
+        "blob.server.port": "0",
+        "io.tmp.dirs": str(state / "tmp"),
+        "heartbeat.interval": 2000,
+        "heartbeat.timeout": 12000,
+        "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.attempts": 3,
+        "restart-strategy.fixed-delay.delay": "5 s",
+        "execution.checkpointing.dir": f"file://{state / 'checkpoints'}",
+        "state.checkpoints.dir": f"file://{state / 'checkpoints'}",
+        "state.savepoints.dir": f"file://{state / 'savepoints'}",
+    }
+
+
+def write_config(flink_home: Path, state: Path, ports: Ports) -> Path:
+    """A configuration directory of this cluster's own (the installed one is left unchanged)."""
+    import yaml
+
+    conf = state / "conf"
+    shutil.rmtree(conf, ignore_errors=True)
+    shutil.copytree(flink_home / "conf", conf)
+    (conf / "config.yaml").write_text(yaml.safe_dump(flink_config(flink_home, state, ports)))
+    for folder in ("log", "tmp", "checkpoints", "savepoints"):
+        (state / folder).mkdir(parents=True, exist_ok=True)
+    return conf
+
+
+# ----------------------------------------------------------------------------- processes
+
+def default_state_dir(ports: Ports) -> Path:
+    return cache_root() / f"cluster-{ports.base}"
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def rest_overview(ports: Ports) -> dict[str, object] | None:
+    """The JobManager's ``/overview`` (task managers, slots, jobs), or None when not up."""
+    try:
+        with urllib.request.urlopen(f"http://localhost:{ports.rest}/overview", timeout=2) as r:
+            return json.load(r)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (our own child not yet reaped) is not alive
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    except OSError:
+        return True
+
+
+class Cluster:
+    """The processes of one local cluster, recorded in ``state/pids.json``."""
+
+    NAMES = ("jobmanager", "taskmanager", "job_server", "worker_pool")
+
+    def __init__(self, ports: Ports | None = None, state: Path | None = None,
+                 versions: dict[str, str] | None = None) -> None:
+        self.ports = ports or Ports()
+        self.state = Path(state) if state else default_state_dir(self.ports)
+        self.versions = versions or read_versions()
+
+    # -- bookkeeping
+    @property
+    def pid_file(self) -> Path:
+        return self.state / "pids.json"
+
+    def pids(self) -> dict[str, int]:
+        try:
+            return {k: int(v) for k, v in json.loads(self.pid_file.read_text()).items()}
+        except (OSError, ValueError):
+            return {}
+
+    def _record(self, name: str, pid: int) -> None:
+        pids = self.pids()
+        pids[name] = pid
+        self.state.mkdir(parents=True, exist_ok=True)
+        partial = self.pid_file.with_suffix(".partial")
+        partial.write_text(json.dumps(pids, indent=1))
+        partial.replace(self.pid_file)
+
+    def _forget(self, name: str) -> None:
+        pids = self.pids()
+        pids.pop(name, None)
+        self.pid_file.write_text(json.dumps(pids, indent=1))
+
+    # -- paths
+    @property
+    def flink_home(self) -> Path:
+        return cache_root() / f"flink-{self.versions['FLINK_VERSION']}"
+
+    @property
+    def job_server_jar(self) -> Path:
+        v = self.versions
+        return (cache_root() / f"beam-flink-{v['FLINK_MINOR']}-job-server-{v['BEAM_FLINK_RUNNER_VERSION']}"
+                / f"beam-runners-flink-{v['FLINK_MINOR']}-job-server-{v['BEAM_FLINK_RUNNER_VERSION']}.jar")
+
+    def log(self, name: str) -> Path:
+        return self.state / "log" / f"{name}.out"
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> int:
+        log = open(self.log(name), "ab")  # noqa: SIM115 - handed to the child
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, env=env, cwd=self.state,
+                                   start_new_session=True)
+        log.close()
+        self._record(name, process.pid)
+        return process.pid
+
+    def _flink_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(FLINK_HOME=str(self.flink_home), FLINK_CONF_DIR=str(self.state / "conf"),
+                   FLINK_LOG_DIR=str(self.state / "log"))
+        return env
+
+    # -- starting
+    def install(self) -> None:
+        install_flink(self.versions)
+        install_job_server(self.versions)
+
+    def start(self, timeout: float = 180.0) -> None:
+        """Install what is missing, start every process not already running, wait for health."""
+        self.install()
+        running = {n for n, pid in self.pids().items() if _alive(pid)}
+        busy = [f"{n} {p}" for n, p in self.ports.all().items()
+                if _port_open(p) and not running]
+        if busy:
+            raise ClusterError(f"ports in use by another process: {', '.join(busy)} "
+                               "(stop that cluster, or choose --port-base)")
+        self.state.mkdir(parents=True, exist_ok=True)
+        if "jobmanager" not in running:
+            write_config(self.flink_home, self.state, self.ports)
+            self._spawn("jobmanager", [str(self.flink_home / "bin" / "jobmanager.sh"),
+                                       "start-foreground"], self._flink_env())
+        if "taskmanager" not in running:
+            self.start_taskmanager()
+        if "job_server" not in running:
+            self._spawn("job_server", self.job_server_command())
+        if "worker_pool" not in running:
+            self._spawn("worker_pool", self.worker_pool_command(), self._worker_env())
+        self.wait_healthy(timeout)
+
+    def start_taskmanager(self) -> int:
+        return self._spawn("taskmanager", [str(self.flink_home / "bin" / "taskmanager.sh"),
+                                           "start-foreground"], self._flink_env())
+
+    def job_server_command(self) -> list[str]:
+        return ["java", *JAVA_OPENS, "-jar", str(self.job_server_jar),
+                f"--flink-master=localhost:{self.ports.rest}",
+                f"--flink-conf-dir={self.state / 'conf'}",
+                "--job-host=localhost", f"--job-port={self.ports.job}",
+                f"--artifact-port={self.ports.artifact}",
+                f"--expansion-port={self.ports.expansion}",
+                f"--artifacts-dir={self.state / 'artifacts'}"]
+
+    def worker_pool_command(self) -> list[str]:
+        return [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
+                f"--service_port={self.ports.worker_pool}"]
+
+    def _worker_env(self) -> dict[str, str]:
+        # The pool starts each SDK worker as `python -c ...`: this interpreter's folder first.
+        env = dict(os.environ)
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        return env
+
+    def health(self) -> dict[str, bool]:
+        overview = rest_overview(self.ports) or {}
+        pids = self.pids()
+        alive = {n: n in pids and _alive(pids[n]) for n in self.NAMES}
+        return {
+            "jobmanager": alive["jobmanager"] and bool(overview),
+            "taskmanager": alive["taskmanager"] and int(overview.get("taskmanagers", 0)) >= 1
+            and int(overview.get("slots-total", 0)) >= 2,
+            "job_server": alive["job_server"] and _port_open(self.ports.job)
+            and _port_open(self.ports.artifact),
+            "worker_pool": alive["worker_pool"] and _port_open(self.ports.worker_pool),
+        }
+
+    def wait_healthy(self, timeout: float = 180.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            health = self.health()
+            if all(health.values()):
+                return
+            dead = [n for n in self.NAMES if n in self.pids() and not _alive(self.pids()[n])]
+            if dead or time.monotonic() > deadline:
+                why = f"{', '.join(dead)} exited" if dead else f"not healthy after {timeout:.0f} s"
+                tails = "\n".join(f"--- {self.log(n)} (last lines)\n{self._tail(n)}"
+                                  for n in self.NAMES if not health[n])
+                raise ClusterError(f"Flink cluster: {why}: "
+                                   f"{[n for n, ok in health.items() if not ok]}\n{tails}")
+            time.sleep(0.5)
+
+    def _tail(self, name: str, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log(name).read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    # -- stopping
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> int | None:
+        """Send ``sig`` to one started process's group (a fault test's ``kill -9``)."""
+        pid = self.pids().get(name)
+        if pid is None:
+            return None
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            pass
+        return pid
+
+    def stop(self, grace: float = 20.0) -> list[str]:
+        """SIGTERM every started process group, SIGKILL what is left after ``grace`` seconds."""
+        pids = self.pids()
+        order = [n for n in ("worker_pool", "job_server", "taskmanager", "jobmanager") if n in pids]
+        order += [n for n in pids if n not in order]
+        for name in order:
+            try:
+                os.killpg(pids[name], signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(_alive(pids[n]) for n in order):
+            time.sleep(0.2)
+        for name in order:
+            if _alive(pids[name]):
+                try:
+                    os.killpg(pids[name], signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for name in order:
+            self._forget(name)
+        return order
+
+    # -- using
+    def beam_flags(self, runner: str = "portable") -> list[str]:
+        """The Beam flags that submit a costlib pipeline to this cluster, parallelism 2.
+
+        ``portable`` (default): the long-running job server of this cluster
+        (``--runner=PortableRunner --job_endpoint``). ``flink``: Beam's ``FlinkRunner``
+        starting its own job server from this cluster's launcher jar."""
+        common = ["--environment_type=EXTERNAL",
+                  f"--environment_config=localhost:{self.ports.worker_pool}", "--parallelism=2"]
+        if runner == "portable":
+            return ["--runner=PortableRunner", f"--job_endpoint=localhost:{self.ports.job}",
+                    f"--artifact_endpoint=localhost:{self.ports.artifact}", *common]
+        if runner == "flink":
+            return ["--runner=FlinkRunner", f"--flink_master=localhost:{self.ports.rest}",
+                    f"--flink_version={self.versions['FLINK_MINOR']}",
+                    f"--flink_job_server_jar={self.job_server_jar}",
+                    f"--job_server_jvm_properties={' '.join(JAVA_OPENS)}", *common]
+        raise ValueError(f"runner must be 'portable' or 'flink', got {runner!r}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["install", "start", "status", "flags", "stop"])
+    parser.add_argument("--port-base", type=int, default=DEFAULT_PORT_BASE,
+                        help="REST port; the job server and worker pool use the next five "
+                             f"(default {DEFAULT_PORT_BASE})")
+    parser.add_argument("--state-dir", type=Path, default=None,
+                        help="configuration, logs and pids (default ~/.cache/costlib/flink/"
+                             "cluster-PORT)")
+    parser.add_argument("--runner", choices=["portable", "flink"], default="portable",
+                        help="for flags: through this cluster's job server (portable) or "
+                             "Beam's FlinkRunner with the job server jar (flink)")
+    parser.add_argument("--timeout", type=float, default=180.0)
+    args = parser.parse_args(argv)
+    if not 1024 <= args.port_base <= 65_000:
+        parser.error("--port-base must be between 1024 and 65000")
+    cluster = Cluster(Ports(args.port_base), args.state_dir)
+    try:
+        if args.command == "install":
+            cluster.install()
+            print(f"FLINK_HOME={cluster.flink_home}\nJOB_SERVER_JAR={cluster.job_server_jar}")
+        elif args.command == "start":
+            cluster.start(args.timeout)
+            print(f"Flink {cluster.versions['FLINK_VERSION']} is up: web UI "
+                  f"http://localhost:{cluster.ports.rest}, Beam job server "
+                  f"localhost:{cluster.ports.job}, worker pool localhost:{cluster.ports.worker_pool}"
+                  f"\nsubmit with: {' '.join(cluster.beam_flags())}")
+        elif args.command == "status":
+            health = cluster.health()
+            pids = cluster.pids()
+            for name in Cluster.NAMES:
+                print(f"{name:12} pid {pids.get(name, '-')!s:>8}  "
+                      f"{'healthy' if health[name] else 'down'}")
+            return 0 if all(health.values()) else 3
+        elif args.command == "flags":
+            print(" ".join(cluster.beam_flags(args.runner)))
+        elif args.command == "stop":
+            stopped = cluster.stop()
+            print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+    except (ClusterError, subprocess.CalledProcessError) as error:
+        print(f"flink_cluster: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
