@@ -165,6 +165,26 @@ def test_shuffled_batched_decoding_equals_the_library_set_by_set():
         assert keys == sorted(keys)
 
 
+def test_many_small_payloads_whose_dictionaries_together_outgrow_their_indices():
+    """A batch's payload narrows its set-id dictionary to int8 when the batch holds <= 128
+    sets; a bucket of many such payloads (small row groups, as on Flink) has more distinct set
+    ids than int8 holds. Decoding the payloads as they travelled (``shuffled_rows``) equals
+    the library set by set."""
+    rows = decision_rows(300, seed=7, max_size=12)
+    payloads = []
+    for start in range(0, rows.num_rows, 40):
+        batch = rows.slice(start, 40)
+        own = pc.dictionary_encode(batch.column("set_id").cast(pa.string()))  # this batch's sets
+        batch = batch.set_column(batch.schema.get_field_index("set_id"), "set_id", own)
+        payloads += [encode_sets(part)
+                     for _, part in split_sets(batch, np.arange(batch.num_rows), 1)]
+    table = shuffled_rows(payloads)
+    assert table.column("set_id").type.index_type == pa.int8()
+    assert len(pc.unique(table.column("set_id").cast(pa.string()))) > 128
+    decided = decode_sets(table, "f1", {})
+    assert_same_decisions(decided_rows([decided]), reference(rows))
+
+
 def test_tricky_item_ids_and_repeated_items_order_like_the_reference():
     rows = decision_rows(60, seed=3, max_size=25, tricky=True)
     decided = decode_all(shuffle(rows, cuts=[50, 300], n_buckets=3, seed=4))

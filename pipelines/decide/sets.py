@@ -372,6 +372,12 @@ def _sorted_sets(table: pa.Table) -> tuple[pa.Table, NDArray[np.int64]]:
     for name in DICTIONARY_COLUMNS:
         if name in present and not pa.types.is_dictionary(present[name].type):
             present[name] = pc.dictionary_encode(present[name])
+    for name, column in present.items():
+        # Payloads narrow their indices to their own dictionary (int8 for <= 128 values);
+        # the union of many payloads' dictionaries needs wider ones (on Flink a bucket gets
+        # many small payloads: unify_dictionaries refuses to overflow int8).
+        if pa.types.is_dictionary(column.type) and column.type.index_type.bit_width < 32:
+            present[name] = column.cast(pa.dictionary(pa.int32(), column.type.value_type))
     unified = pa.table(present).unify_dictionaries()
     columns, constant = {}, {}
     for name, column in zip(unified.column_names, unified.columns, strict=True):
