@@ -131,7 +131,8 @@ def install_flink(versions: dict[str, str], root: Path | None = None) -> Path:
     """``FLINK_HOME`` of ``FLINK_VERSION``, installed from PyPI on first use (about 230 MB)."""
     version = versions["FLINK_VERSION"]
     home = (root or cache_root()) / f"flink-{version}"
-    if (home / "lib" / f"flink-dist-{version}.jar").is_file() and (home / "bin" / "jobmanager.sh").is_file():
+    if (home / "lib" / f"flink-dist-{version}.jar").is_file() \
+            and (home / "bin" / "jobmanager.sh").is_file():
         return home
     downloads = home.with_name(home.name + ".download")
     shutil.rmtree(downloads, ignore_errors=True)
@@ -338,15 +339,15 @@ class Cluster:
 
     @property
     def job_server_jar(self) -> Path:
-        v = self.versions
-        return (cache_root() / f"beam-flink-{v['FLINK_MINOR']}-job-server-{v['BEAM_FLINK_RUNNER_VERSION']}"
-                / f"beam-runners-flink-{v['FLINK_MINOR']}-job-server-{v['BEAM_FLINK_RUNNER_VERSION']}.jar")
+        minor, beam = self.versions["FLINK_MINOR"], self.versions["BEAM_FLINK_RUNNER_VERSION"]
+        return (cache_root() / f"beam-flink-{minor}-job-server-{beam}"
+                / f"beam-runners-flink-{minor}-job-server-{beam}.jar")
 
     def log(self, name: str) -> Path:
         return self.state / "log" / f"{name}.out"
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> int:
-        log = open(self.log(name), "ab")  # noqa: SIM115 - handed to the child
+        log = open(self.log(name), "ab")  # noqa: SIM115 - the child writes to it
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, env=env, cwd=self.state,
                                    start_new_session=True)
@@ -525,7 +526,8 @@ def main(argv: list[str] | None = None) -> int:
             cluster.start(args.timeout)
             print(f"Flink {cluster.versions['FLINK_VERSION']} is up: web UI "
                   f"http://localhost:{cluster.ports.rest}, Beam job server "
-                  f"localhost:{cluster.ports.job}, worker pool localhost:{cluster.ports.worker_pool}"
+                  f"localhost:{cluster.ports.job}, worker pool "
+                  f"localhost:{cluster.ports.worker_pool}"
                   f"\nsubmit with: {' '.join(cluster.beam_flags())}")
         elif args.command == "status":
             health = cluster.health()

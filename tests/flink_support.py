@@ -1,0 +1,121 @@
+"""The local Flink cluster of the engine tests (``pytest -m flink``), and CLI runs against it.
+
+The cluster is ``tools/flink_cluster.py``'s: a JobManager and a TaskManager (2 slots) as
+separate JVMs, Beam's Flink job server and a Python worker pool (EXTERNAL environment), started
+once per test session on ports of their own (``COSTLIB_FLINK_TEST_PORT_BASE``, default 18081)
+with a state directory under pytest's temporary folder, and stopped by pid at the end.
+
+Without Java or Maven the engine tests are skipped, unless ``COSTLIB_REQUIRE_FLINK=1`` (CI sets
+it), where a missing engine is a failure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+COSTLIB = str(Path(sys.executable).parent / "costlib")
+
+
+def cluster_module():
+    spec = importlib.util.spec_from_file_location("flink_cluster",
+                                                  ROOT / "tools" / "flink_cluster.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("flink_cluster", module)
+    spec.loader.exec_module(module)
+    return sys.modules["flink_cluster"]
+
+
+def start_cluster(tmp_root: Path):
+    """Start the session's cluster (installing Flink and the job server once), or skip."""
+    missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
+    if missing:
+        if os.environ.get("COSTLIB_REQUIRE_FLINK") == "1":
+            pytest.fail(f"the Flink tests need {' and '.join(missing)} (COSTLIB_REQUIRE_FLINK=1)")
+        pytest.skip(f"the Flink tests need {' and '.join(missing)}")
+    flink = cluster_module()
+    base = int(os.environ.get("COSTLIB_FLINK_TEST_PORT_BASE", "18081"))
+    cluster = flink.Cluster(flink.Ports(base), tmp_root / "flink-cluster")
+    try:
+        cluster.start(timeout=240)
+    except Exception:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def run_cli(*args: str, timeout: float = 600, **popen) -> subprocess.CompletedProcess:
+    """``costlib ARGS`` in a fresh process, as a user runs it."""
+    return subprocess.run([COSTLIB, *args], capture_output=True, text=True, timeout=timeout,
+                          **popen)
+
+
+def records(run_dir: Path) -> list[dict]:
+    """A run's operating point records without the run id, sorted by (group, method)."""
+    text = (run_dir / "operating_points.jsonl").read_text()
+    rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    out = [{k: v for k, v in r.items() if k != "run_id"} for r in rows]
+    return sorted(out, key=lambda r: (str(r["group"]), r["method"]))
+
+
+def run_dirs(output: Path) -> list[Path]:
+    return sorted((output / "runs").iterdir()) if (output / "runs").is_dir() else []
+
+
+def latest(output: Path) -> str | None:
+    pointer = output / "LATEST"
+    return pointer.read_text().strip() if pointer.exists() else None
+
+
+def decisions(run_dir: Path):
+    """A decide run's decisions, every file, sorted by item id."""
+    files = sorted((run_dir / "decisions").rglob("*.parquet"))
+    table = pa.concat_tables([pq.read_table(f) for f in files])
+    return table.to_pandas().sort_values(["item_id"], kind="stable").reset_index(drop=True)
+
+
+def jobs(cluster) -> list[dict]:
+    """The Flink jobs the JobManager knows (id, name, state)."""
+    with urllib.request.urlopen(f"http://localhost:{cluster.ports.rest}/jobs/overview",
+                                timeout=5) as response:
+        return json.load(response)["jobs"]
+
+
+def wait_for_running_job(cluster, known: set[str], timeout: float = 120) -> str:
+    """The id of a job not in ``known`` once it is RUNNING with a running task."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for job in jobs(cluster):
+            if job["jid"] not in known and job["state"] == "RUNNING" \
+                    and job["tasks"].get("running", 0) > 0:
+                return job["jid"]
+        time.sleep(0.3)
+    raise AssertionError("no new Flink job reached RUNNING")
+
+
+def wait_for_job_end(cluster, jid: str, timeout: float = 300) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = {j["jid"]: j["state"] for j in jobs(cluster)}.get(jid)
+        if state in ("FINISHED", "FAILED", "CANCELED"):
+            return state
+        time.sleep(0.5)
+    raise AssertionError(f"Flink job {jid} did not end")
+
+
+def cancel_job(cluster, jid: str) -> None:
+    request = urllib.request.Request(
+        f"http://localhost:{cluster.ports.rest}/jobs/{jid}?mode=cancel", method="PATCH")
+    urllib.request.urlopen(request, timeout=5).close()
