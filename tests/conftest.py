@@ -41,3 +41,15 @@ def single_blas_thread():
     machine the default thread pools only add contention (measured 4x slower under load)."""
     with threadpool_limits(limits=1):
         yield
+
+
+@pytest.fixture(scope="session")
+def flink_cluster(tmp_path_factory):
+    """A local Flink session cluster for the engine tests (``pytest -m flink``), started once
+    (installing Flink and Beam's job server on first use) and stopped by pid at the end;
+    skipped without Java and Maven unless ``COSTLIB_REQUIRE_FLINK=1``."""
+    from flink_support import start_cluster
+
+    cluster = start_cluster(tmp_path_factory.mktemp("engine"))
+    yield cluster
+    cluster.stop()

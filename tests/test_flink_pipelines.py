@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from flink_support import decisions, latest, records, run_cli, run_dirs, start_cluster
+from flink_support import decisions, latest, records, run_cli, run_dirs
 from pipeline_data import sample_frame, write_files
 
 pytestmark = pytest.mark.flink
@@ -38,11 +38,9 @@ pytestmark = pytest.mark.flink
 START = pd.Timestamp("2026-11-01", tz="UTC")
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    cluster = start_cluster(tmp_path_factory.mktemp("engine"))
-    yield cluster
-    cluster.stop()
+@pytest.fixture
+def cluster(flink_cluster):
+    return flink_cluster
 
 
 def write_config(path: Path, **overrides) -> str:

@@ -347,7 +347,7 @@ class Cluster:
         return self.state / "log" / f"{name}.out"
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> int:
-        log = open(self.log(name), "ab")  # noqa: SIM115 - the child writes to it
+        log = open(self.log(name), "ab")  # the child writes to it; closed here once started
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, env=env, cwd=self.state,
                                    start_new_session=True)

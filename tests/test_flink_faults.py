@@ -1,0 +1,212 @@
+"""Faults on a real Flink cluster: no partial run is ever published.
+
+Each test runs a ``costlib`` command on the cluster (``flink_cluster`` fixture) and, once its
+Flink job is running, kills a process with SIGKILL:
+
+* the **TaskManager** during ``recalibrate`` and during ``decide``; the test then starts a new
+  TaskManager (what Kubernetes or a supervisor does), and Flink's restart strategy
+  (fixed delay, 3 attempts) may finish the job;
+* the **submitting** ``costlib recalibrate`` process; the job goes on without it on the cluster.
+
+Whatever the outcome, the output is checked against the same command on the FnApiRunner,
+undisturbed: either the run completed and what it published equals the undisturbed run, or
+it did not and ``LATEST`` still names the run published before, the broken run has no
+manifest, and its lock is released or stale (taken over by the next run); then a re-run of the
+same input publishes exactly the undisturbed run's points (decisions, for ``decide``).
+
+The config makes a batch run's points independent of the runs published before it (a fixed
+lattice instead of edges carried from the published run; ``in_force.add_to_edges`` and
+``keep_when_insufficient`` off), so a run published by a job whose submitter died does not
+change what the re-run computes. Carried edges on Flink are tested in
+``test_flink_pipelines.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from flink_support import (
+    COSTLIB,
+    decisions,
+    jobs,
+    latest,
+    records,
+    run_cli,
+    wait_for_job_end,
+    wait_for_running_job,
+)
+from pipeline_data import sample_frame, write_files
+
+pytestmark = pytest.mark.flink
+
+#: Seconds a job runs before the kill: inside its first stages, well before its end.
+KILL_AFTER = 4.0
+
+
+@pytest.fixture(scope="module")
+def stream(tmp_path_factory):
+    """Two batches of scores large enough that a Flink job runs for tens of seconds."""
+    root = tmp_path_factory.mktemp("fault-input")
+    frame = sample_frame(240_000, seed=21)
+    first, second = frame.iloc[:120_000], frame.iloc[120_000:].reset_index(drop=True)
+    config = root / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "columns": {"weight": "weight", "probability": "probability", "set_id": "set_id"},
+        "classifiers": ["text_model", "image_model"],
+        "target": {"marginal_precision": 0.3},
+        "methods": ["graph", "hull"],
+        "min_rated": {"positives": 5, "negatives": 5},
+        "decoding": {"loss": "f1"},
+        "grid": {"edges": "uniform", "bins": 48, "range": [0.0, 1.0]},
+        "in_force": {"add_to_edges": False, "keep_when_insufficient": False},
+    }))
+    return (str(config), write_files(first, root / "first", n_files=4, row_group_size=10_000),
+            write_files(second, root / "second", n_files=4, row_group_size=10_000))
+
+
+def published_run(output: Path) -> Path | None:
+    name = latest(output)
+    return output / "runs" / name if name else None
+
+
+def exceptions(cluster, jid: str) -> list:
+    url = f"http://localhost:{cluster.ports.rest}/jobs/{jid}/exceptions"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.load(response).get("exceptionHistory", {}).get("entries", [])
+
+
+def kill_taskmanager_during(cluster, argv: list[str]) -> tuple[int, str, str]:
+    """Run ``costlib ARGV`` on the cluster, SIGKILL the TaskManager once its job runs, start a
+    new TaskManager; returns the exit code, stderr and the Flink job's id."""
+    known = {j["jid"] for j in jobs(cluster)}
+    process = subprocess.Popen([COSTLIB, *argv, *cluster.beam_flags()], text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        jid = wait_for_running_job(cluster, known)
+        time.sleep(KILL_AFTER)
+        assert process.poll() is None, "the job ended before the kill"
+        cluster.kill("taskmanager")
+        time.sleep(3)
+        cluster.start_taskmanager()
+        _, err = process.communicate(timeout=600)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    cluster.wait_healthy(120)
+    assert exceptions(cluster, jid), "the kill did not reach the job"
+    print(f"TaskManager killed during {argv[0]}: exit {process.returncode}, job "
+          f"{wait_for_job_end(cluster, jid)}")
+    return process.returncode, err, jid
+
+
+def assert_not_published(output: Path, run_id: str, before: str | None) -> None:
+    """The broken run is not published and left no manifest; its lock is not held live."""
+    assert latest(output) == before
+    assert not (output / "runs" / run_id / "manifest.json").exists()
+    lock = output / ".costlib-lock"
+    if lock.exists():  # stale: its process is gone, the next run takes it over
+        holder = json.loads(lock.read_text())
+        assert holder["run_id"] == run_id
+        with pytest.raises(ProcessLookupError):
+            import os
+            os.kill(holder["pid"], 0)
+
+
+def test_taskmanager_killed_during_recalibrate(flink_cluster, stream, tmp_path):
+    config, first, second = stream
+    want_out, out = tmp_path / "undisturbed", tmp_path / "flink"
+    for output in (want_out, out):  # the same run published before, on the FnApiRunner
+        done = run_cli("recalibrate", "--config", config, "--input", first, "--output",
+                       str(output), "--run-id", "before")
+        assert done.returncode == 0, done.stderr[-2000:]
+    done = run_cli("recalibrate", "--config", config, "--input", second, "--output",
+                   str(want_out), "--run-id", "after")
+    assert done.returncode == 0, done.stderr[-2000:]
+    want = records(want_out / "runs" / "after")
+
+    code, err, _ = kill_taskmanager_during(
+        flink_cluster, ["recalibrate", "--config", config, "--input", second,
+                        "--output", str(out), "--run-id", "after"])
+    if code == 0:  # Flink restarted the job on the new TaskManager and it completed
+        assert latest(out) == "after"
+        assert records(out / "runs" / "after") == want
+    else:
+        assert "Traceback" in err or "failed" in err.lower()
+        assert_not_published(out, "after", "before")
+        rerun = run_cli("recalibrate", "--config", config, "--input", second, "--output",
+                        str(out), "--run-id", "after", *flink_cluster.beam_flags())
+        assert rerun.returncode == 0, rerun.stderr[-2000:]
+        assert latest(out) == "after"
+        assert records(out / "runs" / "after") == want
+
+
+def test_taskmanager_killed_during_decide(flink_cluster, stream, tmp_path):
+    config, first, second = stream
+    points = tmp_path / "points"
+    done = run_cli("recalibrate", "--config", config, "--input", first, "--output", str(points))
+    assert done.returncode == 0, done.stderr[-2000:]
+    args = ["decide", "--config", config, "--input", second, "--operating-points", str(points)]
+    done = run_cli(*args, "--output", str(tmp_path / "undisturbed"), "--run-id", "d")
+    assert done.returncode == 0, done.stderr[-2000:]
+    want = decisions(tmp_path / "undisturbed" / "runs" / "d")
+
+    out = tmp_path / "flink"
+    code, err, _ = kill_taskmanager_during(flink_cluster, [*args, "--output", str(out),
+                                                           "--run-id", "d"])
+    if code == 0:
+        pd.testing.assert_frame_equal(decisions(out / "runs" / "d"), want)
+        assert latest(out) == "d"
+    else:
+        assert_not_published(out, "d", None)
+        rerun = run_cli(*args, "--output", str(out), "--run-id", "d",
+                        *flink_cluster.beam_flags())
+        assert rerun.returncode == 0, rerun.stderr[-2000:]
+        pd.testing.assert_frame_equal(decisions(out / "runs" / "d"), want)
+        assert latest(out) == "d"
+
+
+def test_submitter_killed_during_recalibrate(flink_cluster, stream, tmp_path):
+    config, first, second = stream
+    want_out, out = tmp_path / "undisturbed", tmp_path / "flink"
+    done = run_cli("recalibrate", "--config", config, "--input", second, "--output",
+                   str(want_out), "--run-id", "again")
+    assert done.returncode == 0, done.stderr[-2000:]
+    want = records(want_out / "runs" / "again")
+    done = run_cli("recalibrate", "--config", config, "--input", first, "--output", str(out),
+                   "--run-id", "before")
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    known = {j["jid"] for j in jobs(flink_cluster)}
+    process = subprocess.Popen(
+        [COSTLIB, "recalibrate", "--config", config, "--input", second, "--output", str(out),
+         "--run-id", "orphan", *flink_cluster.beam_flags()],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    jid = wait_for_running_job(flink_cluster, known)
+    time.sleep(KILL_AFTER)
+    process.kill()
+    process.wait()
+    # The job goes on without its submitter: until it ends, nothing is published.
+    assert latest(out) == "before"
+    state = wait_for_job_end(flink_cluster, jid)
+    print(f"submitter killed: job {state}, LATEST {latest(out)}")
+    if state == "FINISHED" and latest(out) == "orphan":  # the job published a complete run
+        manifest = json.loads((out / "runs" / "orphan" / "manifest.json").read_text())
+        assert manifest["status"] == "complete" and manifest["published"]
+        assert records(out / "runs" / "orphan") == want
+    else:
+        assert latest(out) == "before"
+        assert not (out / "runs" / "orphan" / "manifest.json").exists()
+    # The dead submitter's lock is stale: the next run takes it over and publishes.
+    rerun = run_cli("recalibrate", "--config", config, "--input", second, "--output", str(out),
+                    "--run-id", "again", *flink_cluster.beam_flags())
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert latest(out) == "again"
+    assert records(out / "runs" / "again") == want
+    assert not (out / ".costlib-lock").exists()
