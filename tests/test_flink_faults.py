@@ -158,7 +158,7 @@ def test_taskmanager_killed_during_decide(flink_cluster, stream, tmp_path):
     want = decisions(tmp_path / "undisturbed" / "runs" / "d")
 
     out = tmp_path / "flink"
-    code, err, _ = kill_taskmanager_during(flink_cluster, [*args, "--output", str(out),
+    code, _, _ = kill_taskmanager_during(flink_cluster, [*args, "--output", str(out),
                                                            "--run-id", "d"])
     if code == 0:
         pd.testing.assert_frame_equal(decisions(out / "runs" / "d"), want)
