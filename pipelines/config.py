@@ -354,12 +354,8 @@ class RunConfig:
     def _check_capacity(self, source: str) -> None:
         """The ``capacity`` section against the rest of the config."""
         capacity = self.capacity
-        if self.decision_method == "capacity" and capacity["total"] is None:
-            raise ConfigError(
-                f"{source}: decision_method: 'capacity' applies the shared-capacity allocation, "
-                "but capacity.total is null (set it, or --capacity N)")
         if capacity["total"] is None:
-            return
+            return  # decision_method capacity without a total: check_recalibrate
         if self.windowing is not None:
             raise ConfigError(
                 f"{source}: capacity.total: a shared capacity is allocated in batch runs only; "
@@ -379,6 +375,22 @@ class RunConfig:
                 raise ConfigError(
                     f"{source}: capacity.min_volume[{group!r}] = {low[group]:g} exceeds "
                     f"capacity.max_volume[{group!r}] = {high[group]:g}")
+        if self.decision_method != "capacity":
+            raise ConfigError(
+                f"{source}: capacity.total: {capacity['total']:g} rows would be allocated, but "
+                f"decision_method is {self.decision_method!r}, so costlib decide would apply "
+                f"{self.decision_method}'s thresholds and ignore the allocation; set "
+                "decision_method: capacity (decide then applies the allocation), or drop "
+                "capacity.total / --capacity")
+
+    def check_recalibrate(self, source: str) -> None:
+        """What only recalibrate needs, checked after the command line's flags are applied:
+        ``decision_method: capacity`` needs ``capacity.total`` there (decide reads the
+        allocation's records, and needs no total)."""
+        if self.decision_method == "capacity" and self.capacity["total"] is None:
+            raise ConfigError(
+                f"{source}: decision_method: 'capacity' applies the shared-capacity allocation, "
+                "but capacity.total is null (set it, or --capacity N)")
 
     def _check_semantics(self, source: str) -> None:
         grid = self.grid

@@ -60,8 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     shared = parser.add_argument_group(
         "shared review capacity",
         "Allocate one capacity over all groups (config section capacity; batch runs only): "
-        "every group gets a record of method capacity, which decide applies with "
-        "decision_method: capacity.",
+        "every group gets a record of method capacity, which decide applies. Needs "
+        "decision_method: capacity in the config (refused otherwise: decide would ignore "
+        "the allocation).",
     )
     shared.add_argument("--capacity", type=number_in(0), default=None, metavar="C",
                         help="flagged rows (rated and unrated) all groups may flag next period; "
@@ -123,8 +124,11 @@ def run(args: argparse.Namespace) -> int:
         ("capacity", "total", args.capacity),
         ("capacity", "objective", args.capacity_objective),
     ) if value is not None}
+    source = args.config
     if overrides:
-        config = config.with_overrides(overrides, source=f"{args.config} with command-line flags")
+        source = f"{args.config} with command-line flags"
+        config = config.with_overrides(overrides, source=source)
+    config.check_recalibrate(source)
     with Progress("costlib recalibrate") as progress:
         manifest = run_recalibrate(
             config, args.input, args.output, args.beam_args, run_id=args.run_id,

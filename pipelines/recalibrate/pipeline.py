@@ -367,6 +367,7 @@ def run_recalibrate(
     output directory); default the output's published run
     (:mod:`costlib_pipelines.recalibrate.in_force`).
     """
+    config.check_recalibrate("run config")
     say = progress or (lambda _message: None)
     windowed = config.windowing is not None
     started = time.time()
