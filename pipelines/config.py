@@ -24,6 +24,7 @@ from costlib.audit._sampling import AuditDesign
 from costlib.audit._strata import check_shares, check_steps, relative_design
 from costlib.decoding import get_loss
 from costlib.thresholds._edges import DEFAULT_DECISION_EDGES, check_edges, uniform_edges
+from costlib.thresholds._rows import RULE_ALIASES
 from costlib.thresholds._target import Target
 from costlib_pipelines.config_text import read_config_text, schema_blind_spots, schema_error_line
 
@@ -347,6 +348,8 @@ class RunConfig:
         if errors:
             lines = [schema_error_line(e) for e in errors]
             raise ConfigError(f"{source}: invalid run config:\n  " + "\n  ".join(lines))
+        if filled.get("rule") in RULE_ALIASES:  # or/and: the library's spellings too
+            filled["rule"] = RULE_ALIASES[filled["rule"]]
         config = cls(raw=filled)
         config._check_semantics(source)
         return config

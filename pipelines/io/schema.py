@@ -44,8 +44,8 @@ def required_columns(
         cols["item_id"]: ("item_id", _is_id, "int64 or string"),
     }
     if not for_decisions:
-        needed[cols["label"]] = ("label", lambda t: pa.types.is_boolean(t) or pa.types.is_null(t),
-                                 "bool")
+        needed[cols["label"]] = ("label", lambda t: pa.types.is_boolean(t) or pa.types.is_null(t)
+                                 or pa.types.is_integer(t), "bool (or 0/1 integers)")
     for name in config.classifiers:
         needed[name] = ("classifier score", _is_float_or_int, "float")
     if windowed:

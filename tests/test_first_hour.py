@@ -1,0 +1,61 @@
+"""What a new user meets in the first hour with their own stream: spellings the library takes
+are taken by the config, unambiguous inputs are read, and messages say the fix."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from pipeline_data import SMALL_CONFIG, base_config, comparable, direct_records, sample_frame
+from pipeline_data import write_files as write_frame
+
+from costlib_pipelines.config import ConfigError, RunConfig
+from costlib_pipelines.recalibrate.pipeline import run_recalibrate
+
+
+@pytest.mark.parametrize("alias, rule", [("or", "any"), ("and", "all")])
+def test_config_takes_the_librarys_rule_spellings(alias, rule):
+    config = base_config(rule=alias)
+    assert config.rule == rule
+    assert config.digest == base_config(rule=rule).digest  # one run config, one digest
+
+
+def _run(frame, tmp_path, name):
+    inputs = write_frame(frame, tmp_path / f"in-{name}", n_files=2)
+    config = RunConfig.from_dict(SMALL_CONFIG)
+    manifest = run_recalibrate(config, inputs, str(tmp_path / f"out-{name}"), [])
+    run_dir = tmp_path / f"out-{name}" / "runs" / manifest["run_id"]
+    return manifest, pq.read_table(run_dir / "operating_points.parquet").to_pylist()
+
+
+def test_0_1_integer_labels_are_read_as_booleans(tmp_path):
+    """Int8 0/1 with nulls (a pandas "Int8" column) gives the points of the same labels as
+    booleans, which equal costlib's on the rows."""
+    frame = sample_frame(6_000, seed=5)
+    as_int = frame.copy()
+    as_int["label"] = frame["label"].map({True: 1, False: 0}).astype("Int8")
+    _, expected = _run(frame, tmp_path, "bool")
+    manifest, records = _run(as_int, tmp_path, "int")
+    assert comparable(records) == comparable(expected)
+    assert comparable(records) == comparable(direct_records(frame, RunConfig.from_dict(
+        SMALL_CONFIG)))
+    assert manifest["row_accounting"]["used"] == int(frame["label"].notna().sum())
+
+
+def test_an_integer_label_other_than_0_or_1_is_dead_lettered(tmp_path):
+    frame = sample_frame(6_000, seed=5)
+    labels = frame["label"].map({True: 1, False: 0}).astype("Int8")
+    rated = np.flatnonzero(labels.notna().to_numpy())[:3]
+    labels.iloc[rated] = [2, -1, 7]
+    frame["label"] = labels
+    manifest, _ = _run(frame, tmp_path, "bad")
+    assert manifest["row_accounting"]["dead_letter_reasons"] == {"invalid_label": 3}
+
+
+def test_two_ways_of_stating_the_target_say_give_exactly_one():
+    with pytest.raises(ConfigError, match="give exactly one of") as info:
+        base_config(target={"marginal_precision": 0.3, "fp_per_tp": 2})
+    assert "marginal_precision" in str(info.value) and "fp_per_tp" in str(info.value)
+    assert "too many properties" not in str(info.value)
