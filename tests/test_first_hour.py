@@ -3,8 +3,6 @@ are taken by the config, unambiguous inputs are read, and messages say the fix."
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -59,3 +57,14 @@ def test_two_ways_of_stating_the_target_say_give_exactly_one():
         base_config(target={"marginal_precision": 0.3, "fp_per_tp": 2})
     assert "marginal_precision" in str(info.value) and "fp_per_tp" in str(info.value)
     assert "too many properties" not in str(info.value)
+
+
+def test_a_missing_column_lists_the_files_columns(tmp_path):
+    from costlib_pipelines.io.schema import SchemaError, check_schema
+
+    frame = sample_frame(100, seed=1)
+    config = base_config(columns={"group": "country", "weight": "weight"})
+    schema = pq.read_schema(write_frame(frame, tmp_path, n_files=1).replace("*", "part-0"))
+    with pytest.raises(SchemaError, match="missing column 'country'") as info:
+        check_schema(schema, "f.parquet", config)
+    assert f"the file's columns: {', '.join(frame.columns)} (set columns." in str(info.value)

@@ -89,6 +89,13 @@ def _near_match(column: str, names: list[str]) -> str:
     same_case = [n for n in names if n.lower() == column.lower()]
     close = same_case or difflib.get_close_matches(column, names, n=1, cutoff=0.75)
     if not close:
-        return ""
+        shown = ", ".join(names[:MAX_NAMES_SHOWN]) or "none"
+        more = f" and {len(names) - MAX_NAMES_SHOWN} more" if len(names) > MAX_NAMES_SHOWN else ""
+        return (f"; the file's columns: {shown}{more} (set columns.<name> or classifiers in "
+                "the run config to the file's names)")
     hint = "column names are case-sensitive" if same_case else "the names differ"
     return f"; did you mean '{close[0]}'? ({hint})"
+
+
+#: Columns a missing-column message lists at most.
+MAX_NAMES_SHOWN = 30
