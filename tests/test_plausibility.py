@@ -113,6 +113,8 @@ def test_scores_far_outside_the_grid_range_hold_the_run(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 3  # old code: 0, thresholds [0, 0] published
     assert "held for review" in err and "plausibility:" in err
+    assert "plausibility.score_range" in err and "grid.range" in err  # the keys to set
+    assert "None" not in err and "no run of this output is published yet" in err
     assert not (tmp_path / "out" / "LATEST").exists()
     manifest = _manifest(tmp_path)
     above = int((_valid(frame) & (frame["text_model"] > 1.0)).sum())

@@ -443,9 +443,11 @@ def run_recalibrate(
             f"{run.run_id} --window <start>_<end> --by NAME --reason TEXT")
     if not manifest["published"]:
         violations = manifest["guard"]["violations"]
+        before = (f"LATEST still points at {baseline.run_id}" if baseline.run_id is not None
+                  else "no run of this output is published yet")
         raise PublishRefused(
-            f"run {run.run_id} is complete but held for review, LATEST still points at "
-            f"{baseline.run_id}:\n  " + "\n  ".join(violations) +
+            f"run {run.run_id} is complete but held for review, {before}:\n  "
+            + "\n  ".join(violations) +
             f"\npublish it after review with: costlib publish --output {output} --run-id "
             f"{run.run_id} --by NAME --reason TEXT (or re-run with --override-guard)"
         )
