@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     line and returns 2).
     """
     from costlib_pipelines.commands.progress import Progress
+    from costlib_pipelines.commands.summary import anomaly_lines
     from costlib_pipelines.config import load_config
     from costlib_pipelines.decide.pipeline import run_decide
 
@@ -87,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"run {manifest['run_id']} ({manifest['runner']}, {manifest['seconds']:.1f} s): "
           f"read {accounting['read']:,} rows, decided {accounting['decided']:,}, "
           f"dead-lettered {accounting['dead_lettered']:,}" + (f" ({reasons})" if reasons else ""))
+    for line in anomaly_lines(manifest.get("plausibility") or {}, accounting["read"]):
+        print(line)
     points = manifest["operating_points"]
     runs = points.get("run_id") or ", ".join(points.get("run_ids") or [])
     print(f"applied the {points['method']} points (decision_method, rule "

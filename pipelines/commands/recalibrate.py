@@ -89,9 +89,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from costlib_pipelines.commands.progress import Progress
+    from costlib_pipelines.commands.summary import anomaly_lines, points_lines
     from costlib_pipelines.config import OBJECTIVE_ONLY_KEYS, load_config
     from costlib_pipelines.flags import UsageError
     from costlib_pipelines.io.plausibility import Plausibility
+    from costlib_pipelines.io.runs import read_operating_points
     from costlib_pipelines.recalibrate.accounting import audit_warning
     from costlib_pipelines.recalibrate.pipeline import run_recalibrate
     from costlib_pipelines.recalibrate.publish import Override
@@ -150,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
                               Plausibility.from_config(config))
     if outside:
         print(f"plausibility: {outside}")
+    for line in anomaly_lines(manifest.get("plausibility") or {}, acc["read"]):
+        print(line)
     warning = audit_warning(acc)
     if warning:
         print(f"warning: {warning}")
@@ -164,6 +168,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"operating points: {run_dir}/operating_points.parquet (and .jsonl); manifest.json "
           "written last")
+    points = f"{run_dir}/operating_points.parquet"
+    for line in points_lines(read_operating_points(points), config.classifiers,
+                             config.decision_method, config.raw["target"], points,
+                             rule=config.rule):
+        print(line)
     capacity = manifest.get("capacity")
     if capacity:
         print(f"capacity: {capacity['total_volume']:,.1f} of {capacity['capacity']:,.1f} rows "
