@@ -68,3 +68,31 @@ def test_a_missing_column_lists_the_files_columns(tmp_path):
     with pytest.raises(SchemaError, match="missing column 'country'") as info:
         check_schema(schema, "f.parquet", config)
     assert f"the file's columns: {', '.join(frame.columns)} (set columns." in str(info.value)
+
+
+def test_recalibrate_ends_with_the_chosen_thresholds_of_the_first_groups(tmp_path, capsys):
+    """12 groups: the first 9 and __all__ are listed with the decision method's thresholds as
+    written in the run's records, the rest are counted, and the target is shown."""
+    from costlib_pipelines.commands.cli import main
+
+    frame = sample_frame(24_000, seed=2)
+    frame["group"] = "g" + (frame["item_id"] % 12).astype(str).str.zfill(2)
+    inputs = write_frame(frame, tmp_path / "in", n_files=1)
+    config = tmp_path / "c.yaml"
+    config.write_text("classifiers: [text_model, image_model]\ncolumns: {weight: weight}\n"
+                      "target: {fp_per_tp: 2}\nmethods: [hull]\ndecision_method: hull\n"
+                      "grid: {edges: uniform, bins: 16}\n"
+                      "min_rated: {positives: 5, negatives: 5}\n")
+    assert main(["recalibrate", "--config", str(config), "--input", inputs, "--output",
+                 str(tmp_path / "o"), "--run-id", "r1"]) == 0
+    out = capsys.readouterr().out
+    assert "thresholds of hull per group (decision_method; target fp per tp 2)" in out
+    records = pq.read_table(tmp_path / "o" / "runs" / "r1" / "operating_points.parquet")
+    by_group = {r["group"]: r for r in records.to_pylist()}
+    lines = out.splitlines()
+    for group in [f"g{i:02d}" for i in range(9)] + ["__all__"]:
+        row = next(x for x in lines if x.startswith(group + " "))
+        shown = row.split()[2:4] if by_group[group]["status"] == "ok" else row.split()[3:5]
+        assert shown == [f"{t:.4g}" for t in by_group[group]["thresholds"]], row
+    assert not any(x.startswith(("g09 ", "g10 ", "g11 ")) for x in lines)
+    assert "... 3 more group(s): all 13 in " in out

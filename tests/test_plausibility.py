@@ -291,6 +291,14 @@ def test_duplicate_item_ids_are_counted_per_group_across_files_and_row_groups(
     assert sum(expected.values()) == 300 + 10 + 10
     plausibility = _manifest(tmp_path)["plausibility"]
     assert plausibility == {"duplicate_item_id": 320, **expected}
+    # and the command's summary says so, with the share and the groups
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "repeat an item id" in x)
+    assert line.startswith(f"warning: 320 rows repeat an item id read before in their group "
+                           f"(plausibility.count_duplicate_item_ids) ({320 / len(frame):.1%} of "
+                           f"{len(frame):,} read) in ")
+    top = max(expected, key=expected.get)
+    assert f"{top.split('.', 1)[1]} {expected[top]:,}" in line
 
 
 def test_duplicate_counting_combines_exactly_in_any_order():
