@@ -96,3 +96,41 @@ def test_recalibrate_ends_with_the_chosen_thresholds_of_the_first_groups(tmp_pat
         assert shown == [f"{t:.4g}" for t in by_group[group]["thresholds"]], row
     assert not any(x.startswith(("g09 ", "g10 ", "g11 ")) for x in lines)
     assert "... 3 more group(s): all 13 in " in out
+
+
+def _point_and_grids():
+    from costlib.sample import generate_score_stream
+    from costlib.thresholds import ThresholdGrid, decision_edges, optimize
+
+    stream = generate_score_stream(20_000, seed=1)
+    names = ["text_model", "image_model"]
+    scores = np.nan_to_num(stream[names].to_numpy(), nan=-np.inf)
+    labels = stream["label"]
+    edges = decision_edges(scores, labels, names=names)
+    grid = ThresholdGrid.from_scores(scores, labels, edges, names=names)
+    point = optimize(grid, target_marginal_precision=1 / 3, rule="any", method="graph")
+    a = (stream["group"] == "market_a").to_numpy()
+    own = ThresholdGrid.from_scores(scores[a], labels[a], decision_edges(
+        scores[a], labels[a], names=names), names=names)
+    return point, grid, own
+
+
+def test_an_operating_point_prints_in_one_line():
+    point, _, _ = _point_and_grids()
+    text = repr(point)
+    assert "\n" not in text and len(text) < 300 and str(point) == text
+    t = point.thresholds
+    assert text.startswith(f"OperatingPoint(method='graph', rule='any', status='ok', "
+                           f"thresholds=(text_model={t[0]:.4g}, image_model={t[1]:.4g}), "
+                           f"tp={point.tp:.6g}, fp={point.fp:.6g}")
+    assert f"curve of {len(point.curve_tp)} points" in text and ".summary()" in text
+
+
+def test_different_edges_across_groups_say_how_to_get_one_lattice():
+    from costlib.thresholds._allocation import allocate_capacity
+
+    _, grid, own = _point_and_grids()
+    with pytest.raises(ValueError, match="have different edges") as info:
+        allocate_capacity({"all": grid, "market_a": own}, 10.0, target=0.5)
+    assert "decision_edges(all_scores, all_labels)" in str(info.value)
+    assert "ThresholdGrid.from_scores(group_scores, group_labels, edges)" in str(info.value)
