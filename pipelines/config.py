@@ -348,8 +348,7 @@ class RunConfig:
         if errors:
             lines = [schema_error_line(e) for e in errors]
             raise ConfigError(f"{source}: invalid run config:\n  " + "\n  ".join(lines))
-        if filled.get("rule") in RULE_ALIASES:  # or/and: the library's spellings too
-            filled["rule"] = RULE_ALIASES[filled["rule"]]
+        filled["rule"] = RULE_ALIASES.get(filled["rule"], filled["rule"])  # or/and, as costlib
         config = cls(raw=filled)
         config._check_semantics(source)
         return config
@@ -387,9 +386,8 @@ class RunConfig:
                 "capacity.total / --capacity")
 
     def check_recalibrate(self, source: str) -> None:
-        """What only recalibrate needs, checked after the command line's flags are applied:
-        ``decision_method: capacity`` needs ``capacity.total`` there (decide reads the
-        allocation's records, and needs no total)."""
+        """After the flags: ``decision_method: capacity`` needs ``capacity.total`` in
+        recalibrate (decide reads the allocation's records, and needs no total)."""
         if self.decision_method == "capacity" and self.capacity["total"] is None:
             raise ConfigError(
                 f"{source}: decision_method: 'capacity' applies the shared-capacity allocation, "
