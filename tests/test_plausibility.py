@@ -176,6 +176,20 @@ def test_scores_outside_the_range_can_be_dead_lettered(tmp_path, capsys):
     assert sorted(dead["item_id"]) == sorted(frame.loc[frame["text_model"] > 1, "item_id"])
 
 
+def test_decide_says_how_many_scores_were_outside_the_range(tmp_path, capsys):
+    frame = sample_frame(6000, seed=14)
+    config = _config_file(tmp_path)
+    assert _recalibrate(tmp_path, write_files(frame, tmp_path / "in", n_files=1), config) == 0
+    odd = _scaled(frame, frame.index[:25], 1e3)
+    capsys.readouterr()
+    assert _decide(tmp_path, write_files(odd, tmp_path / "odd", n_files=1), config) == 0
+    outside = int((_valid(odd) & (odd["text_model"] > 1)).sum())
+    assert outside > 0
+    assert (f"plausibility: {outside} rows with a score outside [0, 1] (text_model {outside} "
+            "above): counted only: they are decided like any other row") in \
+        capsys.readouterr().out
+
+
 def test_error_mode_names_file_row_group_and_column(tmp_path, capsys):
     frame = sample_frame(3000, seed=15)
     frame = _scaled(frame, frame.index[2500:2501], 1e3)

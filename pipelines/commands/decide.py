@@ -71,9 +71,10 @@ def run(args: argparse.Namespace) -> int:
     line and returns 2).
     """
     from costlib_pipelines.commands.progress import Progress
-    from costlib_pipelines.commands.summary import anomaly_lines
+    from costlib_pipelines.commands.summary import anomaly_lines, scores_outside
     from costlib_pipelines.config import load_config
     from costlib_pipelines.decide.pipeline import run_decide
+    from costlib_pipelines.io.plausibility import Plausibility
 
     config = load_config(args.config)
     with Progress("costlib decide") as progress:
@@ -88,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"run {manifest['run_id']} ({manifest['runner']}, {manifest['seconds']:.1f} s): "
           f"read {accounting['read']:,} rows, decided {accounting['decided']:,}, "
           f"dead-lettered {accounting['dead_lettered']:,}" + (f" ({reasons})" if reasons else ""))
+    outside = scores_outside(manifest.get("plausibility") or {},
+                             Plausibility.from_config(config), decide=True)
+    if outside:
+        print(f"plausibility: {outside}")
     for line in anomaly_lines(manifest.get("plausibility") or {}, accounting["read"]):
         print(line)
     points = manifest["operating_points"]

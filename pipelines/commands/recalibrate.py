@@ -7,13 +7,8 @@ through to Beam; with no ``--runner`` the pipeline runs locally on the FnApiRunn
 from __future__ import annotations
 
 import argparse
-import math
-from typing import TYPE_CHECKING
 
 from costlib_pipelines.commands.arguments import number_in
-
-if TYPE_CHECKING:
-    from costlib_pipelines.io.plausibility import Plausibility
 
 PASSES_BEAM_ARGS = True
 
@@ -89,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from costlib_pipelines.commands.progress import Progress
-    from costlib_pipelines.commands.summary import anomaly_lines, points_lines
+    from costlib_pipelines.commands.summary import anomaly_lines, points_lines, scores_outside
     from costlib_pipelines.config import OBJECTIVE_ONLY_KEYS, load_config
     from costlib_pipelines.flags import UsageError
     from costlib_pipelines.io.plausibility import Plausibility
@@ -148,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         f"+ unrated {acc.get('unrated', 0):,} + dead-lettered {acc['dead_lettered']:,} "
         f"({reasons}); {manifest['seconds']} s on {manifest['runner']}"
     )
-    outside = _scores_outside(manifest.get("plausibility") or {},
+    outside = scores_outside(manifest.get("plausibility") or {},
                               Plausibility.from_config(config))
     if outside:
         print(f"plausibility: {outside}")
@@ -201,29 +196,6 @@ GUARD_OFF = ("publish guard off (publish.max_threshold_change, publish.min_rated
 def _print_guard_off(guard: dict) -> None:
     if guard.get("off"):
         print(f"warning: {GUARD_OFF}")
-
-
-def _scores_outside(plausibility: dict[str, int], settings: Plausibility) -> str:
-    """The out-of-range score counters (``plausibility.score_{below,above}_range.<classifier>``)
-    per classifier, and what the rows got, as one line; empty when there are none."""
-    per_classifier: dict[str, list[str]] = {}
-    for side in ("below", "above"):
-        prefix = f"score_{side}_range."
-        for key, count in plausibility.items():
-            if key.startswith(prefix) and count:
-                per_classifier.setdefault(key[len(prefix):], []).append(f"{count:,} {side}")
-    total = plausibility.get("score_outside_range", 0)
-    if not total:
-        return ""
-    low, high = settings.score_range or (math.nan, math.nan)
-    action = ("dead-lettered (reason score_outside_range)"
-              if settings.scores_outside_range == "dead_letter" else
-              "counted only: they stay in the grids, where they can switch a classifier on or "
-              "off (plausibility.scores_outside_range: dead_letter drops them)")
-    return (f"{total:,} rows with a score outside [{low:g}, {high:g}] ("
-            + "; ".join(f"{name} {', '.join(sides)}"
-                        for name, sides in sorted(per_classifier.items()))
-            + f"): {action}")
 
 
 def _lambda(value: float | str) -> str:

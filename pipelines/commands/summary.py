@@ -4,10 +4,14 @@ look, and every counted anomaly (:func:`anomaly_lines`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from costlib.text_table import format_table
+
+if TYPE_CHECKING:
+    from costlib_pipelines.io.plausibility import Plausibility
 
 #: Groups a summary lists at most (the rest are in the run's operating points).
 FIRST_GROUPS = 10
@@ -78,3 +82,28 @@ def anomaly_lines(plausibility: Mapping[str, int], read: int) -> list[str]:
         share = f" ({count / read:.1%} of {read:,} read)" if read else ""
         lines.append(f"warning: {count:,} {what}{share}{where}")
     return lines
+
+
+def scores_outside(plausibility: Mapping[str, int], settings: Plausibility, *,
+                   decide: bool = False) -> str:
+    """The out-of-range score counters (``plausibility.score_{below,above}_range.<classifier>``)
+    per classifier, and what the rows got, as one line; empty when there are none."""
+    per_classifier: dict[str, list[str]] = {}
+    for side in ("below", "above"):
+        prefix = f"score_{side}_range."
+        for key, count in plausibility.items():
+            if key.startswith(prefix) and count:
+                per_classifier.setdefault(key[len(prefix):], []).append(f"{count:,} {side}")
+    total = plausibility.get("score_outside_range", 0)
+    if not total:
+        return ""
+    low, high = settings.score_range or (math.nan, math.nan)
+    action = ("dead-lettered (reason score_outside_range)"
+              if settings.scores_outside_range == "dead_letter" else
+              ("counted only: they are decided like any other row" if decide else
+               "counted only: they stay in the grids, where they can switch a classifier on or "
+               "off") + " (plausibility.scores_outside_range: dead_letter drops them)")
+    return (f"{total:,} rows with a score outside [{low:g}, {high:g}] ("
+            + "; ".join(f"{name} {', '.join(sides)}"
+                        for name, sides in sorted(per_classifier.items()))
+            + f"): {action}")
