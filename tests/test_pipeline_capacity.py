@@ -238,6 +238,24 @@ def test_capacity_with_another_decision_method_is_refused(inputs, tmp_path, caps
     assert not (tmp_path / "o").exists()
 
 
+def test_decide_with_another_method_over_an_allocation_warns(inputs, tmp_path, capsys):
+    """Points that hold an allocation, applied with a config of another decision_method (a
+    second config for decide): applied as asked, with a warning that names the fix."""
+    config = tmp_path / "cap.yaml"
+    config.write_text(CLI_CONFIG.replace("DM", "capacity"))
+    other = tmp_path / "hull.yaml"
+    other.write_text(CLI_CONFIG.replace("DM", "hull"))
+    assert main(["recalibrate", "--config", str(config), "--input", inputs,
+                 "--output", str(tmp_path / "o"), "--capacity", "30"]) == 0
+    capsys.readouterr()
+    assert main(["decide", "--config", str(other), "--input", inputs, "--operating-points",
+                 str(tmp_path / "o"), "--output", str(tmp_path / "d")]) == 0
+    out = capsys.readouterr().out
+    assert "applied the hull points" in out
+    assert ("warning: the points hold a shared-capacity allocation (method capacity), but the "
+            "config's decision_method is 'hull'") in out and "decision_method: capacity" in out
+
+
 def test_cli_flags(frame, inputs, tmp_path, capsys):
     config = tmp_path / "c.yaml"
     config.write_text(CLI_CONFIG.replace("DM", "capacity"))

@@ -100,6 +100,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"applied the {points['method']} points (decision_method, rule "
           f"{manifest['config']['rule']}) of run {runs} for {points['groups']} group(s): "
           f"{points['source']}")
+    if points.get("capacity_ignored"):
+        print(f"warning: the points hold a shared-capacity allocation (method capacity), but "
+              f"the config's decision_method is {points['method']!r}: its thresholds were "
+              "applied and the allocation was not; set decision_method: capacity to apply it")
     print(f"threshold decisions: {counts.get('threshold_flagged', 0):,} flagged, "
           f"{counts.get('threshold_null', 0):,} without an operating point")
     without = points.get("groups_without_thresholds") or []

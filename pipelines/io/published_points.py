@@ -337,5 +337,7 @@ def select_operating_points(
         "groups_coverage_limited": _point_statuses(chosen, "coverage_limited"),
         "groups_resolution_limited": _point_statuses(chosen, "resolution_limited"),
         "default_group": default.operating_point_group,
+        "capacity_ignored": method != "capacity" and any(r["method"] == "capacity"
+                                                         for r in records),
     }
     return DecisionThresholds(by_group, default, len(config.classifiers), details)
