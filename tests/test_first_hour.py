@@ -134,3 +134,27 @@ def test_different_edges_across_groups_say_how_to_get_one_lattice():
         allocate_capacity({"all": grid, "market_a": own}, 10.0, target=0.5)
     assert "decision_edges(all_scores, all_labels)" in str(info.value)
     assert "ThresholdGrid.from_scores(group_scores, group_labels, edges)" in str(info.value)
+
+
+@pytest.mark.parametrize("ids", ["int32", "string"])
+def test_decisions_frame_gives_the_ids_back_in_their_type(tmp_path, ids):
+    from costlib_pipelines.decide.pipeline import run_decide
+    from costlib_pipelines.io import decisions_frame, operating_points_frame
+    from costlib_pipelines.io.files import InputError
+
+    frame = sample_frame(4_000, seed=6)
+    frame["item_id"] = (frame["item_id"] + 2**30).astype("int32") if ids == "int32" else \
+        "tx-" + frame["item_id"].astype(str)
+    inputs = write_frame(frame, tmp_path / "in", n_files=2)
+    config = RunConfig.from_dict(SMALL_CONFIG)
+    run_recalibrate(config, inputs, str(tmp_path / "points"), [])
+    run_decide(config, inputs, str(tmp_path / "points"), str(tmp_path / "dec"), [])
+    decisions = decisions_frame(str(tmp_path / "dec"))
+    assert decisions["item_id"].dtype == frame["item_id"].dtype
+    joined = frame.merge(decisions, on="item_id", validate="one_to_one")
+    assert len(joined) == len(frame)
+    assert str(decisions["threshold_decision"].dtype) == "boolean"
+    points = operating_points_frame(str(tmp_path / "points"))
+    assert set(points["group"]) == set(frame["group"]) | {"__all__"}
+    with pytest.raises(InputError, match="a decide run, not a recalibrate run"):
+        operating_points_frame(str(tmp_path / "dec"))

@@ -56,6 +56,9 @@ def operating_points_frame(path: str) -> pd.DataFrame:
         flags nothing), ``tp``, ``fp``, ``precision``, ...
     """
     run_dir, _ = _run_dir(path, "recalibrate")
+    if not FileSystems.exists(f"{run_dir}/operating_points.parquet"):
+        raise InputError(f"{run_dir}: no operating_points.parquet (a windowed run keeps one per "
+                         "window: windows/<start>_<end>/operating_points.parquet)")
     with FileSystems.open(f"{run_dir}/operating_points.parquet") as fh:
         table = pq.read_table(fh)
     return table.to_pandas(types_mapper=_bools_nullable)
