@@ -24,6 +24,7 @@ from costlib.audit._sampling import AuditDesign
 from costlib.audit._strata import check_shares, check_steps, relative_design
 from costlib.decoding import get_loss
 from costlib.thresholds._edges import DEFAULT_DECISION_EDGES, check_edges, uniform_edges
+from costlib.thresholds._rows import RULE_ALIASES
 from costlib.thresholds._target import Target
 from costlib_pipelines.config_text import read_config_text, schema_blind_spots, schema_error_line
 
@@ -347,6 +348,7 @@ class RunConfig:
         if errors:
             lines = [schema_error_line(e) for e in errors]
             raise ConfigError(f"{source}: invalid run config:\n  " + "\n  ".join(lines))
+        filled["rule"] = RULE_ALIASES.get(filled["rule"], filled["rule"])  # or/and, as costlib
         config = cls(raw=filled)
         config._check_semantics(source)
         return config
@@ -354,12 +356,8 @@ class RunConfig:
     def _check_capacity(self, source: str) -> None:
         """The ``capacity`` section against the rest of the config."""
         capacity = self.capacity
-        if self.decision_method == "capacity" and capacity["total"] is None:
-            raise ConfigError(
-                f"{source}: decision_method: 'capacity' applies the shared-capacity allocation, "
-                "but capacity.total is null (set it, or --capacity N)")
         if capacity["total"] is None:
-            return
+            return  # decision_method capacity without a total: check_recalibrate
         if self.windowing is not None:
             raise ConfigError(
                 f"{source}: capacity.total: a shared capacity is allocated in batch runs only; "
@@ -379,6 +377,21 @@ class RunConfig:
                 raise ConfigError(
                     f"{source}: capacity.min_volume[{group!r}] = {low[group]:g} exceeds "
                     f"capacity.max_volume[{group!r}] = {high[group]:g}")
+        if self.decision_method != "capacity":
+            raise ConfigError(
+                f"{source}: capacity.total: {capacity['total']:g} rows would be allocated, but "
+                f"decision_method is {self.decision_method!r}, so costlib decide would apply "
+                f"{self.decision_method}'s thresholds and ignore the allocation; set "
+                "decision_method: capacity (decide then applies the allocation), or drop "
+                "capacity.total / --capacity")
+
+    def check_recalibrate(self, source: str) -> None:
+        """After the flags: ``decision_method: capacity`` needs ``capacity.total`` in
+        recalibrate (decide reads the allocation's records, and needs no total)."""
+        if self.decision_method == "capacity" and self.capacity["total"] is None:
+            raise ConfigError(
+                f"{source}: decision_method: 'capacity' applies the shared-capacity allocation, "
+                "but capacity.total is null (set it, or --capacity N)")
 
     def _check_semantics(self, source: str) -> None:
         grid = self.grid

@@ -113,6 +113,13 @@ def schema_error_line(error: jsonschema.ValidationError) -> str:
     the YAML hint (unquoted ``off``/``on``/``yes``/``no`` are booleans in YAML), an unknown key
     the closest known one."""
     line = f"{_key_path(error)}: {error.message}"
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    if (error.validator in ("maxProperties", "minProperties") and schema.get("properties")
+            and schema.get("minProperties") == schema.get("maxProperties") == 1
+            and isinstance(error.instance, dict)):
+        given = ", ".join(map(str, error.instance)) or "none"
+        return (f"{_key_path(error)}: give exactly one of {', '.join(schema['properties'])} "
+                f"(got {given})")
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         known = list((error.schema.get("properties") or {}) if isinstance(error.schema, dict)
                      else [])

@@ -10,6 +10,10 @@ def test_demo_runs_recalibrate_and_decide_end_to_end(tmp_path, capsys):
     assert main(["demo", "--output", str(out), "--n-items", "40000"]) == 0
     printed = capsys.readouterr().out
     assert "recalibrate (FnApiRunner" in printed and "decide (" in printed
+    # the first screen: the decision method's points only, the target, what to try next
+    assert "thresholds of graph per group (decision_method; target marginal precision" in printed
+    assert "mp_left" not in printed and "mean k per set" not in printed
+    assert f"next: costlib report --run {out / 'recalibrate'}" in printed
     latest = (out / "recalibrate" / "LATEST").read_text().strip()
     run_dir = out / "recalibrate" / "runs" / latest
     manifest = json.loads((run_dir / "manifest.json").read_text())

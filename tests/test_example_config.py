@@ -44,3 +44,15 @@ def test_example_in_force_section_shows_the_defaults():
     shown = yaml.safe_load(EXAMPLE.read_text())["in_force"]
     defaults = {k: v["default"] for k, v in schema["properties"]["in_force"]["properties"].items()}
     assert shown == defaults
+
+
+def test_example_config_sets_only_the_columns_every_stream_has():
+    """A copy adapted to one's own stream must not fail on a column a typical stream lacks:
+    the optional columns (weight, probability, set_id, audit_probability) are comments, and
+    the columns it sets are the schema's defaults."""
+    schema = json.loads((SCHEMAS / "run_config.schema.json").read_text())
+    defaults = {k: v.get("default")
+                for k, v in schema["properties"]["columns"]["properties"].items()}
+    shown = yaml.safe_load(EXAMPLE.read_text())["columns"]
+    assert shown == {k: v for k, v in defaults.items() if v is not None}
+    assert load_config(str(EXAMPLE)).columns == defaults

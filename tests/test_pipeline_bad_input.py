@@ -112,7 +112,8 @@ def test_empty_file_with_valid_schema_counts_zero_rows(tmp_path):
         ("truncated", InputError, "truncated.parquet: not a readable Parquet file"),
         ("missing_column", SchemaError, "missing column 'image_model'"),
         ("wrong_type", SchemaError, "column 'text_model' .* has type string; expected float"),
-        ("label_type", SchemaError, "column 'label' .* has type int64; expected bool"),
+        ("label_type", SchemaError,
+         r"column 'label' .* has type double; expected bool \(or 0/1 integers\)"),
     ],
 )
 def test_unusable_files_stop_the_run_naming_file_and_column(tmp_path, damage, error, message):
@@ -131,7 +132,7 @@ def test_unusable_files_stop_the_run_naming_file_and_column(tmp_path, damage, er
         col = table.column("text_model").cast(pa.string())
         pq.write_table(table.set_column(3, "text_model", col), directory / "x.parquet")
     elif damage == "label_type":
-        col = pa.array(frame["label"].fillna(False).astype(int))
+        col = pa.array(frame["label"].fillna(False).astype(float))  # 0/1 integers are read
         index = table.schema.get_field_index("label")
         pq.write_table(table.set_column(index, "label", col), directory / "x.parquet")
     with pytest.raises(error, match=message):
@@ -151,7 +152,8 @@ def test_no_matching_input_is_an_error(tmp_path):
         ({"grid": {"bins": 0}}, r"grid\.bins: 0 is less than the minimum of 1"),
         ({"rule": "xor"}, r"rule: 'xor' is not one of"),
         ({"surprise": 1}, r"Additional properties are not allowed \('surprise'"),
-        ({"target": {"marginal_precision": 0.3, "slope": 1}}, r"target: .* too many properties"),
+        ({"target": {"marginal_precision": 0.3, "slope": 1}},
+         r"target: give exactly one of marginal_precision, slope, fp_per_tp, benefit_matrix"),
         ({"target": {"marginal_precision": 1.5}}, r"target\.marginal_precision: 1\.5"),
         ({"grid": {"edges": "explicit"}}, r"grid\.values: need one edge list per classifier"),
         ({"grid": {"edges": "explicit", "values": [[0.5, 0.1], [0.2]]}},

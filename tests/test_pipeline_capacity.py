@@ -167,12 +167,15 @@ def test_guard_holds_an_allocation_over_capacity(frame, inputs, tmp_path):
 
 
 @pytest.mark.parametrize("raw, message", [
-    (dict(decision_method="capacity"), "decision_method: 'capacity' applies"),
-    (dict(capacity={"total": 5.0}, windowing={"size_days": 7}),
+    (dict(capacity={"total": 5.0}, decision_method="hull"),
+     "capacity.total: 5 rows would be allocated, but decision_method is 'hull'"),
+    (dict(capacity={"total": 5.0}, windowing={"size_days": 7}, decision_method="capacity"),
      "capacity.total: a shared capacity is allocated in batch runs only"),
-    (dict(capacity={"total": 5.0}, constraints={"min_precision": 0.5}),
+    (dict(capacity={"total": 5.0}, constraints={"min_precision": 0.5},
+          decision_method="capacity"),
      "not constraints.min_precision"),
-    (dict(capacity={"total": 5.0, "min_volume": {"a": 3}, "max_volume": {"a": 2}}),
+    (dict(capacity={"total": 5.0, "min_volume": {"a": 3}, "max_volume": {"a": 2}},
+          decision_method="capacity"),
      r"capacity.min_volume\['a'\] = 3 exceeds capacity.max_volume\['a'\] = 2"),
     (dict(capacity={"total": 5.0, "max_volume": {"__all__": 2}}), "capacity.max_volume"),
     (dict(capacity={"total": -1.0}), "capacity.total: -1.0 is less than the minimum of 0"),
@@ -186,12 +189,76 @@ def test_config_refuses_what_the_allocation_cannot_do(raw, message):
         base_config(**raw)
 
 
+def test_decision_method_capacity_needs_a_total_in_recalibrate_only():
+    config = base_config(decision_method="capacity")  # decide reads the records: no total
+    with pytest.raises(ConfigError, match="decision_method: 'capacity' applies"):
+        config.check_recalibrate("c.yaml")
+    config.with_overrides({"capacity.total": 5.0}, source="flags").check_recalibrate("flags")
+
+
+CLI_CONFIG = ("classifiers: [text_model, image_model]\n"
+              "target: {marginal_precision: 0.3}\ncolumns: {weight: weight}\n"
+              "methods: [hull]\ndecision_method: DM\ngrid: {edges: uniform, bins: 24}\n"
+              "min_rated: {positives: 5, negatives: 5}\n")
+
+
+def test_capacity_flag_then_decide_applies_the_allocation(frame, inputs, tmp_path, capsys):
+    """decision_method: capacity in the config, the total given as --capacity: recalibrate
+    runs (the flag is applied before the check), and decide, with the same config, flags
+    exactly the allocated rows: the weighted volume the allocation reports."""
+    config = tmp_path / "cap.yaml"
+    config.write_text(CLI_CONFIG.replace("DM", "capacity"))
+    assert main(["recalibrate", "--config", str(config), "--input", inputs,
+                 "--output", str(tmp_path / "o"), "--capacity", "30"]) == 0
+    capsys.readouterr()
+    assert main(["decide", "--config", str(config), "--input", inputs, "--operating-points",
+                 str(tmp_path / "o"), "--output", str(tmp_path / "d")]) == 0
+    out = capsys.readouterr().out
+    assert "applied the capacity points (decision_method" in out
+    run_id = (tmp_path / "o" / "LATEST").read_text().strip()
+    summary = json.loads((tmp_path / "o" / "runs" / run_id / "manifest.json").read_text())
+    decisions = read_decisions(str(tmp_path / "d")).to_pandas()
+    flagged = decisions["threshold_decision"].eq(True).to_numpy(bool)
+    ids = set(decisions["item_id"][flagged].astype(int))
+    weight = frame.loc[frame["item_id"].isin(ids), "weight"].sum()
+    assert weight == pytest.approx(summary["capacity"]["total_volume"])
+    assert weight <= 30.0
+
+
+def test_capacity_with_another_decision_method_is_refused(inputs, tmp_path, capsys):
+    """The silent trap: an allocation decide would ignore. Refused before anything is
+    written, in one line that says the fix."""
+    config = tmp_path / "graph.yaml"
+    config.write_text(CLI_CONFIG.replace("DM", "hull"))
+    assert main(["recalibrate", "--config", str(config), "--input", inputs,
+                 "--output", str(tmp_path / "o"), "--capacity", "30"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "decision_method is 'hull'" in err and "set decision_method: capacity" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_decide_with_another_method_over_an_allocation_warns(inputs, tmp_path, capsys):
+    """Points that hold an allocation, applied with a config of another decision_method (a
+    second config for decide): applied as asked, with a warning that names the fix."""
+    config = tmp_path / "cap.yaml"
+    config.write_text(CLI_CONFIG.replace("DM", "capacity"))
+    other = tmp_path / "hull.yaml"
+    other.write_text(CLI_CONFIG.replace("DM", "hull"))
+    assert main(["recalibrate", "--config", str(config), "--input", inputs,
+                 "--output", str(tmp_path / "o"), "--capacity", "30"]) == 0
+    capsys.readouterr()
+    assert main(["decide", "--config", str(other), "--input", inputs, "--operating-points",
+                 str(tmp_path / "o"), "--output", str(tmp_path / "d")]) == 0
+    out = capsys.readouterr().out
+    assert "applied the hull points" in out
+    assert ("warning: the points hold a shared-capacity allocation (method capacity), but the "
+            "config's decision_method is 'hull'") in out and "decision_method: capacity" in out
+
+
 def test_cli_flags(frame, inputs, tmp_path, capsys):
     config = tmp_path / "c.yaml"
-    config.write_text("classifiers: [text_model, image_model]\n"
-                      "target: {marginal_precision: 0.3}\ncolumns: {weight: weight}\n"
-                      "methods: [hull]\ndecision_method: hull\ngrid: {edges: uniform, bins: 24}\n"
-                      "min_rated: {positives: 5, negatives: 5}\n")
+    config.write_text(CLI_CONFIG.replace("DM", "capacity"))
     base = ["recalibrate", "--config", str(config), "--input", inputs]
     assert main([*base, "--output", str(tmp_path / "o1"), "--capacity", "-3"]) == 2
     assert "--capacity" in capsys.readouterr().err

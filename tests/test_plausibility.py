@@ -113,6 +113,8 @@ def test_scores_far_outside_the_grid_range_hold_the_run(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 3  # old code: 0, thresholds [0, 0] published
     assert "held for review" in err and "plausibility:" in err
+    assert "plausibility.score_range" in err and "grid.range" in err  # the keys to set
+    assert "None" not in err and "no run of this output is published yet" in err
     assert not (tmp_path / "out" / "LATEST").exists()
     manifest = _manifest(tmp_path)
     above = int((_valid(frame) & (frame["text_model"] > 1.0)).sum())
@@ -172,6 +174,20 @@ def test_scores_outside_the_range_can_be_dead_lettered(tmp_path, capsys):
     assert acc["used"] == int((_valid(frame) & frame["label"].notna()).sum()) - outside
     dead = pq.read_table(tmp_path / "out" / "runs" / "r1" / "dead_letter").to_pandas()
     assert sorted(dead["item_id"]) == sorted(frame.loc[frame["text_model"] > 1, "item_id"])
+
+
+def test_decide_says_how_many_scores_were_outside_the_range(tmp_path, capsys):
+    frame = sample_frame(6000, seed=14)
+    config = _config_file(tmp_path)
+    assert _recalibrate(tmp_path, write_files(frame, tmp_path / "in", n_files=1), config) == 0
+    odd = _scaled(frame, frame.index[:25], 1e3)
+    capsys.readouterr()
+    assert _decide(tmp_path, write_files(odd, tmp_path / "odd", n_files=1), config) == 0
+    outside = int((_valid(odd) & (odd["text_model"] > 1)).sum())
+    assert outside > 0
+    assert (f"plausibility: {outside} rows with a score outside [0, 1] (text_model {outside} "
+            "above): counted only: they are decided like any other row") in \
+        capsys.readouterr().out
 
 
 def test_error_mode_names_file_row_group_and_column(tmp_path, capsys):
@@ -289,6 +305,14 @@ def test_duplicate_item_ids_are_counted_per_group_across_files_and_row_groups(
     assert sum(expected.values()) == 300 + 10 + 10
     plausibility = _manifest(tmp_path)["plausibility"]
     assert plausibility == {"duplicate_item_id": 320, **expected}
+    # and the command's summary says so, with the share and the groups
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "repeat an item id" in x)
+    assert line.startswith(f"warning: 320 rows repeat an item id read before in their group "
+                           f"(plausibility.count_duplicate_item_ids) ({320 / len(frame):.1%} of "
+                           f"{len(frame):,} read) in ")
+    top = max(expected, key=expected.get)
+    assert f"{top.split('.', 1)[1]} {expected[top]:,}" in line
 
 
 def test_duplicate_counting_combines_exactly_in_any_order():

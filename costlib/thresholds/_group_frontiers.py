@@ -153,7 +153,10 @@ def _check_grids(grids: Mapping[str, ThresholdGrid]) -> list[str]:
         if len(grid.edges) != len(first.edges) or not all(
                 np.array_equal(a, b) for a, b in zip(grid.edges, first.edges, strict=True)):
             raise ValueError(f"groups {groups[0]!r} and {g!r} have different edges: one capacity "
-                             "is shared over grids of one lattice")
+                             "is shared over grids of one lattice; place the edges once over "
+                             "every group's rows (edges = decision_edges(all_scores, "
+                             "all_labels)) and build each group's grid with them "
+                             "(ThresholdGrid.from_scores(group_scores, group_labels, edges))")
     return groups
 
 

@@ -152,6 +152,19 @@ class OperatingPoint:
     estimated_recall: float | None = None
     resolution: dict[str, Any] | None = None
 
+    def __repr__(self) -> str:
+        """One line: method, rule, status, the thresholds by classifier and the counts; the
+        curve's arrays are attributes (``path``, ``curve_tp``, ``curve_fp``), every field is in
+        :meth:`summary`."""
+        names = self.names or tuple(f"s{j + 1}" for j in range(len(self.thresholds)))
+        thresholds = ", ".join(f"{n}={t:.4g}" for n, t in zip(names, self.thresholds,
+                                                             strict=True))
+        return (f"OperatingPoint(method={self.method!r}, rule={self.rule!r}, "
+                f"status={self.status!r}, thresholds=({thresholds}), tp={self.tp:.6g}, "
+                f"fp={self.fp:.6g}, precision={self.precision:.4g}, volume={self.volume:.6g}, "
+                f"curve of {len(self.curve_tp)} points: .path, .curve_tp, .curve_fp; "
+                f"every field: .summary())")
+
     @property
     def position(self) -> int:
         """Position of the point on its curve."""

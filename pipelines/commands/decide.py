@@ -58,6 +58,12 @@ def audit_line(audit: dict[str, Any]) -> str | None:
     return None
 
 
+def _first(names: list[str], n: int = 5) -> str:
+    """The first ``n`` names, and how many more."""
+    more = f" and {len(names) - n} more" if len(names) > n else ""
+    return ", ".join(names[:n]) + more
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the decide pipeline and print a summary; returns 0.
 
@@ -65,8 +71,10 @@ def run(args: argparse.Namespace) -> int:
     line and returns 2).
     """
     from costlib_pipelines.commands.progress import Progress
+    from costlib_pipelines.commands.summary import anomaly_lines, scores_outside
     from costlib_pipelines.config import load_config
     from costlib_pipelines.decide.pipeline import run_decide
+    from costlib_pipelines.io.plausibility import Plausibility
 
     config = load_config(args.config)
     with Progress("costlib decide") as progress:
@@ -81,10 +89,26 @@ def run(args: argparse.Namespace) -> int:
     print(f"run {manifest['run_id']} ({manifest['runner']}, {manifest['seconds']:.1f} s): "
           f"read {accounting['read']:,} rows, decided {accounting['decided']:,}, "
           f"dead-lettered {accounting['dead_lettered']:,}" + (f" ({reasons})" if reasons else ""))
-    print(f"threshold decisions: {counts.get('threshold_flagged', 0):,} flagged, "
-          f"{counts.get('threshold_null', 0):,} without an operating point "
-          f"(operating points: {manifest['operating_points']['source']})")
+    outside = scores_outside(manifest.get("plausibility") or {},
+                             Plausibility.from_config(config), decide=True)
+    if outside:
+        print(f"plausibility: {outside}")
+    for line in anomaly_lines(manifest.get("plausibility") or {}, accounting["read"]):
+        print(line)
     points = manifest["operating_points"]
+    runs = points.get("run_id") or ", ".join(points.get("run_ids") or [])
+    print(f"applied the {points['method']} points (decision_method, rule "
+          f"{manifest['config']['rule']}) of run {runs} for {points['groups']} group(s): "
+          f"{points['source']}")
+    if points.get("capacity_ignored"):
+        print(f"warning: the points hold a shared-capacity allocation (method capacity), but "
+              f"the config's decision_method is {points['method']!r}: its thresholds were "
+              "applied and the allocation was not; set decision_method: capacity to apply it")
+    print(f"threshold decisions: {counts.get('threshold_flagged', 0):,} flagged, "
+          f"{counts.get('threshold_null', 0):,} without an operating point")
+    without = points.get("groups_without_thresholds") or []
+    if without:
+        print(f"{len(without)} group(s) whose point flags nothing: {_first(without)}")
     if points["published"] is False:
         print("warning: applied operating points that are not published "
               f"(--allow-unpublished): {points['published_reason']}")

@@ -78,14 +78,13 @@ def _config(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    import numpy as np
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
     import yaml
 
     from costlib.sample import generate_score_stream, write_score_stream
-    from costlib.text_table import format_table
+    from costlib_pipelines.commands.summary import points_lines
     from costlib_pipelines.decide.pipeline import run_decide
     from costlib_pipelines.recalibrate.pipeline import run_recalibrate
 
@@ -105,30 +104,35 @@ def run(args: argparse.Namespace) -> int:
     print(f"\nrecalibrate ({recal['runner']}, {recal['seconds']} s): read {acc['read']:,} = used "
           f"{acc['used']:,} + unrated {acc['unrated']:,} + dead-lettered {acc['dead_lettered']}")
     points = pq.read_table(run_dir / "operating_points.parquet").to_pylist()
-    rows = [
-        [p["group"], p["method"], p["status"], *(p["thresholds"] or [None, None]), p["tp"],
-         p["fp"], p["precision"], p["marginal_precision_left"], p["marginal_precision_right"]]
-        for p in points
-    ]
-    print(format_table(rows, ["group", "method", "status", "t[text_model]", "t[image_model]",
-                              "TP", "FP", "precision", "mp_left", "mp_right"]))
+    for line in points_lines(points, config.classifiers, config.decision_method,
+                             config.raw["target"], f"{run_dir}/operating_points.parquet",
+                             rule=config.rule):
+        print(line)
+    others = sorted({p["method"] for p in points} - {config.decision_method})
+    if others:
+        print(f"(methods {', '.join(others)} are in the same file for comparison; "
+              "TP/FP: rated true and false positives the point flags)")
 
     decide = run_decide(config, pattern, str(out / "recalibrate"), str(out / "decide"),
                         args.beam_args)
     decisions = ds.dataset(
         str(out / "decide" / "runs" / decide["run_id"] / "decisions"), format="parquet"
-    ).to_table(columns=["group", "threshold_decision", "topk_decision", "k"])
+    ).to_table(columns=["group", "set_id", "threshold_decision", "topk_decision", "k"])
     flagged = pc.sum(pc.cast(decisions.column("threshold_decision"), "int64")).as_py() or 0
     selected = pc.sum(pc.cast(decisions.column("topk_decision"), "int64")).as_py() or 0
-    ks = decisions.column("k").to_numpy(zero_copy_only=False)
-    print(f"\ndecide ({decide['seconds']} s): {decisions.num_rows:,} rows decided; "
-          f"threshold ({config.decision_method}) flags {flagged:,}; optimal top-k (F1) selects "
-          f"{selected:,} items, mean k per set {np.nanmean(ks.astype(float)):.2f}")
+    per_set = decisions.select(["set_id", "k"]).to_pandas().groupby("set_id")["k"].first()
+    print(f"\ndecide ({decide['seconds']} s): {decisions.num_rows:,} rows decided; the "
+          f"{config.decision_method} thresholds above flag {flagged:,}; optimal top-k (F1) "
+          f"selects {selected:,} items in {int((per_set > 0).sum()):,} of {len(per_set):,} "
+          "sets (columns.set_id; the others select none)")
     print(f"outputs: {run_dir}/ and {out / 'decide' / 'runs' / decide['run_id']}/ "
           "(manifest.json in each, written last)")
     if not args.no_plots:
         _plots(run_dir, points, config, out / "plots")
         print(f"plots: {out / 'plots'}/pn_<group>.png")
+    print(f"\nnext: costlib report --run {out / 'recalibrate'}   (the run as a page: "
+          "thresholds, PN curves, what changed)\n"
+          "      your own data: docs/own_stream.md (a minimal config, the same two commands)")
     if args.audit_loop:
         return _audit_loop(args, config, out)
     return 0

@@ -7,13 +7,8 @@ through to Beam; with no ``--runner`` the pipeline runs locally on the FnApiRunn
 from __future__ import annotations
 
 import argparse
-import math
-from typing import TYPE_CHECKING
 
 from costlib_pipelines.commands.arguments import number_in
-
-if TYPE_CHECKING:
-    from costlib_pipelines.io.plausibility import Plausibility
 
 PASSES_BEAM_ARGS = True
 
@@ -60,8 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     shared = parser.add_argument_group(
         "shared review capacity",
         "Allocate one capacity over all groups (config section capacity; batch runs only): "
-        "every group gets a record of method capacity, which decide applies with "
-        "decision_method: capacity.",
+        "every group gets a record of method capacity, which decide applies. Needs "
+        "decision_method: capacity in the config (refused otherwise: decide would ignore "
+        "the allocation).",
     )
     shared.add_argument("--capacity", type=number_in(0), default=None, metavar="C",
                         help="flagged rows (rated and unrated) all groups may flag next period; "
@@ -88,9 +84,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from costlib_pipelines.commands.progress import Progress
+    from costlib_pipelines.commands.summary import anomaly_lines, points_lines, scores_outside
     from costlib_pipelines.config import OBJECTIVE_ONLY_KEYS, load_config
     from costlib_pipelines.flags import UsageError
     from costlib_pipelines.io.plausibility import Plausibility
+    from costlib_pipelines.io.runs import read_operating_points
     from costlib_pipelines.recalibrate.accounting import audit_warning
     from costlib_pipelines.recalibrate.pipeline import run_recalibrate
     from costlib_pipelines.recalibrate.publish import Override
@@ -123,8 +121,11 @@ def run(args: argparse.Namespace) -> int:
         ("capacity", "total", args.capacity),
         ("capacity", "objective", args.capacity_objective),
     ) if value is not None}
+    source = args.config
     if overrides:
-        config = config.with_overrides(overrides, source=f"{args.config} with command-line flags")
+        source = f"{args.config} with command-line flags"
+        config = config.with_overrides(overrides, source=source)
+    config.check_recalibrate(source)
     with Progress("costlib recalibrate") as progress:
         manifest = run_recalibrate(
             config, args.input, args.output, args.beam_args, run_id=args.run_id,
@@ -142,10 +143,12 @@ def run(args: argparse.Namespace) -> int:
         f"+ unrated {acc.get('unrated', 0):,} + dead-lettered {acc['dead_lettered']:,} "
         f"({reasons}); {manifest['seconds']} s on {manifest['runner']}"
     )
-    outside = _scores_outside(manifest.get("plausibility") or {},
+    outside = scores_outside(manifest.get("plausibility") or {},
                               Plausibility.from_config(config))
     if outside:
         print(f"plausibility: {outside}")
+    for line in anomaly_lines(manifest.get("plausibility") or {}, acc["read"]):
+        print(line)
     warning = audit_warning(acc)
     if warning:
         print(f"warning: {warning}")
@@ -160,6 +163,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"operating points: {run_dir}/operating_points.parquet (and .jsonl); manifest.json "
           "written last")
+    points = f"{run_dir}/operating_points.parquet"
+    for line in points_lines(read_operating_points(points), config.classifiers,
+                             config.decision_method, config.raw["target"], points,
+                             rule=config.rule):
+        print(line)
     capacity = manifest.get("capacity")
     if capacity:
         print(f"capacity: {capacity['total_volume']:,.1f} of {capacity['capacity']:,.1f} rows "
@@ -188,29 +196,6 @@ GUARD_OFF = ("publish guard off (publish.max_threshold_change, publish.min_rated
 def _print_guard_off(guard: dict) -> None:
     if guard.get("off"):
         print(f"warning: {GUARD_OFF}")
-
-
-def _scores_outside(plausibility: dict[str, int], settings: Plausibility) -> str:
-    """The out-of-range score counters (``plausibility.score_{below,above}_range.<classifier>``)
-    per classifier, and what the rows got, as one line; empty when there are none."""
-    per_classifier: dict[str, list[str]] = {}
-    for side in ("below", "above"):
-        prefix = f"score_{side}_range."
-        for key, count in plausibility.items():
-            if key.startswith(prefix) and count:
-                per_classifier.setdefault(key[len(prefix):], []).append(f"{count:,} {side}")
-    total = plausibility.get("score_outside_range", 0)
-    if not total:
-        return ""
-    low, high = settings.score_range or (math.nan, math.nan)
-    action = ("dead-lettered (reason score_outside_range)"
-              if settings.scores_outside_range == "dead_letter" else
-              "counted only: they stay in the grids, where they can switch a classifier on or "
-              "off (plausibility.scores_outside_range: dead_letter drops them)")
-    return (f"{total:,} rows with a score outside [{low:g}, {high:g}] ("
-            + "; ".join(f"{name} {', '.join(sides)}"
-                        for name, sides in sorted(per_classifier.items()))
-            + f"): {action}")
 
 
 def _lambda(value: float | str) -> str:

@@ -57,7 +57,10 @@ def _check(args: argparse.Namespace) -> None:
     from pathlib import Path
 
     from costlib_pipelines.flags import UsageError
+    from costlib_pipelines.io.files import check_output_path
 
+    if args.out is not None:
+        check_output_path(args.out, what="--out")
     if args.out is not None and (args.out.endswith("/") or (
             "://" not in args.out and Path(args.out).is_dir())):
         raise UsageError(f"--out {args.out}: is a directory; give the HTML file to write "

@@ -8,5 +8,11 @@
 - :mod:`.lock`: one run at a time per output directory;
 - :mod:`.published_points`: which published operating point every group uses, per window;
 - :mod:`.records`: output records typed by the JSON contracts in ``schemas/``;
-- :mod:`.status`: health of a published output (``costlib status``).
+- :mod:`.status`: health of a published output (``costlib status``);
+- :mod:`.frames`: a run's operating points and decisions as pandas frames
+  (:func:`operating_points_frame`, :func:`decisions_frame`: the documented way to read them).
 """
+
+from costlib_pipelines.io.frames import decisions_frame, operating_points_frame
+
+__all__ = ["decisions_frame", "operating_points_frame"]

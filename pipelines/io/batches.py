@@ -16,7 +16,8 @@ row: with ``0 < p < 1`` such a row is used, a label no threshold can flag that c
 ``missing_audit_probability`` (``columns.audit_probability`` configured, the row is rated and its
 p is null), ``invalid_audit_probability`` (p NaN, p outside (0, 1] on a rated row or outside
 [0, 1] on an unrated row), ``score_outside_range`` (``plausibility.scores_outside_range:
-dead_letter``).
+dead_letter``). (``invalid_label``, an integer label other than 0 or 1, is checked with the
+labels, before ``label_without_score``.)
 
 Audit probabilities (``columns.audit_probability``, see :mod:`costlib.audit._weights`): a
 valid rated row enters the grids with weight ``w / p``; a valid unrated row with ``0 < p < 1`` is
@@ -68,6 +69,7 @@ REASONS = (
     "score_outside_range",
     "missing_audit_probability",
     "invalid_audit_probability",
+    "invalid_label",
 )
 
 #: Prefix of the audit counters (extra counters, not buckets): ``audit.audited`` = used rows
@@ -258,6 +260,10 @@ def validate_batch(
         larr = _column(table, cols["label"])
         label_null = _nulls(larr)
         rated = np.ones(n, dtype=bool) if label_null is None else ~label_null
+        if pa.types.is_integer(larr.type):  # 0/1 integers: 1 positive, 0 negative
+            codes = larr.fill_null(0).to_numpy(zero_copy_only=False)
+            flag(rated & (codes != 0) & (codes != 1), "invalid_label")
+            larr = pa.array(codes == 1, pa.bool_(), mask=~rated)
         if unscored is not None:
             # an audit-sample row (0 < p < 1) no classifier scored is a positive or negative
             # no threshold can flag: it belongs in P-hat

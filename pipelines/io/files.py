@@ -6,6 +6,7 @@ and writes local paths, ``gs://`` on Dataflow, or any other Beam filesystem.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -274,6 +275,51 @@ def row_group_ranges(path: str, target_rows: int = UNIT_ROWS) -> Iterator[RowGro
             start, rows = index + 1, 0
     if start < metadata.num_row_groups:
         yield RowGroupRange(path, start, metadata.num_row_groups)
+
+
+def check_output_path(path: str, *, what: str = "output") -> str:
+    """``path`` if a filesystem could hold it; else :class:`InputError` (one line), before any
+    filesystem call sees it: empty, or with a NUL or other control character."""
+    if not path.strip():
+        raise InputError(f"{what} {path!r}: not a path")
+    control = next((c for c in path if ord(c) < 32 or ord(c) == 127), None)
+    if control is not None:
+        raise InputError(f"{what} {path!r}: contains the control character {control!r}; "
+                         "give a plain path")
+    return path
+
+
+def unwritable_reason(exc: OSError) -> str:
+    """Why a path cannot be written, in words: ``not writable`` for a permission or a
+    read-only filesystem, else the system's text (``No such file or directory``)."""
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "not writable"
+    return exc.strerror or str(exc)
+
+
+def make_local_directory(directory: str, error: type[InputError] = InputError) -> None:
+    """Create a local output directory and its parents (``error``, naming the directory and
+    why, when that is impossible: under a file, on a read-only or virtual filesystem)."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as exc:
+        reason = ("a file of that name is in the way" if isinstance(exc, FileExistsError)
+                  else unwritable_reason(exc))
+        raise error(f"{directory}: cannot create the output directory ({reason})") from exc
+
+
+def write_output_file(path: str, data: bytes, *, what: str = "the output file") -> None:
+    """Write one output file a person named (``costlib report --out``) atomically, its
+    directory created when local; every path a filesystem refuses is an :class:`InputError`
+    in one line (exit 2), never a traceback."""
+    check_output_path(path, what=what)
+    if not _is_remote(path):
+        make_local_directory(os.path.dirname(os.path.abspath(path)))
+    try:
+        write_bytes_atomically(path, data)
+    except OSError as exc:  # Beam's BeamIOError is an OSError too
+        reason = unwritable_reason(exc) if exc.errno is not None else " ".join(str(exc).split())
+        raise InputError(f"{path}: cannot write {what} ({reason})") from exc
 
 
 def parquet_bytes(table: pa.Table, compression: str = "zstd") -> bytes:

@@ -23,7 +23,6 @@ made before any input is read.
 from __future__ import annotations
 
 import datetime as dt
-import errno
 import json
 import os
 import shlex
@@ -37,7 +36,12 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
 
-from costlib_pipelines.io.files import InputError, write_bytes_atomically
+from costlib_pipelines.io.files import (
+    InputError,
+    make_local_directory,
+    unwritable_reason,
+    write_bytes_atomically,
+)
 
 __all__ = ["LOCK_NAME", "OutputLock", "OutputLocked", "break_lock", "hold_output", "read_lock"]
 
@@ -114,10 +118,7 @@ def _refuse(path: str, holder: dict[str, Any] | None) -> OutputLocked:
 
 def _acquire_local(path: str, record: bytes) -> None:
     directory = os.path.dirname(path)
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError as exc:
-        raise OutputLocked(f"{directory}: cannot create the output directory ({exc})") from exc
+    make_local_directory(directory, OutputLocked)
     for _ in range(2):  # a second try after taking over a stale lock
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -131,8 +132,8 @@ def _acquire_local(path: str, record: bytes) -> None:
                 pass
             continue
         except OSError as exc:
-            reason = "not writable" if exc.errno in (errno.EACCES, errno.EROFS) else exc
-            raise OutputLocked(f"{directory}: cannot write the output ({reason})") from exc
+            raise OutputLocked(f"{directory}: cannot write the output "
+                               f"({unwritable_reason(exc)})") from exc
         with os.fdopen(fd, "wb") as fh:
             fh.write(record)
         return

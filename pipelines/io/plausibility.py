@@ -100,11 +100,20 @@ class Plausibility:
         )
 
 
-def _share_checks() -> dict[str, str]:
-    """Plausibility counter -> what it counts (the checks ``max_implausible_share`` limits)."""
+def _share_checks(settings: Plausibility | None = None) -> dict[str, str]:
+    """Plausibility counter -> what it counts (the checks ``max_implausible_share`` limits),
+    naming the keys that set the range."""
+    low, high = (settings.score_range if settings is not None and settings.score_range
+                 else (None, None))
+    scores = (f"the plausible range [{low:g}, {high:g}]" if low is not None
+              else "the plausible range")
     return {
-        "score_outside_range": "rows with a score outside the plausible range",
-        "event_time_outside_range": "rows with an event time outside the plausible range",
+        "score_outside_range": (
+            f"rows with a score outside {scores}, set by plausibility.score_range (or, when "
+            "it is null, grid.range): on another scale, set both to your scores' range"),
+        "event_time_outside_range": (
+            "rows with an event time outside the plausible range (plausibility.event_time_min "
+            "/ event_time_max)"),
     }
 
 
@@ -122,7 +131,7 @@ def plausibility_violations(accounting: Mapping[str, int], settings: Plausibilit
         return []
     counts = plausibility_summary(accounting)
     out = []
-    for name, what in _share_checks().items():
+    for name, what in _share_checks(settings).items():
         count = counts.get(name, 0)
         if count > limit * read:
             detail = ", ".join(f"{k} {v:,}" for k, v in counts.items()

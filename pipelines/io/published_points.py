@@ -307,8 +307,10 @@ def select_operating_points(
     chosen = [r for r in records if r["method"] == method]
     if not chosen:
         held = sorted({r["method"] for r in records})
+        hint = ("; recalibrate with capacity.total set (or --capacity N) to allocate a "
+                "shared capacity" if method == "capacity" else "")
         raise InputError(f"{source}: no operating point for method {method!r} (the config's "
-                         f"decision_method); it holds methods {held}")
+                         f"decision_method); it holds methods {held}{hint}")
     windowed = any(r["window_start"] is not None and not r.get(CARRIED) for r in chosen)
     chosen, window = _latest_records(chosen, config.decide, event_time_range, source)
     by_group: dict[str, GroupThresholds] = {}
@@ -335,5 +337,7 @@ def select_operating_points(
         "groups_coverage_limited": _point_statuses(chosen, "coverage_limited"),
         "groups_resolution_limited": _point_statuses(chosen, "resolution_limited"),
         "default_group": default.operating_point_group,
+        "capacity_ignored": method != "capacity" and any(r["method"] == "capacity"
+                                                         for r in records),
     }
     return DecisionThresholds(by_group, default, len(config.classifiers), details)

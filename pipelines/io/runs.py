@@ -36,6 +36,7 @@ from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.batches import REASONS
 from costlib_pipelines.io.files import (
     InputError,
+    check_output_path,
     check_rows_read,
     write_bytes_atomically,
     write_json,
@@ -100,7 +101,7 @@ class RunDirectory:
     """
 
     def __init__(self, output: str, config_digest: str, run_id: str | None = None):
-        self.output = output.rstrip("/")
+        self.output = check_output_path(output).rstrip("/")
         if not self.output:
             raise InputError(f"output {output!r}: not a directory path")
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")

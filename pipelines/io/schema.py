@@ -44,8 +44,8 @@ def required_columns(
         cols["item_id"]: ("item_id", _is_id, "int64 or string"),
     }
     if not for_decisions:
-        needed[cols["label"]] = ("label", lambda t: pa.types.is_boolean(t) or pa.types.is_null(t),
-                                 "bool")
+        needed[cols["label"]] = ("label", lambda t: pa.types.is_boolean(t) or pa.types.is_null(t)
+                                 or pa.types.is_integer(t), "bool (or 0/1 integers)")
     for name in config.classifiers:
         needed[name] = ("classifier score", _is_float_or_int, "float")
     if windowed:
@@ -89,6 +89,13 @@ def _near_match(column: str, names: list[str]) -> str:
     same_case = [n for n in names if n.lower() == column.lower()]
     close = same_case or difflib.get_close_matches(column, names, n=1, cutoff=0.75)
     if not close:
-        return ""
+        shown = ", ".join(names[:MAX_NAMES_SHOWN]) or "none"
+        more = f" and {len(names) - MAX_NAMES_SHOWN} more" if len(names) > MAX_NAMES_SHOWN else ""
+        return (f"; the file's columns: {shown}{more} (set columns.<name> or classifiers in "
+                "the run config to the file's names)")
     hint = "column names are case-sensitive" if same_case else "the names differ"
     return f"; did you mean '{close[0]}'? ({hint})"
+
+
+#: Columns a missing-column message lists at most.
+MAX_NAMES_SHOWN = 30

@@ -106,14 +106,19 @@ def preflight(paths: Sequence[str], config: RunConfig, *, windowed: bool,
               for_decisions: bool = False) -> list[dict[str, Any]]:
     """Check the plausibility settings and every file's schema (footer) before the pipeline.
 
-    Returns the manifest's ``inputs``: ``{"path", "rows", "row_groups"}`` per file.
+    Returns the manifest's ``inputs``: ``{"path", "rows", "row_groups"}`` per file, and for
+    decisions the Arrow type of the file's item id column (``item_id_type``: decisions store
+    ids as strings, and readers restore this type).
     """
     Plausibility.from_config(config)  # a bad time or range is a ConfigError before any work
     inputs = []
     for footer in read_footers(paths):
         check_schema(footer.schema, footer.path, config, windowed=windowed,
                      for_decisions=for_decisions)
-        inputs.append(footer.record())
+        record = footer.record()
+        if for_decisions:
+            record["item_id_type"] = str(footer.schema.field(config.columns["item_id"]).type)
+        inputs.append(record)
     return inputs
 
 
@@ -367,6 +372,7 @@ def run_recalibrate(
     output directory); default the output's published run
     (:mod:`costlib_pipelines.recalibrate.in_force`).
     """
+    config.check_recalibrate("run config")
     say = progress or (lambda _message: None)
     windowed = config.windowing is not None
     started = time.time()
@@ -437,9 +443,11 @@ def run_recalibrate(
             f"{run.run_id} --window <start>_<end> --by NAME --reason TEXT")
     if not manifest["published"]:
         violations = manifest["guard"]["violations"]
+        before = (f"LATEST still points at {baseline.run_id}" if baseline.run_id is not None
+                  else "no run of this output is published yet")
         raise PublishRefused(
-            f"run {run.run_id} is complete but held for review, LATEST still points at "
-            f"{baseline.run_id}:\n  " + "\n  ".join(violations) +
+            f"run {run.run_id} is complete but held for review, {before}:\n  "
+            + "\n  ".join(violations) +
             f"\npublish it after review with: costlib publish --output {output} --run-id "
             f"{run.run_id} --by NAME --reason TEXT (or re-run with --override-guard)"
         )

@@ -38,7 +38,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from costlib_pipelines.io.files import InputError, write_bytes_atomically
+from costlib_pipelines.io.files import InputError, write_output_file
 from costlib_pipelines.io.runs import latest_run_id
 from costlib_pipelines.report import cells
 from costlib_pipelines.report.changes import ALL_GROUPS, group_order
@@ -329,5 +329,5 @@ def write_history(output: str, out: str | None = None, *, groups: Iterable[str] 
     document = build_history(runs, output, groups=groups, all_groups=all_groups,
                              latest=latest)
     target = out or f"{output}/history.html"
-    write_bytes_atomically(target, document.encode("utf-8"))
+    write_output_file(target, document.encode("utf-8"), what="the report")
     return target

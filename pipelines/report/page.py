@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from costlib_pipelines.io.files import InputError, write_bytes_atomically
+from costlib_pipelines.io.files import InputError, write_output_file
 from costlib_pipelines.report.capacity import capacity_view
 from costlib_pipelines.report.changes import (
     ThresholdChange,
@@ -145,5 +145,5 @@ def write_report(run_path: str, out: str | None = None, *, groups: Iterable[str]
     run = load_run(run_path)
     document = build_report(run, previous_run(run), groups=groups, all_details=all_details)
     target = out or f"{run.run_dir}/report.html"
-    write_bytes_atomically(target, document.encode("utf-8"))
+    write_output_file(target, document.encode("utf-8"), what="the report")
     return target
