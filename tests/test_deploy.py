@@ -963,7 +963,12 @@ def test_flink_and_beam_versions_agree():
     assert v["operator"] == "v" + v["image"].replace(".", "_")
     assert v["job_server_flink"] == v["image"]
     assert v["job_server_flink"] in FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS
-    assert v["job_server_beam"] == runtime_pins()["apache-beam"]
+    # exactly the versions the engine tests run on (tools/flink_cluster.py reads the same file)
+    tested = dict(line.split("=", 1) for line in (DEPLOY / "flink/versions.env").read_text()
+                  .splitlines() if line and not line.startswith("#"))
+    assert v["job_server_beam"] == tested["BEAM_FLINK_RUNNER_VERSION"]
+    assert v["job_server_flink"] == tested["FLINK_MINOR"]
+    assert one("FlinkDeployment")["spec"]["image"].startswith(f"flink:{tested['FLINK_VERSION']}-")
     # The job server talks to the operator's REST service of that FlinkDeployment.
     name = one("FlinkDeployment")["metadata"]["name"]
     args = one("Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]

@@ -113,7 +113,8 @@ def test_recalibrate_with_carried_edges_and_capacity_equals_the_fnapi_runner(
 
     # The second run places its edges from the first's published sketch, and allocates one
     # review capacity over the groups.
-    fn2, fl2 = both(cluster, "recalibrate", "--config", config, "--input", day2,
+    capacity_config = write_config(tmp_path / "capacity.yaml", decision_method="capacity")
+    fn2, fl2 = both(cluster, "recalibrate", "--config", capacity_config, "--input", day2,
                     "--run-id", "day2", "--capacity", "400", out=tmp_path)
     assert manifest(fn2)["grid_edges"]["source"] == {"from": "previous_run", "run_id": "day1"}
     assert manifest(fl2)["grid_edges"] == manifest(fn2)["grid_edges"]

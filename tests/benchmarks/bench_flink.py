@@ -1,0 +1,200 @@
+"""Benchmark: ``costlib recalibrate`` and ``decide`` on a local Flink cluster against the
+FnApiRunner, in the same run.
+
+Run: ``.venv/bin/python tests/benchmarks/bench_flink.py [--millions 5,50] [--parallelism 1,2]
+[--commands recalibrate,decide] [--data DIR]``
+
+Data: the demo's own stream (:func:`costlib.sample.generate_score_stream`, as ``costlib demo``
+writes it), 5M rows per chunk (seeds 7, 8, ...), 4 files a chunk, row groups of 25,000 rows;
+the demo's config (``costlib demo`` writes it: auto edges, four methods, top-k F1 decoding).
+
+The cluster is ``tools/flink_cluster.py``'s (started here on its own ports, stopped at the end):
+a JobManager and a TaskManager with 2 slots, Beam's Flink job server and a Python worker pool;
+jobs are submitted through the job server with ``--parallelism`` 1 or 2 and the EXTERNAL SDK
+environment. For every command, size and runner it prints
+
+* **wall**: the ``costlib`` process from start to exit;
+* **CPU, all processes**: the submitting process (``wait4``) plus every cluster process
+  (JobManager, TaskManager, job server, worker pool and the SDK workers it started and reaped:
+  ``/proc/PID/stat`` utime + stime + cutime + cstime, before and after);
+* the **fixed cost** of a job: an input of one row group (25,000 rows) on each runner.
+
+Results are checked: the Flink run's operating points equal the FnApiRunner's (decisions:
+the counts of flagged and selected rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import describe
+
+ROOT = Path(__file__).resolve().parents[2]
+COSTLIB = str(Path(sys.executable).parent / "costlib")
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cluster_module():
+    spec = importlib.util.spec_from_file_location("flink_cluster",
+                                                  ROOT / "tools" / "flink_cluster.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["flink_cluster"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _generate(directory: Path, chunks: int) -> list[str]:
+    from costlib.sample import generate_score_stream, write_score_stream
+
+    directory.mkdir(parents=True, exist_ok=True)
+    for c in range(chunks):
+        if glob.glob(str(directory / f"c{c:02d}-*.parquet")):
+            continue
+        stream = generate_score_stream(5_000_000, seed=7 + c)
+        stream["item_id"] += c * 5_000_000
+        tmp = directory / f"tmp{c:02d}"
+        write_score_stream(stream, str(tmp), n_files=4, row_group_size=25_000)
+        for path in sorted(tmp.iterdir()):
+            path.rename(directory / f"c{c:02d}-{path.name}")
+        tmp.rmdir()
+    return sorted(glob.glob(str(directory / "c*-*.parquet")))
+
+
+def _tree_cpu(pids: list[int]) -> float:
+    """CPU seconds of the processes ``pids`` and their reaped children, and of their live
+    descendants (the worker pool's SDK workers)."""
+    total = 0.0
+    seen: set[int] = set()
+    stack = list(pids)
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(f) for f in fields[11:15]) / TICKS  # utime stime cutime cstime
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            children = []
+        stack += [int(c) for c in children]
+    return total
+
+
+def _run(argv: list[str], cluster_pids: list[int]) -> dict:
+    before = _tree_cpu(cluster_pids)
+    start = time.perf_counter()
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        if os.waitstatus_to_exitcode(status) != 0:
+            err.seek(0)
+            raise RuntimeError(f"{' '.join(argv[:3])} failed:\n{err.read().decode()[-3000:]}")
+    submitter = usage.ru_utime + usage.ru_stime
+    cluster = _tree_cpu(cluster_pids) - before
+    return {"wall": wall, "submitter_cpu": submitter, "cluster_cpu": cluster,
+            "cpu": submitter + cluster}
+
+
+def _points(output: Path) -> list[dict]:
+    run = output / "runs" / (output / "LATEST").read_text().strip()
+    rows = [json.loads(x) for x in (run / "operating_points.jsonl").read_text().splitlines()]
+    return sorted(({k: v for k, v in r.items() if k != "run_id"} for r in rows),
+                  key=lambda r: (r["group"], r["method"]))
+
+
+def _decision_counts(output: Path) -> dict:
+    run = output / "runs" / (output / "LATEST").read_text().strip()
+    return json.loads((run / "decision_counts.json").read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--millions", default="5,50")
+    parser.add_argument("--parallelism", default="1,2")
+    parser.add_argument("--commands", default="recalibrate,decide")
+    parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "bench-flink")
+    parser.add_argument("--port-base", type=int, default=48081)
+    args = parser.parse_args()
+    millions = [int(m) for m in args.millions.split(",")]
+    parallelisms = [int(p) for p in args.parallelism.split(",")]
+    commands = args.commands.split(",")
+    files = _generate(args.data / "data", max(millions) // 5)
+    config = args.data / "config.yaml"
+    if not config.exists():  # the demo's config, as costlib demo writes it
+        demo = args.data / "demo"
+        subprocess.run([COSTLIB, "demo", "--output", str(demo), "--n-items", "1000",
+                        "--no-plots"], check=True, stdout=subprocess.DEVNULL)
+        shutil.copy(demo / "config.yaml", config)
+    flink = _cluster_module()
+    cluster = flink.Cluster(flink.Ports(args.port_base), args.data / "cluster")
+    start = time.perf_counter()
+    cluster.start()
+    print(f"cluster start (installed): {time.perf_counter() - start:.1f} s")
+    pids = list(cluster.pids().values())
+    print(describe())
+    print(f"Flink {cluster.versions['FLINK_VERSION']}, Beam job server "
+          f"{cluster.versions['BEAM_FLINK_RUNNER_VERSION']}, 1 TaskManager with 2 slots")
+    results: dict[tuple, dict] = {}
+    try:
+        small = args.data / "one_row_group.parquet"  # fixed cost: one row group, 25,000 rows
+        if not small.exists():
+            import pyarrow.parquet as pq
+            pq.write_table(pq.ParquetFile(files[0]).read_row_group(0), small)
+        sizes = {0: [str(small)], **{m: files[: m // 5 * 4] for m in millions}}
+        for m, inputs in sizes.items():
+            pattern = ",".join(inputs)
+            points_out = args.data / "out" / f"points-{m}"
+            shutil.rmtree(points_out, ignore_errors=True)
+            subprocess.run([COSTLIB, "recalibrate", "--config", str(config), "--input", pattern,
+                            "--output", str(points_out)], check=True, capture_output=True)
+            for command in commands:
+                extra = ([] if command == "recalibrate"
+                         else ["--operating-points", str(points_out)])
+                runners = [("FnApiRunner", [])] + [
+                    (f"Flink p={p}", [f for f in cluster.beam_flags()
+                                      if not f.startswith("--parallelism")]
+                     + [f"--parallelism={p}"]) for p in parallelisms]
+                for name, flags in runners:
+                    out = args.data / "out" / f"{command}-{m}-{name.replace(' ', '')}"
+                    shutil.rmtree(out, ignore_errors=True)
+                    result = _run([COSTLIB, command, "--config", str(config), "--input",
+                                   pattern, *extra, "--output", str(out), *flags], pids)
+                    result["check"] = (_points(out) if command == "recalibrate"
+                                       else _decision_counts(out))
+                    results[(command, m, name)] = result
+                    label = "25k rows" if m == 0 else f"{m}M rows"
+                    print(f"{command:11} {label:15} {name:12} wall {result['wall']:7.1f} s  "
+                          f"CPU {result['cpu']:7.1f} s (submitter {result['submitter_cpu']:.1f}"
+                          f", cluster {result['cluster_cpu']:.1f})", flush=True)
+                    same = result["check"] == results[(command, m, "FnApiRunner")]["check"]
+                    if not same:
+                        print(f"  MISMATCH: {name} differs from the FnApiRunner")
+    finally:
+        cluster.stop()
+    print("\nratio to the FnApiRunner (wall, CPU):")
+    for (command, m, name), r in results.items():
+        if name != "FnApiRunner":
+            base = results[(command, m, "FnApiRunner")]
+            print(f"  {command:11} {m or 0.025:>5}M {name:10} wall x{r['wall'] / base['wall']:.2f}"
+                  f"  CPU x{r['cpu'] / base['cpu']:.2f}")
+    print(describe())
+
+
+if __name__ == "__main__":
+    main()
