@@ -56,6 +56,24 @@ def start_cluster(tmp_root: Path):
     return cluster
 
 
+def engine_config(path: Path, **overrides) -> str:
+    """A run config for the engine tests (the demo's columns, two methods), written to
+    ``path``; ``overrides`` replace top-level sections."""
+    import yaml
+
+    raw = {
+        "columns": {"weight": "weight", "probability": "probability", "set_id": "set_id"},
+        "classifiers": ["text_model", "image_model"],
+        "target": {"marginal_precision": 0.3},
+        "methods": ["graph", "hull"],
+        "min_rated": {"positives": 5, "negatives": 5},
+        "decoding": {"loss": "f1"},
+    }
+    raw.update(overrides)
+    path.write_text(yaml.safe_dump(raw))
+    return str(path)
+
+
 def run_cli(*args: str, timeout: float = 600, **popen) -> subprocess.CompletedProcess:
     """``costlib ARGS`` in a fresh process, as a user runs it."""
     return subprocess.run([COSTLIB, *args], capture_output=True, text=True, timeout=timeout,

@@ -31,10 +31,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 from flink_support import (
     COSTLIB,
     decisions,
+    engine_config,
     jobs,
     latest,
     records,
@@ -56,18 +56,10 @@ def stream(tmp_path_factory):
     root = tmp_path_factory.mktemp("fault-input")
     frame = sample_frame(240_000, seed=21)
     first, second = frame.iloc[:120_000], frame.iloc[120_000:].reset_index(drop=True)
-    config = root / "config.yaml"
-    config.write_text(yaml.safe_dump({
-        "columns": {"weight": "weight", "probability": "probability", "set_id": "set_id"},
-        "classifiers": ["text_model", "image_model"],
-        "target": {"marginal_precision": 0.3},
-        "methods": ["graph", "hull"],
-        "min_rated": {"positives": 5, "negatives": 5},
-        "decoding": {"loss": "f1"},
-        "grid": {"edges": "uniform", "bins": 48, "range": [0.0, 1.0]},
-        "in_force": {"add_to_edges": False, "keep_when_insufficient": False},
-    }))
-    return (str(config), write_files(first, root / "first", n_files=4, row_group_size=10_000),
+    config = engine_config(
+        root / "config.yaml", grid={"edges": "uniform", "bins": 48, "range": [0.0, 1.0]},
+        in_force={"add_to_edges": False, "keep_when_insufficient": False})
+    return (config, write_files(first, root / "first", n_files=4, row_group_size=10_000),
             write_files(second, root / "second", n_files=4, row_group_size=10_000))
 
 

@@ -29,8 +29,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import yaml
-from flink_support import decisions, latest, records, run_cli, run_dirs
+from flink_support import decisions, engine_config, latest, records, run_cli, run_dirs
 from pipeline_data import sample_frame, write_files
 
 pytestmark = pytest.mark.flink
@@ -43,18 +42,7 @@ def cluster(flink_cluster):
     return flink_cluster
 
 
-def write_config(path: Path, **overrides) -> str:
-    raw = {
-        "columns": {"weight": "weight", "probability": "probability", "set_id": "set_id"},
-        "classifiers": ["text_model", "image_model"],
-        "target": {"marginal_precision": 0.3},
-        "methods": ["graph", "hull"],
-        "min_rated": {"positives": 5, "negatives": 5},
-        "decoding": {"loss": "f1"},
-    }
-    raw.update(overrides)
-    path.write_text(yaml.safe_dump(raw))
-    return str(path)
+write_config = engine_config
 
 
 def both(cluster, command: str, *args: str, out: Path, flink_args=None):
@@ -70,6 +58,14 @@ def both(cluster, command: str, *args: str, out: Path, flink_args=None):
 
 def manifest(run_dir: Path) -> dict:
     return json.loads((run_dir / "manifest.json").read_text())
+
+
+def dead_letters(run_dir: Path) -> list[dict]:
+    """The rows of a run's dead-letter files (file by file: the names are deterministic)."""
+    rows = []
+    for path in sorted((run_dir / "dead_letter").glob("*.parquet")):
+        rows += [{"file": path.name, **r} for r in pq.read_table(path).to_pylist()]
+    return rows
 
 
 def pn_curves(run_dir: Path) -> pd.DataFrame:
@@ -108,6 +104,7 @@ def test_recalibrate_with_carried_edges_and_capacity_equals_the_fnapi_runner(
     assert manifest(fn)["row_accounting"]["dead_letter_reasons"] == {"missing_group": 2,
                                                                      "reserved_group": 1}
     assert manifest(fl)["grid_edges"] == manifest(fn)["grid_edges"]
+    assert dead_letters(fl) == dead_letters(fn) and len(dead_letters(fn)) == 3
     for out in ("fnapi", "flink"):
         assert latest(tmp_path / out) == run_dirs(tmp_path / out)[-1].name
 

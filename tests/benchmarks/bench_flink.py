@@ -26,7 +26,6 @@ the counts of flagged and selected rows).
 from __future__ import annotations
 
 import argparse
-import glob
 import importlib.util
 import json
 import os
@@ -38,6 +37,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_duckdb_peer import _generate  # the demo stream in 5M-row chunks, as that peer reads it
 from machine import describe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,23 +52,6 @@ def _cluster_module():
     sys.modules["flink_cluster"] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
-
-
-def _generate(directory: Path, chunks: int) -> list[str]:
-    from costlib.sample import generate_score_stream, write_score_stream
-
-    directory.mkdir(parents=True, exist_ok=True)
-    for c in range(chunks):
-        if glob.glob(str(directory / f"c{c:02d}-*.parquet")):
-            continue
-        stream = generate_score_stream(5_000_000, seed=7 + c)
-        stream["item_id"] += c * 5_000_000
-        tmp = directory / f"tmp{c:02d}"
-        write_score_stream(stream, str(tmp), n_files=4, row_group_size=25_000)
-        for path in sorted(tmp.iterdir()):
-            path.rename(directory / f"c{c:02d}-{path.name}")
-        tmp.rmdir()
-    return sorted(glob.glob(str(directory / "c*-*.parquet")))
 
 
 def _tree_cpu(pids: list[int]) -> float:
