@@ -6,7 +6,8 @@
 * every YAML in deploy/ parses; the CronJob's command, run dry, is the documented one; the
   Flink submit command runs end to end through Beam's Job API (local job service) and maps the
   publish guard's exit code 3;
-* the Airflow DAG parses (and imports when Airflow is installed);
+* the Airflow DAGs parse (the Dataflow one imports when Airflow is installed; the Flink
+  one runs for real in test_flink_airflow.py);
 * the Flex Template's parameters are the CLI's flags, and the entrypoint maps them back;
 * Flink, Beam and job-server versions agree with each other and with the pins.
 """
@@ -592,20 +593,25 @@ def test_cronjob_runs_the_daily_recalibration_with_the_guard():
 
 
 # ------------------------------------------------------- every command line in deploy/
-def dag_tree() -> ast.Module:
-    return ast.parse((DEPLOY / "airflow/costlib_recalibration_dag.py").read_text())
+DATAFLOW_DAG = "costlib_recalibration_dag.py"
+FLINK_DAG = "costlib_recalibration_flink_dag.py"
 
 
-def dag_call(func: str) -> dict[str, ast.expr]:
+def dag_tree(name: str = DATAFLOW_DAG) -> ast.Module:
+    return ast.parse((DEPLOY / "airflow" / name).read_text())
+
+
+def dag_call(func: str, name: str = DATAFLOW_DAG) -> dict[str, ast.expr]:
     """Keyword arguments of the one call of ``func`` in the DAG file."""
-    (call,) = [node for node in ast.walk(dag_tree()) if isinstance(node, ast.Call)
+    (call,) = [node for node in ast.walk(dag_tree(name)) if isinstance(node, ast.Call)
                and getattr(node.func, "id", None) == func]
     return {k.arg: k.value for k in call.keywords}
 
 
-def dag_namespace() -> dict:
-    """The DAG file's constants and helper functions, executed without Airflow (stand-ins for
-    its two exception classes)."""
+def dag_namespace(name: str = DATAFLOW_DAG) -> dict:
+    """The DAG file's constants and helper functions, and those of the module the DAGs share
+    (costlib_dag_common.py), executed without Airflow (stand-ins for its two exception
+    classes)."""
     class AirflowException(Exception):
         pass
 
@@ -614,11 +620,11 @@ def dag_namespace() -> dict:
 
     namespace: dict = {"AirflowException": AirflowException,
                        "AirflowFailException": AirflowFailException, "os": os, "Path": Path,
-                       "json": json, "dt": __import__("datetime")}
-    tree = dag_tree()
-    nodes = [n for n in tree.body
-             if isinstance(n, ast.FunctionDef | ast.Assign | ast.AnnAssign)]
-    exec(compile(ast.Module(body=nodes, type_ignores=[]), "dag", "exec"), namespace)
+                       "json": json, "dt": __import__("datetime"), "shlex": shlex}
+    for tree in (dag_tree("costlib_dag_common.py"), dag_tree(name)):
+        nodes = [n for n in tree.body
+                 if isinstance(n, ast.FunctionDef | ast.Assign | ast.AnnAssign)]
+        exec(compile(ast.Module(body=nodes, type_ignores=[]), "dag", "exec"), namespace)
     return namespace
 
 
@@ -632,6 +638,7 @@ REALISTIC = {  # what the DAG's templates and environment render to on a real de
 def render(value: str, day: str = "2026-11-21") -> str:
     for template, text in REALISTIC.items():
         value = value.replace(template, text)
+    value = re.sub(r"\{\{ var\.value\.get\('costlib_\w+', '([^']*)'\) \}\}", r"\1", value)
     value = re.sub(r"\{\{ var\.value\.costlib_input_pattern \| replace\('\{date\}', "
                    r"macros\.ds_add\(data_interval_end \| ds, (-\d+)\)\) \}\}",
                    lambda m: f"gs://acme-costlib/scores/dt=2026-11-{22 + int(m.group(1)):02d}"
@@ -732,6 +739,12 @@ def test_every_command_line_in_deploy_parses_with_the_cli():
     status_cmd = render(eval(compile(ast.Expression(dag_call("BashOperator")["bash_command"]),
                                      "dag", "eval"), dag_namespace()))
     lines["DAG status"] = shlex.split(status_cmd)
+    flink_dag = dag_namespace(FLINK_DAG)
+    arguments = eval(compile(ast.Expression(
+        dag_call("CostlibFlinkRecalibrateOperator", FLINK_DAG)["arguments"]), "dag", "eval"),
+        flink_dag)
+    lines["Flink DAG recalibrate"] = ["costlib", "recalibrate", *map(render, arguments),
+                                      *flink_dag["BEAM_FLAGS"]]
     # the Flex Template as launch.sh passes it, through the entrypoint
     for label, extra in (("defaults", {}),
                          ("all", {"RUN_ID": "backfill-20261101", "MAX_THRESHOLD_CHANGE": "0.1",
@@ -760,6 +773,10 @@ def test_every_command_line_in_deploy_parses_with_the_cli():
     assert dag.run_id == "daily-20261121" and dag.log_level == "INFO"
     assert "--service_account_email=costlib-worker@acme.iam.gserviceaccount.com" in \
         dag.beam_args
+    flink = parse_costlib(lines["Flink DAG recalibrate"])
+    assert flink.run_id == "daily-20261121" and len(flink.input.split(",")) == 7
+    assert (flink.max_threshold_change, flink.min_rated) == (0.2, 50)
+    assert "--job_endpoint=beam-flink-job-server:8099" in flink.beam_args
     flex = parse_costlib(lines["flex template all"])
     assert flex.override_guard is True and flex.run_id == "backfill-20261101"
     assert parse_costlib(lines["flex template defaults"]).override_guard is False
@@ -817,7 +834,8 @@ def test_airflow_dag_tracks_the_dataflow_job_and_never_installs():
     assert ast.literal_eval(status["retries"]) == 0
     assert "recalibrate >> status" in ast.unparse(dag_tree())
     # The window: the 7 days before data_interval_end, not ds (Airflow 3 changed ds).
-    assert "{{ ds" not in (DEPLOY / "airflow/costlib_recalibration_dag.py").read_text()
+    for name in (DATAFLOW_DAG, FLINK_DAG, "costlib_dag_common.py"):
+        assert "{{ ds" not in (DEPLOY / "airflow" / name).read_text()
     value = ns["lookback_input"]()
     globs = re.findall(r"\{\{.*?\}\}", value)
     assert ",".join(globs) == value and len(globs) == 7 == ns["LOOKBACK_DAYS"]
@@ -845,16 +863,63 @@ def test_airflow_dag_fails_held_runs_without_retry_naming_the_manifest():
     assert ns["_return_code"](RuntimeError("something else")) is None
 
 
-def test_airflow_dag_imports_when_airflow_is_installed():
+def test_flink_dag_is_the_dataflow_dags_schedule_with_costlibs_exit_codes(tmp_path):
+    """The Flink variant: same schedule, window, run id and alert (the shared module); the
+    driver's exit code is the outcome: 0 succeeds, 2 and 3 fail without retry (3 naming the
+    manifest and the guard's violations), anything else is retried."""
+    keys = ("schedule", "catchup", "max_active_runs", "start_date")
+    flink_kwargs = {k: ast.unparse(v) for k, v in dag_call("DAG", FLINK_DAG).items() if k in keys}
+    assert flink_kwargs == {k: ast.unparse(v) for k, v in dag_call("DAG").items() if k in keys}
+    ns = dag_namespace(FLINK_DAG)
+    assert ast.literal_eval(dag_call("DAG", FLINK_DAG)["schedule"]) == ns["SCHEDULE"]
+    for name in (DATAFLOW_DAG, FLINK_DAG):
+        status = dag_call("BashOperator", name)
+        assert ast.unparse(status["bash_command"]).startswith("status_command(")
+        assert ast.literal_eval(status["trigger_rule"]) == "all_done"
+        assert ast.literal_eval(status["retries"]) == 0
+        assert "recalibrate >> status" in ast.unparse(dag_tree(name))
+    task = dag_call("CostlibFlinkRecalibrateOperator", FLINK_DAG)
+    assert ast.literal_eval(task["retries"]) == 1 and "execution_timeout" in task
+    # the default flags are deploy/flink/submit.sh's
+    submit = dry_run([str(DEPLOY / "flink/submit.sh"), "--config=c", "--input=i", "--output=o"],
+                     {})
+    assert ns["BEAM_FLAGS"] == submit[5:]
+
+    out, run = str(tmp_path / "recalibrate"), "daily-20261121"
+    ns["exit_outcome"](0, out, run)  # published
+    manifest = tmp_path / "recalibrate/runs" / run / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"published": False,
+                                    "guard": {"violations": ["group 'a': moved 0.3"]}}))
+    with pytest.raises(ns["AirflowFailException"]) as held:
+        ns["exit_outcome"](3, out, run)
+    assert str(held.value).startswith("HELD FOR REVIEW")
+    assert f"Manifest: {manifest}." in str(held.value)
+    assert "group 'a': moved 0.3" in str(held.value)
+    with pytest.raises(ns["AirflowFailException"], match="exit 2"):
+        ns["exit_outcome"](2, out, run)
+    for code in (1, 137, -15):
+        with pytest.raises(ns["AirflowException"]) as failed:
+            ns["exit_outcome"](code, out, run)
+        assert not isinstance(failed.value, ns["AirflowFailException"])  # retried
+
+
+def import_dag(name: str, monkeypatch):
+    """Import a DAG file as Airflow does: its folder on sys.path (for costlib_dag_common)."""
+    monkeypatch.syspath_prepend(str(DEPLOY / "airflow"))
+    spec = importlib.util.spec_from_file_location(Path(name).stem, DEPLOY / "airflow" / name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_airflow_dag_imports_when_airflow_is_installed(monkeypatch):
     reason = ("Airflow with its Apache Beam and Google providers is not installed (it "
               "conflicts with the pinned set of requirements/runtime.txt, so the test venv "
               "does not have it)")
     pytest.importorskip("airflow.providers.apache.beam.operators.beam", reason=reason)
     pytest.importorskip("airflow.providers.google", reason=reason)
-    spec = importlib.util.spec_from_file_location(
-        "costlib_recalibration_dag", DEPLOY / "airflow/costlib_recalibration_dag.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = import_dag(DATAFLOW_DAG, monkeypatch)
     dag = module.dag
     assert dag.dag_id == "costlib_recalibration"
     assert {t.task_id for t in dag.tasks} == {"recalibrate", "status"}

@@ -39,6 +39,10 @@ when the DAG is parsed: ``COSTLIB_SRC`` (/opt/costlib), ``COSTLIB_PYTHON``
 ``COSTLIB_WORKER_SA``. Airflow Variables, read when the task runs: ``costlib_config``,
 ``costlib_input_pattern`` (a glob with ``{date}``, e.g. ``gs://b/scores/dt={date}/*.parquet``),
 ``costlib_output``, ``costlib_temp_location`` (all gs://).
+
+What this DAG shares with its Flink variant (costlib_recalibration_flink_dag.py): the schedule,
+window and run id templates, guard limits, messages and the ``status`` alert, lives in
+costlib_dag_common.py, which must sit beside it in the DAGs folder.
 """
 
 from __future__ import annotations
@@ -50,77 +54,42 @@ from pathlib import Path
 
 from airflow.providers.apache.beam.operators.beam import BeamRunPythonPipelineOperator
 from airflow.providers.google.cloud.operators.dataflow import DataflowConfiguration
-
-try:  # Airflow 3
-    from airflow.providers.standard.operators.bash import BashOperator
-    from airflow.sdk import DAG
-    from airflow.sdk.exceptions import AirflowException, AirflowFailException
-except ImportError:  # Airflow 2
-    from airflow import DAG
-    from airflow.exceptions import AirflowException, AirflowFailException
-    from airflow.operators.bash import BashOperator
+from costlib_dag_common import (
+    BAD_INPUT,
+    DAG,
+    HELD_FOR_REVIEW,
+    MAX_THRESHOLD_CHANGE,
+    MIN_RATED,
+    OUTPUT,
+    PYTHON,
+    RUN_ID,
+    SRC,
+    START_DATE,
+    WINDOW_LAST_DAY,
+    AirflowException,
+    AirflowFailException,
+    BashOperator,
+    bad_input_message,
+    held_message,
+    lookback_input,
+    manifest_path,
+    outcome,
+    status_command,
+)
 
 DAG_ID = "costlib_recalibration"
-LOOKBACK_DAYS = 7
-MAX_THRESHOLD_CHANGE = 0.2
-MIN_RATED = 50
 #: The provider tracks the Dataflow job only for this runner name (BeamRunnerType.DataflowRunner).
 RUNNER = "DataflowRunner"
-#: Exit codes of every costlib command (pipelines/commands/exit_codes.py).
-BAD_INPUT, HELD_FOR_REVIEW = 2, 3
 #: A run longer than this is cancelled (on_kill cancels the Dataflow job) and retried.
 EXECUTION_TIMEOUT = dt.timedelta(hours=6)
 #: How long on_kill waits for Dataflow to confirm the cancellation.
 CANCEL_TIMEOUT_SECONDS = 600
-#: costlib status: LATEST older than this is stale (a daily run plus slack).
-MAX_AGE_HOURS = 26
 
-SRC = os.environ.get("COSTLIB_SRC", "/opt/costlib")
-PYTHON = os.environ.get("COSTLIB_PYTHON", "/opt/costlib-venv/bin/python")
-COSTLIB = str(Path(PYTHON).parent / "costlib")
 IMAGE = os.environ.get("COSTLIB_IMAGE", "")
 PROJECT = os.environ.get("COSTLIB_PROJECT", "")
 REGION = os.environ.get("COSTLIB_REGION", "europe-west1")
 LAUNCHER_SA = os.environ.get("COSTLIB_LAUNCHER_SA", "")
 WORKER_SA = os.environ.get("COSTLIB_WORKER_SA", "")
-OUTPUT = "{{ var.value.costlib_output }}"
-
-
-def day_before_end(days: int) -> str:
-    """Jinja expression: the date ``days`` days before the run's ``data_interval_end``."""
-    return "macros.ds_add(data_interval_end | ds, " + str(-days) + ")"
-
-
-def lookback_input(variable: str = "costlib_input_pattern", days: int = LOOKBACK_DAYS) -> str:
-    """Comma-separated globs of the ``days`` complete days before the run, oldest first."""
-    return ",".join(
-        "{{ var.value." + variable + " | replace('{date}', " + day_before_end(back) + ") }}"
-        for back in range(days, 0, -1)
-    )
-
-
-#: YYYYMMDD of the window's last day (yesterday, relative to the scheduled time).
-WINDOW_LAST_DAY = "{{ " + day_before_end(1) + " | replace('-', '') }}"
-RUN_ID = "daily-" + WINDOW_LAST_DAY
-
-
-def held_message(output: str, run_id: str, violations: list[str]) -> str:
-    manifest = f"{output.rstrip('/')}/runs/{run_id}/manifest.json"
-    return (f"HELD FOR REVIEW: run {run_id} is complete but the publish guard kept "
-            f"{output}/LATEST where it was ({len(violations)} violation(s): "
-            f"{'; '.join(violations[:5])}). Manifest: {manifest}. After review publish it with "
-            f"`costlib publish --output {output} --run-id {run_id} --by NAME --reason TEXT`, or "
-            "leave LATEST as it is. Not retried.")
-
-
-def outcome(manifest: dict | None, output: str, run_id: str) -> None:
-    """Raise for a run that is not published; return for a published one."""
-    if manifest is None:
-        raise AirflowException(f"the Dataflow job finished but {output}/runs/{run_id}/"
-                               "manifest.json is missing (see the job's log); retrying")
-    if not manifest.get("published"):
-        raise AirflowFailException(
-            held_message(output, run_id, list(manifest.get("guard", {}).get("violations", []))))
 
 
 def _return_code(exc: BaseException) -> int | None:
@@ -143,16 +112,13 @@ class CostlibRecalibrateOperator(BeamRunPythonPipelineOperator):
             if code == HELD_FOR_REVIEW:  # the driver saw the end (no job id was printed)
                 raise AirflowFailException(held_message(output, run_id, [])) from exc
             if code == BAD_INPUT:
-                raise AirflowFailException(
-                    f"costlib recalibrate refused its command line, config or input, or another "
-                    f"run holds {output}/.costlib-lock (exit 2, message in the log above); not "
-                    f"retried: {exc}") from exc
+                raise AirflowFailException(bad_input_message(output, str(exc))) from exc
             raise
         outcome(self.read_manifest(output, run_id), output, run_id)
         return result
 
     def read_manifest(self, output: str, run_id: str) -> dict | None:
-        path = f"{output.rstrip('/')}/runs/{run_id}/manifest.json"
+        path = manifest_path(output, run_id)
         if not path.startswith("gs://"):
             file = Path(path)
             return json.loads(file.read_text()) if file.exists() else None
@@ -169,8 +135,8 @@ class CostlibRecalibrateOperator(BeamRunPythonPipelineOperator):
 with DAG(
     dag_id=DAG_ID,
     description="Daily costlib recalibration over a 7-day look-back window, with publish guard",
-    schedule="30 2 * * *",  # 02:30 UTC, like the CronJob: yesterday's partition is complete
-    start_date=dt.datetime(2026, 11, 1, tzinfo=dt.UTC),
+    schedule="30 2 * * *",  # SCHEDULE of costlib_dag_common, literal for the deploy checks
+    start_date=START_DATE,
     catchup=False,
     # One run per output (the run's lock on gs:// is not atomic): one day at a time, in order.
     max_active_runs=1,
@@ -214,9 +180,8 @@ with DAG(
         task_id="status",
         # The alert: exit 3 when a run is held or LATEST is stale or broken (fails the DAG run).
         # As the launcher SA (impersonated), so the Airflow worker needs no bucket access.
-        bash_command=(f"{COSTLIB} status --output '{OUTPUT}' "
-                      f"--max-age-hours {MAX_AGE_HOURS}"
-                      + (f" --impersonate_service_account={LAUNCHER_SA}" if LAUNCHER_SA else "")),
+        bash_command=status_command(
+            f" --impersonate_service_account={LAUNCHER_SA}" if LAUNCHER_SA else ""),
         trigger_rule="all_done",  # also after a failed or held recalibration
         retries=0,
         execution_timeout=dt.timedelta(minutes=10),
