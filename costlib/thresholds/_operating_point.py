@@ -20,6 +20,12 @@ from costlib.audit._strata import flagged_rows
 from costlib.thresholds._frontier import marginal_precisions
 from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._objectives import Constraints, Objective, Selection
+from costlib.thresholds._recall_bounds import (
+    DEFAULT_RECALL_LEVEL,
+    RecallBounds,
+    recall_bounds,
+    recall_total,
+)
 from costlib.thresholds._rows import as_score_array, check_rule, split_labels
 from costlib.thresholds._target import Target, resolve_target
 
@@ -151,6 +157,7 @@ class OperatingPoint:
     estimated_total_positives: float | None = None
     estimated_recall: float | None = None
     resolution: dict[str, Any] | None = None
+    recall_bounds: RecallBounds | None = None
 
     @property
     def position(self) -> int:
@@ -273,6 +280,7 @@ class _Context:
     constraints: Constraints
     max_unrated_share: float
     covered: NDArray[np.bool_] | None  # None: every tuple is covered
+    recall_level: float = DEFAULT_RECALL_LEVEL
 
 
 def _cell_record(ctx: _Context, flat: int) -> dict[str, Any]:
@@ -387,6 +395,7 @@ def _on_curve(
         unrestricted=free,
         estimated_total_positives=recall["estimated_total_positives"],
         estimated_recall=recall["estimated_recall"],
+        recall_bounds=recall_bounds(grid, index, rule, ctx.recall_level),
     )
 
 
@@ -407,6 +416,7 @@ def _make_context(
     grid: ThresholdGrid, rule: str, method: str, given: tuple[Any, ...], objective: str,
     beta: float,
     volume: float | None, constraints: Constraints, max_unrated_share: float,
+    recall_level: float = DEFAULT_RECALL_LEVEL,
 ) -> _Context:
     """Validate the common arguments of :func:`~costlib.thresholds.optimize` and
     :func:`point_at`."""
@@ -423,7 +433,7 @@ def _make_context(
                          volume=volume)
     covered = grid.covered(rule, max_unrated_share)  # validates the share
     return _Context(grid, rule, method, tgt, obj, constraints, float(max_unrated_share),
-                    None if covered.all() else covered)
+                    None if covered.all() else covered, float(recall_level))
 
 
 #: Why :func:`~costlib.thresholds.optimize` refuses ``min_recall`` on a grid without audit rows.
@@ -439,8 +449,11 @@ RECALL_NEEDS_AUDIT = (
 
 def _constraints(grid: ThresholdGrid, min_precision: float | None, max_volume: float | None,
                  max_false_positives: float | None, min_recall: float | None, *,
-                 refuse: bool) -> Constraints:
-    """The constraints, with ``P = P̂`` for ``min_recall`` when the grid holds audit rows.
+                 refuse: bool, recall_bound: str = "lower",
+                 recall_level: float = DEFAULT_RECALL_LEVEL) -> Constraints:
+    """The constraints, with ``P`` of ``min_recall`` from the audit when the grid holds audit
+    rows: the upper bound ``P_U`` of :func:`~costlib.thresholds._recall_bounds.recall_total`
+    (``recall_bound="lower"``, the default) or the estimate ``P̂`` (``"point"``).
 
     ``refuse``: a ValueError (:data:`RECALL_NEEDS_AUDIT`) for ``min_recall`` without audit rows
     (what :func:`~costlib.thresholds.optimize` does); otherwise the floor is only recorded
@@ -449,7 +462,8 @@ def _constraints(grid: ThresholdGrid, min_precision: float | None, max_volume: f
     if min_recall is not None and not grid.has_audit and refuse:
         Constraints(min_recall=min_recall)  # a bad value is reported as such first
         raise ValueError(RECALL_NEEDS_AUDIT)
-    total = grid.total_positives if min_recall is not None and grid.has_audit else None
+    total = (recall_total(grid, recall_bound, recall_level)
+             if min_recall is not None and grid.has_audit else None)
     return Constraints(min_precision, max_volume, max_false_positives, min_recall, total)
 
 
@@ -471,6 +485,8 @@ def point_at(
     max_volume: float | None = None,
     max_false_positives: float | None = None,
     min_recall: float | None = None,
+    recall_bound: str = "lower",
+    recall_level: float = DEFAULT_RECALL_LEVEL,
 ) -> OperatingPoint:
     """What given thresholds achieve on a grid: an :class:`OperatingPoint` at a fixed place.
 
@@ -497,8 +513,9 @@ def point_at(
                                              benefit_matrix, target),
                         objective, beta, volume,
                         _constraints(grid, min_precision, max_volume, max_false_positives,
-                                     min_recall, refuse=False),
-                        max_unrated_share)
+                                     min_recall, refuse=False, recall_bound=recall_bound,
+                                     recall_level=recall_level),
+                        max_unrated_share, recall_level)
     values = np.asarray(thresholds, dtype=np.float64).ravel()
     if values.shape != (grid.k,):
         raise ValueError(f"thresholds must have one value per classifier ({grid.k}), got "
