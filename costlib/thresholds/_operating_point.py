@@ -317,8 +317,11 @@ def _reason(ctx: _Context, selection: Selection, chosen: dict[str, Any],
             limits["volume"] = ctx.objective.volume
         recall = ""
         if ctx.constraints.min_recall is not None:
-            recall = (f" (recall of P̂ = {ctx.constraints.total_positives:g} estimated "
-                      f"positives; the point's recall is {_share(chosen['tp'], ctx)})")
+            total = ctx.constraints.total_positives
+            what = (f"P̂ = {total:g} estimated positives" if total == ctx.grid.total_positives
+                    else f"P = {total:g} positives, the upper {ctx.recall_level:g}-interval "
+                    f"bound of P̂ = {ctx.grid.total_positives:g}")
+            recall = f" (recall of {what}; the point's recall is {_share(chosen['tp'], ctx)})"
         return (
             f"no covered {ctx.method} point that flags anything meets {limits}{recall}; nearest "
             f"point (smallest largest relative violation) violates "
