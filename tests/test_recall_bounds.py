@@ -78,7 +78,7 @@ def test_one_stratum_is_garwood_scaled_by_one_over_pi(found):
 
 
 def test_cell_probabilities_recover_the_design():
-    scores, labels, pi, _, flagged = population(20_000, 0.01, 0.6, 0.05, seed=3)
+    scores, labels, pi, _, _ = population(20_000, 0.01, 0.6, 0.05, seed=3)
     grid = grid_of(scores, labels, pi)
     cells = cell_probabilities(grid)
     below = np.searchsorted(EDGES[0], 0.6) + 1  # bins 0 .. below-1 hold unflagged rows
@@ -86,7 +86,7 @@ def test_cell_probabilities_recover_the_design():
 
 
 def test_min_recall_refuses_a_point_whose_lower_bound_is_below_it():
-    scores, labels, pi, truth, flagged = population(60_000, 0.0015, 0.6, 0.01, seed=0)
+    scores, labels, pi, _, _ = population(60_000, 0.0015, 0.6, 0.01, seed=0)
     grid = grid_of(scores, labels, pi)
     spec = {"target_marginal_precision": 0.3, "method": "hull", "min_recall": 0.8}
     at = point_at(grid, [0.6], target_marginal_precision=0.3)
@@ -103,7 +103,7 @@ def test_min_recall_refuses_a_point_whose_lower_bound_is_below_it():
 
 
 def test_min_recall_on_the_lower_bound_is_met_when_the_audit_supports_it():
-    scores, labels, pi, truth, flagged = population(60_000, 0.02, 0.3, 0.2, seed=4)
+    scores, labels, pi, _, _ = population(60_000, 0.02, 0.3, 0.2, seed=4)
     grid = grid_of(scores, labels, pi)
     point = optimize(grid, target_marginal_precision=0.3, method="hull", min_recall=0.7)
     assert point.status in ("ok", "resolution_limited")
