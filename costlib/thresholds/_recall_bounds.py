@@ -78,8 +78,12 @@ def cell_probabilities(grid: ThresholdGrid) -> NDArray[np.float64]:
 
     Solves ``r π² + π - 1 = 0`` with ``r = W_c / A_c`` (the module docstring); where the design
     holds nothing but audited positives were found (quantisation), falls back to the variance
-    channel, ``var_c / Y_c = (1 - π) / π``.
+    channel, ``var_c / Y_c = (1 - π) / π``. Computed once per grid.
     """
+    return grid._memo(("recall", "cell_pi"), lambda: _cell_probabilities(grid))
+
+
+def _cell_probabilities(grid: ThresholdGrid) -> NDArray[np.float64]:
     if grid.design is None:
         raise ValueError("the grid carries no audit design (build it with audit_probabilities)")
     worst = grid.design[0]
@@ -134,10 +138,14 @@ def total_positives_bounds(grid: ThresholdGrid, level: float = DEFAULT_RECALL_LE
     cell (each end errs with at most ``(1 - level) / 2``). Needs a grid with a design.
     """
     _check_level(level)
-    pi = cell_probabilities(grid)
-    known, y, v, wm = _region_inputs(grid, np.ones(grid.shape, dtype=bool), pi)
-    lo, hi = weighted_poisson_interval(y, v, wm, (1.0 - level) / 2.0)
-    return known + float(lo), known + float(hi)
+
+    def compute() -> tuple[float, float]:
+        pi = cell_probabilities(grid)
+        known, y, v, wm = _region_inputs(grid, np.ones(grid.shape, dtype=bool), pi)
+        lo, hi = weighted_poisson_interval(y, v, wm, (1.0 - level) / 2.0)
+        return known + float(lo), known + float(hi)
+
+    return grid._memo(("recall", f"total_{level!r}"), compute)
 
 
 def _check_level(level: float) -> None:
