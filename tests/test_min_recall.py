@@ -288,12 +288,13 @@ def _records(out):
     return pq.read_table(out / "runs" / "r1" / "operating_points.parquet").to_pylist()
 
 
-def test_pipeline_min_recall_equals_costlib_directly(frame, pattern, tmp_path):
+def test_pipeline_min_recall_equals_costlib_directly(frame, pattern, tmp_path, capsys):
     config = base_config(columns=AUDIT, target={"marginal_precision": 0.4},
                          coverage={"max_unrated_share": 0.0},
                          constraints={"min_recall": 0.7})
     code = _recalibrate(config.raw, pattern, tmp_path / "out", tmp_path)
     assert code == 3  # market_c has no audit rows: infeasible, the guard holds the run
+    printed = capsys.readouterr().out
     got = _records(tmp_path / "out")
     want = comparable(direct_records(frame, config))
     for a, b in zip(comparable(got), want, strict=True):
@@ -303,8 +304,16 @@ def test_pipeline_min_recall_equals_costlib_directly(frame, pattern, tmp_path):
     for group in ("market_a", "market_b", "__all__"):
         for method in config.methods:
             record = by_group[(group, method)]
+            assert record["recall_bound"] == "lower"
             if record["point_status"] != "infeasible":
                 assert record["estimated_recall"] >= 0.7, (group, method)
+                # the floor holds on the bound: TP >= r P_U, P_U the interval's upper end
+                assert record["tp"] >= 0.7 * record["estimated_total_positives_ci_high"] - 1e-9
+            if method == config.decision_method and record["recall_warning"]:
+                assert f"recall: group {group}: estimate" in printed
+    warned = [g for g in ("market_a", "market_b", "__all__")
+              if by_group[(g, config.decision_method)]["recall_warning"]]
+    assert warned  # printed by the command, although the guard held the run
     for method in config.methods:
         record = by_group[("market_c", method)]
         assert record["point_status"] == "infeasible"

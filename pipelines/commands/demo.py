@@ -200,7 +200,7 @@ def _audit_loop(args: argparse.Namespace, config, out) -> int:
           f"): {run_dir}/")
     print(format_table(rows, ["group", "status", "point", "t[text_model]", "t[image_model]",
                               "est. recall", "ci low", "ci high", "P^", "found below",
-                              f"audit for ±{audited.recall['target_half_width']:g}"]))
+                              f"audit share for ±{audited.recall['target_half_width']:g}"]))
     return code
 
 
