@@ -117,3 +117,14 @@ def test_min_recall_bound_is_recorded(tmp_path):
     assert _settings_fields(settings)["recall_bound"] is None  # no min_recall
     settings["constraints"] = {**settings["constraints"], "min_recall": 0.8}
     assert _settings_fields(settings)["recall_bound"] == "lower"
+
+
+def test_the_history_shows_the_evidence_behind_each_runs_recall(thin_audit):
+    from costlib_pipelines.report.history import _recall_evidence
+
+    grid, _ = thin_audit
+    fields = recall_fields(point_at(grid, [0.6], target_marginal_precision=0.3), None)
+    (note,) = _recall_evidence(fields)
+    assert note["text"].startswith("0 found in") and note["text"].endswith("· wide")
+    assert note["css"] == "note warn" and "wider than" in note["title"]
+    assert _recall_evidence({"estimated_recall": 0.5}) == []  # an older record
