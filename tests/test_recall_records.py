@@ -105,7 +105,7 @@ def test_the_report_shows_the_evidence_and_the_warning(thin_audit):
     assert any(t.startswith("audit below: 0 positives in") for t in texts)
     assert any(t.startswith("audit for the target width:") for t in texts)
     warn = [p for p in parts if p.get("css") == "note warn"]
-    assert warn and "wider than recall.max_width" in warn[0]["text"]
+    assert warn and "wider than recall.max_width" in warn[0]["title"]
     assert parts[0]["interval"].startswith("[0.19")
 
 

@@ -118,7 +118,8 @@ def _estimated_recall(point: Mapping[str, Any]) -> list[cells.Part]:
                                 "note", "recall.target_half_width; "
                                 "costlib.audit.audit_for_recall_width"))
     if point.get("recall_warning"):
-        parts.append(cells.note("wide interval: " + str(point["recall_warning"]), "note warn"))
+        parts.append(cells.note("wide interval: the audit cannot say more yet", "note warn",
+                                str(point["recall_warning"])))
     return parts
 
 
