@@ -135,6 +135,12 @@ class RunConfig:
         return self.raw["bootstrap"]
 
     @property
+    def recall(self) -> dict[str, Any]:
+        """``recall``: ``bound`` (what ``min_recall`` is checked against), ``level``,
+        ``interval`` (exact or bootstrap), ``max_width``, ``target_half_width``."""
+        return self.raw["recall"]
+
+    @property
     def decoding(self) -> dict[str, Any]:
         return self.raw["decoding"]
 
@@ -281,6 +287,8 @@ class RunConfig:
             "beta": float(objective["beta"]),
             "volume": None if objective["volume"] is None else float(objective["volume"]),
             **{k: None if v is None else float(v) for k, v in self.constraints.items()},
+            "recall_bound": self.recall["bound"],
+            "recall_level": float(self.recall["level"]),
         }
 
     def with_overrides(self, overrides: dict[str, Any], *, source: str) -> RunConfig:

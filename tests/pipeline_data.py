@@ -136,8 +136,16 @@ def coverage_fields(point_status=None, reason=None) -> dict:
         "estimated_recall": None, "estimated_recall_ci_low": None,
         "estimated_recall_ci_high": None, "estimated_total_positives_ci_low": None,
         "estimated_total_positives_ci_high": None, "finer_bound": None,
-        "proposed_thresholds": None, **CAPACITY_NULLS,
+        "proposed_thresholds": None, **CAPACITY_NULLS, **RECALL_NULLS,
     }
+
+
+#: The recall-interval and audit-evidence fields of a record without audit data.
+RECALL_NULLS = {"recall_bound": None, "recall_interval": None,
+                "audit_missed_positives_found": None, "audit_missed_audited": None,
+                "audit_strata_pi": None, "audit_strata_rows": None, "audit_strata_audited": None,
+                "audit_strata_positives": None, "recall_warning": None,
+                "audit_share_needed": None}
 
 
 def comparable(records):

@@ -98,6 +98,11 @@ def test_demo_audit_loop_rates_what_decide_asked_for_and_recalibrates_with_the_w
     decide_manifest = json.loads((decide_run / "manifest.json").read_text())
     assert audit_line(decide_manifest["audit"]) in printed.splitlines()  # as costlib decide
     assert "est. recall" in printed
+    assert "found below" in printed and "audit share for ±0.05" in printed
+    for r in with_interval:  # the exact interval and the evidence behind it
+        assert r["recall_interval"] == "exact" and r["recall_bound"] == "lower"
+        assert r["audit_missed_audited"] is not None and r["audit_strata_pi"]
+        assert r["estimated_total_positives_ci_high"] >= r["estimated_total_positives"]
 
 
 def test_text_tables_show_missing_values_as_a_dash():

@@ -387,6 +387,8 @@ def test_a_point_in_force_that_violates_a_hard_constraint_is_never_kept(constrai
     value = {"max_volume": float(volume[at]), "min_recall": float(tp[at] / grid.total_positives),
              "min_precision": float(tp[at] / (tp[at] + fp[at]))}[constraint]
     options = {constraint: value}
+    if constraint == "min_recall":  # the floor on the estimate, TP >= r P-hat, as below
+        options["recall_bound"] = "point"
 
     def feasible(index):
         i = tuple(int(v) for v in index)

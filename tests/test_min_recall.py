@@ -23,6 +23,7 @@ from costlib.thresholds._objectives import Constraints
 from costlib.thresholds._operating_point import METHODS, RECALL_NEEDS_AUDIT, point_at
 from costlib.thresholds._optimize import optimize
 from costlib.thresholds._recalibration import RECALL_UNKNOWN, optimize_group
+from costlib.thresholds._recall_bounds import total_positives_bounds
 from costlib.thresholds._target import Target
 from costlib_pipelines.commands.cli import main
 
@@ -105,15 +106,21 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("bound", ["point", "lower"])
 @pytest.mark.parametrize("k", [1, 2, 3])
 @pytest.mark.parametrize("rule", ["any", "all"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_hull_is_the_brute_force_best_feasible_cell_and_infeasible_is_nearest(k, rule, seed):
+def test_hull_is_the_brute_force_best_feasible_cell_and_infeasible_is_nearest(k, rule, seed,
+                                                                              bound):
+    """``recall_bound="point"``: the floor is ``TP >= r P̂``; ``"lower"`` (the default):
+    ``TP >= r P_U`` with ``P_U`` the upper bound of the total positives."""
     scores, labels, w, pi, edges, truth, rated = audited_rows(
         240, k, seed=31 * k + seed, weighted=bool(seed))
     grid = ThresholdGrid.from_scores(scores, labels, edges, w, audit_probabilities=pi)
     assert grid.has_audit
     positives = grid.total_positives
+    floor_total = positives if bound == "point" else total_positives_bounds(grid)[1]
+    assert floor_total >= positives
     ht = (np.ones(len(truth)) if w is None else w) / pi
     assert positives == float(np.sum(ht[rated & truth]))  # P̂, exactly
     table = brute_table(grid, scores, truth, rated, w, pi, rule)
@@ -122,17 +129,17 @@ def test_hull_is_the_brute_force_best_feasible_cell_and_infeasible_is_nearest(k,
     for spec, share in CASES:
         kwargs = {key: (median if val == "median" else val) for key, val in spec.items()}
         covered = [row for row in table if row[3] <= share * row[4]]
-        feasible = [r for r in covered if brute_feasible(kwargs, r[1], r[2], r[4], positives)]
+        feasible = [r for r in covered if brute_feasible(kwargs, r[1], r[2], r[4], floor_total)]
         informative = [r for r in feasible if r[4] > 0]
         for method in METHODS:
             point = optimize(grid, rule=rule, method=method, max_unrated_share=share,
-                             check_resolution=False, **kwargs)
+                             check_resolution=False, recall_bound=bound, **kwargs)
             assert point.constraints["min_recall"] == kwargs["min_recall"]
             cell = next(r for r in table if r[0] == point.index)
             assert (point.tp, point.fp, point.unrated, point.volume) == cell[1:]
             assert point.estimated_recall == point.tp / positives
             if point.status != "infeasible":
-                assert brute_feasible(kwargs, point.tp, point.fp, point.volume, positives)
+                assert brute_feasible(kwargs, point.tp, point.fp, point.volume, floor_total)
                 assert point.estimated_recall >= kwargs["min_recall"]
             if not informative:
                 assert point.status == "infeasible", (method, spec)
@@ -144,11 +151,11 @@ def test_hull_is_the_brute_force_best_feasible_cell_and_infeasible_is_nearest(k,
                 # The nearest point: the least largest relative violation among covered tuples
                 # that flag something (only the all-off tuple when no covered tuple does).
                 pool = [r for r in covered if r[4] > 0] or covered
-                least = min(brute_violation(kwargs, r[1], r[2], r[4], positives) for r in pool)
-                got = brute_violation(kwargs, point.tp, point.fp, point.volume, positives)
+                least = min(brute_violation(kwargs, r[1], r[2], r[4], floor_total) for r in pool)
+                got = brute_violation(kwargs, point.tp, point.fp, point.volume, floor_total)
                 assert got == pytest.approx(least, rel=1e-12, abs=1e-15), spec
                 assert point.volume > 0 or not any(r[4] > 0 for r in covered)
-                if got > 0 and point.tp < kwargs["min_recall"] * positives:
+                if got > 0 and point.tp < kwargs["min_recall"] * floor_total:
                     assert "min_recall" in point.reason.split("violates")[-1]
                 assert f"P̂ = {positives:g}" in point.reason
                 continue
@@ -159,7 +166,9 @@ def test_hull_is_the_brute_force_best_feasible_cell_and_infeasible_is_nearest(k,
             assert point.index in [c for c, v in values.items()
                                    if v == pytest.approx(best, rel=1e-12, abs=1e-12)]
             assert point.status in ("ok", "coverage_limited"), spec
-    assert seen == {"feasible", "infeasible"}  # both branches were exercised
+    # both branches were exercised (on these 240 rows the lower bound is often too wide for
+    # any floor: honest, so only the point floor is required to reach both)
+    assert seen == {"feasible", "infeasible"} if bound == "point" else "infeasible" in seen
 
 
 def test_recall_one_is_infeasible_when_a_positive_scores_below_every_candidate():
@@ -167,7 +176,8 @@ def test_recall_one_is_infeasible_when_a_positive_scores_below_every_candidate()
     below = (scores < np.array([e[0] for e in edges])[None, :]).all(axis=1) & rated & truth
     assert below.any()
     grid = ThresholdGrid.from_scores(scores, labels, edges, w, audit_probabilities=pi)
-    every = {"target_marginal_precision": 0.3, "method": "hull", "max_unrated_share": 1.0}
+    every = {"target_marginal_precision": 0.3, "method": "hull", "max_unrated_share": 1.0,
+             "recall_bound": "point"}
     point = optimize(grid, min_recall=1.0, **every)
     assert point.status == "infeasible" and "min_recall" in point.reason
     tp, _ = grid.counts("any")
@@ -278,12 +288,13 @@ def _records(out):
     return pq.read_table(out / "runs" / "r1" / "operating_points.parquet").to_pylist()
 
 
-def test_pipeline_min_recall_equals_costlib_directly(frame, pattern, tmp_path):
+def test_pipeline_min_recall_equals_costlib_directly(frame, pattern, tmp_path, capsys):
     config = base_config(columns=AUDIT, target={"marginal_precision": 0.4},
                          coverage={"max_unrated_share": 0.0},
                          constraints={"min_recall": 0.7})
     code = _recalibrate(config.raw, pattern, tmp_path / "out", tmp_path)
     assert code == 3  # market_c has no audit rows: infeasible, the guard holds the run
+    printed = capsys.readouterr().out
     got = _records(tmp_path / "out")
     want = comparable(direct_records(frame, config))
     for a, b in zip(comparable(got), want, strict=True):
@@ -293,8 +304,16 @@ def test_pipeline_min_recall_equals_costlib_directly(frame, pattern, tmp_path):
     for group in ("market_a", "market_b", "__all__"):
         for method in config.methods:
             record = by_group[(group, method)]
+            assert record["recall_bound"] == "lower"
             if record["point_status"] != "infeasible":
                 assert record["estimated_recall"] >= 0.7, (group, method)
+                # the floor holds on the bound: TP >= r P_U, P_U the interval's upper end
+                assert record["tp"] >= 0.7 * record["estimated_total_positives_ci_high"] - 1e-9
+            if method == config.decision_method and record["recall_warning"]:
+                assert f"recall: group {group}: estimate" in printed
+    warned = [g for g in ("market_a", "market_b", "__all__")
+              if by_group[(g, config.decision_method)]["recall_warning"]]
+    assert warned  # printed by the command, although the guard held the run
     for method in config.methods:
         record = by_group[("market_c", method)]
         assert record["point_status"] == "infeasible"

@@ -10,6 +10,9 @@ relative_design, lattice_depths, share_cutoffs, stratum_counts
     Strata relative to the point in force, by lattice depth (:mod:`._strata`).
 NeymanAllocation, neyman_design, neyman_probabilities, design_variance, gain_spreads
     A design sized from the previous run's counts (:mod:`._neyman`).
+weighted_poisson_interval, recall_interval, audit_for_recall_width, AuditForWidth
+    Bounds on an audit's positives valid with few or no events (Fay–Feuer gamma bounds), the
+    recall interval they give, and the audit a requested width needs (:mod:`._poisson_bounds`).
 AuditWeights, audit_weights
     Horvitz–Thompson weights and the coverage rule for rows rated with known π
     (:mod:`._weights`); the grid applies them (:class:`costlib.thresholds.ThresholdGrid`).
@@ -25,6 +28,12 @@ from ._neyman import (
     neyman_design,
     neyman_probabilities,
 )
+from ._poisson_bounds import (
+    AuditForWidth,
+    audit_for_recall_width,
+    recall_interval,
+    weighted_poisson_interval,
+)
 from ._sampling import (
     AuditDesign,
     AuditSample,
@@ -38,8 +47,10 @@ from ._strata import lattice_depths, relative_design, share_cutoffs, stratum_cou
 from ._weights import AuditWeights, audit_weights
 
 __all__ = [
-    "AuditDesign", "AuditSample", "AuditWeights", "NeymanAllocation",
-    "audit_sample", "audit_uniforms", "audit_weights", "budget_scale", "design_variance",
+    "AuditDesign", "AuditForWidth", "AuditSample", "AuditWeights", "NeymanAllocation",
+    "audit_for_recall_width", "audit_sample", "audit_uniforms", "audit_weights", "budget_scale",
+    "design_variance",
     "expected_audits", "gain_spreads", "lattice_depths", "neyman_design", "neyman_probabilities",
-    "relative_design", "salt_key", "share_cutoffs", "stratum_counts",
+    "recall_interval", "relative_design", "salt_key", "share_cutoffs", "stratum_counts",
+    "weighted_poisson_interval",
 ]

@@ -22,6 +22,9 @@ max_area_paths, fit_analytic_path, AnalyticFit
     Operating points on a grid (:mod:`._operating_point`), found by :mod:`._optimize` with the
     exact max-area path (:func:`max_area_path`, :mod:`._lattice_path`) and the analytic fit
     (:func:`fit_analytic_path`, :mod:`._analytic`).
+RecallBounds, recall_bounds, total_positives_bounds, RECALL_BOUNDS
+    Intervals of recall and of all positives from the audit, valid when it finds few or no
+    missed positives, and the evidence behind them (:mod:`._recall_bounds`).
 BootstrapGrids, BootstrapResult, confidence_intervals
     Poisson bootstrap of a grid's counts (:mod:`._bootstrap`).
 recalibrate_grids, optimize_group, apply_fallback, GroupResult, ALL_GROUPS, move_evidence,
@@ -69,6 +72,7 @@ from ._recalibration import (
     optimize_group,
     recalibrate_grids,
 )
+from ._recall_bounds import RECALL_BOUNDS, RecallBounds, recall_bounds, total_positives_bounds
 from ._resolution import Resolution, lattice_resolution, refine, resolution_check
 from ._rows import RULES
 from ._score_sketch import EdgeSketch, ScoreSketch
@@ -77,15 +81,18 @@ from ._target import Target
 
 __all__ = [
     "ALLOCATION_OBJECTIVES", "ALL_GROUPS", "DEFAULT_DECISION_EDGES", "DEFAULT_EVIDENCE_Z",
-    "METHODS", "OBJECTIVES", "RULES",
+    "METHODS", "OBJECTIVES", "RECALL_BOUNDS", "RULES",
     "AnalyticFit", "BootstrapGrids", "BootstrapResult", "CapacityAllocation", "Constraints",
     "CurveSpec", "EdgeSketch", "GroupAllocation", "GroupResult", "LowerBoundMove", "MoveEvidence",
-    "Objective", "OperatingPoint", "Resolution", "ScoreSketch", "SplitBaselines", "Target",
+    "Objective", "OperatingPoint", "RecallBounds", "Resolution", "ScoreSketch", "SplitBaselines",
+    "Target",
     "ThresholdGrid",
     "allocate_capacity", "apply_fallback", "audit_frontiers", "confidence_intervals",
     "decision_edges", "decision_edges_from_sketch", "estimated_recall", "fit_analytic_path",
     "lattice_resolution", "lower_bound_move", "max_area_path", "max_area_paths", "move_evidence",
     "optimize", "optimize_each", "optimize_group", "plot_audit_pn_curves", "plot_pn_curves",
-    "plot_threshold_surfaces", "point_at", "quantile_edges", "recalibrate_grids", "refine",
-    "resolution_check", "split_baselines", "uniform_edges", "with_thresholds",
+    "plot_threshold_surfaces", "point_at", "quantile_edges", "recalibrate_grids",
+    "recall_bounds", "refine",
+    "resolution_check", "split_baselines", "total_positives_bounds", "uniform_edges",
+    "with_thresholds",
 ]

@@ -54,6 +54,7 @@ from numpy.typing import NDArray
 from costlib.thresholds._grid import ThresholdGrid, lattice_counts
 from costlib.thresholds._lattice_regions import flagged_by_one
 from costlib.thresholds._objectives import Constraints
+from costlib.thresholds._recall_bounds import recall_total_of
 from costlib.thresholds._rows import check_rule
 
 __all__ = ["CensusReview", "census_gains", "census_review"]
@@ -168,7 +169,7 @@ def census_review(
     subset[tuple(slice(i, None) for i in f)] = True
     subset[f] = False
     ok = subset & grid.covered(rule, float(options.get("max_unrated_share") or 0.0))
-    constraints = Constraints.from_options(options, grid.total_positives)
+    constraints = Constraints.from_options(options, recall_total_of(grid, options))
     if constraints.active and ok.any():
         tp, fp = grid.counts(rule)
         ok &= constraints.satisfied(tp, fp, grid.volume(rule))

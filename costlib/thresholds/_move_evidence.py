@@ -47,6 +47,7 @@ from costlib.thresholds._grid import ThresholdGrid, lattice_counts
 from costlib.thresholds._lattice_regions import flagged_by_one, one_sided
 from costlib.thresholds._objectives import Constraints
 from costlib.thresholds._operating_point import OperatingPoint, point_at
+from costlib.thresholds._recall_bounds import recall_total_of
 from costlib.thresholds._rows import DESIGN_EXPECTED_SCALE, check_rule
 from costlib.thresholds._target import Target
 
@@ -114,9 +115,9 @@ class MoveEvidence:
 
 
 def _constraints(grid: ThresholdGrid, options: Mapping[str, Any]) -> Constraints:
-    """The hard constraints of ``options`` (``P`` of ``min_recall``: the grid's, ``P̂`` with
-    audit data)."""
-    return Constraints.from_options(options, grid.total_positives)
+    """The hard constraints of ``options`` (``P`` of ``min_recall``: the grid's, with audit
+    data the bound of ``recall_bound``, :func:`~costlib.thresholds._recall_bounds.recall_total`)."""
+    return Constraints.from_options(options, recall_total_of(grid, options))
 
 
 def kept_violations(grid: ThresholdGrid, index: Sequence[int], *, rule: str,

@@ -20,6 +20,12 @@ from costlib.audit._strata import flagged_rows
 from costlib.thresholds._frontier import marginal_precisions
 from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._objectives import Constraints, Objective, Selection
+from costlib.thresholds._recall_bounds import (
+    DEFAULT_RECALL_LEVEL,
+    RecallBounds,
+    recall_bounds,
+    recall_total,
+)
 from costlib.thresholds._rows import as_score_array, check_rule, split_labels
 from costlib.thresholds._target import Target, resolve_target
 
@@ -151,6 +157,7 @@ class OperatingPoint:
     estimated_total_positives: float | None = None
     estimated_recall: float | None = None
     resolution: dict[str, Any] | None = None
+    recall_bounds: RecallBounds | None = None
 
     def __repr__(self) -> str:
         """One line: method, rule, status, the thresholds by classifier and the counts; the
@@ -286,6 +293,7 @@ class _Context:
     constraints: Constraints
     max_unrated_share: float
     covered: NDArray[np.bool_] | None  # None: every tuple is covered
+    recall_level: float = DEFAULT_RECALL_LEVEL
 
 
 def _cell_record(ctx: _Context, flat: int) -> dict[str, Any]:
@@ -322,8 +330,11 @@ def _reason(ctx: _Context, selection: Selection, chosen: dict[str, Any],
             limits["volume"] = ctx.objective.volume
         recall = ""
         if ctx.constraints.min_recall is not None:
-            recall = (f" (recall of P̂ = {ctx.constraints.total_positives:g} estimated "
-                      f"positives; the point's recall is {_share(chosen['tp'], ctx)})")
+            total = ctx.constraints.total_positives
+            what = (f"P̂ = {total:g} estimated positives" if total == ctx.grid.total_positives
+                    else f"P = {total:g} positives, the upper {ctx.recall_level:g}-interval "
+                    f"bound of P̂ = {ctx.grid.total_positives:g}")
+            recall = f" (recall of {what}; the point's recall is {_share(chosen['tp'], ctx)})"
         return (
             f"no covered {ctx.method} point that flags anything meets {limits}{recall}; nearest "
             f"point (smallest largest relative violation) violates "
@@ -400,6 +411,7 @@ def _on_curve(
         unrestricted=free,
         estimated_total_positives=recall["estimated_total_positives"],
         estimated_recall=recall["estimated_recall"],
+        recall_bounds=recall_bounds(grid, index, rule, ctx.recall_level),
     )
 
 
@@ -420,6 +432,7 @@ def _make_context(
     grid: ThresholdGrid, rule: str, method: str, given: tuple[Any, ...], objective: str,
     beta: float,
     volume: float | None, constraints: Constraints, max_unrated_share: float,
+    recall_level: float = DEFAULT_RECALL_LEVEL,
 ) -> _Context:
     """Validate the common arguments of :func:`~costlib.thresholds.optimize` and
     :func:`point_at`."""
@@ -436,7 +449,7 @@ def _make_context(
                          volume=volume)
     covered = grid.covered(rule, max_unrated_share)  # validates the share
     return _Context(grid, rule, method, tgt, obj, constraints, float(max_unrated_share),
-                    None if covered.all() else covered)
+                    None if covered.all() else covered, float(recall_level))
 
 
 #: Why :func:`~costlib.thresholds.optimize` refuses ``min_recall`` on a grid without audit rows.
@@ -452,8 +465,11 @@ RECALL_NEEDS_AUDIT = (
 
 def _constraints(grid: ThresholdGrid, min_precision: float | None, max_volume: float | None,
                  max_false_positives: float | None, min_recall: float | None, *,
-                 refuse: bool) -> Constraints:
-    """The constraints, with ``P = P̂`` for ``min_recall`` when the grid holds audit rows.
+                 refuse: bool, recall_bound: str = "lower",
+                 recall_level: float = DEFAULT_RECALL_LEVEL) -> Constraints:
+    """The constraints, with ``P`` of ``min_recall`` from the audit when the grid holds audit
+    rows: the upper bound ``P_U`` of :func:`~costlib.thresholds._recall_bounds.recall_total`
+    (``recall_bound="lower"``, the default) or the estimate ``P̂`` (``"point"``).
 
     ``refuse``: a ValueError (:data:`RECALL_NEEDS_AUDIT`) for ``min_recall`` without audit rows
     (what :func:`~costlib.thresholds.optimize` does); otherwise the floor is only recorded
@@ -462,7 +478,8 @@ def _constraints(grid: ThresholdGrid, min_precision: float | None, max_volume: f
     if min_recall is not None and not grid.has_audit and refuse:
         Constraints(min_recall=min_recall)  # a bad value is reported as such first
         raise ValueError(RECALL_NEEDS_AUDIT)
-    total = grid.total_positives if min_recall is not None and grid.has_audit else None
+    total = (recall_total(grid, recall_bound, recall_level)
+             if min_recall is not None and grid.has_audit else None)
     return Constraints(min_precision, max_volume, max_false_positives, min_recall, total)
 
 
@@ -484,6 +501,8 @@ def point_at(
     max_volume: float | None = None,
     max_false_positives: float | None = None,
     min_recall: float | None = None,
+    recall_bound: str = "lower",
+    recall_level: float = DEFAULT_RECALL_LEVEL,
 ) -> OperatingPoint:
     """What given thresholds achieve on a grid: an :class:`OperatingPoint` at a fixed place.
 
@@ -510,8 +529,9 @@ def point_at(
                                              benefit_matrix, target),
                         objective, beta, volume,
                         _constraints(grid, min_precision, max_volume, max_false_positives,
-                                     min_recall, refuse=False),
-                        max_unrated_share)
+                                     min_recall, refuse=False, recall_bound=recall_bound,
+                                     recall_level=recall_level),
+                        max_unrated_share, recall_level)
     values = np.asarray(thresholds, dtype=np.float64).ravel()
     if values.shape != (grid.k,):
         raise ValueError(f"thresholds must have one value per classifier ({grid.k}), got "

@@ -73,6 +73,7 @@ from costlib.thresholds._operating_point import (
     _make_context,
     _on_curve,
 )
+from costlib.thresholds._recall_bounds import DEFAULT_RECALL_LEVEL
 from costlib.thresholds._resolution import lattice_resolution
 from costlib.thresholds._rows import check_rule
 from costlib.thresholds._target import Target
@@ -128,6 +129,8 @@ def optimize(
     max_volume: float | None = None,
     max_false_positives: float | None = None,
     min_recall: float | None = None,
+    recall_bound: str = "lower",
+    recall_level: float = DEFAULT_RECALL_LEVEL,
     check_resolution: bool = True,
 ) -> OperatingPoint:
     """Choose an operating point on a threshold grid.
@@ -166,11 +169,19 @@ def optimize(
         Constraints: ``TP / (TP + FP) >= min_precision``, ``V <= max_volume`` (review capacity,
         unrated rows included), ``FP <= max_false_positives``.
     min_recall : float in (0, 1], optional
-        Constraint ``TP >= min_recall * P̂``: the point flags at least this share of all
-        positives, with ``P̂`` the Horvitz–Thompson estimate of the total positives (the grid's
-        positive weight). Needs a grid with audit rows (``grid.has_audit``); otherwise a
+        Constraint ``TP >= min_recall * P``: the point flags at least this share of all
+        positives. Needs a grid with audit rows (``grid.has_audit``); otherwise a
         ValueError (without an audit sample the total number of positives is unknown; see
         docs/audit.md).
+    recall_bound : {"lower", "point"}, default "lower"
+        ``P`` of ``min_recall``: ``"lower"`` takes the upper bound ``P_U`` of the total
+        positives at ``recall_level`` (:func:`costlib.thresholds.total_positives_bounds`), so
+        the floor holds on the lower bound of recall and is never met by an estimate the
+        audit cannot support; ``"point"`` the Horvitz–Thompson estimate ``P̂`` (the grid's
+        positive weight). Grids without an audit design use ``P̂``.
+    recall_level : float, default 0.9
+        Two-sided level of the recall interval of the point (``OperatingPoint.recall_bounds``,
+        :func:`costlib.thresholds.recall_bounds`) and of ``P_U``.
 
     check_resolution : bool, default True
         Bound what finer candidate thresholds could reach
@@ -187,8 +198,9 @@ def optimize(
                                              benefit_matrix, target),
                         objective, beta, volume,
                         _constraints(grid, min_precision, max_volume, max_false_positives,
-                                     min_recall, refuse=True),
-                        max_unrated_share)
+                                     min_recall, refuse=True, recall_bound=recall_bound,
+                                     recall_level=recall_level),
+                        max_unrated_share, recall_level)
     point = _choose(ctx, n_buckets, granularity, frontier)
     return _with_resolution(ctx, point) if check_resolution else point
 

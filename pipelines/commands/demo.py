@@ -197,12 +197,14 @@ def _audit_loop(args: argparse.Namespace, config, out) -> int:
               if p["method"] == audited.decision_method]
     rows = [[p["group"], p["status"], p["point_status"], *(p["thresholds"] or [None, None]),
              p["estimated_recall"], p["estimated_recall_ci_low"], p["estimated_recall_ci_high"],
-             p["estimated_total_positives"]] for p in points]
+             p["estimated_total_positives"], p["audit_missed_positives_found"],
+             p["audit_share_needed"]] for p in points]
     print(f"recalibrate with the audit weights and min_recall {args.min_recall:g} "
           f"({recal['seconds']} s, {'published' if code == 0 else 'held by the publish guard'}"
           f"): {run_dir}/")
     print(format_table(rows, ["group", "status", "point", "t[text_model]", "t[image_model]",
-                              "est. recall", "ci low", "ci high", "P^"]))
+                              "est. recall", "ci low", "ci high", "P^", "found below",
+                              f"audit share for ±{audited.recall['target_half_width']:g}"]))
     return code
 
 

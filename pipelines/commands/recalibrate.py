@@ -126,12 +126,20 @@ def run(args: argparse.Namespace) -> int:
         source = f"{args.config} with command-line flags"
         config = config.with_overrides(overrides, source=source)
     config.check_recalibrate(source)
-    with Progress("costlib recalibrate") as progress:
-        manifest = run_recalibrate(
-            config, args.input, args.output, args.beam_args, run_id=args.run_id,
-            max_threshold_change=args.max_threshold_change, min_rated=args.min_rated,
-            override=override, progress=progress, in_force=args.in_force,
-        )
+    from costlib_pipelines.recalibrate.publish import PublishRefused
+
+    try:
+        with Progress("costlib recalibrate") as progress:
+            manifest = run_recalibrate(
+                config, args.input, args.output, args.beam_args, run_id=args.run_id,
+                max_threshold_change=args.max_threshold_change, min_rated=args.min_rated,
+                override=override, progress=progress, in_force=args.in_force,
+            )
+    except PublishRefused as held:  # a held run's records are complete: say why recall is
+        if held.run_dir is not None and config.windowing is None:  # unsure, then exit 3
+            _print_recall_warnings(f"{held.run_dir}/operating_points.parquet",
+                                   config.decision_method)
+        raise
     if manifest["status"] == "submitted":  # a template launch: only the job graph was written
         print(f"run {manifest['run_id']}: job graph written; the job checks its row "
               "accounting, applies the publish guard and writes its manifest when it ends")
@@ -168,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
                              config.decision_method, config.raw["target"], points,
                              rule=config.rule):
         print(line)
+    _print_recall_warnings(points, config.decision_method)
     capacity = manifest.get("capacity")
     if capacity:
         print(f"capacity: {capacity['total_volume']:,.1f} of {capacity['capacity']:,.1f} rows "
@@ -185,6 +194,20 @@ def run(args: argparse.Namespace) -> int:
               f"{guard['override']['by']}: {guard['override']['reason']}")
     _print_guard_off(guard)
     return 0
+
+
+def _print_recall_warnings(path: str, method: str) -> None:
+    """One line per group whose recall interval (decision method) is wider than
+    ``recall.max_width``: the record's ``recall_warning`` (interval, evidence, the audit a
+    target width needs)."""
+    from costlib_pipelines.io.runs import read_operating_points
+
+    for record in read_operating_points(path):
+        if record["method"] == method and record.get("recall_warning"):
+            estimate = record.get("estimated_recall")
+            shown = "-" if estimate is None else f"{estimate:.3f}"
+            print(f"recall: group {record['group']}: estimate {shown}, "
+                  f"{record['recall_warning']}")
 
 
 #: Printed when the run was published with both guard settings off (their defaults).

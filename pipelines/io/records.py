@@ -12,6 +12,7 @@ import pyarrow as pa
 
 import costlib_schemas
 from costlib.thresholds._recalibration import PROPOSED
+from costlib_pipelines.io.recall_fields import DEFAULT_RECALL_SETTINGS, recall_fields
 
 __all__ = [
     "CAPACITY_NULLS",
@@ -89,13 +90,14 @@ DEFAULT_POINT_SETTINGS: dict[str, Any] = {
     "objective": {"name": "linear", "beta": 1.0, "volume": None},
     "constraints": {"min_precision": None, "max_volume": None, "max_false_positives": None,
                     "min_recall": None},
+    "recall": DEFAULT_RECALL_SETTINGS,
 }
 
 
 def point_settings(config) -> dict[str, Any]:
     """The settings of a :class:`~costlib_pipelines.config.RunConfig` that records carry."""
     return {"max_unrated_share": config.max_unrated_share, "objective": config.objective,
-            "constraints": config.constraints}
+            "constraints": config.constraints, "recall": config.recall}
 
 
 def _settings_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -110,6 +112,8 @@ def _settings_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
         else None,
         "max_unrated_share": _float_or_none(settings["max_unrated_share"]),
         **{key: _float_or_none(value) for key, value in settings["constraints"].items()},
+        "recall_bound": (settings.get("recall") or DEFAULT_RECALL_SETTINGS)["bound"]
+        if settings["constraints"].get("min_recall") is not None else None,
     }
 
 
@@ -139,23 +143,6 @@ def _coverage_fields(point, withheld: str | None = None) -> dict[str, Any]:
         else point.resolution["finer_bound"],
         "proposed_thresholds": None if point.details.get(PROPOSED) is None
         else [float(t) for t in point.details[PROPOSED]],
-    }
-
-
-def _estimation_fields(point, ci) -> dict[str, Any]:
-    """Estimated recall and total positives (audit data only) and their bootstrap intervals."""
-    est_ci = None if ci is None else ci.estimated_recall
-    tot_ci = None if ci is None else ci.estimated_total_positives
-    return {
-        "estimated_total_positives": None if point is None
-        else _float_or_none(point.estimated_total_positives),
-        "estimated_recall": None if point is None else _float_or_none(point.estimated_recall),
-        "estimated_recall_ci_low": None if est_ci is None else _float_or_none(est_ci[0]),
-        "estimated_recall_ci_high": None if est_ci is None else _float_or_none(est_ci[1]),
-        "estimated_total_positives_ci_low": None if tot_ci is None
-        else _float_or_none(tot_ci[0]),
-        "estimated_total_positives_ci_high": None if tot_ci is None
-        else _float_or_none(tot_ci[1]),
     }
 
 
@@ -214,6 +201,7 @@ def operating_point_records(
     ``capacity``; every other record has them null.
     """
     fixed = _settings_fields(DEFAULT_POINT_SETTINGS if settings is None else settings)
+    recall = (DEFAULT_POINT_SETTINGS if settings is None else settings).get("recall")
     records = []
     for method, point in result.points.items():
         ci = result.intervals.get(method)
@@ -244,7 +232,7 @@ def operating_point_records(
                 "fp_ci_high": None if ci is None else float(ci.fp[1]),
                 "precision_ci_low": None if ci is None else _float_or_none(ci.precision[0]),
                 "precision_ci_high": None if ci is None else _float_or_none(ci.precision[1]),
-                **_estimation_fields(point, ci),
+                **recall_fields(point, ci, recall),
                 **_coverage_fields(point, result.withheld.get(method)),
                 **fixed,
                 **(capacity if method == "capacity" and capacity is not None

@@ -449,7 +449,8 @@ def run_recalibrate(
             f"run {run.run_id} is complete but held for review, {before}:\n  "
             + "\n  ".join(violations) +
             f"\npublish it after review with: costlib publish --output {output} --run-id "
-            f"{run.run_id} --by NAME --reason TEXT (or re-run with --override-guard)"
+            f"{run.run_id} --by NAME --reason TEXT (or re-run with --override-guard)",
+            run_dir=str(run.run_dir),
         )
     return manifest
 

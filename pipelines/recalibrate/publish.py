@@ -73,7 +73,12 @@ ALL_GROUPS = "__all__"
 
 
 class PublishRefused(RuntimeError):
-    """The guard held the run back; the message lists every violation."""
+    """The guard held the run back; the message lists every violation. ``run_dir``: the held
+    run's directory, when known (its records are complete)."""
+
+    def __init__(self, message: str, run_dir: str | None = None) -> None:
+        super().__init__(message)
+        self.run_dir = run_dir
 
 
 @dataclass(frozen=True)

@@ -91,14 +91,36 @@ def _resolution_note(point: Mapping[str, Any]) -> list[cells.Part]:
 
 
 def _estimated_recall(point: Mapping[str, Any]) -> list[cells.Part]:
-    """``TP / P̂`` with its bootstrap interval and ``P̂`` (audit data only)."""
+    """``TP / P̂`` with its interval and ``P̂`` (audit data only), the audit evidence behind
+    it (positives found among the audited rows the thresholds do not flag), the audit share a
+    target width needs, and the warning of an interval wider than ``recall.max_width``."""
     recall = point.get("estimated_recall")
     if recall is None:
         return []
-    bracket = fmt_interval(point.get("estimated_recall_ci_low"),
-                           point.get("estimated_recall_ci_high"), fmt_ratio)
+    low, high = point.get("estimated_recall_ci_low"), point.get("estimated_recall_ci_high")
+    bracket = fmt_interval(low, high, fmt_ratio)
     total = fmt_count(point.get("estimated_total_positives"))
-    return [cells.interval(fmt_ratio(recall), bracket), cells.note(f"of P̂ {total}")]
+    source = point.get("recall_interval")
+    parts = [cells.interval(fmt_ratio(recall), bracket),
+             cells.note(f"of P̂ {total}" + (f" ({source} interval)" if source else ""))]
+    found, audited = point.get("audit_missed_positives_found"), point.get("audit_missed_audited")
+    if found is not None and audited is not None:
+        strata = zip(point.get("audit_strata_pi") or [], point.get("audit_strata_rows") or [],
+                     point.get("audit_strata_audited") or [],
+                     point.get("audit_strata_positives") or [], strict=False)
+        title = "; ".join(f"π {pi:.3g}: {pos:g} positives in {aud:g} audited of {rows:.0f} rows"
+                          for pi, rows, aud, pos in strata)
+        parts.append(cells.note(f"audit below: {found:g} positives in {audited:g} rated",
+                                "note", title))
+    need = point.get("audit_share_needed")
+    if need is not None:
+        parts.append(cells.note(f"audit for the target width: {need:.2%} of unflagged rows",
+                                "note", "recall.target_half_width; "
+                                "costlib.audit.audit_for_recall_width"))
+    if point.get("recall_warning"):
+        parts.append(cells.note("wide interval: the audit cannot say more yet", "note warn",
+                                str(point["recall_warning"])))
+    return parts
 
 
 def _points_table(points: Sequence[Mapping[str, Any]], classifiers: Sequence[str]

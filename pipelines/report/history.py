@@ -225,10 +225,22 @@ def _group_rows(runs: Sequence[HistoryRun], group: str, classifiers: Sequence[st
                 value=sort_value(p.get("precision"))),
             cells.cell(cells.interval(fmt_ratio(p.get("estimated_recall")), fmt_interval(
                 p.get("estimated_recall_ci_low"), p.get("estimated_recall_ci_high"),
-                fmt_ratio)), value=sort_value(p.get("estimated_recall"))),
+                fmt_ratio)), *_recall_evidence(p), value=sort_value(p.get("estimated_recall"))),
         ]
         rows.append(cells.row(head + row, run=run.run_id, group=group))
     return rows
+
+
+def _recall_evidence(point: Mapping[str, Any]) -> list[cells.Part]:
+    """The audit evidence behind a run's recall interval (positives found among the audited
+    rows the thresholds do not flag), flagged when the interval is wider than
+    ``recall.max_width`` (the record's ``recall_warning`` as its tooltip)."""
+    found, audited = point.get("audit_missed_positives_found"), point.get("audit_missed_audited")
+    if found is None or audited is None:
+        return []
+    warning = point.get("recall_warning")
+    return [cells.note(f"{found:g} found in {audited:g} audited" + (" · wide" if warning else ""),
+                       "note warn" if warning else "note", warning or "")]
 
 
 def _group_view(runs: Sequence[HistoryRun], group: str, classifiers: Sequence[str],

@@ -51,7 +51,8 @@ COLUMNS = ("group", "method", "classifiers", "thresholds", "status", "fallback_g
            "point_status", "reason", "volume", "tp", "fp", "precision", "precision_ci_low",
            "precision_ci_high", "estimated_recall", "estimated_recall_ci_low",
            "estimated_recall_ci_high", "rated_positives", "rated_negatives", "window_start",
-           "window_end", "pane_index", "proposed_thresholds")
+           "window_end", "pane_index", "proposed_thresholds", "audit_missed_positives_found",
+           "audit_missed_audited", "recall_warning")
 
 
 NOT_OK = ("fallback", "kept", "insufficient_data")
