@@ -26,7 +26,13 @@ from costlib.decoding import get_loss
 from costlib.thresholds._edges import DEFAULT_DECISION_EDGES, check_edges, uniform_edges
 from costlib.thresholds._rows import RULE_ALIASES
 from costlib.thresholds._target import Target
-from costlib_pipelines.config_text import read_config_text, schema_blind_spots, schema_error_line
+from costlib_pipelines.config_text import (
+    OBJECTIVE_ONLY_KEYS,
+    check_objective_keys_as_written,
+    read_config_text,
+    schema_blind_spots,
+    schema_error_line,
+)
 
 __all__ = ["OBJECTIVE_ONLY_KEYS", "ConfigError", "RunConfig", "load_config"]
 
@@ -528,31 +534,5 @@ def load_config(path: str | Path) -> RunConfig:
     path = Path(path)
     data = read_config_text(path, ConfigError)
     config = RunConfig.from_dict(data, source=str(path))
-    _check_objective_keys_as_written(data, source=str(path))
+    check_objective_keys_as_written(data, source=str(path), error=ConfigError)
     return config
-
-
-#: Objective keys that only one objective reads: key -> (that objective, the key's default);
-#: the config file's check below and ``costlib recalibrate``'s flags of the same names.
-OBJECTIVE_ONLY_KEYS = {"beta": ("fbeta", 1.0), "volume": ("precision_at_volume", None)}
-
-
-def _check_objective_keys_as_written(data: dict[str, Any], *, source: str) -> None:
-    """A config file's ``objective.beta`` (other than its default 1.0) with an objective other
-    than fbeta, or ``objective.volume`` (other than null) with an objective other than
-    precision_at_volume, would be ignored: :class:`ConfigError`, as ``costlib recalibrate
-    --beta``/``--volume`` without the matching ``--objective`` is refused. Checked on the file
-    as written (``beta: 1.0`` and ``volume: null`` next to another objective are the example
-    config's template; a validated config always holds them), so a command line that
-    overrides the file's objective is not refused for it."""
-    objective = data.get("objective")
-    if not isinstance(objective, dict):
-        return
-    name = objective.get("name", "linear")
-    for key, (needs, default) in OBJECTIVE_ONLY_KEYS.items():
-        value = objective.get(key, default)
-        if name != needs and value != default:
-            shown = f"{value:g}" if isinstance(value, int | float) else repr(value)
-            raise ConfigError(
-                f"{source}: objective.{key}: {shown} applies to objective.name {needs} only, "
-                f"but objective.name is {name}; set name: {needs}, or remove {key}")

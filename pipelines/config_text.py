@@ -20,7 +20,8 @@ import jsonschema
 import numpy as np
 import yaml
 
-__all__ = ["read_config_text", "schema_blind_spots", "schema_error_line"]
+__all__ = ["OBJECTIVE_ONLY_KEYS", "check_objective_keys_as_written", "read_config_text",
+           "schema_blind_spots", "schema_error_line"]
 
 
 class _ConfigLoader(yaml.SafeLoader):
@@ -132,3 +133,30 @@ def schema_error_line(error: jsonschema.ValidationError) -> str:
         line += (" (YAML reads unquoted off/on/yes/no as true/false: quote the value, "
                  "e.g. 'off')")
     return line
+
+
+#: Objective keys that only one objective reads: key -> (that objective, the key's default);
+#: the config file's check below and ``costlib recalibrate``'s flags of the same names.
+OBJECTIVE_ONLY_KEYS = {"beta": ("fbeta", 1.0), "volume": ("precision_at_volume", None)}
+
+
+def check_objective_keys_as_written(data: dict[str, Any], *, source: str,
+                                    error: type[Exception]) -> None:
+    """A config file's ``objective.beta`` (other than its default 1.0) with an objective other
+    than fbeta, or ``objective.volume`` (other than null) with an objective other than
+    precision_at_volume, would be ignored: ``error``, as ``costlib recalibrate
+    --beta``/``--volume`` without the matching ``--objective`` is refused. Checked on the file
+    as written (``beta: 1.0`` and ``volume: null`` next to another objective are the example
+    config's template; a validated config always holds them), so a command line that
+    overrides the file's objective is not refused for it."""
+    objective = data.get("objective")
+    if not isinstance(objective, dict):
+        return
+    name = objective.get("name", "linear")
+    for key, (needs, default) in OBJECTIVE_ONLY_KEYS.items():
+        value = objective.get(key, default)
+        if name != needs and value != default:
+            shown = f"{value:g}" if isinstance(value, int | float) else repr(value)
+            raise error(
+                f"{source}: objective.{key}: {shown} applies to objective.name {needs} only, "
+                f"but objective.name is {name}; set name: {needs}, or remove {key}")
