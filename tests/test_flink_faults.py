@@ -139,6 +139,46 @@ def test_taskmanager_killed_during_recalibrate(flink_cluster, stream, tmp_path):
         assert records(out / "runs" / "after") == want
 
 
+def test_taskmanager_lost_for_good_fails_the_run_and_publishes_nothing(
+        flink_cluster, stream, tmp_path):
+    """No new TaskManager: Flink's restarts find no slot and the job fails; the run is not
+    published, its lock is released, and once a TaskManager is back a re-run publishes the
+    undisturbed points."""
+    config, first, second = stream
+    want_out, out = tmp_path / "undisturbed", tmp_path / "flink"
+    for output in (want_out, out):
+        done = run_cli("recalibrate", "--config", config, "--input", first, "--output",
+                       str(output), "--run-id", "before")
+        assert done.returncode == 0, done.stderr[-2000:]
+    done = run_cli("recalibrate", "--config", config, "--input", second, "--output",
+                   str(want_out), "--run-id", "after")
+    assert done.returncode == 0, done.stderr[-2000:]
+    known = {j["jid"] for j in jobs(flink_cluster)}
+    process = subprocess.Popen(
+        [COSTLIB, "recalibrate", "--config", config, "--input", second, "--output", str(out),
+         "--run-id", "after", *flink_cluster.beam_flags()],
+        text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        jid = wait_for_running_job(flink_cluster, known)
+        time.sleep(KILL_AFTER)
+        flink_cluster.kill("taskmanager")
+        _, err = process.communicate(timeout=600)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        flink_cluster.start_taskmanager()
+        flink_cluster.wait_healthy(120)
+    assert wait_for_job_end(flink_cluster, jid) == "FAILED"
+    assert process.returncode == 1 and "FAILED" in err
+    assert_not_published(out, "after", "before")
+    assert not (out / ".costlib-lock").exists()  # the submitter lived: it released its lock
+    rerun = run_cli("recalibrate", "--config", config, "--input", second, "--output", str(out),
+                    "--run-id", "after", *flink_cluster.beam_flags())
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert latest(out) == "after"
+    assert records(out / "runs" / "after") == records(want_out / "runs" / "after")
+
+
 def test_taskmanager_killed_during_decide(flink_cluster, stream, tmp_path):
     config, first, second = stream
     points = tmp_path / "points"

@@ -217,7 +217,24 @@ def test_beams_flink_runner_with_the_launcher_jar_gives_the_same_points(cluster,
     """``--runner=FlinkRunner --flink_job_server_jar``: Beam starts the job server itself."""
     day1, _, _ = days
     config = write_config(tmp_path / "c.yaml")
+    before = job_server_processes(cluster)
     fn, fl = both(cluster, "recalibrate", "--config", config, "--input", day1, out=tmp_path,
                   flink_args=cluster.beam_flags("flink"))
     assert manifest(fl)["runner"] == "FlinkRunner"
     assert records(fl) == records(fn)
+    # the job server Beam started for the run is stopped when costlib exits
+    assert job_server_processes(cluster) == before
+
+
+def job_server_processes(cluster) -> set[int]:
+    """Pids of job servers started from the cluster's launcher jar (the cluster's own, and
+    any that Beam's FlinkRunner started)."""
+    pids = set()
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):
+            continue
+        if str(cluster.job_server_jar) in cmdline:
+            pids.add(int(proc.name))
+    return pids

@@ -240,6 +240,9 @@ def flink_config(flink_home: Path, state: Path, ports: Ports) -> dict[str, objec
         "io.tmp.dirs": str(state / "tmp"),
         "heartbeat.interval": 2000,
         "heartbeat.timeout": 12000,
+        # A restart waits this long for a slot (Flink's default: 5 minutes): a lost
+        # TaskManager that does not come back fails the job in about 3 x (30 s + 5 s).
+        "slot.request.timeout": 30000,
         "restart-strategy.type": "fixed-delay",
         "restart-strategy.fixed-delay.attempts": 3,
         "restart-strategy.fixed-delay.delay": "5 s",

@@ -13,6 +13,7 @@ hyphens or underscores.
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import logging
 import os
@@ -287,8 +288,10 @@ def console_main() -> None:
 
     After a pipeline the runner's worker threads (gRPC, Arrow pools) may still be winding down;
     exiting through ``os._exit`` after flushing keeps them from turning a clean exit code into
-    an abort at interpreter shutdown. A reader of stdout that goes away early (``| head``) does
-    not change the exit code (:class:`_StdoutReaderMayLeave`).
+    an abort at interpreter shutdown. The ``atexit`` handlers run first (``os._exit`` skips
+    them): Beam's ``FlinkRunner`` stops the job server it started in one. A reader of stdout
+    that goes away early (``| head``) does not change the exit code
+    (:class:`_StdoutReaderMayLeave`).
     """
     stdout = sys.stdout
     sys.stdout = _StdoutReaderMayLeave(stdout)
@@ -306,6 +309,10 @@ def console_main() -> None:
         code = 1
     sys.stdout.flush()
     sys.stdout = stdout
+    try:  # what Beam registered to run at exit: e.g. stopping the job server FlinkRunner started
+        atexit._run_exitfuncs()
+    except BaseException as exc:  # an exit handler's failure does not change the exit code
+        print(f"warning: at exit: {exc}", file=sys.stderr)
     sys.stderr.flush()
     os._exit(code)
 
