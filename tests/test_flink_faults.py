@@ -24,6 +24,7 @@ change what the re-run computes. Carried edges on Flink are tested in
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 import urllib.request
@@ -107,21 +108,37 @@ def assert_not_published(output: Path, run_id: str, before: str | None) -> None:
         holder = json.loads(lock.read_text())
         assert holder["run_id"] == run_id
         with pytest.raises(ProcessLookupError):
-            import os
             os.kill(holder["pid"], 0)
 
 
-def test_taskmanager_killed_during_recalibrate(flink_cluster, stream, tmp_path):
+def published_before_and_undisturbed(stream, tmp_path: Path) -> tuple[Path, list[dict]]:
+    """The output the test disturbs, with run ``before`` (the first batch) published on the
+    FnApiRunner; and the records of run ``after`` (the second batch) computed undisturbed on
+    the FnApiRunner over the same history."""
     config, first, second = stream
     want_out, out = tmp_path / "undisturbed", tmp_path / "flink"
-    for output in (want_out, out):  # the same run published before, on the FnApiRunner
+    for output in (want_out, out):
         done = run_cli("recalibrate", "--config", config, "--input", first, "--output",
                        str(output), "--run-id", "before")
         assert done.returncode == 0, done.stderr[-2000:]
     done = run_cli("recalibrate", "--config", config, "--input", second, "--output",
                    str(want_out), "--run-id", "after")
     assert done.returncode == 0, done.stderr[-2000:]
-    want = records(want_out / "runs" / "after")
+    return out, records(want_out / "runs" / "after")
+
+
+def assert_rerun_publishes(cluster, config: str, second: str, out: Path, want) -> None:
+    """A re-run of run ``after`` on the cluster publishes exactly the undisturbed records."""
+    rerun = run_cli("recalibrate", "--config", config, "--input", second, "--output", str(out),
+                    "--run-id", "after", *cluster.beam_flags())
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert latest(out) == "after"
+    assert records(out / "runs" / "after") == want
+
+
+def test_taskmanager_killed_during_recalibrate(flink_cluster, stream, tmp_path):
+    config, _, second = stream
+    out, want = published_before_and_undisturbed(stream, tmp_path)
 
     code, err, _ = kill_taskmanager_during(
         flink_cluster, ["recalibrate", "--config", config, "--input", second,
@@ -132,11 +149,7 @@ def test_taskmanager_killed_during_recalibrate(flink_cluster, stream, tmp_path):
     else:
         assert "Traceback" in err or "failed" in err.lower()
         assert_not_published(out, "after", "before")
-        rerun = run_cli("recalibrate", "--config", config, "--input", second, "--output",
-                        str(out), "--run-id", "after", *flink_cluster.beam_flags())
-        assert rerun.returncode == 0, rerun.stderr[-2000:]
-        assert latest(out) == "after"
-        assert records(out / "runs" / "after") == want
+        assert_rerun_publishes(flink_cluster, config, second, out, want)
 
 
 def test_taskmanager_lost_for_good_fails_the_run_and_publishes_nothing(
@@ -144,15 +157,8 @@ def test_taskmanager_lost_for_good_fails_the_run_and_publishes_nothing(
     """No new TaskManager: Flink's restarts find no slot and the job fails; the run is not
     published, its lock is released, and once a TaskManager is back a re-run publishes the
     undisturbed points."""
-    config, first, second = stream
-    want_out, out = tmp_path / "undisturbed", tmp_path / "flink"
-    for output in (want_out, out):
-        done = run_cli("recalibrate", "--config", config, "--input", first, "--output",
-                       str(output), "--run-id", "before")
-        assert done.returncode == 0, done.stderr[-2000:]
-    done = run_cli("recalibrate", "--config", config, "--input", second, "--output",
-                   str(want_out), "--run-id", "after")
-    assert done.returncode == 0, done.stderr[-2000:]
+    config, _, second = stream
+    out, want = published_before_and_undisturbed(stream, tmp_path)
     known = {j["jid"] for j in jobs(flink_cluster)}
     process = subprocess.Popen(
         [COSTLIB, "recalibrate", "--config", config, "--input", second, "--output", str(out),
@@ -172,11 +178,7 @@ def test_taskmanager_lost_for_good_fails_the_run_and_publishes_nothing(
     assert process.returncode == 1 and "FAILED" in err
     assert_not_published(out, "after", "before")
     assert not (out / ".costlib-lock").exists()  # the submitter lived: it released its lock
-    rerun = run_cli("recalibrate", "--config", config, "--input", second, "--output", str(out),
-                    "--run-id", "after", *flink_cluster.beam_flags())
-    assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert latest(out) == "after"
-    assert records(out / "runs" / "after") == records(want_out / "runs" / "after")
+    assert_rerun_publishes(flink_cluster, config, second, out, want)
 
 
 def test_taskmanager_killed_during_decide(flink_cluster, stream, tmp_path):
