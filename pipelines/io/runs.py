@@ -23,10 +23,13 @@ and :func:`load_operating_points` is the one reader of a recalibration's results
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
 import json
 import os
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -45,6 +48,7 @@ from costlib_pipelines.io.plausibility import Plausibility, plausibility_violati
 
 __all__ = [
     "CARRIED",
+    "MANIFEST_LOCK",
     "MARKER",
     "POINTS_IN_FORCE",
     "RUN_ID_PATTERN",
@@ -55,6 +59,7 @@ __all__ = [
     "latest_run_id",
     "list_runs",
     "load_operating_points",
+    "manifest_lock",
     "points_publication",
     "previous_run",
     "read_manifest",
@@ -169,6 +174,27 @@ class RunDirectory:
         """Write ``manifest.json`` (marks the run complete), then point ``LATEST`` at it."""
         write_json(self.path("manifest.json"), manifest)
         write_bytes_atomically(f"{self.output}/LATEST", (self.run_id + "\n").encode())
+
+
+#: Lock file of a run directory whose manifest two writers may change (a followed stream's
+#: judging worker and ``costlib publish --window``): :func:`manifest_lock`.
+MANIFEST_LOCK = ".manifest.lock"
+
+
+@contextlib.contextmanager
+def manifest_lock(run_dir: str) -> Iterator[None]:
+    """Hold the run directory's manifest lock (``fcntl.flock`` on :data:`MANIFEST_LOCK`:
+    writers on one machine, or on a filesystem that honours flock); a no-op for a run
+    directory that is not local (``scheme://``)."""
+    if "://" in run_dir:
+        yield
+        return
+    with open(os.path.join(run_dir, MANIFEST_LOCK), "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def latest_run_id(output: str) -> str | None:
@@ -377,7 +403,8 @@ def load_operating_points(path: str, *, windows: str = "all"
         for result in FileSystems.match([f"{run_dir}/windows/*/operating_points.parquet"])
         for m in result.metadata_list
     )
-    if not paths:
+    carried_only = windows != "all" and FileSystems.exists(f"{run_dir}/{POINTS_IN_FORCE}")
+    if not paths and not carried_only:  # (a followed stream before its first window: carried)
         command = manifest.get("command", "recalibrate")
         if command != "recalibrate":
             raise InputError(f"{run_dir}: this is a {command} output, not a recalibration (no "

@@ -54,6 +54,7 @@ from costlib_pipelines.io.records import arrow_schema
 from costlib_pipelines.io.runs import (
     POINTS_IN_FORCE,
     check_run_id,
+    manifest_lock,
     read_manifest,
     read_operating_points,
 )
@@ -146,6 +147,7 @@ def guard_windows(
     *,
     decisions: Mapping[str, dict[str, Any]] | None = None,
     override: Override | None = None,
+    sources: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The guard's verdict on every window, in the order of ``windows`` (by end).
 
@@ -165,6 +167,9 @@ def guard_windows(
         A person's last decision per window name: ``{"action": "release" | "withdraw", ...}``.
     override : Override, optional
         ``--override-guard``: held windows are applied, and the override recorded with them.
+    sources : mapping of str to str, optional
+        Where a group's point in force came from, when not from its record (a window of the
+        same run, judged before: ``"window <name>"``, as for the windows judged here).
 
     Returns
     -------
@@ -178,6 +183,7 @@ def guard_windows(
     decisions = decisions or {}
     current = {r["group"]: r for r in in_force or [] if r["method"] == settings.method}
     source = {group: _source(r) for group, r in current.items()}
+    source.update({g: text for g, text in (sources or {}).items() if g in source})
     entries = []
     for name, records in windows.items():
         groups = sorted({r["group"] for r in records if r["method"] == settings.method})
@@ -251,6 +257,13 @@ def publish_window(output: str, run_id: str, window: str, *, by: str, reason: st
     run_dir = f"{output}/runs/{check_run_id(run_id)}"
     name = check_window_name(window)
     override = Override(by=by, reason=reason)
+    with manifest_lock(run_dir):  # a followed stream may be recording a verdict
+        return _decide_window(run_dir, name, override, withdraw)
+
+
+def _decide_window(run_dir: str, name: str, override: Override, withdraw: bool
+                   ) -> dict[str, Any]:
+    """:func:`publish_window`'s change of the manifest (under its lock)."""
     manifest = read_manifest(run_dir)
     guard = manifest.get("guard")
     if not isinstance(guard, dict) or not isinstance(guard.get("windows"), list):

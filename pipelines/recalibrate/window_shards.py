@@ -102,6 +102,7 @@ __all__ = [
     "window_bounds",
     "window_directory",
     "window_shard_of",
+    "write_window_shard",
 ]
 
 #: Shards per window (keys of the per-shard ``GroupByKey``). Results do not depend on it.
@@ -182,26 +183,35 @@ class WriteWindowShardFn(beam.DoFn):
         latest, parent = _newest(items)
         if not latest:
             return
-        results = {g: r for g, (r, _) in latest.items()}
-        if parent is not None:
-            results[ALL_GROUPS] = parent[0]
-        results = apply_fallback(results, fallback=self.config.fallback)
-        directory = window_directory(self.run_dir, window)
-        start, end = window_bounds(window)
-        settings = point_settings(self.config)
-        records, lines, curves = [], [], []
-        for group in sorted(latest):
-            group_records, group_lines, group_curves = group_outputs(
-                results[group], self.config, self.run_id, settings, window_start=start,
-                window_end=end, pane_index=latest[group][1])
-            records += group_records
-            lines += group_lines
-            curves += group_curves
-        write_parquet(shard_path(directory, "operating_points", shard, "parquet"),
-                      records_with_lines(records, lines))
-        write_parquet(shard_path(directory, "pn_curves", shard, "parquet"),
-                      pa.Table.from_pylist(curves, schema=PN_CURVE_SCHEMA))
-        yield directory, shard
+        yield write_window_shard(self.config, self.run_dir, self.run_id, window, latest,
+                                 None if parent is None else parent[0], shard)
+
+
+def write_window_shard(config: RunConfig, run_dir: str, run_id: str, window,
+                       latest: dict, parent, shard: int) -> tuple[str, int]:
+    """Write one shard of a window: ``latest`` maps each of the shard's groups to its newest
+    ``(GroupResult, pane index)``, ``parent`` is the newest ``"__all__"`` result (or None) for
+    the fallback; returns ``(window directory, shard)``."""
+    results = {g: r for g, (r, _) in latest.items()}
+    if parent is not None:
+        results[ALL_GROUPS] = parent
+    results = apply_fallback(results, fallback=config.fallback)
+    directory = window_directory(run_dir, window)
+    start, end = window_bounds(window)
+    settings = point_settings(config)
+    records, lines, curves = [], [], []
+    for group in sorted(latest):
+        group_records, group_lines, group_curves = group_outputs(
+            results[group], config, run_id, settings, window_start=start,
+            window_end=end, pane_index=latest[group][1])
+        records += group_records
+        lines += group_lines
+        curves += group_curves
+    write_parquet(shard_path(directory, "operating_points", shard, "parquet"),
+                  records_with_lines(records, lines))
+    write_parquet(shard_path(directory, "pn_curves", shard, "parquet"),
+                  pa.Table.from_pylist(curves, schema=PN_CURVE_SCHEMA))
+    return directory, shard
 
 
 class WriteWindows(beam.PTransform):

@@ -1,0 +1,222 @@
+"""The state of a followed stream's windows: partial grids by period, the producer's watermark,
+and which windows are judged; no Beam here (the judging DoFn keeps one book in its state).
+
+Windows are Beam's ``SlidingWindows(size, period)`` of a batch windowed run: starts at multiples
+of ``period`` (from the epoch), each ``[start, start + size)``. The readers histogram every file
+into partial grids per *period bucket* ``[b, b + period)`` and group, as a batch windowed run
+does (:class:`~costlib_pipelines.recalibrate.aggregating.AggregateBatchesFn`), and a bucket
+belongs to the windows whose span holds its start ``b``. A window's grid is the sum of its
+buckets' partials: the same sums, so the same points, as the batch run over the same rows.
+
+The book does not use Beam's watermark. It advances on the producer's watermark
+(:class:`~costlib_pipelines.follow.landing.WatermarkMark`) once every file listed with it has
+been read: the watermark is part of the checkpointed state, so it survives a restart as it was
+(Beam restarts watermarks after a restore, apache/beam#25975, which let a late file reopen a
+closed window as if it were new). Windows:
+
+- *final* when the watermark reaches their end: judged once (pane 0), in order of end;
+- *late* when a file brings rows to a judged window before ``end + allowed_lateness``: judged
+  again with every row so far (pane 1, 2, ...);
+- *expired* after ``end + allowed_lateness``: their buckets are dropped once no open window
+  needs them; rows that arrive for expired windows only are counted as too late.
+
+A file is added once: a path seen before is ignored (a restart replays elements read after the
+last checkpoint; the book from that checkpoint has not seen them, so nothing is counted twice).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["FilePartials", "WindowBook"]
+
+
+@dataclass
+class FilePartials:
+    """What a reader made of one landed file.
+
+    ``grids``/``boots``: ``(bucket start µs, group, partial)``; ``accounting``: the row
+    accounting; ``event_range``: ``(min, max)`` event time in µs or None; ``dead``: why the
+    whole file was dead-lettered (None when it was read).
+    """
+
+    path: str
+    grids: list[tuple[int, str, Any]] = field(default_factory=list)
+    boots: list[tuple[int, str, Any]] = field(default_factory=list)
+    accounting: Counter = field(default_factory=Counter)
+    event_range: tuple[int, int] | None = None
+    dead: str | None = None
+
+
+@dataclass
+class WindowBook:
+    """Partial grids by bucket and group, the watermark, and the panes of judged windows.
+
+    ``grid_sum`` and ``boot_sum`` are the combiners of the batch run (``SumGrids``,
+    ``SumBootstrapGrids``): accumulators are added to, compacted and merged with them.
+    """
+
+    size_us: int
+    period_us: int
+    lateness_us: int
+    grids: dict[int, dict[str, Any]] = field(default_factory=dict)
+    boots: dict[int, dict[str, Any]] = field(default_factory=dict)
+    files: set[str] = field(default_factory=set)
+    dead_files: dict[str, str] = field(default_factory=dict)
+    marks: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)
+    watermark_us: int | None = None
+    panes: dict[int, int] = field(default_factory=dict)
+    event_min_us: int | None = None
+    event_max_us: int | None = None
+    accounting: Counter = field(default_factory=Counter)
+
+    # ------------------------------------------------------------------ geometry
+    def windows_of(self, bucket_us: int) -> list[int]:
+        """Starts of the windows holding the bucket that starts at ``bucket_us``."""
+        first = bucket_us - bucket_us % self.period_us
+        starts = []
+        start = first
+        while start + self.size_us > bucket_us:
+            starts.append(start)
+            start -= self.period_us
+        return starts
+
+    def expired(self, start_us: int) -> bool:
+        """Whether the window starting at ``start_us`` is past its allowed lateness."""
+        return (self.watermark_us is not None
+                and start_us + self.size_us + self.lateness_us <= self.watermark_us)
+
+    def buckets_of(self, start_us: int) -> list[int]:
+        """The buckets with data inside the window starting at ``start_us``."""
+        end = start_us + self.size_us
+        return sorted(b for b in self.grids if start_us <= b < end)
+
+    # ------------------------------------------------------------------ updates
+    def add_file(self, partials: FilePartials, grid_sum, boot_sum) -> list[int]:
+        """Add a file's partials; returns the judged windows it changes (late panes due),
+        in order of end. A file added before changes nothing."""
+        if partials.path in self.files:
+            return []
+        self.files.add(partials.path)
+        if partials.dead is not None:
+            self.dead_files[partials.path] = partials.dead
+        self.accounting.update(partials.accounting)
+        if partials.event_range is not None:
+            low, high = partials.event_range
+            self.event_min_us = low if self.event_min_us is None else min(self.event_min_us, low)
+            self.event_max_us = high if self.event_max_us is None else max(self.event_max_us,
+                                                                            high)
+        late: set[int] = set()
+        for store, combine, items, counted in ((self.grids, grid_sum, partials.grids, True),
+                                               (self.boots, boot_sum, partials.boots, False)):
+            for bucket, group, value in items:
+                starts = self.windows_of(bucket)
+                if all(self.expired(s) for s in starts):
+                    if counted:
+                        self.accounting["too_late.rated_rows"] += int(value[2])
+                        self.accounting["too_late.partials"] += 1
+                    continue
+                groups = store.setdefault(bucket, {})
+                acc = groups.get(group, combine.create_accumulator())
+                groups[group] = combine.compact(combine.add_input(acc, value))
+                late.update(s for s in starts if s in self.panes and not self.expired(s))
+        return sorted(late)
+
+    def add_mark(self, watermark_us: int, files: tuple[str, ...]) -> None:
+        """Keep the producer's watermark until every file listed with it is read."""
+        if self.watermark_us is None or watermark_us > self.watermark_us:
+            self.marks.append((watermark_us, tuple(files)))
+
+    def advance(self) -> list[int]:
+        """Move the watermark to the newest mark whose files are all read; returns the windows
+        that are final and not judged yet, in order of end (then start)."""
+        ready = [m for m in self.marks if self.files.issuperset(m[1])]
+        if not ready:
+            return []
+        self.marks = [m for m in self.marks if not self.files.issuperset(m[1])]
+        newest = max(m[0] for m in ready)
+        if self.watermark_us is None or newest > self.watermark_us:
+            self.watermark_us = newest
+        return self.final_unjudged()
+
+    def final_unjudged(self) -> list[int]:
+        """Windows with data whose end the watermark reached and which have no pane yet (a
+        watermark that jumps past a window's allowed lateness judges it all the same: its
+        buckets are dropped only after, by :meth:`expire`)."""
+        if self.watermark_us is None:
+            return []
+        starts = {s for b in self.grids for s in self.windows_of(b)
+                  if s + self.size_us <= self.watermark_us and s not in self.panes}
+        return sorted(starts)
+
+    def next_pane(self, start_us: int) -> int:
+        """The pane index the window's next judgement gets (0 for the on-time one)."""
+        self.panes[start_us] = self.panes.get(start_us, -1) + 1
+        return self.panes[start_us]
+
+    def window_sums(self, start_us: int, grid_sum, boot_sum
+                    ) -> dict[str, tuple[Any, Any]]:
+        """Per group, the window's summed grid (``grid_sum``'s output) and replicate grids
+        (None without bootstrap): the sums of its buckets' accumulators (never modified)."""
+        buckets = self.buckets_of(start_us)
+        groups = sorted({g for b in buckets for g in self.grids[b]})
+        sums = {}
+        for group in groups:
+            accs = [self.grids[b][group] for b in buckets if group in self.grids[b]]
+            grid = grid_sum.extract_output(grid_sum.merge_accumulators(accs))
+            boot_accs = [self.boots[b][group] for b in buckets
+                         if group in self.boots.get(b, {})]
+            boot = (boot_sum.extract_output(boot_sum.merge_accumulators(boot_accs))
+                    if boot_accs else None)
+            sums[group] = (grid, boot)
+        return sums
+
+    def expire(self) -> None:
+        """Drop the buckets (and panes) that only expired windows hold."""
+        if self.watermark_us is None:
+            return
+        for bucket in [b for b in self.grids if self.expired(b)]:
+            del self.grids[bucket]
+            self.boots.pop(bucket, None)
+        for start in [s for s in self.panes if self.expired(s)]:
+            del self.panes[start]
+
+    def time_range(self) -> dict[str, str] | None:
+        """The event-time range the windows' eligibility is judged on: the earliest event read
+        to the later of the latest event and the watermark (ISO 8601), None before any row."""
+        if self.event_min_us is None:
+            return None
+        high = max(self.event_max_us or self.event_min_us, self.watermark_us or 0)
+        return {"min_utc": _iso(self.event_min_us), "max_utc": _iso(high)}
+
+    def status(self) -> dict[str, Any]:
+        """What ``costlib status`` shows of the stream."""
+        return {
+            "files_read": len(self.files) - len(self.dead_files),
+            "files_dead_lettered": dict(sorted(self.dead_files.items())),
+            "watermark_utc": None if self.watermark_us is None else _iso(self.watermark_us),
+            "watermarks_waiting": len(self.marks),
+            "open_buckets": len(self.grids),
+            "event_time_range": self.time_range(),
+            "row_accounting": self.row_accounting(),
+        }
+
+    def row_accounting(self) -> dict[str, Any]:
+        """The rows read so far as a batch run's manifest shows them (read = used + unrated +
+        dead-lettered), plus the files read and dead-lettered whole and the rows too late."""
+        from costlib_pipelines.io.runs import check_accounting
+
+        rows = {k: v for k, v in self.accounting.items()
+                if not k.startswith(("files_", "too_late."))}
+        extra = {k: v for k, v in self.accounting.items()
+                 if k.startswith(("files_", "too_late."))}
+        return {**check_accounting(rows), **dict(sorted(extra.items()))}
+
+
+def _iso(micros: int) -> str:
+    import datetime as dt
+
+    return (dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+            + dt.timedelta(microseconds=micros)).isoformat()
