@@ -60,6 +60,24 @@ DASK_FLAGS: dict[str, type] = {
 }
 _DASK_EXCLUSIVE = ("--dask_npartitions", "--dask_partition_size")
 
+#: Options of Beam's Java ``FlinkPipelineOptions`` that a streaming job on Flink needs and the
+#: Python SDK does not declare (it passes them on to the job server as given): flag -> ``type``
+#: of its value, None for a switch given without a value (as the job server expects them).
+FLINK_JOB_FLAGS: dict[str, type | None] = {
+    "--checkpointing_interval": int,
+    "--checkpointing_mode": str,
+    "--checkpoint_timeout_millis": int,
+    "--min_pause_between_checkpoints": int,
+    "--number_of_execution_retries": int,
+    "--execution_retry_delay": int,
+    "--externalized_checkpoints_enabled": None,
+    "--retain_externalized_checkpoints_on_cancellation": None,
+    "--savepoint_path": str,
+    "--allow_non_restored_state": None,
+    "--state_backend": str,
+    "--state_backend_storage_path": str,
+}
+
 #: Runners Beam ships outside ``StandardOptions.KNOWN_RUNNER_NAMES`` (Beam itself only takes
 #: them by dotted path): short name -> class path. ``--runner`` accepts either spelling.
 SHIPPED_RUNNERS: dict[str, str] = {
@@ -126,6 +144,13 @@ def _beam_parser() -> argparse.ArgumentParser:
     for cls in seen.values():
         cls._add_argparse_args(parser)
     _add_dask_flags(parser)
+    declared = declared_flags(parser)
+    for flag, kind in FLINK_JOB_FLAGS.items():
+        if flag not in declared:
+            if kind is None:
+                parser.add_argument(flag, action="store_true")
+            else:
+                parser.add_argument(flag, type=kind, default=None)
     return parser
 
 

@@ -20,7 +20,7 @@ then starts, each as a process of its own whose pid is written to the state dire
 waits until each is healthy:
 
 1. a JobManager (REST on ``--port-base``),
-2. a TaskManager with 2 task slots, registered with the JobManager,
+2. a TaskManager with 4 task slots, registered with the JobManager,
 3. the Beam job server (Job API on ``port-base + 2``, artifacts ``+ 3``, expansion ``+ 4``),
 4. a Beam Python worker pool (``port-base + 5``) running this interpreter, so the SDK
    environment is ``EXTERNAL`` and Python code runs in worker processes apart from the
@@ -212,7 +212,7 @@ def install_job_server(versions: dict[str, str], root: Path | None = None) -> Pa
 # ----------------------------------------------------------------------------- configuration
 
 def flink_config(flink_home: Path, state: Path, ports: Ports) -> dict[str, object]:
-    """The Flink configuration: localhost only, 2 slots, memory for a 2-core, 24 GB machine,
+    """The Flink configuration: localhost only, 4 slots, memory for a 2-core, 24 GB machine,
     fast failure detection and a bounded restart strategy (a lost TaskManager is retried)."""
     import yaml
 
@@ -229,7 +229,9 @@ def flink_config(flink_home: Path, state: Path, ports: Ports) -> dict[str, objec
         "rest.port": ports.rest,
         "taskmanager.bind-host": "localhost",
         "taskmanager.host": "localhost",
-        "taskmanager.numberOfTaskSlots": 2,
+        # 4 slots: a batch job at parallelism 2, or the two always-on streaming jobs side by
+        # side (recalibrate --follow and decide --follow, 2 each)
+        "taskmanager.numberOfTaskSlots": 4,
         "taskmanager.memory.process.size": "3g",
         # Beam's batch graphs open many shuffle channels at once: the default 10% network
         # memory (about 128 MB at this size) runs out ("Insufficient number of network buffers").
@@ -502,6 +504,17 @@ class Cluster:
                     f"--job_server_jvm_properties={' '.join(JAVA_OPENS)}", *common]
         raise ValueError(f"runner must be 'portable' or 'flink', got {runner!r}")
 
+    def streaming_flags(self, runner: str = "portable") -> list[str]:
+        """:meth:`beam_flags` plus what an always-on job needs: streaming, a checkpoint every
+        10 s, restarts without limit 5 s apart (the cluster's own strategy gives up after 3,
+        before a killed TaskManager is back), and checkpoints kept when the job is cancelled
+        (to resume from). The Flink options are read by the job server (Beam's Java
+        ``FlinkPipelineOptions``); switches take no value."""
+        return [*self.beam_flags(runner), "--streaming", "--checkpointing_interval=10000",
+                "--number_of_execution_retries=1000000", "--execution_retry_delay=5000",
+                "--externalized_checkpoints_enabled",
+                "--retain_externalized_checkpoints_on_cancellation"]
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -516,6 +529,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runner", choices=["portable", "flink"], default="portable",
                         help="for flags: through this cluster's job server (portable) or "
                              "Beam's FlinkRunner with the job server jar (flink)")
+    parser.add_argument("--streaming", action="store_true",
+                        help="for flags: the flags of an always-on streaming job (checkpoints, "
+                             "restarts without limit)")
     parser.add_argument("--timeout", type=float, default=180.0)
     args = parser.parse_args(argv)
     if not 1024 <= args.port_base <= 65_000:
@@ -540,7 +556,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"{'healthy' if health[name] else 'down'}")
             return 0 if all(health.values()) else 3
         elif args.command == "flags":
-            print(" ".join(cluster.beam_flags(args.runner)))
+            flags = (cluster.streaming_flags if args.streaming else cluster.beam_flags)
+            print(" ".join(flags(args.runner)))
         elif args.command == "stop":
             stopped = cluster.stop()
             print(f"stopped: {', '.join(stopped) or 'nothing was running'}")

@@ -53,3 +53,16 @@ def integer_in(low: int, high: int) -> Callable[[str], int]:
 
     parse.kind = "integer"  # type: ignore[attr-defined]
     return parse
+
+
+def add_follow_arguments(parser: argparse.ArgumentParser, description: str) -> None:
+    """``--follow``, ``--poll-seconds`` and ``--settle-seconds`` (recalibrate and decide)."""
+    follow = parser.add_argument_group("follow a landing directory", description)
+    follow.add_argument("--follow", action="store_true",
+                        help="keep reading files as they land, on a streaming runner such as "
+                             "Flink (see docs/worker.md); returns once the job is submitted")
+    follow.add_argument("--poll-seconds", type=number_in(0, low_open=True), default=5.0,
+                        help="how often the landing directory is listed (default 5)")
+    follow.add_argument("--settle-seconds", type=number_in(0), default=60.0,
+                        help="a file without Parquet's footer, unchanged this long, is taken "
+                             "and dead-lettered (default 60)")

@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from costlib_pipelines.commands.arguments import add_follow_arguments
+
 #: Unknown arguments are Beam flags (see :func:`costlib_pipelines.commands.cli.main`).
 PASSES_BEAM_ARGS = True
 
@@ -40,6 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-id", default=None,
                         help="run id: 1-128 letters, digits, '.', '_' or '-' (default: "
                              "timestamp-digest)")
+    add_follow_arguments(
+        parser, "With --follow, --input is a landing glob (DIR/*.parquet): every file that "
+        "lands is decided on its own, with the points --operating-points names when it is "
+        "decided, into OUTPUT/files/<name>-<digest>/ (what costlib decide writes for that file).")
 
 
 def audit_line(audit: dict[str, Any]) -> str | None:
@@ -77,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
     from costlib_pipelines.io.plausibility import Plausibility
 
     config = load_config(args.config)
+    if args.follow:
+        return _start_follow(args, config)
     with Progress("costlib decide") as progress:
         manifest = run_decide(
             config, args.input, args.operating_points, args.output,
@@ -135,4 +143,21 @@ def run(args: argparse.Namespace) -> int:
               f"{counts.get('topk_selected', 0):,} of {counts.get('topk_rows', 0):,} rows "
               f"selected")
     print(f"wrote {args.output.rstrip('/')}/runs/{manifest['run_id']}/")
+    return 0
+
+
+def _start_follow(args: argparse.Namespace, config) -> int:
+    """``--follow``: submit the streaming job that decides each landed file."""
+    from costlib_pipelines.flags import UsageError
+    from costlib_pipelines.follow.decide_stream import start_follow_decide
+
+    if args.run_id is not None or args.allow_unpublished:
+        raise UsageError("--follow names each file's run itself and applies published points "
+                         "only: drop --run-id and --allow-unpublished")
+    started = start_follow_decide(
+        config, args.input, args.operating_points, args.output,
+        list(getattr(args, "beam_args", []) or []), poll_seconds=args.poll_seconds,
+        settle_seconds=args.settle_seconds)
+    print(f"following {args.input} on {started['runner']}: each landed file is decided into "
+          f"{started['output']}/files/<name>-<digest>/")
     return 0

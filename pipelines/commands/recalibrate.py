@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from costlib_pipelines.commands.arguments import number_in
+from costlib_pipelines.commands.arguments import add_follow_arguments, number_in
 
 PASSES_BEAM_ARGS = True
 
@@ -21,6 +21,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run id: 1-128 letters, digits, '.', '_' or '-' (default: UTC time "
                              "+ config hash); a re-run with an id replaces that run, never the "
                              "published one")
+    add_follow_arguments(
+        parser, "With --follow, --input is a landing glob (DIR/*.parquet) read as files land "
+        "(needs the config's windowing): each event-time window is judged by the publish guard "
+        "when the producer's DIR/_WATERMARK passes its end, and applied windows reach costlib "
+        "decide at once.")
     parser.add_argument("--in-force", default=None, metavar="PATH",
                         help="the operating points decide applied to the rated rows (a file, "
                              "run or output directory, as decide --operating-points takes); "
@@ -126,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
         source = f"{args.config} with command-line flags"
         config = config.with_overrides(overrides, source=source)
     config.check_recalibrate(source)
+    if args.follow:
+        return _start_follow(args, config, override)
     from costlib_pipelines.recalibrate.publish import PublishRefused
 
     try:
@@ -244,3 +251,26 @@ def _print_windowed(manifest: dict, run_dir: str) -> None:
     if guard["override"]:
         print(f"held windows applied by override of {guard['override']['by']}: "
               f"{guard['override']['reason']}")
+
+
+def _start_follow(args: argparse.Namespace, config, override) -> int:
+    """``--follow``: publish the live run and submit the streaming job."""
+    from costlib_pipelines.commands.progress import Progress
+    from costlib_pipelines.flags import UsageError
+    from costlib_pipelines.follow.recalibrate_stream import start_follow
+
+    if override is not None or args.capacity is not None:
+        raise UsageError("--follow judges every window with the guard as it closes: "
+                         "--override-guard and --capacity apply to batch runs only (release a "
+                         "held window with costlib publish --window)")
+    with Progress("costlib recalibrate --follow") as progress:
+        started = start_follow(
+            config, args.input, args.output, args.beam_args, run_id=args.run_id,
+            in_force=args.in_force, max_threshold_change=args.max_threshold_change,
+            min_rated=args.min_rated, poll_seconds=args.poll_seconds,
+            settle_seconds=args.settle_seconds, progress=progress)
+    job = started["job_id"] or "(no job id from the runner)"
+    print(f"run {started['run_id']}: following {args.input}; job {job}; its windows are "
+          f"judged as {args.input.rsplit('/', 1)[0]}/_WATERMARK passes their end "
+          f"(costlib status --output {args.output})")
+    return 0

@@ -111,7 +111,7 @@ def latest_notes(run_dir: str, manifest: dict[str, Any]) -> list[str]:
     guard = manifest.get("guard")
     if not isinstance(guard, dict):
         return []
-    notes = []
+    notes = follow_notes(manifest)
     if guard.get("off"):
         notes.append("publish guard off: published without checks on threshold moves or rated "
                      "rows (publish.max_threshold_change, publish.min_rated)")
@@ -144,6 +144,26 @@ def latest_notes(run_dir: str, manifest: dict[str, Any]) -> list[str]:
         if hit:
             notes.append(f"{method}: {len(hit)} group(s) {point_status}, {meaning}: "
                          f"{groups(hit)}")
+    return notes
+
+
+def follow_notes(manifest: dict[str, Any]) -> list[str]:
+    """What a followed stream's live run says of the stream: files read, the producer's
+    watermark, and each file dead-lettered whole, with why."""
+    follow = manifest.get("follow")
+    if not isinstance(follow, dict):
+        return []
+    stream = follow.get("stream") or {}
+    notes = [f"following {follow.get('landing')}: {stream.get('files_read', 0)} file(s) read, "
+             f"watermark {stream.get('watermark_utc') or 'not set yet'}"
+             + (f", {stream['watermarks_waiting']} waiting for files"
+                if stream.get("watermarks_waiting") else "")]
+    too_late = (stream.get("row_accounting") or {}).get("too_late.rated_rows", 0)
+    if too_late:
+        notes.append(f"{too_late} rated row(s) landed after their windows' allowed lateness "
+                     "(counted, not used)")
+    for source, reason in sorted((stream.get("files_dead_lettered") or {}).items()):
+        notes.append(f"dead-lettered file {source}: {reason}")
     return notes
 
 

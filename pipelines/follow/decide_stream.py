@@ -1,0 +1,129 @@
+"""The streaming job of ``costlib decide --follow``: each landed score file decided on its own.
+
+The graph::
+
+    Impulse(glob) -> Watch(PollLanding) -> DecideLandedFn
+
+Every landed file (the writer's contract of :mod:`costlib_pipelines.follow.landing`; the
+watermark file plays no part here) is decided by the batch decide pipeline on that one file
+(:func:`~costlib_pipelines.decide.pipeline.run_decide`, run in the worker on Beam's in-process
+runner), with the operating points ``--operating-points`` names *when the file is decided*:
+for a followed recalibration, per group its newest applied window (or the points in force
+before the stream). So each output is exactly what ``costlib decide`` writes for that file —
+threshold and top-k decisions, the audit sample, accounting, manifest — in its own output
+directory ``OUTPUT/files/<name>-<digest>/`` (``<name>`` the file's name without ``.parquet``,
+``<digest>`` 8 hex digits of its path), whose ``LATEST`` names the run.
+
+Exactly once: a file whose output directory has a ``LATEST`` is decided already and skipped
+(a restarted job replays the files read after its last checkpoint); a run interrupted before
+its ``LATEST`` is replaced whole by the retry (its run id is the directory's name). A file that
+cannot be decided (unreadable, a broken schema, no usable points) is recorded in
+``OUTPUT/dead_letter/files/<digest>.json`` with the reason, and the job goes on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from typing import Any
+
+import apache_beam as beam
+
+from costlib_pipelines.config import RunConfig
+from costlib_pipelines.follow.landing import LandedFile
+from costlib_pipelines.io.files import InputError, write_json
+
+__all__ = ["DecideLandedFn", "build_follow_decide", "decided_name", "start_follow_decide"]
+
+
+def decided_name(path: str) -> str:
+    """The output directory name of a landed file: its name without ``.parquet`` (characters
+    other than letters, digits, ``.``, ``_`` and ``-`` as ``_``, at most 100), ``-`` and 8 hex
+    digits of its path; also the run id of its decide run."""
+    stem = os.path.basename(path)
+    stem = stem[: -len(".parquet")] if stem.endswith(".parquet") else stem
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", stem)[:100].lstrip("._-") or "file"
+    return f"{stem}-{hashlib.sha1(path.encode()).hexdigest()[:8]}"
+
+
+class DecideLandedFn(beam.DoFn):
+    """:class:`LandedFile` -> ``{"file", "output", "status", ...}`` after deciding it (or
+    finding it decided, or dead-lettering it)."""
+
+    def __init__(self, config: RunConfig, operating_points: str, output: str):
+        self.config, self.operating_points, self.output = config, operating_points, output
+
+    def process(self, element):
+        if not isinstance(element, LandedFile):  # a watermark: decisions do not wait for one
+            return
+        yield decide_landed(self.config, element, self.operating_points, self.output)
+
+
+def decide_landed(config: RunConfig, landed: LandedFile, operating_points: str,
+                  output: str) -> dict[str, Any]:
+    """Decide one landed file into ``output/files/<decided_name>`` (see the module)."""
+    from costlib_pipelines.decide.pipeline import run_decide
+    from costlib_pipelines.io.runs import latest_run_id
+
+    name = decided_name(landed.path)
+    target = f"{output}/files/{name}"
+    started = time.time()
+    if latest_run_id(target) is not None:
+        return {"file": landed.path, "output": target, "status": "decided_before"}
+    try:
+        if not landed.complete:
+            raise InputError(f"{landed.path}: not a complete Parquet file (no footer after the "
+                             "settle time): write files elsewhere and rename them in")
+        manifest = run_decide(config, [landed.path], operating_points, target, run_id=name)
+    except (InputError, OSError) as exc:
+        digest = hashlib.sha1(landed.path.encode()).hexdigest()[:16]
+        write_json(f"{output}/dead_letter/files/{digest}.json",
+                   {"source": landed.path, "reason": str(exc)})
+        return {"file": landed.path, "output": None, "status": "dead_lettered",
+                "reason": str(exc)}
+    return {"file": landed.path, "output": target, "status": "decided",
+            "rows": manifest["row_accounting"].get("decided", 0),
+            "points_run": manifest["operating_points"].get("run_id"),
+            "seconds": round(time.time() - started, 3)}
+
+
+def build_follow_decide(pipeline: beam.Pipeline, pattern: str, config: RunConfig,
+                        operating_points: str, output: str, *, poll_seconds: float,
+                        settle_seconds: float, landed=None):
+    """Add the followed decisions to ``pipeline`` (``landed``: elements instead of watching
+    ``pattern``, for tests); returns what each file became."""
+    from costlib_pipelines.follow.recalibrate_stream import FollowLanding
+
+    if landed is None:
+        landed = pipeline | "Follow" >> FollowLanding(pattern, poll_seconds, settle_seconds)
+    return (landed
+            | "Spread" >> beam.Reshuffle()
+            | "Decide" >> beam.ParDo(DecideLandedFn(config, operating_points, output)))
+
+
+def start_follow_decide(config: RunConfig, pattern: str, operating_points: str, output: str,
+                        beam_args=(), *, poll_seconds: float = 5.0,
+                        settle_seconds: float = 60.0, landed=None) -> dict[str, Any]:
+    """Start ``costlib decide --follow``: check the points and the output, then submit the
+    streaming job (returns once it is submitted)."""
+    from costlib_pipelines.decide.records import decoding_settings
+    from costlib_pipelines.follow.recalibrate_stream import check_landing
+    from costlib_pipelines.io.files import check_output_path
+    from costlib_pipelines.io.runs import load_operating_points
+    from costlib_pipelines.runner import make_pipeline, runner_name
+
+    pattern = check_landing(pattern)
+    output = check_output_path(output).rstrip("/")
+    decoding_settings(config)  # a config error before any job
+    load_operating_points(operating_points, windows="usable")  # points there now: InputError
+    os.makedirs(f"{output}/files", exist_ok=True)
+    streaming = [] if landed is not None or "--streaming" in beam_args else ["--streaming"]
+    pipeline = make_pipeline([*beam_args, *streaming], type_check=False)
+    build_follow_decide(pipeline, pattern, config, operating_points, output,
+                        poll_seconds=poll_seconds, settle_seconds=settle_seconds,
+                        landed=None if landed is None else landed(pipeline))
+    result = pipeline.run()
+    return {"status": "following", "output": output, "runner": runner_name(beam_args),
+            "result": result}

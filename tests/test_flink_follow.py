@@ -1,0 +1,278 @@
+"""The always-on worker on the local Flink cluster: ``costlib recalibrate --follow`` and
+``costlib decide --follow`` as streaming jobs while files land, checked against batch runs.
+
+A producer lands a day of scores at a time (renamed into place, one file written in place
+half first), moves ``_WATERMARK`` to the day's end, and waits until the window it closes is
+judged. Truth: the batch windowed ``costlib recalibrate`` over all the files (FnApiRunner) for
+every window's records and verdict, and the batch ``costlib decide`` of each file with the same
+points for its decisions. The fault test kills the TaskManager with SIGKILL while files land
+and checks that nothing is lost or done twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from flink_support import (
+    cancel_job,
+    decisions,
+    engine_config,
+    jobs,
+    records,
+    run_cli,
+    run_dirs,
+)
+from pipeline_data import sample_frame
+
+pytestmark = pytest.mark.flink
+
+START = pd.Timestamp("2026-11-01", tz="UTC")
+DAYS = 5
+WINDOWING = {"size_days": 2, "period_days": 1, "allowed_lateness_days": 2}
+
+
+@pytest.fixture(scope="module")
+def days(tmp_path_factory):
+    """Five day files (day 1 in two parts: ``day1b`` lands late) and the config."""
+    root = tmp_path_factory.mktemp("follow-data")
+    frame = sample_frame(30_000, seed=11)
+    frame["event_time"] = (START + pd.to_timedelta(frame.index % DAYS, unit="D")
+                           + pd.to_timedelta((frame.index * 7) % 86_000, unit="s"))
+    source = root / "days"
+    source.mkdir()
+    for day in range(DAYS):
+        part = frame[frame.index % DAYS == day]
+        pieces = ({"day1a": part.iloc[: len(part) // 2], "day1b": part.iloc[len(part) // 2:]}
+                  if day == 1 else {f"day{day}": part})
+        for name, rows in pieces.items():
+            pq.write_table(pa.Table.from_pandas(rows, preserve_index=False),
+                           source / f"{name}.parquet", row_group_size=2_000)
+    config = engine_config(
+        root / "follow.yaml", methods=["graph"],
+        grid={"edges": "uniform", "bins": 16, "range": [0.0, 1.0]},
+        windowing=WINDOWING, publish={"max_threshold_change": 0.2, "min_rated": 0},
+        in_force={"add_to_edges": False, "keep_when_insufficient": False},
+        audit={"enabled": True, "budget_share": 0.05, "salt": "follow-test"})
+    return source, config
+
+
+def window_name(start_day: int) -> str:
+    start = START + pd.Timedelta(days=start_day)
+    end = start + pd.Timedelta(days=WINDOWING["size_days"])
+    return f"{start:%Y%m%dT%H%M%S}_{end:%Y%m%dT%H%M%S}"
+
+
+class Producer:
+    """Lands files and moves the watermark as the writer's contract says."""
+
+    def __init__(self, source: Path, land: Path):
+        self.source, self.land = source, land
+        land.mkdir(parents=True, exist_ok=True)
+
+    def land_file(self, name: str, *, in_place: bool = False) -> None:
+        data = (self.source / f"{name}.parquet").read_bytes()
+        target = self.land / f"{name}.parquet"
+        if in_place:  # half the bytes first: no footer yet, the stream must wait for it
+            target.write_bytes(data[: len(data) // 2])
+            time.sleep(3)
+            with target.open("ab") as fh:
+                fh.write(data[len(data) // 2:])
+            return
+        hidden = self.land / f"_{name}.parquet"
+        hidden.write_bytes(data)
+        os.rename(hidden, target)
+
+    def watermark(self, day: int) -> None:
+        tmp = self.land / "_WATERMARK.tmp"
+        tmp.write_text((START + pd.Timedelta(days=day)).isoformat())
+        os.rename(tmp, self.land / "_WATERMARK")
+
+
+def live_manifest(output: Path) -> dict:
+    return json.loads((output / "runs" / (output / "LATEST").read_text().strip()
+                       / "manifest.json").read_text())
+
+
+def wait_for(predicate, what: str, timeout: float = 180):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except (OSError, ValueError, KeyError):
+            value = None
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def judged(output: Path, name: str, pane: int = 0) -> dict | None:
+    entries = {e["window"]: e for e in live_manifest(output)["guard"]["windows"]}
+    entry = entries.get(name)
+    return entry if entry is not None and entry["pane_index"] >= pane else None
+
+
+def start_follow(cluster, config: str, land: Path, output: Path) -> str:
+    known = {j["jid"] for j in jobs(cluster)}
+    done = run_cli("recalibrate", "--follow", "--config", config, "--input",
+                   str(land / "*.parquet"), "--output", str(output), "--poll-seconds", "1",
+                   *cluster.streaming_flags())
+    assert done.returncode == 0, done.stderr[-3000:]
+    return wait_for(lambda: next((j["jid"] for j in jobs(cluster) if j["jid"] not in known
+                                  and j["state"] == "RUNNING"), None), "the follow job")
+
+
+def start_follow_decide(cluster, config: str, land: Path, points: Path, output: Path) -> str:
+    known = {j["jid"] for j in jobs(cluster)}
+    done = run_cli("decide", "--follow", "--config", config, "--input", str(land / "*.parquet"),
+                   "--operating-points", str(points), "--output", str(output),
+                   "--poll-seconds", "1", *cluster.streaming_flags())
+    assert done.returncode == 0, done.stderr[-3000:]
+    return wait_for(lambda: next((j["jid"] for j in jobs(cluster) if j["jid"] not in known
+                                  and j["state"] == "RUNNING"), None), "the decide job")
+
+
+def batch_reference(config: str, source: Path, tmp_path: Path) -> Path:
+    """The batch windowed run over every file (FnApiRunner): the truth for the windows."""
+    everything = tmp_path / "all"
+    everything.mkdir()
+    for path in source.glob("*.parquet"):
+        shutil.copy(path, everything / path.name)
+    done = run_cli("recalibrate", "--config", config, "--input", str(everything / "*.parquet"),
+                   "--output", str(tmp_path / "batch"))
+    assert done.returncode in (0, 3), done.stderr[-3000:]
+    return run_dirs(tmp_path / "batch")[-1]
+
+
+def without(entry: dict, *keys: str) -> dict:
+    return {k: v for k, v in entry.items() if k not in keys}
+
+
+def final_records(run_dir: Path, name: str) -> list[dict]:
+    return [without(r, "pane_index") for r in records(run_dir / "windows" / name)]
+
+
+def feed_days(producer: Producer, output: Path, *, during=None) -> None:
+    """Day by day: the files, then the watermark, then wait for the window it closes
+    (``during(day)`` runs after the files of a day land, before the wait)."""
+    plan = [(["day0"], 1), (["day1a"], 2), (["day1b", "day2"], 3), (["day3"], 4), (["day4"], 5)]
+    for files, day in plan:
+        for name in files:
+            producer.land_file(name, in_place=name == "day2")
+        if during is not None:
+            during(day)
+        producer.watermark(day)
+        wait_for(lambda d=day: judged(output, window_name(d - 2)), f"window {day - 2}")
+        if "day1b" in files:  # late for the window of days 0-1: judged again
+            wait_for(lambda: judged(output, window_name(0), pane=1), "the late pane")
+
+
+def test_follow_judges_each_window_as_it_closes_and_decides_each_file(flink_cluster, days,
+                                                                       tmp_path):
+    source, config = days
+    reference = batch_reference(config, source, tmp_path)
+    land, output = tmp_path / "land", tmp_path / "follow"
+    producer = Producer(source, land)
+    jid = start_follow(flink_cluster, config, land, output)
+    try:
+        feed_days(producer, output)
+        manifest = live_manifest(output)
+        assert manifest["status"] == "following" and manifest["published"] is True
+        # a file that is not Parquet inside (magic at both ends): dead-lettered, the job runs on
+        (land / "broken.parquet").write_bytes(b"PAR1" + b"\x00" * 64 + b"PAR1")
+        wait_for(lambda: live_manifest(output)["follow"]["stream"]["files_dead_lettered"],
+                 "the broken file")
+        status = run_cli("status", "--output", str(output))  # 3: windows held, event times old
+        assert status.returncode in (0, 3), status.stderr
+        assert "dead-lettered file" in status.stdout and "broken.parquet" in status.stdout
+        assert "6 file(s) read" in status.stdout, status.stdout
+        assert {j["jid"]: j["state"] for j in jobs(flink_cluster)}[jid] == "RUNNING"
+        # a person releases a held window while the job runs (the lock is shared)
+        held = [e["window"] for e in live_manifest(output)["guard"]["windows"]
+                if e["state"] == "held"]
+        if held:
+            done = run_cli("publish", "--output", str(output), "--run-id",
+                           (output / "LATEST").read_text().strip(), "--window", held[0],
+                           "--by", "tester", "--reason", "reviewed")
+            assert done.returncode == 0, done.stderr
+        # decisions follow the files: each equals batch decide of that file, same points
+        decide_land, decided = tmp_path / "scores", tmp_path / "decided"
+        scores = Producer(source, decide_land)
+        decide_jid = start_follow_decide(flink_cluster, config, decide_land, output, decided)
+        for name in ("day3", "day4"):
+            scores.land_file(name)
+        outputs = wait_for(lambda: [p for p in sorted((decided / "files").iterdir())
+                                    if (p / "LATEST").exists()]
+                           if len(list((decided / "files").iterdir())) == 2 else None,
+                           "two decision outputs", timeout=240)
+        cancel_job(flink_cluster, decide_jid)
+    finally:
+        cancel_job(flink_cluster, jid)
+    final = live_manifest(output)
+    want = json.loads((reference / "manifest.json").read_text())
+    names = [window_name(d) for d in range(-1, DAYS - 1)]
+    assert [e["window"] for e in final["guard"]["windows"]] == names
+    for name in names:  # the last pane of every window: the batch run's records
+        assert final_records(run_dirs(output)[-1], name) == final_records(reference, name), name
+    batch_entries = {e["window"]: e for e in want["guard"]["windows"]}
+    for entry in final["guard"]["windows"]:
+        keys = ("pane_index", "judged_utc", "earlier_panes", "decision", "history", "state",
+                "uncovered_share")
+        assert without(entry, *keys) == without(batch_entries[entry["window"]], *keys)
+        if not entry.get("decision"):  # the released window changed state by hand
+            assert entry["state"] == batch_entries[entry["window"]]["state"], entry["window"]
+    rows = {k: v for k, v in final["row_accounting"].items()
+            if not k.startswith(("files_", "too_late"))}
+    assert rows == want["row_accounting"]
+    assert final["row_accounting"]["files_read"] == 6
+    assert final["row_accounting"]["files_dead_lettered"] == 1
+    for out in outputs:
+        run_dir = run_dirs(out)[-1]
+        source_file = json.loads((run_dir / "manifest.json").read_text())["inputs"][0]["path"]
+        done = run_cli("decide", "--config", config, "--input", source_file,
+                       "--operating-points", str(output), "--output", str(tmp_path / "one"),
+                       "--run-id", run_dir.name)
+        assert done.returncode == 0, done.stderr[-2000:]
+        pd.testing.assert_frame_equal(decisions(run_dir),
+                                      decisions(run_dirs(tmp_path / "one")[-1]))
+        shutil.rmtree(tmp_path / "one")
+
+
+def test_taskmanager_killed_while_files_land(flink_cluster, days, tmp_path):
+    source, config = days
+    reference = batch_reference(config, source, tmp_path)
+    land, output = tmp_path / "land", tmp_path / "follow"
+    producer = Producer(source, land)
+    jid = start_follow(flink_cluster, config, land, output)
+
+    def kill_on_day(day: int) -> None:
+        if day == 3:  # after day 2's files landed, before their watermark
+            flink_cluster.kill("taskmanager")
+            time.sleep(2)
+            flink_cluster.start_taskmanager()
+
+    try:
+        feed_days(producer, output, during=kill_on_day)
+        state = {j["jid"]: j["state"] for j in jobs(flink_cluster)}[jid]
+    finally:
+        cancel_job(flink_cluster, jid)
+    assert state == "RUNNING"
+    final = live_manifest(output)
+    names = [window_name(d) for d in range(-1, DAYS - 1)]
+    assert [e["window"] for e in final["guard"]["windows"]] == names  # each window once
+    for name in names:
+        assert final_records(run_dirs(output)[-1], name) == final_records(reference, name), name
+    want = json.loads((reference / "manifest.json").read_text())
+    rows = {k: v for k, v in final["row_accounting"].items()
+            if not k.startswith(("files_", "too_late"))}
+    assert rows == want["row_accounting"]  # every row once, none lost or counted twice
+    assert final["row_accounting"]["files_read"] == 6
+

@@ -1,0 +1,274 @@
+"""Following a landing directory, without an engine: the writer's contract, the window book,
+and the streaming graph fed on the FnApiRunner (the Flink runs are in test_flink_follow.py).
+
+Truth: Beam's own ``SlidingWindows`` for which windows hold a bucket; the batch windowed
+``costlib recalibrate`` over the same files for every window's records and verdict; the batch
+``costlib decide`` of a file for its decisions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections import Counter
+from pathlib import Path
+
+import apache_beam as beam
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.transforms.window import SlidingWindows, WindowFn
+from apache_beam.utils.timestamp import Timestamp
+from flink_support import COSTLIB, decisions, engine_config, records, run_dirs
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pipeline_data import sample_frame
+
+from costlib_pipelines.config import load_config
+from costlib_pipelines.follow.decide_stream import decide_landed, decided_name
+from costlib_pipelines.follow.landing import (
+    LandedFile,
+    WatermarkMark,
+    list_landed,
+    parse_watermark,
+    read_watermark,
+)
+from costlib_pipelines.follow.recalibrate_stream import start_follow
+from costlib_pipelines.follow.window_book import FilePartials, WindowBook
+from costlib_pipelines.recalibrate.pipeline import run_recalibrate
+from costlib_pipelines.recalibrate.publish import PublishRefused
+
+DAY_US = 86_400_000_000
+START = pd.Timestamp("2026-11-01", tz="UTC")
+
+
+# ----------------------------------------------------------------------------- the contract
+def test_only_complete_files_under_their_final_name_count(tmp_path):
+    table = pa.table({"x": [1, 2, 3]})
+    pq.write_table(table, tmp_path / "a.parquet")
+    pq.write_table(table, tmp_path / "_staging.parquet")
+    pq.write_table(table, tmp_path / ".hidden.parquet")
+    pq.write_table(table, tmp_path / "b.parquet.tmp")
+    data = (tmp_path / "a.parquet").read_bytes()
+    (tmp_path / "half.parquet").write_bytes(data[: len(data) // 2])
+    now = time.time()
+    assert [f.path for f in list_landed(str(tmp_path / "*.parquet"), settle_seconds=60,
+                                        now=now)] == [str(tmp_path / "a.parquet")]
+    later = list_landed(str(tmp_path / "*.parquet"), settle_seconds=60, now=now + 61)
+    assert [(os.path.basename(f.path), f.complete) for f in later] == [
+        ("a.parquet", True), ("half.parquet", False)]
+    (tmp_path / "half.parquet").write_bytes(data)  # the writer finished: complete now
+    assert all(f.complete for f in list_landed(str(tmp_path / "*.parquet"),
+                                               settle_seconds=60, now=now))
+
+
+def test_the_watermark_file(tmp_path):
+    assert read_watermark(str(tmp_path)) is None
+    (tmp_path / "_WATERMARK").write_text("2026-11-02")
+    assert read_watermark(str(tmp_path)) == parse_watermark("2026-11-02T00:00:00+00:00")
+    assert read_watermark(str(tmp_path)) == (START.value // 1000) + DAY_US
+    (tmp_path / "_WATERMARK").write_text("2026-11-0")  # half written: read again next poll
+    assert read_watermark(str(tmp_path)) is None
+
+
+# ----------------------------------------------------------------------------- the window book
+@given(st.integers(-40, 40), st.sampled_from([(2, 1), (3, 1), (7, 1), (4, 2), (1, 1)]))
+def test_the_windows_of_a_bucket_are_beams_sliding_windows(day, geometry):
+    size, period = geometry
+    book = WindowBook(size * DAY_US, period * DAY_US, 0)
+    bucket = day * period * DAY_US
+    beam_windows = SlidingWindows(size * 86_400, period * 86_400).assign(
+        WindowFn.AssignContext(Timestamp(micros=bucket)))
+    assert sorted(book.windows_of(bucket)) == sorted(int(w.start.micros) for w in beam_windows)
+
+
+class Adding:
+    """A stand-in combiner: sums rated rows, to follow what the book merges."""
+
+    def create_accumulator(self):
+        return 0
+
+    def add_input(self, acc, value):
+        return acc + value[2]
+
+    def compact(self, acc):
+        return acc
+
+    def merge_accumulators(self, accs):
+        return sum(accs)
+
+    def extract_output(self, acc):
+        return acc
+
+
+def partials(path: str, day: int, rows: int = 1) -> FilePartials:
+    return FilePartials(path, grids=[(day * DAY_US, "g", (None, None, rows))],
+                        accounting=Counter(read=rows, used=rows))
+
+
+def test_a_watermark_waits_for_every_file_listed_with_it():
+    book, adding = WindowBook(2 * DAY_US, DAY_US, DAY_US), Adding()
+    book.add_mark(3 * DAY_US, ("a", "b"))
+    assert book.advance() == []
+    book.add_file(partials("a", 0), adding, adding)
+    assert book.advance() == [] and book.watermark_us is None
+    book.add_file(partials("b", 1), adding, adding)
+    assert book.advance() == [-DAY_US, 0, DAY_US]  # windows ending 1, 2 and 3 days in
+    assert book.add_file(partials("b", 1), adding, adding) == []  # a file counts once
+    assert book.window_sums(0, adding, adding) == {"g": (2, None)}
+
+
+def test_late_files_judge_their_windows_again_until_the_allowed_lateness():
+    book, adding = WindowBook(2 * DAY_US, DAY_US, DAY_US), Adding()
+    book.add_file(partials("a", 0), adding, adding)
+    book.add_mark(2 * DAY_US, ("a",))
+    for start in book.advance():
+        book.next_pane(start)
+    assert book.add_file(partials("late", 1, rows=5), adding, adding) == [0]  # a late pane
+    assert book.window_sums(0, adding, adding) == {"g": (6, None)}
+    book.add_mark(4 * DAY_US, ())
+    book.advance()
+    book.expire()
+    assert book.add_file(partials("too-late", 0, rows=7), adding, adding) == []
+    assert book.accounting["too_late.rated_rows"] == 7
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_the_judged_windows_and_sums_do_not_depend_on_arrival_order(rng):
+    """Files and watermarks in any order: the windows judged on time and their sums are
+    those of the order in which every file arrives before its watermark."""
+    files = [(f"f{i}", i % 5, i + 1) for i in range(8)]
+    marks = [(d * DAY_US, tuple(f for f, day, _ in files if day < d)) for d in range(1, 6)]
+
+    def run(events):
+        book, adding = WindowBook(2 * DAY_US, DAY_US, 10 * DAY_US), Adding()
+        sums = {}
+        for kind, item in events:
+            if kind == "file":
+                late = book.add_file(partials(item[0], item[1], item[2]), adding, adding)
+            else:
+                book.add_mark(*item)
+                late = []
+            for start in [*late, *book.advance()]:
+                book.next_pane(start)
+                sums[start] = book.window_sums(start, adding, adding)
+        return sums
+
+    ordered = run([("file", f) for f in files] + [("mark", m) for m in marks])
+    events = [("file", f) for f in files] + [("mark", m) for m in marks]
+    rng.shuffle(events)
+    assert run(events) == ordered
+
+
+# ----------------------------------------------------------------------------- the graph
+@pytest.fixture(scope="module")
+def day_files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("follow-local")
+    frame = sample_frame(24_000, seed=8)
+    frame["event_time"] = (START + pd.to_timedelta(frame.index % 5, unit="D")
+                           + pd.to_timedelta((frame.index * 7) % 86_000, unit="s"))
+    land = root / "land"
+    land.mkdir()
+    for day in range(5):
+        part = frame[frame.index % 5 == day]
+        pq.write_table(pa.Table.from_pandas(part, preserve_index=False),
+                       land / f"day{day}.parquet", row_group_size=2_000)
+    (land / "broken.parquet").write_bytes(b"PAR1" + b"\x00" * 32 + b"PAR1")
+    config = engine_config(
+        root / "w.yaml", methods=["graph"],
+        grid={"edges": "uniform", "bins": 16, "range": [0.0, 1.0]},
+        windowing={"size_days": 2, "period_days": 1, "allowed_lateness_days": 1},
+        publish={"max_threshold_change": 0.2, "min_rated": 0},
+        in_force={"add_to_edges": False, "keep_when_insufficient": False},
+        audit={"enabled": True, "budget_share": 0.05, "salt": "follow-local"})
+    return land, config
+
+
+def test_the_followed_stream_equals_the_batch_windowed_run(day_files, tmp_path):
+    land, config_path = day_files
+    config = load_config(config_path)
+    good = [p for p in sorted(land.glob("day*.parquet"))]
+    batch_in = tmp_path / "batch_in"
+    batch_in.mkdir()
+    for path in good:
+        os.link(path, batch_in / path.name)
+    try:
+        run_recalibrate(config, str(batch_in / "*.parquet"), str(tmp_path / "batch"))
+    except PublishRefused:
+        pass  # held windows: the run is published, decide skips them
+    landed = list_landed(str(land / "*.parquet"), settle_seconds=60)
+    watermark = (START.value // 1000) + 5 * DAY_US
+    elements = [*landed, WatermarkMark(watermark, tuple(f.path for f in landed))]
+    random.Random(3).shuffle(elements)  # the judge waits for the files its watermark lists
+    started = start_follow(config, str(land / "*.parquet"), str(tmp_path / "follow"),
+                           landed=lambda p: p | beam.Create(elements, reshuffle=False))
+    started["result"].wait_until_finish()
+    batch, follow = run_dirs(tmp_path / "batch")[-1], Path(started["run_dir"])
+    names = sorted(p.name for p in (follow / "windows").iterdir())
+    assert len(names) == 5  # the sixth window ends after the watermark: not final
+    for name in names:
+        assert records(follow / "windows" / name) == records(batch / "windows" / name), name
+    want = json.loads((batch / "manifest.json").read_text())
+    got = json.loads((follow / "manifest.json").read_text())
+    entries = {e["window"]: e for e in want["guard"]["windows"]}
+    for entry in got["guard"]["windows"]:
+        keys = ("pane_index", "judged_utc", "uncovered_share")
+        expected = {k: v for k, v in entries[entry["window"]].items() if k not in keys}
+        assert {k: v for k, v in entry.items() if k not in keys} == expected
+    accounting = {k: v for k, v in got["row_accounting"].items()
+                  if not k.startswith(("files_", "too_late"))}
+    assert accounting == want["row_accounting"]
+    assert got["row_accounting"]["files_dead_lettered"] == 1
+    dead = [json.loads(p.read_text()) for p in (follow / "dead_letter" / "files").iterdir()]
+    assert [d["source"] for d in dead] == [str(land / "broken.parquet")]
+    assert got["status"] == "following" and (tmp_path / "follow" / "LATEST").read_text(
+        ).strip() == follow.name
+
+
+def test_each_landed_file_is_decided_once_as_batch_decide_does(day_files, tmp_path):
+    land, config_path = day_files
+    config = load_config(config_path)
+    points = tmp_path / "points"
+    try:
+        run_recalibrate(config, str(land / "day[0-2].parquet"), str(points))
+    except PublishRefused:
+        pass
+    landed = LandedFile(str(land / "day3.parquet"), 0)
+    first = decide_landed(config, landed, str(points), str(tmp_path / "out"))
+    again = decide_landed(config, landed, str(points), str(tmp_path / "out"))
+    assert first["status"] == "decided" and again["status"] == "decided_before"
+    out = tmp_path / "out" / "files" / decided_name(landed.path)
+    assert [p.name for p in run_dirs(out)] == [decided_name(landed.path)]
+    import subprocess
+
+    done = subprocess.run([COSTLIB, "decide", "--config", config_path, "--input", landed.path,
+                           "--operating-points", str(points), "--output", str(tmp_path / "one"),
+                           "--run-id", decided_name(landed.path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    pd.testing.assert_frame_equal(decisions(run_dirs(out)[-1]),
+                                  decisions(run_dirs(tmp_path / "one")[-1]))
+    broken = decide_landed(config, LandedFile(str(land / "broken.parquet"), 0), str(points),
+                           str(tmp_path / "out"))
+    assert broken["status"] == "dead_lettered" and "broken.parquet" in broken["reason"]
+
+
+@pytest.mark.parametrize("pattern, words", [
+    ("{tmp}/missing/*.parquet", "does not exist"),
+    ("{tmp}/*/x.parquet", "glob in the file name"),
+    ("gs://bucket/land/*.parquet", "local"),
+])
+def test_follow_refuses_a_bad_landing_glob_before_any_job(day_files, tmp_path, pattern, words):
+    import subprocess
+
+    _, config = day_files
+    done = subprocess.run([COSTLIB, "recalibrate", "--follow", "--config", config, "--input",
+                           pattern.format(tmp=tmp_path), "--output", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert words in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "o" / "LATEST").exists()
