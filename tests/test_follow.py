@@ -272,3 +272,79 @@ def test_follow_refuses_a_bad_landing_glob_before_any_job(day_files, tmp_path, p
     assert done.returncode == 2, done.stderr
     assert words in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "o" / "LATEST").exists()
+
+
+class _State:
+    """Beam's ReadModifyWriteState, in memory (the judge driven one element at a time)."""
+
+    def __init__(self):
+        self.value = None
+
+    def read(self):
+        return self.value
+
+    def write(self, value):
+        self.value = value
+
+
+def test_late_panes_and_retired_windows_end_as_the_batch_run(tmp_path):
+    """Day by day with one file late and the allowed lateness passing: every window's last
+    pane equals the batch windowed run over all files, and a retired window is never judged
+    again (its buckets are gone)."""
+    from costlib_pipelines.follow.live_run import start_live_run
+    from costlib_pipelines.follow.recalibrate_stream import JudgeWindowsFn, ReadLandedFn
+    from costlib_pipelines.io.runs import RunDirectory
+    from costlib_pipelines.recalibrate.pipeline import needed_columns
+    from costlib_pipelines.recalibrate.publish import GuardSettings
+
+    frame = sample_frame(24_000, seed=11)
+    frame["event_time"] = (START + pd.to_timedelta(frame.index % 5, unit="D")
+                           + pd.to_timedelta((frame.index * 7) % 86_000, unit="s"))
+    days = tmp_path / "days"
+    days.mkdir()
+    for day in range(5):
+        part = frame[frame.index % 5 == day]
+        pieces = ({"day1a": part.iloc[: len(part) // 2], "day1b": part.iloc[len(part) // 2:]}
+                  if day == 1 else {f"day{day}": part})
+        for name, rows in pieces.items():
+            pq.write_table(pa.Table.from_pandas(rows, preserve_index=False),
+                           days / f"{name}.parquet", row_group_size=2_000)
+    config = load_config(engine_config(
+        tmp_path / "c.yaml", methods=["graph"],
+        grid={"edges": "uniform", "bins": 16, "range": [0.0, 1.0]},
+        windowing={"size_days": 2, "period_days": 1, "allowed_lateness_days": 2},
+        publish={"max_threshold_change": 0.2, "min_rated": 0},
+        in_force={"add_to_edges": False, "keep_when_insufficient": False}))
+    try:
+        run_recalibrate(config, str(days / "*.parquet"), str(tmp_path / "batch"))
+    except PublishRefused:
+        pass
+    run = RunDirectory(str(tmp_path / "follow"), config.digest)
+    run.prepare()
+    settings = GuardSettings(0.2, 0, "graph")
+    start_live_run(run, config, settings=settings, baseline_run=None, carried=None,
+                   follow={}, in_force={}, grid_edges=None, runner="test")
+    edges = config.fixed_edges()
+    reader = ReadLandedFn(config, needed_columns(config, windowed=True), edges, run.run_dir)
+    judge = JudgeWindowsFn(config, run.run_dir, run.run_id, edges, None, settings)
+    reader.setup()
+    judge.setup()
+    state, landed, judged = _State(), [], []
+    plan = [(["day0"], 1), (["day1a"], 2), (["day1b", "day2"], 3), (["day3"], 4), (["day4"], 5)]
+    for files, day in plan:
+        for name in files:
+            landed.append(str(days / f"{name}.parquet"))
+            element = next(reader.process(LandedFile(landed[-1], 0)))
+            judged += list(judge.process(element, state))
+        mark = WatermarkMark((START.value // 1000) + day * DAY_US, tuple(landed))
+        judged += list(judge.process(("judge", mark), state))
+    panes = [(e["window"][:8], e["pane_index"]) for e in judged]
+    assert panes == [("20261031", 0), ("20261101", 0), ("20261101", 1), ("20261102", 0),
+                     ("20261103", 0), ("20261104", 0)]
+    batch, follow = run_dirs(tmp_path / "batch")[-1], Path(run.run_dir)
+    for name in sorted(p.name for p in (follow / "windows").iterdir()):
+        want = [{k: v for k, v in r.items() if k != "pane_index"}
+                for r in records(batch / "windows" / name)]
+        got = records(follow / "windows" / name)
+        assert [{k: v for k, v in r.items() if k != "pane_index"} for r in got] == want, name
+    assert {r["pane_index"] for r in records(follow / "windows" / judged[2]["window"])} == {1}

@@ -68,6 +68,9 @@ class WindowBook:
     marks: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)
     watermark_us: int | None = None
     panes: dict[int, int] = field(default_factory=dict)
+    #: Windows starting at or before this are retired (judged, or final without data, and
+    #: past their allowed lateness): never judged again, their buckets dropped.
+    retired_through_us: int | None = None
     event_min_us: int | None = None
     event_max_us: int | None = None
     accounting: Counter = field(default_factory=Counter)
@@ -147,8 +150,10 @@ class WindowBook:
         buckets are dropped only after, by :meth:`expire`)."""
         if self.watermark_us is None:
             return []
+        retired = self.retired_through_us
         starts = {s for b in self.grids for s in self.windows_of(b)
-                  if s + self.size_us <= self.watermark_us and s not in self.panes}
+                  if s + self.size_us <= self.watermark_us and s not in self.panes
+                  and (retired is None or s > retired)}
         return sorted(starts)
 
     def next_pane(self, start_us: int) -> int:
@@ -174,9 +179,13 @@ class WindowBook:
         return sums
 
     def expire(self) -> None:
-        """Drop the buckets (and panes) that only expired windows hold."""
+        """Retire the expired windows: drop their panes, and the buckets only they hold.
+
+        Called after the watermark's final windows are judged, so every expired window was
+        judged or had no data when it was final."""
         if self.watermark_us is None:
             return
+        self.retired_through_us = self.watermark_us - self.size_us - self.lateness_us
         for bucket in [b for b in self.grids if self.expired(b)]:
             del self.grids[bucket]
             self.boots.pop(bucket, None)
