@@ -170,7 +170,9 @@ def feed_days(producer: Producer, output: Path, *, during=None) -> None:
         if during is not None:
             during(day)
         producer.watermark(day)
-        wait_for(lambda d=day: judged(output, window_name(d - 2)), f"window {day - 2}")
+        # the first window also waits for the job's workers to start (slow on a busy machine)
+        wait_for(lambda d=day: judged(output, window_name(d - 2)), f"window {day - 2}",
+                 timeout=420 if day == 1 else 180)
         if "day1b" in files:  # late for the window of days 0-1: judged again
             wait_for(lambda: judged(output, window_name(0), pane=1), "the late pane")
 
