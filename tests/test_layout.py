@@ -24,8 +24,8 @@ COSTLIB_PACKAGES = {"costlib", "costlib.audit", "costlib.costs", "costlib.decodi
                     "costlib.estimators", "costlib.experiments", "costlib.thresholds",
                     "costlib.experiments.robles2020"}
 PIPELINES_PACKAGES = {"costlib_pipelines", "costlib_pipelines.commands", "costlib_pipelines.decide",
-                      "costlib_pipelines.io", "costlib_pipelines.recalibrate",
-                      "costlib_pipelines.report"}
+                      "costlib_pipelines.follow", "costlib_pipelines.io",
+                      "costlib_pipelines.recalibrate", "costlib_pipelines.report"}
 
 
 def _packages(directory: Path, name: str) -> set[str]:
@@ -157,7 +157,7 @@ def test_old_import_paths_are_the_new_modules_with_a_warning():
 
 #: The stages of costlib_pipelines, bottom up; the top-level modules (config, runner, flags)
 #: serve them all and import no stage.
-STAGES = ("io", "recalibrate", "decide", "report", "commands")
+STAGES = ("io", "recalibrate", "decide", "follow", "report", "commands")
 
 
 def _stage_graph() -> nx.DiGraph:
