@@ -2,7 +2,7 @@
 
 The graph::
 
-    Impulse(glob) -> Watch(PollLanding) -> DecideLandedFn
+    Flink ticks -> key "poll" -> PollLandingFn -> DecideLandedFn
 
 Every landed file (the writer's contract of :mod:`costlib_pipelines.follow.landing`; the
 watermark file plays no part here) is decided by the batch decide pipeline on that one file

@@ -20,8 +20,10 @@ its event times are complete:
    judged again with the late rows (a late pane); after that its rows are counted as too late.
 
 :func:`list_landed` lists the complete files, :func:`read_watermark` reads the watermark file,
-and :class:`PollLanding` turns both into the outputs of Beam's ``Watch`` (one poll per
-interval): :class:`LandedFile` per new file and :class:`WatermarkMark` per new watermark value.
+and :class:`PollLanding` turns both into one poll's outputs (a ``Watch`` poll function; the
+streaming jobs call it once a tick and keep what they emitted,
+:class:`~costlib_pipelines.follow.recalibrate_stream.PollLandingFn`): :class:`LandedFile` per
+file and :class:`WatermarkMark` per watermark value.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ class WatermarkMark:
 
 
 def landed_key(output: LandedFile | WatermarkMark) -> str:
-    """The key ``Watch`` deduplicates outputs by: a path is read once, a watermark used once."""
+    """The key outputs are emitted once by: a path is read once, a watermark used once."""
     if isinstance(output, LandedFile):
         return f"file:{output.path}"
     return f"watermark:{output.watermark_us}"
@@ -136,10 +138,9 @@ def read_watermark(directory: str) -> int | None:
 
 
 class PollLanding(PollFn):
-    """One poll of the landing glob for ``Watch``: every file that counts, then the watermark
+    """One poll of the landing glob: every file that counts, then the watermark
     with the files listed (files first, so a watermark never names a file not yet emitted).
-    ``Watch`` emits each key (:func:`landed_key`) once; its restriction, checkpointed with the
-    job, remembers them."""
+    Whoever polls emits each key (:func:`landed_key`) once."""
 
     def __init__(self, settle_seconds: float):
         self.settle_seconds = settle_seconds

@@ -3,7 +3,7 @@ close.
 
 The graph (every class in this module, never in ``__main__``)::
 
-    Impulse(glob) -> Watch(PollLanding)           a file once; the producer's watermark
+    Flink ticks -> key "poll" -> PollLandingFn   a file once; the producer's watermark
       -> ReadLandedFn                             per file: partial grids per period bucket
       -> key "judge" -> JudgeWindowsFn            one book (window_book.WindowBook) in state
 
@@ -20,8 +20,8 @@ The graph (every class in this module, never in ``__main__``)::
   (:mod:`costlib_pipelines.follow.live_run`), which moves the groups' points for ``costlib
   decide`` at once when the window is applied. Late files judge their windows again.
 
-Exactly once: ``Watch`` keeps the keys it emitted in its checkpointed restriction, and the
-book the files it added; after a restore both are as they were at the checkpoint, so the files
+Exactly once: :class:`PollLandingFn` keeps the keys it emitted in its state, and the book
+the files it added; after a restore both are as they were at the checkpoint, so the files
 read after it are read again and added once. Side effects are idempotent: window files have
 names of their window, dead letters of their file and row group, and a pane's verdict is
 recorded once.
@@ -40,7 +40,6 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.coders import PickleCoder
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.io.watch import Watch, never
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.transforms import userstate
 from apache_beam.transforms.window import IntervalWindow
@@ -87,9 +86,43 @@ def _iso_to_us(text: str) -> int:
     return (value - epoch) // dt.timedelta(microseconds=1)
 
 
+class PollLandingFn(beam.DoFn):
+    """``(key, tick)`` -> every :class:`LandedFile` and :class:`WatermarkMark` not emitted
+    before (one key: the keys emitted are the DoFn's state, checkpointed with the job)."""
+
+    SEEN = userstate.ReadModifyWriteStateSpec("seen", PickleCoder())
+
+    def __init__(self, pattern: str, settle_seconds: float):
+        self.pattern, self.settle_seconds = pattern, settle_seconds
+
+    def setup(self):
+        self.poll = PollLanding(self.settle_seconds)
+
+    def process(self, element, seen_state=beam.DoFn.StateParam(SEEN)):  # noqa: B008
+        seen = seen_state.read() or set()
+        fresh = []
+        for output in self.poll(self.pattern).outputs:
+            key = landed_key(output.value)
+            if key not in seen:
+                seen.add(key)
+                fresh.append(output.value)
+        if fresh:
+            seen_state.write(seen)
+        yield from fresh
+
+
+def _poll_key(tick) -> tuple[str, bytes]:
+    return "poll", b""
+
+
 class FollowLanding(beam.PTransform):
-    """``pipeline`` -> :class:`LandedFile` and :class:`WatermarkMark` elements as they land
-    (Beam's ``Watch`` over :class:`PollLanding`, never terminating)."""
+    """``pipeline`` -> :class:`LandedFile` and :class:`WatermarkMark` elements as they land.
+
+    A tick every ``poll_seconds`` from Flink's own streaming impulse source (a source of the
+    runner, not a splittable DoFn: Python's ``Watch`` and ``MatchContinuously`` defer their
+    polls through the portable Flink runner's SDF checkpoints, whose state grows with time,
+    apache/beam#27648, and which left a job idle without polling here) drives one poll of the
+    landing glob on one key (:class:`PollLandingFn`). Flink only."""
 
     def __init__(self, pattern: str, poll_seconds: float, settle_seconds: float):
         super().__init__()
@@ -97,14 +130,17 @@ class FollowLanding(beam.PTransform):
         self.settle_seconds = settle_seconds
 
     def expand(self, pbegin):
+        from apache_beam.io.flink.flink_streaming_impulse_source import (
+            FlinkStreamingImpulseSource,
+        )
+
+        ticks = FlinkStreamingImpulseSource()
+        ticks.config = {"interval_ms": max(1, round(self.poll_seconds * 1000)),
+                        "message_count": 0}  # an instance's own (the class shares one dict)
         return (pbegin
-                | "Glob" >> beam.Create([self.pattern])
-                | "Watch" >> Watch(PollLanding(self.settle_seconds),
-                                   poll_interval=self.poll_seconds, termination=never(),
-                                   output_key_fn=landed_key,
-                                   output_key_coder=beam.coders.StrUtf8Coder(),
-                                   output_coder=PickleCoder())
-                | "Landed" >> beam.Values())
+                | "Ticks" >> ticks
+                | "OneKey" >> beam.Map(_poll_key)
+                | "Poll" >> beam.ParDo(PollLandingFn(self.pattern, self.settle_seconds)))
 
 
 def dead_file_path(run_dir: str, source: str) -> str:
@@ -247,7 +283,7 @@ def build_follow(pipeline: beam.Pipeline, pattern: str, config: RunConfig, run_d
     """Add the followed stream's transforms to ``pipeline``; returns the verdicts.
 
     ``landed``: a PCollection of :class:`LandedFile` / :class:`WatermarkMark` to use instead
-    of watching ``pattern`` (tests on runners that cannot run ``Watch``)."""
+    of watching ``pattern`` (tests on runners without Flink's streaming impulse)."""
     if landed is None:
         landed = pipeline | "Follow" >> FollowLanding(pattern, poll_seconds, settle_seconds)
     return (landed
