@@ -37,6 +37,23 @@ from costlib_pipelines.io.files import InputError, write_json
 
 __all__ = ["DecideLandedFn", "build_follow_decide", "decided_name", "start_follow_decide"]
 
+#: How long a landed file waits for usable points (a followed stream before its first
+#: window) before it is dead-lettered.
+WAIT_SECONDS = 600.0
+
+
+def _following(operating_points: str) -> bool:
+    """Whether ``operating_points`` is the output of a followed recalibration (its ``LATEST``
+    run's manifest says ``following``)."""
+    from costlib_pipelines.io.runs import latest_run_id, read_manifest
+
+    try:
+        run_id = latest_run_id(operating_points)
+        return run_id is not None and read_manifest(
+            f"{operating_points.rstrip('/')}/runs/{run_id}").get("status") == "following"
+    except (InputError, OSError, ValueError):
+        return False
+
 
 def decided_name(path: str) -> str:
     """The output directory name of a landed file: its name without ``.parquet`` (characters
@@ -52,18 +69,40 @@ class DecideLandedFn(beam.DoFn):
     """:class:`LandedFile` -> ``{"file", "output", "status", ...}`` after deciding it (or
     finding it decided, or dead-lettering it)."""
 
-    def __init__(self, config: RunConfig, operating_points: str, output: str):
+    def __init__(self, config: RunConfig, operating_points: str, output: str,
+                 wait_seconds: float):
         self.config, self.operating_points, self.output = config, operating_points, output
+        self.wait_seconds = wait_seconds
 
     def process(self, element):
         if not isinstance(element, LandedFile):  # a watermark: decisions do not wait for one
             return
-        yield decide_landed(self.config, element, self.operating_points, self.output)
+        yield decide_landed(self.config, element, self.operating_points, self.output,
+                            self.wait_seconds)
+
+
+def wait_for_points(operating_points: str, wait_seconds: float) -> None:
+    """Return once ``operating_points`` has points ``costlib decide`` can apply (a followed
+    stream before its first usable window has none), polling every 2 s; after
+    ``wait_seconds`` the last :class:`InputError` is raised (the file is dead-lettered)."""
+    from costlib_pipelines.io.runs import load_operating_points
+
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            load_operating_points(operating_points, windows="usable")
+            return
+        except InputError as exc:
+            if time.monotonic() >= deadline:
+                raise InputError(f"no usable operating points in {operating_points} after "
+                                 f"{wait_seconds:g} s: {exc}") from exc
+        time.sleep(2.0)
 
 
 def decide_landed(config: RunConfig, landed: LandedFile, operating_points: str,
-                  output: str) -> dict[str, Any]:
-    """Decide one landed file into ``output/files/<decided_name>`` (see the module)."""
+                  output: str, wait_seconds: float = 0.0) -> dict[str, Any]:
+    """Decide one landed file into ``output/files/<decided_name>`` (see the module); waits
+    up to ``wait_seconds`` for usable points first."""
     from costlib_pipelines.decide.pipeline import run_decide
     from costlib_pipelines.io.runs import latest_run_id
 
@@ -73,6 +112,7 @@ def decide_landed(config: RunConfig, landed: LandedFile, operating_points: str,
     if latest_run_id(target) is not None:
         return {"file": landed.path, "output": target, "status": "decided_before"}
     try:
+        wait_for_points(operating_points, wait_seconds)
         if not landed.complete:
             raise InputError(f"{landed.path}: not a complete Parquet file (no footer after the "
                              "settle time): write files elsewhere and rename them in")
@@ -91,7 +131,8 @@ def decide_landed(config: RunConfig, landed: LandedFile, operating_points: str,
 
 def build_follow_decide(pipeline: beam.Pipeline, pattern: str, config: RunConfig,
                         operating_points: str, output: str, *, poll_seconds: float,
-                        settle_seconds: float, landed=None):
+                        settle_seconds: float, wait_seconds: float = WAIT_SECONDS,
+                        landed=None):
     """Add the followed decisions to ``pipeline`` (``landed``: elements instead of watching
     ``pattern``, for tests); returns what each file became."""
     from costlib_pipelines.follow.recalibrate_stream import FollowLanding
@@ -100,7 +141,8 @@ def build_follow_decide(pipeline: beam.Pipeline, pattern: str, config: RunConfig
         landed = pipeline | "Follow" >> FollowLanding(pattern, poll_seconds, settle_seconds)
     return (landed
             | "Spread" >> beam.Reshuffle()
-            | "Decide" >> beam.ParDo(DecideLandedFn(config, operating_points, output)))
+            | "Decide" >> beam.ParDo(DecideLandedFn(config, operating_points, output,
+                                                    wait_seconds)))
 
 
 def start_follow_decide(config: RunConfig, pattern: str, operating_points: str, output: str,
@@ -117,7 +159,8 @@ def start_follow_decide(config: RunConfig, pattern: str, operating_points: str, 
     pattern = check_landing(pattern)
     output = check_output_path(output).rstrip("/")
     decoding_settings(config)  # a config error before any job
-    load_operating_points(operating_points, windows="usable")  # points there now: InputError
+    if not _following(operating_points):  # a stream's first points may come later
+        load_operating_points(operating_points, windows="usable")  # else there now, or exit 2
     os.makedirs(f"{output}/files", exist_ok=True)
     streaming = [] if landed is not None or "--streaming" in beam_args else ["--streaming"]
     pipeline = make_pipeline([*beam_args, *streaming], type_check=False)

@@ -137,8 +137,9 @@ class FollowLanding(beam.PTransform):
         ticks = FlinkStreamingImpulseSource()
         ticks.config = {"interval_ms": max(1, round(self.poll_seconds * 1000)),
                         "message_count": 0}  # an instance's own (the class shares one dict)
-        return (pbegin
-                | "Ticks" >> ticks
+        tick = pbegin | "Ticks" >> ticks
+        tick.element_type = bytes  # the runner's ticks are raw bytes (BytesCoder), whatever
+        return (tick               # the pipeline's type checking infers
                 | "OneKey" >> beam.Map(_poll_key)
                 | "Poll" >> beam.ParDo(PollLandingFn(self.pattern, self.settle_seconds)))
 
