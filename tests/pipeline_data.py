@@ -152,3 +152,26 @@ def comparable(records):
     """Records without the run id, sorted by (group, method)."""
     out = [{k: v for k, v in r.items() if k != "run_id"} for r in records]
     return sorted(out, key=lambda r: (r["group"], r["method"]))
+
+
+def write_day_files(directory, *, rows: int, seed: int, days: int = 5,
+                    split_day: int | None = None, start="2026-11-01"):
+    """The demo stream over ``days`` days of event time, one Parquet file a day
+    (``day<N>.parquet``, row groups of 2,000 rows) in ``directory``; day ``split_day`` in two
+    halves, ``day<N>a`` and ``day<N>b`` (a file that can land late)."""
+    import pandas as pd
+
+    frame = sample_frame(rows, seed=seed)
+    frame["event_time"] = (pd.Timestamp(start, tz="UTC")
+                           + pd.to_timedelta(frame.index % days, unit="D")
+                           + pd.to_timedelta((frame.index * 7) % 86_000, unit="s"))
+    directory.mkdir(parents=True, exist_ok=True)
+    for day in range(days):
+        part = frame[frame.index % days == day]
+        pieces = ({f"day{day}a": part.iloc[: len(part) // 2],
+                   f"day{day}b": part.iloc[len(part) // 2:]}
+                  if day == split_day else {f"day{day}": part})
+        for name, piece in pieces.items():
+            pq.write_table(pa.Table.from_pandas(piece, preserve_index=False),
+                           directory / f"{name}.parquet", row_group_size=2_000)
+    return frame

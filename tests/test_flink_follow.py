@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from flink_support import (
@@ -30,7 +29,7 @@ from flink_support import (
     run_cli,
     run_dirs,
 )
-from pipeline_data import sample_frame
+from pipeline_data import write_day_files
 
 pytestmark = pytest.mark.flink
 
@@ -43,18 +42,8 @@ WINDOWING = {"size_days": 2, "period_days": 1, "allowed_lateness_days": 2}
 def days(tmp_path_factory):
     """Five day files (day 1 in two parts: ``day1b`` lands late) and the config."""
     root = tmp_path_factory.mktemp("follow-data")
-    frame = sample_frame(30_000, seed=11)
-    frame["event_time"] = (START + pd.to_timedelta(frame.index % DAYS, unit="D")
-                           + pd.to_timedelta((frame.index * 7) % 86_000, unit="s"))
     source = root / "days"
-    source.mkdir()
-    for day in range(DAYS):
-        part = frame[frame.index % DAYS == day]
-        pieces = ({"day1a": part.iloc[: len(part) // 2], "day1b": part.iloc[len(part) // 2:]}
-                  if day == 1 else {f"day{day}": part})
-        for name, rows in pieces.items():
-            pq.write_table(pa.Table.from_pandas(rows, preserve_index=False),
-                           source / f"{name}.parquet", row_group_size=2_000)
+    write_day_files(source, rows=30_000, seed=11, days=DAYS, split_day=1)
     config = engine_config(
         root / "follow.yaml", methods=["graph"],
         grid={"edges": "uniform", "bins": 16, "range": [0.0, 1.0]},
@@ -249,24 +238,38 @@ def test_follow_judges_each_window_as_it_closes_and_decides_each_file(flink_clus
 
 
 def test_taskmanager_killed_while_files_land(flink_cluster, days, tmp_path):
+    """SIGKILL of the TaskManager while rated files and score files land: both jobs resume
+    from their checkpoints; every window is judged once a pane and ends as the batch run,
+    every row is counted once, every score file has one decision output, complete."""
     source, config = days
     reference = batch_reference(config, source, tmp_path)
     land, output = tmp_path / "land", tmp_path / "follow"
     producer = Producer(source, land)
     jid = start_follow(flink_cluster, config, land, output)
+    scores, decided = Producer(source, tmp_path / "scores"), tmp_path / "decided"
+    decide_jid = start_follow_decide(flink_cluster, config, scores.land, output, decided)
 
     def kill_on_day(day: int) -> None:
-        if day == 3:  # after day 2's files landed, before their watermark
+        if day == 2:
+            scores.land_file("day0")
+        if day == 3:  # day 2's files landed, not their watermark; a score file just landed
+            scores.land_file("day1a")
             flink_cluster.kill("taskmanager")
             time.sleep(2)
             flink_cluster.start_taskmanager()
+            scores.land_file("day1b")
 
     try:
         feed_days(producer, output, during=kill_on_day)
-        state = {j["jid"]: j["state"] for j in jobs(flink_cluster)}[jid]
+        outputs = wait_for(lambda: [p for p in sorted((decided / "files").iterdir())
+                                    if (p / "LATEST").exists()]
+                           if len(list((decided / "files").iterdir())) == 3 else None,
+                           "three decision outputs", timeout=300)
+        states = {j["jid"]: j["state"] for j in jobs(flink_cluster)}
     finally:
+        cancel_job(flink_cluster, decide_jid)
         cancel_job(flink_cluster, jid)
-    assert state == "RUNNING"
+    assert states[jid] == states[decide_jid] == "RUNNING"
     final = live_manifest(output)
     names = [window_name(d) for d in range(-1, DAYS - 1)]
     assert [e["window"] for e in final["guard"]["windows"]] == names  # each window once
@@ -277,4 +280,8 @@ def test_taskmanager_killed_while_files_land(flink_cluster, days, tmp_path):
             if not k.startswith(("files_", "too_late"))}
     assert rows == want["row_accounting"]  # every row once, none lost or counted twice
     assert final["row_accounting"]["files_read"] == 6
-
+    for out in outputs:  # one run per file, complete, every row of its file decided once
+        (run_dir,) = run_dirs(out)
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        rows_in = pq.ParquetFile(manifest["inputs"][0]["path"]).metadata.num_rows
+        assert manifest["row_accounting"]["decided"] == rows_in == len(decisions(run_dir))

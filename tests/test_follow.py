@@ -25,7 +25,7 @@ from apache_beam.utils.timestamp import Timestamp
 from flink_support import COSTLIB, decisions, engine_config, records, run_dirs
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pipeline_data import sample_frame
+from pipeline_data import write_day_files
 
 from costlib_pipelines.config import load_config
 from costlib_pipelines.follow.decide_stream import decide_landed, decided_name
@@ -168,15 +168,8 @@ def test_the_judged_windows_and_sums_do_not_depend_on_arrival_order(rng):
 @pytest.fixture(scope="module")
 def day_files(tmp_path_factory):
     root = tmp_path_factory.mktemp("follow-local")
-    frame = sample_frame(24_000, seed=8)
-    frame["event_time"] = (START + pd.to_timedelta(frame.index % 5, unit="D")
-                           + pd.to_timedelta((frame.index * 7) % 86_000, unit="s"))
     land = root / "land"
-    land.mkdir()
-    for day in range(5):
-        part = frame[frame.index % 5 == day]
-        pq.write_table(pa.Table.from_pandas(part, preserve_index=False),
-                       land / f"day{day}.parquet", row_group_size=2_000)
+    write_day_files(land, rows=24_000, seed=8)
     (land / "broken.parquet").write_bytes(b"PAR1" + b"\x00" * 32 + b"PAR1")
     config = engine_config(
         root / "w.yaml", methods=["graph"],
@@ -297,18 +290,8 @@ def test_late_panes_and_retired_windows_end_as_the_batch_run(tmp_path):
     from costlib_pipelines.recalibrate.pipeline import needed_columns
     from costlib_pipelines.recalibrate.publish import GuardSettings
 
-    frame = sample_frame(24_000, seed=11)
-    frame["event_time"] = (START + pd.to_timedelta(frame.index % 5, unit="D")
-                           + pd.to_timedelta((frame.index * 7) % 86_000, unit="s"))
     days = tmp_path / "days"
-    days.mkdir()
-    for day in range(5):
-        part = frame[frame.index % 5 == day]
-        pieces = ({"day1a": part.iloc[: len(part) // 2], "day1b": part.iloc[len(part) // 2:]}
-                  if day == 1 else {f"day{day}": part})
-        for name, rows in pieces.items():
-            pq.write_table(pa.Table.from_pandas(rows, preserve_index=False),
-                           days / f"{name}.parquet", row_group_size=2_000)
+    write_day_files(days, rows=24_000, seed=11, split_day=1)
     config = load_config(engine_config(
         tmp_path / "c.yaml", methods=["graph"],
         grid={"edges": "uniform", "bins": 16, "range": [0.0, 1.0]},
