@@ -1,11 +1,9 @@
-"""The layout of docs/development.md: the package list, the layers, and the 0.1 import paths.
+"""The layout of docs/development.md: the package list and the layers.
 
 - The subpackages are exactly the ones the map describes (a new folder updates both).
 - The subpackages of ``costlib`` import each other along one order (no cycle): ``audit`` below
   ``thresholds``, nothing below ``decoding`` but itself; read from the source with :mod:`ast`,
   lazy imports inside functions included.
-- Every 0.1 module path still imports, warns with a :class:`DeprecationWarning` naming the new
-  place, and is the very module object of the new path; renamed names are forwarded.
 """
 
 from __future__ import annotations
@@ -91,68 +89,6 @@ def test_the_cycle_check_sees_a_cycle(tmp_path):
                       "from ..thresholds import _grid\nimport costlib.costs._benefit\n")
     assert _imported(module, "costlib.decoding") == {
         "costlib.audit", "costlib.thresholds", "costlib.costs._benefit"}
-
-
-OLD_PATHS = """
-import importlib, json, sys, warnings
-import costlib, costlib_pipelines
-from costlib._moved import COSTLIB_MOVED
-moved = {**COSTLIB_MOVED, **costlib_pipelines.MOVED}
-report = {}
-for old, new in moved.items():
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        module = importlib.import_module(old)
-    if isinstance(new, str):
-        same = module is importlib.import_module(new)
-    else:  # split: every public name of every successor, the first one's wins
-        names = {}
-        for successor in reversed(new):
-            found = importlib.import_module(successor)
-            names.update({n: getattr(found, n) for n in getattr(found, "__all__", [])})
-        same = len(names) > 3 and all(getattr(module, n) is v for n, v in names.items())
-    report[old] = [same, [str(w.message) for w in caught if w.category is DeprecationWarning]]
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    from costlib.audit_estimation import AuditDesign, audit_design
-    from costlib_pipelines.decide import run_decide
-    current = len(caught)
-    from costlib_pipelines.decide import select_operating_points
-from costlib.audit import AuditWeights, audit_weights
-from costlib_pipelines.decide.pipeline import run_decide as run
-report["renamed"] = [AuditDesign is AuditWeights and audit_design is audit_weights
-                     and run_decide is run, [str(w.message) for w in caught], current]
-print(json.dumps(report))
-"""
-
-
-def test_old_import_paths_are_the_new_modules_with_a_warning():
-    result = subprocess.run([sys.executable, "-c", OLD_PATHS], capture_output=True, text=True,
-                            timeout=300, check=False)
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout.splitlines()[-1])
-    renamed = report.pop("renamed")
-    assert len(report) >= 40
-    for old, (same, messages) in report.items():
-        assert same, old
-        assert len(messages) == 1, (old, messages)
-        assert messages[0].startswith((f"{old} moved: import from ", f"{old} was split: ")), \
-            messages
-    assert report["costlib_pipelines.transforms"][1][0].startswith(
-        "costlib_pipelines.transforms was split: import from "
-        "costlib_pipelines.recalibrate.aggregating, ")
-    assert report["costlib.grid"][1][0].startswith(
-        "costlib.grid was split: import from costlib.thresholds; ")
-    assert report["costlib.edges"][1][0].startswith(
-        "costlib.edges moved: import from costlib.thresholds (module costlib.thresholds._edges)")
-    same, messages, current = renamed
-    assert same
-    # The two renamed names warn (the module was imported above); run_decide is the stage's
-    # entry point (no warning); select_operating_points moved into a module of the package.
-    assert current == 2, messages
-    assert "costlib.audit._weights.AuditDesign is now costlib.audit.AuditWeights" in messages[0]
-    assert "select_operating_points moved: import it from costlib_pipelines.io.published_points" \
-        in messages[2]
 
 
 #: The stages of costlib_pipelines, bottom up; the top-level modules (config, runner, flags)
@@ -271,45 +207,3 @@ def test_the_api_reference_shows_every_private_module_of_the_core_packages():
         for path in (ROOT / "costlib" / package).glob("_*.py"):
             if path.name != "__init__.py":
                 assert f"::: costlib.{package}.{path.stem}\n" in pages, path
-
-
-UNKNOWN_NAMES = """
-import importlib, json, warnings
-warnings.simplefilter("ignore")
-import costlib, costlib_pipelines
-outcomes = {}
-for module, name in [("costlib.grid", "no_such_name"), ("costlib.grid", "__wrapped__"),
-                     ("costlib.audit_estimation", "NoSuchDesign"),
-                     ("costlib_pipelines.decide", "no_such_name"),
-                     ("costlib_pipelines.decide", "pipeline_typo"),
-                     ("costlib_pipelines.transforms", "NoSuchFn")]:
-    try:
-        getattr(importlib.import_module(module), name)
-        outcomes[f"{module}.{name}"] = "found"
-    except AttributeError as error:
-        outcomes[f"{module}.{name}"] = str(error)
-for module in ("costlib.no_such_module", "costlib_pipelines.no_such_module"):
-    try:
-        importlib.import_module(module)
-        outcomes[module] = "found"
-    except ModuleNotFoundError as error:
-        outcomes[module] = type(error).__name__
-print(json.dumps(outcomes))
-"""
-
-
-def test_unknown_names_on_old_paths_fail_as_python_would():
-    """The forwarders serve only names that exist: anything else is an AttributeError naming
-    the module the name was looked up on (for a module that moved whole, the new module: it is
-    the same object), and an old-looking path that never existed is not found."""
-    result = subprocess.run([sys.executable, "-c", UNKNOWN_NAMES], capture_output=True,
-                            text=True, timeout=300, check=False)
-    assert result.returncode == 0, result.stderr
-    outcomes = json.loads(result.stdout.splitlines()[-1])
-    for key, outcome in outcomes.items():
-        if key.endswith("no_such_module"):
-            assert outcome == "ModuleNotFoundError", key
-        else:
-            module, _, name = key.rpartition(".")
-            module = {"costlib.audit_estimation": "costlib.audit._weights"}.get(module, module)
-            assert outcome == f"module {module!r} has no attribute {name!r}", (key, outcome)
