@@ -7,8 +7,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from costlib.sample import generate_score_stream
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._recalibration import recalibrate_grids
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.loop._recalibration import recalibrate_grids
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.records import operating_point_records, point_settings
 

@@ -11,9 +11,9 @@ import pytest
 from coverage_data import make_selective_rows
 from scipy.optimize import linprog
 
-from costlib.thresholds._allocation import allocate_capacity, lagrangian_volume
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._group_frontiers import group_frontiers
+from costlib.thresholds.capacity._allocation import allocate_capacity, lagrangian_volume
+from costlib.thresholds.capacity._group_frontiers import group_frontiers
+from costlib.thresholds.grid._grid import ThresholdGrid
 
 
 def make_grids(n_groups: int, k: int, seed: int, *, unrated: bool) -> dict[str, ThresholdGrid]:

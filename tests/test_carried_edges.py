@@ -19,8 +19,8 @@ from pipeline_data import (
     write_files,
 )
 
-from costlib.thresholds._edges import decision_edges_from_sketch, with_thresholds
-from costlib.thresholds._score_sketch import EdgeSketch, ScoreSketch
+from costlib.thresholds.binning._edges import decision_edges_from_sketch, with_thresholds
+from costlib.thresholds.binning._score_sketch import EdgeSketch, ScoreSketch
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.recalibrate.carried_edges import (
     SKETCH_FILE,

@@ -12,14 +12,14 @@ import pytest
 from coverage_data import brute_flags
 from test_lower_bound_move import EDGES, audit_draw, population
 
-from costlib.thresholds._census_review import census_gains, census_review
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._move_evidence import lower_bound_move
-from costlib.thresholds._operating_point import point_at
-from costlib.thresholds._optimize import optimize
-from costlib.thresholds._recalibration import optimize_group
-from costlib.thresholds._rows import quantize_weights
-from costlib.thresholds._target import resolve_target
+from costlib.thresholds.binning._rows import quantize_weights
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.loop._census_review import census_gains, census_review
+from costlib.thresholds.loop._move_evidence import lower_bound_move
+from costlib.thresholds.loop._recalibration import optimize_group
+from costlib.thresholds.point._operating_point import point_at
+from costlib.thresholds.point._optimize import optimize
+from costlib.thresholds.point._target import resolve_target
 
 
 def _grid(seed=2, weighted=True):

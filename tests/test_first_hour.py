@@ -127,7 +127,7 @@ def test_an_operating_point_prints_in_one_line():
 
 
 def test_different_edges_across_groups_say_how_to_get_one_lattice():
-    from costlib.thresholds._allocation import allocate_capacity
+    from costlib.thresholds.capacity._allocation import allocate_capacity
 
     _, grid, own = _point_and_grids()
     with pytest.raises(ValueError, match="have different edges") as info:

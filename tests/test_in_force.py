@@ -18,14 +18,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pipeline_data import CLASSIFIERS, base_config
 
-from costlib.thresholds._bootstrap import BootstrapGrids, hash_item_ids, poisson_counts
-from costlib.thresholds._edges import uniform_edges, with_thresholds
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._move_evidence import move_evidence
-from costlib.thresholds._operating_point import point_at
-from costlib.thresholds._optimize import optimize
-from costlib.thresholds._recalibration import ALL_GROUPS, optimize_group, recalibrate_grids
-from costlib.thresholds._target import resolve_target
+from costlib.thresholds.binning._edges import uniform_edges, with_thresholds
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.loop._bootstrap import BootstrapGrids, hash_item_ids, poisson_counts
+from costlib.thresholds.loop._move_evidence import move_evidence
+from costlib.thresholds.loop._recalibration import ALL_GROUPS, optimize_group, recalibrate_grids
+from costlib.thresholds.point._operating_point import point_at
+from costlib.thresholds.point._optimize import optimize
+from costlib.thresholds.point._target import resolve_target
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import ConfigError
 from costlib_pipelines.decide.pipeline import run_decide

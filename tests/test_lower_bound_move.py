@@ -11,18 +11,18 @@ import numpy as np
 import pytest
 from coverage_data import brute_flags
 
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._move_evidence import (
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.loop._move_evidence import (
     gain_standard_errors,
     lower_bound_move,
     one_row_weight,
     segment_cells,
     unseen_variance,
 )
-from costlib.thresholds._operating_point import point_at
-from costlib.thresholds._optimize import optimize
-from costlib.thresholds._recalibration import PROPOSED, optimize_group
-from costlib.thresholds._target import resolve_target
+from costlib.thresholds.loop._recalibration import PROPOSED, optimize_group
+from costlib.thresholds.point._operating_point import point_at
+from costlib.thresholds.point._optimize import optimize
+from costlib.thresholds.point._target import resolve_target
 
 EDGES = [np.linspace(0.1, 0.9, 5), np.linspace(0.1, 0.9, 4)]
 
@@ -101,7 +101,7 @@ def _grids(seed, floor):
 
 def _grid_and_replicates(seed, floor, n_replicates):
     """``_grids(seed, floor)`` and Poisson-bootstrap replicates of the same audited rows."""
-    from costlib.thresholds._bootstrap import BootstrapGrids
+    from costlib.thresholds.loop._bootstrap import BootstrapGrids
 
     scores, truth = population(4000, seed)
     labels, pi = audit_draw(scores, truth, seed + 7, floor=floor)
@@ -428,8 +428,8 @@ def test_a_kept_points_intervals_are_those_of_its_own_thresholds():
     """A kept (or part-way) point's TP, FP, precision, P̂ and recall intervals are percentiles
     of the same thresholds on every replicate (by direct point_at), so they describe the
     published point; its threshold intervals stay the method's re-optimisation."""
-    from costlib.thresholds._bootstrap import _order_statistic_interval, confidence_intervals
-    from costlib.thresholds._operating_point import point_at
+    from costlib.thresholds.loop._bootstrap import _order_statistic_interval, confidence_intervals
+    from costlib.thresholds.point._operating_point import point_at
 
     target = resolve_target(target_marginal_precision=0.15)
     grid, replicates = _grid_and_replicates(11, 0.02, 30)
@@ -457,7 +457,7 @@ def test_a_point_in_force_under_a_rating_backlog_is_not_judged_by_rated_constrai
     """Every row the thresholds in force flag still unrated (a backlog): TP = FP = 0 there says
     nothing about their precision, so min_precision does not force them out; they are kept
     (before kept_violations learnt this, the point flagging nothing was published)."""
-    from costlib.thresholds._move_evidence import kept_violations
+    from costlib.thresholds.loop._move_evidence import kept_violations
 
     rng = np.random.default_rng(0)
     scores = rng.random((3000, 2))
@@ -483,7 +483,7 @@ def test_a_thin_group_keeps_its_thresholds_but_says_which_constraint_they_miss()
     """Too few rated rows to recalibrate: the group keeps its thresholds in force (it cannot
     be re-optimised), and the kept point's reason names the hard constraint they violate on
     its grid (min_recall with audit rows; estimated recall 0.39 < 0.9 here)."""
-    from costlib.thresholds._recalibration import apply_fallback
+    from costlib.thresholds.loop._recalibration import apply_fallback
 
     target = resolve_target(target_marginal_precision=0.15)
     grid = _grids(11, floor=0.02)

@@ -15,7 +15,7 @@ from pipeline_data import (
     write_files,
 )
 
-from costlib.thresholds._edges import decision_edges
+from costlib.thresholds.binning._edges import decision_edges
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import ConfigError, RunConfig
 from costlib_pipelines.recalibrate.pipeline import run_recalibrate

@@ -19,10 +19,10 @@ import pyarrow.parquet as pq
 import pytest
 from pipeline_data import base_config, comparable, direct_records, write_files
 
-from costlib.thresholds._bootstrap import BootstrapGrids
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._recalibration import apply_fallback, optimize_group
-from costlib.thresholds._target import resolve_target
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.loop._bootstrap import BootstrapGrids
+from costlib.thresholds.loop._recalibration import apply_fallback, optimize_group
+from costlib.thresholds.point._target import resolve_target
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.records import operating_point_records, pn_curve_records

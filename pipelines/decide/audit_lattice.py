@@ -33,7 +33,7 @@ from costlib.audit._strata import (
     share_cutoffs,
     stratum_counts,
 )
-from costlib.thresholds._edges import with_thresholds
+from costlib.thresholds.binning._edges import with_thresholds
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.runs import previous_run, read_manifest

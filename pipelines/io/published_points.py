@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from costlib.thresholds._recalibration import ALL_GROUPS
+from costlib.thresholds.loop._recalibration import ALL_GROUPS
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.runs import CARRIED, read_manifest
@@ -221,7 +221,7 @@ def _window_details(window: Window, time_range: dict[str, str] | None) -> dict[s
             "uncovered_share": share}
 
 
-#: ``point_status`` of operating point records (:mod:`costlib.thresholds._operating_point`).
+#: ``point_status`` of operating point records (:mod:`costlib.thresholds.point._operating_point`).
 POINT_STATUSES = ("ok", "coverage_limited", "infeasible", "resolution_limited")
 
 

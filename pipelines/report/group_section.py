@@ -11,7 +11,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from costlib.thresholds._recalibration import NOT_SWITCHED_ON
+from costlib.thresholds.loop._recalibration import NOT_SWITCHED_ON
 from costlib_pipelines.report import cells
 from costlib_pipelines.report.changes import ALL_GROUPS, ThresholdChange
 from costlib_pipelines.report.figures import GroupFigures
@@ -85,7 +85,7 @@ def _resolution_note(point: Mapping[str, Any]) -> list[cells.Part]:
     name = point.get("objective") or "objective"
     title = (f"{name} at the point: {value:.6g}. No threshold tuple between the candidate "
              f"thresholds (a finer lattice of the same rows) can exceed {bound:.6g}: a "
-             "bound, not an estimate (costlib.thresholds._resolution).")
+             "bound, not an estimate (costlib.thresholds.point._resolution).")
     text = "finer lattice: no better" if bound <= value else f"finer lattice ≤ {bound:.4g}"
     return [cells.note(text, "note resolution", title)]
 

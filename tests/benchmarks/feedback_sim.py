@@ -25,8 +25,9 @@ the ``costlib`` calls those pipelines make, on the same generated population
 3. **recalibrate** -- per group, ``ThresholdGrid.from_scores`` over the rated streams of the
    last ``window`` days with the records' ``audit_probability`` (``w / π`` weights, design
    channels), on the config's edges with every threshold in force added
-   (:func:`costlib.thresholds._edges.with_thresholds`, as ``in_force.add_to_edges``), then
-   :func:`costlib.thresholds._recalibration.recalibrate_grids` with the config's methods, target,
+   (:func:`costlib.thresholds.binning._edges.with_thresholds`, as ``in_force.add_to_edges``), then
+   :func:`costlib.thresholds.loop._recalibration.recalibrate_grids` with the config's methods,
+   target,
    rule, ``min_rated``, fallback, ``optimize_options`` and ``in_force`` settings (``evidence_z``,
    ``unseen_rows``; the all-groups grid is the sum, as the pipeline's). The published
    thresholds are the decision method's point per group, null for ``insufficient_data`` or
@@ -69,18 +70,18 @@ from costlib.audit._strata import (
     share_cutoffs,
     stratum_counts,
 )
-from costlib.thresholds._edges import with_thresholds
-from costlib.thresholds._grid import ThresholdGrid, lattice_counts
-from costlib.thresholds._lattice_regions import flagged_by_one, one_sided
-from costlib.thresholds._move_evidence import segment_cells
-from costlib.thresholds._operating_point import point_at
-from costlib.thresholds._optimize import optimize
-from costlib.thresholds._recalibration import (
+from costlib.thresholds.binning._edges import with_thresholds
+from costlib.thresholds.grid._grid import ThresholdGrid, lattice_counts
+from costlib.thresholds.grid._lattice_regions import flagged_by_one, one_sided
+from costlib.thresholds.loop._move_evidence import segment_cells
+from costlib.thresholds.loop._recalibration import (
     ALL_GROUPS,
     PROPOSED,
     GroupResult,
     recalibrate_grids,
 )
+from costlib.thresholds.point._operating_point import point_at
+from costlib.thresholds.point._optimize import optimize
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.decide.audit_sizing import first_run_design
 
@@ -659,7 +660,7 @@ def _with_candidates(config: RunConfig, grids: dict[str, ThresholdGrid],
     looks ``lower_bound_move`` up by name, so it is swapped there for the call."""
     import dataclasses
 
-    import costlib.thresholds._recalibration as recal
+    import costlib.thresholds.loop._recalibration as recal
     original = recal.lower_bound_move
 
     def searching(grid, chosen, in_force_t, **kwargs):
@@ -898,7 +899,7 @@ def _population_variance(config: RunConfig, grids: dict[str, ThresholdGrid],
     tuples (the HT estimate's variance as a total of a Poisson population: ``Σ w²/π`` rather
     than the design's ``Σ (1 - π) w²/π``, here for ``w = 1``), so that a move resting on a census
     (``π = 1``) needs evidence too."""
-    import costlib.thresholds._move_evidence as evidence
+    import costlib.thresholds.loop._move_evidence as evidence
     original = evidence.gain_standard_errors
 
     def with_population(grid, index, *, rule, slope, unseen_rows=0.0):

@@ -1,17 +1,19 @@
 """Choosing the operating point of an ensemble: thresholds that meet a business trade-off.
 
 Given a :class:`~costlib.thresholds.ThresholdGrid`, a combination rule and a target (see
-:mod:`costlib.thresholds._target`), :func:`optimize` picks thresholds with one of four methods:
+:mod:`costlib.thresholds.point._target`), :func:`optimize` picks thresholds with one of four
+methods:
 
 ``"graph"``
-    The max-area monotone path through the lattice (:mod:`costlib.thresholds._lattice_path`; exact
+    The max-area monotone path through the lattice (:mod:`costlib.thresholds.point._lattice_path`;
+    exact
     dynamic programming, same optimum as the paper's Bellman-Ford), then the point on that path
     maximising ``TP - r FP``.
 ``"analytic"``
-    The paper's parametric-path method (:mod:`costlib.thresholds._analytic`).
+    The paper's parametric-path method (:mod:`costlib.thresholds.point._analytic`).
 ``"hull"``
     The exact empirical optimum ``argmax TP - r FP`` over every cell, reported with the upper
-    concave hull of all cells as its frontier (:mod:`costlib.thresholds._frontier`). No path
+    concave hull of all cells as its frontier (:mod:`costlib.thresholds.point._frontier`). No path
     restriction, so its ``TP - r FP`` is an upper bound for every other method on the same grid.
 ``"bucket"``
     The manual baseline: highest-TP cell per FP bucket, then ``argmax TP - r FP`` on those.
@@ -37,12 +39,12 @@ nothing about the unrated rows a lower threshold would flag. With ``max_unrated_
 
 When a strictly better candidate of the same method exists outside coverage, the point's
 ``status`` is ``"coverage_limited"`` and ``unrestricted`` describes that point. Objectives other
-than ``TP - r FP`` and constraints are in :mod:`costlib.thresholds._objectives`; infeasible
+than ``TP - r FP`` and constraints are in :mod:`costlib.thresholds.point._objectives`; infeasible
 constraints give ``status="infeasible"`` with the nearest point defined there. Grids without unrated
 weight, the linear objective and no constraints give exactly the results of the plain methods.
 
 The point is an :class:`~costlib.thresholds.OperatingPoint`
-(:mod:`costlib.thresholds._operating_point`, which reads it off the grid).
+(:mod:`costlib.thresholds.point._operating_point`, which reads it off the grid).
 """
 
 from __future__ import annotations
@@ -55,28 +57,28 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from costlib.thresholds._analytic import fit_analytic_path
-from costlib.thresholds._frontier import (
+from costlib.thresholds.binning._rows import check_rule
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.grid._recall_bounds import DEFAULT_RECALL_LEVEL
+from costlib.thresholds.point._analytic import fit_analytic_path
+from costlib.thresholds.point._frontier import (
     best_cell,
     bucket_frontier,
     choose_on_curve,
     hull_neighbours,
     upper_hull,
 )
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._lattice_path import max_area_path, max_area_paths
-from costlib.thresholds._objectives import Selection, select
-from costlib.thresholds._operating_point import (
+from costlib.thresholds.point._lattice_path import max_area_path, max_area_paths
+from costlib.thresholds.point._objectives import Selection, select
+from costlib.thresholds.point._operating_point import (
     OperatingPoint,
     _constraints,
     _Context,
     _make_context,
     _on_curve,
 )
-from costlib.thresholds._recall_bounds import DEFAULT_RECALL_LEVEL
-from costlib.thresholds._resolution import lattice_resolution
-from costlib.thresholds._rows import check_rule
-from costlib.thresholds._target import Target
+from costlib.thresholds.point._resolution import lattice_resolution
+from costlib.thresholds.point._target import Target
 
 __all__ = [
     "optimize",
@@ -161,7 +163,7 @@ def optimize(
         weight are returned (see the module docstring). Irrelevant for grids without unrated.
     objective : {"linear", "fbeta", "f1", "precision_at_volume"}, default "linear"
         ``TP - r FP``; F-beta with ``beta``; precision at review volume ``volume``
-        (:mod:`costlib.thresholds._objectives`).
+        (:mod:`costlib.thresholds.point._objectives`).
     beta : float, default 1
     volume : float, optional
         Review volume ``k`` for ``objective="precision_at_volume"``.

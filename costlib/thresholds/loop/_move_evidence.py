@@ -12,7 +12,7 @@ the method chose, the estimated gain of moving is
 
 where ``Ô`` is the objective on the run's grid (``TP - r FP`` for the linear objective). Its
 standard error comes from the Poisson-bootstrap replicate grids
-(:mod:`costlib.thresholds._bootstrap`), evaluated at the *same two points* in every replicate:
+(:mod:`costlib.thresholds.loop._bootstrap`), evaluated at the *same two points* in every replicate:
 ``se = sd_b(Ô_b(t*) - Ô_b(t₀))``. The run moves when ``Δ̂ > z · se`` and keeps ``t₀``
 otherwise. The replicates' variance covers the audit's Horvitz–Thompson sampling variance and
 the population's own variation, so a move supported by a handful of heavily weighted audit rows
@@ -41,15 +41,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from costlib.thresholds._bootstrap import BootstrapGrids
-from costlib.thresholds._census_review import CensusReview, census_review
-from costlib.thresholds._grid import ThresholdGrid, lattice_counts
-from costlib.thresholds._lattice_regions import flagged_by_one, one_sided
-from costlib.thresholds._objectives import Constraints
-from costlib.thresholds._operating_point import OperatingPoint, point_at
-from costlib.thresholds._recall_bounds import recall_total_of
-from costlib.thresholds._rows import DESIGN_EXPECTED_SCALE, check_rule
-from costlib.thresholds._target import Target
+from costlib.thresholds.binning._rows import DESIGN_EXPECTED_SCALE, check_rule
+from costlib.thresholds.grid._grid import ThresholdGrid, lattice_counts
+from costlib.thresholds.grid._lattice_regions import flagged_by_one, one_sided
+from costlib.thresholds.grid._recall_bounds import recall_total_of
+from costlib.thresholds.loop._bootstrap import BootstrapGrids
+from costlib.thresholds.loop._census_review import CensusReview, census_review
+from costlib.thresholds.point._objectives import Constraints
+from costlib.thresholds.point._operating_point import OperatingPoint, point_at
+from costlib.thresholds.point._target import Target
 
 __all__ = [
     "DEFAULT_EVIDENCE_Z",
@@ -116,7 +116,8 @@ class MoveEvidence:
 
 def _constraints(grid: ThresholdGrid, options: Mapping[str, Any]) -> Constraints:
     """The hard constraints of ``options`` (``P`` of ``min_recall``: the grid's, with audit
-    data the bound of ``recall_bound``, :func:`~costlib.thresholds._recall_bounds.recall_total`)."""
+    data the bound of ``recall_bound``,
+    :func:`~costlib.thresholds.grid._recall_bounds.recall_total`)."""
     return Constraints.from_options(options, recall_total_of(grid, options))
 
 
@@ -287,13 +288,14 @@ def gain_standard_errors(grid: ThresholdGrid, index: Sequence[int], *, rule: str
 
     The two tuples' estimates share the rows both flag; the difference is a Horvitz–Thompson
     sum over the rows flagged by exactly one of them, positives with coefficient ``±1`` and
-    negatives ``∓r``. Its variance estimate (:func:`costlib.thresholds._rows.ht_variance_weights`)
-    is
+    negatives ``∓r``. Its variance estimate
+    (:func:`costlib.thresholds.binning._rows.ht_variance_weights`) is
 
     .. math:: \\widehat{Var} = D_+(c, f) + r^2 D_-(c, f), \\quad
               D(c, f) = X(c) + X(f) - 2 X(c \\wedge f),
 
-    with ``X`` the lattice sums of the grid's variance channel (:attr:`~costlib.thresholds._grid.
+    with ``X`` the lattice sums of the grid's variance channel
+    (:attr:`~costlib.thresholds.grid._grid.
     ThresholdGrid.variance`). With ``unseen_rows = κ > 0`` the unseen-region term
     :func:`unseen_variance` is added (what :func:`lower_bound_move` uses). Zero everywhere
     when the grid has no variance channel (no audit rows: every rated row was rated with
@@ -377,7 +379,7 @@ class LowerBoundMove:
         """Gain and se of the point taken and of the method's point, ``z``, ``one_row``:
         the weight of one audited row in the region the method's point newly flags
         (:func:`one_row_weight`), and ``census``: the census review's action, when it
-        changed the point (:mod:`costlib.thresholds._census_review`)."""
+        changed the point (:mod:`costlib.thresholds.loop._census_review`)."""
         out: dict[str, Any] = {"gain": self.gain, "se": self.se,
                                "optimum_gain": self.optimum_gain,
                                "optimum_se": self.optimum_se, "z": self.z,
@@ -506,7 +508,7 @@ def _census_reviewed(result: LowerBoundMove, grid: ThresholdGrid, kept: Operatin
                      unseen_rows: float, se_all: NDArray[np.float64] | None = None
                      ) -> LowerBoundMove:
     """``result`` after the census review of the thresholds in force
-    (:func:`costlib.thresholds._census_review.census_review`): unchanged, the thresholds in
+    (:func:`costlib.thresholds.loop._census_review.census_review`): unchanged, the thresholds in
     force (veto) or a cell above them (undo), with the design gain and se of what is
     published (``se_all``: :func:`gain_standard_errors` against ``kept``, when computed
     already)."""

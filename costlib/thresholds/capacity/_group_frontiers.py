@@ -1,6 +1,7 @@
 """Per-group frontiers of one shared review capacity: each group's Pareto set and concave hull.
 
-Steps 1 and 2 of the allocation in :mod:`costlib.thresholds._allocation` (the problem and its
+Steps 1 and 2 of the allocation in :mod:`costlib.thresholds.capacity._allocation` (the problem and
+its
 notation -- volumes ``V_g``, utilities ``U_g``, scales ``a_g``, a group's candidates -- are stated
 there; steps 3-5 allocate the capacity on the frontiers computed here).
 
@@ -33,9 +34,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from costlib._messages import plain
-from costlib.thresholds._grid import ThresholdGrid, lattice_counts
-from costlib.thresholds._rows import check_rule
-from costlib.thresholds._target import Target
+from costlib.thresholds.binning._rows import check_rule
+from costlib.thresholds.grid._grid import ThresholdGrid, lattice_counts
+from costlib.thresholds.point._target import Target
 
 __all__ = [
     "ALLOCATION_OBJECTIVES",
@@ -104,7 +105,8 @@ class GroupFrontier:
         Steps 3-4 (the LP, ``lambda`` and the greedy allocation) read only the vertices, and
         the group's best candidate (its last Pareto point) is the last vertex, so they give
         the same allocation on the reduced frontier; the exact programme (step 5) and
-        :func:`~costlib.thresholds._split_baselines.utility_within` need the whole Pareto set.
+        :func:`~costlib.thresholds.capacity._split_baselines.utility_within` need the whole Pareto
+        set.
         """
         h = self.hull
         return GroupFrontier(group=self.group, shape=self.shape, cells=self.cells[h],

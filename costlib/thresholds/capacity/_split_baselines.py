@@ -2,9 +2,10 @@
 
 :func:`volume_scales` gives each group's ``volume_scale`` ``a_g`` (its expected rows next period
 over its rows in the grid, :func:`grid_rows`), by which
-:mod:`costlib.thresholds._group_frontiers` scales its volumes and utilities.
+:mod:`costlib.thresholds.capacity._group_frontiers` scales its volumes and utilities.
 :func:`split_baselines` evaluates the fixed splits of the capacity an allocation
-(:mod:`costlib.thresholds._allocation`) is compared with: equal shares and shares proportional
+(:mod:`costlib.thresholds.capacity._allocation`) is compared with: equal shares and shares
+proportional
 to traffic (:func:`split_shares`), each group taking its best candidate within its share
 (:func:`utility_within`).
 """
@@ -18,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from costlib._messages import plain
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._group_frontiers import GroupFrontier, _per_group
+from costlib.thresholds.capacity._group_frontiers import GroupFrontier, _per_group
+from costlib.thresholds.grid._grid import ThresholdGrid
 
 __all__ = [
     "SplitBaselines",

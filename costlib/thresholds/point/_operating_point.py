@@ -1,7 +1,8 @@
 """An operating point, and reading one off a grid.
 
 :class:`OperatingPoint` is what :func:`~costlib.thresholds.optimize` returns (the methods finding
-it are in :mod:`costlib.thresholds._optimize`). Here a point at a place of a curve of the grid is
+it are in :mod:`costlib.thresholds.point._optimize`). Here a point at a place of a curve of the grid
+is
 read (counts, objective, marginal precisions, volume, coverage, :func:`estimated_recall`, a status
 and its reason), :func:`point_at` reads the point of given thresholds, and the arguments it shares
 with ``optimize`` are validated (``min_recall`` needs audit rows: :data:`RECALL_NEEDS_AUDIT`).
@@ -17,17 +18,17 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from costlib.audit._strata import flagged_rows
-from costlib.thresholds._frontier import marginal_precisions
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._objectives import Constraints, Objective, Selection
-from costlib.thresholds._recall_bounds import (
+from costlib.thresholds.binning._rows import as_score_array, check_rule, split_labels
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.grid._recall_bounds import (
     DEFAULT_RECALL_LEVEL,
     RecallBounds,
     recall_bounds,
     recall_total,
 )
-from costlib.thresholds._rows import as_score_array, check_rule, split_labels
-from costlib.thresholds._target import Target, resolve_target
+from costlib.thresholds.point._frontier import marginal_precisions
+from costlib.thresholds.point._objectives import Constraints, Objective, Selection
+from costlib.thresholds.point._target import Target, resolve_target
 
 __all__ = [
     "METHODS",
@@ -63,7 +64,7 @@ class OperatingPoint:
         ``tp / (tp + fp)`` among rated items (NaN when nothing is flagged).
     marginal_precision_left, marginal_precision_right : float
         Precision of the items between the point and its neighbour on the curve with fewer /
-        more flagged items (see :func:`costlib.thresholds._frontier.marginal_precisions`).
+        more flagged items (see :func:`costlib.thresholds.point._frontier.marginal_precisions`).
     objective : float
         ``tp - r * fp``.
     path : ndarray of shape (m, k)
@@ -89,7 +90,8 @@ class OperatingPoint:
     status : {"ok", "coverage_limited", "infeasible", "resolution_limited"}
         ``coverage_limited``: a strictly better candidate flags more unrated weight than
         allowed (see ``unrestricted``); ``infeasible``: no covered point flagging anything meets
-        the constraints, the point is the nearest one (see :mod:`costlib.thresholds._objectives`);
+        the constraints, the point is the nearest one (see
+        :mod:`costlib.thresholds.point._objectives`);
         ``resolution_limited``: the point is the lattice's best, but a coarse stretch of the
         lattice could hide a better one (see ``resolution``).
     reason : str
@@ -468,7 +470,7 @@ def _constraints(grid: ThresholdGrid, min_precision: float | None, max_volume: f
                  refuse: bool, recall_bound: str = "lower",
                  recall_level: float = DEFAULT_RECALL_LEVEL) -> Constraints:
     """The constraints, with ``P`` of ``min_recall`` from the audit when the grid holds audit
-    rows: the upper bound ``P_U`` of :func:`~costlib.thresholds._recall_bounds.recall_total`
+    rows: the upper bound ``P_U`` of :func:`~costlib.thresholds.grid._recall_bounds.recall_total`
     (``recall_bound="lower"``, the default) or the estimate ``P̂`` (``"point"``).
 
     ``refuse``: a ValueError (:data:`RECALL_NEEDS_AUDIT`) for ``min_recall`` without audit rows

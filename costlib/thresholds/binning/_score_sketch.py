@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from costlib.thresholds._rows import quantize_weights
+from costlib.thresholds.binning._rows import quantize_weights
 
 __all__ = [
     "EdgeSketch",
@@ -260,7 +260,7 @@ class ScoreSketch:
         The quantile at level ``q`` is the bucket of highest key with at most ``q`` of the
         total weight strictly below it (level 0 gives the lowest bucket): for ``n`` distinct
         unit-weight scores at level 0, the ``floor(q n)``-th smallest (0-based), as
-        :func:`costlib.thresholds._edges.quantile_edges_from_histogram` takes quantiles.
+        :func:`costlib.thresholds.binning._edges.quantile_edges_from_histogram` takes quantiles.
         """
         q = np.asarray(levels, dtype=np.float64).ravel()
         if q.size and ((q < 0).any() or (q >= 1).any() or np.isnan(q).any()):

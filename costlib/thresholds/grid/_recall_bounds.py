@@ -30,8 +30,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from costlib.audit._poisson_bounds import recall_interval, weighted_poisson_interval
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._rows import DESIGN_EXPECTED_SCALE, check_rule
+from costlib.thresholds.binning._rows import DESIGN_EXPECTED_SCALE, check_rule
+from costlib.thresholds.grid._grid import ThresholdGrid
 
 __all__ = ["RecallBounds", "cell_probabilities", "recall_bounds", "total_positives_bounds"]
 

@@ -1,14 +1,14 @@
 """What an operating point optimises, and what it must satisfy: objectives and constraints.
 
-Kept apart from the geometry (:mod:`costlib.thresholds._frontier`,
-:mod:`costlib.thresholds._lattice_path`): everything here is a function of the counts at a set of
-threshold tuples, ``TP``, ``FP`` and the flagged volume ``V = TP + FP + U``
+Kept apart from the geometry (:mod:`costlib.thresholds.point._frontier`,
+:mod:`costlib.thresholds.point._lattice_path`): everything here is a function of the counts at a set
+of threshold tuples, ``TP``, ``FP`` and the flagged volume ``V = TP + FP + U``
 (:meth:`costlib.thresholds.ThresholdGrid.volume`).
 
 Objectives (maximised)
 ----------------------
 ``"linear"`` (default)
-    ``TP - r FP`` with the target slope ``r`` (:mod:`costlib.thresholds._target`).
+    ``TP - r FP`` with the target slope ``r`` (:mod:`costlib.thresholds.point._target`).
 ``"fbeta"`` (``"f1"`` is ``beta = 1``)
     ``F_beta = (1 + b2) TP / ((1 + b2) TP + b2 (P - TP) + FP)``, ``b2 = beta**2``, with ``P`` the
     total positives. On a grid of rated rows ``P`` is the number of *rated* positives (a lower
@@ -45,7 +45,7 @@ covered tuples with ``V > 0``, the smallest largest relative violation
 with ``recall = TP / P`` (the last term is computed as ``(r P - TP)^+ / (r P)``, zero exactly
 where the floor holds, and 0 when ``P = 0``),
 
-ties broken by the objective, then by the tie rules of :mod:`costlib.thresholds._frontier`.
+ties broken by the objective, then by the tie rules of :mod:`costlib.thresholds.point._frontier`.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from costlib._messages import plain
-from costlib.thresholds._frontier import tie_break
+from costlib.thresholds.point._frontier import tie_break
 
 __all__ = ["OBJECTIVES", "Constraints", "Objective", "Selection", "select"]
 

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from costlib._optional import new_figure, save_figure
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._operating_point import OperatingPoint, point_at
-from costlib.thresholds._optimize import optimize
-from costlib.thresholds._target import Target
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.point._operating_point import OperatingPoint, point_at
+from costlib.thresholds.point._optimize import optimize
+from costlib.thresholds.point._target import Target
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -16,9 +16,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from costlib._optional import new_figure, save_figure
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._operating_point import OperatingPoint
-from costlib.thresholds._target import Target
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.point._operating_point import OperatingPoint
+from costlib.thresholds.point._target import Target
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -2,7 +2,8 @@
 
 Rated rows carry scores ``s_1..s_k``, a label and a weight. With candidate thresholds
 ``e_j[0] < ... < e_j[B_j - 1]`` per classifier (plus "off" = ``+inf``), every row falls in one cell
-``b = (b_1, ..., b_k)`` of the bin lattice (see :func:`costlib.thresholds._edges.bin_indices`). The
+``b = (b_1, ..., b_k)`` of the bin lattice (see
+:func:`costlib.thresholds.binning._edges.bin_indices`). The
 weighted histograms ``H_pos[b]`` and ``H_neg[b]`` of rated positives and negatives are all that is
 needed: they add across bundles, files, workers and windows.
 
@@ -44,10 +45,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from costlib._messages import plain
-from costlib.thresholds._bin_locator import locator_for
-from costlib.thresholds._cells import histogram_cells
-from costlib.thresholds._edges import check_edges
-from costlib.thresholds._rows import (
+from costlib.thresholds.binning._bin_locator import locator_for
+from costlib.thresholds.binning._cells import histogram_cells
+from costlib.thresholds.binning._edges import check_edges
+from costlib.thresholds.binning._rows import (
     DEFAULT_WEIGHT_BITS,
     apply_audit,
     as_score_array,
@@ -179,23 +180,24 @@ class ThresholdGrid:
         flagged rows, ``π = 1``, add nothing). Set by :meth:`from_scores` with audit
         probabilities; None otherwise (no design variance). The variance of the estimated
         difference of TP or FP between two threshold tuples is the sum over the cells one flags
-        and the other does not (:func:`costlib.thresholds._move_evidence.gain_standard_errors`).
+        and the other does not
+        (:func:`costlib.thresholds.loop._move_evidence.gain_standard_errors`).
     design : ndarray of shape (2, B_1 + 1, ..., B_k + 1) or None
         What the audit design could have sampled per cell, whatever was rated: channel 0 holds
         ``W = sum_i w_i² (1 - π_i) / π_i`` and channel 1 ``A = sum_i π_i`` (stored times
-        :data:`~costlib.thresholds._rows.DESIGN_EXPECTED_SCALE`) over the rows with
+        :data:`~costlib.thresholds.binning._rows.DESIGN_EXPECTED_SCALE`) over the rows with
         ``0 < π_i < 1`` (audited *and* represented rows, :func:`design_weights`). ``W`` of a
         region is the variance of its estimated count if every row had one label; ``A`` the
         expected number of audited rows in it. Set with :attr:`variance`; None otherwise. A
         region where no row was audited has estimate 0 and :attr:`variance` 0 but ``W > 0``:
-        :func:`costlib.thresholds._move_evidence.gain_standard_errors` uses it to treat it as
+        :func:`costlib.thresholds.loop._move_evidence.gain_standard_errors` uses it to treat it as
         unknown.
     census : ndarray of shape (4, B_1 + 1, ..., B_k + 1) or None
         The rows rated with certainty (``π = 1``: flagged when decided), per cell: ``sum w`` of
         negatives (0) and positives (1) and ``sum w²`` of negatives (2) and positives (3). A
         part of :attr:`pos`/:attr:`neg` that carries no design variance and no selection on
         its labels: in a region the thresholds in force flag, it holds the days since they
-        were published (:func:`costlib.thresholds._census_review.census_gains`). Set with
+        were published (:func:`costlib.thresholds.loop._census_review.census_gains`). Set with
         :attr:`variance`; None otherwise.
     """
 

@@ -1,18 +1,18 @@
 """Sparse cell counts: the non-zero cells of a grid's histograms, as partials that add up.
 
 A batch of ``n`` rows occupies at most ``n`` cells of a ``(channels, *shape)`` label-by-cell
-histogram (the flat codes of :mod:`costlib.thresholds._cells`), where the dense histogram has
-``channels * prod(shape)`` cells. :class:`SparseCounts` keeps only those: strictly increasing
+histogram (the flat codes of :mod:`costlib.thresholds.binning._cells`), where the dense histogram
+has ``channels * prod(shape)`` cells. :class:`SparseCounts` keeps only those: strictly increasing
 flat cells and their weighted counts. :func:`grouped_histograms` makes one partial per group of
 validated rows by coding every row once by ``(group, channel, cell)`` and summing each run of
 equal codes (after a sort, or through one dense ``bincount`` when the codes are few); a
 partial's :meth:`SparseCounts.to_grid` is exactly the
-:class:`costlib.thresholds._grid.ThresholdGrid` of the same rows.
+:class:`costlib.thresholds.grid._grid.ThresholdGrid` of the same rows.
 
 Partials add cell by cell (:func:`sum_sparse` through a lattice-sized array,
 :func:`merge_sparse` in memory ``O(nnz)``). Counts are sums of multiples of ``2**-weight_bits``
-(:func:`costlib.thresholds._rows.quantize_weights`), so float64 sums do not round: the sum of
-partials does not depend on how the rows were split or in which order they are added. Pickled,
+(:func:`costlib.thresholds.binning._rows.quantize_weights`), so float64 sums do not round: the sum
+of partials does not depend on how the rows were split or in which order they are added. Pickled,
 a partial packs its cells as gaps and its counts as the narrowest exact dtype.
 :class:`SparseGrid` is a compact grid: the partial of all rows with its edges.
 """
@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from costlib.thresholds._bin_locator import locator_for
-from costlib.thresholds._cells import ROW_CHUNK, _channel_codes
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._rows import DEFAULT_WEIGHT_BITS, quantize_weights
+from costlib.thresholds.binning._bin_locator import locator_for
+from costlib.thresholds.binning._cells import ROW_CHUNK, _channel_codes
+from costlib.thresholds.binning._rows import DEFAULT_WEIGHT_BITS, quantize_weights
+from costlib.thresholds.grid._grid import ThresholdGrid
 
 __all__ = [
     "GRID_CHANNELS",
@@ -207,12 +207,12 @@ def grouped_histograms(
     ``g``'s rows. Rows are coded once by (group, channel, cell) and sorted; each run of equal
     codes is one non-zero cell. Without ``unrated`` the partials have the 2-channel layout (as
     before); with an ``unrated`` row mask they have 3 channels, channel 2 = unrated weight.
-    With ``variances`` (per row, :func:`~costlib.thresholds._rows.ht_variance_weights`; rated
-    rows with a positive value count) they have 5: channels 3 and 4 hold the Horvitz–Thompson
+    With ``variances`` (per row, :func:`~costlib.thresholds.binning._rows.ht_variance_weights`;
+    rated rows with a positive value count) they have 5: channels 3 and 4 hold the Horvitz–Thompson
     variance weights of the rated negatives and positives (:attr:`ThresholdGrid.variance`).
     ``bins``: each classifier's bin per row
-    (:func:`costlib.thresholds._binned_sketch.bin_and_sketch` locates them while it sketches the
-    rows), else located here.
+    (:func:`costlib.thresholds.binning._binned_sketch.bin_and_sketch` locates them while it sketches
+    the rows), else located here.
     """
     locators = [locator_for(e) for e in edges]
     shape = tuple(e.size + 1 for e in edges)

@@ -1,6 +1,6 @@
 """Frontiers over all cells of the threshold lattice, and choosing a point on a PN curve.
 
-Geometry only (kept apart from :mod:`costlib.thresholds._optimize`):
+Geometry only (kept apart from :mod:`costlib.thresholds.point._optimize`):
 
 - :func:`best_cell` — the exact empirical optimum ``argmax_t TP(t) - r FP(t)`` over every cell;
 - :func:`upper_hull` — the upper concave hull of all ``(FP, TP)`` points (the ROC convex hull in

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from costlib.thresholds._bootstrap import (
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.loop._bootstrap import (
     BootstrapGrids,
     BootstrapResult,
     SparseBootstrapGrids,
@@ -29,8 +30,7 @@ from costlib.thresholds._bootstrap import (
     confidence_intervals,
     intervals_at,
 )
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._move_evidence import (
+from costlib.thresholds.loop._move_evidence import (
     DEFAULT_EVIDENCE_Z,
     DEFAULT_UNSEEN_ROWS,
     LowerBoundMove,
@@ -39,9 +39,9 @@ from costlib.thresholds._move_evidence import (
     lower_bound_move,
     move_evidence,
 )
-from costlib.thresholds._operating_point import OperatingPoint, point_at
-from costlib.thresholds._optimize import optimize
-from costlib.thresholds._target import Target
+from costlib.thresholds.point._operating_point import OperatingPoint, point_at
+from costlib.thresholds.point._optimize import optimize
+from costlib.thresholds.point._target import Target
 
 __all__ = [
     "ALL_GROUPS",
@@ -165,7 +165,8 @@ def optimize_group(
 
     ``min_gain_z`` (with ``in_force`` and ``bootstrap``): a method's new point replaces the
     thresholds in force only when its estimated gain exceeds ``min_gain_z`` bootstrap standard
-    errors (:mod:`costlib.thresholds._move_evidence`); otherwise the method keeps them (the point's
+    errors (:mod:`costlib.thresholds.loop._move_evidence`); otherwise the method keeps them (the
+    point's
     ``reason`` says so, ``details["move_evidence"]`` holds gain and se), and when every method
     keeps them the status is ``"kept"``. A method whose own point *is* the thresholds in force
     (the same lattice cell) has nothing held back: it publishes its point, without
@@ -178,7 +179,7 @@ def optimize_group(
     thresholds in force only as far as the lower confidence bound of the gain stays positive
     (:func:`costlib.thresholds.lower_bound_move`: Horvitz–Thompson design standard
     errors plus the unseen-region term of ``unseen_rows`` pseudo-rows,
-    :func:`costlib.thresholds._move_evidence.unseen_variance`; no bootstrap needed);
+    :func:`costlib.thresholds.loop._move_evidence.unseen_variance`; no bootstrap needed);
     ``details["move_evidence"]`` records gain, se and the weight of one audited row in the
     region the method's point adds. Grids without audit rows are unaffected. ``min_gain_z``,
     when set, takes precedence. ``census_review`` (default on): the rule's point is then
@@ -197,8 +198,8 @@ def optimize_group(
     flags nothing is published as such. ``switch_on_evidence=False``: such a group gets the
     method's point whatever the audit shows (the behaviour before).
 
-    A :class:`~costlib.thresholds._bootstrap.SparseBootstrapGrids` is made dense only here, after
-    the sufficiency check, so a caller holds one group's dense replicates at a time.
+    A :class:`~costlib.thresholds.loop._bootstrap.SparseBootstrapGrids` is made dense only here,
+    after the sufficiency check, so a caller holds one group's dense replicates at a time.
 
     ``min_recall`` on a grid without audit rows (:attr:`ThresholdGrid.has_audit` false): the
     group's recall is unknown, so no point can be shown to meet the floor. Instead of
@@ -390,7 +391,7 @@ def recalibrate_grids(
         bound of the gain allows (see :func:`optimize_group`); None: off.
     unseen_rows : float, default 1
         Pseudo-rows of the unseen-region term
-        (:func:`costlib.thresholds._move_evidence.unseen_variance`).
+        (:func:`costlib.thresholds.loop._move_evidence.unseen_variance`).
     census_review : bool, default True
         Review ``evidence_z``'s point on the census of the thresholds in force (see
         :func:`optimize_group`).

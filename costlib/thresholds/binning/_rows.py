@@ -1,7 +1,7 @@
 """Rows as they enter a threshold grid: validated, quantised, and weighted under an audit design.
 
-What :class:`costlib.thresholds._grid.ThresholdGrid`, the sparse partials
-(:mod:`costlib.thresholds._sparse`), the bootstrap and the pipelines check before they count a
+What :class:`costlib.thresholds.grid._grid.ThresholdGrid`, the sparse partials
+(:mod:`costlib.thresholds.grid._sparse`), the bootstrap and the pipelines check before they count a
 row:
 
 - Scores are an ``(n, k)`` array of real numbers, finite or ``-inf`` ("this classifier did not

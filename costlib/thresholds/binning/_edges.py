@@ -17,9 +17,14 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from costlib._messages import plain
-from costlib.thresholds._bin_locator import BinLocator, bin_indices
-from costlib.thresholds._rows import apply_audit, as_score_array, split_labels, validate_rows
-from costlib.thresholds._score_sketch import EdgeSketch, ScoreSketch
+from costlib.thresholds.binning._bin_locator import BinLocator, bin_indices
+from costlib.thresholds.binning._rows import (
+    apply_audit,
+    as_score_array,
+    split_labels,
+    validate_rows,
+)
+from costlib.thresholds.binning._score_sketch import EdgeSketch, ScoreSketch
 
 #: Candidate thresholds per classifier of the default recipe (:func:`decision_edges`).
 DEFAULT_DECISION_EDGES = 128
@@ -233,8 +238,8 @@ def decision_edges_from_sketch(sketch: EdgeSketch, n_edges: int = DEFAULT_DECISI
     those objectives change.
 
     The scored and rated channels are bucketed at relative width ``2**-12``
-    (:mod:`costlib.thresholds._score_sketch`); edges are bucket lower bounds, so edge values are
-    scores (or bucket bounds just below them) and the result depends only on the merged sketch.
+    (:mod:`costlib.thresholds.binning._score_sketch`); edges are bucket lower bounds, so edge values
+    are scores (or bucket bounds just below them) and the result depends only on the merged sketch.
 
     Parameters
     ----------

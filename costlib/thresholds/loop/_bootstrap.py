@@ -23,12 +23,9 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from costlib._messages import plain
-from costlib.thresholds._bin_locator import locator_for
-from costlib.thresholds._cells import ROW_CHUNK, _channel_codes
-from costlib.thresholds._grid import ThresholdGrid, check_mergeable
-from costlib.thresholds._operating_point import OperatingPoint, point_at
-from costlib.thresholds._optimize import optimize_each
-from costlib.thresholds._rows import (
+from costlib.thresholds.binning._bin_locator import locator_for
+from costlib.thresholds.binning._cells import ROW_CHUNK, _channel_codes
+from costlib.thresholds.binning._rows import (
     DEFAULT_WEIGHT_BITS,
     apply_audit,
     as_score_array,
@@ -36,6 +33,9 @@ from costlib.thresholds._rows import (
     split_labels,
     validate_rows,
 )
+from costlib.thresholds.grid._grid import ThresholdGrid, check_mergeable
+from costlib.thresholds.point._operating_point import OperatingPoint, point_at
+from costlib.thresholds.point._optimize import optimize_each
 
 __all__ = [
     "BootstrapGrids",

@@ -1,11 +1,11 @@
 """Lattice sums over the regions two threshold tuples split the rows into.
 
-With ``X`` a lattice of sums over the rows each tuple flags (:func:`costlib.thresholds._grid.
+With ``X`` a lattice of sums over the rows each tuple flags (:func:`costlib.thresholds.grid._grid.
 lattice_counts` of a per-cell histogram), the sums over the rows flagged by *both* of a cell
 ``c`` and a fixed tuple ``f``, by one of them only, or by exactly one, follow for every ``c``
 at once from ``X`` at ``c``, at ``f`` and at the cell ``min(c, f)`` or ``max(c, f)``. The
-evidence rule (:mod:`costlib.thresholds._move_evidence`) and the census review
-(:mod:`costlib.thresholds._census_review`) read their variances and regions from these.
+evidence rule (:mod:`costlib.thresholds.loop._move_evidence`) and the census review
+(:mod:`costlib.thresholds.loop._census_review`) read their variances and regions from these.
 """
 
 from __future__ import annotations

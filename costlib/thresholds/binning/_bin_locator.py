@@ -17,7 +17,8 @@ table lookup per value, and checks its answer against the true edges:
     h)``; the bracket of a cell spans its neighbours too, so the rounding of that division
     (far below one cell) can never put a value outside its bracket;
   * *key cells*: the order-preserving integer keys of the floats
-    (:func:`costlib.thresholds._score_sketch.sortable_keys`) with their ``L`` lowest bits dropped,
+    (:func:`costlib.thresholds.binning._score_sketch.sortable_keys`) with their ``L`` lowest bits
+    dropped,
     i.e. cells of equal *relative* width: exact integer arithmetic, and as fine near ``1e-6`` as
     near ``1`` (scores concentrated near 0, log-spaced tail edges).
 
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from costlib.thresholds._score_sketch import key_values, sortable_keys
+from costlib.thresholds.binning._score_sketch import key_values, sortable_keys
 
 __all__ = ["BinLocator", "KeyLevelLocator", "bin_indices", "locator_for"]
 
@@ -216,8 +217,8 @@ class BinLocator:
 
 class KeyLevelLocator(BinLocator):
     """A :class:`BinLocator` over key cells of a fixed ``level``, for callers that already hold
-    each value's key at that level (:func:`costlib.thresholds._binned_sketch.bin_and_sketch` shares
-    them with a score sketch): :meth:`locate_keys` skips the key computation.
+    each value's key at that level (:func:`costlib.thresholds.binning._binned_sketch.bin_and_sketch`
+    shares them with a score sketch): :meth:`locate_keys` skips the key computation.
 
     Raises
     ------
@@ -278,6 +279,7 @@ def bin_indices(values: NDArray[np.floating], edges: NDArray[np.float64]) -> NDA
     values : ndarray of float
         Scores, finite or ``-inf`` (not validated here: callers validate once per batch).
     edges : ndarray of float64
-        Strictly ascending candidate thresholds (see :func:`costlib.thresholds._edges.check_edges`).
+        Strictly ascending candidate thresholds (see
+        :func:`costlib.thresholds.binning._edges.check_edges`).
     """
     return locator_for(edges)(np.asarray(values, dtype=np.float64))

@@ -1,14 +1,14 @@
 """Bin cells of rows: each row's flat cell index, and dense histograms per (channel, cell).
 
 A row with bins ``b = (b_1, ..., b_k)`` on a lattice of shape ``(n_1, ..., n_k)``
-(``n_j = B_j + 1``; bins from :mod:`costlib.thresholds._bin_locator`) has the row-major flat
+(``n_j = B_j + 1``; bins from :mod:`costlib.thresholds.binning._bin_locator`) has the row-major flat
 cell index ``c = (...((b_1) n_2 + b_2) n_3 + ...) n_k + b_k`` (:func:`cell_codes`). The channel
 of a row (0 = rated negative, 1 = rated positive, 2 = unrated) is folded into the same code,
 ``channel * prod(n) + c``, so that one ``bincount`` histograms every channel at once
 (:func:`histogram_cells`: the dense ``(channels, *shape)`` array a
-:class:`costlib.thresholds._grid.ThresholdGrid` holds). Rows are coded in chunks of
+:class:`costlib.thresholds.grid._grid.ThresholdGrid` holds). Rows are coded in chunks of
 :data:`ROW_CHUNK`, so every temporary of a chunk stays in cache; the sparse partials
-(:mod:`costlib.thresholds._sparse`) and the bootstrap use the same codes.
+(:mod:`costlib.thresholds.grid._sparse`) and the bootstrap use the same codes.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from costlib.thresholds._bin_locator import BinLocator
+from costlib.thresholds.binning._bin_locator import BinLocator
 
 __all__ = ["cell_codes", "histogram_cells"]
 

@@ -22,7 +22,7 @@ is one of them unless ``min_volume[g] > 0``.
 Method
 ------
 Steps 1 (each group's Pareto set) and 2 (its concave frontier) are in
-:mod:`costlib.thresholds._group_frontiers`; the capacity is allocated on those frontiers:
+:mod:`costlib.thresholds.capacity._group_frontiers`; the capacity is allocated on those frontiers:
 
 3. *LP optimum and lambda.* Start every group at ``p_0`` (its smallest volume) and take the
    frontier segments of all groups in decreasing slope (ties: group order, then segment order)
@@ -78,16 +78,16 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from costlib._messages import plain
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._group_frontiers import (
+from costlib.thresholds.binning._rows import check_rule
+from costlib.thresholds.capacity._group_frontiers import (
     _F,
     _I,
     GroupFrontier,
     _utility_slope,
     group_frontiers,
 )
-from costlib.thresholds._rows import check_rule
-from costlib.thresholds._target import Target
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.point._target import Target
 
 __all__ = [
     "EXACT_AUTO_GROUPS",
@@ -329,7 +329,7 @@ def allocate_capacity(
 ) -> CapacityAllocation:
     """Thresholds for every group that maximise total utility within one review capacity.
 
-    :func:`~costlib.thresholds._group_frontiers.group_frontiers` (steps 1-2) followed by
+    :func:`~costlib.thresholds.capacity._group_frontiers.group_frontiers` (steps 1-2) followed by
     :func:`allocate_frontiers` (steps 3-5).
 
     Parameters
@@ -349,8 +349,8 @@ def allocate_capacity(
         Per-group bounds on the scaled volume ``V_g``.
     volume_scale : mapping of group to float, optional
         ``a_g > 0``: expected next-period rows / window rows
-        (:func:`~costlib.thresholds._split_baselines.volume_scales`). Volumes and utilities are
-        scaled.
+        (:func:`~costlib.thresholds.capacity._split_baselines.volume_scales`). Volumes and utilities
+        are scaled.
     exact : bool or "auto"
         Compute the exact integral optimum (step 5): always (its time can grow exponentially with
         the number of groups), never, or for at most :data:`EXACT_AUTO_GROUPS` groups within
@@ -389,14 +389,14 @@ def allocate_frontiers(
     exact: bool | str = "auto",
 ) -> CapacityAllocation:
     """Steps 3-5 of the module docstring on the groups' frontiers (from
-    :func:`~costlib.thresholds._group_frontiers.group_frontiers`, computed for all groups at once or
-    group by group: the frontiers are the same).
+    :func:`~costlib.thresholds.capacity._group_frontiers.group_frontiers`, computed for all groups
+    at once or group by group: the frontiers are the same).
 
     Only a group's frontier enters: where the exact programme (step 5) cannot run (``exact``
     False, or ``"auto"`` with more than :data:`EXACT_AUTO_GROUPS` groups with a candidate) the
     frontiers may be reduced to their hull vertices
-    (:meth:`~costlib.thresholds._group_frontiers.GroupFrontier.vertices`) with the same result,
-    which is how a pipeline gathers many groups on one worker.
+    (:meth:`~costlib.thresholds.capacity._group_frontiers.GroupFrontier.vertices`) with the same
+    result, which is how a pipeline gathers many groups on one worker.
 
     Parameters
     ----------

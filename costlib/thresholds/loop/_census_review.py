@@ -1,6 +1,6 @@
 """The census of the thresholds in force: undo a move that turned out bad, refuse one it refutes.
 
-A move of the evidence rule (:func:`costlib.thresholds._move_evidence.lower_bound_move`) into
+A move of the evidence rule (:func:`costlib.thresholds.loop._move_evidence.lower_bound_move`) into
 a region below the thresholds in force rests on audit rows weighted ``1/π``. It is taken when
 their Horvitz–Thompson estimate is high, so it is taken most often when that estimate is too
 high (the winner's curse), and the rows that made it high stay in the recalibration window
@@ -16,7 +16,7 @@ moving from ``f`` to ``c`` is
 
 the linear objective over the census rows only (the rows both cells flag cancel). Its
 variance is that of a sum over the rows flagged by exactly one of the two cells, ``D(c, f)``
-(:func:`costlib.thresholds._lattice_regions.flagged_by_one`):
+(:func:`costlib.thresholds.grid._lattice_regions.flagged_by_one`):
 
 .. math:: \\widehat{Var}(c) = \\max\\Big(\\sum_{D} w^2 [y] + r^2 \\sum_{D} w^2 [\\lnot y],\\;
           r \\sum_{D} w^2\\Big).
@@ -51,11 +51,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from costlib.thresholds._grid import ThresholdGrid, lattice_counts
-from costlib.thresholds._lattice_regions import flagged_by_one
-from costlib.thresholds._objectives import Constraints
-from costlib.thresholds._recall_bounds import recall_total_of
-from costlib.thresholds._rows import check_rule
+from costlib.thresholds.binning._rows import check_rule
+from costlib.thresholds.grid._grid import ThresholdGrid, lattice_counts
+from costlib.thresholds.grid._lattice_regions import flagged_by_one
+from costlib.thresholds.grid._recall_bounds import recall_total_of
+from costlib.thresholds.point._objectives import Constraints
 
 __all__ = ["CensusReview", "census_gains", "census_review"]
 

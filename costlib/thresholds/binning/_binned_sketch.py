@@ -3,17 +3,17 @@
 A run that places its edges from the previous run's sketch (carried auto edges) must bin every
 row against those edges *and* sketch the rows for the next run. Both start from the same
 per-row work, the order-preserving key of the score
-(:func:`costlib.thresholds._score_sketch.sortable_keys`) at the sketch's coarse level
-:data:`~costlib.thresholds._score_sketch.COARSE_LEVEL`:
+(:func:`costlib.thresholds.binning._score_sketch.sortable_keys`) at the sketch's coarse level
+:data:`~costlib.thresholds.binning._score_sketch.COARSE_LEVEL`:
 
 - the bin is read from a bracket table over the key cells of that level
-  (:class:`costlib.thresholds._bin_locator.KeyLevelLocator`; a binary search only in cells that hold
-  an edge);
+  (:class:`costlib.thresholds.binning._bin_locator.KeyLevelLocator`; a binary search only in cells
+  that hold an edge);
 - the scored and rated channels of the sketch are one ``bincount`` over
   ``2 (key - low) + rated`` (:class:`costlib.thresholds.EdgeSketch`).
 
-The results are exactly those of :meth:`costlib.thresholds._bin_locator.BinLocator.__call__` and
-:meth:`costlib.thresholds.EdgeSketch.from_rows` on the same rows; where the shared
+The results are exactly those of :meth:`costlib.thresholds.binning._bin_locator.BinLocator.__call__`
+and :meth:`costlib.thresholds.EdgeSketch.from_rows` on the same rows; where the shared
 path does not apply (the edges or the scores span too many key cells at the coarse level) each is
 computed on its own.
 
@@ -31,9 +31,9 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from costlib.thresholds._bin_locator import KeyLevelLocator, locator_for
-from costlib.thresholds._rows import quantize_weights
-from costlib.thresholds._score_sketch import (
+from costlib.thresholds.binning._bin_locator import KeyLevelLocator, locator_for
+from costlib.thresholds.binning._rows import quantize_weights
+from costlib.thresholds.binning._score_sketch import (
     COARSE_LEVEL,
     DEFAULT_CAPACITY,
     EdgeSketch,
@@ -91,7 +91,8 @@ class SketchingBinner:
     Calling it on batch after batch, then :meth:`sketches`, gives the bins of
     :func:`bin_and_sketch` for each batch and the :meth:`EdgeSketch.sum` of its sketches,
     exactly. Per classifier it keeps one dense array over the key buckets (at
-    :data:`~costlib.thresholds._score_sketch.COARSE_LEVEL`) seen so far, ``2 b`` holding the unrated
+    :data:`~costlib.thresholds.binning._score_sketch.COARSE_LEVEL`) seen so far, ``2 b`` holding the
+    unrated
     and ``2 b + 1`` the rated weight of bucket ``b``, widened when a batch reaches past it (up to
     :attr:`MAX_BUCKETS` buckets, 4 MiB; beyond, it is made a sketch and restarted); batches
     off the shared path are sketched on their own and summed in.

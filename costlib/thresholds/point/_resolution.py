@@ -43,13 +43,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from costlib.thresholds._edges import decision_edges
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._objectives import Constraints, Objective
-from costlib.thresholds._rows import as_score_array, check_rule, split_labels
+from costlib.thresholds.binning._edges import decision_edges
+from costlib.thresholds.binning._rows import as_score_array, check_rule, split_labels
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.point._objectives import Constraints, Objective
 
 if TYPE_CHECKING:
-    from costlib.thresholds._operating_point import OperatingPoint
+    from costlib.thresholds.point._operating_point import OperatingPoint
 
 __all__ = [
     "DEFAULT_MAX_JUMP",
@@ -164,7 +164,7 @@ def lattice_resolution(
     value : float
         Objective value of the chosen point.
     rule : {"any", "all"}
-    objective, constraints : as :func:`costlib.thresholds._objectives.select` takes them.
+    objective, constraints : as :func:`costlib.thresholds.point._objectives.select` takes them.
     max_unrated_share : float
         The coverage setting ``s``.
     tolerance : float, default 0.02
@@ -277,7 +277,7 @@ def refine(
         The refined point (its ``details["refinement_rounds"]`` says how many rounds ran) and
         the grid it was chosen on.
     """
-    from costlib.thresholds._optimize import optimize
+    from costlib.thresholds.point._optimize import optimize
 
     s = np.asarray(as_score_array(scores, grid.names)[0], dtype=np.float64)
     n = s.shape[0]
@@ -334,7 +334,7 @@ def resolution_check(
         ``value`` (the point's), ``fine_value``, ``share`` (``value / fine_value``; 1 when both
         are 0), ``fine_thresholds``, ``fine_edges`` (sizes per classifier).
     """
-    from costlib.thresholds._optimize import optimize
+    from costlib.thresholds.point._optimize import optimize
 
     fine_edges = decision_edges(scores, labels, weights, n_edges=n_edges, names=names,
                                 audit_probabilities=audit_probabilities)
