@@ -25,7 +25,8 @@ from costlib.thresholds.binning._score_sketch import (
 )
 from costlib.thresholds.grid._grid import ThresholdGrid
 from costlib.thresholds.point._optimize import optimize
-from costlib.thresholds.point._resolution import lattice_resolution, refine, resolution_check
+from costlib.thresholds.point._refine import refine, resolution_check
+from costlib.thresholds.point._resolution import lattice_resolution
 
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
 

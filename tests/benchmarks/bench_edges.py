@@ -14,7 +14,7 @@ that value reached on the lattices of
 - ``default``: :func:`costlib.thresholds.binning._edges.decision_edges` with ``n_edges=128`` (the
   default
   recipe), followed by the most candidate thresholds it placed on one classifier (``edges``);
-- ``+refine``: :func:`costlib.thresholds.point._resolution.refine` on top of the default point, on
+- ``+refine``: :func:`costlib.thresholds.point._refine.refine` on top of the default point, on
   the rows;
 - ``unif64``: ``uniform_edges(0, 1, 64)`` (the old pipeline default: 64 bins over the
   configured range [0, 1], which every generated score lies in);
@@ -98,7 +98,7 @@ from scipy.special import betaincinv, expit, ndtr
 from costlib.thresholds.binning._edges import decision_edges, quantile_edges, uniform_edges
 from costlib.thresholds.grid._grid import ThresholdGrid
 from costlib.thresholds.point._optimize import optimize
-from costlib.thresholds.point._resolution import refine
+from costlib.thresholds.point._refine import refine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe

@@ -18,7 +18,7 @@ max_area_path, max_area_paths, fit_analytic_path, AnalyticFit
     The two path methods, usable alone.
 Resolution, lattice_resolution, refine, resolution_check
     Whether finer candidate thresholds could beat a point: a bound from the grid alone
-    and re-binning on the rows (:mod:`._resolution`).
+    (:mod:`._resolution`), and re-binning on the rows (:mod:`._refine`).
 """
 
 from costlib.thresholds.point._analytic import AnalyticFit, fit_analytic_path
@@ -36,12 +36,8 @@ from costlib.thresholds.point._optimize import (
     optimize_each,
     prepare_graph_paths,
 )
-from costlib.thresholds.point._resolution import (
-    Resolution,
-    lattice_resolution,
-    refine,
-    resolution_check,
-)
+from costlib.thresholds.point._refine import refine, resolution_check
+from costlib.thresholds.point._resolution import Resolution, lattice_resolution
 from costlib.thresholds.point._target import Target
 
 __all__ = [
