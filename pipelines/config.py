@@ -20,12 +20,15 @@ import jsonschema
 import numpy as np
 
 import costlib_schemas
-from costlib.audit._sampling import AuditDesign
-from costlib.audit._strata import check_shares, check_steps, relative_design
+from costlib.audit import AuditDesign, check_shares, check_steps, relative_design
 from costlib.decoding import get_loss
-from costlib.thresholds.binning._edges import DEFAULT_DECISION_EDGES, check_edges, uniform_edges
-from costlib.thresholds.binning._rows import RULE_ALIASES
-from costlib.thresholds.point._target import Target
+from costlib.thresholds.binning import (
+    DEFAULT_DECISION_EDGES,
+    RULE_ALIASES,
+    check_edges,
+    uniform_edges,
+)
+from costlib.thresholds.point import Target
 from costlib_pipelines.config_text import (
     OBJECTIVE_ONLY_KEYS,
     check_objective_keys_as_written,

@@ -9,6 +9,8 @@
 - No module of ``costlib`` or ``costlib_pipelines`` imports itself back through another (no
   import circle at module level, lazy imports included).
 - No module under ``costlib/`` or ``pipelines/`` is over 550 lines.
+- The pipelines import the library through its public faces only: no ``costlib.<pkg>._module``
+  (nor a private name of a face) under ``pipelines/``.
 """
 
 from __future__ import annotations
@@ -140,6 +142,46 @@ def test_no_module_is_over_550_lines():
                  for path in (ROOT / folder).rglob("*.py")}
         assert len(sizes) > 30, folder
         assert {path: n for path, n in sizes.items() if n > 550} == {}
+
+
+def _private_imports(path: Path) -> list[str]:
+    """The private parts of ``costlib`` that ``path`` imports: modules or names with a leading
+    underscore (``costlib._messages`` and the like, helpers of every subpackage, included)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+            names: list[str] = []
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            modules, names = [node.module], [alias.name for alias in node.names]
+        else:
+            continue
+        for module in modules:
+            parts = module.split(".")
+            if parts[0] != "costlib":
+                continue
+            if any(part.startswith("_") for part in parts[1:]):
+                found.append(module)
+            found.extend(f"{module}.{name}" for name in names if name.startswith("_"))
+    return found
+
+
+def test_the_pipelines_import_the_library_through_its_public_faces():
+    private = {str(path.relative_to(ROOT)): _private_imports(path)
+               for path in (ROOT / "pipelines").rglob("*.py")}
+    assert len(private) > 30
+    assert {path: names for path, names in private.items() if names} == {}
+
+
+def test_the_public_face_check_sees_private_imports(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("from costlib.thresholds.grid._grid import ThresholdGrid\n"
+                      "def f():\n    from costlib.thresholds.point import _optimize, optimize\n"
+                      "import costlib.audit._weights\nfrom costlib.audit import audit_weights\n"
+                      "from costlib_pipelines.io.records import _private\n")
+    assert sorted(_private_imports(module)) == ["costlib.audit._weights",
+                                                "costlib.thresholds.grid._grid",
+                                                "costlib.thresholds.point._optimize"]
 
 
 def _wing_graph() -> nx.DiGraph:

@@ -229,7 +229,7 @@ def _plots(run_dir, points, config, directory) -> None:
     import numpy as np
     import pyarrow.parquet as pq
 
-    from costlib.thresholds.plots._plots import CurveSpec, draw_pn_curves
+    from costlib.thresholds.plots import CurveSpec, draw_pn_curves
 
     curves = pq.read_table(run_dir / "pn_curves.parquet").to_pylist()
     slope = config.target.slope

@@ -19,9 +19,11 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from costlib.audit._sampling import AuditDesign, audit_sample, expected_audits
-from costlib.audit._strata import (
+from costlib.audit import (
+    AuditDesign,
+    audit_sample,
     cutoff_strata,
+    expected_audits,
     flagged_rows,
     lattice_cells,
     lattice_depths,

@@ -27,13 +27,13 @@ from typing import Any
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from costlib.audit._strata import (
+from costlib.audit import (
     depth_counts_from_cells,
     proposal_recount,
     share_cutoffs,
     stratum_counts,
 )
-from costlib.thresholds.binning._edges import with_thresholds
+from costlib.thresholds.binning import with_thresholds
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.runs import previous_run, read_manifest

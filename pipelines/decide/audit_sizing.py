@@ -31,8 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from costlib.audit._neyman import gain_spreads, neyman_design
-from costlib.audit._sampling import AuditDesign
+from costlib.audit import AuditDesign, gain_spreads, neyman_design
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.runs import previous_run, read_manifest

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from costlib.thresholds.loop._recalibration import ALL_GROUPS
+from costlib.thresholds.loop import ALL_GROUPS
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.runs import CARRIED, read_manifest

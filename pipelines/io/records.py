@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 import costlib_schemas
-from costlib.thresholds.loop._recalibration import PROPOSED
+from costlib.thresholds.loop import PROPOSED
 from costlib_pipelines.io.recall_fields import DEFAULT_RECALL_SETTINGS, recall_fields
 
 __all__ = [

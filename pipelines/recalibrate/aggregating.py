@@ -40,17 +40,15 @@ from apache_beam.transforms.window import GlobalWindow, TimestampedValue
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from costlib.thresholds.binning._binned_sketch import SketchingBinner
-from costlib.thresholds.binning._rows import design_weights, ht_variance_weights
-from costlib.thresholds.grid._sparse import (
+from costlib.thresholds.binning import SketchingBinner, design_weights, ht_variance_weights
+from costlib.thresholds.grid import (
     GRID_CHANNELS,
     census_partials,
     grouped_histograms,
     stack_partials,
     sum_sparse,
 )
-from costlib.thresholds.loop._bootstrap import SparseBootstrapGrids
-from costlib.thresholds.loop._recalibration import ALL_GROUPS
+from costlib.thresholds.loop import ALL_GROUPS, SparseBootstrapGrids
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.batches import validate_batch
 from costlib_pipelines.io.files import as_stored

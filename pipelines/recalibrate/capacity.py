@@ -44,12 +44,18 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 import numpy as np
 
-from costlib.thresholds.capacity._allocation import EXACT_AUTO_GROUPS, allocate_frontiers
-from costlib.thresholds.capacity._group_frontiers import GroupFrontier, group_frontiers
-from costlib.thresholds.capacity._split_baselines import grid_rows, utility_within, volume_scales
-from costlib.thresholds.grid._grid import ThresholdGrid
-from costlib.thresholds.loop._recalibration import ALL_GROUPS, GroupResult, is_sufficient
-from costlib.thresholds.point._operating_point import OperatingPoint, point_at
+from costlib.thresholds.capacity import (
+    EXACT_AUTO_GROUPS,
+    GroupFrontier,
+    allocate_frontiers,
+    grid_rows,
+    group_frontiers,
+    utility_within,
+    volume_scales,
+)
+from costlib.thresholds.grid import ThresholdGrid
+from costlib.thresholds.loop import ALL_GROUPS, GroupResult, is_sufficient
+from costlib.thresholds.point import OperatingPoint, point_at
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.recalibrate.grids import dense_grid
 from costlib_pipelines.recalibrate.optimizing import split_grid_value

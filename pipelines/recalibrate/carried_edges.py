@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
-from costlib.thresholds.binning._score_sketch import EdgeSketch, ScoreSketch
+from costlib.thresholds.binning import EdgeSketch, ScoreSketch
 from costlib_pipelines.io.files import open_parquet, parquet_bytes, write_bytes_atomically
 
 __all__ = [

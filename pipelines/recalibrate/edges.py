@@ -12,12 +12,12 @@ from __future__ import annotations
 import apache_beam as beam
 import numpy as np
 
-from costlib.thresholds.binning._edges import (
+from costlib.thresholds.binning import (
+    EdgeSketch,
     decision_edges_from_sketch,
     fine_histogram,
     quantile_edges_from_histogram,
 )
-from costlib.thresholds.binning._score_sketch import EdgeSketch
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.batches import validate_batch
 from costlib_pipelines.io.files import InputError

@@ -14,10 +14,15 @@ import math
 import apache_beam as beam
 import numpy as np
 
-from costlib.audit._weights import audit_weights
-from costlib.thresholds.grid._grid import ThresholdGrid
-from costlib.thresholds.grid._sparse import GRID_CHANNELS, SparseCounts, SparseGrid, merge_sparse
-from costlib.thresholds.loop._bootstrap import SparseBootstrapGrids
+from costlib.audit import audit_weights
+from costlib.thresholds.grid import (
+    GRID_CHANNELS,
+    SparseCounts,
+    SparseGrid,
+    ThresholdGrid,
+    merge_sparse,
+)
+from costlib.thresholds.loop import SparseBootstrapGrids
 from costlib_pipelines.config import RunConfig
 
 __all__ = [

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from costlib.thresholds.binning._edges import with_thresholds
+from costlib.thresholds.binning import with_thresholds
 from costlib_pipelines.config import ConfigError, RunConfig
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.published_points import select_operating_points

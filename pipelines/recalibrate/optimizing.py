@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from costlib.thresholds.loop._recalibration import optimize_group
+from costlib.thresholds.loop import optimize_group
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.recalibrate.grids import dense_grid
 

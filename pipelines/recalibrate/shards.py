@@ -43,14 +43,14 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-from costlib.thresholds.grid._grid import ThresholdGrid
-from costlib.thresholds.loop._recalibration import (
+from costlib.thresholds.grid import ThresholdGrid
+from costlib.thresholds.loop import (
     ALL_GROUPS,
     GroupResult,
     apply_fallback,
     is_sufficient,
 )
-from costlib.thresholds.point._optimize import graph_batch_size, prepare_graph_paths
+from costlib.thresholds.point import graph_batch_size, prepare_graph_paths
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import parquet_bytes, write_bytes_atomically, write_parquet
 from costlib_pipelines.io.records import (

@@ -36,8 +36,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
-from costlib.thresholds.plots._plots import METHOD_COLORS
-from costlib.thresholds.point._target import Target
+from costlib.thresholds.plots import METHOD_COLORS
+from costlib.thresholds.point import Target
 
 __all__ = ["COLOURS", "DPI", "GroupFigures", "PNView", "nice_ceiling", "png_data_uri"]
 
