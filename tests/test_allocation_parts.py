@@ -26,6 +26,7 @@ from costlib.thresholds.capacity._split_baselines import (
     volume_scales,
 )
 from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.point._target import Target
 
 
 def same_frontier(a, b) -> None:
@@ -154,7 +155,8 @@ def test_frontiers_group_by_group_equal_all_at_once_many_batches(monkeypatch):
     grids = many_grids(40, seed=5)
     for rule in ("any", "all"):
         for share in (0.0, 0.2):
-            kw = dict(rule=rule, objective="linear", target=0.4, max_unrated_share=share)
+            kw = dict(rule=rule, objective="linear", target=Target(slope=0.4),
+                      max_unrated_share=share)
             together = group_frontiers(grids, **kw)
             for g, grid in grids.items():
                 same_frontier(group_frontiers({g: grid}, **kw)[g], together[g])

@@ -320,7 +320,7 @@ def allocate_capacity(
     *,
     rule: str = "any",
     objective: str = "linear",
-    target: float | Target | None = None,
+    target: Target | None = None,
     max_unrated_share: float = 0.0,
     min_volume: Mapping[str, float] | None = None,
     max_volume: Mapping[str, float] | None = None,
@@ -341,8 +341,10 @@ def allocate_capacity(
     rule : {"any", "all"}
     objective : {"linear", "true_positives"}
         ``U = TP - r FP`` or ``U = TP`` (scaled by ``volume_scale``).
-    target : float or Target
-        Slope ``r`` of the linear objective.
+    target : Target
+        The trade-off of the linear objective: its slope ``r``
+        (``Target(slope=r)``, or ``Target.from_marginal_precision(m)`` for ``r = m / (1 - m)``).
+        A bare number is refused (TypeError): it could be read either way.
     max_unrated_share : float in [0, 1]
         Coverage: only cells with ``U_unrated <= s V`` are candidates.
     min_volume, max_volume : mapping of group to float, optional
@@ -385,7 +387,7 @@ def allocate_frontiers(
     thresholds: Sequence[NDArray[np.float64]],
     rule: str = "any",
     objective: str = "linear",
-    target: float | Target | None = None,
+    target: Target | None = None,
     exact: bool | str = "auto",
 ) -> CapacityAllocation:
     """Steps 3-5 of the module docstring on the groups' frontiers (from

@@ -162,7 +162,7 @@ def _check_grids(grids: Mapping[str, ThresholdGrid]) -> list[str]:
     return groups
 
 
-def _utility_slope(objective: str, target: float | Target | None) -> float | None:
+def _utility_slope(objective: str, target: Target | None) -> float | None:
     if objective not in ALLOCATION_OBJECTIVES:
         raise ValueError(f"objective must be one of {ALLOCATION_OBJECTIVES}, got {objective!r}")
     if objective == "true_positives":
@@ -172,7 +172,12 @@ def _utility_slope(objective: str, target: float | Target | None) -> float | Non
         return None
     if target is None:
         raise ValueError("the linear objective needs a target (slope r = dTP/dFP)")
-    return target.slope if isinstance(target, Target) else Target(float(target)).slope
+    if not isinstance(target, Target):
+        raise TypeError(
+            f"target must be a Target, got {target!r}: a bare number could be a marginal "
+            "precision or the slope r of TP - r FP (0.2 as a slope is a marginal precision of "
+            "0.17); pass Target(slope=r) or Target.from_marginal_precision(m)")
+    return target.slope
 
 
 # ----------------------------------------------------------------------------- step 1 and 2
@@ -385,7 +390,7 @@ def group_frontiers(
     *,
     rule: str = "any",
     objective: str = "linear",
-    target: float | Target | None = None,
+    target: Target | None = None,
     max_unrated_share: float = 0.0,
     min_volume: Mapping[str, float] | None = None,
     max_volume: Mapping[str, float] | None = None,
