@@ -28,6 +28,7 @@ from costlib.thresholds.binning import (
     check_edges,
     uniform_edges,
 )
+from costlib.thresholds.loop import InForcePolicy
 from costlib.thresholds.point import Target
 from costlib_pipelines.config_text import (
     OBJECTIVE_ONLY_KEYS,
@@ -243,10 +244,10 @@ class RunConfig:
     def publish(self) -> dict[str, Any]:
         return self.raw["publish"]
 
-    @property
-    def in_force(self) -> dict[str, Any]:
-        """``in_force``: ``add_to_edges``, ``max_added_edges``, ``keep_when_insufficient``."""
-        return self.raw["in_force"]
+    @functools.cached_property
+    def policy(self) -> InForcePolicy:
+        """The ``in_force`` section as the one policy every optimising stage is given."""
+        return InForcePolicy.from_settings(self.raw["in_force"])
 
     @property
     def grid(self) -> dict[str, Any]:
@@ -411,6 +412,10 @@ class RunConfig:
                 "but capacity.total is null (set it, or --capacity N)")
 
     def _check_semantics(self, source: str) -> None:
+        try:
+            self.policy  # noqa: B018 - built (and validated) once, here
+        except ValueError as exc:
+            raise ConfigError(f"{source}: {exc}") from exc
         grid = self.grid
         if grid["edges"] == "explicit":
             values = grid.get("values")
@@ -472,7 +477,7 @@ class RunConfig:
                 "positives are only those the thresholds in force flagged), so recall cannot "
                 "be estimated; see docs/audit.md"
             )
-        if self.in_force["min_gain_z"] is not None and self.bootstrap["replicates"] < 2:
+        if self.policy.min_gain_z is not None and self.bootstrap["replicates"] < 2:
             raise ConfigError(
                 f"{source}: in_force.min_gain_z: moving only on evidence needs bootstrap "
                 f"replicates for the standard error of the gain; set bootstrap.replicates >= 2 "

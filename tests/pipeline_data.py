@@ -98,11 +98,8 @@ def direct_records(frame, config: RunConfig, edges=None):
         direct_grids(frame, config, edges), methods=config.methods, target=config.target,
         rule=config.rule, min_positives=config.min_positives,
         min_negatives=config.min_negatives, fallback=config.fallback,
-        options=config.optimize_options, evidence_z=config.in_force["evidence_z"],
-        unseen_rows=config.in_force["unseen_rows"],
-        census_review=config.in_force["census_review"],
-        one_row_margin=config.in_force["one_row_margin"],
-        switch_on_evidence=config.in_force["switch_on_evidence"],
+        options=config.optimize_options,
+        policy=config.policy,
     )
     records = []
     for name in sorted(results):

@@ -20,6 +20,7 @@ import pytest
 from pipeline_data import base_config, comparable, direct_records, write_files
 
 from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.loop import InForcePolicy
 from costlib.thresholds.loop._bootstrap import BootstrapGrids
 from costlib.thresholds.loop._recalibration import apply_fallback, optimize_group
 from costlib.thresholds.point._target import resolve_target
@@ -55,9 +56,10 @@ def true_net(scores, truth, thresholds):
     return float((flagged & truth).sum() - SLOPE * (flagged & ~truth).sum())
 
 
-def group(grid, in_force=None, **kw):
+def group(grid, in_force=None, bootstrap=None, **policy):
     return optimize_group("g", grid, methods=["hull"], target=TARGET, rule="any",
-                          min_positives=10, min_negatives=10, in_force=in_force, **kw)
+                          min_positives=10, min_negatives=10, in_force=in_force,
+                          bootstrap=bootstrap, policy=InForcePolicy(**policy))
 
 
 def test_one_heavy_audited_positive_does_not_switch_a_group_on():

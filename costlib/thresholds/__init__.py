@@ -26,8 +26,8 @@ AnalyticFit, Resolution, lattice_resolution, refine, resolution_check
     by the exact max-area path or the analytic fit; whether the lattice is fine enough where
     the decision is made (point).
 BootstrapGrids, BootstrapResult, confidence_intervals, recalibrate_grids, optimize_group,
-apply_fallback, GroupResult, ALL_GROUPS, move_evidence, MoveEvidence, lower_bound_move,
-LowerBoundMove, DEFAULT_EVIDENCE_Z
+apply_fallback, GroupResult, ALL_GROUPS, InForcePolicy, move_evidence, MoveEvidence,
+lower_bound_move, LowerBoundMove, DEFAULT_EVIDENCE_Z
     Poisson bootstrap of a grid's counts; per-group recalibration that moves away from the
     point in force only on evidence (loop).
 allocate_capacity, CapacityAllocation, GroupAllocation, ALLOCATION_OBJECTIVES, split_baselines,
@@ -70,6 +70,7 @@ from costlib.thresholds.loop import (
     BootstrapGrids,
     BootstrapResult,
     GroupResult,
+    InForcePolicy,
     LowerBoundMove,
     MoveEvidence,
     apply_fallback,
@@ -111,7 +112,8 @@ __all__ = [
     "ALLOCATION_OBJECTIVES", "ALL_GROUPS", "DEFAULT_DECISION_EDGES", "DEFAULT_EVIDENCE_Z",
     "METHODS", "OBJECTIVES", "RECALL_BOUNDS", "RULES",
     "AnalyticFit", "BootstrapGrids", "BootstrapResult", "CapacityAllocation", "Constraints",
-    "CurveSpec", "EdgeSketch", "GroupAllocation", "GroupResult", "LowerBoundMove", "MoveEvidence",
+    "CurveSpec", "EdgeSketch", "GroupAllocation", "GroupResult", "InForcePolicy",
+    "LowerBoundMove", "MoveEvidence",
     "Objective", "OperatingPoint", "RecallBounds", "Resolution", "ScoreSketch", "SplitBaselines",
     "Target",
     "ThresholdGrid",

@@ -11,9 +11,9 @@ from typing import Any
 
 from markupsafe import Markup
 
-from costlib.thresholds.loop import NOT_SWITCHED_ON
+from costlib.thresholds.loop import ALL_GROUPS, NOT_SWITCHED_ON
 from costlib_pipelines.report import cells
-from costlib_pipelines.report.changes import ALL_GROUPS, ThresholdChange
+from costlib_pipelines.report.changes import ThresholdChange
 from costlib_pipelines.report.figures import GroupFigures
 from costlib_pipelines.report.formatting import (
     fmt_count,

@@ -46,7 +46,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -116,15 +116,12 @@ def pipeline_recalibrate(config: RunConfig, grids: dict[str, ThresholdGrid],
                          in_force: dict[str, Any]) -> Mapping[str, GroupResult]:
     """What ``costlib recalibrate`` computes per group (``optimizing.optimize_one`` on every
     group's grid and the all-groups sum, then ``apply_fallback``), without a bootstrap."""
-    settings = config.in_force
     return recalibrate_grids(
         grids, methods=config.methods, target=config.target, rule=config.rule,
         min_positives=config.min_positives, min_negatives=config.min_negatives,
         fallback=config.fallback, options=config.optimize_options,
-        in_force=in_force, min_gain_z=None, evidence_z=settings["evidence_z"],
-        unseen_rows=settings["unseen_rows"], census_review=settings["census_review"],
-        one_row_margin=settings["one_row_margin"],
-        switch_on_evidence=settings["switch_on_evidence"])
+        in_force=in_force,
+        policy=replace(config.policy, min_gain_z=None))
 
 
 @dataclass
@@ -169,7 +166,7 @@ def _edges(config: RunConfig, published: Published) -> list[np.ndarray]:
     """The config's edges with every finite threshold in force added (``add_to_edges``)."""
     edges = config.fixed_edges()
     assert edges is not None, "the simulator needs fixed (uniform/explicit) edges"
-    if not config.in_force["add_to_edges"]:
+    if not config.policy.add_to_edges:
         return edges
     table = np.asarray([t for t in published.by_group.values() if t is not None],
                        dtype=np.float64).reshape(-1, len(CLASSIFIERS))
@@ -791,7 +788,7 @@ def _ratio_bounds(config: RunConfig, grids: dict[str, ThresholdGrid],
         if tuple(kept.index) == tuple(chosen.index):
             continue
         bound = ratio_bound_gains(rows, list(grid.edges), kept.index, rule=rule,
-                                  slope=slope, z=float(config.in_force["evidence_z"]))
+                                  slope=slope, z=float(config.policy.evidence_z))
         bound = np.where(grid.covered(rule, config.optimize_options.get("max_unrated_share",
                                                                         0.0)), bound, -np.inf)
         top = float(bound.max())

@@ -9,6 +9,9 @@ GroupResult, ALL_GROUPS, NOT_SWITCHED_ON, PROPOSED, is_sufficient, apply_fallbac
 optimize_group, recalibrate_grids
     One group's points from its grid, with the fallback to a parent grid when the group has too
     few rated rows (:mod:`._recalibration`).
+InForcePolicy, DEFAULT_POLICY
+    When a method's new point may replace the thresholds in force: one frozen value built
+    from the config's ``in_force`` section and passed whole (:mod:`._policy`).
 DEFAULT_EVIDENCE_Z, MoveEvidence, move_evidence, LowerBoundMove, lower_bound_move
     Whether a new point beats the one in force: the gain against its bootstrap standard error,
     or a lower confidence bound of the gain (:mod:`._move_evidence`), reviewed on the census of
@@ -28,6 +31,7 @@ from costlib.thresholds.loop._move_evidence import (
     lower_bound_move,
     move_evidence,
 )
+from costlib.thresholds.loop._policy import DEFAULT_POLICY, InForcePolicy
 from costlib.thresholds.loop._recalibration import (
     ALL_GROUPS,
     NOT_SWITCHED_ON,
@@ -40,8 +44,23 @@ from costlib.thresholds.loop._recalibration import (
 )
 
 __all__ = [
-    "ALL_GROUPS", "DEFAULT_EVIDENCE_Z", "NOT_SWITCHED_ON", "PROPOSED", "BootstrapGrids",
-    "BootstrapResult", "GroupResult", "LowerBoundMove", "MoveEvidence", "SparseBootstrapGrids",
-    "apply_fallback", "confidence_intervals", "is_sufficient", "lower_bound_move",
-    "move_evidence", "optimize_group", "recalibrate_grids",
+    "ALL_GROUPS",
+    "DEFAULT_EVIDENCE_Z",
+    "DEFAULT_POLICY",
+    "NOT_SWITCHED_ON",
+    "PROPOSED",
+    "BootstrapGrids",
+    "BootstrapResult",
+    "GroupResult",
+    "InForcePolicy",
+    "LowerBoundMove",
+    "MoveEvidence",
+    "SparseBootstrapGrids",
+    "apply_fallback",
+    "confidence_intervals",
+    "is_sufficient",
+    "lower_bound_move",
+    "move_evidence",
+    "optimize_group",
+    "recalibrate_grids",
 ]

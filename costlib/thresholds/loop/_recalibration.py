@@ -31,14 +31,13 @@ from costlib.thresholds.loop._bootstrap import (
     intervals_at,
 )
 from costlib.thresholds.loop._move_evidence import (
-    DEFAULT_EVIDENCE_Z,
-    DEFAULT_UNSEEN_ROWS,
     LowerBoundMove,
     constraint_names,
     kept_violations,
     lower_bound_move,
     move_evidence,
 )
+from costlib.thresholds.loop._policy import DEFAULT_POLICY, InForcePolicy
 from costlib.thresholds.point._operating_point import OperatingPoint, point_at
 from costlib.thresholds.point._optimize import optimize
 from costlib.thresholds.point._target import Target
@@ -145,13 +144,7 @@ def optimize_group(
     level: float = 0.9,
     options: Mapping[str, Any] | None = None,
     in_force: Sequence[float] | None = None,
-    min_gain_z: float | None = None,
-    keep_when_insufficient: bool = True,
-    evidence_z: float | None = DEFAULT_EVIDENCE_Z,
-    unseen_rows: float = DEFAULT_UNSEEN_ROWS,
-    census_review: bool = True,
-    one_row_margin: bool = True,
-    switch_on_evidence: bool = True,
+    policy: InForcePolicy = DEFAULT_POLICY,
 ) -> GroupResult:
     """Optimise one group's grid with every method, if it holds enough rated rows.
 
@@ -161,7 +154,10 @@ def optimize_group(
     ``min_recall``), used for the point and for the bootstrap replicates alike. ``in_force``: the
     thresholds the group is decided with now (one per classifier, ``+inf`` = off); when the grid is
     too thin they are evaluated on it (:func:`costlib.thresholds.point_at`) so that
-    :func:`apply_fallback` can keep them (unless ``keep_when_insufficient`` is false).
+    :func:`apply_fallback` can keep them (unless ``policy.keep_when_insufficient`` is false).
+
+    ``policy`` (:class:`~costlib.thresholds.loop.InForcePolicy`, the config's ``in_force``
+    section) says when a method moves away from the thresholds in force; its settings:
 
     ``min_gain_z`` (with ``in_force`` and ``bootstrap``): a method's new point replaces the
     thresholds in force only when its estimated gain exceeds ``min_gain_z`` bootstrap standard
@@ -219,7 +215,7 @@ def optimize_group(
         result.status = "insufficient_data"
         result.points = dict.fromkeys(methods)
         result.intervals = dict.fromkeys(methods)
-        if in_force is not None and keep_when_insufficient:
+        if in_force is not None and policy.keep_when_insufficient:
             result.in_force = {
                 method: _kept_thin(point_at(grid, in_force, target=target, rule=rule,
                                             method=method, **options), grid, rule, options)
@@ -233,14 +229,17 @@ def optimize_group(
     if recall_unknown:
         options["min_recall"] = None  # chosen without the floor, then marked infeasible
     # min_gain_z takes precedence over evidence_z where it applies (a bootstrap is given)
-    bootstrap_rule = min_gain_z is not None and bootstrap is not None
+    bootstrap_rule = in_force is not None and policy.uses_bootstrap_rule(bootstrap is not None)
+    evidence_rule = policy.uses_evidence_rule(grid, in_force is not None, bootstrap is not None)
     for method in methods:
         chosen = optimize(grid, target=target, rule=rule, method=method, **options)
         result.points[method] = chosen
-        if in_force is not None and min_gain_z is not None and bootstrap is not None:
+        if bootstrap_rule:
+            assert in_force is not None and bootstrap is not None
+            assert policy.min_gain_z is not None
             evidence = move_evidence(grid, bootstrap, chosen, in_force,
-                                     z=min_gain_z, target=target, rule=rule, method=method,
-                                     options=options)
+                                     z=policy.min_gain_z, target=target, rule=rule,
+                                     method=method, options=options)
             if not evidence.move and tuple(evidence.kept.index) != tuple(chosen.index):
                 details = {**evidence.kept.details,
                            "move_evidence": {"gain": evidence.gain, "se": evidence.se,
@@ -252,14 +251,16 @@ def optimize_group(
                 kept.append(method)
             elif evidence.forced:
                 result.points[method] = _with_reason(chosen, evidence.reason())
-        elif (evidence_z is not None and grid.has_audit and grid.variance is not None
-              and (in_force is not None or (switch_on_evidence and not bootstrap_rule))):
+        elif evidence_rule:
+            assert policy.evidence_z is not None
             switch_on = in_force is None
             reference = (math.inf,) * grid.k if in_force is None else in_force
             bounded = lower_bound_move(grid, chosen, reference,
-                                       z=evidence_z, target=target, rule=rule, method=method,
-                                       options=options, unseen_rows=unseen_rows,
-                                       census=census_review, one_row_margin=one_row_margin)
+                                       z=policy.evidence_z, target=target, rule=rule,
+                                       method=method, options=options,
+                                       unseen_rows=policy.unseen_rows,
+                                       census=policy.census_review,
+                                       one_row_margin=policy.one_row_margin)
             if switch_on and not bounded.move and not bounded.forced and any(
                     np.isfinite(chosen.thresholds)):
                 result.points[method] = None
@@ -362,12 +363,7 @@ def recalibrate_grids(
     level: float = 0.9,
     options: Mapping[str, Any] | None = None,
     in_force: Mapping[str, Sequence[float]] | None = None,
-    min_gain_z: float | None = None,
-    evidence_z: float | None = DEFAULT_EVIDENCE_Z,
-    unseen_rows: float = DEFAULT_UNSEEN_ROWS,
-    census_review: bool = True,
-    one_row_margin: bool = True,
-    switch_on_evidence: bool = True,
+    policy: InForcePolicy = DEFAULT_POLICY,
 ) -> dict[str, GroupResult]:
     """Operating points for every group and for the all-groups grid, with fallback.
 
@@ -384,23 +380,9 @@ def recalibrate_grids(
     in_force : mapping group -> thresholds, optional
         The thresholds each group (and ``"__all__"``) is decided with now; thin groups without
         a usable parent keep them (status ``kept``, see :func:`apply_fallback`).
-    min_gain_z : float, optional
-        With ``in_force`` and ``bootstrap``: move only on evidence (see :func:`optimize_group`).
-    evidence_z : float or None, default 1.645
-        With ``in_force``, on grids with audit weights: move only as far as the lower confidence
-        bound of the gain allows (see :func:`optimize_group`); None: off.
-    unseen_rows : float, default 1
-        Pseudo-rows of the unseen-region term
-        (:func:`costlib.thresholds.loop._move_evidence.unseen_variance`).
-    census_review : bool, default True
-        Review ``evidence_z``'s point on the census of the thresholds in force (see
-        :func:`optimize_group`).
-    one_row_margin : bool, default True
-        ``evidence_z``'s bound also covers the loss of one audited row in the region a move
-        adds (see :func:`optimize_group`).
-    switch_on_evidence : bool, default True
-        A group without thresholds in force is switched on only on ``evidence_z``'s evidence
-        over flagging nothing (see :func:`optimize_group`).
+    policy : InForcePolicy, optional
+        When a group moves away from its thresholds in force, switches on, or keeps them
+        when thin (see :func:`optimize_group`); by default the schema's defaults.
     """
     grids = dict(grids)
     if ALL_GROUPS not in grids and grids:
@@ -416,12 +398,7 @@ def recalibrate_grids(
             min_positives=min_positives, min_negatives=min_negatives,
             bootstrap=None if boots is None else boots.get(name), level=level,
             options=options, in_force=None if in_force is None else in_force.get(name),
-            min_gain_z=min_gain_z,
-            evidence_z=evidence_z,
-            unseen_rows=unseen_rows,
-            census_review=census_review,
-            one_row_margin=one_row_margin,
-            switch_on_evidence=switch_on_evidence,
+            policy=policy,
         )
         for name, grid in sorted(grids.items())
     }
