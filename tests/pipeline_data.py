@@ -125,7 +125,8 @@ def coverage_fields(point_status=None, reason=None) -> dict:
     """
     return {
         "volume": None, "unrated": None, "coverage": None, "point_status": point_status,
-        "reason": reason, "unrestricted_thresholds": None, "unrestricted_tp": None,
+        "reason": reason, "reason_code": None, "unrestricted_thresholds": None,
+        "unrestricted_tp": None,
         "unrestricted_fp": None, "unrestricted_unrated": None, "objective": "linear",
         "objective_beta": None, "objective_volume": None, "objective_value": None,
         "max_unrated_share": None, "min_precision": None, "max_volume": None,

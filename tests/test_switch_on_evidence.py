@@ -254,6 +254,9 @@ def test_first_recalibrate_run_withholds_the_unsupported_group_like_the_library(
     assert new["thresholds"] is None and new["status"] == "insufficient_data"
     assert new["reason"].startswith("not switched on: no thresholds in force")
     assert busy["status"] == "ok" and busy["thresholds"][0] < math.inf
+    # the reason as data: exactly the records whose method did not switch the group on
+    assert [(r["group"], r["reason_code"]) for r in got if r["reason_code"] is not None] == [
+        ("new", "not_switched_on")]
     assert comparable(got) == comparable(direct_records(frame, config))
     # the report says why the group has no thresholds (not "too few rated rows")
     assert main(["report", "--run", str(out / "runs" / "r1"), "--all-groups"]) == 0
@@ -288,5 +291,7 @@ def test_a_group_switched_on_by_one_method_only_writes_records_and_curves_of_tha
         config_digest="d")}
     assert records["graph"]["thresholds"] is None
     assert records["graph"]["reason"] == mixed.withheld["graph"]
+    assert (records["graph"]["reason_code"], records["hull"]["reason_code"]) == (
+        "not_switched_on", None)
     assert records["hull"]["thresholds"] == list(both.points["hull"].thresholds)
     assert [c["method"] for c in pn_curve_records(mixed)] == ["hull"]

@@ -5,8 +5,8 @@ Public face of the wing:
 BootstrapGrids, SparseBootstrapGrids, BootstrapResult, confidence_intervals
     Poisson bootstrap replicates of a grid's counts, dense or sparse, and percentile intervals
     of the re-optimised points (:mod:`._bootstrap`).
-GroupResult, ALL_GROUPS, NOT_SWITCHED_ON, PROPOSED, is_sufficient, apply_fallback,
-optimize_group, recalibrate_grids
+GroupResult, ALL_GROUPS, NOT_SWITCHED_ON, PROPOSED, ReasonCode, is_sufficient,
+apply_fallback, optimize_group, recalibrate_grids
     One group's points from its grid, with the fallback to a parent grid when the group has too
     few rated rows (:mod:`._recalibration`).
 InForcePolicy, DEFAULT_POLICY
@@ -37,6 +37,7 @@ from costlib.thresholds.loop._recalibration import (
     NOT_SWITCHED_ON,
     PROPOSED,
     GroupResult,
+    ReasonCode,
     apply_fallback,
     is_sufficient,
     optimize_group,
@@ -55,6 +56,7 @@ __all__ = [
     "InForcePolicy",
     "LowerBoundMove",
     "MoveEvidence",
+    "ReasonCode",
     "SparseBootstrapGrids",
     "apply_fallback",
     "confidence_intervals",

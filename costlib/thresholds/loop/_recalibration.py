@@ -14,6 +14,7 @@ This is what the Beam pipeline computes per group and window; calling
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -46,6 +47,7 @@ __all__ = [
     "ALL_GROUPS",
     "RECALL_UNKNOWN",
     "GroupResult",
+    "ReasonCode",
     "apply_fallback",
     "optimize_group",
     "recalibrate_grids",
@@ -93,6 +95,14 @@ def _with_proposal(reason: str, chosen: OperatingPoint) -> str:
 
 #: How the reason of a method that did not switch a group on begins (:func:`optimize_group`).
 NOT_SWITCHED_ON = "not switched on: no thresholds in force"
+
+
+class ReasonCode(enum.Enum):
+    """What a point's reason says, as data (records carry it as ``reason_code``), for code
+    that branches on it; the reason itself stays prose for people."""
+
+    #: ``GroupResult.withheld``: the method did not switch the group on (``NOT_SWITCHED_ON``).
+    NOT_SWITCHED_ON = "not_switched_on"
 
 
 def _not_switched_on(bounded: LowerBoundMove) -> str:
