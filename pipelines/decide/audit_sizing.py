@@ -161,7 +161,7 @@ def sized_design(config: RunConfig, output: str, operating_points: str | None = 
     sum_h N_h`` over the counts) and ``reason``.
     """
     configured = config.audit_design()
-    if config.audit["design"] != "auto":
+    if config.audit.design != "auto":
         return configured, {"design": "fixed"}
     counts, reason = previous_counts(output, configured,
                                      "point" if config.relative_strata else "score")

@@ -179,7 +179,7 @@ def sized_design(config: RunConfig, previous_unflagged: np.ndarray | None,
                  audited_labels: tuple[np.ndarray, np.ndarray] | None) -> AuditDesign:
     """The decide run's audit design (``costlib_pipelines.decide.audit_sizing.sized_design``)."""
     configured = config.audit_design()
-    if config.audit["design"] != "auto":
+    if config.audit.design != "auto":
         return configured
     if previous_unflagged is None or previous_unflagged.sum() == 0:
         return first_run_design(configured)
@@ -236,7 +236,7 @@ def relative_cutoffs(config: RunConfig, previous: dict[int, np.ndarray] | None) 
     """Depth cutoffs per group (rows: ``GROUPS``): ``strata.steps``, or ``strata.shares`` of
     the previous day's rows per group below today's point (``previous``: rows per depth, from
     their lattice cells; none: ``inf``, a uniform audit)."""
-    strata = config.audit["strata"]
+    strata = config.audit.strata
     if strata.get("shares"):
         return np.array([share_cutoffs(previous[k] if previous else [], strata["shares"])
                          for k in range(len(GROUPS))])
@@ -273,8 +273,8 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
     start_t = None if start is None else tuple(float(t) for t in start)
     current = Published({**dict.fromkeys(GROUPS, start_t), ALL_GROUPS: start_t})
     start_flags = start_t if start_t is not None else (math.inf,) * len(CLASSIFIERS)
-    floor_design = AuditDesign(edges=(), weights=(1.0,), floor=float(config.audit["floor"]),
-                               budget_share=float(config.audit["floor"]))
+    floor_design = AuditDesign(edges=(), weights=(1.0,), floor=float(config.audit.floor),
+                               budget_share=float(config.audit.floor))
     configured = config.audit_design()
     rated_days: list[RatedDay] = []
     history: list = []
@@ -309,7 +309,7 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
                     depths_now = {k: depth_counts_from_cells(*previous_cells[k], previous_cells[
                         "lattice"], table[k], lattice, config.rule) for k in range(len(GROUPS))}
                 cutoffs_today = relative_cutoffs(config, depths_now)
-                if depths_now is not None and config.audit["strata"].get("shares"):
+                if depths_now is not None and config.audit.strata.get("shares"):
                     previous_unflagged = sum(stratum_counts(depths_now[k], cutoffs_today[k],
                                                             configured.n_strata)
                                              for k in range(len(GROUPS)))
