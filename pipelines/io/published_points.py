@@ -247,7 +247,7 @@ def _group_thresholds(
         return NO_THRESHOLDS
     if status not in ("ok", "fallback", "kept"):
         raise InputError(f"{where} has unknown status {status!r}")
-    point_status = record.get("point_status") or "ok"  # records written before issue 10: ok
+    point_status = record.get("point_status") or "ok"  # records without the field: ok
     if point_status not in POINT_STATUSES:
         raise InputError(f"{where} has unknown point_status {point_status!r}")
     if point_status == "infeasible":  # fail closed: the nearest point breaks a constraint
