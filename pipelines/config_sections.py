@@ -12,18 +12,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Self
 
 __all__ = ["AuditSection", "GridSection", "PublishSection"]
 
 
-def _known(cls: type, section: Mapping[str, Any]) -> dict[str, Any]:
-    """The keys of ``section`` that ``cls`` names (the schema refuses any other)."""
-    return {f.name: section[f.name] for f in fields(cls) if f.name in section}
+class _Section:
+    """A section's view: built from the section's keys (the schema refuses any other)."""
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any]) -> Self:
+        return cls(**{f.name: section[f.name] for f in fields(cls)
+                      if f.name in section})
 
 
 @dataclass(frozen=True)
-class GridSection:
+class GridSection(_Section):
     """``grid``: how the candidate thresholds are placed.
 
     Attributes
@@ -46,13 +50,9 @@ class GridSection:
     values: list[list[float]] | None = None
     quantile_resolution: int = 4096
 
-    @classmethod
-    def from_section(cls, section: Mapping[str, Any]) -> GridSection:
-        return cls(**_known(cls, section))
-
 
 @dataclass(frozen=True)
-class AuditSection:
+class AuditSection(_Section):
     """``audit``: the audit sample of the unflagged rows.
 
     Attributes
@@ -75,13 +75,9 @@ class AuditSection:
     budget_share: float = 0.01
     strata: Mapping[str, Any] | None = None
 
-    @classmethod
-    def from_section(cls, section: Mapping[str, Any]) -> AuditSection:
-        return cls(**_known(cls, section))
-
 
 @dataclass(frozen=True)
-class PublishSection:
+class PublishSection(_Section):
     """``publish``: the publish guard's limits (both off unless set).
 
     Attributes
@@ -92,7 +88,3 @@ class PublishSection:
 
     max_threshold_change: float | None = None
     min_rated: float = 0.0
-
-    @classmethod
-    def from_section(cls, section: Mapping[str, Any]) -> PublishSection:
-        return cls(**_known(cls, section))
