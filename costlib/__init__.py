@@ -11,16 +11,10 @@ Subpackages by concept:
 - :mod:`costlib.estimators`: cost- and benefit-sensitive scikit-learn estimators;
 - :mod:`costlib.experiments`: the source papers' experiments.
 
-Importing ``costlib`` imports none of them; the 0.1 module paths (``costlib.grid``, ...) still
-import, with a :class:`DeprecationWarning` (:mod:`costlib._moved`).
+Importing ``costlib`` imports none of them.
 """
 
 from importlib import metadata as _metadata
-
-from costlib._moved import COSTLIB_MOVED as _COSTLIB_MOVED
-from costlib._moved import install as _install_moved
-
-_install_moved(_COSTLIB_MOVED)
 
 try:
     __version__: str = _metadata.version("costlib")

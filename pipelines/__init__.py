@@ -7,8 +7,7 @@ Beam logs is left alone.
 
 Subpackages by stage: :mod:`.io` (files, runs, lock, records), :mod:`.recalibrate`,
 :mod:`.decide`, :mod:`.report`, :mod:`.commands` (the command line); :mod:`.config` (the run
-configuration) and :mod:`.runner` (creating a Beam pipeline) serve them all. The 0.1 module paths
-(``costlib_pipelines.files``, ...) still import, with a :class:`DeprecationWarning`.
+configuration) and :mod:`.runner` (creating a Beam pipeline) serve them all.
 
 Installed as ``costlib_pipelines`` (the repository keeps the directory ``pipelines/``; see
 docs/install.md). These modules need the ``pipelines`` extra
@@ -22,9 +21,6 @@ import logging
 import os
 import sys
 from importlib.util import find_spec
-
-from costlib._moved import install as install_moved
-from costlib._moved import moved_paths
 
 #: Import name -> distribution of everything the pipelines import beyond costlib's core.
 EXTRA_MODULES = {"apache_beam": "apache-beam", "pyarrow": "pyarrow", "yaml": "PyYAML",
@@ -52,28 +48,6 @@ if _MISSING is not None:
         print(f"costlib: {_MISSING}", file=sys.stderr)
         raise SystemExit(2)
     raise ImportError(_MISSING)
-
-
-#: Old module path -> new module path(s) (0.1's flat layout; ``decide``, ``recalibrate`` and
-#: ``report`` became packages that forward their old names themselves; a module split by
-#: concept names its successors, which serve its names in this order).
-_RECALIBRATE_TRANSFORMS = tuple(f"recalibrate.{m}" for m in (
-    "aggregating", "reading", "grids", "edges", "optimizing", "accounting", "dead_letters"))
-MOVED = moved_paths("costlib_pipelines", {
-    "files": "io.files", "runs": "io.runs", "output_lock": "io.lock", "records": "io.records",
-    "batches": ("io.batches", "io.schema", "io.plausibility"), "status": "io.status",
-    "transforms": _RECALIBRATE_TRANSFORMS,
-    "carried_edges": "recalibrate.carried_edges", "in_force": "recalibrate.in_force",
-    "capacity": "recalibrate.capacity", "shards": "recalibrate.shards",
-    "window_shards": "recalibrate.window_shards", "window_guard": "recalibrate.window_guard",
-    "publish": "recalibrate.publish", "min_risk": "recalibrate.min_risk",
-    "audit_lattice": "decide.audit_lattice", "audit_sizing": "decide.audit_sizing",
-    "report_capacity": "report.capacity", "report_figures": "report.figures",
-    "report_history": ("report.history", "report.history_data", "report.history_figures"),
-    "cli": "commands.cli",
-    "exit_codes": "commands.exit_codes", "progress": "commands.progress",
-})
-install_moved(MOVED)
 
 
 class _WithoutOptionalGcpNotice(logging.Filter):

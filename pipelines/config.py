@@ -20,12 +20,17 @@ import jsonschema
 import numpy as np
 
 import costlib_schemas
-from costlib.audit._sampling import AuditDesign
-from costlib.audit._strata import check_shares, check_steps, relative_design
+from costlib.audit import AuditDesign, check_shares, check_steps, relative_design
 from costlib.decoding import get_loss
-from costlib.thresholds._edges import DEFAULT_DECISION_EDGES, check_edges, uniform_edges
-from costlib.thresholds._rows import RULE_ALIASES
-from costlib.thresholds._target import Target
+from costlib.thresholds.binning import (
+    DEFAULT_DECISION_EDGES,
+    RULE_ALIASES,
+    check_edges,
+    uniform_edges,
+)
+from costlib.thresholds.loop import InForcePolicy
+from costlib.thresholds.point import Target
+from costlib_pipelines.config_sections import AuditSection, GridSection, PublishSection
 from costlib_pipelines.config_text import (
     OBJECTIVE_ONLY_KEYS,
     check_objective_keys_as_written,
@@ -159,16 +164,14 @@ class RunConfig:
         """Window selection of ``costlib decide``: ``window`` and ``max_uncovered_share``."""
         return self.raw["decide"]
 
-    @property
-    def audit(self) -> dict[str, Any]:
-        """``audit``: ``enabled``, ``design``, ``salt``, ``floor``, ``budget_share``,
-        ``strata``."""
-        return self.raw["audit"]
+    @functools.cached_property
+    def audit(self) -> AuditSection:
+        return AuditSection.from_section(self.raw["audit"])
 
     def audit_design(self) -> AuditDesign:
         """The :class:`costlib.audit.AuditDesign` of the ``audit`` section."""
         audit = self.audit
-        strata = audit["strata"]
+        strata = audit.strata
         if strata.get("relative_to", "score") == "point":
             if strata["edges"]:
                 raise ValueError(f"strata.edges: must be empty with strata.relative_to point "
@@ -187,7 +190,7 @@ class RunConfig:
             if band is not None and band > len(cuts):
                 raise ValueError(f"strata.proposal_stratum: a stratum index 0..{len(cuts)} "
                                  f"(far to near, one per weight), got {band}")
-            return relative_design(strata["weights"], audit["floor"], audit["budget_share"])
+            return relative_design(strata["weights"], audit.floor, audit.budget_share)
         if strata.get("proposal_stratum") is not None:
             raise ValueError(f"strata.proposal_stratum: only with strata.relative_to point, got "
                              f"{strata['proposal_stratum']}")
@@ -195,9 +198,9 @@ class RunConfig:
             if strata.get(key):
                 raise ValueError(f"strata.{key}: only with strata.relative_to point, got "
                                  f"{strata[key]}")
-        return AuditDesign(edges=tuple(audit["strata"]["edges"]),
-                           weights=tuple(audit["strata"]["weights"]),
-                           floor=audit["floor"], budget_share=audit["budget_share"])
+        return AuditDesign(edges=tuple(audit.strata["edges"]),
+                           weights=tuple(audit.strata["weights"]),
+                           floor=audit.floor, budget_share=audit.budget_share)
 
     @property
     def proposal_stratum(self) -> int | None:
@@ -209,13 +212,13 @@ class RunConfig:
         than four strata (the third-nearest would be the farthest, where promotion does
         nothing: set it explicitly there), with the fixed design (no total: a large proposal
         region would be audited at ``budget_share * weight`` each) and with score strata."""
-        strata = self.audit["strata"]
+        strata = self.audit.strata
         if not self.relative_strata:
             return None
         if "proposal_stratum" in strata:
             band = strata["proposal_stratum"]
             return None if band is None else int(band)
-        if self.audit["design"] != "auto" or len(strata["weights"]) < 4:
+        if self.audit.design != "auto" or len(strata["weights"]) < 4:
             return None
         return len(strata["weights"]) - 3
 
@@ -223,7 +226,7 @@ class RunConfig:
     def relative_strata(self) -> bool:
         """Whether the audit strata are lattice steps below the point in force
         (``audit.strata.relative_to: point``, :mod:`costlib.audit._strata`)."""
-        return self.audit["strata"].get("relative_to", "score") == "point"
+        return self.audit.strata.get("relative_to", "score") == "point"
 
     @property
     def capacity(self) -> dict[str, Any]:
@@ -236,18 +239,18 @@ class RunConfig:
         """Whether recalibrate allocates a shared review capacity (``capacity.total`` set)."""
         return self.raw["capacity"]["total"] is not None
 
-    @property
-    def publish(self) -> dict[str, Any]:
-        return self.raw["publish"]
+    @functools.cached_property
+    def publish(self) -> PublishSection:
+        return PublishSection.from_section(self.raw["publish"])
 
-    @property
-    def in_force(self) -> dict[str, Any]:
-        """``in_force``: ``add_to_edges``, ``max_added_edges``, ``keep_when_insufficient``."""
-        return self.raw["in_force"]
+    @functools.cached_property
+    def policy(self) -> InForcePolicy:
+        """The ``in_force`` section as the one policy every optimising stage is given."""
+        return InForcePolicy.from_settings(self.raw["in_force"])
 
-    @property
-    def grid(self) -> dict[str, Any]:
-        return self.raw["grid"]
+    @functools.cached_property
+    def grid(self) -> GridSection:
+        return GridSection.from_section(self.raw["grid"])
 
     @property
     def target(self) -> Target:
@@ -324,22 +327,22 @@ class RunConfig:
         """Candidate thresholds per classifier: ``grid.bins``, by default 128 for ``auto``
         edges (:data:`costlib.thresholds.DEFAULT_DECISION_EDGES`) and 64 for
         uniform/quantile."""
-        bins = self.grid["bins"]
+        bins = self.grid.bins
         if bins is not None:
             return int(bins)
-        return DEFAULT_DECISION_EDGES if self.grid["edges"] == "auto" else 64
+        return DEFAULT_DECISION_EDGES if self.grid.edges == "auto" else 64
 
     def fixed_edges(self) -> list[np.ndarray] | None:
         """Edges known before reading data (uniform or explicit); None for auto and quantile
         edges (the pipeline computes them in a first pass)."""
         grid = self.grid
-        if grid["edges"] == "uniform":
-            low, high = grid["range"]
+        if grid.edges == "uniform":
+            low, high = grid.range
             edges = check_edges(uniform_edges(low, high, self.n_edges), name="grid (range, bins)")
             return [edges for _ in self.classifiers]
-        if grid["edges"] == "explicit":
+        if grid.edges == "explicit":
             return [
-                check_edges(v, name=f"grid.values[{j}]") for j, v in enumerate(grid["values"])
+                check_edges(v, name=f"grid.values[{j}]") for j, v in enumerate(grid.values)
             ]
         return None
 
@@ -408,28 +411,32 @@ class RunConfig:
                 "but capacity.total is null (set it, or --capacity N)")
 
     def _check_semantics(self, source: str) -> None:
+        try:
+            self.policy  # noqa: B018 - built (and validated) once, here
+        except ValueError as exc:
+            raise ConfigError(f"{source}: {exc}") from exc
         grid = self.grid
-        if grid["edges"] == "explicit":
-            values = grid.get("values")
+        if grid.edges == "explicit":
+            values = grid.values
             if not values or len(values) != len(self.classifiers):
                 raise ConfigError(
                     f"{source}: grid.values: need one edge list per classifier "
                     f"({len(self.classifiers)}), got {len(values or [])}"
                 )
-        if grid["edges"] == "auto" and self.n_edges < 4:
+        if grid.edges == "auto" and self.n_edges < 4:
             raise ConfigError(f"{source}: grid.bins: auto edges need at least 4 candidate "
                               f"thresholds per classifier, got {self.n_edges}")
-        if grid["edges"] in ("uniform", "quantile", "auto"):
-            low, high = grid["range"]
+        if grid.edges in ("uniform", "quantile", "auto"):
+            low, high = grid.range
             if not low < high:
-                raise ConfigError(f"{source}: grid.range: need low < high, got {grid['range']}")
+                raise ConfigError(f"{source}: grid.range: need low < high, got {grid.range}")
         try:
             self.fixed_edges()
             _ = self.target
         except ValueError as exc:
             raise ConfigError(f"{source}: {exc}") from exc
-        strata = self.audit["strata"]
-        if (self.audit["enabled"] and strata.get("relative_to") == "score"
+        strata = self.audit.strata
+        if (self.audit.enabled and strata.get("relative_to") == "score"
                 and not strata.get("edges") and len(strata.get("weights") or []) > 1):
             raise ConfigError(
                 f"{source}: audit.strata.weights: {len(strata['weights'])} weights but no "
@@ -437,7 +444,7 @@ class RunConfig:
                 "which need len(weights) - 1 edges; for strata relative to the point in force "
                 "set relative_to: point with shares or steps (docs/audit.md)")
         weights = strata.get("weights") or []
-        if self.audit["enabled"] and weights and not any(w > 0 for w in weights):
+        if self.audit.enabled and weights and not any(w > 0 for w in weights):
             raise ConfigError(
                 f"{source}: audit.strata.weights: every weight is 0, so no stratum gets more "
                 "than the floor and budget_share cannot be spent; a uniform audit is one "
@@ -447,12 +454,12 @@ class RunConfig:
         except ValueError as exc:
             raise ConfigError(f"{source}: audit.{exc}") from exc
         audit = self.audit
-        if audit["enabled"] and audit["design"] == "auto" and \
-                audit["floor"] > audit["budget_share"]:
+        if audit.enabled and audit.design == "auto" and \
+                audit.floor > audit.budget_share:
             raise ConfigError(
                 f"{source}: audit.floor: with audit.design auto, budget_share is the expected "
-                f"audited share of all unflagged rows, so the floor ({audit['floor']}) must not "
-                f"exceed it (audit.budget_share {audit['budget_share']})"
+                f"audited share of all unflagged rows, so the floor ({audit.floor}) must not "
+                f"exceed it (audit.budget_share {audit.budget_share})"
             )
         objective = self.objective
         if objective["name"] == "precision_at_volume" and objective["volume"] is None:
@@ -469,7 +476,7 @@ class RunConfig:
                 "positives are only those the thresholds in force flagged), so recall cannot "
                 "be estimated; see docs/audit.md"
             )
-        if self.in_force["min_gain_z"] is not None and self.bootstrap["replicates"] < 2:
+        if self.policy.min_gain_z is not None and self.bootstrap["replicates"] < 2:
             raise ConfigError(
                 f"{source}: in_force.min_gain_z: moving only on evidence needs bootstrap "
                 f"replicates for the standard error of the gain; set bootstrap.replicates >= 2 "
@@ -492,7 +499,7 @@ class RunConfig:
         if duplicates:
             raise ConfigError(f"{source}: columns: names used twice: {sorted(duplicates)}")
         window = self.windowing
-        if window is not None and grid["edges"] == "quantile":
+        if window is not None and grid.edges == "quantile":
             raise ConfigError(
                 f"{source}: grid.edges: quantile edges are not supported with windowing; use "
                 "auto (the default: every window of a run shares them, carried from the "

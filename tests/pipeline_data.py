@@ -7,8 +7,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from costlib.sample import generate_score_stream
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._recalibration import recalibrate_grids
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.loop._recalibration import recalibrate_grids
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.records import operating_point_records, point_settings
 
@@ -98,11 +98,8 @@ def direct_records(frame, config: RunConfig, edges=None):
         direct_grids(frame, config, edges), methods=config.methods, target=config.target,
         rule=config.rule, min_positives=config.min_positives,
         min_negatives=config.min_negatives, fallback=config.fallback,
-        options=config.optimize_options, evidence_z=config.in_force["evidence_z"],
-        unseen_rows=config.in_force["unseen_rows"],
-        census_review=config.in_force["census_review"],
-        one_row_margin=config.in_force["one_row_margin"],
-        switch_on_evidence=config.in_force["switch_on_evidence"],
+        options=config.optimize_options,
+        policy=config.policy,
     )
     records = []
     for name in sorted(results):
@@ -128,7 +125,8 @@ def coverage_fields(point_status=None, reason=None) -> dict:
     """
     return {
         "volume": None, "unrated": None, "coverage": None, "point_status": point_status,
-        "reason": reason, "unrestricted_thresholds": None, "unrestricted_tp": None,
+        "reason": reason, "reason_code": None, "unrestricted_thresholds": None,
+        "unrestricted_tp": None,
         "unrestricted_fp": None, "unrestricted_unrated": None, "objective": "linear",
         "objective_beta": None, "objective_volume": None, "objective_value": None,
         "max_unrated_share": None, "min_precision": None, "max_volume": None,

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 from pipeline_data import base_config, sample_frame
 
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._recalibration import ALL_GROUPS
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.loop._recalibration import ALL_GROUPS
 from costlib_pipelines.io.batches import validate_batch
 from costlib_pipelines.recalibrate.aggregating import AggregateBatchesFn
 

@@ -11,9 +11,10 @@ import pytest
 from coverage_data import make_selective_rows
 from scipy.optimize import linprog
 
-from costlib.thresholds._allocation import allocate_capacity, lagrangian_volume
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._group_frontiers import group_frontiers
+from costlib.thresholds.capacity._allocation import allocate_capacity, lagrangian_volume
+from costlib.thresholds.capacity._group_frontiers import group_frontiers
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.point._target import Target
 
 
 def make_grids(n_groups: int, k: int, seed: int, *, unrated: bool) -> dict[str, ThresholdGrid]:
@@ -88,7 +89,7 @@ def instance(case, seed):
         lo = {names[0]: float(np.floor(vmax[names[0]] * 0.2))}
         hi = {names[-1]: float(np.floor(vmax[names[-1]] * 0.6))}
     kwargs = dict(rule=rule, objective=objective, max_unrated_share=share or 0.0,
-                  target=0.5 if objective == "linear" else None,
+                  target=Target(slope=0.5) if objective == "linear" else None,
                   min_volume=lo, max_volume=hi, volume_scale=scale)
     values = [cell_values(grids[g], rule, objective, 0.5, share or 0.0,
                           (scale or {}).get(g, 1.0), (lo or {}).get(g, 0.0),
@@ -253,17 +254,23 @@ def test_bad_input_raises_clear_errors():
     with pytest.raises(ValueError, match="groups 'g0' and 'odd' have different edges"):
         allocate_capacity({**grids, "odd": other}, 1.0, **kwargs)
     with pytest.raises(ValueError, match="needs at least one group"):
-        allocate_capacity({}, 1.0, target=1.0)
+        allocate_capacity({}, 1.0, target=Target(slope=1.0))
     with pytest.raises(ValueError, match="needs a target"):
         allocate_capacity(grids, 1.0)
     with pytest.raises(ValueError, match="takes none"):
-        allocate_capacity(grids, 1.0, objective="true_positives", target=1.0)
+        allocate_capacity(grids, 1.0, objective="true_positives", target=Target(slope=1.0))
     with pytest.raises(ValueError, match="objective must be one of"):
         allocate_capacity(grids, 1.0, objective="f1")
+    # A bare number could be a marginal precision or a slope: refused, naming both readings.
+    with pytest.raises(TypeError, match="could be a marginal precision or the slope r"):
+        allocate_capacity(grids, 1.0, target=0.2)
+    by_precision = allocate_capacity(grids, 5.0, target=Target.from_marginal_precision(0.2))
+    by_slope = allocate_capacity(grids, 5.0, target=Target(slope=0.25))
+    assert by_precision.total_utility == by_slope.total_utility
     with pytest.raises(ValueError, match="exact must be"):
-        allocate_capacity(grids, 1.0, target=1.0, exact="yes")
+        allocate_capacity(grids, 1.0, target=Target(slope=1.0), exact="yes")
     with pytest.raises(ValueError, match="max_unrated_share"):
-        allocate_capacity(grids, 1.0, target=1.0, max_unrated_share=1.5)
+        allocate_capacity(grids, 1.0, target=Target(slope=1.0), max_unrated_share=1.5)
 
 
 def test_deterministic_and_order_of_groups_only_orders_the_output():

@@ -1,4 +1,5 @@
-"""costlib.thresholds._group_frontiers, _allocation and _split_baselines, the parts a pipeline uses:
+"""costlib.thresholds.capacity._group_frontiers, _allocation and _split_baselines, the parts a
+pipeline uses:
 frontiers computed group by group, the allocation from frontiers reduced to their vertices,
 next-period volume scales, and the equal and traffic-proportional baselines against a scan of
 every cell."""
@@ -11,16 +12,21 @@ import numpy as np
 import pytest
 from test_allocation import CASES, instance
 
-from costlib.thresholds._allocation import EXACT_AUTO_GROUPS, allocate_capacity, allocate_frontiers
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._group_frontiers import group_frontiers
-from costlib.thresholds._split_baselines import (
+from costlib.thresholds.capacity._allocation import (
+    EXACT_AUTO_GROUPS,
+    allocate_capacity,
+    allocate_frontiers,
+)
+from costlib.thresholds.capacity._group_frontiers import group_frontiers
+from costlib.thresholds.capacity._split_baselines import (
     grid_rows,
     split_baselines,
     split_shares,
     utility_within,
     volume_scales,
 )
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.point._target import Target
 
 
 def same_frontier(a, b) -> None:
@@ -97,7 +103,7 @@ def test_grid_rows_counts_every_row():
     labels = np.where(rng.random(50) < 0.5, (rng.random(50) < 0.3).astype(float), np.nan)
     weights = rng.uniform(0.5, 2.0, 50)
     grid = ThresholdGrid.from_scores(scores, labels, [np.linspace(0.2, 0.8, 4)] * 2, weights)
-    # weights are quantised (costlib.thresholds._rows.quantize_weights): equal to ~1e-6
+    # weights are quantised (costlib.thresholds.binning._rows.quantize_weights): equal to ~1e-6
     assert grid_rows(grid) == pytest.approx(weights.sum(), rel=1e-5)
     assert grid_rows(grid) == pytest.approx(grid.pos.sum() + grid.neg.sum() + grid.unrated.sum())
 
@@ -143,13 +149,14 @@ def test_split_baselines_against_a_scan_of_every_cell(case):
 def test_frontiers_group_by_group_equal_all_at_once_many_batches(monkeypatch):
     """Groups of different compressed sizes are stacked in padded batches; a group alone gets
     the same frontier bit for bit (cumulative sums never add a padding cell before a real one)."""
-    import costlib.thresholds._group_frontiers as frontiers
+    import costlib.thresholds.capacity._group_frontiers as frontiers
 
     monkeypatch.setattr(frontiers, "BATCH_CELLS", 400)  # many small batches
     grids = many_grids(40, seed=5)
     for rule in ("any", "all"):
         for share in (0.0, 0.2):
-            kw = dict(rule=rule, objective="linear", target=0.4, max_unrated_share=share)
+            kw = dict(rule=rule, objective="linear", target=Target(slope=0.4),
+                      max_unrated_share=share)
             together = group_frontiers(grids, **kw)
             for g, grid in grids.items():
                 same_frontier(group_frontiers({g: grid}, **kw)[g], together[g])

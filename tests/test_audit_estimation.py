@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from costlib.audit._weights import audit_weights
-from costlib.thresholds._bootstrap import BootstrapGrids, confidence_intervals
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._optimize import optimize
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.loop._bootstrap import BootstrapGrids, confidence_intervals
+from costlib.thresholds.point._optimize import optimize
 
 EDGES = [np.linspace(0.05, 0.95, 19), np.linspace(0.05, 0.95, 19)]
 IN_FORCE = 0.7  # either score >= 0.7 is flagged (rule "any"), and rated

@@ -6,10 +6,10 @@ import numpy as np
 from coverage_data import brute_flags
 
 from costlib.audit._sampling import AuditDesign, audit_sample
-from costlib.thresholds._audit_plots import audit_frontiers, plot_audit_pn_curves
-from costlib.thresholds._edges import uniform_edges
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._target import resolve_target
+from costlib.thresholds.binning._edges import uniform_edges
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.plots._audit_plots import audit_frontiers, plot_audit_pn_curves
+from costlib.thresholds.point._target import resolve_target
 
 
 def test_frontiers_end_where_each_grid_can_see(tmp_path):

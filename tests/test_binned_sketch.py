@@ -1,13 +1,14 @@
-"""Binning and sketching in one pass (costlib.thresholds._binned_sketch) equals each done alone."""
+"""Binning and sketching in one pass (costlib.thresholds.binning._binned_sketch) equals each done
+alone."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costlib.thresholds._binned_sketch import SketchingBinner, bin_and_sketch
-from costlib.thresholds._edges import decision_edges, uniform_edges
-from costlib.thresholds._score_sketch import EdgeSketch
+from costlib.thresholds.binning._binned_sketch import SketchingBinner, bin_and_sketch
+from costlib.thresholds.binning._edges import decision_edges, uniform_edges
+from costlib.thresholds.binning._score_sketch import EdgeSketch
 
 
 def _alone(scores, labels, weights, unrated, edges):

@@ -4,15 +4,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from threshold_data import make_rows
 
-from costlib.thresholds._bootstrap import (
+from costlib.thresholds.binning._rows import quantize_weights
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.loop._bootstrap import (
     BootstrapGrids,
     confidence_intervals,
     hash_item_ids,
     poisson_counts,
 )
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._optimize import optimize
-from costlib.thresholds._rows import quantize_weights
+from costlib.thresholds.point._optimize import optimize
 
 
 def test_poisson_counts_have_poisson_one_moments():

@@ -19,8 +19,8 @@ from pipeline_data import (
     write_files,
 )
 
-from costlib.thresholds._edges import decision_edges_from_sketch, with_thresholds
-from costlib.thresholds._score_sketch import EdgeSketch, ScoreSketch
+from costlib.thresholds.binning._edges import decision_edges_from_sketch, with_thresholds
+from costlib.thresholds.binning._score_sketch import EdgeSketch, ScoreSketch
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.recalibrate.carried_edges import (
     SKETCH_FILE,
@@ -60,7 +60,7 @@ def days():
 def test_second_run_carries_the_first_runs_sketch_and_counts_in_one_pass(days, tmp_path):
     first, second = days
     config = RunConfig.from_dict(RAW)
-    assert config.grid["auto_edges_from"] == "previous_run"
+    assert config.grid.auto_edges_from == "previous_run"
     out = tmp_path / "out"
     m1, dir1, _ = _run(config, write_files(first, tmp_path / "d1"), out)
     assert m1["grid_edges"]["source"]["from"] == "this_run"  # nothing to carry yet

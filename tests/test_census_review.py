@@ -12,14 +12,15 @@ import pytest
 from coverage_data import brute_flags
 from test_lower_bound_move import EDGES, audit_draw, population
 
-from costlib.thresholds._census_review import census_gains, census_review
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._move_evidence import lower_bound_move
-from costlib.thresholds._operating_point import point_at
-from costlib.thresholds._optimize import optimize
-from costlib.thresholds._recalibration import optimize_group
-from costlib.thresholds._rows import quantize_weights
-from costlib.thresholds._target import resolve_target
+from costlib.thresholds.binning._rows import quantize_weights
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.loop import InForcePolicy
+from costlib.thresholds.loop._census_review import census_gains, census_review
+from costlib.thresholds.loop._move_evidence import lower_bound_move
+from costlib.thresholds.loop._recalibration import optimize_group
+from costlib.thresholds.point._operating_point import point_at
+from costlib.thresholds.point._optimize import optimize
+from costlib.thresholds.point._target import resolve_target
 
 
 def _grid(seed=2, weighted=True):
@@ -194,5 +195,6 @@ def test_optimize_group_records_the_undo_and_can_be_switched_off():
     assert point.reason.startswith("moved back: ")
     assert point.details["move_evidence"]["census"]["action"] == "undo"
     off = optimize_group("g", grid, methods=["graph"], target=target, rule="any", min_positives=0,
-                         min_negatives=0, in_force=(0.5,), census_review=False)
+                         min_negatives=0, in_force=(0.5,),
+                         policy=InForcePolicy(census_review=False))
     assert off.points["graph"].thresholds == (0.5,)

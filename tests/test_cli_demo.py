@@ -1,6 +1,7 @@
 import json
 
 import pyarrow.parquet as pq
+import yaml
 
 from costlib_pipelines.commands.cli import main
 
@@ -37,6 +38,16 @@ def test_demo_runs_recalibrate_and_decide_end_to_end(tmp_path, capsys):
     assert sorted(p.name for p in (out / "plots").glob("pn_*.png")) == [
         "pn___all__.png", "pn_market_a.png", "pn_market_b.png", "pn_market_c.png"
     ]
+    # The config the demo writes is the short one a user would write (commented, the keys that
+    # matter), and it resolves to exactly the config the run recorded and hashed.
+    written = (out / "config.yaml").read_text().splitlines()
+    assert len(written) < 25 and written[0].startswith("#")
+    assert {line.split(":")[0] for line in written if line[:1].isalpha()} == {
+        "columns", "classifiers", "rule", "target", "methods", "min_rated"}
+    assert main(["config", "--resolved", str(out / "config.yaml")]) == 0
+    resolved = yaml.safe_load(capsys.readouterr().out)
+    assert resolved == manifest["config"] == decide_manifest["config"]
+    assert len(resolved) > 20
 
 
 def test_demo_audit_loop_rates_what_decide_asked_for_and_recalibrates_with_the_weights(
@@ -78,6 +89,11 @@ def test_demo_audit_loop_rates_what_decide_asked_for_and_recalibrates_with_the_w
     # including rows no classifier scored (positives no threshold can flag: part of P-hat)
     scored = rated[["text_model", "image_model"]].notna().any(axis=1).to_numpy()
     accounting = manifest["row_accounting"]
+    # the second day's config is short too, and is the config that run used
+    assert len((out / "day2" / "config.yaml").read_text().splitlines()) < 30
+    capsys.readouterr()
+    assert main(["config", "--resolved", str(out / "day2" / "config.yaml")]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == manifest["config"]
     sampled = d["audit"].to_numpy() & (d["audit_probability"].to_numpy() < 1)
     assert accounting["audit.audited"] == int(sampled.sum())
     assert (sampled & ~scored).any() and accounting["dead_lettered"] == 0
@@ -111,3 +127,27 @@ def test_text_tables_show_missing_values_as_a_dash():
     text = format_table([["a", None, float("nan"), float("inf"), 0.123456]],
                         ["g", "ci", "x", "t", "v"])
     assert text.splitlines()[2].split() == ["a", "-", "-", "off", "0.1235"]
+
+
+def test_config_resolved_prints_every_default_and_is_its_own_resolution(tmp_path, capsys):
+    """``costlib config --resolved``: the schema's defaults filled in (the same as loading the
+    config), a fixed point when fed back, and exit 2 naming the file for a bad config."""
+    from costlib_pipelines.config import load_config
+
+    short = tmp_path / "short.yaml"
+    short.write_text("classifiers: [a, b]\ntarget: {fp_per_tp: 4}\n")
+    assert main(["config", str(short)]) == 0
+    assert load_config(short).digest in capsys.readouterr().out
+    assert main(["config", "--resolved", str(short)]) == 0
+    resolved = yaml.safe_load(capsys.readouterr().out)
+    assert resolved == load_config(short).raw
+    assert resolved["columns"]["label"] == "label" and resolved["methods"] == ["graph", "hull"]
+    full = tmp_path / "full.yaml"
+    full.write_text(yaml.safe_dump(resolved, sort_keys=False))
+    assert load_config(full).raw == resolved and load_config(full).digest == load_config(
+        short).digest
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("classifiers: [a]\n")
+    assert main(["config", "--resolved", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}: invalid run config" in err and "target" in err

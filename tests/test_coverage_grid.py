@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from threshold_data import make_rows
 
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._rows import quantize_weights, split_labels
-from costlib.thresholds._sparse import SparseCounts, grouped_histograms, sum_sparse
+from costlib.thresholds.binning._rows import quantize_weights, split_labels
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.grid._sparse import SparseCounts, grouped_histograms, sum_sparse
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])
@@ -155,7 +155,7 @@ def test_max_unrated_share_is_checked():
 
 
 def test_bootstrap_replicates_carry_the_unrated_channel():
-    from costlib.thresholds._bootstrap import BootstrapGrids, hash_item_ids, poisson_counts
+    from costlib.thresholds.loop._bootstrap import BootstrapGrids, hash_item_ids, poisson_counts
 
     scores, labels, w, edges, _, rated = make_selective_rows(300, 2, seed=2, weighted=True)
     ids = np.arange(300)

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from costlib.thresholds._edges import uniform_edges
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._optimize import optimize
+from costlib.thresholds.binning._edges import uniform_edges
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.point._optimize import optimize
 
 
 def _population(n, seed, prevalence=0.01, separation=(3.2, 2.8), rho=0.3):

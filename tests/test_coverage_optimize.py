@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from coverage_data import brute_cell, make_selective_rows
 
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._operating_point import METHODS
-from costlib.thresholds._optimize import optimize
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.point._operating_point import METHODS
+from costlib.thresholds.point._optimize import optimize
 
 OBJECTIVE_SETS = [
     ({"target_marginal_precision": 0.3}, 0.0),

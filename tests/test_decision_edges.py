@@ -12,11 +12,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costlib.thresholds._edges import decision_edges, decision_edges_from_sketch, quantile_edges
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._optimize import optimize
-from costlib.thresholds._resolution import lattice_resolution, refine, resolution_check
-from costlib.thresholds._score_sketch import EdgeSketch, ScoreSketch, key_values, sortable_keys
+from costlib.thresholds.binning._edges import (
+    decision_edges,
+    decision_edges_from_sketch,
+    quantile_edges,
+)
+from costlib.thresholds.binning._score_sketch import (
+    EdgeSketch,
+    ScoreSketch,
+    key_values,
+    sortable_keys,
+)
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.point._optimize import optimize
+from costlib.thresholds.point._refine import refine, resolution_check
+from costlib.thresholds.point._resolution import lattice_resolution
 
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
 
@@ -185,7 +195,7 @@ def test_finer_bound_is_an_upper_bound_of_every_threshold_tuple(seed, n_edges, r
 def test_lattice_resolution_settings_are_checked():
     scores, y = rare_stream(5_000)
     grid = ThresholdGrid.from_scores(scores, y, decision_edges(scores, y))
-    from costlib.thresholds._objectives import Objective
+    from costlib.thresholds.point._objectives import Objective
     with pytest.raises(ValueError, match="max_jump"):
         lattice_resolution(grid, 0.0, objective=Objective.make("linear", slope=1.0),
                            max_jump=1.0)
@@ -225,7 +235,7 @@ def test_unrated_rows_and_weights_enter_as_the_grid_takes_them():
 
 
 def test_the_decision_band_ends_where_the_local_precision_falls_below_5_percent():
-    from costlib.thresholds._edges import _decision_band
+    from costlib.thresholds.binning._edges import _decision_band
 
     # 100 top positives, each with one negative just below it (precision 1/2), then 900
     # positives with 100 negatives each (precision ~1%): the band holds the top ~100.

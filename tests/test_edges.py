@@ -3,8 +3,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costlib.thresholds._bin_locator import bin_indices
-from costlib.thresholds._edges import check_edges, quantile_edges, uniform_edges
+from costlib.thresholds.binning._bin_locator import bin_indices
+from costlib.thresholds.binning._edges import check_edges, quantile_edges, uniform_edges
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
 
@@ -93,7 +93,7 @@ any_float = st.floats(allow_nan=False, allow_infinity=False, width=64)
 def test_bracket_tables_bound_the_true_bin(edges, values):
     """The invariant the bracket tables rest on, for both kinds of cells over any floats:
     every value's cell brackets its true bin, ``lo <= b(s) <= hi``."""
-    from costlib.thresholds._bin_locator import _KeyCells, _ValueCells
+    from costlib.thresholds.binning._bin_locator import _KeyCells, _ValueCells
 
     e = np.unique(np.array(edges) + 0.0)
     if e.size < 2:

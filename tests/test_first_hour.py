@@ -127,11 +127,12 @@ def test_an_operating_point_prints_in_one_line():
 
 
 def test_different_edges_across_groups_say_how_to_get_one_lattice():
-    from costlib.thresholds._allocation import allocate_capacity
+    from costlib.thresholds import Target
+    from costlib.thresholds.capacity._allocation import allocate_capacity
 
     _, grid, own = _point_and_grids()
     with pytest.raises(ValueError, match="have different edges") as info:
-        allocate_capacity({"all": grid, "market_a": own}, 10.0, target=0.5)
+        allocate_capacity({"all": grid, "market_a": own}, 10.0, target=Target(slope=0.5))
     assert "decision_edges(all_scores, all_labels)" in str(info.value)
     assert "ThresholdGrid.from_scores(group_scores, group_labels, edges)" in str(info.value)
 

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from threshold_data import exhaustive_path_area, random_grid
 
-from costlib.thresholds import _lattice_path as lattice_path
-from costlib.thresholds import _optimize as optimizing
-from costlib.thresholds._lattice_path import max_area_path, max_area_paths, path_area
-from costlib.thresholds._optimize import optimize, optimize_each, prepare_graph_paths
+from costlib.thresholds.point import _lattice_path as lattice_path
+from costlib.thresholds.point import _optimize as optimizing
+from costlib.thresholds.point._lattice_path import max_area_path, max_area_paths, path_area
+from costlib.thresholds.point._optimize import optimize, optimize_each, prepare_graph_paths
 
 _grid = random_grid
 

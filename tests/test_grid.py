@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from threshold_data import brute_counts, make_rows
 
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._rows import quantize_weights
+from costlib.thresholds.binning._rows import quantize_weights
+from costlib.thresholds.grid._grid import ThresholdGrid
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])
@@ -149,7 +149,7 @@ def test_rule_must_be_known():
 def test_grouped_histograms_sorted_keys_of_either_width_give_each_groups_grid(largest_group):
     """Sorted runs with int32 keys (every code below 2^31) and int64 keys (group codes so large
     that codes pass 2^31: 120,000 groups x 2 channels x 102^2 cells) equal each group's grid."""
-    from costlib.thresholds._sparse import grouped_histograms
+    from costlib.thresholds.grid._sparse import grouped_histograms
 
     rng = np.random.default_rng(11)
     n = 2000
@@ -174,8 +174,8 @@ def test_grouped_histograms_dense_count_equals_sorted_runs(monkeypatch, weighted
     """The dense bincount path (small lattices) gives the very arrays of the sort path, and
     both equal each group's grid from scores; zero weights keep the sort path (a cell with
     rows of weight 0 stays stored)."""
-    from costlib.thresholds import _sparse as sparse_module
-    from costlib.thresholds._sparse import grouped_histograms
+    from costlib.thresholds.grid import _sparse as sparse_module
+    from costlib.thresholds.grid._sparse import grouped_histograms
 
     rng = np.random.default_rng(5)
     n = 3000

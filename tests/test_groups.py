@@ -14,10 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pipeline_data import base_config, direct_records, sample_frame, write_files
 
-import costlib.thresholds._sparse as sparse_module
-from costlib.thresholds import _optimize as optimizing
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._sparse import SparseCounts, SparseGrid, grouped_histograms, merge_sparse
+import costlib.thresholds.grid._sparse as sparse_module
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.grid._sparse import (
+    SparseCounts,
+    SparseGrid,
+    grouped_histograms,
+    merge_sparse,
+)
+from costlib.thresholds.point import _optimize as optimizing
 from costlib_pipelines.io.records import records_to_jsonl
 from costlib_pipelines.recalibrate import shards
 from costlib_pipelines.recalibrate.grids import SumGrids

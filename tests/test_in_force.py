@@ -18,14 +18,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pipeline_data import CLASSIFIERS, base_config
 
-from costlib.thresholds._bootstrap import BootstrapGrids, hash_item_ids, poisson_counts
-from costlib.thresholds._edges import uniform_edges, with_thresholds
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._move_evidence import move_evidence
-from costlib.thresholds._operating_point import point_at
-from costlib.thresholds._optimize import optimize
-from costlib.thresholds._recalibration import ALL_GROUPS, optimize_group, recalibrate_grids
-from costlib.thresholds._target import resolve_target
+from costlib.thresholds.binning._edges import uniform_edges, with_thresholds
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.loop import InForcePolicy
+from costlib.thresholds.loop._bootstrap import BootstrapGrids, hash_item_ids, poisson_counts
+from costlib.thresholds.loop._move_evidence import move_evidence
+from costlib.thresholds.loop._recalibration import ALL_GROUPS, optimize_group, recalibrate_grids
+from costlib.thresholds.point._operating_point import point_at
+from costlib.thresholds.point._optimize import optimize
+from costlib.thresholds.point._target import resolve_target
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import ConfigError
 from costlib_pipelines.decide.pipeline import run_decide
@@ -337,11 +338,11 @@ def test_small_gains_keep_the_thresholds_in_force_and_large_ones_move():
     in_force = (edges[0][8], edges[1][8])
     common = {"methods": ["hull"], "target": target, "rule": "any", "bootstrap": boot,
               "in_force": in_force}
-    moved = optimize_group("g", grid, min_positives=0, min_negatives=0, min_gain_z=0.0,
-                           **common)
+    moved = optimize_group("g", grid, min_positives=0, min_negatives=0,
+                           policy=InForcePolicy(min_gain_z=0.0), **common)
     assert moved.status == "ok" and moved.points["hull"].thresholds == best.thresholds
-    held = optimize_group("g", grid, min_positives=0, min_negatives=0, min_gain_z=1e9,
-                          **common)
+    held = optimize_group("g", grid, min_positives=0, min_negatives=0,
+                          policy=InForcePolicy(min_gain_z=1e9), **common)
     assert held.status == "kept" and held.points["hull"].thresholds == in_force
     assert "bootstrap se" in held.points["hull"].reason
     assert held.points["hull"].details["move_evidence"]["z"] == 1e9
@@ -352,8 +353,8 @@ def test_small_gains_keep_the_thresholds_in_force_and_large_ones_move():
 def test_min_gain_z_needs_bootstrap_replicates():
     with pytest.raises(ConfigError, match=r"bootstrap\.replicates >= 2"):
         _config(in_force={"min_gain_z": 1.0})
-    assert _config(in_force={"min_gain_z": 1.0}, bootstrap={"replicates": 5}).in_force[
-        "min_gain_z"] == 1.0
+    assert _config(in_force={"min_gain_z": 1.0},
+                   bootstrap={"replicates": 5}).policy.min_gain_z == 1.0
 
 
 def test_in_force_records_whether_its_source_is_the_published_run(selective, tmp_path, capsys):

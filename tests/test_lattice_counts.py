@@ -1,11 +1,11 @@
-"""``lattice_counts`` against its definition, cell by cell (costlib.thresholds._grid)."""
+"""``lattice_counts`` against its definition, cell by cell (costlib.thresholds.grid._grid)."""
 
 import itertools
 
 import numpy as np
 import pytest
 
-from costlib.thresholds._grid import lattice_counts
+from costlib.thresholds.grid._grid import lattice_counts
 
 
 def _by_definition(hist, rule, k):

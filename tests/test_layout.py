@@ -1,11 +1,16 @@
-"""The layout of docs/development.md: the package list, the layers, and the 0.1 import paths.
+"""The layout of docs/development.md: the package list and the layers.
 
 - The subpackages are exactly the ones the map describes (a new folder updates both).
 - The subpackages of ``costlib`` import each other along one order (no cycle): ``audit`` below
   ``thresholds``, nothing below ``decoding`` but itself; read from the source with :mod:`ast`,
   lazy imports inside functions included.
-- Every 0.1 module path still imports, warns with a :class:`DeprecationWarning` naming the new
-  place, and is the very module object of the new path; renamed names are forwarded.
+- The wings of ``costlib.thresholds`` import each other downward only, in the order of
+  :data:`WINGS`, and never through ``costlib.thresholds`` itself.
+- No module of ``costlib`` or ``costlib_pipelines`` imports itself back through another (no
+  import circle at module level, lazy imports included).
+- No module under ``costlib/`` or ``pipelines/`` is over 550 lines.
+- The pipelines import the library through its public faces only: no ``costlib.<pkg>._module``
+  (nor a private name of a face) under ``pipelines/``.
 """
 
 from __future__ import annotations
@@ -22,7 +27,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 COSTLIB_PACKAGES = {"costlib", "costlib.audit", "costlib.costs", "costlib.decoding",
                     "costlib.estimators", "costlib.experiments", "costlib.thresholds",
-                    "costlib.experiments.robles2020"}
+                    "costlib.experiments.robles2020", "costlib.thresholds.binning",
+                    "costlib.thresholds.grid", "costlib.thresholds.point",
+                    "costlib.thresholds.loop", "costlib.thresholds.capacity",
+                    "costlib.thresholds.plots"}
+
+#: The wings of the engine, bottom up: each imports only wings before it.
+WINGS = ("binning", "grid", "point", "loop", "capacity", "plots")
 PIPELINES_PACKAGES = {"costlib_pipelines", "costlib_pipelines.commands", "costlib_pipelines.decide",
                       "costlib_pipelines.follow", "costlib_pipelines.io",
                       "costlib_pipelines.recalibrate", "costlib_pipelines.report"}
@@ -93,68 +104,6 @@ def test_the_cycle_check_sees_a_cycle(tmp_path):
         "costlib.audit", "costlib.thresholds", "costlib.costs._benefit"}
 
 
-OLD_PATHS = """
-import importlib, json, sys, warnings
-import costlib, costlib_pipelines
-from costlib._moved import COSTLIB_MOVED
-moved = {**COSTLIB_MOVED, **costlib_pipelines.MOVED}
-report = {}
-for old, new in moved.items():
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        module = importlib.import_module(old)
-    if isinstance(new, str):
-        same = module is importlib.import_module(new)
-    else:  # split: every public name of every successor, the first one's wins
-        names = {}
-        for successor in reversed(new):
-            found = importlib.import_module(successor)
-            names.update({n: getattr(found, n) for n in getattr(found, "__all__", [])})
-        same = len(names) > 3 and all(getattr(module, n) is v for n, v in names.items())
-    report[old] = [same, [str(w.message) for w in caught if w.category is DeprecationWarning]]
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    from costlib.audit_estimation import AuditDesign, audit_design
-    from costlib_pipelines.decide import run_decide
-    current = len(caught)
-    from costlib_pipelines.decide import select_operating_points
-from costlib.audit import AuditWeights, audit_weights
-from costlib_pipelines.decide.pipeline import run_decide as run
-report["renamed"] = [AuditDesign is AuditWeights and audit_design is audit_weights
-                     and run_decide is run, [str(w.message) for w in caught], current]
-print(json.dumps(report))
-"""
-
-
-def test_old_import_paths_are_the_new_modules_with_a_warning():
-    result = subprocess.run([sys.executable, "-c", OLD_PATHS], capture_output=True, text=True,
-                            timeout=300, check=False)
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout.splitlines()[-1])
-    renamed = report.pop("renamed")
-    assert len(report) >= 40
-    for old, (same, messages) in report.items():
-        assert same, old
-        assert len(messages) == 1, (old, messages)
-        assert messages[0].startswith((f"{old} moved: import from ", f"{old} was split: ")), \
-            messages
-    assert report["costlib_pipelines.transforms"][1][0].startswith(
-        "costlib_pipelines.transforms was split: import from "
-        "costlib_pipelines.recalibrate.aggregating, ")
-    assert report["costlib.grid"][1][0].startswith(
-        "costlib.grid was split: import from costlib.thresholds; ")
-    assert report["costlib.edges"][1][0].startswith(
-        "costlib.edges moved: import from costlib.thresholds (module costlib.thresholds._edges)")
-    same, messages, current = renamed
-    assert same
-    # The two renamed names warn (the module was imported above); run_decide is the stage's
-    # entry point (no warning); select_operating_points moved into a module of the package.
-    assert current == 2, messages
-    assert "costlib.audit._weights.AuditDesign is now costlib.audit.AuditWeights" in messages[0]
-    assert "select_operating_points moved: import it from costlib_pipelines.io.published_points" \
-        in messages[2]
-
-
 #: The stages of costlib_pipelines, bottom up; the top-level modules (config, runner, flags)
 #: serve them all and import no stage.
 STAGES = ("io", "recalibrate", "decide", "follow", "report", "commands")
@@ -187,12 +136,137 @@ def test_pipeline_stages_import_each_other_without_cycles():
     assert not upward, upward
 
 
-def test_no_pipeline_module_is_over_550_lines():
-    sizes = {str(path.relative_to(ROOT)): len(path.read_text().splitlines())
-             for path in (ROOT / "pipelines").rglob("*.py")}
-    assert len(sizes) > 30
-    assert {path: n for path, n in sizes.items() if n > 550} == {}
+def test_no_module_is_over_550_lines():
+    for folder in ("costlib", "pipelines"):
+        sizes = {str(path.relative_to(ROOT)): len(path.read_text().splitlines())
+                 for path in (ROOT / folder).rglob("*.py")}
+        assert len(sizes) > 30, folder
+        assert {path: n for path, n in sizes.items() if n > 550} == {}
 
+
+def _private_imports(path: Path) -> list[str]:
+    """The private parts of ``costlib`` that ``path`` imports: modules or names with a leading
+    underscore (``costlib._messages`` and the like, helpers of every subpackage, included)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+            names: list[str] = []
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            modules, names = [node.module], [alias.name for alias in node.names]
+        else:
+            continue
+        for module in modules:
+            parts = module.split(".")
+            if parts[0] != "costlib":
+                continue
+            if any(part.startswith("_") for part in parts[1:]):
+                found.append(module)
+            found.extend(f"{module}.{name}" for name in names if name.startswith("_"))
+    return found
+
+
+def test_the_pipelines_import_the_library_through_its_public_faces():
+    private = {str(path.relative_to(ROOT)): _private_imports(path)
+               for path in (ROOT / "pipelines").rglob("*.py")}
+    assert len(private) > 30
+    assert {path: names for path, names in private.items() if names} == {}
+
+
+def test_the_public_face_check_sees_private_imports(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("from costlib.thresholds.grid._grid import ThresholdGrid\n"
+                      "def f():\n    from costlib.thresholds.point import _optimize, optimize\n"
+                      "import costlib.audit._weights\nfrom costlib.audit import audit_weights\n"
+                      "from costlib_pipelines.io.records import _private\n")
+    assert sorted(_private_imports(module)) == ["costlib.audit._weights",
+                                                "costlib.thresholds.grid._grid",
+                                                "costlib.thresholds.point._optimize"]
+
+
+def _wing_graph() -> nx.DiGraph:
+    """Wing -> wings its modules import (``top`` for ``costlib.thresholds`` itself)."""
+    graph = nx.DiGraph()
+    for path in (ROOT / "costlib" / "thresholds").rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if len(parts) < 4:  # costlib/thresholds/__init__.py: the face over all wings
+            continue
+        source = parts[2]
+        graph.add_node(source)
+        for name in _imported(path, ".".join(parts[:-1])):
+            target = name.split(".")
+            if target[:2] != ["costlib", "thresholds"]:
+                continue
+            wing = target[2] if len(target) > 2 else "top"
+            if wing != source:
+                graph.add_edge(source, wing)
+    return graph
+
+
+def test_the_wings_of_the_engine_import_downward_only():
+    graph = _wing_graph()
+    assert set(graph) == set(WINGS)
+    order = {wing: i for i, wing in enumerate(WINGS)}
+    upward = [(a, b) for a, b in graph.edges if b == "top" or order[b] > order[a]]
+    assert upward == []
+    # The order is not wider than it must be: every wing but the first builds on binning.
+    assert all(graph.has_edge(wing, "binning") for wing in WINGS[1:] if wing != "plots")
+
+
+def _module_graph(directory: Path, name: str) -> nx.DiGraph:
+    """Module -> modules it imports explicitly (``from package import module`` counts as the
+    module; a package is its ``__init__``), for every ``*.py`` under ``directory``."""
+    modules = {}
+    for path in directory.rglob("*.py"):
+        parts = path.relative_to(directory).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join((name, *parts))] = path
+    graph = nx.DiGraph()
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        graph.add_node(module)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{base}.{node.module}" if node.module else base
+                else:
+                    base = node.module or ""
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                           for alias in node.names]
+            else:
+                continue
+            graph.add_edges_from((module, target) for target in targets
+                                 if target in modules and target != module)
+    return graph
+
+
+def test_no_module_imports_itself_back():
+    for folder, name in (("costlib", "costlib"), ("pipelines", "costlib_pipelines")):
+        graph = _module_graph(ROOT / folder, name)
+        assert graph.number_of_nodes() > 70, folder
+        assert nx.is_directed_acyclic_graph(graph), list(nx.simple_cycles(graph))[:5]
+
+
+def test_the_module_graph_sees_a_circle_through_a_lazy_import(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "_a.py").write_text("from pkg._b import g\n")
+    (package / "_b.py").write_text("def g():\n    from pkg import _a\n")
+    (package / "_c.py").write_text("from . import _b\n")
+    graph = _module_graph(package, "pkg")
+    assert set(graph.edges) == {("pkg._a", "pkg._b"), ("pkg._b", "pkg._a"), ("pkg._c", "pkg._b")}
+    assert not nx.is_directed_acyclic_graph(graph)
+
+
+#: Files whose dotted names are not checked: docs/audit.md is being rewritten on its own branch
+#: and still names the engine's modules by their paths before the wings (remove it from this set
+#: once the rewrite is merged and its names are updated).
+NOT_CHECKED_YET = {"docs/audit.md"}
 
 #: Dotted names the text may mention although they do not exist (a test of a broken link).
 NOT_REFERENCES = {"costlib.costs._benefit.no_such_function", "costlib.no_such_module",
@@ -240,7 +314,8 @@ def test_every_dotted_name_in_code_docs_and_deploy_files_exists():
     files = [str(path) for pattern in ("costlib/**/*.py", "pipelines/**/*.py", "schemas/*",
                                        "tests/**/*.py", "docs/**/*.md", "deploy/**/*",
                                        "pipelines/report/templates/*", "*.md", "*.toml")
-             for path in ROOT.glob(pattern) if path.is_file()]
+             for path in ROOT.glob(pattern)
+             if path.is_file() and str(path.relative_to(ROOT)) not in NOT_CHECKED_YET]
     result = subprocess.run([sys.executable, "-c", REFERENCE_CHECK, *files], capture_output=True,
                             text=True, timeout=300, check=False, cwd=ROOT)
     assert result.returncode == 0, result.stderr
@@ -256,7 +331,7 @@ def test_each_public_package_docstring_names_every_export():
     import re
 
     for package in ("costlib.thresholds", "costlib.audit", "costlib.costs", "costlib.decoding",
-                    "costlib.estimators"):
+                    "costlib.estimators", *(f"costlib.thresholds.{wing}" for wing in WINGS)):
         module = importlib.import_module(package)
         assert set(module.__all__) <= set(vars(module)), package
         unlisted = [name for name in module.__all__
@@ -267,49 +342,8 @@ def test_each_public_package_docstring_names_every_export():
 def test_the_api_reference_shows_every_private_module_of_the_core_packages():
     """Each module's docstring states its math; the API pages render all of them."""
     pages = "".join(path.read_text() for path in (ROOT / "docs" / "api").glob("*.md"))
-    for package in ("thresholds", "audit", "costs"):
+    for package in ("thresholds", "audit", "costs", *(f"thresholds/{wing}" for wing in WINGS)):
         for path in (ROOT / "costlib" / package).glob("_*.py"):
             if path.name != "__init__.py":
-                assert f"::: costlib.{package}.{path.stem}\n" in pages, path
-
-
-UNKNOWN_NAMES = """
-import importlib, json, warnings
-warnings.simplefilter("ignore")
-import costlib, costlib_pipelines
-outcomes = {}
-for module, name in [("costlib.grid", "no_such_name"), ("costlib.grid", "__wrapped__"),
-                     ("costlib.audit_estimation", "NoSuchDesign"),
-                     ("costlib_pipelines.decide", "no_such_name"),
-                     ("costlib_pipelines.decide", "pipeline_typo"),
-                     ("costlib_pipelines.transforms", "NoSuchFn")]:
-    try:
-        getattr(importlib.import_module(module), name)
-        outcomes[f"{module}.{name}"] = "found"
-    except AttributeError as error:
-        outcomes[f"{module}.{name}"] = str(error)
-for module in ("costlib.no_such_module", "costlib_pipelines.no_such_module"):
-    try:
-        importlib.import_module(module)
-        outcomes[module] = "found"
-    except ModuleNotFoundError as error:
-        outcomes[module] = type(error).__name__
-print(json.dumps(outcomes))
-"""
-
-
-def test_unknown_names_on_old_paths_fail_as_python_would():
-    """The forwarders serve only names that exist: anything else is an AttributeError naming
-    the module the name was looked up on (for a module that moved whole, the new module: it is
-    the same object), and an old-looking path that never existed is not found."""
-    result = subprocess.run([sys.executable, "-c", UNKNOWN_NAMES], capture_output=True,
-                            text=True, timeout=300, check=False)
-    assert result.returncode == 0, result.stderr
-    outcomes = json.loads(result.stdout.splitlines()[-1])
-    for key, outcome in outcomes.items():
-        if key.endswith("no_such_module"):
-            assert outcome == "ModuleNotFoundError", key
-        else:
-            module, _, name = key.rpartition(".")
-            module = {"costlib.audit_estimation": "costlib.audit._weights"}.get(module, module)
-            assert outcome == f"module {module!r} has no attribute {name!r}", (key, outcome)
+                dotted = package.replace("/", ".")
+                assert f"::: costlib.{dotted}.{path.stem}\n" in pages, path

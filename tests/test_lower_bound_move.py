@@ -11,18 +11,19 @@ import numpy as np
 import pytest
 from coverage_data import brute_flags
 
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._move_evidence import (
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.loop import InForcePolicy
+from costlib.thresholds.loop._move_evidence import (
     gain_standard_errors,
     lower_bound_move,
     one_row_weight,
     segment_cells,
     unseen_variance,
 )
-from costlib.thresholds._operating_point import point_at
-from costlib.thresholds._optimize import optimize
-from costlib.thresholds._recalibration import PROPOSED, optimize_group
-from costlib.thresholds._target import resolve_target
+from costlib.thresholds.loop._recalibration import PROPOSED, optimize_group
+from costlib.thresholds.point._operating_point import point_at
+from costlib.thresholds.point._optimize import optimize
+from costlib.thresholds.point._target import resolve_target
 
 EDGES = [np.linspace(0.1, 0.9, 5), np.linspace(0.1, 0.9, 4)]
 
@@ -101,7 +102,7 @@ def _grids(seed, floor):
 
 def _grid_and_replicates(seed, floor, n_replicates):
     """``_grids(seed, floor)`` and Poisson-bootstrap replicates of the same audited rows."""
-    from costlib.thresholds._bootstrap import BootstrapGrids
+    from costlib.thresholds.loop._bootstrap import BootstrapGrids
 
     scores, truth = population(4000, seed)
     labels, pi = audit_draw(scores, truth, seed + 7, floor=floor)
@@ -147,8 +148,8 @@ def test_optimize_group_moves_on_evidence_only_with_audit_weights():
     thin = _grids(12, floor=0.002)  # a thin audit: each unflagged audit row weighs ~500
     args = {"methods": ["hull", "graph"], "target": target, "rule": "any",
             "min_positives": 1, "min_negatives": 1, "in_force": (0.9, 0.9)}
-    default = optimize_group("g", thin, **args, evidence_z=1.645)
-    off = optimize_group("g", thin, **args, evidence_z=None)
+    default = optimize_group("g", thin, **args, policy=InForcePolicy(evidence_z=1.645))
+    off = optimize_group("g", thin, **args, policy=InForcePolicy(evidence_z=None))
     for method in ("hull", "graph"):
         point, free = default.points[method], off.points[method]
         wired = lower_bound_move(thin, free, (0.9, 0.9), z=1.645, target=target, rule="any",
@@ -161,8 +162,9 @@ def test_optimize_group_moves_on_evidence_only_with_audit_weights():
         else:
             assert PROPOSED not in point.details
     grid = _grids(11, floor=0.02)  # here the optimum needs audit evidence (test above)
-    strict = optimize_group("g", grid, **args, evidence_z=1e6)  # moves only where certain
-    free = optimize_group("g", grid, **args, evidence_z=None)
+    # moves only where certain
+    strict = optimize_group("g", grid, **args, policy=InForcePolicy(evidence_z=1e6))
+    free = optimize_group("g", grid, **args, policy=InForcePolicy(evidence_z=None))
     for method in ("hull", "graph"):
         assert strict.points[method].thresholds != free.points[method].thresholds
         assert strict.points[method].details[PROPOSED] == list(free.points[method].thresholds)
@@ -170,8 +172,8 @@ def test_optimize_group_moves_on_evidence_only_with_audit_weights():
         assert strict.points[method].reason.endswith(f"the method's point: ({shown})")
     scores, truth = population(4000, 12)
     plain = ThresholdGrid.from_scores(scores, truth, EDGES)  # no audit: unchanged behaviour
-    a = optimize_group("g", plain, **args, evidence_z=1.645)
-    b = optimize_group("g", plain, **args, evidence_z=None)
+    a = optimize_group("g", plain, **args, policy=InForcePolicy(evidence_z=1.645))
+    b = optimize_group("g", plain, **args, policy=InForcePolicy(evidence_z=None))
     assert {m: p.thresholds for m, p in a.points.items()} == {
         m: p.thresholds for m, p in b.points.items()}
     assert not any(PROPOSED in p.details for p in a.points.values())
@@ -353,7 +355,8 @@ def test_a_point_in_force_that_is_the_methods_point_is_published_as_it_is():
         best = optimize(grid, target=target, rule="any", method=method)
         args = {"methods": [method], "target": target, "rule": "any", "min_positives": 1,
                 "min_negatives": 1, "in_force": best.thresholds}
-        for rule in ({"evidence_z": 1e6}, {"min_gain_z": 1e6, "bootstrap": replicates}):
+        for rule in ({"policy": InForcePolicy(evidence_z=1e6)},
+                     {"policy": InForcePolicy(min_gain_z=1e6), "bootstrap": replicates}):
             result = optimize_group("g", grid, **args, **rule)
             point = result.points[method]
             assert result.status == "ok", rule
@@ -365,7 +368,7 @@ def test_a_point_in_force_that_is_the_methods_point_is_published_as_it_is():
                                           for i, n in zip(best.index, grid.shape, strict=True)))
         if tuple(off) != tuple(best.thresholds):
             held = optimize_group("g", grid, **{**args, "in_force": off},
-                                  min_gain_z=1e6, bootstrap=replicates)
+                                  policy=InForcePolicy(min_gain_z=1e6), bootstrap=replicates)
             assert held.status == "kept" and held.points[method].details[PROPOSED] == list(
                 best.thresholds)
 
@@ -407,7 +410,8 @@ def test_a_point_in_force_that_violates_a_hard_constraint_is_never_kept(constrai
     for in_force in [violating[i] for i in rng.choice(len(violating), 5, replace=False)]:
         common = {"methods": ["hull"], "target": target, "rule": "any", "min_positives": 1,
                   "min_negatives": 1, "in_force": in_force, "options": options}
-        for rule in ({"evidence_z": 1e6}, {"min_gain_z": 1e6, "bootstrap": replicates}):
+        for rule in ({"policy": InForcePolicy(evidence_z=1e6)},
+                     {"policy": InForcePolicy(min_gain_z=1e6), "bootstrap": replicates}):
             result = optimize_group("g", grid, **common, **rule)
             point = result.points["hull"]
             assert result.status == "ok" and point.thresholds == chosen.thresholds, rule
@@ -417,7 +421,7 @@ def test_a_point_in_force_that_violates_a_hard_constraint_is_never_kept(constrai
     for in_force in [meeting[i] for i in rng.choice(len(meeting), 5, replace=False)]:
         result = optimize_group("g", grid, methods=["hull"], target=target, rule="any",
                                 min_positives=1, min_negatives=1, in_force=in_force,
-                                evidence_z=1e6, options=options)
+                                policy=InForcePolicy(evidence_z=1e6), options=options)
         point = result.points["hull"]
         assert feasible(point.index) and "violate" not in point.reason
         held_back += point.thresholds != chosen.thresholds
@@ -428,15 +432,15 @@ def test_a_kept_points_intervals_are_those_of_its_own_thresholds():
     """A kept (or part-way) point's TP, FP, precision, P̂ and recall intervals are percentiles
     of the same thresholds on every replicate (by direct point_at), so they describe the
     published point; its threshold intervals stay the method's re-optimisation."""
-    from costlib.thresholds._bootstrap import _order_statistic_interval, confidence_intervals
-    from costlib.thresholds._operating_point import point_at
+    from costlib.thresholds.loop._bootstrap import _order_statistic_interval, confidence_intervals
+    from costlib.thresholds.point._operating_point import point_at
 
     target = resolve_target(target_marginal_precision=0.15)
     grid, replicates = _grid_and_replicates(11, 0.02, 30)
     in_force = (0.9, 0.9)
     result = optimize_group("g", grid, methods=["hull"], target=target, rule="any",
                             min_positives=1, min_negatives=1, in_force=in_force,
-                            min_gain_z=1e6, bootstrap=replicates)
+                            policy=InForcePolicy(min_gain_z=1e6), bootstrap=replicates)
     assert result.status == "kept" and result.points["hull"].thresholds == in_force
     got = result.intervals["hull"]
     at = [point_at(replicates.replicate(r), in_force, target=target, rule="any",
@@ -457,7 +461,7 @@ def test_a_point_in_force_under_a_rating_backlog_is_not_judged_by_rated_constrai
     """Every row the thresholds in force flag still unrated (a backlog): TP = FP = 0 there says
     nothing about their precision, so min_precision does not force them out; they are kept
     (before kept_violations learnt this, the point flagging nothing was published)."""
-    from costlib.thresholds._move_evidence import kept_violations
+    from costlib.thresholds.loop._move_evidence import kept_violations
 
     rng = np.random.default_rng(0)
     scores = rng.random((3000, 2))
@@ -483,7 +487,7 @@ def test_a_thin_group_keeps_its_thresholds_but_says_which_constraint_they_miss()
     """Too few rated rows to recalibrate: the group keeps its thresholds in force (it cannot
     be re-optimised), and the kept point's reason names the hard constraint they violate on
     its grid (min_recall with audit rows; estimated recall 0.39 < 0.9 here)."""
-    from costlib.thresholds._recalibration import apply_fallback
+    from costlib.thresholds.loop._recalibration import apply_fallback
 
     target = resolve_target(target_marginal_precision=0.15)
     grid = _grids(11, floor=0.02)

@@ -18,13 +18,13 @@ from pipeline_data import base_config, comparable, direct_records, write_files
 from test_pipeline_audit_estimation import audited_frame
 from threshold_data import make_rows
 
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._objectives import Constraints
-from costlib.thresholds._operating_point import METHODS, RECALL_NEEDS_AUDIT, point_at
-from costlib.thresholds._optimize import optimize
-from costlib.thresholds._recalibration import RECALL_UNKNOWN, optimize_group
-from costlib.thresholds._recall_bounds import total_positives_bounds
-from costlib.thresholds._target import Target
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.grid._recall_bounds import total_positives_bounds
+from costlib.thresholds.loop._recalibration import RECALL_UNKNOWN, optimize_group
+from costlib.thresholds.point._objectives import Constraints
+from costlib.thresholds.point._operating_point import METHODS, RECALL_NEEDS_AUDIT, point_at
+from costlib.thresholds.point._optimize import optimize
+from costlib.thresholds.point._target import Target
 from costlib_pipelines.commands.cli import main
 
 
@@ -82,7 +82,7 @@ def brute_feasible(kwargs, tp, fp, vol, positives):
 
 
 def brute_violation(kwargs, tp, fp, vol, positives):
-    """The largest relative violation (costlib.thresholds._objectives: nearest point)."""
+    """The largest relative violation (costlib.thresholds.point._objectives: nearest point)."""
     r = kwargs["min_recall"]
     out = [max(r * positives - tp, 0.0) / (r * positives)]
     if "min_precision" in kwargs:

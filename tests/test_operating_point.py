@@ -6,12 +6,17 @@ import pytest
 from scipy.spatial import ConvexHull
 from threshold_data import exhaustive_path_area
 
-from costlib.thresholds._frontier import best_cell, bucket_frontier, hull_neighbours, upper_hull
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._lattice_path import max_area_path, path_area
-from costlib.thresholds._operating_point import METHODS
-from costlib.thresholds._optimize import optimize
-from costlib.thresholds._target import Target
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.point._frontier import (
+    best_cell,
+    bucket_frontier,
+    hull_neighbours,
+    upper_hull,
+)
+from costlib.thresholds.point._lattice_path import max_area_path, path_area
+from costlib.thresholds.point._operating_point import METHODS
+from costlib.thresholds.point._optimize import optimize
+from costlib.thresholds.point._target import Target
 
 
 def _grid(k, seed=0, n=3000, rule_shift=1.0):
@@ -64,7 +69,7 @@ def test_graph_path_beats_every_path_exhaustively():
 
 def _generic_recursion_area(tp, fp):
     """Max path area by the generic k-dimensional recursion (not the k = 2 fast path)."""
-    from costlib.thresholds import _lattice_path as lattice_path
+    from costlib.thresholds.point import _lattice_path as lattice_path
 
     values_in = np.full(tp.shape, -np.inf)
     values_in[0, 0] = 0.0
@@ -74,7 +79,7 @@ def _generic_recursion_area(tp, fp):
 
 
 def test_2d_fast_path_agrees_with_generic_recursion():
-    from costlib.thresholds import _lattice_path as lattice_path
+    from costlib.thresholds.point import _lattice_path as lattice_path
 
     grid = _grid(2, seed=9)
     tp, fp = grid.counts("all")
@@ -260,7 +265,7 @@ def test_best_cell_tie_rule_prefers_fewest_false_positives():
 
 @pytest.mark.parametrize("width", [40, 700])  # both forward passes: 2-D blocks and wide rows
 def test_2d_forward_passes_agree_with_generic_recursion_on_narrow_and_wide_rows(width):
-    from costlib.thresholds import _lattice_path as lattice_path
+    from costlib.thresholds.point import _lattice_path as lattice_path
 
     rng = np.random.default_rng(width)
     n = 20_000
@@ -274,7 +279,7 @@ def test_2d_forward_passes_agree_with_generic_recursion_on_narrow_and_wide_rows(
 
 
 def test_analytic_never_returns_a_point_worse_than_flagging_nothing():
-    from costlib.thresholds._analytic import fit_analytic_path
+    from costlib.thresholds.point._analytic import fit_analytic_path
 
     # One classifier, thresholds 0..3 then off. With r = 1, TP - FP along the curve is
     # -10, -3, -6, -1, 0: the only turning point (+ then -) is at index 1 (worth -3), while the

@@ -241,13 +241,13 @@ def test_defaults_relative_share_strata_and_auto_design_score_strata_unchanged()
     )
 
     base = {"classifiers": list(CLASSIFIERS), "target": {"marginal_precision": 0.3}}
-    audit = RunConfig.from_dict({**base, "audit": {"enabled": True}}).audit
+    audit = RunConfig.from_dict({**base, "audit": {"enabled": True}}).raw["audit"]
     assert audit["design"] == "auto" and audit["strata"]["relative_to"] == "point"
     assert audit["strata"]["shares"] == DEFAULT_AUDIT_SHARES
     assert audit["strata"]["weights"] == DEFAULT_AUDIT_WEIGHTS
     named = RunConfig.from_dict({**base, "audit": {"enabled": True, "strata": {
         "edges": [0.3, 0.6], "weights": [0.5, 3, 10]}}})
-    assert named.audit["design"] == "fixed" and not named.relative_strata
+    assert named.audit.design == "fixed" and not named.relative_strata
     assert named.audit_design().edges == (0.3, 0.6)
     # proposals: the third-nearest stratum (the next 4%) by default; off for score strata
     default = RunConfig.from_dict({**base, "audit": {"enabled": True}})

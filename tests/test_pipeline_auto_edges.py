@@ -15,7 +15,7 @@ from pipeline_data import (
     write_files,
 )
 
-from costlib.thresholds._edges import decision_edges
+from costlib.thresholds.binning._edges import decision_edges
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import ConfigError, RunConfig
 from costlib_pipelines.recalibrate.pipeline import run_recalibrate
@@ -43,7 +43,7 @@ def _run(config, pattern, out, beam_args=()):
 
 def test_a_config_without_a_grid_section_gets_the_librarys_default_edges(frame, tmp_path):
     config = RunConfig.from_dict(RAW)
-    assert config.grid["edges"] == "auto" and config.n_edges == 128
+    assert config.grid.edges == "auto" and config.n_edges == 128
     edges = _library_edges(frame, config)
     expected = comparable(direct_records(frame, config, edges=edges))
     a = write_files(frame, tmp_path / "a", n_files=3, row_group_size=4000)
@@ -75,7 +75,7 @@ def test_uniform_edges_are_recorded_too(frame, tmp_path):
 def test_windowed_configs_get_auto_edges_and_refuse_quantile_edges():
     windowing = {"size_days": 1, "period_days": 1}
     config = RunConfig.from_dict({**RAW, "windowing": windowing})
-    assert config.grid["edges"] == "auto" and config.n_edges == 128
+    assert config.grid.edges == "auto" and config.n_edges == 128
     with pytest.raises(ConfigError, match=r"grid\.edges: quantile edges are not supported"):
         RunConfig.from_dict({**RAW, "windowing": windowing, "grid": {"edges": "quantile"}})
 

@@ -284,7 +284,7 @@ def test_config_files_read_scientific_numbers_and_refuse_bytes_that_are_not_utf8
     config.write_text("classifiers: [a]\ntarget: {marginal_precision: 3e-1}\n"
                       "audit: {enabled: true, floor: 1e-4, budget_share: 2E-2}\n")
     loaded = load_config(config)
-    assert loaded.audit["floor"] == 1e-4 and loaded.audit["budget_share"] == 0.02
+    assert loaded.audit.floor == 1e-4 and loaded.audit.budget_share == 0.02
     assert loaded.target.slope == pytest.approx(0.3 / 0.7)
     config.write_bytes(b"classifiers: [a]\n\xff\xfe\n")
     assert main(["recalibrate", "--config", str(config), "--input", "x", "--output",

@@ -1,5 +1,6 @@
 """The shared review capacity in `costlib recalibrate` (issue 22): the pipeline's allocation
-equals `costlib.thresholds._allocation.allocate_capacity` on grids built directly from the same
+equals `costlib.thresholds.capacity._allocation.allocate_capacity` on grids built directly from the
+same
 rows, bit for bit; decide applies it; the guard holds an allocation over capacity; the config and
 the flags are checked."""
 
@@ -13,10 +14,10 @@ import pytest
 from pipeline_data import base_config, comparable, direct_grids, direct_records, sample_frame
 from pipeline_data import write_files as write_frame
 
-from costlib.thresholds._allocation import allocate_capacity
-from costlib.thresholds._group_frontiers import group_frontiers
-from costlib.thresholds._recalibration import is_sufficient
-from costlib.thresholds._split_baselines import grid_rows, split_baselines, volume_scales
+from costlib.thresholds.capacity._allocation import allocate_capacity
+from costlib.thresholds.capacity._group_frontiers import group_frontiers
+from costlib.thresholds.capacity._split_baselines import grid_rows, split_baselines, volume_scales
+from costlib.thresholds.loop._recalibration import is_sufficient
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import ConfigError
 from costlib_pipelines.decide.pipeline import run_decide

@@ -27,8 +27,8 @@ from pipeline_data import (
     write_files,
 )
 
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._sparse import grouped_histograms
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.grid._sparse import grouped_histograms
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.decide.records import read_decisions
 from costlib_pipelines.io.files import InputError

@@ -11,7 +11,7 @@ from pipeline_data import (
     write_files,
 )
 
-from costlib.thresholds._edges import fine_histogram, quantile_edges_from_histogram
+from costlib.thresholds.binning._edges import fine_histogram, quantile_edges_from_histogram
 from costlib_pipelines.io.runs import MARKER, load_operating_points
 from costlib_pipelines.recalibrate.pipeline import run_recalibrate
 
@@ -106,7 +106,7 @@ def test_insufficient_everywhere_gives_no_thresholds(frame, tmp_path):
 
 
 def test_bootstrap_intervals_match_costlib(frame, tmp_path):
-    from costlib.thresholds._bootstrap import BootstrapGrids, confidence_intervals
+    from costlib.thresholds.loop._bootstrap import BootstrapGrids, confidence_intervals
 
     config = base_config(methods=["graph"], bootstrap={"replicates": 8, "seed": 3, "level": 0.8})
     small = frame.head(12_000)

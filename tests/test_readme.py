@@ -1,5 +1,6 @@
 """The README as a newcomer follows it: installed from a clone, commands of the clone's
-``.venv``, and the example-costs example printing what its comment says."""
+``.venv``, and the examples (the README's, and those of docs/evidence.md it links to) printing
+what their comments say."""
 
 from __future__ import annotations
 
@@ -13,8 +14,13 @@ README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding=
 VENV_TOOLS = {"costlib", "pip", "python", "ruff", "mypy", "mkdocs", "pytest"}
 
 
-def _blocks(language: str) -> list[str]:
-    return re.findall(rf"^```{language}\n(.*?)^```", README, flags=re.S | re.M)
+#: The explanation of moves on evidence, whose examples the README links to.
+EVIDENCE = (Path(__file__).resolve().parents[1] / "docs" / "evidence.md").read_text(
+    encoding="utf-8")
+
+
+def _blocks(language: str, text: str = README) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.S | re.M)
 
 
 def test_shell_commands_run_the_clones_venv():
@@ -48,7 +54,7 @@ def test_the_example_costs_example_prints_what_its_comments_say(capsys):
 
 
 def test_the_census_review_example_prints_what_its_comments_say(capsys):
-    block = next(b for b in _blocks("python") if "census since the move" in b)
+    block = next(b for b in _blocks("python", EVIDENCE) if "census since the move" in b)
     exec(compile(block, "README.md[census review]", "exec"), {})
     thresholds, reason = capsys.readouterr().out.splitlines()[-2:]
     assert thresholds == "(0.7,)"
@@ -57,7 +63,7 @@ def test_the_census_review_example_prints_what_its_comments_say(capsys):
 
 
 def test_the_switch_on_example_prints_what_its_comments_say(capsys):
-    block = next(b for b in _blocks("python") if "switch_on_evidence=False" in b)
+    block = next(b for b in _blocks("python", EVIDENCE) if "switch_on_evidence=False" in b)
     exec(compile(block, "README.md[switch-on]", "exec"), {})
     status, reason, free = capsys.readouterr().out.splitlines()[-3:]
     assert status == "insufficient_data None"

@@ -21,7 +21,7 @@ from costlib.thresholds import (
     recall_bounds,
     total_positives_bounds,
 )
-from costlib.thresholds._recall_bounds import cell_probabilities
+from costlib.thresholds.grid._recall_bounds import cell_probabilities
 
 EDGES = [np.linspace(0.05, 0.95, 19)]
 

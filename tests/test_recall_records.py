@@ -78,7 +78,7 @@ def test_records_carry_the_exact_interval_the_evidence_and_a_warning(thin_audit)
 
 
 def test_the_record_table_accepts_the_new_fields(thin_audit):
-    from costlib.thresholds._recalibration import GroupResult
+    from costlib.thresholds.loop._recalibration import GroupResult
     from costlib_pipelines.io.records import operating_point_records
 
     grid, _ = thin_audit

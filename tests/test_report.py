@@ -363,7 +363,7 @@ METHODS = ("graph", "hull", "bucket", "analytic")
 def _rgb(method: str) -> tuple[int, int, int]:
     from matplotlib.colors import to_rgb
 
-    from costlib.thresholds._plots import METHOD_COLORS
+    from costlib.thresholds.plots._plots import METHOD_COLORS
 
     return tuple(round(255 * v) for v in to_rgb(METHOD_COLORS[method]))
 
@@ -410,7 +410,7 @@ def test_pn_figure_draws_the_parquet_curves_and_points_where_they_are(batch):
                 assert _marker_colour_at(image, row, col, near), (group, method, box)
                 checked += 1
         # the target line passes through the best point: TP - slope * FP is largest there
-        from costlib.thresholds._target import Target
+        from costlib.thresholds.point._target import Target
 
         slope = Target.from_marginal_precision(points[0]["target_marginal_precision"]).slope
         best = max(points, key=lambda r: r["tp"] - slope * r["fp"])

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from threshold_data import random_grid
 
-from costlib.thresholds import _optimize as optimizing
-from costlib.thresholds._lattice_path import max_area_path, max_area_paths
-from costlib.thresholds._optimize import optimize, optimize_each
+from costlib.thresholds.point import _optimize as optimizing
+from costlib.thresholds.point._lattice_path import max_area_path, max_area_paths
+from costlib.thresholds.point._optimize import optimize, optimize_each
 
 
 def _grid(seed, widths=(12, 9), n=2_000):
@@ -148,7 +148,7 @@ def test_an_assembly_during_a_shard_rewrite_reads_records_and_lines_of_one_versi
 def test_packed_pickle_round_trips_any_float_and_any_cell(counts, cells):
     import pickle
 
-    from costlib.thresholds._sparse import SparseCounts
+    from costlib.thresholds.grid._sparse import SparseCounts
 
     counts = np.array(counts)
     sparse = SparseCounts(np.array(cells, dtype=np.int64), counts, 3)
@@ -166,7 +166,7 @@ def test_groups_waiting_for_a_batch_hold_bounded_bootstrap_replicates(monkeypatc
     from pipeline_data import base_config, direct_grids
 
     from costlib.sample import generate_score_stream
-    from costlib.thresholds._bootstrap import SparseBootstrapGrids
+    from costlib.thresholds.loop._bootstrap import SparseBootstrapGrids
     from costlib_pipelines.recalibrate import shards
     from costlib_pipelines.recalibrate.optimizing import optimize_one
 

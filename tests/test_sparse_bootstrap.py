@@ -8,16 +8,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from threshold_data import make_rows
 
-from costlib.thresholds._bootstrap import (
+from costlib.thresholds.binning._cells import ROW_CHUNK
+from costlib.thresholds.binning._rows import quantize_weights
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.loop._bootstrap import (
     BootstrapGrids,
     SparseBootstrapGrids,
     as_dense,
     hash_item_ids,
     poisson_counts,
 )
-from costlib.thresholds._cells import ROW_CHUNK
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._rows import quantize_weights
 from costlib_pipelines.recalibrate.grids import SumBootstrapGrids
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from costlib.thresholds._sparse import SparseCounts
+from costlib.thresholds.grid._sparse import SparseCounts
 
 _counts = st.one_of(
     st.integers(0, 2**33).map(float),  # whole numbers, some beyond uint32

@@ -19,10 +19,11 @@ import pyarrow.parquet as pq
 import pytest
 from pipeline_data import base_config, comparable, direct_records, write_files
 
-from costlib.thresholds._bootstrap import BootstrapGrids
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._recalibration import apply_fallback, optimize_group
-from costlib.thresholds._target import resolve_target
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.loop import InForcePolicy
+from costlib.thresholds.loop._bootstrap import BootstrapGrids
+from costlib.thresholds.loop._recalibration import apply_fallback, optimize_group
+from costlib.thresholds.point._target import resolve_target
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.records import operating_point_records, pn_curve_records
@@ -55,9 +56,10 @@ def true_net(scores, truth, thresholds):
     return float((flagged & truth).sum() - SLOPE * (flagged & ~truth).sum())
 
 
-def group(grid, in_force=None, **kw):
+def group(grid, in_force=None, bootstrap=None, **policy):
     return optimize_group("g", grid, methods=["hull"], target=TARGET, rule="any",
-                          min_positives=10, min_negatives=10, in_force=in_force, **kw)
+                          min_positives=10, min_negatives=10, in_force=in_force,
+                          bootstrap=bootstrap, policy=InForcePolicy(**policy))
 
 
 def test_one_heavy_audited_positive_does_not_switch_a_group_on():
@@ -252,6 +254,9 @@ def test_first_recalibrate_run_withholds_the_unsupported_group_like_the_library(
     assert new["thresholds"] is None and new["status"] == "insufficient_data"
     assert new["reason"].startswith("not switched on: no thresholds in force")
     assert busy["status"] == "ok" and busy["thresholds"][0] < math.inf
+    # the reason as data: exactly the records whose method did not switch the group on
+    assert [(r["group"], r["reason_code"]) for r in got if r["reason_code"] is not None] == [
+        ("new", "not_switched_on")]
     assert comparable(got) == comparable(direct_records(frame, config))
     # the report says why the group has no thresholds (not "too few rated rows")
     assert main(["report", "--run", str(out / "runs" / "r1"), "--all-groups"]) == 0
@@ -286,5 +291,7 @@ def test_a_group_switched_on_by_one_method_only_writes_records_and_curves_of_tha
         config_digest="d")}
     assert records["graph"]["thresholds"] is None
     assert records["graph"]["reason"] == mixed.withheld["graph"]
+    assert (records["graph"]["reason_code"], records["hull"]["reason_code"]) == (
+        "not_switched_on", None)
     assert records["hull"]["thresholds"] == list(both.points["hull"].thresholds)
     assert [c["method"] for c in pn_curve_records(mixed)] == ["hull"]

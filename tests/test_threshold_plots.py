@@ -2,10 +2,10 @@ import numpy as np
 import pytest
 from threshold_data import make_rows
 
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._operating_point import METHODS
-from costlib.thresholds._optimize import optimize
-from costlib.thresholds._plots import plot_pn_curves, plot_threshold_surfaces
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.plots._plots import plot_pn_curves, plot_threshold_surfaces
+from costlib.thresholds.point._operating_point import METHODS
+from costlib.thresholds.point._optimize import optimize
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])

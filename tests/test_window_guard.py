@@ -113,8 +113,8 @@ def run_stream(frame: pd.DataFrame, config_path: str, out: Path, run_id: str, *,
     spec = PublishSpec(
         output=str(out), run_id=run_id, inputs=inputs, runner="BundleBasedDirectRunner",
         started_utc=dt.datetime.now(dt.UTC).isoformat(),
-        settings=GuardSettings(max_threshold_change=config.publish["max_threshold_change"],
-                               min_rated=config.publish["min_rated"],
+        settings=GuardSettings(max_threshold_change=config.publish.max_threshold_change,
+                               min_rated=config.publish.min_rated,
                                method=config.decision_method),
         override=None, baseline=baseline)
     return publish_windowed_run(run, config, spec, inputs,

@@ -26,7 +26,7 @@ from apache_beam.transforms.window import FixedWindows, TimestampedValue
 from pipeline_data import base_config, comparable, direct_grids, direct_records
 
 from costlib.sample import generate_score_stream
-from costlib.thresholds._recalibration import ALL_GROUPS, GroupResult, apply_fallback
+from costlib.thresholds.loop._recalibration import ALL_GROUPS, GroupResult, apply_fallback
 from costlib_pipelines.io.files import parquet_bytes
 from costlib_pipelines.io.records import (
     PN_CURVE_SCHEMA,

@@ -52,7 +52,7 @@ def frames():
 
 
 def test_windowed_config_defaults_to_auto_and_refuses_quantile_edges():
-    assert RunConfig.from_dict({**RAW, "windowing": WINDOWING}).grid["edges"] == "auto"
+    assert RunConfig.from_dict({**RAW, "windowing": WINDOWING}).grid.edges == "auto"
     with pytest.raises(ConfigError, match=r"grid\.edges: quantile edges are not supported"):
         RunConfig.from_dict({**RAW, "windowing": WINDOWING, "grid": {"edges": "quantile"}})
 

@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 
-from costlib.thresholds._lattice_path import path_area
+from costlib.thresholds.point._lattice_path import path_area
 
 
 def make_rows(n: int, k: int, seed: int, *, missing: float = 0.1, weighted: bool = False):
@@ -49,7 +49,7 @@ def exhaustive_path_area(tp, fp) -> float:
 def random_grid(seed: int, widths=(12, 9), n: int = 3_000):
     """A rated grid of ``n`` rows with a seed-dependent class separation, uniform edges of
     ``widths`` candidates per classifier."""
-    from costlib.thresholds._grid import ThresholdGrid
+    from costlib.thresholds.grid._grid import ThresholdGrid
 
     rng = np.random.default_rng(seed)
     y = rng.random(n) < 0.25

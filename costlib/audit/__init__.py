@@ -6,8 +6,12 @@ inclusion probabilities, lets grids estimate the whole scored population. Public
 AuditDesign, AuditSample, audit_sample, audit_uniforms, expected_audits, budget_scale, salt_key
     The sampling design (score strata and their probabilities) and a reproducible draw per item
     (:mod:`._sampling`).
-relative_design, lattice_depths, share_cutoffs, stratum_counts
-    Strata relative to the point in force, by lattice depth (:mod:`._strata`).
+relative_design, lattice_depths, share_cutoffs, stratum_counts, cutoff_strata, lattice_cells,
+depth_counts_from_cells, flagged_rows, promote_proposed, proposal_recount, check_shares,
+check_steps
+    Strata relative to the point in force, by lattice depth (:mod:`._strata`): the design, the
+    depth of every lattice cell and the rows per stratum, and the checks of the configured
+    shares and steps.
 NeymanAllocation, neyman_design, neyman_probabilities, design_variance, gain_spreads
     A design sized from the previous run's counts (:mod:`._neyman`).
 weighted_poisson_interval, recall_interval, audit_for_recall_width, AuditForWidth
@@ -43,14 +47,51 @@ from ._sampling import (
     expected_audits,
     salt_key,
 )
-from ._strata import lattice_depths, relative_design, share_cutoffs, stratum_counts
+from ._strata import (
+    check_shares,
+    check_steps,
+    cutoff_strata,
+    depth_counts_from_cells,
+    flagged_rows,
+    lattice_cells,
+    lattice_depths,
+    promote_proposed,
+    proposal_recount,
+    relative_design,
+    share_cutoffs,
+    stratum_counts,
+)
 from ._weights import AuditWeights, audit_weights
 
 __all__ = [
-    "AuditDesign", "AuditForWidth", "AuditSample", "AuditWeights", "NeymanAllocation",
-    "audit_for_recall_width", "audit_sample", "audit_uniforms", "audit_weights", "budget_scale",
+    "AuditDesign",
+    "AuditForWidth",
+    "AuditSample",
+    "AuditWeights",
+    "NeymanAllocation",
+    "audit_for_recall_width",
+    "audit_sample",
+    "audit_uniforms",
+    "audit_weights",
+    "budget_scale",
+    "check_shares",
+    "check_steps",
+    "cutoff_strata",
+    "depth_counts_from_cells",
     "design_variance",
-    "expected_audits", "gain_spreads", "lattice_depths", "neyman_design", "neyman_probabilities",
-    "recall_interval", "relative_design", "salt_key", "share_cutoffs", "stratum_counts",
+    "expected_audits",
+    "flagged_rows",
+    "gain_spreads",
+    "lattice_cells",
+    "lattice_depths",
+    "neyman_design",
+    "neyman_probabilities",
+    "promote_proposed",
+    "proposal_recount",
+    "recall_interval",
+    "relative_design",
+    "salt_key",
+    "share_cutoffs",
+    "stratum_counts",
     "weighted_poisson_interval",
 ]

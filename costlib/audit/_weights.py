@@ -37,7 +37,6 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from costlib._messages import plain
-from costlib._moved import forward_renamed
 
 __all__ = ["AuditWeights", "audit_weights"]
 
@@ -120,7 +119,3 @@ def _raise_first(bad: NDArray[np.bool_], p: NDArray[np.float64], what: str) -> N
         i = int(np.flatnonzero(bad)[0])
         raise ValueError(f"audit probability π[{i}] = {plain(p[i])} {what}")
 
-
-#: The 0.1 names (``AuditDesign`` was also the name of the sampling design).
-__getattr__ = forward_renamed(__name__, {"AuditDesign": "AuditWeights",
-                                         "audit_design": "audit_weights"})

@@ -10,7 +10,7 @@ benefit-optimal operating point maximises ``TP - η·FP`` with the target slope
 .. math:: η = dTP/dFP = \\frac{b_{00} - b_{01}}{b_{11} - b_{10}},
 
 equivalently the target marginal precision ``m = η / (1 + η)`` (see
-:mod:`costlib.thresholds._target`).
+:mod:`costlib.thresholds.point._target`).
 
 A K x K matrix becomes a 2x2 one per class ``k`` ("class k vs the rest",
 :func:`one_vs_rest_benefit`).

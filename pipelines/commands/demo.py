@@ -59,20 +59,57 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "recalibration (default 0.6)")
 
 
-def _config(args: argparse.Namespace):
+def config_text(args: argparse.Namespace, *, audited: bool = False) -> str:
+    """The demo's run config as a user would write it: the keys that matter for this stream,
+    commented; every other key has its default (``costlib config --resolved`` prints them).
+    ``audited``: the second day's, which decides with an audit sample and recalibrates on the
+    audited rows with a recall floor."""
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    lines = [
+        "# The demo's run config: every key not written here has its default;",
+        "# costlib config --resolved config.yaml prints them all.",
+        "columns:                 # group, item_id, label: the columns of those names",
+        "  weight: weight         # rows stand for this many items",
+        "  probability: probability  # a calibrated probability, for optimal top-k sets",
+        "  set_id: set_id         # the sets top-k decoding picks from",
+        *(["  audit_probability: audit_probability  # the audit's inclusion probability"]
+          if audited else []),
+        "classifiers: [text_model, image_model]  # one score column each",
+        f"rule: {args.rule}                # any: flag when a classifier fires; all: every one",
+        "target:",
+        f"  marginal_precision: {args.target_marginal_precision:g}  # the precision the next "
+        "flagged items must reach",
+        f"methods: [{', '.join(methods)}]  # ways to choose thresholds, compared per group",
+    ]
+    if "graph" not in methods:
+        lines.append(f"decision_method: {methods[0]}  # the method whose thresholds decide")
+    lines += [
+        "min_rated:                # a group with fewer rated rows uses the all-groups grid",
+        "  positives: 20",
+        "  negatives: 20",
+    ]
+    if args.bins is not None:
+        lines.append(f"grid: {{bins: {args.bins}}}  # candidate thresholds per classifier")
+    if audited:
+        lines += [
+            "audit:",
+            "  enabled: true           # decide audits a sample of the unflagged rows",
+            "  salt: demo-day2         # which rows the sample draws",
+            "constraints:",
+            f"  min_recall: {args.min_recall:g}         # the recall floor of the points",
+            "bootstrap:",
+            "  replicates: 20          # for the recall intervals",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _config(args: argparse.Namespace, *, audited: bool = False):
+    import yaml
+
     from costlib_pipelines.config import RunConfig
 
-    return RunConfig.from_dict({
-        "columns": {"weight": "weight", "probability": "probability", "set_id": "set_id"},
-        "classifiers": ["text_model", "image_model"],
-        "rule": args.rule,
-        "grid": {"edges": "auto", "bins": args.bins, "range": [0.0, 1.0]},
-        "target": {"marginal_precision": args.target_marginal_precision},
-        "methods": [m.strip() for m in args.methods.split(",") if m.strip()],
-        "decision_method": "graph" if "graph" in args.methods else args.methods.split(",")[0],
-        "min_rated": {"positives": 20, "negatives": 20},
-        "decoding": {"loss": "f1"},
-    }, source="demo")
+    return RunConfig.from_dict(yaml.safe_load(config_text(args, audited=audited)),
+                               source="demo")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,7 +118,6 @@ def run(args: argparse.Namespace) -> int:
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
-    import yaml
 
     from costlib.sample import generate_score_stream, write_score_stream
     from costlib_pipelines.commands.summary import points_lines
@@ -93,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     config = _config(args)
     stream = generate_score_stream(args.n_items, seed=args.seed)
     write_score_stream(stream, str(out / "input"), n_files=4, row_group_size=25_000)
-    (out / "config.yaml").write_text(yaml.safe_dump(config.raw, sort_keys=False))
+    (out / "config.yaml").write_text(config_text(args))
     print(f"sample: {len(stream):,} items in 4 Parquet files ({out / 'input'}), "
           f"{int(stream['label'].notna().sum()):,} rated; config {out / 'config.yaml'}")
 
@@ -146,7 +182,6 @@ def _audit_loop(args: argparse.Namespace, config, out) -> int:
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
-    import yaml
 
     from costlib.sample import generate_score_stream, write_score_stream
     from costlib.text_table import format_table
@@ -162,12 +197,8 @@ def _audit_loop(args: argparse.Namespace, config, out) -> int:
                                    first_item_id=args.n_items, truth=True, rating_floor=2.0)
     truth = stream.pop("truth").to_numpy(dtype=bool)
     write_score_stream(stream, str(day2 / "scores"), n_files=2, row_group_size=25_000)
-    audited = config.with_overrides({"audit.enabled": True,
-                                     "columns.audit_probability": "audit_probability",
-                                     "constraints.min_recall": args.min_recall,
-                                     "bootstrap.replicates": 20, "audit.salt": "demo-day2"},
-                                    source="demo")
-    (day2 / "config.yaml").write_text(yaml.safe_dump(audited.raw, sort_keys=False))
+    audited = _config(args, audited=True)
+    (day2 / "config.yaml").write_text(config_text(args, audited=True))
     decide = run_decide(audited, str(day2 / "scores" / "*.parquet"), str(out / "recalibrate"),
                         str(day2 / "decide"), args.beam_args)
     print(f"\nday 2: {len(stream):,} new items (none rated yet); decide ({decide['seconds']} s) "
@@ -229,7 +260,7 @@ def _plots(run_dir, points, config, directory) -> None:
     import numpy as np
     import pyarrow.parquet as pq
 
-    from costlib.thresholds._plots import CurveSpec, draw_pn_curves
+    from costlib.thresholds.plots import CurveSpec, draw_pn_curves
 
     curves = pq.read_table(run_dir / "pn_curves.parquet").to_pylist()
     slope = config.target.slope

@@ -13,11 +13,3 @@ Which operating point every group uses is read from the recalibration's output
 (:func:`costlib_pipelines.io.published_points.select_operating_points`): the recalibrate stage's
 publish guard and in-force thresholds use the same rules, so it lives below both stages.
 """
-
-from costlib._moved import forward_to_modules
-
-__getattr__ = forward_to_modules(
-    __name__, ("costlib_pipelines.io.published_points", "audit_columns", "records", "sets",
-               "contiguous", "transforms", "pipeline", "audit_lattice", "audit_sizing"),
-    current=frozenset({"run_decide", "build_decide", "read_decisions"}),
-)

@@ -19,9 +19,11 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from costlib.audit._sampling import AuditDesign, audit_sample, expected_audits
-from costlib.audit._strata import (
+from costlib.audit import (
+    AuditDesign,
+    audit_sample,
     cutoff_strata,
+    expected_audits,
     flagged_rows,
     lattice_cells,
     lattice_depths,
@@ -110,17 +112,17 @@ def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
     added; :func:`costlib_pipelines.decide.audit_lattice.decide_lattice`).
     """
     audit = config.audit
-    salt = audit["salt"] if audit["salt"] is not None else run_id
-    if not audit["enabled"]:
-        if audit.get("groups_without_point", "floor") != "floor":
+    salt = audit.salt if audit.salt is not None else run_id
+    if not audit.enabled:
+        if audit.groups_without_point != "floor":
             return None
-        floor = float(audit["floor"])
+        floor = float(audit.floor)
         return AuditSettings(AuditDesign(edges=(), weights=(1.0,), floor=floor,
                                          budget_share=floor), salt, only_without_point=True)
     if output is None:
-        sizing = {"design": audit["design"]}
+        sizing = {"design": audit.design}
         design = config.audit_design()
-        if audit["design"] == "auto":
+        if audit.design == "auto":
             design = first_run_design(design)
             sizing.update(counts_from=None, reason="no output to read previous counts from: "
                                                    "the configured weights scaled so that no "
@@ -159,7 +161,7 @@ def audit_settings(config: RunConfig, run_id: str, output: str | None = None,
         # no previous counts: every unflagged row in the nearest stratum, audited with
         # budget_share (fixed or auto alike; fixed would spend budget_share * weights[-1])
         design = AuditDesign(edges=design.edges, weights=(1.0,) * design.n_strata,
-                             floor=design.floor, budget_share=float(audit["budget_share"]))
+                             floor=design.floor, budget_share=float(audit.budget_share))
         sizing = {**sizing, "scale": design.budget_share,
                   "reason": f"{source.get('reason', '')}: pi = budget_share for every "
                             "unflagged row"}

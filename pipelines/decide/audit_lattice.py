@@ -27,13 +27,13 @@ from typing import Any
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from costlib.audit._strata import (
+from costlib.audit import (
     depth_counts_from_cells,
     proposal_recount,
     share_cutoffs,
     stratum_counts,
 )
-from costlib.thresholds._edges import with_thresholds
+from costlib.thresholds.binning import with_thresholds
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.runs import previous_run, read_manifest
@@ -91,10 +91,10 @@ def decide_lattice(config: RunConfig, source: str | None,
         lattice = tuple(tuple(float(v) for v in with_thresholds(fixed[j], table[:, j]))
                         for j in range(len(fixed)))
         return lattice, {"source": "config_edges", "reason": "; ".join(
-            [*reasons, f"grid.edges {config.grid['edges']} with the thresholds in force added"]),
+            [*reasons, f"grid.edges {config.grid.edges} with the thresholds in force added"]),
             "edges_per_classifier": [len(e) for e in lattice]}
     return None, {"source": None, "reason": "; ".join(
-        [*reasons, f"grid.edges {config.grid['edges']} are placed from data: no lattice before "
+        [*reasons, f"grid.edges {config.grid.edges} are placed from data: no lattice before "
                    "reading scores, every unflagged row is in stratum 0 on this run"])}
 
 
@@ -133,7 +133,7 @@ def relative_cutoffs(config: RunConfig, output: str | None, lattice: Lattice | N
     proposal_recount`); the record's
     ``proposed`` holds how many (the cutoffs themselves stay on every row's depth).
     """
-    strata = config.audit["strata"]
+    strata = config.audit.strata
     shares = strata.get("shares") or []
     if not shares:
         steps = tuple(float(v) for v in strata.get("steps") or [])

@@ -31,8 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from costlib.audit._neyman import gain_spreads, neyman_design
-from costlib.audit._sampling import AuditDesign
+from costlib.audit import AuditDesign, gain_spreads, neyman_design
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.runs import previous_run, read_manifest
@@ -162,7 +161,7 @@ def sized_design(config: RunConfig, output: str, operating_points: str | None = 
     sum_h N_h`` over the counts) and ``reason``.
     """
     configured = config.audit_design()
-    if config.audit["design"] != "auto":
+    if config.audit.design != "auto":
         return configured, {"design": "fixed"}
     counts, reason = previous_counts(output, configured,
                                      "point" if config.relative_strata else "score")

@@ -29,7 +29,7 @@ Which operating point a group uses (records of ``config.decision_method`` only):
   (``operating_point_group`` = the record's ``fallback_group``); ``kept``: the thresholds in
   force that the recalibration kept for want of ratings (``operating_point_group`` = the
   group); ``insufficient_data``: null threshold decision;
-- ``point_status`` (coverage and constraints, issue 10): ``ok``, ``coverage_limited`` and
+- ``point_status`` (coverage and constraints): ``ok``, ``coverage_limited`` and
   ``resolution_limited`` apply the record's thresholds (a coverage-limited point is the best one
   inside the rated region: the safe choice; a resolution-limited one is the lattice's best);
   ``infeasible`` (no covered point meets the constraints; the record holds the nearest point)
@@ -39,7 +39,7 @@ Which operating point a group uses (records of ``config.decision_method`` only):
 - a group with no record uses the ``"__all__"`` record if that one has thresholds
   (``operating_point_group = "__all__"``), else its threshold decision is null.
 
-**Audit sample** (config ``audit``, issue 11; :mod:`costlib.audit._sampling`): when enabled,
+**Audit sample** (config ``audit``; :mod:`costlib.audit._sampling`): when enabled,
 every row whose threshold decision is not true (false, or null: a group without usable
 thresholds) is audited iff ``u(item_id, salt) < pi`` with
 ``pi = min(1, max(floor, budget_share * weight))`` of its stratum (by the row's highest score);

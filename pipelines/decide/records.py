@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from numpy.typing import NDArray
 
-from costlib.audit._strata import flagged_rows
+from costlib.audit import flagged_rows
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.decide.audit_columns import (
     AuditSettings,

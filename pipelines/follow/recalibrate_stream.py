@@ -367,8 +367,8 @@ def start_follow(config: RunConfig, pattern: str, output: str, beam_args=(), *,
                                                                    config)
         settings = GuardSettings(
             max_threshold_change=(max_threshold_change if max_threshold_change is not None
-                                  else config.publish["max_threshold_change"]),
-            min_rated=min_rated if min_rated is not None else config.publish["min_rated"],
+                                  else config.publish.max_threshold_change),
+            min_rated=min_rated if min_rated is not None else config.publish.min_rated,
             method=config.decision_method)
         run.prepare()
         follow = {"landing": pattern, "poll_seconds": poll_seconds,

@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
-from costlib.thresholds._recalibration import ALL_GROUPS
+from costlib.thresholds.loop import ALL_GROUPS
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.plausibility import PLAUSIBILITY, Plausibility

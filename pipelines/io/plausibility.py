@@ -75,8 +75,8 @@ class Plausibility:
         """
         raw = config.raw.get("plausibility") or {}
         score_range = raw.get("score_range")
-        if score_range is None and config.grid["edges"] in ("uniform", "quantile", "auto"):
-            score_range = config.grid["range"]
+        if score_range is None and config.grid.edges in ("uniform", "quantile", "auto"):
+            score_range = config.grid.range
         if score_range is not None:  # low < high: checked with the config (and grid.range)
             low, high = (float(v) for v in score_range)
             score_range = (low, high)

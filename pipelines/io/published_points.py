@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from costlib.thresholds._recalibration import ALL_GROUPS
+from costlib.thresholds.loop import ALL_GROUPS
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.runs import CARRIED, read_manifest
@@ -221,7 +221,7 @@ def _window_details(window: Window, time_range: dict[str, str] | None) -> dict[s
             "uncovered_share": share}
 
 
-#: ``point_status`` of operating point records (:mod:`costlib.thresholds._operating_point`).
+#: ``point_status`` of operating point records (:mod:`costlib.thresholds.point._operating_point`).
 POINT_STATUSES = ("ok", "coverage_limited", "infeasible", "resolution_limited")
 
 
@@ -247,7 +247,7 @@ def _group_thresholds(
         return NO_THRESHOLDS
     if status not in ("ok", "fallback", "kept"):
         raise InputError(f"{where} has unknown status {status!r}")
-    point_status = record.get("point_status") or "ok"  # records written before issue 10: ok
+    point_status = record.get("point_status") or "ok"  # records without the field: ok
     if point_status not in POINT_STATUSES:
         raise InputError(f"{where} has unknown point_status {point_status!r}")
     if point_status == "infeasible":  # fail closed: the nearest point breaks a constraint

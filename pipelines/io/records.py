@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 import costlib_schemas
-from costlib.thresholds._recalibration import PROPOSED
+from costlib.thresholds.loop import PROPOSED, ReasonCode
 from costlib_pipelines.io.recall_fields import DEFAULT_RECALL_SETTINGS, recall_fields
 
 __all__ = [
@@ -117,13 +117,19 @@ def _settings_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _reason_code(withheld: str | None) -> str | None:
+    """The ``reason_code`` of a record: a withheld point's method did not switch it on."""
+    return None if withheld is None else ReasonCode.NOT_SWITCHED_ON.value
+
+
 def _coverage_fields(point, withheld: str | None = None) -> dict[str, Any]:
     """Volume, coverage, point status and the unrestricted point (all null without a point;
     ``reason`` then says why a group with enough rated rows has none: ``withheld``; with a
     point, ``withheld`` comes first: a group not switched on that took its parent's point)."""
     if point is None:
         return {"volume": None, "unrated": None, "coverage": None, "point_status": None,
-                "reason": withheld, "unrestricted_thresholds": None, "unrestricted_tp": None,
+                "reason": withheld, "reason_code": _reason_code(withheld),
+                "unrestricted_thresholds": None, "unrestricted_tp": None,
                 "unrestricted_fp": None, "unrestricted_unrated": None, "objective_value": None,
                 "finer_bound": None, "proposed_thresholds": None}
     free = point.unrestricted
@@ -133,6 +139,7 @@ def _coverage_fields(point, withheld: str | None = None) -> dict[str, Any]:
         "coverage": _float_or_none(point.coverage),
         "point_status": point.status,
         "reason": "; ".join(r for r in (withheld, point.reason) if r) or None,
+        "reason_code": _reason_code(withheld),
         "unrestricted_thresholds": None if free is None
         else [float(t) for t in free["thresholds"]],
         "unrestricted_tp": None if free is None else float(free["tp"]),

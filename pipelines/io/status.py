@@ -15,7 +15,7 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
-from costlib.thresholds._recalibration import ALL_GROUPS
+from costlib.thresholds.loop import ALL_GROUPS
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.lock import read_lock
 from costlib_pipelines.io.runs import latest_run_id, list_runs, read_operating_points

@@ -15,13 +15,3 @@
 - :mod:`.min_risk`: per-row costs (cost-weighted recalibration, minimum-risk decisions);
 - :mod:`.publish`, :mod:`.window_guard`: the guard that holds suspicious runs for a human.
 """
-
-from costlib._moved import forward_to_modules
-
-__getattr__ = forward_to_modules(
-    __name__,
-    ("pipeline", "manifest", "event_times", "reading", "aggregating", "grids", "edges",
-     "optimizing", "accounting", "dead_letters", "carried_edges", "in_force", "shards",
-     "window_shards", "capacity", "min_risk", "publish", "window_guard"),
-    current=frozenset({"run_recalibrate", "build_recalibrate"}),
-)

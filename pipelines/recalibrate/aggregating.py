@@ -40,17 +40,15 @@ from apache_beam.transforms.window import GlobalWindow, TimestampedValue
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from costlib.thresholds._binned_sketch import SketchingBinner
-from costlib.thresholds._bootstrap import SparseBootstrapGrids
-from costlib.thresholds._recalibration import ALL_GROUPS
-from costlib.thresholds._rows import design_weights, ht_variance_weights
-from costlib.thresholds._sparse import (
+from costlib.thresholds.binning import SketchingBinner, design_weights, ht_variance_weights
+from costlib.thresholds.grid import (
     GRID_CHANNELS,
     census_partials,
     grouped_histograms,
     stack_partials,
     sum_sparse,
 )
+from costlib.thresholds.loop import ALL_GROUPS, SparseBootstrapGrids
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.batches import validate_batch
 from costlib_pipelines.io.files import as_stored
@@ -129,7 +127,8 @@ class AggregateBatchesFn(beam.DoFn):
 
         Rated rows go to the negative/positive channels; when the batch has valid unrated rows
         (label null) they go to a third channel, in the same sort-and-count pass
-        (:func:`costlib.thresholds._sparse.grouped_histograms`). A batch without unrated rows gives
+        (:func:`costlib.thresholds.grid._sparse.grouped_histograms`). A batch without unrated rows
+        gives
         exactly the 2-channel partials of the rated rows. Bootstrap replicates get the same rows.
         """
         n_groups = len(batch.group_names)
@@ -137,7 +136,7 @@ class AggregateBatchesFn(beam.DoFn):
         variances = None
         if batch.audit_probabilities is not None:
             # Horvitz–Thompson variance weights (1 - p) (w / p)^2 of the rated rows: channels
-            # 3 and 4 of the partials (costlib.thresholds._sparse.grouped_histograms)
+            # 3 and 4 of the partials (costlib.thresholds.grid._sparse.grouped_histograms)
             variances = ht_variance_weights(weights, batch.audit_probabilities.take(rows))
             if unrated is not None:
                 variances[unrated] = 0.0
@@ -194,7 +193,8 @@ class AggregateBatchesFn(beam.DoFn):
     def _with_design(self, batch, partials, edges, n_groups, buckets, certain):
         """``partials`` widened to :data:`GRID_CHANNELS` channels: channels 5 and 6 hold the
         audit design's terms ``w² (1 - p) / p`` and ``p`` of every valid row with ``0 < p < 1``
-        (audited and represented rows alike; :func:`costlib.thresholds._rows.design_weights`,
+        (audited and represented rows alike;
+        :func:`costlib.thresholds.binning._rows.design_weights`,
         :attr:`costlib.thresholds.ThresholdGrid.design`), per group (and period bucket);
         channels 7-10 the census of the rows rated with ``p = 1``, ``certain = (codes, scores,
         labels, weights)``: ``sum w`` and ``sum w²`` per label

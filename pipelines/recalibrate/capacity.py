@@ -1,30 +1,32 @@
 """One review capacity shared by all groups, in the batch recalibration pipeline.
 
 With ``capacity.total`` set, recalibrate allocates that many flagged rows (next period) over
-the groups with :mod:`costlib.thresholds._allocation`, on the same summed grids the methods use:
+the groups with :mod:`costlib.thresholds.capacity._allocation`, on the same summed grids the methods
+use:
 
 1. :class:`GroupFrontierFn` (per group, in parallel): a group with enough rated rows
    (``min_rated``) gets its volume scale ``a_g``
-   (:func:`costlib.thresholds._split_baselines.volume_scales` from its rows in the run,
+   (:func:`costlib.thresholds.capacity._split_baselines.volume_scales` from its rows in the run,
    ``capacity.period_share`` and ``capacity.expected_rows``) and its frontier
-   (:func:`costlib.thresholds._group_frontiers.group_frontiers` of that group alone, which equals
-   the frontier computed for all groups at once bit for bit): the Pareto set of its covered
+   (:func:`costlib.thresholds.capacity._group_frontiers.group_frontiers` of that group alone, which
+   equals the frontier computed for all groups at once bit for bit): the Pareto set of its covered
    candidates within ``capacity.min_volume``/``max_volume``, and the concave hull on it. Groups
    below ``min_rated`` are not allocated (their ``capacity`` record has no thresholds).
 2. :class:`GatherFrontiers` (one global combine, merged in two levels by the runner): the
    frontiers only, never a grid. Once more than
-   :data:`costlib.thresholds._allocation.EXACT_AUTO_GROUPS` groups have a candidate (or with
-   ``capacity.exact: never``) the exact programme cannot run and each frontier is cut to its
-   hull vertices (:meth:`costlib.thresholds._group_frontiers.GroupFrontier.vertices`; the same
-   allocation): a few dozen points per group.
-3. :func:`allocate`: :func:`costlib.thresholds._allocation.allocate_frontiers` on the frontiers
+   :data:`costlib.thresholds.capacity._allocation.EXACT_AUTO_GROUPS` groups have a candidate (or
+   with ``capacity.exact: never``) the exact programme cannot run and each frontier is cut to its
+   hull vertices (:meth:`costlib.thresholds.capacity._group_frontiers.GroupFrontier.vertices`; the
+   same allocation): a few dozen points per group.
+3. :func:`allocate`: :func:`costlib.thresholds.capacity._allocation.allocate_frontiers` on the
+   frontiers
    sorted by group name, i.e. exactly ``allocate_capacity`` of the sorted groups' grids. Its result
    (:func:`allocation_summary`: per group the cell, thresholds, volume, utility, status, and
    the run's ``lambda``) is a side input of the records stage.
 4. :class:`SplitFiguresFn` + :class:`SumSplitFigures`: per group, what an equal split
    (``C / G``) and a traffic-proportional split (``C n̂_g / sum n̂``) of the same capacity
-   would give it (:func:`costlib.thresholds._split_baselines.utility_within` on its whole Pareto
-   set, in parallel), summed exactly (``fsum``) into the report's baselines.
+   would give it (:func:`costlib.thresholds.capacity._split_baselines.utility_within` on its whole
+   Pareto set, in parallel), summed exactly (``fsum``) into the report's baselines.
 
 The records stage (:class:`costlib_pipelines.recalibrate.shards.OptimizeGroupsFn`) adds each group's
 ``capacity`` record (:func:`capacity_point`); the publish stage writes ``capacity.json``,
@@ -42,12 +44,18 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 import numpy as np
 
-from costlib.thresholds._allocation import EXACT_AUTO_GROUPS, allocate_frontiers
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._group_frontiers import GroupFrontier, group_frontiers
-from costlib.thresholds._operating_point import OperatingPoint, point_at
-from costlib.thresholds._recalibration import ALL_GROUPS, GroupResult, is_sufficient
-from costlib.thresholds._split_baselines import grid_rows, utility_within, volume_scales
+from costlib.thresholds.capacity import (
+    EXACT_AUTO_GROUPS,
+    GroupFrontier,
+    allocate_frontiers,
+    grid_rows,
+    group_frontiers,
+    utility_within,
+    volume_scales,
+)
+from costlib.thresholds.grid import ThresholdGrid
+from costlib.thresholds.loop import ALL_GROUPS, GroupResult, is_sufficient
+from costlib.thresholds.point import OperatingPoint, point_at
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.recalibrate.grids import dense_grid
 from costlib_pipelines.recalibrate.optimizing import split_grid_value
@@ -74,8 +82,8 @@ METHOD = "capacity"
 
 
 def allocation_kwargs(config: RunConfig) -> dict[str, Any]:
-    """Keyword arguments of :func:`costlib.thresholds._group_frontiers.group_frontiers` from the
-    config (the per-group bounds and scales aside): rule, objective, target, coverage."""
+    """Keyword arguments of :func:`costlib.thresholds.capacity._group_frontiers.group_frontiers`
+    from the config (the per-group bounds and scales aside): rule, objective, target, coverage."""
     objective = config.capacity["objective"]
     share = config.max_unrated_share
     return {"rule": config.rule, "objective": objective,
@@ -137,8 +145,8 @@ class GroupFrontierFn(beam.DoFn):
 class GatherFrontiers(beam.CombineFn):
     """Every group's :class:`CapacityInput` on one worker, frontiers cut to their hull
     vertices once the exact programme cannot run (more than
-    :data:`~costlib.thresholds._allocation.EXACT_AUTO_GROUPS` groups with a candidate, or ``exact:
-    never``): the accumulator holds frontier summaries, never grids."""
+    :data:`~costlib.thresholds.capacity._allocation.EXACT_AUTO_GROUPS` groups with a candidate, or
+    ``exact: never``): the accumulator holds frontier summaries, never grids."""
 
     def __init__(self, exact: bool | str = "auto"):
         self.exact = exact
@@ -244,7 +252,8 @@ class SplitFiguresFn(beam.DoFn):
             return
         traffic = summary["groups"][group]["traffic"]
         capacity, total = summary["capacity"], summary["traffic_total"]
-        # costlib.thresholds._split_baselines.split_shares over all groups: C / G and C n̂_g / sum(n̂)
+        # costlib.thresholds.capacity._split_baselines.split_shares over all groups: C / G and C
+        # n̂_g / sum(n̂)
         equal = capacity / summary["groups_allocated"]
         proportional = capacity * traffic / total if total > 0 else equal
         yield (*utility_within(item.frontier, equal), *utility_within(item.frontier, proportional))

@@ -1,7 +1,7 @@
 """Default (``auto``) edges carried from the published run: one pass over the data.
 
 ``grid.edges: auto`` places candidate thresholds from edge sketches of the rows
-(:mod:`costlib.thresholds._score_sketch`,
+(:mod:`costlib.thresholds.binning._score_sketch`,
 :func:`costlib.thresholds.decision_edges_from_sketch`). Placing them from *this* run's rows
 needs a first pass before the grids can be counted. Every run with auto edges therefore also
 sketches its rows while it counts them (in the same pass) and writes the merged sketch to
@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
-from costlib.thresholds._score_sketch import EdgeSketch, ScoreSketch
+from costlib.thresholds.binning import EdgeSketch, ScoreSketch
 from costlib_pipelines.io.files import open_parquet, parquet_bytes, write_bytes_atomically
 
 __all__ = [

@@ -12,12 +12,12 @@ from __future__ import annotations
 import apache_beam as beam
 import numpy as np
 
-from costlib.thresholds._edges import (
+from costlib.thresholds.binning import (
+    EdgeSketch,
     decision_edges_from_sketch,
     fine_histogram,
     quantile_edges_from_histogram,
 )
-from costlib.thresholds._score_sketch import EdgeSketch
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.batches import validate_batch
 from costlib_pipelines.io.files import InputError
@@ -43,8 +43,8 @@ class FineHistogramFn(beam.DoFn):
     def __init__(self, config: RunConfig, columns: list[str] | None):
         self.config = config
         self.columns = columns
-        self.low, self.high = config.grid["range"]
-        self.resolution = config.grid["quantile_resolution"]
+        self.low, self.high = config.grid.range
+        self.resolution = config.grid.quantile_resolution
         self.plausibility = Plausibility.from_config(config)
 
     def process(self, element):
@@ -68,7 +68,7 @@ def quantile_edges_from_fine(counts: np.ndarray | None, config: RunConfig) -> li
         A classifier has no rated score (every row unrated, dead-lettered or unscored), so
         there is nothing to place its quantile edges on.
     """
-    low, high = config.grid["range"]
+    low, high = config.grid.range
     if counts is None:  # no row group at all
         counts = np.zeros((len(config.classifiers), 1), dtype=np.int64)
     empty = [name for name, c in zip(config.classifiers, counts, strict=True) if not c.any()]
@@ -191,7 +191,7 @@ class DataEdges(beam.PTransform):
 
     def expand(self, sources):
         config = self.config
-        if config.grid["edges"] == "auto":
+        if config.grid.edges == "auto":
             self.sketches = (sources | "PerBatch" >> beam.ParDo(EdgeSketchFn(config, self.columns))
                              | "Sketches" >> SumEdgeSketches())
             return self.sketches | "ToEdges" >> beam.Map(decision_edges_from_sketches, config)

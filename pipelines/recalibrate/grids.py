@@ -14,10 +14,15 @@ import math
 import apache_beam as beam
 import numpy as np
 
-from costlib.audit._weights import audit_weights
-from costlib.thresholds._bootstrap import SparseBootstrapGrids
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._sparse import GRID_CHANNELS, SparseCounts, SparseGrid, merge_sparse
+from costlib.audit import audit_weights
+from costlib.thresholds.grid import (
+    GRID_CHANNELS,
+    SparseCounts,
+    SparseGrid,
+    ThresholdGrid,
+    merge_sparse,
+)
+from costlib.thresholds.loop import SparseBootstrapGrids
 from costlib_pipelines.config import RunConfig
 
 __all__ = [
@@ -54,16 +59,16 @@ class SumGrids(beam.CombineFn):
     ``audited_rows`` sums. The output is ``None`` when the key had no rated row at all (only
     unrated rows: like a group without rows, it gets no operating point); otherwise a
     :class:`costlib.thresholds.ThresholdGrid`, or with ``compact_output=True`` (what the
-    pipeline uses) a :class:`costlib.thresholds._sparse.SparseGrid` that the optimising stage makes
-    dense, one group at a time.
+    pipeline uses) a :class:`costlib.thresholds.grid._sparse.SparseGrid` that the optimising stage
+    makes dense, one group at a time.
 
     An accumulator is ``[counts, edges, rated_rows, audited_rows, entries_added]`` where
     ``counts`` is
 
     - a list of :class:`SparseCounts` partials (a *sparse* accumulator: memory proportional to
       the occupied cells, so a worker can hold the accumulators of 100,000 small groups), merged
-      by :func:`costlib.thresholds._sparse.merge_sparse` whenever the pending partials hold more
-      entries than the merged one;
+      by :func:`costlib.thresholds.grid._sparse.merge_sparse` whenever the pending partials hold
+      more entries than the merged one;
     - a dense ``(channels, *shape)`` array once the group's entries reach
       :data:`DENSE_FRACTION` of the lattice's cells (dense is then no larger than sparse, and
       adding into it is the fastest), or once the entries of all partials added to it reach
@@ -201,7 +206,7 @@ class SumGrids(beam.CombineFn):
 
 class SumBootstrapGrids(beam.CombineFn):
     """Adds replicate grids by occupied cell
-    (:class:`~costlib.thresholds._bootstrap.SparseBootstrapGrids`; exact, like
+    (:class:`~costlib.thresholds.loop._bootstrap.SparseBootstrapGrids`; exact, like
     :class:`SumGrids`). Partials are held in a list and merged in one step once :attr:`PENDING`
     of them have arrived, and on compacting and output, so merging ``n`` partials costs one sort
     of their cells rather than ``n`` pairwise unions."""

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from costlib.thresholds._edges import with_thresholds
+from costlib.thresholds.binning import with_thresholds
 from costlib_pipelines.config import ConfigError, RunConfig
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.published_points import select_operating_points
@@ -82,8 +82,7 @@ def read_in_force(
     fit (another decision method or classifiers: the config changed) gives none, and the
     manifest says why.
     """
-    settings = dict(config.in_force)
-    entry: dict[str, Any] = {"settings": settings}
+    entry: dict[str, Any] = {"settings": dict(config.raw["in_force"])}
     if source is not None:
         records, resolved = load_operating_points(source, windows="applied")
         publication = points_publication(resolved)
@@ -125,8 +124,8 @@ def edges_with_in_force(
     ConfigError
         More than ``in_force.max_added_edges`` new edges for a classifier.
     """
-    settings = config.in_force
-    if in_force is None or not settings["add_to_edges"]:
+    policy = config.policy
+    if in_force is None or not policy.add_to_edges:
         return edges, {}
     table = in_force.all_thresholds()
     if table.size == 0:
@@ -135,11 +134,11 @@ def edges_with_in_force(
     for j, name in enumerate(config.classifiers):
         new = with_thresholds(edges[j], table[:, j], name=f"grid edges of {name}")
         added[name] = int(new.size - edges[j].size)
-        if added[name] > settings["max_added_edges"]:
+        if added[name] > policy.max_added_edges:
             raise ConfigError(
                 f"in_force: {added[name]} thresholds in force of classifier {name!r} from "
                 f"{in_force.source} are not grid edges (in_force.max_added_edges = "
-                f"{settings['max_added_edges']}); raise the limit, or set in_force.add_to_edges "
+                f"{policy.max_added_edges}); raise the limit, or set in_force.add_to_edges "
                 "to false"
             )
         out.append(new)

@@ -165,7 +165,7 @@ def grid_edges_entry(config: RunConfig, edges,
     pass over this run's rows and why, :mod:`costlib_pipelines.recalibrate.carried_edges`)."""
     if edges is None:
         return None
-    entry = {"recipe": config.grid["edges"], "n_edges": config.n_edges,
+    entry = {"recipe": config.grid.edges, "n_edges": config.n_edges,
              "classifiers": list(config.classifiers),
              "edges": [[float(v) for v in e] for e in edges]}
     if source is not None:

@@ -42,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from costlib.costs._example_costs import bayes_minimum_risk, expected_costs
+from costlib.costs import bayes_minimum_risk, expected_costs
 from costlib_pipelines.config import ConfigError, RunConfig
 from costlib_pipelines.io.batches import ValidatedBatch
 from costlib_pipelines.io.files import InputError

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from costlib.thresholds._recalibration import optimize_group
+from costlib.thresholds.loop import optimize_group
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.recalibrate.grids import dense_grid
 
@@ -50,20 +50,13 @@ def optimize_one(config: RunConfig, group: str, grid, boot=None, edges=None, in_
     lattice at a time (:class:`~costlib_pipelines.recalibrate.shards.OptimizeGroupsFn` holds a
     bounded batch).
     ``in_force``: the run's thresholds in force
-    (:class:`~costlib_pipelines.recalibrate.in_force.InForce`, or None); the config's ``in_force``
-    section says whether
+    (:class:`~costlib_pipelines.recalibrate.in_force.InForce`, or None); the run's
+    :class:`~costlib.thresholds.InForcePolicy` (``config.policy``) says whether
     :func:`~costlib.thresholds.optimize_group` keeps or weighs them."""
     grid = dense_grid(grid, edges)
     return optimize_group(
         group, grid, methods=config.methods, target=config.target, rule=config.rule,
         min_positives=config.min_positives, min_negatives=config.min_negatives,
         bootstrap=boot, level=config.bootstrap["level"], options=config.optimize_options,
-        in_force=None if in_force is None else in_force.get(group),
-        min_gain_z=config.in_force["min_gain_z"],
-        keep_when_insufficient=config.in_force["keep_when_insufficient"],
-        evidence_z=config.in_force["evidence_z"],
-        unseen_rows=config.in_force["unseen_rows"],
-        census_review=config.in_force["census_review"],
-        one_row_margin=config.in_force["one_row_margin"],
-        switch_on_evidence=config.in_force["switch_on_evidence"],
+        in_force=None if in_force is None else in_force.get(group), policy=config.policy,
     )

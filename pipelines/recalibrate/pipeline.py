@@ -145,9 +145,9 @@ def auto_edges_source(config: RunConfig, output: str, published_run_id: str | No
     the other recipes. (A stream cannot wait for a first pass: :func:`build_recalibrate`
     refuses one without carried edges.)
     """
-    if config.grid["edges"] != "auto":
+    if config.grid.edges != "auto":
         return None, None
-    if config.grid["auto_edges_from"] == "previous_run":
+    if config.grid.auto_edges_from == "previous_run":
         sketches, source = carried_sketches(output, published_run_id, config.classifiers)
         if sketches is not None:
             try:
@@ -168,7 +168,7 @@ def windowed_edges(config: RunConfig, run_dir: str, fixed: list[np.ndarray] | No
     carried) or, for auto edges from a first pass, placed again from the sketch the run wrote
     (the same deterministic function of the same sums); thresholds in force added."""
     if fixed is None:
-        if config.grid["edges"] != "auto":
+        if config.grid.edges != "auto":
             return None
         path = f"{run_dir}/{SKETCH_FILE}"
         if not FileSystems.exists(path):
@@ -399,8 +399,8 @@ def run_recalibrate(
             started_utc=dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
             settings=GuardSettings(
                 max_threshold_change=(max_threshold_change if max_threshold_change is not None
-                                      else config.publish["max_threshold_change"]),
-                min_rated=min_rated if min_rated is not None else config.publish["min_rated"],
+                                      else config.publish.max_threshold_change),
+                min_rated=min_rated if min_rated is not None else config.publish.min_rated,
                 method=config.decision_method,
             ),
             override=override,

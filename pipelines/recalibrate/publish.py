@@ -44,6 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from costlib.thresholds.loop import ALL_GROUPS
 from costlib_pipelines.flags import UsageError
 from costlib_pipelines.io.files import InputError, write_bytes_atomically, write_json
 from costlib_pipelines.io.runs import (
@@ -69,7 +70,6 @@ __all__ = [
     "read_baseline",
 ]
 
-ALL_GROUPS = "__all__"
 
 
 class PublishRefused(RuntimeError):

@@ -43,9 +43,14 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._optimize import graph_batch_size, prepare_graph_paths
-from costlib.thresholds._recalibration import ALL_GROUPS, GroupResult, apply_fallback, is_sufficient
+from costlib.thresholds.grid import ThresholdGrid
+from costlib.thresholds.loop import (
+    ALL_GROUPS,
+    GroupResult,
+    apply_fallback,
+    is_sufficient,
+)
+from costlib.thresholds.point import graph_batch_size, prepare_graph_paths
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import parquet_bytes, write_bytes_atomically, write_parquet
 from costlib_pipelines.io.records import (
@@ -149,8 +154,8 @@ class OptimizeGroupsFn(beam.DoFn):
 
     Side inputs: the grid ``edges``, ``parent`` (:func:`optimize_parent`'s result) and
     ``boundaries`` (:class:`ShardBoundaries`). Groups are made dense and optimised in batches
-    of :func:`costlib.thresholds._optimize.graph_batch_size` (at most
-    :data:`costlib.thresholds._optimize.GRAPH_BATCH_CELLS` lattice cells, e.g. 100 groups of
+    of :func:`costlib.thresholds.point._optimize.graph_batch_size` (at most
+    :data:`costlib.thresholds.point._optimize.GRAPH_BATCH_CELLS` lattice cells, e.g. 100 groups of
     102 x 102 or 15 of 257 x 257; fewer once their bootstrap replicates reach
     :data:`PENDING_BYTES`), so that the graph method solves their paths together (with the
     graph method and k = 2 only; otherwise one group at a time); records are buffered per
@@ -202,7 +207,7 @@ class OptimizeGroupsFn(beam.DoFn):
 
     def _optimize_pending(self):
         """Optimise the pending groups, their graph-method paths solved together
-        (:func:`costlib.thresholds._optimize.prepare_graph_paths`; the points are those of
+        (:func:`costlib.thresholds.point._optimize.prepare_graph_paths`; the points are those of
         each group optimised alone)."""
         if not self.pending:
             return

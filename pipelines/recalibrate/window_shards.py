@@ -76,7 +76,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from costlib.thresholds._recalibration import ALL_GROUPS, apply_fallback
+from costlib.thresholds.loop import ALL_GROUPS, apply_fallback
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import write_parquet
 from costlib_pipelines.io.records import (

@@ -17,12 +17,3 @@ groups get a figure) and :mod:`.history_figures`.
 Shared: :mod:`.templates` (the Jinja2 environment of ``templates/``, where the HTML is),
 :mod:`.cells` (the tables of the view models), :mod:`.formatting` (numbers as text).
 """
-
-from costlib._moved import forward_to_modules
-
-__getattr__ = forward_to_modules(
-    __name__, ("page", "runs_data", "changes", "sections", "group_section", "run_figures",
-               "history", "history_data", "history_figures", "figures", "capacity",
-               "templates", "cells", "formatting"),
-    current=frozenset({"write_report", "build_report", "write_history", "build_history"}),
-)

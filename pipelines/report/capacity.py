@@ -1,4 +1,4 @@
-"""The report's section on the shared review capacity (config ``capacity``, issue 22).
+"""The report's section on the shared review capacity (config ``capacity``).
 
 Reads the manifest's ``capacity`` entry
 (:func:`costlib_pipelines.recalibrate.capacity.capacity_summary`) and the run's records of method

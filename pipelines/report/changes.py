@@ -15,13 +15,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from costlib.thresholds.loop import ALL_GROUPS
 from costlib_pipelines.io.published_points import uncovered_share
 from costlib_pipelines.report.runs_data import RunData
 
-__all__ = ["ALL_GROUPS", "Key", "ThresholdChange", "applied_points", "detail_reasons",
+__all__ = ["Key", "ThresholdChange", "applied_points", "detail_reasons",
            "group_order", "latest_points", "shown_points", "threshold_changes"]
 
-ALL_GROUPS = "__all__"
 Key = tuple[str, str]
 
 

@@ -36,8 +36,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
-from costlib.thresholds._plots import METHOD_COLORS
-from costlib.thresholds._target import Target
+from costlib.thresholds.plots import METHOD_COLORS
+from costlib.thresholds.point import Target
 
 __all__ = ["COLOURS", "DPI", "GroupFigures", "PNView", "nice_ceiling", "png_data_uri"]
 
@@ -165,7 +165,7 @@ class PNView:
 class GroupFigures:
     """The two figures of a group section, made once per report and blitted per group.
 
-    PN curves (two panels, like :func:`costlib.thresholds._plots.draw_pn_curves` but in shares
+    PN curves (two panels, like :func:`costlib.thresholds.plots._plots.draw_pn_curves` but in shares
     ``FP / N`` and ``TP / P`` of the group's rated negatives ``N`` and positives ``P``): every
     method's curve with its chosen point, and the target line ``TP - slope * FP = const``
     through the best chosen point (in shares its slope is ``slope * N / P``); the right panel

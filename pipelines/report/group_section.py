@@ -11,9 +11,9 @@ from typing import Any
 
 from markupsafe import Markup
 
-from costlib.thresholds._recalibration import NOT_SWITCHED_ON
+from costlib.thresholds.loop import ALL_GROUPS, NOT_SWITCHED_ON, ReasonCode
 from costlib_pipelines.report import cells
-from costlib_pipelines.report.changes import ALL_GROUPS, ThresholdChange
+from costlib_pipelines.report.changes import ThresholdChange
 from costlib_pipelines.report.figures import GroupFigures
 from costlib_pipelines.report.formatting import (
     fmt_count,
@@ -85,7 +85,7 @@ def _resolution_note(point: Mapping[str, Any]) -> list[cells.Part]:
     name = point.get("objective") or "objective"
     title = (f"{name} at the point: {value:.6g}. No threshold tuple between the candidate "
              f"thresholds (a finer lattice of the same rows) can exceed {bound:.6g}: a "
-             "bound, not an estimate (costlib.thresholds._resolution).")
+             "bound, not an estimate (costlib.thresholds.point._resolution).")
     text = "finer lattice: no better" if bound <= value else f"finer lattice ≤ {bound:.4g}"
     return [cells.note(text, "note resolution", title)]
 
@@ -237,6 +237,14 @@ def _figures(run: RunData, points: Sequence[Mapping[str, Any]], drawer: GroupFig
             "k": len(run.classifiers)}
 
 
+def _not_switched_on(record: Mapping[str, Any]) -> bool:
+    """The record's method did not switch its group on (``reason_code``; records written
+    before the field existed say so only in their reason)."""
+    if "reason_code" in record:
+        return record["reason_code"] == ReasonCode.NOT_SWITCHED_ON.value
+    return (record.get("reason") or "").startswith(NOT_SWITCHED_ON)
+
+
 def group_view(run: RunData, anchors: Mapping[str, str], points: Sequence[Mapping[str, Any]],
                changes: Sequence[ThresholdChange], previous: RunData | None,
                drawer: GroupFigures, index: Index, reasons: Sequence[str] = ()
@@ -261,7 +269,7 @@ def group_view(run: RunData, anchors: Mapping[str, str], points: Sequence[Mappin
         "needed": (f"min_rated: {min_rated.get('positives', '?')} positives and "
                    f"{min_rated.get('negatives', '?')} negatives"),
         "parent": parent, "parent_anchor": anchors.get(parent), "reason": first.get("reason"),
-        "not_switched_on": (first.get("reason") or "").startswith(NOT_SWITCHED_ON),
+        "not_switched_on": _not_switched_on(first),
         "points": _points_table(points, run.classifiers) if has_thresholds else None,
         "intervals": _intervals(points, config.get("bootstrap", {})),
         "figures": _figures(run, points, drawer, index, changes, previous),

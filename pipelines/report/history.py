@@ -38,10 +38,11 @@ from typing import Any
 
 from markupsafe import Markup
 
+from costlib.thresholds.loop import ALL_GROUPS
 from costlib_pipelines.io.files import InputError, write_output_file
 from costlib_pipelines.io.runs import latest_run_id
 from costlib_pipelines.report import cells
-from costlib_pipelines.report.changes import ALL_GROUPS, group_order
+from costlib_pipelines.report.changes import group_order
 from costlib_pipelines.report.formatting import (
     fmt_count,
     fmt_interval,

@@ -17,7 +17,7 @@ from matplotlib.patches import Patch
 from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator
 
-from costlib.thresholds._plots import METHOD_COLORS
+from costlib.thresholds.plots import METHOD_COLORS
 from costlib_pipelines.report.figures import _Blitter
 from costlib_pipelines.report.history_data import NOT_OK, POINT_NOT_OK, HistoryRun
 

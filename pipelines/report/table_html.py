@@ -2,21 +2,27 @@
 
 A history page of 365 runs holds ~40,000 cells; laid out by Jinja2 macros (one call per table,
 row, cell and part) they took half of the page's time. This writes the same markup directly,
-escaping every value as the templates do (:func:`costlib_pipelines.report.templates.escape`:
+escaping every value as the templates do (:func:`escape`, the templates' ``finalize``:
 :func:`html.escape` with quotes, values with ``__html__`` as they are). The templates print it
 through the ``table`` macro of ``templates/macros.html.j2``.
 """
 
 from __future__ import annotations
 
+import html
 from collections.abc import Mapping
 from typing import Any
 
 from markupsafe import Markup
 
-from costlib_pipelines.report.templates import escape
+__all__ = ["badge_html", "escape", "table_html"]
 
-__all__ = ["badge_html", "table_html"]
+
+def escape(value: Any) -> Markup:
+    """``value`` as HTML text: :func:`html.escape` with quotes, unless it is HTML already."""
+    if hasattr(value, "__html__"):
+        return Markup(value)
+    return Markup(html.escape(str(value), quote=True))
 
 
 def _attrs(css: Any = "", data: Mapping[str, Any] | None = None) -> str:

@@ -19,14 +19,14 @@ script and every section's HTML. Two conventions:
 
 from __future__ import annotations
 
-import html
 import re
 from functools import cache
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from jinja2.ext import Extension
-from markupsafe import Markup
+
+from costlib_pipelines.report.table_html import badge_html, escape, table_html
 
 __all__ = ["JoinLines", "environment", "escape", "render"]
 
@@ -42,20 +42,11 @@ class JoinLines(Extension):
         return source
 
 
-def escape(value: Any) -> Markup:
-    """``value`` as HTML text: :func:`html.escape` with quotes, unless it is HTML already."""
-    if hasattr(value, "__html__"):
-        return Markup(value)
-    return Markup(html.escape(str(value), quote=True))
-
-
 @cache
 def environment() -> Environment:
     """The environment: package loader, autoescape, StrictUndefined, :class:`JoinLines`, and
     the globals ``table_html`` and ``badge_html`` (:mod:`.table_html`) that the ``table`` and
     ``badge`` macros print."""
-    from costlib_pipelines.report.table_html import badge_html, table_html  # use escape()
-
     env = Environment(
         loader=PackageLoader("costlib_pipelines.report", "templates"),
         autoescape=select_autoescape(enabled_extensions=("html.j2",), default=True),

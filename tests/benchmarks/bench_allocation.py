@@ -18,7 +18,7 @@ capacity: the shared allocation, an equal split (capacity / G per group, each gr
 best covered point within that volume) and a split proportional to the groups' rows. Each
 group's best point within its share is read off its Pareto set (the most true positives among
 covered cells with V <= share); for 10 groups it is checked against
-``costlib.thresholds._optimize.optimize(method="hull", max_volume=share)``.
+``costlib.thresholds.point._optimize.optimize(method="hull", max_volume=share)``.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from machine import best_of, describe
 
-from costlib.thresholds._allocation import allocate_capacity
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._group_frontiers import group_frontiers
-from costlib.thresholds._optimize import optimize
+from costlib.thresholds.capacity._allocation import allocate_capacity
+from costlib.thresholds.capacity._group_frontiers import group_frontiers
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.point._optimize import optimize
 
 BINS = 101
 IN_FORCE = 70

@@ -20,9 +20,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from machine import best_of, describe
 
-from costlib.thresholds._edges import uniform_edges
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._optimize import optimize
+from costlib.thresholds.binning._edges import uniform_edges
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.point._optimize import optimize
 
 
 def grids(n_rows: int = 400_000, n_edges: int = 1023):

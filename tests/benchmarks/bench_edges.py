@@ -11,10 +11,11 @@ rare-event stream and objective, one row: the stream, its rows, positives and cl
 ``k``, the objective, the value of the optimum on the *fine* lattice (below), and the share of
 that value reached on the lattices of
 
-- ``default``: :func:`costlib.thresholds._edges.decision_edges` with ``n_edges=128`` (the default
+- ``default``: :func:`costlib.thresholds.binning._edges.decision_edges` with ``n_edges=128`` (the
+  default
   recipe), followed by the most candidate thresholds it placed on one classifier (``edges``);
-- ``+refine``: :func:`costlib.thresholds._resolution.refine` on top of the default point, on the
-  rows;
+- ``+refine``: :func:`costlib.thresholds.point._refine.refine` on top of the default point, on
+  the rows;
 - ``unif64``: ``uniform_edges(0, 1, 64)`` (the old pipeline default: 64 bins over the
   configured range [0, 1], which every generated score lies in);
 - ``qall64``: ``quantile_edges`` of every row, 64 (the old library recipe);
@@ -22,7 +23,8 @@ that value reached on the lattices of
   the sanity check of the claim below (it must never beat ``fine``; asserted);
 
 then the point status of ``default`` and of ``qall64`` (``ok``, or ``resolution_limited`` when
-:func:`costlib.thresholds._resolution.lattice_resolution` finds a coarse stretch of the lattice that
+:func:`costlib.thresholds.point._resolution.lattice_resolution` finds a coarse stretch of the
+lattice that
 could hide a better point). It ends with the smallest share of ``default`` over all rows and whether
 the target of issue 20 is met: a share >= 0.98 with at most 128 candidate thresholds per
 classifier, on every row. Each row below the target is listed with where the default and the
@@ -93,10 +95,10 @@ import pyarrow.parquet as pq
 import yaml
 from scipy.special import betaincinv, expit, ndtr
 
-from costlib.thresholds._edges import decision_edges, quantile_edges, uniform_edges
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._optimize import optimize
-from costlib.thresholds._resolution import refine
+from costlib.thresholds.binning._edges import decision_edges, quantile_edges, uniform_edges
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.point._optimize import optimize
+from costlib.thresholds.point._refine import refine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe

@@ -57,10 +57,10 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe
 
-from costlib.thresholds._audit_plots import plot_audit_pn_curves
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._optimize import optimize
-from costlib.thresholds._target import resolve_target
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.plots._audit_plots import plot_audit_pn_curves
+from costlib.thresholds.point._optimize import optimize
+from costlib.thresholds.point._target import resolve_target
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.decide.pipeline import run_decide
 from costlib_pipelines.decide.records import read_decisions

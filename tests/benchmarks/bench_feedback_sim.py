@@ -185,10 +185,10 @@ def run_one(job: tuple, keep_days: bool = False) -> tuple:
                              recalibrate=sim.RULES[rule] if rule else None,
                              observe=rated.append)
     fig = sim.figures(days, check_day=args.check_day, drift_day=args.drift_day)
-    if config.audit["strata"].get("relative_to") == "point":
-        nearest = len(config.audit["strata"]["weights"]) - 1
+    if config.audit.strata.get("relative_to") == "point":
+        nearest = len(config.audit.strata["weights"]) - 1
         fig = dataclasses.replace(fig, **sim.nearest_band(rated, nearest))
-    budget = float(config.audit["budget_share"]) if config.audit["design"] == "auto" else None
+    budget = float(config.audit.budget_share) if config.audit.design == "auto" else None
     out = (name if start_name == "high" else f"{name}@{start_name}", family, scenario, seed,
            fig, budget, time.perf_counter() - t0)
     return (*out, days) if keep_days else out

@@ -50,9 +50,9 @@ import apache_beam as beam
 from apache_beam.runners.worker import statesampler
 from machine import describe
 
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._optimize import prepare_graph_paths
-from costlib.thresholds._sparse import grouped_histograms, sum_sparse
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.grid._sparse import grouped_histograms, sum_sparse
+from costlib.thresholds.point._optimize import prepare_graph_paths
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.batches import validate_batch
 from costlib_pipelines.io.files import read_row_groups

@@ -11,12 +11,14 @@ For each audit salt (a new audit sample of the same population):
 
 1. the grid of rated rows with Horvitz–Thompson weights (:meth:`ThresholdGrid.from_scores` with
    the audit probabilities) and its Poisson-bootstrap replicates
-   (:meth:`costlib.thresholds._bootstrap.BootstrapGrids.from_scores`, the pipeline's resampling);
+   (:meth:`costlib.thresholds.loop._bootstrap.BootstrapGrids.from_scores`, the pipeline's
+   resampling);
 2. **fixed point**: the estimated recall ``TP̂ / P̂`` at fixed thresholds (those in force and a
    lower tuple that flags ~3x as much), its nominal 90% percentile interval over the replicates
    (each replicate evaluated at the same thresholds), against the true recall of those thresholds
    on the population;
-3. **chosen point**: the recall interval the pipeline records (:func:`costlib.thresholds._bootstrap.
+3. **chosen point**: the recall interval the pipeline records
+   (:func:`costlib.thresholds.loop._bootstrap.
    confidence_intervals`, every replicate re-optimised, hull method, target marginal precision
    0.2), against the true recall of the point chosen on the run's grid.
 
@@ -38,11 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe
 
 from costlib.audit._sampling import AuditDesign, audit_sample
-from costlib.thresholds._bootstrap import BootstrapGrids, confidence_intervals
-from costlib.thresholds._edges import decision_edges
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._operating_point import point_at
-from costlib.thresholds._optimize import optimize
+from costlib.thresholds.binning._edges import decision_edges
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.loop._bootstrap import BootstrapGrids, confidence_intervals
+from costlib.thresholds.point._operating_point import point_at
+from costlib.thresholds.point._optimize import optimize
 
 IN_FORCE = (0.5, 0.5)
 LOWER = (0.3, 0.3)

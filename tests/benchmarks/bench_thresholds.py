@@ -24,11 +24,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from machine import best_of, describe
 
-from costlib.thresholds._bootstrap import BootstrapGrids, confidence_intervals
-from costlib.thresholds._edges import quantile_edges, uniform_edges
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._lattice_path import max_area_path
-from costlib.thresholds._optimize import optimize, optimize_each
+from costlib.thresholds.binning._edges import quantile_edges, uniform_edges
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.loop._bootstrap import BootstrapGrids, confidence_intervals
+from costlib.thresholds.point._lattice_path import max_area_path
+from costlib.thresholds.point._optimize import optimize, optimize_each
 
 
 def rows(n: int, k: int, seed: int = 0):

@@ -30,7 +30,7 @@ from machine import describe
 from pipeline_data import base_config, direct_grids
 
 from costlib.sample import generate_score_stream
-from costlib.thresholds._recalibration import ALL_GROUPS
+from costlib.thresholds.loop._recalibration import ALL_GROUPS
 from costlib_pipelines.recalibrate import window_shards
 from costlib_pipelines.recalibrate.optimizing import optimize_one
 

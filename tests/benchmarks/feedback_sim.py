@@ -25,8 +25,9 @@ the ``costlib`` calls those pipelines make, on the same generated population
 3. **recalibrate** -- per group, ``ThresholdGrid.from_scores`` over the rated streams of the
    last ``window`` days with the records' ``audit_probability`` (``w / π`` weights, design
    channels), on the config's edges with every threshold in force added
-   (:func:`costlib.thresholds._edges.with_thresholds`, as ``in_force.add_to_edges``), then
-   :func:`costlib.thresholds._recalibration.recalibrate_grids` with the config's methods, target,
+   (:func:`costlib.thresholds.binning._edges.with_thresholds`, as ``in_force.add_to_edges``), then
+   :func:`costlib.thresholds.loop._recalibration.recalibrate_grids` with the config's methods,
+   target,
    rule, ``min_rated``, fallback, ``optimize_options`` and ``in_force`` settings (``evidence_z``,
    ``unseen_rows``; the all-groups grid is the sum, as the pipeline's). The published
    thresholds are the decision method's point per group, null for ``insufficient_data`` or
@@ -45,7 +46,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,18 +70,18 @@ from costlib.audit._strata import (
     share_cutoffs,
     stratum_counts,
 )
-from costlib.thresholds._edges import with_thresholds
-from costlib.thresholds._grid import ThresholdGrid, lattice_counts
-from costlib.thresholds._lattice_regions import flagged_by_one, one_sided
-from costlib.thresholds._move_evidence import segment_cells
-from costlib.thresholds._operating_point import point_at
-from costlib.thresholds._optimize import optimize
-from costlib.thresholds._recalibration import (
+from costlib.thresholds.binning._edges import with_thresholds
+from costlib.thresholds.grid._grid import ThresholdGrid, lattice_counts
+from costlib.thresholds.grid._lattice_regions import flagged_by_one, one_sided
+from costlib.thresholds.loop._move_evidence import segment_cells
+from costlib.thresholds.loop._recalibration import (
     ALL_GROUPS,
     PROPOSED,
     GroupResult,
     recalibrate_grids,
 )
+from costlib.thresholds.point._operating_point import point_at
+from costlib.thresholds.point._optimize import optimize
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.decide.audit_sizing import first_run_design
 
@@ -115,15 +116,12 @@ def pipeline_recalibrate(config: RunConfig, grids: dict[str, ThresholdGrid],
                          in_force: dict[str, Any]) -> Mapping[str, GroupResult]:
     """What ``costlib recalibrate`` computes per group (``optimizing.optimize_one`` on every
     group's grid and the all-groups sum, then ``apply_fallback``), without a bootstrap."""
-    settings = config.in_force
     return recalibrate_grids(
         grids, methods=config.methods, target=config.target, rule=config.rule,
         min_positives=config.min_positives, min_negatives=config.min_negatives,
         fallback=config.fallback, options=config.optimize_options,
-        in_force=in_force, min_gain_z=None, evidence_z=settings["evidence_z"],
-        unseen_rows=settings["unseen_rows"], census_review=settings["census_review"],
-        one_row_margin=settings["one_row_margin"],
-        switch_on_evidence=settings["switch_on_evidence"])
+        in_force=in_force,
+        policy=replace(config.policy, min_gain_z=None))
 
 
 @dataclass
@@ -168,7 +166,7 @@ def _edges(config: RunConfig, published: Published) -> list[np.ndarray]:
     """The config's edges with every finite threshold in force added (``add_to_edges``)."""
     edges = config.fixed_edges()
     assert edges is not None, "the simulator needs fixed (uniform/explicit) edges"
-    if not config.in_force["add_to_edges"]:
+    if not config.policy.add_to_edges:
         return edges
     table = np.asarray([t for t in published.by_group.values() if t is not None],
                        dtype=np.float64).reshape(-1, len(CLASSIFIERS))
@@ -181,7 +179,7 @@ def sized_design(config: RunConfig, previous_unflagged: np.ndarray | None,
                  audited_labels: tuple[np.ndarray, np.ndarray] | None) -> AuditDesign:
     """The decide run's audit design (``costlib_pipelines.decide.audit_sizing.sized_design``)."""
     configured = config.audit_design()
-    if config.audit["design"] != "auto":
+    if config.audit.design != "auto":
         return configured
     if previous_unflagged is None or previous_unflagged.sum() == 0:
         return first_run_design(configured)
@@ -238,7 +236,7 @@ def relative_cutoffs(config: RunConfig, previous: dict[int, np.ndarray] | None) 
     """Depth cutoffs per group (rows: ``GROUPS``): ``strata.steps``, or ``strata.shares`` of
     the previous day's rows per group below today's point (``previous``: rows per depth, from
     their lattice cells; none: ``inf``, a uniform audit)."""
-    strata = config.audit["strata"]
+    strata = config.audit.strata
     if strata.get("shares"):
         return np.array([share_cutoffs(previous[k] if previous else [], strata["shares"])
                          for k in range(len(GROUPS))])
@@ -275,8 +273,8 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
     start_t = None if start is None else tuple(float(t) for t in start)
     current = Published({**dict.fromkeys(GROUPS, start_t), ALL_GROUPS: start_t})
     start_flags = start_t if start_t is not None else (math.inf,) * len(CLASSIFIERS)
-    floor_design = AuditDesign(edges=(), weights=(1.0,), floor=float(config.audit["floor"]),
-                               budget_share=float(config.audit["floor"]))
+    floor_design = AuditDesign(edges=(), weights=(1.0,), floor=float(config.audit.floor),
+                               budget_share=float(config.audit.floor))
     configured = config.audit_design()
     rated_days: list[RatedDay] = []
     history: list = []
@@ -311,7 +309,7 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
                     depths_now = {k: depth_counts_from_cells(*previous_cells[k], previous_cells[
                         "lattice"], table[k], lattice, config.rule) for k in range(len(GROUPS))}
                 cutoffs_today = relative_cutoffs(config, depths_now)
-                if depths_now is not None and config.audit["strata"].get("shares"):
+                if depths_now is not None and config.audit.strata.get("shares"):
                     previous_unflagged = sum(stratum_counts(depths_now[k], cutoffs_today[k],
                                                             configured.n_strata)
                                              for k in range(len(GROUPS)))
@@ -659,7 +657,7 @@ def _with_candidates(config: RunConfig, grids: dict[str, ThresholdGrid],
     looks ``lower_bound_move`` up by name, so it is swapped there for the call."""
     import dataclasses
 
-    import costlib.thresholds._recalibration as recal
+    import costlib.thresholds.loop._recalibration as recal
     original = recal.lower_bound_move
 
     def searching(grid, chosen, in_force_t, **kwargs):
@@ -790,7 +788,7 @@ def _ratio_bounds(config: RunConfig, grids: dict[str, ThresholdGrid],
         if tuple(kept.index) == tuple(chosen.index):
             continue
         bound = ratio_bound_gains(rows, list(grid.edges), kept.index, rule=rule,
-                                  slope=slope, z=float(config.in_force["evidence_z"]))
+                                  slope=slope, z=float(config.policy.evidence_z))
         bound = np.where(grid.covered(rule, config.optimize_options.get("max_unrated_share",
                                                                         0.0)), bound, -np.inf)
         top = float(bound.max())
@@ -898,7 +896,7 @@ def _population_variance(config: RunConfig, grids: dict[str, ThresholdGrid],
     tuples (the HT estimate's variance as a total of a Poisson population: ``Σ w²/π`` rather
     than the design's ``Σ (1 - π) w²/π``, here for ``w = 1``), so that a move resting on a census
     (``π = 1``) needs evidence too."""
-    import costlib.thresholds._move_evidence as evidence
+    import costlib.thresholds.loop._move_evidence as evidence
     original = evidence.gain_standard_errors
 
     def with_population(grid, index, *, rule, slope, unseen_rows=0.0):

@@ -37,10 +37,10 @@ from costlib.experiments.robles2020._results import (
     MethodResult,
     holdout_metrics,
 )
-from costlib.thresholds._edges import quantile_edges, uniform_edges
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._operating_point import OperatingPoint
-from costlib.thresholds._optimize import optimize
+from costlib.thresholds.binning._edges import quantile_edges, uniform_edges
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.point._operating_point import OperatingPoint
+from costlib.thresholds.point._optimize import optimize
 
 __all__ = ["Config", "Reproduction", "feature_split", "run", "run_experiment"]
 

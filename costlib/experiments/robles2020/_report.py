@@ -163,7 +163,7 @@ def report(rep: Reproduction, *, verbose: bool = False) -> str:
 
 def write_plots(rep: Reproduction, directory: Path, type_key: str) -> list[Path]:
     """PN curves and threshold surfaces for every data set, for one classifier type."""
-    from costlib.thresholds._plots import plot_pn_curves, plot_threshold_surfaces
+    from costlib.thresholds.plots._plots import plot_pn_curves, plot_threshold_surfaces
 
     written: list[Path] = []
     for res in rep.results:

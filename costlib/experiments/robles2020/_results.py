@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._operating_point import OperatingPoint
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.point._operating_point import OperatingPoint
 
 __all__ = ["METHOD_LABELS", "ExperimentResult", "MethodResult", "holdout_metrics"]
 
