@@ -9,8 +9,9 @@ end. Points: a batch ``costlib recalibrate`` (FnApiRunner) of the demo's stream 
 demo's config (``costlib demo``: auto edges, four methods, top-k F1 decoding). Then
 ``costlib decide --follow`` runs with ``flink_cluster.py flags --streaming``, and for each size:
 
-* **latency**: ``--files`` files of that many rows (the demo's stream, 4 row groups) land one
-  by one, ``--gap`` seconds apart (renamed into place). A file's latency runs from its rename
+* **latency**: after one warm-up file (the job's workers start on it), ``--files`` files of
+  that many rows (the demo's stream, 4 row groups) land one by one, ``--gap`` seconds apart
+  (renamed into place). A file's latency runs from its rename
   to its output's ``LATEST``; the benchmark prints p50, p95 and the largest.
 * **sustained rows/s**: as many files again land at once, and it prints their rows divided by
   the time from the first rename to the last ``LATEST``.
@@ -125,19 +126,21 @@ def main() -> None:
                 capture_output=True, text=True)
             if done.returncode != 0:
                 raise RuntimeError(done.stderr[-3000:])
-            time.sleep(10)  # the job is running and has polled the empty directory
+            _land(source, land, "warm-up.parquet")  # the job's workers start on the first file
+            _wait(output, 1)
             landed = {}
             for i in range(args.files):
                 name = f"spaced-{i}.parquet"
                 landed[name] = _land(source, land, name)
                 time.sleep(args.gap)
-            finished = _wait(output, args.files)
+            finished = _wait(output, 1 + args.files)
+            finished = {d: t for d, t in finished.items() if d.startswith("spaced-")}
             latencies = sorted(finished[d] - landed[d.rsplit("-", 1)[0] + ".parquet"]
                                for d in finished)
             burst = {}
             for i in range(args.files):
                 burst[f"burst-{i}.parquet"] = _land(source, land, f"burst-{i}.parquet")
-            finished = _wait(output, 2 * args.files)
+            finished = _wait(output, 1 + 2 * args.files)
             last = max(t for d, t in finished.items() if d.startswith("burst-"))
             rate = args.files * rows / (last - min(burst.values()))
             _check(output, rows)
