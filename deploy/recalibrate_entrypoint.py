@@ -49,14 +49,19 @@ def recalibrate_parser() -> argparse.ArgumentParser:
     return _subparser(build_parser(), "recalibrate")
 
 
+#: The always-on worker's flags (``--follow`` runs on Flink only): not template parameters.
+FOLLOW_FLAGS = ("--follow", "--poll-seconds", "--settle-seconds")
+
+
 def cli_options(parser: argparse.ArgumentParser | None = None) -> dict[str, argparse.Action]:
     """Option name -> argparse action for every flag ``costlib recalibrate`` itself declares
-    (not ``--help`` or the common ``--log-level``)."""
+    (not ``--help``, the common ``--log-level``, or the always-on worker's :data:`FOLLOW_FLAGS`:
+    a template launches one bounded job)."""
     parser = parser or recalibrate_parser()
     options = {}
     for action in parser._actions:
         for flag in action.option_strings:
-            if flag.startswith("--") and flag not in ("--help", "--log-level"):
+            if flag.startswith("--") and flag not in ("--help", "--log-level", *FOLLOW_FLAGS):
                 options[flag_to_option(flag)] = action
     return options
 
