@@ -10,10 +10,9 @@ with ``optimize`` are validated (``min_recall`` needs audit rows: :data:`RECALL_
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from costlib.audit._strata import flagged_rows
@@ -26,8 +25,11 @@ from costlib.thresholds._recall_bounds import (
     recall_bounds,
     recall_total,
 )
-from costlib.thresholds._rows import as_score_array, check_rule, split_labels
+from costlib.thresholds._rows import as_score_array, check_rule, is_data_frame, split_labels
 from costlib.thresholds._target import Target, resolve_target
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "METHODS",
@@ -195,7 +197,7 @@ class OperatingPoint:
         -------
         ndarray of bool, shape (n,)
         """
-        s, _ = as_score_array(scores, self.names if isinstance(scores, pd.DataFrame) else None)
+        s, _ = as_score_array(scores, self.names if is_data_frame(scores) else None)
         s = np.asarray(s, dtype=np.float64)
         if s.ndim == 1:
             s = s[:, None]

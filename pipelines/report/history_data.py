@@ -22,9 +22,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
 
 from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.runs import list_runs
 from costlib_pipelines.report.changes import ALL_GROUPS, applied_points, group_order
 from costlib_pipelines.report.runs_data import RunData
