@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
@@ -69,3 +70,22 @@ def test_a_run_on_several_threads_equals_the_run_on_one(tmp_path, monkeypatch):
     three = _run(tmp_path, 3, monkeypatch, "three", pattern, config)
     assert one[3]["read"] == 24_000 and one[3]["dead_lettered"] > 0
     assert one == three
+
+
+@pytest.mark.parametrize("topk", [False, True])
+def test_decisions_on_several_threads_equal_the_decisions_on_one(tmp_path, monkeypatch, topk):
+    from test_pipeline_decide import decide, make_config, make_stream
+
+    import costlib_pipelines.decide.transforms as transforms
+
+    frame = make_stream(4000, seed=3)
+    frame.loc[frame.index[::331], "text_model"] = np.inf  # dead letters in several row groups
+    config = make_config(topk=topk)
+    runs = []
+    for threads in (1, 3):
+        monkeypatch.setattr(transforms, "batch_threads", lambda t=threads: t)
+        manifest, decisions = decide(tmp_path, frame, config, name=f"t{threads}")
+        runs.append((manifest["row_accounting"], decisions.drop(columns=["run_id"],
+                                                                  errors="ignore")))
+    assert runs[0][0] == runs[1][0] and runs[0][0]["dead_lettered"] > 0
+    assert runs[0][1].equals(runs[1][1])
