@@ -13,8 +13,8 @@ the same config (k = 2, rule ``any``, ``decision_method: hull``). The operating 
 those a ``costlib recalibrate`` run on the smallest size writes (one run, not timed); both
 sides decide every size with them.
 
-Before any timing, the rules are checked: on the first file of the smallest size, and on 20,000 of its
-rows with bad rows mixed in (null group, ``__all__`` group, null item id, NaN and infinite
+Before any timing, the rules are checked: on the first file of the smallest size, and on 20,000
+of its rows with bad rows mixed in (null group, ``__all__`` group, null item id, NaN and infinite
 scores, scores outside [0, 1]), costlib decide (in process) and the DuckDB peer
 (:mod:`duckdb_decide_peer`) decide with the recalibrated points and with edited ones (a group
 on ``fallback``, a group without a record so on ``__all__``, an ``infeasible`` group, an

@@ -7,10 +7,11 @@ Run (the peer needs DuckDB, which is not a runtime dependency: install
     .venv/bin/python tests/benchmarks/bench_duckdb_peer.py --peer-python /tmp/benchenv/bin/python
 
 Data: the demo's own stream (:func:`costlib.sample.generate_score_stream`, as ``costlib demo``
-writes it: 4 Parquet files per 5M rows, row groups of 25,000) at 5M rows (seed 7, what
-``costlib demo --n-items 5000000`` writes) and 50M rows (ten 5M streams, seeds 7..16, item ids
-made unique), generated once into ``--data-dir``. Config: k = 2, 64 uniform edges on [0, 1],
-method hull only, coverage on (``max_unrated_share: 0``), target marginal precision 0.3.
+writes it: 4 Parquet files per 5M rows, row groups of 25,000) at 0.6M and 2.4M rows (one and
+all four files of a 2.4M-row stream, seed 7, written as 4 files of 600,000 rows), 5M rows (seed
+7, what ``costlib demo --n-items 5000000`` writes) and 50M rows (ten 5M streams, seeds 7..16,
+item ids made unique), generated once into ``--data-dir``. Config: k = 2, 64 uniform edges on
+[0, 1], method hull only, coverage on (``max_unrated_share: 0``), target marginal precision 0.3.
 
 Every measured run is its own process (so each pays its interpreter start and imports, as a
 command would); the CPU is the process's user + system time from ``wait4`` (all threads), and
@@ -23,9 +24,12 @@ Beam's floor: a trivial pipeline on the same runner over the same files and colu
 printed every peer run must reproduce costlib's hull operating points (thresholds, TP, FP) of
 every group and of ``__all__`` exactly.
 
-Marginal CPU per row = (CPU at the large size - CPU at the small size) / (rows difference);
-fixed cost = the intercept (CPU at the small size - small rows x marginal). costlib's own fixed
-cost above Beam's floor = its intercept minus the floor's intercept.
+Marginal CPU per row = (CPU at the large size - CPU at the small size) / (rows difference),
+on each pair of sizes (0.6M and 2.4M, 5M and 50M by default); fixed cost = the intercept (CPU
+at the small size - small rows x marginal). costlib's own fixed cost above Beam's floor = its
+intercept minus the floor's intercept, and measured directly on one row group. Also printed:
+the wall time of costlib and the DuckDB peer at every size, and the start-up of a command that
+runs no pipeline (``costlib status`` on the kept costlib output, whole processes).
 """
 
 from __future__ import annotations
