@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _latest(status: OutputStatus) -> str:
     """What ``LATEST`` names, in words (the problems say what is wrong with it)."""
-    from apache_beam.io.filesystems import FileSystems
+    from costlib_pipelines.io.filesystems import FileSystems
 
     if status.latest is None:
         if FileSystems.exists(f"{status.output}/LATEST"):

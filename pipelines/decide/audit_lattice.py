@@ -25,7 +25,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from apache_beam.io.filesystems import FileSystems
 
 from costlib.audit import (
     depth_counts_from_cells,
@@ -36,6 +35,7 @@ from costlib.audit import (
 from costlib.thresholds.binning import with_thresholds
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.runs import previous_run, read_manifest
 
 __all__ = ["CELLS_FILE", "decide_lattice", "relative_cutoffs"]

@@ -20,7 +20,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
 from numpy.typing import NDArray
 
 from costlib.audit import flagged_rows
@@ -33,6 +32,7 @@ from costlib_pipelines.decide.audit_columns import (
 )
 from costlib_pipelines.io.batches import ValidatedBatch
 from costlib_pipelines.io.files import write_bytes_atomically
+from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.published_points import DecisionThresholds, GroupThresholds
 from costlib_pipelines.io.records import arrow_schema
 from costlib_pipelines.io.runs import latest_run_id, read_manifest

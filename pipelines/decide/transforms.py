@@ -40,6 +40,7 @@ from costlib_pipelines.decide.sets import (
     shuffled_rows,
     split_sets,
 )
+from costlib_pipelines.io.batch_threads import batch_threads, in_order
 from costlib_pipelines.io.batches import ValidatedBatch, validate_batch
 from costlib_pipelines.io.files import InputError, as_stored, read_row_groups
 from costlib_pipelines.io.published_points import DecisionThresholds
@@ -76,8 +77,9 @@ class DecideFileFn(beam.DoFn):
     """
 
     def __init__(self, thresholds: DecisionThresholds, config: RunConfig, directory: str,
-                 audit: AuditSettings | None = None):
+                 audit: AuditSettings | None = None, threads: int | None = None):
         self.thresholds = thresholds
+        self.threads = threads  # row groups decided at once (None: the machine's cores)
         self.config = config
         self.audit = audit
         self.columns = decide_columns(config)
@@ -99,8 +101,32 @@ class DecideFileFn(beam.DoFn):
         dictionary = [self.config.columns["group"]]
         if self.topk:  # set ids too: distinct values checked (records.set_id_dictionary)
             dictionary.append(self.config.columns["set_id"])
+        batches = read_row_groups(path, self.columns, dictionary=dictionary)
+        if self.contiguous:  # sets span row groups: one batch after the other
+            yield from self._contiguous(path, batches, dictionary)
+            return
+
+        def work(item: tuple[int, pa.Table]) -> tuple[Counter, list]:
+            row_group, table = item
+            batch = validate_batch(table, self.config, source=path, row_group=row_group,
+                                   for_decisions=True)
+            outputs: list = [pvalue.TaggedOutput("counters", batch.accounting)]
+            if batch.dead_letters is not None:
+                outputs.append(pvalue.TaggedOutput("dead_letters", (
+                    path, row_group, as_stored(batch.dead_letters, path, dictionary))))
+            outputs.extend(self.decide(batch, table))
+            return batch.accounting, outputs
+
+        # Row groups on every core, outputs in row-group order from this thread
+        # (costlib_pipelines.io.batch_threads): the same outputs as one thread.
+        threads = batch_threads() if self.threads is None else self.threads
+        for accounting, outputs in in_order(work, batches, threads):
+            report_metrics(accounting)
+            yield from outputs
+
+    def _contiguous(self, path: str, batches, dictionary: list[str]):
         pending: list[tuple[ValidatedBatch, ContiguousBatch]] = []  # sets not decoded yet
-        for row_group, table in read_row_groups(path, self.columns, dictionary=dictionary):
+        for row_group, table in batches:
             batch = validate_batch(table, self.config, source=path, row_group=row_group,
                                    for_decisions=True)
             report_metrics(batch.accounting)

@@ -39,7 +39,6 @@ from typing import Any
 import apache_beam as beam
 import pyarrow as pa
 from apache_beam.coders import PickleCoder
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.transforms import userstate
 from apache_beam.transforms.window import IntervalWindow
@@ -55,6 +54,7 @@ from costlib_pipelines.follow.landing import (
 from costlib_pipelines.follow.live_run import record_stream, record_verdict
 from costlib_pipelines.follow.window_book import FilePartials, WindowBook
 from costlib_pipelines.io.files import InputError, read_footers, write_json, write_parquet
+from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.plausibility import MICROS_PER_DAY
 from costlib_pipelines.io.runs import read_operating_points
 from costlib_pipelines.io.schema import check_schema

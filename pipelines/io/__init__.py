@@ -11,8 +11,24 @@
 - :mod:`.status`: health of a published output (``costlib status``);
 - :mod:`.frames`: a run's operating points and decisions as pandas frames
   (:func:`operating_points_frame`, :func:`decisions_frame`: the documented way to read them).
+
+The two frame readers are imported on first use: they need pandas, which the commands that only
+read a run's records (``costlib status``, ``publish``, ``unlock``) do not.
 """
 
-from costlib_pipelines.io.frames import decisions_frame, operating_points_frame
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from costlib_pipelines.io.frames import decisions_frame, operating_points_frame
 
 __all__ = ["decisions_frame", "operating_points_frame"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from costlib_pipelines.io import frames
+
+        return getattr(frames, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

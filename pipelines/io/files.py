@@ -1,6 +1,7 @@
 """Files: matching input globs, reading Parquet row groups, and writing outputs atomically.
 
-Everything goes through :class:`apache_beam.io.filesystems.FileSystems`, so the same code reads
+Everything goes through :class:`costlib_pipelines.io.filesystems.FileSystems` (Beam's for any path
+with a scheme), so the same code reads
 and writes local paths, ``gs://`` on Dataflow, or any other Beam filesystem.
 """
 
@@ -17,7 +18,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
+
+from costlib_pipelines.io.filesystems import FileSystems
 
 __all__ = [
     "InputError",

@@ -14,9 +14,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
 
 from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.records import arrow_schema
 from costlib_pipelines.io.runs import latest_run_id, read_manifest
 

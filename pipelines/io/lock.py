@@ -33,15 +33,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from apache_beam.io.filesystems import FileSystems
-from apache_beam.io.localfilesystem import LocalFileSystem
-
 from costlib_pipelines.io.files import (
     InputError,
     make_local_directory,
     unwritable_reason,
     write_bytes_atomically,
 )
+from costlib_pipelines.io.filesystems import FileSystems, is_local
 
 __all__ = ["LOCK_NAME", "OutputLock", "OutputLocked", "break_lock", "hold_output", "read_lock"]
 
@@ -62,7 +60,7 @@ class OutputLock:
 
 
 def _is_local(path: str) -> bool:
-    return isinstance(FileSystems.get_filesystem(path), LocalFileSystem)
+    return is_local(path)
 
 
 def read_lock(output: str) -> dict[str, Any] | None:

@@ -33,7 +33,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
 
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.batches import REASONS
@@ -44,6 +43,7 @@ from costlib_pipelines.io.files import (
     write_bytes_atomically,
     write_json,
 )
+from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.plausibility import Plausibility, plausibility_violations
 
 __all__ = [
@@ -306,7 +306,7 @@ def verified_accounting(run: RunDirectory, inputs: list[dict[str, Any]],
 
 def read_records(path: str) -> list[dict[str, Any]]:
     with FileSystems.open(path) as fh:
-        return pq.read_table(fh).to_pylist()
+        return pq.ParquetFile(fh).read().to_pylist()
 
 
 #: Columns every reader of operating points relies on (``schemas/operating_point.json``).
@@ -319,7 +319,7 @@ def read_operating_points(path: str) -> list[dict[str, Any]]:
     """Records of one ``operating_points.parquet``; ``InputError`` if it is not one."""
     try:
         with FileSystems.open(path) as fh:
-            table = pq.read_table(fh)
+            table = pq.ParquetFile(fh).read()  # no pyarrow.dataset (it imports pandas)
     except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
         raise InputError(f"{path}: not a readable operating points file ({exc})") from exc
     missing = [c for c in OPERATING_POINT_COLUMNS if c not in table.column_names]

@@ -13,10 +13,9 @@ import datetime as dt
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from apache_beam.io.filesystems import FileSystems
-
 from costlib.thresholds.loop import ALL_GROUPS
 from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.lock import read_lock
 from costlib_pipelines.io.runs import latest_run_id, list_runs, read_operating_points
 

@@ -23,6 +23,11 @@ Outputs of :class:`AggregateBatches`:
 
 Every accounting counter is also a Beam metric (:mod:`costlib_pipelines.recalibrate.accounting`),
 incremented where it is produced.
+
+The batches of one element are validated and histogrammed on the machine's cores
+(:func:`costlib_pipelines.io.batch_threads.in_order`): Arrow and numpy release the GIL in
+most of that work, and the outputs are yielded in batch order from the DoFn's own thread (Beam
+metrics and outputs belong to it), so a run's outputs do not depend on the number of threads.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from costlib.thresholds.grid import (
 )
 from costlib.thresholds.loop import ALL_GROUPS, SparseBootstrapGrids
 from costlib_pipelines.config import RunConfig
+from costlib_pipelines.io.batch_threads import batch_threads, in_order
 from costlib_pipelines.io.batches import validate_batch
 from costlib_pipelines.io.files import as_stored
 from costlib_pipelines.io.plausibility import MICROS_PER_DAY, PLAUSIBILITY, Plausibility
@@ -74,8 +80,11 @@ class AggregateBatchesFn(beam.DoFn):
     """
 
     def __init__(self, config: RunConfig, columns: list[str] | None, windowed: bool,
-                 with_bootstrap: bool, sketch_rows: bool = False):
+                 with_bootstrap: bool, sketch_rows: bool = False, threads: int | None = None):
         self.config = config
+        # Threads per element (None: the machine's cores); the edge sketches of a bundle are
+        # one binner's, so sketching runs in the DoFn's thread.
+        self.threads = 1 if sketch_rows else threads
         self.columns = columns
         self.windowed = windowed
         self.with_bootstrap = with_bootstrap
@@ -88,19 +97,27 @@ class AggregateBatchesFn(beam.DoFn):
 
     def process(self, element, edges):
         read = dictionary_columns(self.config, element)  # dead letters: as_stored(..., read)
-        for source, row_group, table in iter_batches(element, self.columns, read):
+
+        def work(item):
+            source, row_group, table = item
             batch = validate_batch(table, self.config, source=source, row_group=row_group,
                                    windowed=self.windowed, plausibility=self.plausibility)
             batch = cost_weighted(batch, table, self.min_risk)
-            report_metrics(batch.accounting)
-            yield pvalue.TaggedOutput("accounting", batch.accounting)
+            outputs = [pvalue.TaggedOutput("accounting", batch.accounting)]
             if batch.dead_letters is not None:
-                yield pvalue.TaggedOutput("dead_letters", (
-                    source, row_group, as_stored(batch.dead_letters, source, read)))
+                outputs.append(pvalue.TaggedOutput("dead_letters", (
+                    source, row_group, as_stored(batch.dead_letters, source, read))))
             if self.plausibility.count_duplicate_item_ids and batch.group_codes.size:
-                for keyed in keys_per_group(batch):
-                    yield pvalue.TaggedOutput("item_ids", keyed)
-            yield from self.histograms(batch, edges)
+                outputs.extend(pvalue.TaggedOutput("item_ids", keyed)
+                               for keyed in keys_per_group(batch))
+            outputs.extend(self.histograms(batch, edges))
+            return batch.accounting, outputs
+
+        threads = batch_threads() if self.threads is None else self.threads
+        for accounting, outputs in in_order(work, iter_batches(element, self.columns, read),
+                                            threads):
+            report_metrics(accounting)
+            yield from outputs
 
     def start_bundle(self):
         self._binner = None  # bins and sketches this bundle's rows; emitted once at its end

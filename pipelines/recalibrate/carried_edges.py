@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from apache_beam.io.filesystems import FileSystems
 
 from costlib.thresholds.binning import EdgeSketch, ScoreSketch
 from costlib_pipelines.io.files import open_parquet, parquet_bytes, write_bytes_atomically
+from costlib_pipelines.io.filesystems import FileSystems
 
 __all__ = [
     "SKETCH_FILE",

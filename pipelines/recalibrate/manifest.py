@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import InputError, check_rows_read, write_json
+from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.plausibility import (
     Plausibility,
     plausibility_summary,

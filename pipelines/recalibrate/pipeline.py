@@ -38,7 +38,6 @@ from typing import Any
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms import trigger
 from apache_beam.transforms.window import SlidingWindows
 
@@ -50,6 +49,7 @@ from costlib_pipelines.io.files import (
     read_footers,
     write_json,
 )
+from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.lock import hold_output
 from costlib_pipelines.io.plausibility import Plausibility
 from costlib_pipelines.io.runs import RunDirectory

@@ -39,7 +39,6 @@ import apache_beam as beam
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
@@ -53,6 +52,7 @@ from costlib.thresholds.loop import (
 from costlib.thresholds.point import graph_batch_size, prepare_graph_paths
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import parquet_bytes, write_bytes_atomically, write_parquet
+from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.records import (
     PN_CURVE_SCHEMA,
     arrow_schema,

@@ -45,10 +45,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-from apache_beam.io.filesystems import FileSystems
 
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import InputError, write_json, write_parquet
+from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.published_points import uncovered_share
 from costlib_pipelines.io.records import arrow_schema
 from costlib_pipelines.io.runs import (

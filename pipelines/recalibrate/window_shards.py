@@ -74,11 +74,11 @@ from collections.abc import Iterable, Iterator
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
 
 from costlib.thresholds.loop import ALL_GROUPS, apply_fallback
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import write_parquet
+from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.records import (
     PN_CURVE_SCHEMA,
     arrow_schema,

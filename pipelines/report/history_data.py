@@ -22,10 +22,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
 
 from costlib.thresholds.loop import ALL_GROUPS
 from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.runs import list_runs
 from costlib_pipelines.report.changes import applied_points, group_order
 from costlib_pipelines.report.runs_data import RunData

@@ -13,9 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from apache_beam.io.filesystems import FileSystems
-
 from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.runs import load_operating_points, read_manifest, read_records
 
 __all__ = ["RunData", "load_run", "previous_run"]

@@ -6,14 +6,15 @@ Run (the peer needs DuckDB: see ``bench_duckdb_peer.py`` for its environment)::
     python3 -m venv /tmp/benchenv && /tmp/benchenv/bin/pip install -r requirements/bench.txt
     .venv/bin/python tests/benchmarks/bench_decide_peer.py --peer-python /tmp/benchenv/bin/python
 
-(``--sizes 5,10`` for a quicker run.) Data: the same generated demo streams as
-``bench_duckdb_peer.py`` (5M rows: 4 files, row groups of 25,000; 50M rows: ten of those),
+(``--sizes 0.6,2.4`` for a quicker run.) Data: the same generated demo streams as
+``bench_duckdb_peer.py`` (0.6M and 2.4M rows: one and four 600,000-row files of one stream;
+5M rows: 4 files, row groups of 25,000; 50M rows: ten of those),
 the same config (k = 2, rule ``any``, ``decision_method: hull``). The operating points are
 those a ``costlib recalibrate`` run on the smallest size writes (one run, not timed); both
 sides decide every size with them.
 
-Before any timing, the rules are checked: on the first file (1.25M rows), and on 20,000 of its
-rows with bad rows mixed in (null group, ``__all__`` group, null item id, NaN and infinite
+Before any timing, the rules are checked: on the first file of the smallest size, and on 20,000
+of its rows with bad rows mixed in (null group, ``__all__`` group, null item id, NaN and infinite
 scores, scores outside [0, 1]), costlib decide (in process) and the DuckDB peer
 (:mod:`duckdb_decide_peer`) decide with the recalibrated points and with edited ones (a group
 on ``fallback``, a group without a record so on ``__all__``, an ``infeasible`` group, an
@@ -31,8 +32,9 @@ only), and Beam's floor (``ReadAllFromParquetBatched`` of the columns decide rea
 the rows of each Arrow batch, sum). After the runs of a size each peer's decisions are
 compared with costlib's row by row (every row's decision equal), else the benchmark stops.
 CPU is the process's user + system time from ``wait4`` (all threads); marginal CPU per row
-and fixed cost are fitted between the smallest and the largest size as in
-``bench_duckdb_peer.py``.
+and fixed cost are fitted on each pair of sizes (0.6M and 2.4M, 5M and 50M) as in
+``bench_duckdb_peer.py``, which also prints wall times per size and the start-up of
+``costlib status`` (on the recalibrated output).
 """
 
 from __future__ import annotations
@@ -51,12 +53,14 @@ sys.path.insert(0, str(HERE))
 from bench_duckdb_peer import (  # noqa: E402
     CLASSIFIERS,
     CONFIG,
-    _generate,
+    _files,
     _run_child,
     _worker_floor,
     print_against_peers,
     print_fits,
     print_runs,
+    print_start_up,
+    print_walls,
 )
 
 DECIDE_COLUMNS = ["group", "item_id", *CLASSIFIERS]
@@ -201,7 +205,9 @@ def check_rules(python: str, source_file: str, operating_points: str, tmp: Path)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", default="/tmp/costlib-bench-demo")
-    parser.add_argument("--sizes", default="5,50", help="millions of rows (multiples of 5)")
+    parser.add_argument("--sizes", default="0.6,2.4,5,50",
+                        help="millions of rows: 0.6, 1.2, 1.8, 2.4 or multiples of 5; fitted "
+                        "in pairs")
     parser.add_argument("--peer-python", default="/tmp/benchenv/bin/python",
                         help="a Python with duckdb (requirements/bench.txt)")
     parser.add_argument("--skip-rule-checks", action="store_true")
@@ -219,11 +225,11 @@ def main() -> None:
 
     from machine import describe
 
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = [float(s) for s in args.sizes.split(",")]
     data = Path(args.data_dir)
     me = [sys.executable, str(Path(__file__).resolve())]
     print(f"machine: {describe()}")
-    files = {m: _generate(data / f"{m}m", m // 5) for m in sizes}
+    files = {m: _files(data, m) for m in sizes}
     tmp = Path(tempfile.mkdtemp(prefix="bench-decide-peer-"))
     try:
         recalibrated = _run_child([*me[:1], str(HERE / "bench_duckdb_peer.py"), "--worker",
@@ -231,13 +237,13 @@ def main() -> None:
                                    "--output", str(tmp / "recalibrate")])
         points = str(tmp / "recalibrate" / "runs" / recalibrated["run_id"]
                      / "operating_points.parquet")
-        print(f"operating points: costlib recalibrate on {sizes[0]}M rows (hull), {points}")
+        print(f"operating points: costlib recalibrate on {sizes[0]:g}M rows (hull), {points}")
         if not args.skip_rule_checks:
             check_rules(args.peer_python, files[sizes[0]][0], points, tmp)
-        rows: dict[int, int] = {}
-        results: dict[int, dict[str, dict]] = {}
+        rows: dict[float, int] = {}
+        results: dict[float, dict[str, dict]] = {}
         for millions in sizes:
-            ours, theirs = tmp / f"ours-{millions}m", tmp / f"peer-{millions}m"
+            ours, theirs = tmp / f"ours-{millions:g}m", tmp / f"peer-{millions:g}m"
             runs = {"costlib": _run_child([*me, "--worker", "decide", "--files",
                                            json.dumps(files[millions]), "--points", points,
                                            "--output", str(ours)])}
@@ -254,10 +260,10 @@ def main() -> None:
             assert runs["beam_floor"]["rows"] == rows[millions], (runs["beam_floor"], rows)
             found = _check_same(args.peer_python, str(ours / "runs" / "bench"),
                                 str(theirs / "out.parquet"), runs["costlib"]["decided"],
-                                f"{millions}M rows")
+                                f"{millions:g}M rows")
             _check_same(args.peer_python, str(ours / "runs" / "bench"),
                         str(theirs / "lean.parquet"), runs["costlib"]["decided"],
-                        f"{millions}M rows, lean peer")
+                        f"{millions:g}M rows, lean peer")
             shutil.rmtree(ours)
             shutil.rmtree(theirs)
             results[millions] = runs
@@ -266,14 +272,15 @@ def main() -> None:
                   f"flagged; DuckDB {runs['duckdb']['duckdb']}, {runs['duckdb']['threads']} "
                   f"threads); load {load:.2f}")
             print_runs(runs)
+        print_walls(results, rows, ("costlib", "duckdb"))
+        for small, large in zip(sizes[0::2], sizes[1::2], strict=False):
+            fits = print_fits(results, rows, small, large)
+            print_against_peers("costlib decide", fits, results[small], small,
+                                ("duckdb", "duckdb_lean"),
+                                f"read Arrow batches of {len(DECIDE_COLUMNS)} columns")
+        print_start_up(str(tmp / "recalibrate"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if len(sizes) < 2:
-        return
-    small, large = sizes[0], sizes[-1]
-    fits = print_fits(results, rows, small, large)
-    print_against_peers("costlib decide", fits, results[small], small, ("duckdb", "duckdb_lean"),
-                        f"read Arrow batches of {len(DECIDE_COLUMNS)} columns")
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 
 

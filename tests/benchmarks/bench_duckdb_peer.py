@@ -7,10 +7,11 @@ Run (the peer needs DuckDB, which is not a runtime dependency: install
     .venv/bin/python tests/benchmarks/bench_duckdb_peer.py --peer-python /tmp/benchenv/bin/python
 
 Data: the demo's own stream (:func:`costlib.sample.generate_score_stream`, as ``costlib demo``
-writes it: 4 Parquet files per 5M rows, row groups of 25,000) at 5M rows (seed 7, what
-``costlib demo --n-items 5000000`` writes) and 50M rows (ten 5M streams, seeds 7..16, item ids
-made unique), generated once into ``--data-dir``. Config: k = 2, 64 uniform edges on [0, 1],
-method hull only, coverage on (``max_unrated_share: 0``), target marginal precision 0.3.
+writes it: 4 Parquet files per 5M rows, row groups of 25,000) at 0.6M and 2.4M rows (one and
+all four files of a 2.4M-row stream, seed 7, written as 4 files of 600,000 rows), 5M rows (seed
+7, what ``costlib demo --n-items 5000000`` writes) and 50M rows (ten 5M streams, seeds 7..16,
+item ids made unique), generated once into ``--data-dir``. Config: k = 2, 64 uniform edges on
+[0, 1], method hull only, coverage on (``max_unrated_share: 0``), target marginal precision 0.3.
 
 Every measured run is its own process (so each pays its interpreter start and imports, as a
 command would); the CPU is the process's user + system time from ``wait4`` (all threads), and
@@ -23,9 +24,12 @@ Beam's floor: a trivial pipeline on the same runner over the same files and colu
 printed every peer run must reproduce costlib's hull operating points (thresholds, TP, FP) of
 every group and of ``__all__`` exactly.
 
-Marginal CPU per row = (CPU at the large size - CPU at the small size) / (rows difference);
-fixed cost = the intercept (CPU at the small size - small rows x marginal). costlib's own fixed
-cost above Beam's floor = its intercept minus the floor's intercept.
+Marginal CPU per row = (CPU at the large size - CPU at the small size) / (rows difference),
+on each pair of sizes (0.6M and 2.4M, 5M and 50M by default); fixed cost = the intercept (CPU
+at the small size - small rows x marginal). costlib's own fixed cost above Beam's floor = its
+intercept minus the floor's intercept, and measured directly on one row group. Also printed:
+the wall time of costlib and the DuckDB peer at every size, and the start-up of a command that
+runs no pipeline (``costlib status`` on the kept costlib output, whole processes).
 """
 
 from __future__ import annotations
@@ -115,6 +119,31 @@ def _generate(directory: Path, chunks: int) -> list[str]:
     return sorted(glob.glob(str(directory / "c*-*.parquet")))
 
 
+def _generate_small(directory: Path, millions: float) -> list[str]:
+    """The first ``millions / 0.6`` files of one 2.4M-row demo stream (seed 7) written as 4
+    files of 600,000 rows, row groups of 25,000: 0.6M is one file, 2.4M all four."""
+    from costlib.sample import generate_score_stream, write_score_stream
+
+    n_files = round(millions / 0.6)
+    if not (1 <= n_files <= 4 and abs(n_files * 0.6 - millions) < 1e-9):
+        raise SystemExit(f"sizes below 5M rows must be 0.6, 1.2, 1.8 or 2.4, got {millions}")
+    stream_dir = directory / "2.4m"
+    if not stream_dir.exists():
+        tmp = directory / "2.4m-tmp"
+        write_score_stream(generate_score_stream(2_400_000, seed=7), str(tmp), n_files=4,
+                           row_group_size=25_000)
+        tmp.rename(stream_dir)
+    return sorted(glob.glob(str(stream_dir / "*.parquet")))[:n_files]
+
+
+def _files(data: Path, millions: float) -> list[str]:
+    if millions < 5:
+        return _generate_small(data, millions)
+    if millions % 5:
+        raise SystemExit(f"sizes from 5M rows on must be multiples of 5, got {millions}")
+    return _generate(data / f"{millions:g}m", int(millions) // 5)
+
+
 # --------------------------------------------------------------------------- timing
 def _run_child(argv: list[str], env: dict | None = None) -> dict:
     """Run a process: its last JSON line, plus the process's CPU (user + system, all threads,
@@ -162,12 +191,12 @@ def print_runs(runs: dict[str, dict]) -> None:
               f"{r['import_cpu']:>13.2f}{r['run_cpu']:>10.2f}{r['run_wall']:>10.2f}")
 
 
-def print_fits(results: dict[int, dict[str, dict]], rows: dict[int, int], small: int,
-               large: int) -> dict[str, tuple[float, float]]:
+def print_fits(results: dict[float, dict[str, dict]], rows: dict[float, int], small: float,
+               large: float) -> dict[str, tuple[float, float]]:
     """Print and return ``(marginal CPU s per row, fixed CPU s)`` of every run name, from its
     whole-process CPU at the ``small`` and ``large`` sizes (and the same fit of wall time)."""
     extra = rows[large] - rows[small]
-    print(f"\nmarginal CPU per million rows ({small}M -> {large}M) and fixed cost (intercept), "
+    print(f"\nmarginal CPU per million rows ({small:g}M -> {large:g}M) and fixed cost (intercept), "
           f"whole processes (load {os.getloadavg()[0]:.2f}):")
     fits = {}
     for name in results[small]:
@@ -185,7 +214,9 @@ def print_fits(results: dict[int, dict[str, dict]], rows: dict[int, int], small:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", default="/tmp/costlib-bench-demo")
-    parser.add_argument("--sizes", default="5,50", help="millions of rows, comma-separated")
+    parser.add_argument("--sizes", default="0.6,2.4,5,50",
+                        help="millions of rows, comma-separated; CPU per row is fitted on "
+                        "each pair in turn (0.6,2.4 and 5,50)")
     parser.add_argument("--peer-python", default="/tmp/benchenv/bin/python",
                         help="a Python with duckdb, numpy and pyarrow (requirements/bench.txt)")
     parser.add_argument("--worker", choices=("ours", "floor"), help=argparse.SUPPRESS)
@@ -206,20 +237,21 @@ def main() -> None:
 
     config = RunConfig.from_dict(CONFIG, source="bench")
     edges = [e.tolist() for e in config.fixed_edges()]
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = [float(s) for s in args.sizes.split(",")]
     data = Path(args.data_dir)
     me = [sys.executable, str(Path(__file__).resolve())]
     rows = {}
-    results: dict[int, dict[str, dict]] = {}
+    results: dict[float, dict[str, dict]] = {}
+    kept_output = None  # one costlib output, for the start-up of a command without a pipeline
     print(f"machine: {describe()}")
     for millions in sizes:
-        files = _generate(data / f"{millions}m", millions // 5)
+        files = _files(data, millions)
         spec = {"files": files, "classifiers": CLASSIFIERS, "edges": edges,
                 "slope": config.target.slope, "group": '"group"', "label": "label",
                 "weight": "weight"}
-        spec_path = data / f"spec-{millions}m.json"
+        spec_path = data / f"spec-{millions:g}m.json"
         spec_path.write_text(json.dumps(spec))
-        plain_path = data / f"spec-{millions}m-plain.json"
+        plain_path = data / f"spec-{millions:g}m-plain.json"
         plain_path.write_text(json.dumps({**spec, "binning": "estimate"}))
         output = tempfile.mkdtemp(prefix="bench-ours-")
         runs = {}
@@ -228,7 +260,10 @@ def main() -> None:
                                           "--output", output])
             points = _ours_points(output, runs["costlib"]["run_id"])
         finally:
-            shutil.rmtree(output, ignore_errors=True)
+            if kept_output is None:
+                kept_output = output
+            else:
+                shutil.rmtree(output, ignore_errors=True)
         runs["duckdb"] = _run_child([args.peer_python, str(HERE / "duckdb_peer.py"),
                                      str(spec_path)])
         _check_same(points, runs["duckdb"]["points"], "the DuckDB peer")
@@ -245,17 +280,52 @@ def main() -> None:
               f"(DuckDB {runs['duckdb']['duckdb']}, {runs['duckdb']['threads']} threads); "
               f"load {os.getloadavg()[0]:.2f}")
         print_runs(runs)
-    if len(sizes) < 2:
-        return
-    small, large = sizes[0], sizes[-1]
-    fits = print_fits(results, rows, small, large)
-    print_against_peers("costlib", fits, results[small], small, ("duckdb", "duckdb_plain"),
-                        "read Arrow batches")
-    _fixed_cost_direct(me, data, small)
+    print_walls(results, rows, ("costlib", "duckdb"))
+    for small, large in zip(sizes[0::2], sizes[1::2], strict=False):
+        fits = print_fits(results, rows, small, large)
+        print_against_peers("costlib", fits, results[small], small, ("duckdb", "duckdb_plain"),
+                            "read Arrow batches")
+    _fixed_cost_direct(me, data, min(s for s in sizes))
+    if kept_output is not None:
+        print_start_up(kept_output)
+        shutil.rmtree(kept_output, ignore_errors=True)
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 
 
-def print_against_peers(name: str, fits: dict, small_runs: dict, small: int,
+def print_walls(results: dict[float, dict[str, dict]], rows: dict[float, int],
+                names: tuple[str, ...]) -> None:
+    """Wall time of whole processes at every size, costlib against the peer."""
+    print(f"\nwall time, whole processes (load {os.getloadavg()[0]:.2f}):")
+    for millions, runs in results.items():
+        line = "  ".join(f"{n} {runs[n]['process_wall']:6.2f} s" for n in names)
+        ratio = runs[names[0]]["process_wall"] / runs[names[1]]["process_wall"]
+        print(f"  {rows[millions]:>12,} rows  {line}  ratio {ratio:5.2f}x")
+
+
+def print_start_up(output: str, repeats: int = 5) -> None:
+    """``costlib status`` on a real output, whole processes, median of ``repeats``: what a
+    command that runs no pipeline costs from start to finish (target <= 0.5 s wall)."""
+    command = [str(Path(sys.executable).with_name("costlib")), "status", "--output", output]
+    walls, cpus = [], []
+    for _ in range(repeats):
+        run = _run_status(command)
+        walls.append(run[0])
+        cpus.append(run[1])
+    print(f"costlib status (no pipeline), whole process, median of {repeats}: "
+          f"{statistics.median(walls):.2f} s wall, {statistics.median(cpus):.2f} CPU-s "
+          f"(target <= 0.5 s wall; load {os.getloadavg()[0]:.2f})")
+
+
+def _run_status(command: list[str]) -> tuple[float, float]:
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(command)} failed")
+    return time.perf_counter() - start, usage.ru_utime + usage.ru_stime
+
+
+def print_against_peers(name: str, fits: dict, small_runs: dict, small: float,
                         peers: tuple[str, ...], floor_reads: str) -> None:
     """The closing lines: costlib's marginal CPU per row against each peer (target <= 1.5x),
     Beam's floor, and costlib's fixed cost above it (intercepts; in process at the small
@@ -267,14 +337,14 @@ def print_against_peers(name: str, fits: dict, small_runs: dict, small: int,
           f"{fits['beam_floor'][1]:.2f} CPU-s, {fits['beam_floor'][0] * 1e6:.3f} CPU-s/M rows")
     print(f"{name}'s fixed cost above Beam's floor: "
           f"{fits['costlib'][1] - fits['beam_floor'][1]:.2f} CPU-s (target <= 0.3); "
-          f"in-process run only at {small}M (imports excluded): costlib "
+          f"in-process run only at {small:g}M (imports excluded): costlib "
           f"{small_runs['costlib']['run_cpu']:.2f} vs floor "
           f"{small_runs['beam_floor']['run_cpu']:.2f} CPU-s; imports "
           f"{small_runs['costlib']['import_cpu']:.2f} vs "
           f"{small_runs['beam_floor']['import_cpu']:.2f} CPU-s")
 
 
-def _fixed_cost_direct(me: list[str], data: Path, millions: int, repeats: int = 5) -> None:
+def _fixed_cost_direct(me: list[str], data: Path, millions: float, repeats: int = 5) -> None:
     """The fixed cost measured directly: whole processes (imports included) on one row group
     cut from the first data file (25,000 rows), costlib and Beam's floor in alternation, the
     median of ``repeats`` each. The intercept of the 2-point fit above moves whenever the cost
@@ -282,7 +352,7 @@ def _fixed_cost_direct(me: list[str], data: Path, millions: int, repeats: int = 
     size raises it); this line has no fit in it."""
     import pyarrow.parquet as pq
 
-    first = pq.ParquetFile(json.loads((data / f"spec-{millions}m.json").read_text())["files"][0])
+    first = pq.ParquetFile(json.loads((data / f"spec-{millions:g}m.json").read_text())["files"][0])
     one = data / "one-row-group.parquet"
     pq.write_table(first.read_row_group(0), one)
     cpu: dict[str, list[float]] = {"costlib": [], "beam_floor": []}

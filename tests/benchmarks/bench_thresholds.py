@@ -8,7 +8,10 @@ Targets (issue 2):
 - graph method on a 1024x1024 lattice <= 50 ms; >= 100x networkx.bellman_ford_path on 256x256;
 - hull on 1024x1024 <= 20 ms; k=3 graph on 128^3 <= 2 s;
 - analytic method on 256x256 <= 1 s;
-- bootstrap with R = 50 on 1M rows, k=2, 256 bins <= 5 s.
+- bootstrap with R = 50 on 1M rows, k=2, 256 bins <= 5 s;
+- the resolution check within 10% of the optimisation it checks on 1025x1025 (hull and graph).
+
+``--resolution`` runs only the last.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ from costlib.thresholds.binning._edges import quantile_edges, uniform_edges
 from costlib.thresholds.grid._grid import ThresholdGrid
 from costlib.thresholds.loop._bootstrap import BootstrapGrids, confidence_intervals
 from costlib.thresholds.point._lattice_path import max_area_path
+from costlib.thresholds.point._objectives import Constraints, Objective
 from costlib.thresholds.point._optimize import optimize, optimize_each
+from costlib.thresholds.point._resolution import _Boxes, _scanned, lattice_resolution
 
 
 def rows(n: int, k: int, seed: int = 0):
@@ -186,11 +191,57 @@ def bench_bootstrap() -> None:
     report("bootstrap R=50 total", build + solve, target="<= 5000 ms")
 
 
+def bench_resolution() -> None:
+    """The resolution check against the optimisation it checks, on a 1025x1025 lattice.
+
+    The optimisation is timed on a fresh grid whose counts and volume are already computed
+    (what ``optimize`` finds cached after building the grid), so the graph method solves its
+    path; the check is ``lattice_resolution`` with the settings ``optimize`` passes. For scale:
+    the same check reading every box at once (numpy over the whole lattice).
+    """
+    grid = lattice_grid(1024, 2)
+    for rule in ("any", "all"):
+        for method, options in (("hull", {"frontier": False}), ("hull", {}), ("graph", {})):
+            def fresh(g=grid, r=rule):
+                copy = ThresholdGrid(g.edges, g.pos, g.neg)
+                copy.counts(r)
+                copy.volume(r)
+                return copy
+
+            def bare(m=method, o=options, r=rule):
+                made = fresh()
+                start = time.perf_counter()
+                optimize(made, target_marginal_precision=0.5, method=m, rule=r,
+                         check_resolution=False, **o)
+                return time.perf_counter() - start
+
+            solve = min(bare() for _ in range(7))
+            point = optimize(grid, target_marginal_precision=0.5, method=method, rule=rule,
+                             check_resolution=False, **options)
+            objective = Objective.make("linear", slope=1.0)
+            check = best_of(lambda p=point, r=rule, o=objective: lattice_resolution(
+                grid, p.objective, rule=r, objective=o, point_tp=p.tp), 7)
+            boxes = _Boxes(*grid.counts(rule), grid.volume(rule), None, objective,
+                           Constraints(), grid.total_positives, 0.0, 4.0, None)
+            scan = best_of(lambda p=point, b=boxes: _scanned(b, p.objective), 5)
+            frontier = " + frontier" if method == "hull" and not options else ""
+            label = f"{method}{frontier}, rule {rule}"
+            print(f"resolution check, 1025x1025, {label:<24} optimise {solve * 1e3:7.2f} ms"
+                  f" | check {check * 1e3:6.2f} ms = {check / solve:6.1%} of it"
+                  f" | every box read {scan * 1e3:6.2f} ms"
+                  f"{' | target <= 10%' if rule == 'any' else ''}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="1M rows instead of 10M")
+    parser.add_argument("--resolution", action="store_true",
+                        help="only the resolution check against the optimisation")
     args = parser.parse_args()
     print(f"machine: {describe()}")
+    if args.resolution:
+        bench_resolution()
+        return
     bench_grid(1_000_000 if args.quick else 10_000_000)
     bench_graph()
     bench_graph_batches()
@@ -198,6 +249,7 @@ def main() -> None:
     bench_k3()
     bench_analytic()
     bench_bootstrap()
+    bench_resolution()
 
 
 if __name__ == "__main__":

@@ -26,13 +26,17 @@ all are quantised like weights.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from costlib.audit._weights import audit_weights
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "DESIGN_EXPECTED_SCALE",
@@ -148,6 +152,18 @@ def check_rule(rule: str) -> str:
     return canonical
 
 
+def _imported_pandas() -> Any:
+    """pandas if something imported it (only then can an argument be a pandas object), else
+    None: importing costlib does not import pandas."""
+    return sys.modules.get("pandas")
+
+
+def is_data_frame(value: object) -> bool:
+    """Whether ``value`` is a pandas DataFrame (without importing pandas)."""
+    pd = _imported_pandas()
+    return pd is not None and isinstance(value, pd.DataFrame)
+
+
 def as_score_array(
     scores: ArrayLike | pd.DataFrame, names: Sequence[str] | None = None
 ) -> tuple[ArrayLike, tuple[str, ...] | None]:
@@ -162,16 +178,18 @@ def as_score_array(
     -------
     (scores, names) : the array and the classifier names (``None`` if none were known).
     """
-    if isinstance(scores, pd.DataFrame):
-        columns = list(scores.columns) if names is None else list(names)
-        missing = [c for c in columns if c not in scores.columns]
+    pandas = _imported_pandas()
+    if pandas is not None and isinstance(scores, pandas.DataFrame):
+        given: pd.DataFrame = scores
+        columns = list(given.columns) if names is None else list(names)
+        missing = [c for c in columns if c not in given.columns]
         if missing:
             raise ValueError(
-                f"score columns {missing} not in the DataFrame (columns: {list(scores.columns)})"
+                f"score columns {missing} not in the DataFrame (columns: {list(given.columns)})"
             )
-        frame = scores[columns]
-        bad = [c for c in columns if not pd.api.types.is_numeric_dtype(frame[c])
-               or pd.api.types.is_bool_dtype(frame[c])]
+        frame = given[columns]
+        bad = [c for c in columns if not pandas.api.types.is_numeric_dtype(frame[c])
+               or pandas.api.types.is_bool_dtype(frame[c])]
         if bad:
             raise ValueError(f"score columns {bad} are not numeric")
         values = frame.to_numpy(dtype=np.float64, na_value=-np.inf)
@@ -191,13 +209,17 @@ def split_labels(labels: ArrayLike, n: int) -> tuple[NDArray[np.bool_], NDArray[
     A label filled with ``False`` is a rated negative: ``fillna(False)`` on the labels of
     unrated rows turns them into negatives and cannot be detected here, so do not do it.
     """
-    if isinstance(labels, (pd.Series, pd.Index, pd.api.extensions.ExtensionArray)):
+    pd = _imported_pandas()
+    if pd is not None and isinstance(labels, (pd.Series, pd.Index,
+                                              pd.api.extensions.ExtensionArray)):
         missing = np.asarray(pd.isna(labels), dtype=bool)
         y = np.asarray(labels, dtype=object) if missing.any() else labels.to_numpy()
     else:
         y = np.asarray(labels)
         if y.dtype == object:
-            missing = np.asarray(pd.isna(y), dtype=bool)
+            import pandas
+
+            missing = np.asarray(pandas.isna(y), dtype=bool)
         elif np.issubdtype(y.dtype, np.floating):
             missing = np.isnan(y)
         else:

@@ -71,10 +71,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from numpy.typing import NDArray
 
 from costlib._messages import plain
@@ -88,6 +87,9 @@ from costlib.thresholds.capacity._group_frontiers import (
 )
 from costlib.thresholds.grid._grid import ThresholdGrid
 from costlib.thresholds.point._target import Target
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "EXACT_AUTO_GROUPS",
@@ -186,6 +188,8 @@ class CapacityAllocation:
                                    "best_volume": a.best_volume, "best_utility": a.best_utility}
             row.update({f"threshold_{j}": t for j, t in enumerate(a.thresholds)})
             rows.append(row)
+        import pandas as pd  # only here: importing costlib.thresholds does not import pandas
+
         return pd.DataFrame(rows)
 
 

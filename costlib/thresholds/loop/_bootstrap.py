@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from costlib._messages import plain
@@ -78,6 +77,8 @@ def hash_item_ids(item_ids: ArrayLike) -> NDArray[np.uint64]:
     if ids.dtype.kind in "iu":
         return _mix64(ids.astype(np.uint64))
     if ids.dtype.kind in "USO":
+        import pandas as pd  # only for string ids: importing costlib does not import pandas
+
         return pd.util.hash_array(ids.astype(object), categorize=False)
     raise ValueError(f"item_ids must be integers or strings, got dtype {ids.dtype}")
 

@@ -11,14 +11,18 @@ with ``optimize`` are validated (``min_recall`` needs audit rows: :data:`RECALL_
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from costlib.audit._strata import flagged_rows
-from costlib.thresholds.binning._rows import as_score_array, check_rule, split_labels
+from costlib.thresholds.binning._rows import (
+    as_score_array,
+    check_rule,
+    is_data_frame,
+    split_labels,
+)
 from costlib.thresholds.grid._grid import ThresholdGrid
 from costlib.thresholds.grid._recall_bounds import (
     DEFAULT_RECALL_LEVEL,
@@ -29,6 +33,9 @@ from costlib.thresholds.grid._recall_bounds import (
 from costlib.thresholds.point._frontier import marginal_precisions
 from costlib.thresholds.point._objectives import Constraints, Objective, Selection
 from costlib.thresholds.point._target import Target, resolve_target
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "METHODS",
@@ -197,7 +204,7 @@ class OperatingPoint:
         -------
         ndarray of bool, shape (n,)
         """
-        s, _ = as_score_array(scores, self.names if isinstance(scores, pd.DataFrame) else None)
+        s, _ = as_score_array(scores, self.names if is_data_frame(scores) else None)
         s = np.asarray(s, dtype=np.float64)
         if s.ndim == 1:
             s = s[:, None]

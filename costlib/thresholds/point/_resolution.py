@@ -138,6 +138,131 @@ def _upper_corner(values: NDArray[np.float64]) -> NDArray[np.float64]:
     return out
 
 
+#: Block edge of the first level of the box search is the smallest power of ``_SPLIT`` that
+#: leaves at most this many blocks.
+_TOP_BLOCKS = 4096
+#: Each level of the box search splits a block into ``_SPLIT ** k`` blocks.
+_SPLIT = 4
+
+
+@dataclass(frozen=True)
+class _Boxes:
+    """Everything a box's bound and tests read, for one grid, rule and setting."""
+
+    tp: NDArray[np.float64]
+    fp: NDArray[np.float64]
+    vol: NDArray[np.float64]
+    unrated: NDArray[np.float64] | None  # None: coverage cannot exclude a box
+    objective: Objective
+    constraints: Constraints
+    total: float
+    max_unrated_share: float
+    max_jump: float
+    step_limit: float | None  # positives one box may hold before it is coarse (None: off)
+
+    def _values(self, tp: NDArray[np.float64], fp: NDArray[np.float64]) -> NDArray[np.float64]:
+        return self.objective.values(tp, fp, self.total)
+
+    def scan(self) -> tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.bool_]]:
+        """``f̄`` at every box, which boxes are candidates, which are coarse (every cell)."""
+        fp_b, vol_b = _upper_corner(self.fp), _upper_corner(self.vol)
+        unr_b = None if self.unrated is None else _upper_corner(self.unrated)
+        return self._tests(self.tp, fp_b, self.vol, vol_b,
+                           None if self.step_limit is None else _upper_corner(self.tp), unr_b)
+
+    def cells(self, flat_a: NDArray[np.intp], flat_b: NDArray[np.intp]
+              ) -> tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.bool_]]:
+        """What :meth:`scan` gives, at the boxes with lower corners ``flat_a`` (flat indices)
+        and upper corners ``flat_b``: elementwise the same arithmetic, so the same values."""
+        tp, fp, vol = self.tp.ravel(), self.fp.ravel(), self.vol.ravel()
+        unr_b = None if self.unrated is None else self.unrated.ravel()[flat_b]
+        tp_b = None if self.step_limit is None else tp[flat_b]
+        return self._tests(tp[flat_a], fp[flat_b], vol[flat_a], vol[flat_b], tp_b, unr_b)
+
+    def _tests(self, tp: NDArray[np.float64], fp_b: NDArray[np.float64],
+               vol: NDArray[np.float64], vol_b: NDArray[np.float64],
+               tp_b: NDArray[np.float64] | None, unr_b: NDArray[np.float64] | None
+               ) -> tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.bool_]]:
+        optimistic = self._values(tp, fp_b)
+        candidates = vol > vol_b  # boxes whose corners differ
+        # TP(a), FP(b), V(b): optimistic for every constraint (a recall floor uses TP(a)).
+        if self.constraints.active:
+            candidates &= self.constraints.satisfied(tp, fp_b, vol_b)
+        if self.objective.name == "precision_at_volume":
+            assert self.objective.volume is not None
+            candidates &= vol_b <= self.objective.volume
+        if unr_b is not None:
+            candidates &= unr_b <= self.max_unrated_share * vol
+        # Coarse: the volume jumps; optionally also a box holding more than a share of the
+        # point's true positives (and more than ``_MIN_UNITS`` rows' weight of them).
+        coarse = vol > self.max_jump * vol_b
+        if tp_b is not None:
+            assert self.step_limit is not None
+            coarse |= tp - tp_b > self.step_limit
+        return optimistic, candidates, candidates & coarse
+
+    def bounds(self, flat_lo: NDArray[np.intp], flat_hi: NDArray[np.intp]
+               ) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+        """For blocks of boxes with lower corners between ``lo`` and ``hi`` (whose upper corners
+        are then between ``lo + 1`` and ``hi``, clipped): no box in the block has a larger
+        ``f̄`` than the first array, and none can be coarse where the second is False.
+
+        Counts and volume never rise with a threshold, so ``TP(a) <= TP(lo)``,
+        ``FP(b) >= FP(hi)``, ``V(a) <= V(lo)`` and ``V(b) >= V(hi)`` in the block.
+        """
+        tp, fp, vol = self.tp.ravel(), self.fp.ravel(), self.vol.ravel()
+        tp_lo, vol_lo, vol_hi = tp[flat_lo], vol[flat_lo], vol[flat_hi]
+        coarse = vol_lo > self.max_jump * vol_hi
+        if self.step_limit is not None:
+            coarse |= tp_lo - tp[flat_hi] > self.step_limit
+        return self._values(tp_lo, fp[flat_hi]), coarse
+
+
+def _best_boxes(boxes: _Boxes, value: float, slack: float
+                ) -> tuple[float, float, int | None]:
+    """``(finer, coarse_bound, flat index of the coarse box attaining it)`` as a scan of every
+    box gives them, by branch and bound over blocks of boxes.
+
+    Blocks of ``s`` boxes per axis are bounded from their corners (:meth:`_Boxes.bounds`),
+    split ``_SPLIT`` ways per axis down to single boxes, and dropped when no box in them can
+    matter: their bound is below the best candidate box found so far (or ``value``), and
+    none of them can be coarse or their bound is below the best coarse box found so far.
+    ``slack`` absorbs rounding where the objective's arithmetic is not monotone (F-beta).
+    Every box tying with the best coarse box is read, so the first in flat order wins as
+    with :func:`numpy.argmax`.
+    """
+    shape = boxes.tp.shape
+    k = len(shape)
+    top = np.array(shape, dtype=np.intp) - 1
+    size = 1
+    while np.prod([-(-n // size) for n in shape]) > _TOP_BLOCKS:
+        size *= _SPLIT
+    lo = np.stack([g.ravel() for g in np.meshgrid(*[np.arange(0, n, size) for n in shape],
+                                                  indexing="ij")], axis=1).astype(np.intp)
+    step = np.stack([g.ravel() for g in np.meshgrid(*[np.arange(_SPLIT)] * k, indexing="ij")],
+                    axis=1).astype(np.intp)
+    finer, coarse_best = value, -np.inf
+    while True:
+        flat_lo = np.ravel_multi_index(tuple(lo.T), shape)
+        # The box at each block's lower corner is one of the boxes: what it reaches is a
+        # lower bound of both maxima.
+        flat_b = np.ravel_multi_index(tuple(np.minimum(lo + 1, top).T), shape)
+        optimistic, candidates, coarse = boxes.cells(flat_lo, flat_b)
+        finer = max(finer, float(np.max(optimistic, where=candidates, initial=-np.inf)))
+        coarse_best = max(coarse_best, float(np.max(optimistic, where=coarse, initial=-np.inf)))
+        if size == 1:
+            break
+        flat_hi = np.ravel_multi_index(tuple(np.minimum(lo + size, top).T), shape)
+        bound, may_be_coarse = boxes.bounds(flat_lo, flat_hi)
+        keep = (bound >= finer - slack) | (may_be_coarse & (bound >= coarse_best - slack))
+        size //= _SPLIT
+        lo = (lo[keep][:, None, :] + size * step[None, :, :]).reshape(-1, k)
+        lo = lo[(lo <= top).all(axis=1)]
+    if not np.isfinite(coarse_best):
+        return finer, -np.inf, None
+    return finer, coarse_best, int(np.min(flat_lo[coarse & (optimistic == coarse_best)]))
+
+
 def lattice_resolution(
     grid: ThresholdGrid,
     value: float,
@@ -176,45 +301,56 @@ def lattice_resolution(
     Returns
     -------
     Resolution
+
+    Notes
+    -----
+    The objectives rise with TP and fall with FP, and counts never rise with a threshold, so a
+    block of boxes is bounded by ``f̄`` at its outer corners; blocks that cannot reach the
+    point's value, or a coarse box already found, are never read cell by cell. The result is
+    the one a scan of every box gives; a linear objective with a negative slope, or a value
+    that is not finite, is scanned.
     """
     if not (tolerance >= 0 and max_jump > 1):
         raise ValueError(f"need tolerance >= 0 and max_jump > 1, got {tolerance}, {max_jump}")
     rule = check_rule(rule)
     constraints = constraints or Constraints()
     tp, fp = grid.counts(rule)
-    vol = grid.volume(rule)
-    fp_b, vol_b = _upper_corner(fp), _upper_corner(vol)
-    optimistic = objective.values(tp, fp_b, grid.total_positives)
-    candidates = vol > vol_b  # boxes whose corners differ
-    # TP(a), FP(b), V(b): optimistic for every constraint (a recall floor uses TP(a)).
-    if constraints.active:
-        candidates &= constraints.satisfied(tp, fp_b, vol_b)
-    if objective.name == "precision_at_volume":
-        assert objective.volume is not None
-        candidates &= vol_b <= objective.volume
-    if grid.has_unrated and max_unrated_share < 1:
-        candidates &= _upper_corner(grid.unrated_counts(rule)) <= max_unrated_share * vol
-    finer = max(float(np.max(optimistic, where=candidates, initial=-np.inf)), float(value))
-    # Coarse: the volume jumps; optionally also a box holding more than a share of the
-    # point's true positives (and more than ``_MIN_UNITS`` rows' weight of them).
-    coarse_boxes = vol > max_jump * vol_b
+    step_limit = None
     if max_step_share is not None:
         pos = grid.pos
         unit = float(pos[pos > 0].min()) if pos.any() else 1.0
         step_limit = max(max_step_share * point_tp, _MIN_UNITS * unit)
-        coarse_boxes |= tp - _upper_corner(tp) > step_limit
-    coarse = candidates & coarse_boxes
-    if not coarse.any():
+    unrated = (grid.unrated_counts(rule) if grid.has_unrated and max_unrated_share < 1
+               else None)
+    boxes = _Boxes(tp, fp, grid.volume(rule), unrated, objective, constraints,
+                   grid.total_positives, max_unrated_share, max_jump, step_limit)
+    monotone = objective.name != "linear" or (objective.slope is not None
+                                              and objective.slope >= 0)
+    if monotone and np.isfinite(value):
+        # F-beta's quotient may round a step against its order; its values lie in [0, 1].
+        slack = 1e-12 if objective.name == "fbeta" else 0.0
+        finer, coarse_bound, flat = _best_boxes(boxes, float(value), slack)
+    else:
+        finer, coarse_bound, flat = _scanned(boxes, value)
+    if flat is None:
         return Resolution(False, float(value), finer, -np.inf, None, None, float("nan"),
                           tolerance, max_jump)
-    masked = np.where(coarse, optimistic, -np.inf)
-    flat = int(np.argmax(masked))
     a = np.unravel_index(flat, tp.shape)
     b = tuple(min(i + 1, n - 1) for i, n in zip(a, tp.shape, strict=True))
-    coarse_bound = float(masked.flat[flat])
-    jump = float(vol[a] / vol_b[a]) if vol_b[a] > 0 else float("inf")
+    vol = boxes.vol
+    jump = float(vol[a] / vol[b]) if vol[b] > 0 else float("inf")
     limited = coarse_bound - value > tolerance * abs(value) and coarse_bound > value
     return Resolution(bool(limited), float(value), finer, coarse_bound,
                       grid.threshold_values([int(i) for i in a]), grid.threshold_values(b), jump,
                       tolerance, max_jump)
 
+
+def _scanned(boxes: _Boxes, value: float) -> tuple[float, float, int | None]:
+    """What :func:`_best_boxes` finds, from every box at once."""
+    optimistic, candidates, coarse = boxes.scan()
+    finer = max(float(np.max(optimistic, where=candidates, initial=-np.inf)), float(value))
+    if not coarse.any():
+        return finer, -np.inf, None
+    masked = np.where(coarse, optimistic, -np.inf)
+    flat = int(np.argmax(masked))
+    return finer, float(masked.flat[flat]), flat
