@@ -1,6 +1,6 @@
 """The lattice resolution bound searches blocks of boxes; it must give what reading every box gives.
 
-Truth: the definition in :mod:`costlib.thresholds._resolution`, evaluated box by box in a Python
+Truth: the definition in :mod:`costlib.thresholds.point._resolution`, evaluated box by box in a Python
 loop on small lattices (every lower corner ``a``, upper corner ``min(a + 1, off)``). The search
 is forced through several levels of blocks by shrinking its first level, and the statuses
 :func:`costlib.thresholds.optimize` reports are compared with the ones the loop implies.
@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costlib.thresholds import _resolution
-from costlib.thresholds._grid import ThresholdGrid
-from costlib.thresholds._objectives import Constraints, Objective
-from costlib.thresholds._optimize import optimize
-from costlib.thresholds._resolution import lattice_resolution
+from costlib.thresholds.grid._grid import ThresholdGrid
+from costlib.thresholds.point import _resolution
+from costlib.thresholds.point._objectives import Constraints, Objective
+from costlib.thresholds.point._optimize import optimize
+from costlib.thresholds.point._resolution import lattice_resolution
 
 
 def _loop(grid, value, rule, objective, constraints, share, max_jump, step_limit):

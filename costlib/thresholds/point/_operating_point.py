@@ -17,12 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from costlib.audit._strata import flagged_rows
-from costlib.thresholds.binning._rows import (
-    as_score_array,
-    check_rule,
-    is_data_frame,
-    split_labels,
-)
+from costlib.thresholds.binning._rows import as_score_array, check_rule, is_data_frame, split_labels
 from costlib.thresholds.grid._grid import ThresholdGrid
 from costlib.thresholds.grid._recall_bounds import (
     DEFAULT_RECALL_LEVEL,
