@@ -57,7 +57,10 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe
 
+from model_scores import model_scores
+
 from costlib.thresholds._audit_plots import plot_audit_pn_curves
+from costlib.thresholds._edges import decision_edges
 from costlib.thresholds._grid import ThresholdGrid
 from costlib.thresholds._optimize import optimize
 from costlib.thresholds._target import resolve_target
@@ -75,8 +78,15 @@ PREVALENCE = (0.005, 0.01, 0.02)
 SEPARATION = (3.2, 2.8)
 CORRELATION = 0.3
 STARTS = {"high": (0.9, 0.9), "image-off": (0.9, math.inf)}
-#: Starting points of the family with scores concentrated near 0 (0.9 flags almost nothing).
+#: Starting points of the families with scores concentrated near 0 (0.9 flags almost nothing).
 STARTS_CONCENTRATED = {"high": (0.5, 0.5), "image-off": (0.5, math.inf)}
+#: The score families (:func:`population`).
+FAMILIES = ("spread", "concentrated", "model")
+
+
+def starts_of(family: str) -> dict[str, tuple[float, ...]]:
+    """The starting points of a score family by name."""
+    return STARTS if family == "spread" else STARTS_CONCENTRATED
 #: The issue's thin audit (scenario ``thin_audit``): 0.25% budget, floor 0.0005.
 THIN_AUDIT = {"budget_share": 0.0025, "floor": 0.0005, "edges": [0.05, 0.3],
               "weights": [0.5, 3.0, 10.0]}
@@ -84,7 +94,7 @@ THIN_AUDIT = {"budget_share": 0.0025, "floor": 0.0005, "edges": [0.05, 0.3],
 
 # ----------------------------------------------------------------------------- population
 def population(n: int, day: int, *, seed: int, drift_day: int | None, drift_logit: float,
-               family: str = "spread", prevalence=PREVALENCE):
+               family: str = "spread", prevalence=PREVALENCE, problem: int | None = None):
     """One day's items: (group index, item ids, scores (n, 2), labels). Deterministic per day.
 
     ``family="spread"``: latent score of classifier j: ``separation_j * y + sqrt(rho) * shared
@@ -96,18 +106,28 @@ def population(n: int, day: int, *, seed: int, drift_day: int | None, drift_logi
     ``family="concentrated"``: scores concentrated near 0: negatives ``beta(0.5, 30)`` per
     classifier (mean 0.016), positives heavier-tailed ``beta(1.5, 2.5)``; drift: positives
     ``beta(1.5, 2.5 + 2 * drift_logit)`` (their scores fall towards the negatives').
+
+    ``family="model"``: two logistic regressions' probabilities on a generated tabular problem
+    (:mod:`model_scores`; the problem and its models are those of ``problem``, default
+    ``seed``, so that other seeds draw other rows of the same problem); drift: the positives'
+    features of the image model move ``drift_logit`` times the class gap towards the
+    negatives'.
     """
     rng = np.random.default_rng([seed, day])
     g = rng.integers(0, len(GROUPS), n)
     y = rng.random(n) < np.asarray(prevalence)[g]
     scores = np.empty((n, len(CLASSIFIERS)))
     drifted = drift_day is not None and day >= drift_day
-    if family == "concentrated":
+    if family == "model":
+        scores = model_scores(y, rng, key=seed if problem is None else problem,
+                              prevalence=float(np.mean(prevalence)),
+                              drift=drift_logit if drifted else 0.0)
+    elif family == "concentrated":
         for j in range(len(CLASSIFIERS)):
             negatives = rng.beta(0.5, 30.0, n)
             positives = rng.beta(1.5, 2.5 + (2.0 * drift_logit if drifted else 0.0), n)
             scores[:, j] = np.where(y, positives, negatives)
-    else:
+    elif family == "spread":
         shared = rng.standard_normal(n)
         shift_bad = drift_logit if drifted else 0.0
         for j in range(len(CLASSIFIERS)):
@@ -116,6 +136,8 @@ def population(n: int, day: int, *, seed: int, drift_day: int | None, drift_logi
                       + math.sqrt(1 - CORRELATION) * rng.standard_normal(n) + group_shift
                       - shift_bad * y)
             scores[:, j] = 1.0 / (1.0 + np.exp(-(latent - 2.0)))
+    else:
+        raise ValueError(f"unknown score family {family!r} (one of {', '.join(FAMILIES)})")
     ids = np.int64(day) * 10_000_000 + np.arange(n, dtype=np.int64)
     return g, ids, scores, y
 
@@ -157,7 +179,8 @@ def make_config(args, audit: bool, thin: bool = False) -> RunConfig:
     return RunConfig.from_dict({
         "columns": {"audit_probability": "audit_probability"} if audit else {},
         "classifiers": list(CLASSIFIERS), "rule": "any",
-        "grid": {"edges": "uniform", "bins": args.bins, "range": [0.0, 1.0]},
+        "grid": {"edges": args.edges, "range": [0.0, 1.0],
+                 **({} if args.bins is None else {"bins": args.bins})},
         "target": {"marginal_precision": args.target},
         "methods": ["hull"], "decision_method": "hull",
         "min_rated": {k: v for k, v in (("positives", args.min_rated_positives),
@@ -206,18 +229,42 @@ def apply_thresholds(scores: np.ndarray, thresholds) -> np.ndarray:
     return (scores >= np.asarray(thresholds, dtype=float)).any(axis=1)
 
 
-def full_label_optimum(g, scores, y, edges, target: float, slope: float) -> float:
-    total = 0.0
+def reference_edges(config: RunConfig, scores: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
+    """The edges of the full-label references: the config's fixed edges (uniform, explicit), or
+    for ``grid.edges: auto`` those ``costlib recalibrate`` would place on these rows if every
+    one were rated (:func:`costlib.thresholds.decision_edges`, ``grid.bins`` candidates)."""
+    fixed = config.fixed_edges()
+    if fixed is not None:
+        return fixed
+    return decision_edges(scores, y, n_edges=config.n_edges, names=list(CLASSIFIERS))
+
+
+def full_label_points(g, scores, y, config: RunConfig, target: float) -> list[tuple]:
+    """Per group, the full-label hull optimum's thresholds on these rows
+    (:func:`reference_edges` of all of them, shared by the groups as in the pipeline)."""
+    edges = reference_edges(config, scores, y)
+    points = []
     for k in range(len(GROUPS)):
         sel = g == k
         grid = ThresholdGrid.from_scores(scores[sel], y[sel], edges, names=list(CLASSIFIERS))
-        point = optimize(grid, target_marginal_precision=target, method="hull",
-                         max_unrated_share=1)
-        total += utility_of(apply_thresholds(scores[sel], point.thresholds), y[sel], slope)
-    return total
+        points.append(tuple(optimize(grid, target_marginal_precision=target, method="hull",
+                                     max_unrated_share=1).thresholds))
+    return points
 
 
-def population_optimum(day: int, g, scores, y, edges, args, slope: float,
+def utility_of_points(g, scores, y, points, slope: float) -> float:
+    """Utility of per-group thresholds ``points`` (rows: ``GROUPS``) on these rows."""
+    return sum(utility_of(apply_thresholds(scores[g == k], points[k]), y[g == k], slope)
+               for k in range(len(GROUPS)))
+
+
+def full_label_optimum(g, scores, y, config: RunConfig, target: float, slope: float) -> float:
+    """The same-day optimum: the full-label optimum of the day's own rows, applied to them."""
+    return utility_of_points(g, scores, y, full_label_points(g, scores, y, config, target),
+                             slope)
+
+
+def population_optimum(day: int, g, scores, y, config: RunConfig, args, slope: float,
                        drift: bool, seed: int = 0, family: str = "spread"
                        ) -> tuple[float, dict]:
     """Utility on the day's rows of the thresholds that are optimal for the day's *distribution*:
@@ -231,35 +278,22 @@ def population_optimum(day: int, g, scores, y, edges, args, slope: float,
                                seed=seed + 1_000_003,
                                drift_day=args.drift_day if drift else None,
                                drift_logit=args.drift_logit, family=family,
-                               prevalence=args.prevalence)
-    total, points = 0.0, {}
-    for k, name in enumerate(GROUPS):
-        ref = rg == k
-        grid = ThresholdGrid.from_scores(rs[ref], ry[ref], edges, names=list(CLASSIFIERS))
-        point = optimize(grid, target_marginal_precision=args.target, method="hull",
-                         max_unrated_share=1)
-        sel = g == k
-        total += utility_of(apply_thresholds(scores[sel], point.thresholds), y[sel], slope)
-        points[name] = tuple(point.thresholds)
-    return total, points
+                               prevalence=args.prevalence, problem=seed)
+    points = full_label_points(rg, rs, ry, config, args.target)
+    return (utility_of_points(g, scores, y, points, slope),
+            dict(zip(GROUPS, points, strict=True)))
 
 
-def window_oracle(days, g, scores, y, edges, target: float, slope: float) -> float:
+def window_oracle(days, g, scores, y, config: RunConfig, target: float, slope: float) -> float:
     """Utility today of the full-label hull optimum over the previous days of the window (what
-    the loop would publish if every row of those days were rated): the reference free of the
-    same-day optimum's in-sample optimism and of rating noise, but with the window's lag."""
-    total = 0.0
-    for k in range(len(GROUPS)):
-        grid = None
-        for gd, sd, yd in days:
-            sel = gd == k
-            part = ThresholdGrid.from_scores(sd[sel], yd[sel], edges, names=list(CLASSIFIERS))
-            grid = part if grid is None else grid + part
-        point = optimize(grid, target_marginal_precision=target, method="hull",
-                         max_unrated_share=1)
-        sel = g == k
-        total += utility_of(apply_thresholds(scores[sel], point.thresholds), y[sel], slope)
-    return total
+    the loop would publish if every row of those days were rated, on the edges
+    :func:`reference_edges` places on them): the reference free of the same-day optimum's
+    in-sample optimism and of rating noise, but with the window's lag. ``days``: ``(groups,
+    scores, labels)`` per day."""
+    points = full_label_points(np.concatenate([d[0] for d in days]),
+                               np.concatenate([d[1] for d in days]),
+                               np.concatenate([d[2] for d in days]), config, target)
+    return utility_of_points(g, scores, y, points, slope)
 
 
 @dataclass
@@ -317,7 +351,6 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool,
              seed: int | None = None, family: str = "spread", thin: bool = False) -> list[Day]:
     seed = args.seed if seed is None else seed
     config = make_config(args, audit, thin)
-    edges = config.fixed_edges()
     slope = args.target / (1 - args.target)
     root.mkdir(parents=True)
     current = write_start_points(root / "start_operating_points.parquet", start, args.target)
@@ -359,7 +392,8 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool,
         label = pa.array(np.where(rated, y, False), mask=~rated, type=pa.bool_())
         p = records["audit_probability"].to_numpy(dtype=float) if audit else None
         if audit and args.figure and day == args.figure_day and not Path(args.figure).exists():
-            write_figure(args, g, scores, y, td, audited, p, edges, in_force)
+            write_figure(args, g, scores, y, td, audited, p,
+                         reference_edges(config, scores, y), in_force)
         rated_path = day_dir / "rated.parquet"
         pq.write_table(score_table(g, ids, scores, label,
                                    None if p is None else pa.array(p, mask=np.isnan(p))),
@@ -391,15 +425,15 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool,
             raise AssertionError(f"day {day}: recalibrate accounting {got} != rater {expected}")
         points = (thresholds_of(str(root / "recal"))
                   if latest_run_id(str(root / "recal")) else in_force)
-        oracle = (window_oracle(history[-args.window:], g, scores, y, edges, args.target, slope)
-                  if history else float("nan"))
+        oracle = (window_oracle(history[-args.window:], g, scores, y, config, args.target,
+                                slope) if history else float("nan"))
         history.append((g, scores, y))
         row = Day(
             day=day,
             utility=utility_of(td, y, slope), oracle=oracle,
-            population=population_optimum(day, g, scores, y, edges, args, slope, drift, seed,
+            population=population_optimum(day, g, scores, y, config, args, slope, drift, seed,
                                           family)[0],
-            optimum=full_label_optimum(g, scores, y, edges, args.target, slope),
+            optimum=full_label_optimum(g, scores, y, config, args.target, slope),
             start_utility=utility_of(apply_thresholds(scores, start), y, slope),
             rated=int(rated.sum()), audited=int(audited.sum()), unflagged=int((~td).sum()),
             thresholds=in_force, published=published,
@@ -567,7 +601,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--days", type=int, default=15)
     parser.add_argument("--window", type=int, default=7, help="recalibrate over the last N days")
     parser.add_argument("--target", type=float, default=0.3, help="target marginal precision")
-    parser.add_argument("--bins", type=int, default=64)
+    parser.add_argument("--edges", choices=("auto", "uniform"), default="auto",
+                        help="config grid.edges (default: the product's, auto, carried from "
+                        "the published run)")
+    parser.add_argument("--bins", type=int, default=None,
+                        help="config grid.bins (default: the product's, 128 candidates for "
+                        "auto edges, 64 for uniform)")
     parser.add_argument("--budget-share", type=float, default=0.01)
     parser.add_argument("--audit-floor", type=float, default=0.001)
     parser.add_argument("--strata-edges", type=float, nargs="*", default=[0.3, 0.6])

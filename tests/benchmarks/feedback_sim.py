@@ -69,12 +69,14 @@ from costlib.audit._strata import (
     share_cutoffs,
     stratum_counts,
 )
-from costlib.thresholds._edges import with_thresholds
+from costlib.thresholds._edges import decision_edges_from_sketch, with_thresholds
 from costlib.thresholds._grid import ThresholdGrid, lattice_counts
 from costlib.thresholds._lattice_regions import flagged_by_one, one_sided
 from costlib.thresholds._move_evidence import segment_cells
 from costlib.thresholds._operating_point import point_at
 from costlib.thresholds._optimize import optimize
+from costlib.thresholds._rows import apply_audit
+from costlib.thresholds._score_sketch import EdgeSketch
 from costlib.thresholds._recalibration import (
     ALL_GROUPS,
     PROPOSED,
@@ -164,10 +166,30 @@ def published_from(results: Mapping[str, GroupResult], method: str) -> Published
     return Published(out)
 
 
-def _edges(config: RunConfig, published: Published) -> list[np.ndarray]:
-    """The config's edges with every finite threshold in force added (``add_to_edges``)."""
+def day_sketches(scores: np.ndarray, labels: np.ndarray,
+                 p: np.ndarray | None) -> list[EdgeSketch]:
+    """Each classifier's edge sketch of one rated day's rows as they enter the grids (NaN
+    labels unrated; with audit probabilities the Horvitz–Thompson weights and represented rows
+    left out), as ``costlib recalibrate`` sketches every batch; sums over days are exact."""
+    unrated = np.isnan(labels)
+    s, y, w, gaps, _, _ = apply_audit(scores, labels == 1, None,
+                                      unrated if unrated.any() else None, p)
+    return [EdgeSketch.from_rows(s[:, j], y, w, gaps) for j in range(s.shape[1])]
+
+
+def lattice_of(config: RunConfig, published: Published,
+               carried: list[EdgeSketch] | None,
+               window: Sequence[RatedDay] | None = None) -> list[np.ndarray]:
+    """A recalibration's edges: the config's fixed edges, or with ``grid.edges: auto`` those
+    placed from the published run's sketch ``carried`` (a first pass over ``window``'s rows
+    when nothing was published, ``auto_edges_from: this_run``); with every finite threshold in
+    force added (``add_to_edges``)."""
     edges = config.fixed_edges()
-    assert edges is not None, "the simulator needs fixed (uniform/explicit) edges"
+    if edges is None:
+        if config.grid["auto_edges_from"] != "previous_run" or carried is None:
+            assert window is not None, "a first pass needs the window's rows"
+            carried = window_sketches(window)
+        edges = [decision_edges_from_sketch(sketch, config.n_edges) for sketch in carried]
     if not config.in_force["add_to_edges"]:
         return edges
     table = np.asarray([t for t in published.by_group.values() if t is not None],
@@ -175,6 +197,11 @@ def _edges(config: RunConfig, published: Published) -> list[np.ndarray]:
     if table.size == 0:
         return edges
     return [with_thresholds(edges[j], table[:, j]) for j in range(len(CLASSIFIERS))]
+
+
+def window_sketches(window: Sequence[RatedDay]) -> list[EdgeSketch]:
+    """The summed sketches of a window's days (what a run writes to ``edge_sketch.parquet``)."""
+    return [EdgeSketch.sum(d.sketches[j] for d in window) for j in range(len(CLASSIFIERS))]
 
 
 def sized_design(config: RunConfig, previous_unflagged: np.ndarray | None,
@@ -255,6 +282,7 @@ class RatedDay:
     p: np.ndarray | None  # audit_probability (NaN: null); None when audit is disabled
     audited: np.ndarray
     stratum: np.ndarray | None = None  # audit stratum of each row at decide time
+    sketches: list[EdgeSketch] = field(default_factory=list)  # auto edges: day_sketches
 
 
 def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
@@ -269,7 +297,8 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
     seed = args.seed if seed is None else seed
     config = loop.make_config(args, audit, thin) if config is None else config
     recalibrate = pipeline_recalibrate if recalibrate is None else recalibrate
-    base_edges = config.fixed_edges()
+    auto_edges = config.fixed_edges() is None
+    carried: list[EdgeSketch] | None = None  # the published run's edge sketch
     slope = args.target / (1 - args.target)
     method = config.decision_method
     start_t = None if start is None else tuple(float(t) for t in start)
@@ -279,8 +308,7 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
                                budget_share=float(config.audit["floor"]))
     configured = config.audit_design()
     rated_days: list[RatedDay] = []
-    history: list = []
-    oracle_cache: dict[int, list[ThresholdGrid]] = {}
+    history: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (g, scores, y) per day
     previous_unflagged: np.ndarray | None = None
     audited_labels: tuple[np.ndarray, np.ndarray] | None = None
     decide_lattice: list[np.ndarray] | None = None
@@ -305,7 +333,9 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
         salt = loop.audit_salt(seed, day)
         if audit:
             if config.relative_strata:  # depth below the point, on the publishing lattice
-                lattice = _edges(config, current) if decide_lattice is None else decide_lattice
+                lattice = decide_lattice
+                if lattice is None and config.fixed_edges() is not None:  # points by hand
+                    lattice = lattice_of(config, current, None)
                 depths_now = None
                 if previous_cells is not None:  # yesterday's rows below today's point
                     depths_now = {k: depth_counts_from_cells(*previous_cells[k], previous_cells[
@@ -320,18 +350,21 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
             design = sized_design(config, previous_unflagged, audited_labels)
             bands = scores
             if config.relative_strata:
-                depth = lattice_depths(scores, table[g], lattice, config.rule)
+                depth = (np.full(len(scores), np.inf) if lattice is None  # no lattice yet
+                         else lattice_depths(scores, table[g], lattice, config.rule))
                 strata_now = cutoff_strata(depth, cutoffs_today[g])
                 if config.proposal_stratum is not None:
                     strata_now = promote_proposed(
                         strata_now, flagged_rows(scores, proposals[g], config.rule),
                         config.proposal_stratum)
                 bands = strata_now[:, None].astype(np.float64)
-                cells = lattice_cells(scores, lattice)
-                previous_cells = {"lattice": lattice}
-                for k in range(len(GROUPS)):
-                    found, count = np.unique(cells[g == k], axis=0, return_counts=True)
-                    previous_cells[k] = (found, count)
+                previous_cells = None
+                if lattice is not None:  # rows per lattice cell (decide's audit_cells.json)
+                    cells = lattice_cells(scores, lattice)
+                    previous_cells = {"lattice": lattice}
+                    for k in range(len(GROUPS)):
+                        found, count = np.unique(cells[g == k], axis=0, return_counts=True)
+                        previous_cells[k] = (found, count)
             sample = audit_sample(ids, bands, flagged, salt, design)
             audited, p = sample.audit, sample.audit_probability
             previous_unflagged = np.bincount(sample.stratum[~flagged],
@@ -344,12 +377,15 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
         rated = flagged | audited
         labels = np.where(rated, y.astype(np.float64), np.nan)
         rated_days.append(RatedDay(g, scores, labels, p, audited,
-                                   sample.stratum if audit else None))
+                                   sample.stratum if audit else None,
+                                   day_sketches(scores, labels, p) if auto_edges else []))
         if observe is not None:
             observe(rated_days[-1])
         # ---- recalibrate over the window
         window = rated_days[-args.window:]
-        edges = _edges(config, current)
+        edges = lattice_of(config, current, carried, window)
+        if auto_edges:  # this run's sketch, the next run's carried edges
+            carried = window_sketches(window)
         w_g = np.concatenate([d.g for d in window])
         w_s = np.concatenate([d.scores for d in window])
         w_y = np.concatenate([d.labels for d in window])
@@ -386,25 +422,12 @@ def simulate_loop(args: argparse.Namespace, *, start, audit: bool, drift: bool,
         # ---- references (as bench_feedback_loop)
         oracle = float("nan")
         if history:
-            oracle = 0.0
-            for k in range(len(GROUPS)):
-                grid = None
-                for d in range(max(0, day - args.window), day):
-                    part = oracle_cache[d][k]
-                    grid = part if grid is None else grid + part
-                point = optimize(grid, target_marginal_precision=args.target, method="hull",
-                                 max_unrated_share=1)
-                sel = g == k
-                oracle += loop.utility_of(loop.apply_thresholds(scores[sel], point.thresholds),
-                                          y[sel], slope)
-        oracle_cache[day] = [ThresholdGrid.from_scores(scores[g == k], y[g == k], base_edges,
-                                                       names=list(CLASSIFIERS))
-                             for k in range(len(GROUPS))]
-        oracle_cache.pop(day - args.window, None)
-        history.append(day)
+            oracle = loop.window_oracle(history[-args.window:], g, scores, y, config,
+                                        args.target, slope)
+        history = [*history, (g, scores, y)][-args.window:]
         optimum = 0.0
         if getattr(args, "same_day_optimum", False):
-            optimum = loop.full_label_optimum(g, scores, y, base_edges, args.target, slope)
+            optimum = loop.full_label_optimum(g, scores, y, config, args.target, slope)
         row = loop.Day(
             day=day, utility=loop.utility_of(flagged, y, slope), oracle=oracle,
             optimum=optimum,
@@ -586,31 +609,24 @@ def reference_noise(args: argparse.Namespace, *, seed: int, family: str, twins: 
     ``starts`` (name -> thresholds applied to every group) each reference's lowest daily
     utility over the start's is computed too (the per-day safety target).
     """
-    edges = loop.make_config(args, True).fixed_edges()
-    assert edges is not None
+    config = loop.make_config(args, True)
     slope = args.target / (1 - args.target)
     kw = {"drift_day": args.drift_day if drift else None, "drift_logit": args.drift_logit,
-          "family": family, "prevalence": args.prevalence}
+          "family": family, "prevalence": args.prevalence, "problem": seed}
 
-    def grids_of(pop) -> list[ThresholdGrid]:
+    def rows_of(pop) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         g, _, s, y = pop
-        return [ThresholdGrid.from_scores(s[g == k], y[g == k], edges, names=list(CLASSIFIERS))
-                for k in range(len(GROUPS))]
+        return g, s, y
 
     def utility(pop, points) -> float:
         g, _, s, y = pop
-        return sum(loop.utility_of(loop.apply_thresholds(s[g == k], points[k]), y[g == k], slope)
-                   for k in range(len(GROUPS)))
+        return loop.utility_of_points(g, s, y, points, slope)
 
-    def oracle(by_day: list[list[ThresholdGrid]], day: int) -> float:
-        points = []
-        for k in range(len(GROUPS)):
-            grid = by_day[max(0, day - args.window)][k]
-            for d in range(max(0, day - args.window) + 1, day):
-                grid = grid + by_day[d][k]
-            points.append(optimize(grid, target_marginal_precision=args.target, method="hull",
-                                   max_unrated_share=1).thresholds)
-        return utility(pops[day], points)
+    def oracle(by_day: list[tuple[np.ndarray, ...]], day: int) -> float:
+        """The window oracle of ``by_day``'s rows applied to the loop's day ``day``."""
+        g, _, s, y = pops[day]
+        return loop.window_oracle(by_day[max(0, day - args.window):day], g, s, y, config,
+                                  args.target, slope)
 
     def summary(u: list[float], o: list[float]) -> tuple[float, int | None, int | None]:
         ratios = [math.nan] + [u[d] / o[d] if o[d] > 0 else math.nan for d in range(1, len(u))]
@@ -619,7 +635,7 @@ def reference_noise(args: argparse.Namespace, *, seed: int, family: str, twins: 
                 recovery_day(smoothed_ratios(u, o), args.drift_day))
 
     pops = [loop.population(args.rows_per_day, d, seed=seed, **kw) for d in range(args.days)]
-    own = [grids_of(p) for p in pops]
+    own = [rows_of(p) for p in pops]
     o = [math.nan] + [oracle(own, d) for d in range(1, args.days)]
     start_u = {name: [utility(pops[d], [tuple(t)] * len(GROUPS)) for d in range(args.days)]
                for name, t in (starts or {}).items()}
@@ -631,14 +647,14 @@ def reference_noise(args: argparse.Namespace, *, seed: int, family: str, twins: 
 
     out, twin_starts = [], []
     for t in range(twins):
-        other = [grids_of(loop.population(args.rows_per_day, d, seed=seed + 777_777 * (t + 1),
-                                          **kw)) for d in range(args.days)]
+        other = [rows_of(loop.population(args.rows_per_day, d, seed=seed + 777_777 * (t + 1),
+                                         **kw)) for d in range(args.days)]
         u = [math.nan] + [oracle(other, d) for d in range(1, args.days)]
         out.append(summary(u, o))
         twin_starts.append(min_start(u))
     ref = argparse.Namespace(**{**vars(args), "reference_factor": reference_factor})
     population = [math.nan] + [
-        loop.population_optimum(d, *pops[d][:1], *pops[d][2:], edges, ref, slope, drift, seed,
+        loop.population_optimum(d, *pops[d][:1], *pops[d][2:], config, ref, slope, drift, seed,
                                 family)[0] for d in range(1, args.days)]
     return ReferenceNoise(out, summary(population, o), twin_starts, min_start(population))
 
@@ -879,7 +895,7 @@ def replicate_day(args: argparse.Namespace, thresholds: Mapping[str, Sequence[fl
         g, _, s, y = loop.population(args.rows_per_day, day, seed=seed + 1000 + r,
                                      drift_day=args.drift_day if drift else None,
                                      drift_logit=args.drift_logit, family=family,
-                                     prevalence=args.prevalence)
+                                     prevalence=args.prevalence, problem=seed)
         for k, name in enumerate(GROUPS):
             sel = g == k
             t = thresholds.get(name)
