@@ -56,7 +56,6 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe
-
 from model_scores import model_scores
 
 from costlib.thresholds._audit_plots import plot_audit_pn_curves
