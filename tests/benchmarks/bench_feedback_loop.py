@@ -2,8 +2,8 @@
 
 Each simulated day:
 
-1. a generated population with known labels (two correlated classifiers, 3 groups, prevalence
-   0.5-2%) is written as Parquet *without* labels;
+1. a generated population with known labels (two classifiers, 3 groups) is written as Parquet
+   *without* labels;
 2. ``run_decide`` (FnApiRunner) applies the currently published operating points, with an audit
    sample of the unflagged rows when audit is enabled;
 3. a simulated rater labels every row whose ``threshold_decision`` is true or whose ``audit`` is
@@ -15,27 +15,27 @@ Each simulated day:
    config (``publish: {max_threshold_change: null, min_rated: 0}``) so it never stalls the
    loop; a held run would be reported as ``held`` and the previous point kept.
 
+The config is the product's defaults unless told otherwise: ``grid.edges: auto`` (carried
+from the published run), the schema's audit and ``in_force`` defaults (:func:`make_config`).
+
 Per day it prints the utility TP - r*FP (r = m / (1 - m) from the target marginal precision m)
 of the operating points in force that day, counted from the decision records against the day's
-full labels; the full-label optimum (per group: ``ThresholdGrid.from_scores`` with all labels,
-``optimize(method="hull", max_unrated_share=1)``, same edges as the pipeline; summed over
-groups); their ratio; the starting point's utility on the same day; the rater load (rows
-rated); and the audit share (audited / unflagged rows).
+full labels; the same-day full-label optimum and the *window oracle* (the full-label optimum
+of the previous ``--window`` days, applied to the day; both per group with
+``optimize(method="hull", max_unrated_share=1)`` on the edges the config's recipe places on
+the labelled rows, :func:`reference_edges`); the starting point's utility on the same day; the
+rater load (rows rated); and the audit share (audited / unflagged rows).
 
-Scenarios, each from two starting points ((0.9, 0.9) and (0.9, inf): the image model off):
-with audit; without audit; and drift (with audit; from ``--drift-day`` the positives' latent
-score, i.e. the logit, shifts down by ``--drift-logit`` for both classifiers).
-
-Issue 21 additions: ``--seeds`` (every loop once per seed), ``--families spread,concentrated``
-(scores concentrated near 0: negatives ``beta(0.5, 30)``, positives ``beta(1.5, 2.5)``),
-``--prevalence`` (per group), scenario ``thin_audit`` (drift under the issue's 0.25% audit),
-per day the ratio to the window oracle (``u/orc``) and to the starting thresholds
-(``u/start``), the audited rows against the design's expected count, and at the end a check
-of each target per loop and overall (:func:`targets`).
+Scenarios, each from two starting points (both classifiers on; the image model off): with
+audit; without audit; drift (with audit; from ``--drift-day`` the positives' scores fall
+towards the negatives', ``--drift-logit``); ``thin_audit`` (the drift under a 0.25% audit).
+Score families (``--families``): ``spread`` (sigmoid of a latent score), ``concentrated``
+(beta near 0) and ``model`` (two logistic regressions, :mod:`model_scores`). At the end each
+target per family and scenario with PASS or FAIL (:func:`targets`).
 
 Run: ``.venv/bin/python tests/benchmarks/bench_feedback_loop.py [--rows-per-day 60000]
-[--days 15] [--window 7] [--scenarios audit,no_audit,drift,thin_audit] [--seeds 0 1 2]
-[--families spread,concentrated] [--prevalence 0.002 0.003 0.005]``
+[--days 21] [--drift-day 11] [--target 0.2] [--scenarios audit,no_audit,drift,thin_audit]
+[--seeds 0 1 2] [--families spread,concentrated,model] [--prevalence 0.002 0.003 0.005]``
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ FAMILIES = ("spread", "concentrated", "model")
 def starts_of(family: str) -> dict[str, tuple[float, ...]]:
     """The starting points of a score family by name."""
     return STARTS if family == "spread" else STARTS_CONCENTRATED
-#: The issue's thin audit (scenario ``thin_audit``): 0.25% budget, floor 0.0005.
+#: The thin audit (scenario ``thin_audit``): 0.25% budget, floor 0.0005.
 THIN_AUDIT = {"budget_share": 0.0025, "floor": 0.0005, "edges": [0.05, 0.3],
               "weights": [0.5, 3.0, 10.0]}
 
@@ -156,7 +156,27 @@ def score_table(g, ids, scores, label=None, audit_probability=None) -> pa.Table:
 
 
 # ----------------------------------------------------------------------------- configs
+#: Audit options that leave the schema's audit defaults (with their values when another is set).
+AUDIT_OPTIONS = {"budget_share": 0.01, "audit_floor": 0.001, "strata_edges": [0.3, 0.6],
+                 "strata_weights": [0.5, 3.0, 10.0], "strata_steps": None,
+                 "strata_shares": None, "audit_design": None}
+
+
+def audit_defaults(args) -> bool:
+    """Whether the loop runs the schema's audit defaults: ``--audit-defaults``, or none of
+    the options of :data:`AUDIT_OPTIONS` given."""
+    return bool(getattr(args, "audit_defaults", False)) or all(
+        getattr(args, name, None) is None for name in AUDIT_OPTIONS)
+
+
 def make_config(args, audit: bool, thin: bool = False) -> RunConfig:
+    """The loop's run config: the product's defaults except the target, ``min_rated``,
+    ``in_force`` and grid options given, the audit options given (:func:`audit_defaults`)
+    and a publish guard that never holds a run (``--guard off``)."""
+    defaults = audit_defaults(args)
+    args = argparse.Namespace(**{**vars(args), **{
+        name: value for name, value in AUDIT_OPTIONS.items()
+        if getattr(args, name, None) is None}})
     design = (THIN_AUDIT if thin else
               {"budget_share": args.budget_share, "floor": args.audit_floor,
                "edges": args.strata_edges, "weights": args.strata_weights})
@@ -172,7 +192,7 @@ def make_config(args, audit: bool, thin: bool = False) -> RunConfig:
            else {"design": args.audit_design}),
         "strata": strata,
     }
-    if getattr(args, "audit_defaults", False):  # the schema's audit defaults (thin: 0.25%)
+    if defaults:  # the schema's audit defaults (thin: 0.25%)
         audit_section = {"enabled": audit, **({"budget_share": THIN_AUDIT["budget_share"],
                                                "floor": THIN_AUDIT["floor"]} if thin else {})}
     return RunConfig.from_dict({
@@ -342,7 +362,7 @@ def audit_salt(seed: int, day: int) -> str:
     """The audit salt of a day of a loop: one per seed and day, so that loops of different
     seeds draw independent audits (the items of a day have the same ids in every seed; with a
     salt per day only, every seed drew the same uniforms and the seeds' audited counts erred
-    the same way: the '+2..4%' of stop 31's tables)."""
+    the same way)."""
     return f"s{seed}-day-{day:02d}"
 
 
@@ -537,52 +557,30 @@ def summarise(results: dict, args) -> None:
 
 
 def targets(results: dict, args) -> None:
-    """Issue 21's targets per loop, each met or not, with the figures.
+    """The audit loop's targets per family and scenario with PASS or FAIL
+    (:func:`loop_figures.print_targets`; scenario ``audit`` is reported as ``steady``), and
+    for loops without audit the days below the starting thresholds' utility."""
+    import loop_figures
 
-    - days 10+ mean utility >= 0.97 of the window oracle's (scenarios with audit);
-    - after the drift, back within 5% of the window oracle for good in <= 5 days;
-    - no day below 0.9 of the starting thresholds' utility (every scenario);
-    - actual audited rows within +-10% of the design's expected count (sum of the unflagged
-      rows' audit probabilities over the run), and the expected audit share (<= 1% asked).
-    """
-    c = args.check_day
-    print("\n== targets (issue 21) per loop: family / scenario / start / seed")
-    tally: dict[str, list[bool]] = {}
-
-    def check(name: str, ok: bool) -> str:
-        tally.setdefault(name, []).append(ok)
-        return "met" if ok else "NOT met"
-
+    loops = []
     for (family, scenario, start_name, seed), days in results.items():
-        parts = []
-        start = [d.start_ratio for d in days]
-        worst = int(np.nanargmin(start)) if not np.all(np.isnan(start)) else None
-        worst_value = float(np.nanmin(start)) if worst is not None else float("nan")
-        parts.append(f"min u/start {worst_value:.3f} (day {worst}) "
-                     f"{check('no day < 0.9 of start', not worst_value < 0.9)}")
-        if scenario != "no_audit" and len(days) > c:
-            late = [d.oracle_ratio for d in days[c:]]
-            mean = float(np.nanmean(late))
-            parts.append(f"days {c}+ mean u/window-oracle {mean:.3f} (min {np.nanmin(late):.3f})"
-                         f" {check('days 10+ mean >= 0.97 of window oracle', mean >= 0.97)}")
-            audited = sum(d.audited for d in days)
-            expected = sum(d.expected_audited for d in days)
-            share = expected / max(sum(d.unflagged for d in days), 1)
-            deviation = audited / expected - 1 if expected > 0 else float("nan")
-            parts.append(f"audited/expected {audited}/{expected:.0f} ({100 * deviation:+.1f}%) "
-                         f"{check('audit within 10% of budget', abs(deviation) <= 0.10)}, "
-                         f"expected share {100 * share:.2f}%")
-        if scenario in ("drift", "thin_audit") and len(days) > args.drift_day:
-            series = [d.oracle_ratio for d in days]
-            back = next((d for d in range(args.drift_day, len(series))
-                         if all(r >= 0.95 for r in series[d:])), None)
-            ok = back is not None and back - args.drift_day <= 5
-            parts.append(f"back within 5% of the window oracle for good from day {back} "
-                         f"{check('back within 5% in <= 5 days', ok)}")
-        print(f"{family:>12} {scenario:>10} {start_name:<9} seed {seed}: " + "; ".join(parts))
-    print("\n== targets overall (loops meeting each / loops checked)")
-    for name, oks in tally.items():
-        print(f"  {name}: {sum(oks)}/{len(oks)} {'MET' if all(oks) else 'NOT MET'}")
+        if scenario == "no_audit":
+            below = [d.day for d in days if d.utility < d.start_utility]
+            print(f"{family} / no_audit / {start_name} / seed {seed}: days below the start's "
+                  f"utility {below or 'none'}")
+            continue
+        drift = scenario in ("drift", "thin_audit")
+        config = make_config(args, True, scenario == "thin_audit")
+        fig = loop_figures.figures(days, check_day=args.check_day,
+                                   drift_day=args.drift_day if drift else None)
+        budget = (float(config.audit["budget_share"]) if config.audit["design"] == "auto"
+                  else None)
+        loops.append(loop_figures.LoopResult(
+            family, "steady" if scenario == "audit" else scenario, start_name, seed, fig,
+            budget))
+    if loops:
+        print("\n== targets")
+        loop_figures.print_targets(loops)
 
 
 def recovery(series: list[float], drift_day: int) -> str:
@@ -606,10 +604,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--bins", type=int, default=None,
                         help="config grid.bins (default: the product's, 128 candidates for "
                         "auto edges, 64 for uniform)")
-    parser.add_argument("--budget-share", type=float, default=0.01)
-    parser.add_argument("--audit-floor", type=float, default=0.001)
-    parser.add_argument("--strata-edges", type=float, nargs="*", default=[0.3, 0.6])
-    parser.add_argument("--strata-weights", type=float, nargs="*", default=[0.5, 3.0, 10.0])
+    parser.add_argument("--budget-share", type=float, default=None,
+                        help="audit.budget_share (default: the schema's audit defaults; with "
+                        "any audit option given the others default to 0.01, floor 0.001, "
+                        "strata edges 0.3 0.6, weights 0.5 3 10)")
+    parser.add_argument("--audit-floor", type=float, default=None)
+    parser.add_argument("--strata-edges", type=float, nargs="*", default=None)
+    parser.add_argument("--strata-weights", type=float, nargs="*", default=None)
     parser.add_argument("--strata-steps", type=int, nargs="*", default=None,
                         help="audit.strata.relative_to point with these lattice steps (weights: "
                         "--strata-weights, far to near; --strata-edges ignored); also for "
@@ -654,7 +655,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "score), concentrated (negatives beta(0.5, 30), positives beta(1.5, "
                         "2.5); starts at 0.5 instead of 0.9)")
     parser.add_argument("--prevalence", type=float, nargs=3, default=list(PREVALENCE),
-                        help="prevalence of the 3 groups (issue 21: <= 0.5%%, e.g. 0.002 0.003 "
+                        help="prevalence of the 3 groups (e.g. 0.002 0.003 "
                         "0.005)")
     parser.add_argument("--audit-design", choices=("fixed", "auto"), default=None,
                         help="config audit.design (default: the config default); auto sizes "
@@ -665,7 +666,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="the population optimum is fitted on this many times the day's rows")
     parser.add_argument("--scenarios", default="audit,no_audit,drift",
                         help="comma-separated: audit, no_audit, drift (audit on), thin_audit "
-                        "(drift with the issue's 0.25%% audit: budget_share 0.0025, floor "
+                        "(drift with a thin 0.25%% audit: budget_share 0.0025, floor "
                         "0.0005, strata [0.05, 0.3] weights [0.5, 3, 10])")
     parser.add_argument("--starts", default="high,image-off")
     return parser.parse_args(argv)
@@ -677,7 +678,8 @@ def main() -> None:
     print(f"population: {args.rows_per_day:,} rows/day, groups {GROUPS} prevalence "
           f"{args.prevalence}, "
           f"separation {SEPARATION}, correlation {CORRELATION}; target marginal precision "
-          f"{args.target} (r = {args.target / (1 - args.target):.4f}); {args.bins} uniform bins; "
+          f"{args.target} (r = {args.target / (1 - args.target):.4f}); grid "
+          f"{make_config(args, False).raw['grid']}; "
           f"window {args.window} days; audit: {make_config(args, True).raw['audit']}; "
           f"min_rated {make_config(args, False).raw['min_rated']}; in_force "
           f"{make_config(args, False).raw['in_force']}; bootstrap replicates "
@@ -689,7 +691,7 @@ def main() -> None:
     start_all = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-loop-") as tmp:
         for family in args.families.split(","):
-            starts = STARTS_CONCENTRATED if family == "concentrated" else STARTS
+            starts = starts_of(family)
             for seed in args.seeds or [args.seed]:
                 for scenario in args.scenarios.split(","):
                     for start_name in args.starts.split(","):
