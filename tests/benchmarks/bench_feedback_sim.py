@@ -142,7 +142,7 @@ def main() -> None:
                 for start in opts.starts.split(",") for seed in opts.seeds]
         results = pool_map(run_one, jobs, opts.processes)
         print(f"\n==== {name}: grid {' '.join(CONFIGS[name]) or 'edges auto (the default)'}")
-        figures.print_targets(results, twins)
+        figures.print_targets(results, twins, check_day=loop.parse_args(argv).check_day)
     print(f"\n{time.perf_counter() - t0:.0f} s wall; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
