@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import pickle
 import sys
 import tempfile
 import time
@@ -52,7 +53,7 @@ CONFIGS: dict[str, list[str]] = {
 
 def run_one(job: tuple) -> figures.LoopResult:
     name, family, scenario, seed, argv, start_name = job
-    args = loop.parse_args(argv + CONFIGS[name])
+    args = loop.parse_args([*argv, *CONFIGS[name]])
     thin = scenario == "thin_audit"
     config = loop.make_config(args, True, thin)
     days = sim.simulate_loop(args, start=loop.starts_of(family)[start_name], audit=True,
@@ -65,11 +66,23 @@ def run_one(job: tuple) -> figures.LoopResult:
 
 
 def twins_one(job: tuple) -> tuple[str, list[int | None]]:
-    family, seed, argv, twins = job
-    args = loop.parse_args(argv)
+    _, family, seed, argv, twins = job
+    args = loop.parse_args(list(argv))
     noise = figures.reference_noise(args, seed=seed, family=family, twins=twins,
                                     reference_factor=0)
     return family, [t[2] for t in noise.twins]
+
+
+def twins_of(opts: argparse.Namespace, families: list[str],
+              argv: list[str]) -> dict[str, list[int | None]]:
+    """The smoothed recoveries of ``--twins`` full-label window-oracle replicas per family."""
+    out: dict[str, list[int | None]] = {}
+    if opts.twins <= 0:
+        return out
+    jobs = [("twins", f, s, tuple(argv), opts.twins) for s in opts.seeds for f in families]
+    for family, recoveries in pool_map(twins_one, jobs, opts.processes, opts.keep):
+        out.setdefault(family, []).extend(recoveries)
+    return out
 
 
 def check_pipeline(argv: list[str], seed: int, family: str, start_name: str) -> None:
@@ -96,11 +109,44 @@ def check_pipeline(argv: list[str], seed: int, family: str, start_name: str) -> 
           f"rows, utility); pipeline {t1 - t0:.0f} s, simulator {t2 - t1:.1f} s")
 
 
-def pool_map(function, jobs: list, processes: int) -> list:
+def pool_map(function, jobs: list, processes: int, keep: Path | None = None) -> list:
+    """``function`` over ``jobs`` (in ``processes`` processes); with ``keep``, each result is
+    appended to that file as it comes (pickled ``(job, result)``) and jobs found there are not
+    run again, so that an interrupted run resumes and a long one can be read part way
+    (``--report``)."""
+    done = dict(read_kept(keep)) if keep is not None and keep.exists() else {}
+    todo = [job for job in jobs if job not in done]
     if processes > 1:
         with multiprocessing.get_context("fork").Pool(processes) as pool:
-            return pool.map(function, jobs, chunksize=1)
-    return [function(job) for job in jobs]
+            results = pool.imap_unordered(_tagged, [(function, job) for job in todo])
+            _keep(results, done, keep)
+    else:
+        _keep((_tagged((function, job)) for job in todo), done, keep)
+    return [done[job] for job in jobs]
+
+
+def _tagged(item: tuple) -> tuple:
+    function, job = item
+    return job, function(job)
+
+
+def _keep(results, done: dict, keep: Path | None) -> None:
+    for job, result in results:
+        done[job] = result
+        if keep is not None:
+            with keep.open("ab") as fh:
+                pickle.dump((job, result), fh)
+
+
+def read_kept(path: Path) -> list[tuple]:
+    """The ``(job, result)`` pairs a run kept (:func:`pool_map`)."""
+    out = []
+    with path.open("rb") as fh:
+        while True:
+            try:
+                out.append(pickle.load(fh))
+            except EOFError:
+                return out
 
 
 def main() -> None:
@@ -116,6 +162,12 @@ def main() -> None:
                         help="full-label window-oracle replicas per family and seed (the "
                         "recovery target's reference; 0: none)")
     parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument("--keep", type=Path, default=None, metavar="FILE",
+                        help="append each loop's figures to FILE as it finishes and skip the "
+                        "loops already there (resume)")
+    parser.add_argument("--report", action="store_true",
+                        help="with --keep: print the targets of the loops kept so far, run "
+                        "nothing")
     parser.add_argument("--check-pipeline", action="store_true",
                         help="compare one loop (first seed, family and start) with the "
                         "pipelines")
@@ -130,19 +182,26 @@ def main() -> None:
         check_pipeline(argv, opts.seeds[0], families[0], opts.starts.split(",")[0])
         return
     t0 = time.perf_counter()
-    twins: dict[str, list[int | None]] = {}
-    if opts.twins > 0:
-        for family, recoveries in pool_map(twins_one, [(f, s, argv, opts.twins)
-                                                       for f in families for s in opts.seeds],
-                                           opts.processes):
-            twins.setdefault(family, []).extend(recoveries)
+    check_day = loop.parse_args(argv).check_day
+    if opts.report:
+        kept = read_kept(opts.keep)
+        twins: dict[str, list[int | None]] = {}
+        for job, result in kept:
+            if job[0] == "twins":
+                twins.setdefault(result[0], []).extend(result[1])
+        for name in opts.configs.split(","):
+            results = [r for job, r in kept if job[0] == name]
+            print(f"\n==== {name}: {len(results)} loops kept")
+            figures.print_targets(results, twins, check_day=check_day)
+        return
+    # seed-major order: every cell gains a loop before any gains a second
     for name in opts.configs.split(","):
-        jobs = [(name, family, scenario, seed, argv, start)
+        jobs = [(name, family, scenario, seed, tuple(argv), start) for seed in opts.seeds
                 for family in families for scenario in opts.scenarios.split(",")
-                for start in opts.starts.split(",") for seed in opts.seeds]
-        results = pool_map(run_one, jobs, opts.processes)
+                for start in opts.starts.split(",")]
+        results = pool_map(run_one, jobs, opts.processes, opts.keep)
         print(f"\n==== {name}: grid {' '.join(CONFIGS[name]) or 'edges auto (the default)'}")
-        figures.print_targets(results, twins, check_day=loop.parse_args(argv).check_day)
+        figures.print_targets(results, twins_of(opts, families, argv), check_day=check_day)
     print(f"\n{time.perf_counter() - t0:.0f} s wall; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
