@@ -89,7 +89,7 @@ GROUPS = loop.GROUPS
 CLASSIFIERS = loop.CLASSIFIERS
 
 #: ``recalibrate(config, grids, in_force) -> results``: the optimiser call; the default is the
-#: pipeline's (:func:`pipeline_recalibrate`). Experiments pass their own.
+#: pipeline's (:func:`pipeline_recalibrate`); a caller may pass another (e.g. to record the grids).
 Recalibrate = Callable[[RunConfig, dict[str, ThresholdGrid], dict[str, Any]],
                        Mapping[str, GroupResult]]
 
