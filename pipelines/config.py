@@ -208,7 +208,7 @@ class RunConfig:
         proposal are audited in at least (:func:`costlib.audit._strata.promote_proposed`);
         None: off. Unset: the third-nearest stratum (``len(weights) - 3``; the "next 4%" band
         for the default shares) with relative strata and the auto design, whose budget bounds
-        what it spends (docs/audit.md, "Auditing the proposed move: measured"); off with fewer
+        what it spends (docs/audit.md, "Auditing the proposed move"); off with fewer
         than four strata (the third-nearest would be the farthest, where promotion does
         nothing: set it explicitly there), with the fixed design (no total: a large proposal
         region would be audited at ``budget_share * weight`` each) and with score strata."""

@@ -3,13 +3,14 @@ pipeline loop (tests/benchmarks/bench_feedback_loop.py: run_decide / run_recalib
 day, and the rated rows and audit draws agree.
 
 The configuration is small (20,000 rows a day, 5 days; the pipeline costs ~0.6 s a day) but
-exercises what the simulator has to reproduce: the audit sizing from the previous day's
-counts and audited labels (``audit.design: auto``), the evidence rule (default
-``evidence_z``, ``unseen_rows``, ``one_row_margin`` and ``census_review``; a 2% audit budget:
-at 1% the one-row margin keeps every group of the auto design at the start), the thresholds in
-force added to the edges, kept and moved groups, and a drift. At issue 21's sizes (60,000 rows
-a day, prevalence 0.2-0.5%, a 0.2% audit) nothing moves in the first 6 days;
-``bench_feedback_sim.py --check-pipeline`` compares that configuration over 21 days.
+exercises what the simulator has to reproduce: the product's default edges (``grid.edges:
+auto``, placed by a first pass on the first day and carried from the published run's sketch
+after it; each day's lattice is compared with the run's manifest), uniform edges, the audit
+sizing from the previous day's counts and audited labels (``audit.design: auto``), the evidence
+rule (default ``evidence_z``, ``unseen_rows``, ``one_row_margin`` and ``census_review``; a 2%
+audit budget: at 1% the one-row margin keeps every group of the auto design at the start), the
+thresholds in force added to the edges, kept and moved groups, and a drift.
+``bench_feedback_sim.py --check-pipeline`` compares a full-size loop over 21 days.
 """
 
 from __future__ import annotations
@@ -25,26 +26,40 @@ import bench_feedback_loop as loop
 import feedback_sim as sim
 
 
-def _argv(design: str) -> list[str]:
+def _argv(design: str, edges: str = "auto") -> list[str]:
     return [
-        "--rows-per-day", "20000", "--days", "5", "--window", "3", "--bins", "24",
+        "--rows-per-day", "20000", "--days", "5", "--window", "3", "--edges", edges,
+        *(["--bins", "24"] if edges == "uniform" else []),
         "--target", "0.2", "--prevalence", "0.01", "0.02", "0.03",
         "--budget-share", "0.02", "--audit-floor", "0.002", "--strata-edges", "0.05", "0.3",
         "--strata-weights", "0.5", "3", "10", "--drift-day", "3", "--audit-design", design,
         "--reference-factor", "0"]
 
 
-def _args(design: str):
-    return loop.parse_args(_argv(design))
+def _recording(lattices: list) -> sim.Recalibrate:
+    """The pipeline's optimiser call, recording each day's lattice (the grids' edges)."""
+    def recalibrate(config, grids, in_force):
+        lattices.append([list(e) for e in next(iter(grids.values())).edges])
+        return sim.pipeline_recalibrate(config, grids, in_force)
+    return recalibrate
+
+
+def _manifests(output: Path) -> list[dict]:
+    import json
+    return [json.loads((run / "manifest.json").read_text())
+            for run in sorted((output / "runs").iterdir())]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("design", ["auto", "fixed"])
-def test_simulator_publishes_what_the_pipeline_loop_publishes(tmp_path, design):
-    args = _args(design)
+@pytest.mark.parametrize(("design", "edges"), [("auto", "auto"), ("fixed", "auto"),
+                                               ("auto", "uniform")])
+def test_simulator_publishes_what_the_pipeline_loop_publishes(tmp_path, design, edges):
+    args = loop.parse_args(_argv(design, edges))
     piped = loop.run_loop(args, tmp_path / "loop", name="check", start=(0.9, 0.9), audit=True,
                           drift=True)
-    simulated = sim.simulate_loop(args, start=(0.9, 0.9), audit=True, drift=True)
+    lattices: list = []
+    simulated = sim.simulate_loop(args, start=(0.9, 0.9), audit=True, drift=True,
+                                  recalibrate=_recording(lattices))
     # thresholds in force each day = what the previous day's recalibration published
     assert [d.thresholds for d in simulated] == [d.thresholds for d in piped]
     for a, b in zip(simulated, piped, strict=True):
@@ -54,6 +69,14 @@ def test_simulator_publishes_what_the_pipeline_loop_publishes(tmp_path, design):
         assert a.oracle == pytest.approx(b.oracle, nan_ok=True)
     # the loop is not trivial: some group moved away from the start
     assert any(t != (0.9, 0.9) for d in simulated for t in d.thresholds.values())
+    # every day's lattice is the one the pipeline recalibrated on; auto edges were placed
+    # from a first pass on the first day and carried from the published run after it
+    manifests = _manifests(tmp_path / "loop" / "recal")
+    assert lattices == [m["grid_edges"]["edges"] for m in manifests]
+    if edges == "auto":
+        assert [m["grid_edges"]["source"]["from"] for m in manifests] == \
+            ["this_run"] + ["previous_run"] * (args.days - 1)
+        assert all(len(e) > 24 for e in lattices[0])  # the product's 128, not uniform(24)
 
 
 @pytest.mark.slow

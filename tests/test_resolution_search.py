@@ -1,8 +1,8 @@
 """The lattice resolution bound searches blocks of boxes; it must give what reading every box gives.
 
-Truth: the definition in :mod:`costlib.thresholds.point._resolution`, evaluated box by box in a Python
-loop on small lattices (every lower corner ``a``, upper corner ``min(a + 1, off)``). The search
-is forced through several levels of blocks by shrinking its first level, and the statuses
+Truth: the definition in :mod:`costlib.thresholds.point._resolution`, evaluated box by box in
+a Python loop on small lattices (every lower corner ``a``, upper corner ``min(a + 1, off)``).
+The search is forced through several levels of blocks by shrinking its first level, and the statuses
 :func:`costlib.thresholds.optimize` reports are compared with the ones the loop implies.
 """
 

@@ -2,8 +2,8 @@
 
 Each simulated day:
 
-1. a generated population with known labels (two correlated classifiers, 3 groups, prevalence
-   0.5-2%) is written as Parquet *without* labels;
+1. a generated population with known labels (two classifiers, 3 groups) is written as Parquet
+   *without* labels;
 2. ``run_decide`` (FnApiRunner) applies the currently published operating points, with an audit
    sample of the unflagged rows when audit is enabled;
 3. a simulated rater labels every row whose ``threshold_decision`` is true or whose ``audit`` is
@@ -15,27 +15,27 @@ Each simulated day:
    config (``publish: {max_threshold_change: null, min_rated: 0}``) so it never stalls the
    loop; a held run would be reported as ``held`` and the previous point kept.
 
+The config is the product's defaults unless told otherwise: ``grid.edges: auto`` (carried
+from the published run), the schema's audit and ``in_force`` defaults (:func:`make_config`).
+
 Per day it prints the utility TP - r*FP (r = m / (1 - m) from the target marginal precision m)
 of the operating points in force that day, counted from the decision records against the day's
-full labels; the full-label optimum (per group: ``ThresholdGrid.from_scores`` with all labels,
-``optimize(method="hull", max_unrated_share=1)``, same edges as the pipeline; summed over
-groups); their ratio; the starting point's utility on the same day; the rater load (rows
-rated); and the audit share (audited / unflagged rows).
+full labels; the same-day full-label optimum and the *window oracle* (the full-label optimum
+of the previous ``--window`` days, applied to the day; both per group with
+``optimize(method="hull", max_unrated_share=1)`` on the edges the config's recipe places on
+the labelled rows, :func:`reference_edges`); the starting point's utility on the same day; the
+rater load (rows rated); and the audit share (audited / unflagged rows).
 
-Scenarios, each from two starting points ((0.9, 0.9) and (0.9, inf): the image model off):
-with audit; without audit; and drift (with audit; from ``--drift-day`` the positives' latent
-score, i.e. the logit, shifts down by ``--drift-logit`` for both classifiers).
-
-Issue 21 additions: ``--seeds`` (every loop once per seed), ``--families spread,concentrated``
-(scores concentrated near 0: negatives ``beta(0.5, 30)``, positives ``beta(1.5, 2.5)``),
-``--prevalence`` (per group), scenario ``thin_audit`` (drift under the issue's 0.25% audit),
-per day the ratio to the window oracle (``u/orc``) and to the starting thresholds
-(``u/start``), the audited rows against the design's expected count, and at the end a check
-of each target per loop and overall (:func:`targets`).
+Scenarios, each from two starting points (both classifiers on; the image model off): with
+audit; without audit; drift (with audit; from ``--drift-day`` the positives' scores fall
+towards the negatives', ``--drift-logit``); ``thin_audit`` (the drift under a 0.25% audit).
+Score families (``--families``): ``spread`` (sigmoid of a latent score), ``concentrated``
+(beta near 0) and ``model`` (two logistic regressions, :mod:`model_scores`). At the end each
+target per family and scenario with PASS or FAIL (:func:`targets`).
 
 Run: ``.venv/bin/python tests/benchmarks/bench_feedback_loop.py [--rows-per-day 60000]
-[--days 15] [--window 7] [--scenarios audit,no_audit,drift,thin_audit] [--seeds 0 1 2]
-[--families spread,concentrated] [--prevalence 0.002 0.003 0.005]``
+[--days 21] [--drift-day 11] [--target 0.2] [--scenarios audit,no_audit,drift,thin_audit]
+[--seeds 0 1 2] [--families spread,concentrated,model] [--prevalence 0.002 0.003 0.005]``
 """
 
 from __future__ import annotations
@@ -55,11 +55,30 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from loop_population import (  # noqa: F401  (the loop's population and references)
+    CLASSIFIERS,
+    CORRELATION,
+    FAMILIES,
+    GROUPS,
+    PREVALENCE,
+    SEPARATION,
+    STARTS,
+    STARTS_CONCENTRATED,
+    apply_thresholds,
+    full_label_optimum,
+    full_label_points,
+    population,
+    population_optimum,
+    reference_edges,
+    starts_of,
+    utility_of,
+    utility_of_points,
+    window_oracle,
+)
 from machine import describe
 
 from costlib.thresholds.grid._grid import ThresholdGrid
 from costlib.thresholds.plots._audit_plots import plot_audit_pn_curves
-from costlib.thresholds.point._optimize import optimize
 from costlib.thresholds.point._target import resolve_target
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.decide.pipeline import run_decide
@@ -69,55 +88,9 @@ from costlib_pipelines.io.runs import latest_run_id, load_operating_points
 from costlib_pipelines.recalibrate.pipeline import run_recalibrate
 from costlib_pipelines.recalibrate.publish import PublishRefused
 
-CLASSIFIERS = ("text_model", "image_model")
-GROUPS = ("market_a", "market_b", "market_c")
-PREVALENCE = (0.005, 0.01, 0.02)
-SEPARATION = (3.2, 2.8)
-CORRELATION = 0.3
-STARTS = {"high": (0.9, 0.9), "image-off": (0.9, math.inf)}
-#: Starting points of the family with scores concentrated near 0 (0.9 flags almost nothing).
-STARTS_CONCENTRATED = {"high": (0.5, 0.5), "image-off": (0.5, math.inf)}
-#: The issue's thin audit (scenario ``thin_audit``): 0.25% budget, floor 0.0005.
+#: The thin audit (scenario ``thin_audit``): 0.25% budget, floor 0.0005.
 THIN_AUDIT = {"budget_share": 0.0025, "floor": 0.0005, "edges": [0.05, 0.3],
               "weights": [0.5, 3.0, 10.0]}
-
-
-# ----------------------------------------------------------------------------- population
-def population(n: int, day: int, *, seed: int, drift_day: int | None, drift_logit: float,
-               family: str = "spread", prevalence=PREVALENCE):
-    """One day's items: (group index, item ids, scores (n, 2), labels). Deterministic per day.
-
-    ``family="spread"``: latent score of classifier j: ``separation_j * y + sqrt(rho) * shared
-    + sqrt(1 - rho) * noise + group shift``; score = sigmoid(latent - 2) (as
-    ``costlib.sample.generate_score_stream``, every classifier scores every row). Drift: from
-    ``drift_day`` on, positives' latent scores are ``drift_logit`` lower (a shift in logit
-    space).
-
-    ``family="concentrated"``: scores concentrated near 0: negatives ``beta(0.5, 30)`` per
-    classifier (mean 0.016), positives heavier-tailed ``beta(1.5, 2.5)``; drift: positives
-    ``beta(1.5, 2.5 + 2 * drift_logit)`` (their scores fall towards the negatives').
-    """
-    rng = np.random.default_rng([seed, day])
-    g = rng.integers(0, len(GROUPS), n)
-    y = rng.random(n) < np.asarray(prevalence)[g]
-    scores = np.empty((n, len(CLASSIFIERS)))
-    drifted = drift_day is not None and day >= drift_day
-    if family == "concentrated":
-        for j in range(len(CLASSIFIERS)):
-            negatives = rng.beta(0.5, 30.0, n)
-            positives = rng.beta(1.5, 2.5 + (2.0 * drift_logit if drifted else 0.0), n)
-            scores[:, j] = np.where(y, positives, negatives)
-    else:
-        shared = rng.standard_normal(n)
-        shift_bad = drift_logit if drifted else 0.0
-        for j in range(len(CLASSIFIERS)):
-            group_shift = 0.25 * (g - (len(GROUPS) - 1) / 2) * (1 if j % 2 == 0 else -1)
-            latent = (SEPARATION[j] * y + math.sqrt(CORRELATION) * shared
-                      + math.sqrt(1 - CORRELATION) * rng.standard_normal(n) + group_shift
-                      - shift_bad * y)
-            scores[:, j] = 1.0 / (1.0 + np.exp(-(latent - 2.0)))
-    ids = np.int64(day) * 10_000_000 + np.arange(n, dtype=np.int64)
-    return g, ids, scores, y
 
 
 def score_table(g, ids, scores, label=None, audit_probability=None) -> pa.Table:
@@ -135,7 +108,27 @@ def score_table(g, ids, scores, label=None, audit_probability=None) -> pa.Table:
 
 
 # ----------------------------------------------------------------------------- configs
+#: Audit options that leave the schema's audit defaults (with their values when another is set).
+AUDIT_OPTIONS = {"budget_share": 0.01, "audit_floor": 0.001, "strata_edges": [0.3, 0.6],
+                 "strata_weights": [0.5, 3.0, 10.0], "strata_steps": None,
+                 "strata_shares": None, "audit_design": None}
+
+
+def audit_defaults(args) -> bool:
+    """Whether the loop runs the schema's audit defaults: ``--audit-defaults``, or none of
+    the options of :data:`AUDIT_OPTIONS` given."""
+    return bool(getattr(args, "audit_defaults", False)) or all(
+        getattr(args, name, None) is None for name in AUDIT_OPTIONS)
+
+
 def make_config(args, audit: bool, thin: bool = False) -> RunConfig:
+    """The loop's run config: the product's defaults except the target, ``min_rated``,
+    ``in_force`` and grid options given, the audit options given (:func:`audit_defaults`)
+    and a publish guard that never holds a run (``--guard off``)."""
+    defaults = audit_defaults(args)
+    args = argparse.Namespace(**{**vars(args), **{
+        name: value for name, value in AUDIT_OPTIONS.items()
+        if getattr(args, name, None) is None}})
     design = (THIN_AUDIT if thin else
               {"budget_share": args.budget_share, "floor": args.audit_floor,
                "edges": args.strata_edges, "weights": args.strata_weights})
@@ -151,13 +144,14 @@ def make_config(args, audit: bool, thin: bool = False) -> RunConfig:
            else {"design": args.audit_design}),
         "strata": strata,
     }
-    if getattr(args, "audit_defaults", False):  # the schema's audit defaults (thin: 0.25%)
+    if defaults:  # the schema's audit defaults (thin: 0.25%)
         audit_section = {"enabled": audit, **({"budget_share": THIN_AUDIT["budget_share"],
                                                "floor": THIN_AUDIT["floor"]} if thin else {})}
     return RunConfig.from_dict({
         "columns": {"audit_probability": "audit_probability"} if audit else {},
         "classifiers": list(CLASSIFIERS), "rule": "any",
-        "grid": {"edges": "uniform", "bins": args.bins, "range": [0.0, 1.0]},
+        "grid": {"edges": args.edges, "range": [0.0, 1.0],
+                 **({} if args.bins is None else {"bins": args.bins})},
         "target": {"marginal_precision": args.target},
         "methods": ["hull"], "decision_method": "hull",
         "min_rated": {k: v for k, v in (("positives", args.min_rated_positives),
@@ -195,71 +189,6 @@ def write_start_points(path: Path, thresholds, target: float) -> str:
         })
     pq.write_table(records_to_table(records, "operating_point.json"), path)
     return str(path)
-
-
-# ----------------------------------------------------------------------------- evaluation
-def utility_of(flagged: np.ndarray, y: np.ndarray, slope: float) -> float:
-    return float(np.sum(flagged & y) - slope * np.sum(flagged & ~y))
-
-
-def apply_thresholds(scores: np.ndarray, thresholds) -> np.ndarray:
-    return (scores >= np.asarray(thresholds, dtype=float)).any(axis=1)
-
-
-def full_label_optimum(g, scores, y, edges, target: float, slope: float) -> float:
-    total = 0.0
-    for k in range(len(GROUPS)):
-        sel = g == k
-        grid = ThresholdGrid.from_scores(scores[sel], y[sel], edges, names=list(CLASSIFIERS))
-        point = optimize(grid, target_marginal_precision=target, method="hull",
-                         max_unrated_share=1)
-        total += utility_of(apply_thresholds(scores[sel], point.thresholds), y[sel], slope)
-    return total
-
-
-def population_optimum(day: int, g, scores, y, edges, args, slope: float,
-                       drift: bool, seed: int = 0, family: str = "spread"
-                       ) -> tuple[float, dict]:
-    """Utility on the day's rows of the thresholds that are optimal for the day's *distribution*:
-    per group, the full-label hull optimum on an independent sample of ``--reference-factor``
-    times the day's rows drawn from the same day's generator (another seed). Unlike the same-day
-    optimum it does not fit the day's own noise, so no policy fixed before the day could expect
-    to beat it; a ratio above 1 on a day is possible."""
-    if args.reference_factor <= 0:
-        return float("nan"), {}
-    rg, _, rs, ry = population(args.rows_per_day * args.reference_factor, day,
-                               seed=seed + 1_000_003,
-                               drift_day=args.drift_day if drift else None,
-                               drift_logit=args.drift_logit, family=family,
-                               prevalence=args.prevalence)
-    total, points = 0.0, {}
-    for k, name in enumerate(GROUPS):
-        ref = rg == k
-        grid = ThresholdGrid.from_scores(rs[ref], ry[ref], edges, names=list(CLASSIFIERS))
-        point = optimize(grid, target_marginal_precision=args.target, method="hull",
-                         max_unrated_share=1)
-        sel = g == k
-        total += utility_of(apply_thresholds(scores[sel], point.thresholds), y[sel], slope)
-        points[name] = tuple(point.thresholds)
-    return total, points
-
-
-def window_oracle(days, g, scores, y, edges, target: float, slope: float) -> float:
-    """Utility today of the full-label hull optimum over the previous days of the window (what
-    the loop would publish if every row of those days were rated): the reference free of the
-    same-day optimum's in-sample optimism and of rating noise, but with the window's lag."""
-    total = 0.0
-    for k in range(len(GROUPS)):
-        grid = None
-        for gd, sd, yd in days:
-            sel = gd == k
-            part = ThresholdGrid.from_scores(sd[sel], yd[sel], edges, names=list(CLASSIFIERS))
-            grid = part if grid is None else grid + part
-        point = optimize(grid, target_marginal_precision=target, method="hull",
-                         max_unrated_share=1)
-        sel = g == k
-        total += utility_of(apply_thresholds(scores[sel], point.thresholds), y[sel], slope)
-    return total
 
 
 @dataclass
@@ -309,7 +238,7 @@ def audit_salt(seed: int, day: int) -> str:
     """The audit salt of a day of a loop: one per seed and day, so that loops of different
     seeds draw independent audits (the items of a day have the same ids in every seed; with a
     salt per day only, every seed drew the same uniforms and the seeds' audited counts erred
-    the same way: the '+2..4%' of stop 31's tables)."""
+    the same way)."""
     return f"s{seed}-day-{day:02d}"
 
 
@@ -317,7 +246,6 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool,
              seed: int | None = None, family: str = "spread", thin: bool = False) -> list[Day]:
     seed = args.seed if seed is None else seed
     config = make_config(args, audit, thin)
-    edges = config.fixed_edges()
     slope = args.target / (1 - args.target)
     root.mkdir(parents=True)
     current = write_start_points(root / "start_operating_points.parquet", start, args.target)
@@ -359,7 +287,8 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool,
         label = pa.array(np.where(rated, y, False), mask=~rated, type=pa.bool_())
         p = records["audit_probability"].to_numpy(dtype=float) if audit else None
         if audit and args.figure and day == args.figure_day and not Path(args.figure).exists():
-            write_figure(args, g, scores, y, td, audited, p, edges, in_force)
+            write_figure(args, g, scores, y, td, audited, p,
+                         reference_edges(config, scores, y), in_force)
         rated_path = day_dir / "rated.parquet"
         pq.write_table(score_table(g, ids, scores, label,
                                    None if p is None else pa.array(p, mask=np.isnan(p))),
@@ -391,15 +320,15 @@ def run_loop(args, root: Path, *, name: str, start, audit: bool, drift: bool,
             raise AssertionError(f"day {day}: recalibrate accounting {got} != rater {expected}")
         points = (thresholds_of(str(root / "recal"))
                   if latest_run_id(str(root / "recal")) else in_force)
-        oracle = (window_oracle(history[-args.window:], g, scores, y, edges, args.target, slope)
-                  if history else float("nan"))
+        oracle = (window_oracle(history[-args.window:], g, scores, y, config, args.target,
+                                slope) if history else float("nan"))
         history.append((g, scores, y))
         row = Day(
             day=day,
             utility=utility_of(td, y, slope), oracle=oracle,
-            population=population_optimum(day, g, scores, y, edges, args, slope, drift, seed,
+            population=population_optimum(day, g, scores, y, config, args, slope, drift, seed,
                                           family)[0],
-            optimum=full_label_optimum(g, scores, y, edges, args.target, slope),
+            optimum=full_label_optimum(g, scores, y, config, args.target, slope),
             start_utility=utility_of(apply_thresholds(scores, start), y, slope),
             rated=int(rated.sum()), audited=int(audited.sum()), unflagged=int((~td).sum()),
             thresholds=in_force, published=published,
@@ -460,105 +389,31 @@ def thresholds_of(source: str) -> dict:
 
 
 # ----------------------------------------------------------------------------- summary
-def summarise(results: dict, args) -> None:
-    print("\n== summary (ratio = utility of the points in force / same-day full-label optimum; "
-          "orc/opt = the window oracle's utility / the same optimum; population = utility / "
-          "that of the thresholds optimal for the day's distribution, fitted on "
-          f"{args.reference_factor}x the day's rows)")
-    for key, days in results.items():
-        family, scenario, start_name, seed = key
-        scenario = "drift" if scenario == "thin_audit" else scenario
-        start_name = f"{start_name} [{family}, seed {seed}]"
-        ratios = [d.ratio for d in days]
-        oracle = [d.oracle / d.optimum for d in days]
-        share = max(d.audited / max(d.unflagged, 1) for d in days)
-        line = f"{scenario:>8} from {start_name:<9}: "
-        if len(days) <= max(args.check_day, args.drift_day):
-            print(line + f"too few days ({len(days)}) for the checks; final ratio {ratios[-1]:.3f}")
-            continue
-        pop = [d.population_ratio for d in days]
-        if scenario == "audit":
-            c = args.check_day
-            first = next((d.day for d in days if d.ratio >= 0.95), None)
-            line += (f"day {c} ratio {ratios[c]:.3f} (within 5%: {ratios[c] >= 0.95}), vs the "
-                     f"population optimum {pop[c]:.3f}; days "
-                     f"{c}..{len(days) - 1}: min {min(ratios[c:]):.3f}, mean "
-                     f"{np.mean(ratios[c:]):.3f} (oracle mean {np.nanmean(oracle[c:]):.3f}; "
-                     f"vs population: min {min(pop[c:]):.3f}); "
-                     f"first day >= 0.95: {first}; max audit share {100 * share:.2f}%")
-        elif scenario == "no_audit":
-            below = [d.day for d in days if d.utility < d.start_utility]
-            worst = min(d.utility - d.start_utility for d in days)
-            line += (f"days below the starting point's utility (same day): {below or 'none'}; "
-                     f"worst margin {worst:+.1f}; final ratio {ratios[-1]:.3f}")
-        else:
-            dd = args.drift_day
-
-            line += (f"ratio day {dd - 1} {ratios[dd - 1]:.3f}, days {dd}..{len(days) - 1}: "
-                     f"{' '.join(f'{r:.2f}' for r in ratios[dd:])} (oracle "
-                     f"{' '.join(f'{r:.2f}' for r in oracle[dd:])}; vs population optimum "
-                     f"{' '.join(f'{r:.2f}' for r in pop[dd:])}); within 5% for good from: "
-                     f"{recovery(ratios, dd)}, vs population {recovery(pop, dd)}; "
-                     f"max audit share {100 * share:.2f}%")
-        print(line)
-
-
 def targets(results: dict, args) -> None:
-    """Issue 21's targets per loop, each met or not, with the figures.
+    """The audit loop's targets per family and scenario with PASS or FAIL
+    (:func:`loop_figures.print_targets`; scenario ``audit`` is reported as ``steady``), and
+    for loops without audit the days below the starting thresholds' utility."""
+    import loop_figures
 
-    - days 10+ mean utility >= 0.97 of the window oracle's (scenarios with audit);
-    - after the drift, back within 5% of the window oracle for good in <= 5 days;
-    - no day below 0.9 of the starting thresholds' utility (every scenario);
-    - actual audited rows within +-10% of the design's expected count (sum of the unflagged
-      rows' audit probabilities over the run), and the expected audit share (<= 1% asked).
-    """
-    c = args.check_day
-    print("\n== targets (issue 21) per loop: family / scenario / start / seed")
-    tally: dict[str, list[bool]] = {}
-
-    def check(name: str, ok: bool) -> str:
-        tally.setdefault(name, []).append(ok)
-        return "met" if ok else "NOT met"
-
+    loops = []
     for (family, scenario, start_name, seed), days in results.items():
-        parts = []
-        start = [d.start_ratio for d in days]
-        worst = int(np.nanargmin(start)) if not np.all(np.isnan(start)) else None
-        worst_value = float(np.nanmin(start)) if worst is not None else float("nan")
-        parts.append(f"min u/start {worst_value:.3f} (day {worst}) "
-                     f"{check('no day < 0.9 of start', not worst_value < 0.9)}")
-        if scenario != "no_audit" and len(days) > c:
-            late = [d.oracle_ratio for d in days[c:]]
-            mean = float(np.nanmean(late))
-            parts.append(f"days {c}+ mean u/window-oracle {mean:.3f} (min {np.nanmin(late):.3f})"
-                         f" {check('days 10+ mean >= 0.97 of window oracle', mean >= 0.97)}")
-            audited = sum(d.audited for d in days)
-            expected = sum(d.expected_audited for d in days)
-            share = expected / max(sum(d.unflagged for d in days), 1)
-            deviation = audited / expected - 1 if expected > 0 else float("nan")
-            parts.append(f"audited/expected {audited}/{expected:.0f} ({100 * deviation:+.1f}%) "
-                         f"{check('audit within 10% of budget', abs(deviation) <= 0.10)}, "
-                         f"expected share {100 * share:.2f}%")
-        if scenario in ("drift", "thin_audit") and len(days) > args.drift_day:
-            series = [d.oracle_ratio for d in days]
-            back = next((d for d in range(args.drift_day, len(series))
-                         if all(r >= 0.95 for r in series[d:])), None)
-            ok = back is not None and back - args.drift_day <= 5
-            parts.append(f"back within 5% of the window oracle for good from day {back} "
-                         f"{check('back within 5% in <= 5 days', ok)}")
-        print(f"{family:>12} {scenario:>10} {start_name:<9} seed {seed}: " + "; ".join(parts))
-    print("\n== targets overall (loops meeting each / loops checked)")
-    for name, oks in tally.items():
-        print(f"  {name}: {sum(oks)}/{len(oks)} {'MET' if all(oks) else 'NOT MET'}")
-
-
-def recovery(series: list[float], drift_day: int) -> str:
-    """The first day from which every later day is within 5%, and whether it is <= 7 days
-    after the drift."""
-    late = [d for d in range(drift_day, len(series)) if all(r >= 0.95 for r in series[d:])]
-    day = late[0] if late else None
-    ok = day is not None and day - drift_day <= 7
-    return f"day {day} ({'within' if ok else 'NOT within'} 7 days after the drift)"
+        if scenario == "no_audit":
+            below = [d.day for d in days if d.utility < d.start_utility]
+            print(f"{family} / no_audit / {start_name} / seed {seed}: days below the start's "
+                  f"utility {below or 'none'}")
+            continue
+        drift = scenario in ("drift", "thin_audit")
+        config = make_config(args, True, scenario == "thin_audit")
+        fig = loop_figures.figures(days, check_day=args.check_day,
+                                   drift_day=args.drift_day if drift else None)
+        budget = (float(config.audit.budget_share) if config.audit.design == "auto"
+                  else None)
+        loops.append(loop_figures.LoopResult(
+            family, "steady" if scenario == "audit" else scenario, start_name, seed, fig,
+            budget))
+    if loops:
+        print("\n== targets")
+        loop_figures.print_targets(loops, check_day=args.check_day)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -567,11 +422,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--days", type=int, default=15)
     parser.add_argument("--window", type=int, default=7, help="recalibrate over the last N days")
     parser.add_argument("--target", type=float, default=0.3, help="target marginal precision")
-    parser.add_argument("--bins", type=int, default=64)
-    parser.add_argument("--budget-share", type=float, default=0.01)
-    parser.add_argument("--audit-floor", type=float, default=0.001)
-    parser.add_argument("--strata-edges", type=float, nargs="*", default=[0.3, 0.6])
-    parser.add_argument("--strata-weights", type=float, nargs="*", default=[0.5, 3.0, 10.0])
+    parser.add_argument("--edges", choices=("auto", "uniform"), default="auto",
+                        help="config grid.edges (default: the product's, auto, carried from "
+                        "the published run)")
+    parser.add_argument("--bins", type=int, default=None,
+                        help="config grid.bins (default: the product's, 128 candidates for "
+                        "auto edges, 64 for uniform)")
+    parser.add_argument("--budget-share", type=float, default=None,
+                        help="audit.budget_share (default: the schema's audit defaults; with "
+                        "any audit option given the others default to 0.01, floor 0.001, "
+                        "strata edges 0.3 0.6, weights 0.5 3 10)")
+    parser.add_argument("--audit-floor", type=float, default=None)
+    parser.add_argument("--strata-edges", type=float, nargs="*", default=None)
+    parser.add_argument("--strata-weights", type=float, nargs="*", default=None)
     parser.add_argument("--strata-steps", type=int, nargs="*", default=None,
                         help="audit.strata.relative_to point with these lattice steps (weights: "
                         "--strata-weights, far to near; --strata-edges ignored); also for "
@@ -616,7 +479,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "score), concentrated (negatives beta(0.5, 30), positives beta(1.5, "
                         "2.5); starts at 0.5 instead of 0.9)")
     parser.add_argument("--prevalence", type=float, nargs=3, default=list(PREVALENCE),
-                        help="prevalence of the 3 groups (issue 21: <= 0.5%%, e.g. 0.002 0.003 "
+                        help="prevalence of the 3 groups (e.g. 0.002 0.003 "
                         "0.005)")
     parser.add_argument("--audit-design", choices=("fixed", "auto"), default=None,
                         help="config audit.design (default: the config default); auto sizes "
@@ -627,7 +490,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="the population optimum is fitted on this many times the day's rows")
     parser.add_argument("--scenarios", default="audit,no_audit,drift",
                         help="comma-separated: audit, no_audit, drift (audit on), thin_audit "
-                        "(drift with the issue's 0.25%% audit: budget_share 0.0025, floor "
+                        "(drift with a thin 0.25%% audit: budget_share 0.0025, floor "
                         "0.0005, strata [0.05, 0.3] weights [0.5, 3, 10])")
     parser.add_argument("--starts", default="high,image-off")
     return parser.parse_args(argv)
@@ -639,7 +502,8 @@ def main() -> None:
     print(f"population: {args.rows_per_day:,} rows/day, groups {GROUPS} prevalence "
           f"{args.prevalence}, "
           f"separation {SEPARATION}, correlation {CORRELATION}; target marginal precision "
-          f"{args.target} (r = {args.target / (1 - args.target):.4f}); {args.bins} uniform bins; "
+          f"{args.target} (r = {args.target / (1 - args.target):.4f}); grid "
+          f"{make_config(args, False).raw['grid']}; "
           f"window {args.window} days; audit: {make_config(args, True).raw['audit']}; "
           f"min_rated {make_config(args, False).raw['min_rated']}; in_force "
           f"{make_config(args, False).raw['in_force']}; bootstrap replicates "
@@ -651,7 +515,7 @@ def main() -> None:
     start_all = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-loop-") as tmp:
         for family in args.families.split(","):
-            starts = STARTS_CONCENTRATED if family == "concentrated" else STARTS
+            starts = starts_of(family)
             for seed in args.seeds or [args.seed]:
                 for scenario in args.scenarios.split(","):
                     for start_name in args.starts.split(","):
@@ -661,7 +525,6 @@ def main() -> None:
                             start=starts[start_name], audit=scenario != "no_audit",
                             drift=scenario in ("drift", "thin_audit"), seed=seed,
                             family=family, thin=scenario == "thin_audit")
-    summarise(results, args)
     targets(results, args)
     print(f"total wall {time.perf_counter() - start_all:.0f} s; load average at end "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")

@@ -195,15 +195,13 @@ def _evidence(grid: ThresholdGrid, mask: NDArray[np.bool_], pi: NDArray[np.float
     expected = grid.design[1] / DESIGN_EXPECTED_SCALE
     y_c = _audited_positives(grid)
     sampled = mask & ((expected > 0) | (audited_w > 0))
-    keys = np.round(pi[sampled], 9)
-    strata = []
-    for p in np.unique(keys)[::-1]:  # far (smallest π) last: near strata first
-        cells = keys == p
-        pc = pi[sampled][cells]
-        strata.append({"pi": float(p),
-                       "rows": float((expected[sampled][cells] / pc).sum()),
-                       "audited": float((audited_w[sampled][cells] * pc).sum()),
-                       "positives": float((y_c[sampled][cells] * pc).sum())})
+    pc = pi[sampled]
+    keys, stratum = np.unique(np.round(pc, 9), return_inverse=True)
+    sums = [np.bincount(stratum, weights=w, minlength=keys.size) for w in
+            (expected[sampled] / pc, audited_w[sampled] * pc, y_c[sampled] * pc)]
+    strata = [{"pi": float(keys[h]), "rows": float(sums[0][h]), "audited": float(sums[1][h]),
+               "positives": float(sums[2][h])}
+              for h in range(keys.size - 1, -1, -1)]  # far (smallest π) last: near first
     found = sum(s["positives"] for s in strata)
     audited = sum(s["audited"] for s in strata)
     return found, audited, tuple(strata)
