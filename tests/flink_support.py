@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -104,11 +105,20 @@ def decisions(run_dir: Path):
     return table.to_pandas().sort_values(["item_id"], kind="stable").reset_index(drop=True)
 
 
-def jobs(cluster) -> list[dict]:
-    """The Flink jobs the JobManager knows (id, name, state)."""
-    with urllib.request.urlopen(f"http://localhost:{cluster.ports.rest}/jobs/overview",
-                                timeout=5) as response:
-        return json.load(response)["jobs"]
+def jobs(cluster, attempts: int = 4) -> list[dict]:
+    """The Flink jobs the JobManager knows (id, name, state). A JobManager busy with a lost
+    TaskManager can leave its REST API unanswered for a few seconds: asked again, up to
+    ``attempts`` times, 15 s each."""
+    for attempt in range(attempts):
+        try:
+            with urllib.request.urlopen(f"http://localhost:{cluster.ports.rest}/jobs/overview",
+                                        timeout=15) as response:
+                return json.load(response)["jobs"]
+        except (TimeoutError, urllib.error.URLError, ConnectionError):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(1.0)
+    raise AssertionError("unreachable")
 
 
 def wait_for_running_job(cluster, known: set[str], timeout: float = 120) -> str:
