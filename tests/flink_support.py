@@ -146,4 +146,4 @@ def wait_for_job_end(cluster, jid: str, timeout: float = 300) -> str:
 def cancel_job(cluster, jid: str) -> None:
     request = urllib.request.Request(
         f"http://localhost:{cluster.ports.rest}/jobs/{jid}?mode=cancel", method="PATCH")
-    urllib.request.urlopen(request, timeout=5).close()
+    urllib.request.urlopen(request, timeout=15).close()

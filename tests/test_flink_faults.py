@@ -71,7 +71,7 @@ def published_run(output: Path) -> Path | None:
 
 def exceptions(cluster, jid: str) -> list:
     url = f"http://localhost:{cluster.ports.rest}/jobs/{jid}/exceptions"
-    with urllib.request.urlopen(url, timeout=5) as response:
+    with urllib.request.urlopen(url, timeout=15) as response:
         return json.load(response).get("exceptionHistory", {}).get("entries", [])
 
 
