@@ -53,6 +53,7 @@ __all__ = [
 WATERMARK_FILE = "_WATERMARK"
 #: Parquet's magic, first and last four bytes of a complete file.
 PARQUET_MAGIC = b"PAR1"
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 @dataclass(frozen=True, order=True)
@@ -119,12 +120,12 @@ def list_landed(pattern: str, *, settle_seconds: float, now: float | None = None
 
 
 def parse_watermark(text: str) -> int:
-    """Microseconds since the epoch of an ISO 8601 time (UTC when it has no offset);
-    ``ValueError`` otherwise."""
+    """Microseconds since the epoch of an ISO 8601 time (UTC when it has no offset), exactly
+    (no float rounding); ``ValueError`` otherwise."""
     value = dt.datetime.fromisoformat(text.strip())
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt.UTC)
-    return round(value.timestamp() * 1_000_000)
+    return (value - EPOCH) // dt.timedelta(microseconds=1)
 
 
 def read_watermark(directory: str) -> int | None:

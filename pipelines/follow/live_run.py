@@ -128,9 +128,7 @@ def record_verdict(run_dir: str, config: RunConfig, settings: GuardSettings, nam
         entries.sort(key=lambda e: _window_key(e["window"]))
         guard["window_states"] = window_guard.window_entries_summary(entries)
         manifest["windows"] = len(entries)
-        manifest["event_time_range"] = time_range
-        manifest["follow"]["stream"] = dict(stream)
-        manifest["row_accounting"] = dict(stream.get("row_accounting") or {})
+        _with_stream(manifest, stream, time_range)
         write_json(f"{run_dir}/manifest.json", manifest)
         return entry
 
@@ -140,8 +138,14 @@ def record_stream(run_dir: str, stream: Mapping[str, Any],
     """Record the stream's status in the manifest (files read, dead letters, watermark)."""
     with manifest_lock(run_dir):
         manifest = read_manifest(run_dir)
-        manifest["follow"]["stream"] = dict(stream)
-        manifest["row_accounting"] = dict(stream.get("row_accounting") or {})
-        if time_range is not None:
-            manifest["event_time_range"] = time_range
+        _with_stream(manifest, stream, time_range)
         write_json(f"{run_dir}/manifest.json", manifest)
+
+
+def _with_stream(manifest: dict[str, Any], stream: Mapping[str, Any],
+                 time_range: dict[str, str] | None) -> None:
+    """Put the stream's status, row accounting and event-time range into ``manifest``."""
+    manifest["follow"]["stream"] = dict(stream)
+    manifest["row_accounting"] = dict(stream.get("row_accounting") or {})
+    if time_range is not None:
+        manifest["event_time_range"] = time_range

@@ -50,6 +50,7 @@ from costlib_pipelines.follow.landing import (
     PollLanding,
     WatermarkMark,
     landed_key,
+    parse_watermark,
 )
 from costlib_pipelines.follow.live_run import record_stream, record_verdict
 from costlib_pipelines.follow.window_book import FilePartials, WindowBook
@@ -74,16 +75,6 @@ __all__ = ["JUDGE", "FollowLanding", "JudgeWindowsFn", "ReadLandedFn", "build_fo
 
 #: The one key of the judging stage.
 JUDGE = "judge"
-
-
-def _iso_to_us(text: str) -> int:
-    import datetime as dt
-
-    value = dt.datetime.fromisoformat(text)
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)
-    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-    return (value - epoch) // dt.timedelta(microseconds=1)
 
 
 class PollLandingFn(beam.DoFn):
@@ -186,8 +177,8 @@ class ReadLandedFn(beam.DoFn):
             return partials
         partials.accounting["files_read"] += 1
         if time_range is not None:
-            partials.event_range = (_iso_to_us(time_range["min_utc"]),
-                                    _iso_to_us(time_range["max_utc"]))
+            partials.event_range = (parse_watermark(time_range["min_utc"]),
+                                    parse_watermark(time_range["max_utc"]))
         for tag, value in outputs:
             if tag == "accounting":
                 partials.accounting.update(value)
