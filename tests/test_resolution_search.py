@@ -23,11 +23,12 @@ from costlib.thresholds.point._resolution import lattice_resolution
 
 
 def _loop(grid, value, rule, objective, constraints, share, max_jump, step_limit):
-    """``(finer, coarse_bound, a)`` from every box, one at a time."""
+    """``(finer, coarse_bound, a)`` from every box, one at a time (a coarse box counts only
+    when it could beat the point: ``f > value``)."""
     tp, fp = grid.counts(rule)
     vol = grid.volume(rule)
     unr = grid.unrated_counts(rule)
-    finer, best, best_a = -np.inf, -np.inf, None
+    finer, best, best_a = -np.inf, value, None
     for a in itertools.product(*(range(n) for n in tp.shape)):
         b = tuple(min(i + 1, n - 1) for i, n in zip(a, tp.shape, strict=True))
         f = float(objective.values(np.array([tp[a]]), np.array([fp[b]]),
@@ -45,7 +46,7 @@ def _loop(grid, value, rule, objective, constraints, share, max_jump, step_limit
                                                  and tp[a] - tp[b] > step_limit)
         if coarse and f > best:  # strict: the first box in C order wins ties
             best, best_a = f, a
-    return max(finer, value), best, best_a
+    return max(finer, value), (-np.inf if best_a is None else best), best_a
 
 
 def _grid(seed, k, n_rows, n_edges, unrated_share):

@@ -80,7 +80,9 @@ class Resolution:
         No tuple of any finer lattice of the same rows exceeds this (the largest ``f̄`` over
         every box that might meet the constraints and coverage).
     coarse_bound : float
-        The largest ``f̄`` over coarse boxes only (``-inf`` when there is none).
+        The largest ``f̄`` over the coarse boxes that could beat the point (``f̄ > value``);
+        ``-inf`` when there is none (a coarse box that cannot beat the point says nothing
+        about it, and is not searched for).
     box_low, box_high : tuple of float or None
         Thresholds at the corners ``a`` and ``b`` of the coarse box attaining ``coarse_bound``.
     volume_jump : float
@@ -241,7 +243,7 @@ def _best_boxes(boxes: _Boxes, value: float, slack: float
                                                   indexing="ij")], axis=1).astype(np.intp)
     step = np.stack([g.ravel() for g in np.meshgrid(*[np.arange(_SPLIT)] * k, indexing="ij")],
                     axis=1).astype(np.intp)
-    finer, coarse_best = value, -np.inf
+    finer = coarse_best = value  # a coarse box counts only when it could beat the point
     while True:
         flat_lo = np.ravel_multi_index(tuple(lo.T), shape)
         # The box at each block's lower corner is one of the boxes: what it reaches is a
@@ -258,7 +260,7 @@ def _best_boxes(boxes: _Boxes, value: float, slack: float
         size //= _SPLIT
         lo = (lo[keep][:, None, :] + size * step[None, :, :]).reshape(-1, k)
         lo = lo[(lo <= top).all(axis=1)]
-    if not np.isfinite(coarse_best):
+    if not coarse_best > value:
         return finer, -np.inf, None
     return finer, coarse_best, int(np.min(flat_lo[coarse & (optimistic == coarse_best)]))
 
@@ -349,6 +351,7 @@ def _scanned(boxes: _Boxes, value: float) -> tuple[float, float, int | None]:
     """What :func:`_best_boxes` finds, from every box at once."""
     optimistic, candidates, coarse = boxes.scan()
     finer = max(float(np.max(optimistic, where=candidates, initial=-np.inf)), float(value))
+    coarse &= optimistic > value  # only a coarse box that could beat the point counts
     if not coarse.any():
         return finer, -np.inf, None
     masked = np.where(coarse, optimistic, -np.inf)
