@@ -14,11 +14,18 @@ Subpackages by concept:
 Importing ``costlib`` imports none of them.
 """
 
-from importlib import metadata as _metadata
 
-try:
-    __version__: str = _metadata.version("costlib")
-except _metadata.PackageNotFoundError:  # pragma: no cover - a bare checkout on sys.path
-    __version__ = "0+unknown"
+
+def __getattr__(name: str) -> str:
+    """``costlib.__version__``, read from the package metadata on first use (importing
+    ``importlib.metadata`` costs more than the rest of ``import costlib``)."""
+    if name != "__version__":
+        raise AttributeError(f"module 'costlib' has no attribute {name!r}")
+    from importlib import metadata
+
+    try:
+        return metadata.version("costlib")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a bare checkout on sys.path
+        return "0+unknown"
 
 __all__ = ["__version__"]

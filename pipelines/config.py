@@ -30,7 +30,12 @@ from costlib.thresholds.binning import (
 )
 from costlib.thresholds.loop import InForcePolicy
 from costlib.thresholds.point import Target
-from costlib_pipelines.config_sections import AuditSection, GridSection, PublishSection
+from costlib_pipelines.config_sections import (
+    AuditSection,
+    ConfigError,
+    GridSection,
+    PublishSection,
+)
 from costlib_pipelines.config_text import (
     OBJECTIVE_ONLY_KEYS,
     check_objective_keys_as_written,
@@ -40,10 +45,6 @@ from costlib_pipelines.config_text import (
 )
 
 __all__ = ["OBJECTIVE_ONLY_KEYS", "ConfigError", "RunConfig", "load_config"]
-
-
-class ConfigError(ValueError):
-    """The run configuration is invalid; the message names the key."""
 
 
 def _apply_defaults(value: Any, schema: dict) -> Any:

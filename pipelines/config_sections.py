@@ -14,7 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Self
 
-__all__ = ["AuditSection", "GridSection", "PublishSection"]
+__all__ = ["AuditSection", "ConfigError", "GridSection", "PublishSection"]
+
+
+class ConfigError(ValueError):
+    """The run configuration is invalid; the message names the key."""
 
 
 class _Section:

@@ -19,7 +19,6 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 from typing import Any, NoReturn, TextIO
 
 from costlib_pipelines.commands.exit_codes import BAD_INPUT, HELD, classify
@@ -73,6 +72,8 @@ EXIT_CODES_HELP = ("exit codes: 0 ok; 2 bad input, config or command line; 3 hel
 
 def version() -> str:
     """The installed costlib version (from the package metadata)."""
+    from importlib import metadata  # costs more than the rest of the start-up: only here
+
     try:
         return metadata.version("costlib")
     except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
@@ -94,6 +95,18 @@ def _common_options() -> argparse.ArgumentParser:
     return common
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: print the installed version and exit (read only when asked for)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str = "show the version and exit"):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> NoReturn:
+        parser.exit(message=f"costlib {version()}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``costlib`` parser with every subcommand (their modules are imported here)."""
     common = _common_options()
@@ -101,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="costlib", description="Cost-sensitive decisions on classifier scores.",
         epilog=EXIT_CODES_HELP, allow_abbrev=False, parents=[common],
     )
-    parser.add_argument("--version", action="version", version=f"costlib {version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         module = importlib.import_module(module_name)

@@ -42,7 +42,13 @@ from costlib_pipelines.decide.sets import (
 )
 from costlib_pipelines.io.batch_threads import batch_threads, in_order
 from costlib_pipelines.io.batches import ValidatedBatch, validate_batch
-from costlib_pipelines.io.files import InputError, as_stored, read_row_groups
+from costlib_pipelines.io.files import (
+    InputError,
+    RowGroupRead,
+    as_stored,
+    read_row_groups,
+    row_group_reads,
+)
 from costlib_pipelines.io.published_points import DecisionThresholds
 from costlib_pipelines.recalibrate import min_risk
 from costlib_pipelines.recalibrate.accounting import report_metrics
@@ -101,13 +107,13 @@ class DecideFileFn(beam.DoFn):
         dictionary = [self.config.columns["group"]]
         if self.topk:  # set ids too: distinct values checked (records.set_id_dictionary)
             dictionary.append(self.config.columns["set_id"])
-        batches = read_row_groups(path, self.columns, dictionary=dictionary)
         if self.contiguous:  # sets span row groups: one batch after the other
+            batches = read_row_groups(path, self.columns, dictionary=dictionary)
             yield from self._contiguous(path, batches, dictionary)
             return
 
-        def work(item: tuple[int, pa.Table]) -> tuple[Counter, list]:
-            row_group, table = item
+        def work(read: RowGroupRead) -> tuple[Counter, list]:
+            row_group, table = read.index, read.table()  # decoded on this thread
             batch = validate_batch(table, self.config, source=path, row_group=row_group,
                                    for_decisions=True)
             outputs: list = [pvalue.TaggedOutput("counters", batch.accounting)]
@@ -120,7 +126,8 @@ class DecideFileFn(beam.DoFn):
         # Row groups on every core, outputs in row-group order from this thread
         # (costlib_pipelines.io.batch_threads): the same outputs as one thread.
         threads = batch_threads() if self.threads is None else self.threads
-        for accounting, outputs in in_order(work, batches, threads):
+        reads = row_group_reads(path, self.columns, dictionary=dictionary)
+        for accounting, outputs in in_order(work, reads, threads):
             report_metrics(accounting)
             yield from outputs
 

@@ -7,11 +7,16 @@ items in threads, at most ``2 * threads`` items ahead of the consumer (memory st
 batches), and yields each result in the order of the items: whatever the number of threads,
 the caller sees the same sequence as a plain loop. Beam metrics and outputs must be produced by
 the DoFn's own thread, so ``work`` returns them and the caller reports and yields them.
+
+The threads are one pool per process and size, made on first use and kept: an element does not
+pay for starting threads and joining them, and the bundles a worker runs at once share the
+cores instead of each starting its own threads.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -31,6 +36,20 @@ def batch_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """This process's pool of ``threads`` threads (made once)."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get(threads)
+        if pool is None:
+            pool = _POOLS[threads] = ThreadPoolExecutor(
+                max_workers=threads, thread_name_prefix="costlib-batch")
+        return pool
+
+
 def in_order(work: Callable[[_T], _R], items: Iterable[_T], threads: int) -> Iterator[_R]:
     """``work(item)`` for every item, computed on ``threads`` threads, yielded in item order.
 
@@ -42,15 +61,18 @@ def in_order(work: Callable[[_T], _R], items: Iterable[_T], threads: int) -> Ite
         for item in items:
             yield work(item)
         return
+    pool = _pool(threads)
     pending: deque[Future[_R]] = deque()
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="costlib-batch") as pool:
-        try:
-            for item in items:
-                pending.append(pool.submit(work, item))
-                if len(pending) >= 2 * threads:
-                    yield pending.popleft().result()
-            while pending:
+    try:
+        for item in items:
+            pending.append(pool.submit(work, item))
+            if len(pending) >= 2 * threads:
                 yield pending.popleft().result()
-        finally:
-            for future in pending:
-                future.cancel()
+        while pending:
+            yield pending.popleft().result()
+    finally:  # the consumer stopped early, or work failed: drop what has not started
+        for future in pending:
+            future.cancel()
+        for future in pending:  # and let what has started finish before returning
+            if not future.cancelled():
+                future.exception()

@@ -25,6 +25,7 @@ __all__ = [
     "InputError",
     "InputFile",
     "RowGroupRange",
+    "RowGroupRead",
     "as_stored",
     "check_rows_read",
     "is_ignored",
@@ -34,6 +35,7 @@ __all__ = [
     "read_footers",
     "read_row_groups",
     "row_group_ranges",
+    "row_group_reads",
     "write_bytes_atomically",
     "write_json",
     "write_parquet",
@@ -221,16 +223,55 @@ def read_row_groups(
     named in ``dictionary`` come as dictionary arrays, decoded from the file's dictionary
     pages (for low-cardinality columns such as the group: no string per row is built).
     """
-    parquet = open_parquet(path, dictionary)
-    stop = parquet.num_row_groups if stop is None else min(stop, parquet.num_row_groups)
-    for index in range(start, stop):
+    for read in row_group_reads(path, columns, start=start, stop=stop, dictionary=dictionary):
+        yield read.index, read.table()
+
+
+def row_group_reads(
+    path: str, columns: Sequence[str] | None = None, *, start: int = 0,
+    stop: int | None = None, dictionary: Sequence[str] = (),
+) -> list[RowGroupRead]:
+    """The row groups of a Parquet file (or ``start .. stop - 1``) as reads any thread can run.
+
+    The footer is read once, here (an unreadable file raises :class:`InputError` now); each
+    :meth:`RowGroupRead.table` opens its own handle with that footer, so the row groups of one
+    file can be decoded on several threads at once.
+    """
+    metadata = open_parquet(path).metadata
+    stop = metadata.num_row_groups if stop is None else min(stop, metadata.num_row_groups)
+    names = tuple(columns) if columns else None
+    return [RowGroupRead(path, index, names, tuple(dictionary), metadata)
+            for index in range(start, stop)]
+
+
+@dataclass(frozen=True, eq=False)
+class RowGroupRead:
+    """One row group of a Parquet file, to be read on any thread (see :func:`row_group_reads`)."""
+
+    path: str
+    index: int
+    columns: tuple[str, ...] | None
+    dictionary: tuple[str, ...]
+    metadata: pq.FileMetaData
+
+    def table(self) -> pa.Table:
+        """The row group's ``columns`` (:class:`InputError` naming the file and row group if
+        it cannot be decoded; page checksums verified where written)."""
         try:
-            table = parquet.read_row_group(index, columns=list(columns) if columns else None)
+            with FileSystems.open(self.path, compression_type="uncompressed") as handle:
+                parquet = pq.ParquetFile(handle, metadata=self.metadata,
+                                         page_checksum_verification=True,
+                                         read_dictionary=list(self.dictionary) or None)
+                return parquet.read_row_group(
+                    self.index, columns=list(self.columns) if self.columns else None)
         except Exception as exc:
             what = ("a page checksum does not match: the file is corrupt"
                     if "checksum" in str(exc).lower() else "cannot be read")
-            raise InputError(f"{path}: row group {index}: {what} ({exc})") from exc
-        yield index, table
+            raise InputError(f"{self.path}: row group {self.index}: {what} ({exc})") from exc
+
+    def batch(self) -> tuple[str, int, pa.Table]:
+        """``(path, row_group_index, table)``: what the reading stages process."""
+        return self.path, self.index, self.table()
 
 
 def as_stored(table: pa.Table, path: str, columns: Sequence[str]) -> pa.Table:

@@ -12,8 +12,12 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from costlib_pipelines.config import ConfigError, RunConfig
+from costlib_pipelines.config_sections import ConfigError
+
+if TYPE_CHECKING:  # the config module is heavy; status and publish never build one
+    from costlib_pipelines.config import RunConfig
 
 __all__ = ["PLAUSIBILITY", "Plausibility", "plausibility_summary", "plausibility_violations"]
 

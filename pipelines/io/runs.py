@@ -30,12 +30,10 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 
-from costlib_pipelines.config import RunConfig
-from costlib_pipelines.io.batches import REASONS
 from costlib_pipelines.io.files import (
     InputError,
     check_output_path,
@@ -66,6 +64,9 @@ __all__ = [
     "read_records",
     "verified_accounting",
 ]
+
+if TYPE_CHECKING:  # the config module is heavy; status and publish never build one
+    from costlib_pipelines.config import RunConfig
 
 
 #: What a run id must match (whole): a name, never a path.
@@ -261,6 +262,8 @@ def check_accounting(accounting: dict[str, int]) -> dict[str, Any]:
     would have been lost or counted twice.
     """
     dead = {k.split(".", 1)[1]: v for k, v in accounting.items() if k.startswith("dead_letter.")}
+    from costlib_pipelines.io.batches import REASONS  # Arrow compute: for pipelines only
+
     unknown = set(dead) - set(REASONS)
     accounted = accounting.get("used", 0) + accounting.get("unrated", 0)
     accounted += accounting.get("decided", 0) + sum(dead.values())

@@ -13,7 +13,6 @@ import datetime as dt
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from costlib.thresholds.loop import ALL_GROUPS
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.lock import read_lock
@@ -119,6 +118,8 @@ def latest_notes(run_dir: str, manifest: dict[str, Any]) -> list[str]:
     method = guard.get("method")
     if method is None or not FileSystems.exists(path):
         return notes  # a windowed run (per-window records) or no records: guard notes only
+    from costlib.thresholds.loop import ALL_GROUPS  # numpy and the engine: only for records
+
     try:
         records = [r for r in read_operating_points(path) if r["method"] == method
                    and r["group"] != ALL_GROUPS]

@@ -24,7 +24,7 @@ Outputs of :class:`AggregateBatches`:
 Every accounting counter is also a Beam metric (:mod:`costlib_pipelines.recalibrate.accounting`),
 incremented where it is produced.
 
-The batches of one element are validated and histogrammed on the machine's cores
+The batches of one element are read, validated and histogrammed on the machine's cores
 (:func:`costlib_pipelines.io.batch_threads.in_order`): Arrow and numpy release the GIL in
 most of that work, and the outputs are yielded in batch order from the DoFn's own thread (Beam
 metrics and outputs belong to it), so a run's outputs do not depend on the number of threads.
@@ -66,7 +66,7 @@ from costlib_pipelines.recalibrate.accounting import (
 )
 from costlib_pipelines.recalibrate.grids import grid_rows
 from costlib_pipelines.recalibrate.min_risk import MinRiskSettings, cost_weighted
-from costlib_pipelines.recalibrate.reading import dictionary_columns, iter_batches
+from costlib_pipelines.recalibrate.reading import batch_reads, dictionary_columns
 
 __all__ = ["AggregateBatches", "AggregateBatchesFn", "AggregateOutputs"]
 
@@ -98,8 +98,8 @@ class AggregateBatchesFn(beam.DoFn):
     def process(self, element, edges):
         read = dictionary_columns(self.config, element)  # dead letters: as_stored(..., read)
 
-        def work(item):
-            source, row_group, table = item
+        def work(batch_read):
+            source, row_group, table = batch_read()  # decoded on this thread
             batch = validate_batch(table, self.config, source=source, row_group=row_group,
                                    windowed=self.windowed, plausibility=self.plausibility)
             batch = cost_weighted(batch, table, self.min_risk)
@@ -114,7 +114,7 @@ class AggregateBatchesFn(beam.DoFn):
             return batch.accounting, outputs
 
         threads = batch_threads() if self.threads is None else self.threads
-        for accounting, outputs in in_order(work, iter_batches(element, self.columns, read),
+        for accounting, outputs in in_order(work, batch_reads(element, self.columns, read),
                                             threads):
             report_metrics(accounting)
             yield from outputs

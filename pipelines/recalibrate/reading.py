@@ -9,14 +9,18 @@ them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import apache_beam as beam
 
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.io.files import UNIT_ROWS, RowGroupRange, read_row_groups, row_group_ranges
+from costlib_pipelines.io.files import UNIT_ROWS, RowGroupRange, row_group_ranges, row_group_reads
 
-__all__ = ["ReadingUnits", "SplitFilesFn", "dictionary_columns", "iter_batches"]
+__all__ = [
+    "ReadingUnits", "SplitFilesFn", "batch_reads", "dictionary_columns", "iter_batches",
+]
 
 
 def iter_batches(element, columns: list[str] | None, dictionary: Sequence[str] = ()):
@@ -27,15 +31,31 @@ def iter_batches(element, columns: list[str] | None, dictionary: Sequence[str] =
     files' dictionary pages, as dictionary arrays (:func:`costlib_pipelines.io.files.
     read_row_groups`; a ready batch comes as it is).
     """
+    for read in batch_reads(element, columns, dictionary):
+        yield read()
+
+
+def batch_reads(element, columns: list[str] | None,
+                dictionary: Sequence[str] = ()) -> list[Callable[[], tuple[str, int, Any]]]:
+    """The batches of an element as reads any thread can run: ``read()`` gives ``(source,
+    row_group, table)``, the batches :func:`iter_batches` yields, in the same order.
+
+    A file's footer is read here, once; each read decodes its row group on whichever thread
+    calls it (:class:`costlib_pipelines.io.files.RowGroupRead`), so a thread pool reads and
+    validates the row groups of one element on every core.
+    """
     if isinstance(element, str):
-        for index, table in read_row_groups(element, columns, dictionary=dictionary):
-            yield element, index, table
-    elif isinstance(element, RowGroupRange):
-        for index, table in read_row_groups(element.path, columns, start=element.start,
-                                            stop=element.stop, dictionary=dictionary):
-            yield element.path, index, table
-    else:
-        yield element
+        return [read.batch for read in row_group_reads(element, columns, dictionary=dictionary)]
+    if isinstance(element, RowGroupRange):
+        return [read.batch for read in row_group_reads(
+            element.path, columns, start=element.start, stop=element.stop,
+            dictionary=dictionary)]
+    return [functools.partial(_ready, element)]
+
+
+def _ready(batch):
+    """A ready ``(source, row_group, table)`` batch, as it came."""
+    return batch
 
 
 def dictionary_columns(config: RunConfig, element) -> list[str]:
