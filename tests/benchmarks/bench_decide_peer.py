@@ -56,6 +56,7 @@ from bench_duckdb_peer import (  # noqa: E402
     _files,
     _run_child,
     _worker_floor,
+    compile_sources,
     print_against_peers,
     print_fits,
     print_runs,
@@ -229,6 +230,8 @@ def main() -> None:
     data = Path(args.data_dir)
     me = [sys.executable, str(Path(__file__).resolve())]
     print(f"machine: {describe()}")
+    print(f"costlib's modules compiled to bytecode before timing, as a wheel install has them: "
+          f"{compile_sources()}")
     files = {m: _files(data, m) for m in sizes}
     tmp = Path(tempfile.mkdtemp(prefix="bench-decide-peer-"))
     try:

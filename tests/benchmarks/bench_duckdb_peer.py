@@ -219,6 +219,9 @@ def main() -> None:
                         "each pair in turn (0.6,2.4 and 5,50)")
     parser.add_argument("--peer-python", default="/tmp/benchenv/bin/python",
                         help="a Python with duckdb, numpy and pyarrow (requirements/bench.txt)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="runs of each program per size, in alternation; figures are "
+                        "medians (default 3)")
     parser.add_argument("--worker", choices=("ours", "floor"), help=argparse.SUPPRESS)
     parser.add_argument("--files", help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
@@ -237,6 +240,7 @@ def main() -> None:
 
     config = RunConfig.from_dict(CONFIG, source="bench")
     edges = [e.tolist() for e in config.fixed_edges()]
+    compiled = compile_sources()
     sizes = [float(s) for s in args.sizes.split(",")]
     data = Path(args.data_dir)
     me = [sys.executable, str(Path(__file__).resolve())]
@@ -244,6 +248,8 @@ def main() -> None:
     results: dict[float, dict[str, dict]] = {}
     kept_output = None  # one costlib output, for the start-up of a command without a pipeline
     print(f"machine: {describe()}")
+    print(f"costlib's modules compiled to bytecode before timing, as a wheel install has them: "
+          f"{compiled}")
     for millions in sizes:
         files = _files(data, millions)
         spec = {"files": files, "classifiers": CLASSIFIERS, "edges": edges,
@@ -253,24 +259,28 @@ def main() -> None:
         spec_path.write_text(json.dumps(spec))
         plain_path = data / f"spec-{millions:g}m-plain.json"
         plain_path.write_text(json.dumps({**spec, "binning": "estimate"}))
-        output = tempfile.mkdtemp(prefix="bench-ours-")
-        runs = {}
-        try:  # in alternation: ours, peer, plain peer, floor
-            runs["costlib"] = _run_child([*me, "--worker", "ours", "--files", json.dumps(files),
-                                          "--output", output])
-            points = _ours_points(output, runs["costlib"]["run_id"])
-        finally:
-            if kept_output is None:
-                kept_output = output
-            else:
-                shutil.rmtree(output, ignore_errors=True)
-        runs["duckdb"] = _run_child([args.peer_python, str(HERE / "duckdb_peer.py"),
-                                     str(spec_path)])
-        _check_same(points, runs["duckdb"]["points"], "the DuckDB peer")
-        runs["duckdb_plain"] = _run_child([args.peer_python, str(HERE / "duckdb_peer.py"),
-                                           str(plain_path)])
-        _check_same(points, runs["duckdb_plain"]["points"], "the plain DuckDB peer")
-        runs["beam_floor"] = _run_child([*me, "--worker", "floor", "--files", json.dumps(files)])
+        repeated: dict[str, list[dict]] = {}
+        for _ in range(args.repeats):  # in alternation: ours, peer, plain peer, floor
+            output = tempfile.mkdtemp(prefix="bench-ours-")
+            try:
+                ours = _run_child([*me, "--worker", "ours", "--files", json.dumps(files),
+                                   "--output", output])
+                points = _ours_points(output, ours["run_id"])
+            finally:
+                if kept_output is None:
+                    kept_output = output
+                else:
+                    shutil.rmtree(output, ignore_errors=True)
+            repeated.setdefault("costlib", []).append(ours)
+            peer = _run_child([args.peer_python, str(HERE / "duckdb_peer.py"), str(spec_path)])
+            _check_same(points, peer["points"], "the DuckDB peer")
+            repeated.setdefault("duckdb", []).append(peer)
+            plain = _run_child([args.peer_python, str(HERE / "duckdb_peer.py"), str(plain_path)])
+            _check_same(points, plain["points"], "the plain DuckDB peer")
+            repeated.setdefault("duckdb_plain", []).append(plain)
+            repeated.setdefault("beam_floor", []).append(
+                _run_child([*me, "--worker", "floor", "--files", json.dumps(files)]))
+        runs = {name: _median_run(done) for name, done in repeated.items()}
         rows[millions] = runs["costlib"]["rows"]
         assert runs["beam_floor"]["rows"] == rows[millions], (runs["beam_floor"]["rows"], rows)
         assert runs["duckdb"]["rows_histogrammed"] == rows[millions]
@@ -290,6 +300,34 @@ def main() -> None:
         print_start_up(kept_output)
         shutil.rmtree(kept_output, ignore_errors=True)
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
+
+
+def _median_run(done: list[dict]) -> dict:
+    """One run's figures: the median of each time over the repeats (the rest from the first)."""
+    times = ("process_cpu", "process_wall", "import_cpu", "import_wall", "run_cpu", "run_wall")
+    merged = dict(done[0])
+    for key in times:
+        if key in merged:
+            merged[key] = statistics.median(run[key] for run in done)
+    return merged
+
+
+def compile_sources() -> str:
+    """Compile costlib's packages to bytecode (``compileall``), as installing a wheel does.
+
+    An editable install runs from the source tree; with ``PYTHONDONTWRITEBYTECODE`` set (as on
+    some CI machines) every process would compile every module again, a cost no installed
+    product pays. Returns what was compiled."""
+    import compileall
+
+    import costlib
+    import costlib_pipelines
+
+    roots = [Path(costlib.__file__).parent, Path(costlib_pipelines.__file__).parent]
+    ok = all(compileall.compile_dir(str(root), quiet=1) for root in roots)
+    if not ok:
+        raise SystemExit("compileall failed on costlib's sources")
+    return ", ".join(str(root) for root in roots)
 
 
 def print_walls(results: dict[float, dict[str, dict]], rows: dict[float, int],
