@@ -18,7 +18,8 @@ from apache_beam.io.filesystems import FileSystems as BeamFileSystems
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.io.filesystems import FileSystems
 
-HEAVY = ("apache_beam", "pandas", "scipy", "sklearn", "matplotlib", "jsonschema", "importlib.metadata")
+HEAVY = ("apache_beam", "pandas", "scipy", "sklearn", "matplotlib", "jsonschema",
+         "importlib.metadata")
 
 _PROBE = f"""
 import json, sys

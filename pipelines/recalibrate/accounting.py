@@ -20,6 +20,7 @@ import pyarrow as pa
 from apache_beam.metrics import Metrics
 from numpy.typing import NDArray
 
+from costlib._arrays import sorted_distinct
 from costlib_pipelines.io.batches import AUDIT
 
 __all__ = [
@@ -123,7 +124,7 @@ class CountDuplicateIds(beam.CombineFn):
         if not acc[1]:
             return acc
         everything = np.concatenate([acc[0], *acc[1]])
-        distinct = np.unique(everything)
+        distinct = sorted_distinct(everything)
         return [distinct, [], 0, acc[3] + everything.size - distinct.size]
 
     def compact(self, acc):

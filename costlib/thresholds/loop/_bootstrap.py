@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from costlib._arrays import sorted_distinct
 from costlib._messages import plain
 from costlib.thresholds.binning._bin_locator import locator_for
 from costlib.thresholds.binning._cells import ROW_CHUNK, _channel_codes
@@ -310,7 +311,7 @@ class SparseBootstrapGrids:
             _check_same_replicates(first, part)
         if len(parts) == 1:
             return first
-        cells = np.unique(np.concatenate([part.cells for part in parts]))
+        cells = sorted_distinct(np.concatenate([part.cells for part in parts]))
         weights = np.zeros((first.n_replicates, cells.size))
         for part in parts:
             weights[:, np.searchsorted(cells, part.cells)] += part.weights
