@@ -89,3 +89,17 @@ def test_decisions_on_several_threads_equal_the_decisions_on_one(tmp_path, monke
                                                                   errors="ignore")))
     assert runs[0][0] == runs[1][0] and runs[0][0]["dead_lettered"] > 0
     assert runs[0][1].equals(runs[1][1])
+
+
+def test_a_forked_child_makes_its_own_pool():
+    """The parent's pool threads do not exist in a forked child: work there must still run."""
+    import multiprocessing
+
+    assert list(in_order(abs, [-1, -2, -3], 2)) == [1, 2, 3]  # the parent's pool exists
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        result = pool.apply_async(_square_in_threads, ([1, 2, 3, 4],))
+        assert result.get(timeout=30) == [1, 4, 9, 16]
+
+
+def _square_in_threads(items):
+    return list(in_order(lambda x: x * x, items, 2))

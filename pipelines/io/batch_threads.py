@@ -10,7 +10,8 @@ the DoFn's own thread, so ``work`` returns them and the caller reports and yield
 
 The threads are one pool per process and size, made on first use and kept: an element does not
 pay for starting threads and joining them, and the bundles a worker runs at once share the
-cores instead of each starting its own threads.
+cores instead of each starting its own threads. A forked child starts with no pool (its
+parent's threads do not exist in it).
 """
 
 from __future__ import annotations
@@ -38,6 +39,17 @@ def batch_threads() -> int:
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
+
+
+def _forget_pools_after_fork() -> None:
+    """A forked child has none of its parent's threads: it makes its own pools."""
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools_after_fork)
 
 
 def _pool(threads: int) -> ThreadPoolExecutor:
