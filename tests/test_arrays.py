@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from costlib._arrays import sorted_distinct
+from costlib.arrays import sorted_distinct
 
 
 @settings(max_examples=300, deadline=None)

@@ -20,7 +20,7 @@ import pyarrow as pa
 from apache_beam.metrics import Metrics
 from numpy.typing import NDArray
 
-from costlib._arrays import sorted_distinct
+from costlib.arrays import sorted_distinct
 from costlib_pipelines.io.batches import AUDIT
 
 __all__ = [

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from costlib._arrays import sorted_distinct
 from costlib._messages import plain
+from costlib.arrays import sorted_distinct
 from costlib.thresholds.binning._bin_locator import locator_for
 from costlib.thresholds.binning._cells import ROW_CHUNK, _channel_codes
 from costlib.thresholds.binning._rows import (
