@@ -32,7 +32,7 @@ from typing import Any
 import apache_beam as beam
 
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.follow.landing import LandedFile
+from costlib_pipelines.follow.landing import LandedFile, check_landing
 from costlib_pipelines.io.files import InputError, write_json
 
 __all__ = ["DecideLandedFn", "build_follow_decide", "decided_name", "start_follow_decide"]
@@ -151,7 +151,6 @@ def start_follow_decide(config: RunConfig, pattern: str, operating_points: str, 
     """Start ``costlib decide --follow``: check the points and the output, then submit the
     streaming job (returns once it is submitted)."""
     from costlib_pipelines.decide.records import decoding_settings
-    from costlib_pipelines.follow.recalibrate_stream import check_landing
     from costlib_pipelines.io.files import check_output_path
     from costlib_pipelines.io.runs import load_operating_points
     from costlib_pipelines.runner import make_pipeline, runner_name

@@ -38,11 +38,14 @@ from apache_beam.io.watch import PollFn, PollResult
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
+from costlib_pipelines.io.files import InputError, check_output_path
+
 __all__ = [
     "WATERMARK_FILE",
     "LandedFile",
     "PollLanding",
     "WatermarkMark",
+    "check_landing",
     "is_complete_parquet",
     "landed_key",
     "list_landed",
@@ -155,3 +158,19 @@ class PollLanding(PollFn):
             outputs.append(TimestampedValue(
                 WatermarkMark(watermark, tuple(f.path for f in landed)), now))
         return PollResult.incomplete(outputs)
+
+
+def check_landing(pattern: str) -> str:
+    """``pattern`` if it is a glob of files in one existing local directory (no glob in the
+    directory part); else :class:`InputError`, before any other filesystem call sees it."""
+    check_output_path(pattern, what="--input (the landing glob)")
+    if "://" in pattern:
+        raise InputError(f"--input {pattern!r}: --follow watches a local (or mounted) "
+                         "directory; a scheme:// path is not supported")
+    directory, name = os.path.split(os.path.abspath(pattern))
+    if any(c in directory for c in "*?[") or not name:
+        raise InputError(f"--input {pattern!r}: give the landing directory's files as "
+                         "DIR/*.parquet (a glob in the file name only)")
+    if not os.path.isdir(directory):
+        raise InputError(f"--input {pattern!r}: landing directory {directory} does not exist")
+    return os.path.join(directory, name)

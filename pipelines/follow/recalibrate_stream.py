@@ -49,6 +49,7 @@ from costlib_pipelines.follow.landing import (
     LandedFile,
     PollLanding,
     WatermarkMark,
+    check_landing,
     landed_key,
     parse_watermark,
 )
@@ -283,26 +284,6 @@ def build_follow(pipeline: beam.Pipeline, pattern: str, config: RunConfig, run_d
             | "Judge" >> beam.ParDo(JudgeWindowsFn(config, run_dir, run_id, edges, in_force,
                                                    settings)))
 
-
-
-def check_landing(pattern: str) -> str:
-    """``pattern`` if it is a glob of files in one existing local directory (no glob in the
-    directory part); else :class:`InputError`, before any other filesystem call sees it."""
-    import os
-
-    from costlib_pipelines.io.files import check_output_path
-
-    check_output_path(pattern, what="--input (the landing glob)")
-    if "://" in pattern:
-        raise InputError(f"--input {pattern!r}: --follow watches a local (or mounted) "
-                         "directory; a scheme:// path is not supported")
-    directory, name = os.path.split(os.path.abspath(pattern))
-    if any(c in directory for c in "*?[") or not name:
-        raise InputError(f"--input {pattern!r}: give the landing directory's files as "
-                         "DIR/*.parquet (a glob in the file name only)")
-    if not os.path.isdir(directory):
-        raise InputError(f"--input {pattern!r}: landing directory {directory} does not exist")
-    return os.path.join(directory, name)
 
 
 def start_follow(config: RunConfig, pattern: str, output: str, beam_args=(), *,
