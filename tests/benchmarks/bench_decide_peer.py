@@ -57,6 +57,7 @@ from bench_duckdb_peer import (  # noqa: E402
     _run_child,
     _worker_floor,
     compile_sources,
+    exit_as_the_command_does,
     print_against_peers,
     print_fits,
     print_runs,
@@ -218,11 +219,10 @@ def main() -> None:
     parser.add_argument("--output", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker == "decide":
-        print(json.dumps(_worker_decide(json.loads(args.files), args.points, args.output)))
-        return
+        exit_as_the_command_does(_worker_decide(json.loads(args.files), args.points,
+                                                args.output))
     if args.worker == "floor":
-        print(json.dumps(_worker_floor(json.loads(args.files), DECIDE_COLUMNS)))
-        return
+        exit_as_the_command_does(_worker_floor(json.loads(args.files), DECIDE_COLUMNS))
 
     from machine import describe
 
