@@ -73,7 +73,7 @@ class DecideFileFn(beam.DoFn):
     PCollection ever holds a whole batch: Beam samples the elements of every PCollection for
     size estimates by encoding them, which for Arrow batches (pickled) costs about as much as
     the decisions themselves. Outputs are small: main ``(bucket, bytes)`` of rows to decode in
-    sets (top-k path only), tagged ``"counters"`` (row accounting of the batch, and counts of
+    sets (top-k path only), tagged ``"counters"`` (row accounting of the file, and counts of
     the rows written) and ``"dead_letters"`` (``(source, row_group, table)`` of bad rows).
 
     With ``decoding.sets_contiguous`` the sets are decoded here, the sets of a few row groups
@@ -116,7 +116,7 @@ class DecideFileFn(beam.DoFn):
             row_group, table = read.index, read.table()  # decoded on this thread
             batch = validate_batch(table, self.config, source=path, row_group=row_group,
                                    for_decisions=True)
-            outputs: list = [pvalue.TaggedOutput("counters", batch.accounting)]
+            outputs: list = []
             if batch.dead_letters is not None:
                 outputs.append(pvalue.TaggedOutput("dead_letters", (
                     path, row_group, as_stored(batch.dead_letters, path, dictionary))))
@@ -127,9 +127,13 @@ class DecideFileFn(beam.DoFn):
         # (costlib_pipelines.io.batch_threads): the same outputs as one thread.
         threads = batch_threads() if self.threads is None else self.threads
         reads = row_group_reads(path, self.columns, dictionary=dictionary)
+        file_accounting: Counter = Counter()  # one counters output and metric per file
         for accounting, outputs in in_order(work, reads, threads):
-            report_metrics(accounting)
+            file_accounting.update(accounting)
             yield from outputs
+        if file_accounting:
+            report_metrics(file_accounting)
+            yield pvalue.TaggedOutput("counters", file_accounting)
 
     def _contiguous(self, path: str, batches, dictionary: list[str]):
         pending: list[tuple[ValidatedBatch, ContiguousBatch]] = []  # sets not decoded yet

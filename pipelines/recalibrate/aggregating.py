@@ -15,8 +15,9 @@ Outputs of :class:`AggregateBatches`:
   in a batch (and per period bucket in windowed mode, timestamped at the bucket start), plus the
   same rows summed under ``"__all__"``; valid unrated rows (label null) are the third channel
   of the counts (:class:`~costlib_pipelines.recalibrate.grids.SumGrids`);
-- ``accounting``: a Counter per batch (and, with ``plausibility.count_duplicate_item_ids``, one
-  Counter of duplicate item ids per group); ``dead_letters``: ``(source, row_group, table)``;
+- ``accounting``: a Counter per element, its batches summed (and, with
+  ``plausibility.count_duplicate_item_ids``, one Counter of duplicate item ids per group);
+  ``dead_letters``: ``(source, row_group, table)``;
 - ``bootstrap``: ``(group, SparseBootstrapGrids)`` when bootstrap replicates are configured
   (replicate counts by occupied cell; made dense one group at a time in
   :func:`~costlib_pipelines.recalibrate.optimizing.optimize_one`).
@@ -103,7 +104,7 @@ class AggregateBatchesFn(beam.DoFn):
             batch = validate_batch(table, self.config, source=source, row_group=row_group,
                                    windowed=self.windowed, plausibility=self.plausibility)
             batch = cost_weighted(batch, table, self.min_risk)
-            outputs = [pvalue.TaggedOutput("accounting", batch.accounting)]
+            outputs = []
             if batch.dead_letters is not None:
                 outputs.append(pvalue.TaggedOutput("dead_letters", (
                     source, row_group, as_stored(batch.dead_letters, source, read))))
@@ -114,10 +115,14 @@ class AggregateBatchesFn(beam.DoFn):
             return batch.accounting, outputs
 
         threads = batch_threads() if self.threads is None else self.threads
+        element_accounting: Counter = Counter()  # one accounting output and metric per element
         for accounting, outputs in in_order(work, batch_reads(element, self.columns, read),
                                             threads):
-            report_metrics(accounting)
+            element_accounting.update(accounting)
             yield from outputs
+        if element_accounting:
+            report_metrics(element_accounting)
+            yield pvalue.TaggedOutput("accounting", element_accounting)
 
     def start_bundle(self):
         self._binner = None  # bins and sketches this bundle's rows; emitted once at its end
