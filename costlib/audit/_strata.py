@@ -51,7 +51,7 @@ depth can be anything (from a classifier switched off, the whole region is deep)
 ``h`` (:func:`promote_proposed`): still a stratified Poisson design with known ``π``, the
 strata being a function of the row's scores, its group's point in force and proposal, the
 cutoffs and the lattice. The counts an auto design is sized on move the same way
-(:func:`proposal_recount`: :func:`proposed_cells`, then :func:`promote_counts`).
+(:func:`proposal_recount`: :func:`split_cells`, then :func:`promote_counts`).
 
 Whatever the score scale, the strata follow the thresholds: after a drift they are again the
 rows just below the point in force. Share cutoffs are quantile positions (scale-free); step
@@ -82,9 +82,9 @@ __all__ = [
     "promote_counts",
     "promote_proposed",
     "proposal_recount",
-    "proposed_cells",
     "relative_design",
     "share_cutoffs",
+    "split_cells",
     "stratum_counts",
 ]
 
@@ -241,21 +241,97 @@ def cell_corners(cells: ArrayLike, lattice: Sequence[ArrayLike]) -> NDArray[np.f
     return out
 
 
+def split_cells(cells: ArrayLike, counts: ArrayLike, lattice_then: Sequence[ArrayLike],
+                lattice_now: Sequence[ArrayLike]
+                ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """A previous run's rows per lattice cell, spread over the cells of another lattice.
+
+    Cell ``c`` of classifier ``j`` on ``lattice_then`` (edges ``e``) is the score interval
+    ``[e[c - 1], e[c])``. The edges of ``lattice_now`` strictly inside it cut it into pieces
+    ``[a_0, a_1), ..., [a_{p-1}, a_p)``; piece ``i`` gets the share ``(a_{i+1} - a_i) /
+    (e[c] - e[c - 1])`` of the cell's rows (rows spread evenly in score within a cell, the
+    histogram's own assumption) and is represented by its lower end ``a_i``, which lies in
+    exactly one cell of ``lattice_now``. A cell of several classifiers is cut in each, the
+    shares multiplied. The top cell ``[e[-1], inf)`` has no width: it stays whole at ``e[-1]``;
+    cell 0 (below every edge, or not scored) stays at NaN (never fires).
+
+    On the same lattice nothing is cut (the lower corners of :func:`cell_corners`). When the
+    lattice moves between runs (auto edges are placed anew by every run), representing a cell
+    by its lower corner alone would count all of its rows as deep as its deepest part: the
+    strata nearest the point would be under-counted, and a design sized on those counts would
+    audit more than its budget.
+
+    Parameters
+    ----------
+    cells : array-like of int, shape (n, k)
+        Cells as from :func:`lattice_cells` on ``lattice_then``.
+    counts : array-like, shape (n,)
+        Rows per cell.
+    lattice_then, lattice_now : sequence of k array-likes
+        Strictly increasing edges per classifier.
+
+    Returns
+    -------
+    (corners, shares) : ndarray (p, k), ndarray (p,)
+        The pieces' lower corners (scores; NaN: never fires) and their rows (summing to
+        ``counts.sum()``).
+    """
+    c = np.asarray(cells, dtype=np.intp).reshape(-1, len(lattice_then))
+    n = np.asarray(counts, dtype=np.float64).reshape(-1)
+    if n.size != c.shape[0]:
+        raise ValueError(f"counts: need one per cell ({c.shape[0]}), got {n.size}")
+    if len(lattice_now) != len(lattice_then):
+        raise ValueError(f"lattice_now has {len(lattice_now)} classifiers, lattice_then "
+                         f"{len(lattice_then)}")
+    corners = np.zeros((c.shape[0], 0))
+    source = np.arange(c.shape[0])  # the cell each piece comes from
+    for j, (then_j, now_j) in enumerate(zip(lattice_then, lattice_now, strict=True)):
+        e = np.asarray(then_j, dtype=np.float64)
+        now = np.asarray(now_j, dtype=np.float64)
+        cj = c[source, j]
+        bounded = (cj > 0) & (cj < e.size)
+        low = np.where(cj > 0, e[np.clip(cj - 1, 0, e.size - 1)], np.nan)
+        high = np.where(bounded, e[np.clip(cj, 0, e.size - 1)], np.nan)
+        first = np.searchsorted(now, low, side="right")  # now-edges > low
+        stop = np.searchsorted(now, high, side="left")  # now-edges < high
+        inner = np.where(bounded, np.maximum(stop - first, 0), 0)
+        pieces = inner + 1
+        parent = np.repeat(np.arange(cj.size), pieces)
+        rank = np.arange(parent.size) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+        lo = low[parent]
+        cut = rank > 0
+        lo[cut] = now[first[parent[cut]] + rank[cut] - 1]
+        hi = high[parent].copy()
+        more = rank < pieces[parent] - 1
+        hi[more] = now[first[parent[more]] + rank[more]]
+        width = np.where(bounded, high - low, 1.0)[parent]
+        share = np.where(bounded[parent], (hi - lo) / width, 1.0)
+        n = n[parent] * share
+        corners = np.column_stack([corners[parent], lo])
+        source = source[parent]
+    return corners, n
+
+
 def depth_counts_from_cells(cells: ArrayLike, counts: ArrayLike, lattice_then: Sequence[ArrayLike],
                             thresholds: ArrayLike, lattice_now: Sequence[ArrayLike],
                             rule: str = "any") -> NDArray[np.float64]:
     """Rows per depth (``1..D``, then ``inf``; flagged rows left out) that a previous run's
     rows per lattice cell would have below *this* run's thresholds and lattice.
 
-    Each cell is represented by its lower corner on the lattice it was counted on; on the same
-    lattice that is exact (:func:`lattice_cells`), on a refined one (edges added) a row may sit
-    up to one step nearer than counted. So a move of the point between runs does not shift the
-    strata: the cutoffs are placed on this run's depths.
+    The cells are spread over this run's lattice (:func:`split_cells`: rows evenly in score
+    within a cell, the pieces at their lower corners); on the same lattice that is exact. So
+    neither a move of the point between runs nor new edges shift the strata: the cutoffs are
+    placed on this run's depths. Counts may be fractional.
     """
-    corners = cell_corners(cells, lattice_then)
+    corners, n = split_cells(cells, counts, lattice_then, lattice_now)
+    return _depth_counts(corners, n, thresholds, lattice_now, rule)
+
+
+def _depth_counts(corners: NDArray[np.float64], n: NDArray[np.float64], thresholds: ArrayLike,
+                  lattice_now: Sequence[ArrayLike], rule: str) -> NDArray[np.float64]:
+    """Rows ``n`` at scores ``corners`` per depth below ``thresholds`` on ``lattice_now``."""
     t = np.broadcast_to(np.asarray(thresholds, dtype=np.float64), corners.shape)
     depth = lattice_depths(corners, t, lattice_now, rule)
-    n = np.asarray(counts, dtype=np.float64)
     keep = depth > 0
     finite = np.isfinite(depth) & keep
     top = int(depth[finite].max()) if finite.any() else 1
@@ -285,16 +361,6 @@ def promote_proposed(strata: ArrayLike, proposed: ArrayLike, stratum: int) -> ND
     return np.where(np.asarray(proposed, dtype=bool), np.maximum(h, int(stratum)), h)
 
 
-def proposed_cells(cells: ArrayLike, lattice: Sequence[ArrayLike], proposed: ArrayLike,
-                   rule: str = "any") -> NDArray[np.bool_]:
-    """Cells (as from :func:`lattice_cells`) that the thresholds ``proposed`` flag, judged at
-    each cell's lower corner: exact when ``proposed`` lies on the cells' lattice (a cell is
-    then flagged whole or not at all); a proposed threshold between two of its edges splits a
-    cell, which counts as not flagged (as :func:`depth_counts_from_cells`, at most one step
-    off)."""
-    return flagged_rows(cell_corners(cells, lattice), proposed, rule)
-
-
 def promote_counts(counts: ArrayLike, stratum: int) -> NDArray[np.float64]:
     """Rows per stratum of a set of proposed rows after :func:`promote_proposed`: the rows of
     strata below ``stratum`` counted in ``stratum``."""
@@ -311,18 +377,18 @@ def proposal_recount(cells: ArrayLike, counts: ArrayLike, lattice_then: Sequence
     """How a previous run's rows per stratum change when the rows the proposed point flags
     are audited in at least ``stratum``, and how many rows that is.
 
-    The cells (and their row ``counts``, on ``lattice_then``) that ``proposed`` flags
-    (:func:`proposed_cells`) are re-cut below this run's ``thresholds``, ``lattice_now`` and
-    ``cutoffs`` (:func:`depth_counts_from_cells`, :func:`stratum_counts`) into ``own``; the
-    change is ``promote_counts(own, stratum) - own`` (sums to 0), added to the counts an auto
-    design is sized on. Returns ``(change, own.sum())``; zeros and 0.0 when no cell is
-    flagged.
+    The cells (and their row ``counts``, on ``lattice_then``) are spread over this run's
+    ``lattice_now`` (:func:`split_cells`); the pieces that ``proposed`` flags at their lower
+    corner (exact when ``proposed`` lies on ``lattice_now``, as a point published on that
+    lattice does) are re-cut below this run's ``thresholds`` and ``cutoffs``
+    (:func:`stratum_counts`) into ``own``; the change is ``promote_counts(own, stratum) - own``
+    (sums to 0), added to the counts an auto design is sized on. Returns ``(change,
+    own.sum())``; zeros and 0.0 when no piece is flagged.
     """
-    index = np.asarray(cells, dtype=np.intp)
-    mask = proposed_cells(index, lattice_then, proposed, rule)
+    corners, n = split_cells(cells, counts, lattice_then, lattice_now)
+    mask = flagged_rows(corners, proposed, rule)
     if not mask.any():
         return np.zeros(int(n_strata)), 0.0
-    own = stratum_counts(depth_counts_from_cells(index[mask], np.asarray(counts)[mask],
-                                                 lattice_then, thresholds, lattice_now, rule),
+    own = stratum_counts(_depth_counts(corners[mask], n[mask], thresholds, lattice_now, rule),
                          cutoffs, n_strata)
     return promote_counts(own, stratum) - own, float(own.sum())

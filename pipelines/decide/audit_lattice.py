@@ -179,6 +179,6 @@ def relative_cutoffs(config: RunConfig, output: str | None, lattice: Lattice | N
                 np.zeros(m)) + moved
     extra = {} if band is None else {"proposed": int(promoted)}
     return by_group, default, {"from": run_id, "shares": list(shares),
-                               "unflagged": [int(v) for v in recut], **extra,
+                               "unflagged": [float(v) for v in recut], **extra,
                                "reason": f"shares of decide run {run_id}'s rows per group and "
                                          "lattice cell, below this run's thresholds"}

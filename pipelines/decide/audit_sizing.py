@@ -45,7 +45,7 @@ class PreviousCounts:
     """Unflagged rows per audit stratum that decide run ``run_id`` counted."""
 
     run_id: str
-    unflagged: tuple[int, ...]
+    unflagged: tuple[float, ...]
 
 
 def _bound(value: float | str) -> float:
