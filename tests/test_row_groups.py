@@ -99,3 +99,30 @@ def test_string_columns_read_as_dictionaries_hold_the_same_values(tmp_path):
         assert pa.types.is_dictionary(got.schema.field("group").type)
         assert got.column("group").cast(pa.string()).equals(want.column("group"))
         assert got.column("x").equals(want.column("x"))
+
+
+def test_a_remote_file_is_opened_once_and_its_row_groups_read_in_turn(tmp_path, monkeypatch):
+    """On a remote filesystem an open is a request: the reads of one file share one handle
+    (each read takes it in turn), and give the row groups a local file's reads give."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from costlib_pipelines.io import files
+
+    path = str(tmp_path / "f.parquet")
+    _write(path, [7, 1, 12, 5, 9])
+    local = [(r.index, r.table()) for r in files.row_group_reads(path, ["x"])]
+    opened = []
+    real_open = files.FileSystems.open
+
+    def counting_open(name, *args, **kwargs):
+        opened.append(name)
+        return real_open(name, *args, **kwargs)
+
+    monkeypatch.setattr(files, "is_local", lambda _path: False)
+    monkeypatch.setattr(files.FileSystems, "open", staticmethod(counting_open))
+    reads = files.row_group_reads(path, ["x"])
+    with ThreadPoolExecutor(3) as pool:
+        remote = list(pool.map(lambda r: (r.index, r.table()), reads))
+    assert opened == [path]
+    assert [i for i, _ in remote] == [i for i, _ in local] == [0, 1, 2, 3, 4]
+    assert all(a.equals(b) for (_, a), (_, b) in zip(remote, local, strict=True))

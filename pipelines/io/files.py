@@ -12,6 +12,7 @@ import io
 import json
 import os
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from costlib_pipelines.io.filesystems import FileSystems
+from costlib_pipelines.io.filesystems import FileSystems, is_local
 
 __all__ = [
     "InputError",
@@ -233,15 +234,27 @@ def row_group_reads(
 ) -> list[RowGroupRead]:
     """The row groups of a Parquet file (or ``start .. stop - 1``) as reads any thread can run.
 
-    The footer is read once, here (an unreadable file raises :class:`InputError` now); each
-    :meth:`RowGroupRead.table` opens its own handle with that footer, so the row groups of one
-    file can be decoded on several threads at once.
+    The footer is read once, here (an unreadable file raises :class:`InputError` now). A local
+    file is opened again by each :meth:`RowGroupRead.table` with that footer (an open costs
+    microseconds), so the row groups of one file are decoded on several threads at once. On a
+    remote filesystem (``gs://``) an open is a request: the reads share the handle opened here,
+    one at a time, as a single reader would.
     """
-    metadata = open_parquet(path).metadata
+    parquet = open_parquet(path, dictionary)
+    metadata = parquet.metadata
     stop = metadata.num_row_groups if stop is None else min(stop, metadata.num_row_groups)
     names = tuple(columns) if columns else None
-    return [RowGroupRead(path, index, names, tuple(dictionary), metadata)
+    shared = None if is_local(path) else _SharedReader(parquet, threading.Lock())
+    return [RowGroupRead(path, index, names, tuple(dictionary), metadata, shared)
             for index in range(start, stop)]
+
+
+@dataclass(frozen=True, eq=False)
+class _SharedReader:
+    """One open Parquet file whose row groups are read one at a time (remote paths)."""
+
+    parquet: pq.ParquetFile
+    lock: threading.Lock
 
 
 @dataclass(frozen=True, eq=False)
@@ -253,17 +266,21 @@ class RowGroupRead:
     columns: tuple[str, ...] | None
     dictionary: tuple[str, ...]
     metadata: pq.FileMetaData
+    shared: _SharedReader | None = None  # a remote file's one handle (see row_group_reads)
 
     def table(self) -> pa.Table:
         """The row group's ``columns`` (:class:`InputError` naming the file and row group if
         it cannot be decoded; page checksums verified where written)."""
+        columns = list(self.columns) if self.columns else None
         try:
+            if self.shared is not None:
+                with self.shared.lock:
+                    return self.shared.parquet.read_row_group(self.index, columns=columns)
             with FileSystems.open(self.path, compression_type="uncompressed") as handle:
                 parquet = pq.ParquetFile(handle, metadata=self.metadata,
                                          page_checksum_verification=True,
                                          read_dictionary=list(self.dictionary) or None)
-                return parquet.read_row_group(
-                    self.index, columns=list(self.columns) if self.columns else None)
+                return parquet.read_row_group(self.index, columns=columns)
         except Exception as exc:
             what = ("a page checksum does not match: the file is corrupt"
                     if "checksum" in str(exc).lower() else "cannot be read")
