@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from costlib_pipelines import interrupts
 from costlib_pipelines.io.files import (
     InputError,
     make_local_directory,
@@ -207,6 +208,7 @@ def hold_output(output: str, *, run_id: str, command: str) -> Iterator[OutputLoc
     """Hold ``OUTPUT``'s lock for the duration of a ``with`` block."""
     lock = acquire(output, run_id=run_id, command=command)
     try:
+        interrupts.output_held(output, run_id)  # what an interrupt message checks
         yield lock
     finally:
         release(lock)
