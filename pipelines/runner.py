@@ -173,7 +173,8 @@ def cancel_after_interrupt(result: PipelineResult | None, options: PipelineOptio
     name = all_options.get("job_name")
     if master and not master.startswith("[") and name:
         url = master if re.match(r"^https?://", master) else f"http://{master}"
-        interrupts.job_outcome(*_cancel_flink_jobs(url.rstrip("/"), str(name)))
+        text, ended = _cancel_flink_jobs(url.rstrip("/"), str(name))
+        interrupts.job_outcome(text, ended=ended)
         return
     job = _job_id(result) if result is not None else None
     ended = state is not None and state.rsplit(".", 1)[-1] in ("CANCELLED", "DONE", "FAILED")

@@ -107,7 +107,7 @@ def test_recalibrate_interrupted(data, tmp_path, point, signum, phase):
 
 
 def test_recalibrate_over_a_published_run_leaves_latest(data, tmp_path):
-    config, stream, points = data
+    config, stream, _points = data
     output = tmp_path / "out"
     argv = ["recalibrate", "--config", config, "--input", stream, "--output", str(output)]
     first = subprocess.run([COSTLIB, *argv, "--run-id", "one"], capture_output=True, text=True,
@@ -173,7 +173,119 @@ def test_a_command_without_a_run_is_interrupted_cleanly(tmp_path):
          "    return run(args)\n"
          "status.run = paused; cli.console_main()", str(output)],
         text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = process.communicate(timeout=120)
+    _out, err = process.communicate(timeout=120)
     assert process.returncode == 143, err
     assert err == ("costlib status: interrupted (SIGTERM); nothing was published; re-running "
                    "is safe\n")
+
+
+def test_flink_jobs_found_by_name_are_cancelled_through_the_rest_api():
+    """:func:`costlib_pipelines.runner.cancel_after_interrupt` against a stand-in for Flink's
+    REST API: the job named by ``--job_name`` (and only it) gets a cancel request; the outcome
+    says it was cancelled, and when the job does not stop, that it may still run and how to
+    cancel it."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from costlib_pipelines import interrupts
+    from costlib_pipelines.runner import cancel_after_interrupt, job_name_flags
+
+    flags = job_name_flags(["--runner=PortableRunner", "--job_endpoint=localhost:1"],
+                           "recalibrate", "Run_1.a")
+    assert flags[-1] == "--job_name=costlib-recalibrate-run-1-a"
+    assert job_name_flags([], "decide", "x") == []  # in process: no job name
+    assert job_name_flags(["--runner=FlinkRunner", "--job_name=mine"], "decide", "x") == [
+        "--runner=FlinkRunner", "--job_name=mine"]
+
+    jobs = {"a1": ["costlib-recalibrate-run-1-a", "RUNNING"], "b2": ["other", "RUNNING"]}
+    cancelled: list[str] = []
+    stubborn = {"stop": True}
+
+    class Rest(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            body = json.dumps({"jobs": [{"jid": j, "name": n, "state": s}
+                                        for j, (n, s) in jobs.items()]}).encode()
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_PATCH(self):
+            jid = self.path.split("/")[2].split("?")[0]
+            cancelled.append(jid)
+            if stubborn["stop"]:
+                jobs[jid][1] = "CANCELED"
+            self.send_response(202)
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Rest)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        master = f"--flink_master=127.0.0.1:{server.server_port}"
+        options = PipelineOptions([*flags, master])
+        interrupts.reset("costlib recalibrate")
+        interrupts.job_submitted("PortableRunner", None)
+        cancel_after_interrupt(None, options, "PortableRunner")
+        assert cancelled == ["a1"] and jobs["b2"][1] == "RUNNING"
+        state = interrupts._state
+        assert state.job_ended
+        assert state.job_outcome == "its Flink job a1 (costlib-recalibrate-run-1-a) was cancelled"
+
+        jobs["a1"][1], stubborn["stop"] = "RUNNING", False
+        interrupts.reset("costlib recalibrate")
+        interrupts.job_submitted("PortableRunner", None)
+        from costlib_pipelines import runner
+
+        original = runner._cancel_flink_jobs
+        runner._cancel_flink_jobs = lambda url, name: original(url, name, wait=1.0)
+        try:
+            cancel_after_interrupt(None, options, "PortableRunner")
+        finally:
+            runner._cancel_flink_jobs = original
+        assert not interrupts._state.job_ended
+        assert "may still be running and may still publish: cancel it with flink cancel a1" in (
+            interrupts._state.job_outcome)
+        interrupts._state.signum = signal.SIGINT
+        line = interrupts.message()
+        assert "nothing was published yet" in line
+        assert line.endswith("re-running is safe once that job has ended")
+    finally:
+        server.shutdown()
+        interrupts.reset()
+
+
+@pytest.mark.flink
+def test_recalibrate_interrupted_on_flink_cancels_its_job(flink_cluster, tmp_path):
+    """SIGINT while the job runs on the cluster: the Flink job is cancelled, the line says
+    so, and nothing is published."""
+    from flink_support import engine_config, jobs, wait_for_job_end, wait_for_running_job
+
+    config = engine_config(tmp_path / "config.yaml",
+                           grid={"edges": "uniform", "bins": 48, "range": [0.0, 1.0]})
+    stream = write_files(sample_frame(240_000, seed=21), tmp_path / "in", n_files=4,
+                         row_group_size=10_000)
+    output = tmp_path / "out"
+    known = {j["jid"] for j in jobs(flink_cluster)}
+    process = subprocess.Popen(
+        [COSTLIB, "recalibrate", "--config", config, "--input", stream, "--output",
+         str(output), "--run-id", "flink1", *flink_cluster.beam_flags(),
+         f"--flink_master=localhost:{flink_cluster.ports.rest}"],
+        text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        jid = wait_for_running_job(flink_cluster, known)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, err
+    line = err.splitlines()[-1]
+    assert "Traceback" not in err
+    assert line.endswith(f"; nothing was published; its Flink job {jid} "
+                         "(costlib-recalibrate-flink1) was cancelled; re-running is safe")
+    assert wait_for_job_end(flink_cluster, jid) == "CANCELED"
+    assert_nothing_published(output, "flink1", None)
