@@ -59,6 +59,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "costlib_pipelines.commands.status",
         "Check OUTPUT/LATEST: exit 0 when fresh and published, 3 when held or stale.",
     ),
+    "clean": (
+        "costlib_pipelines.commands.clean",
+        "Remove incomplete runs (failed or interrupted) older than --older-than; --dry-run lists.",
+    ),
     "unlock": (
         "costlib_pipelines.commands.unlock",
         "Remove the output lock a dead run left behind (only that run's lock).",
@@ -68,7 +72,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 EXIT_CODES_HELP = ("exit codes: 0 ok; 2 bad input, config or command line; 3 held for review "
-                   "(or, for status, a held or stale LATEST); 1 a bug")
+                   "(or, for status, a held or stale LATEST); 1 a bug; 130/143 interrupted "
+                   "(SIGINT/SIGTERM)")
 
 
 def version() -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from typing import TYPE_CHECKING
 
 from costlib_pipelines.commands.arguments import number_in
@@ -59,6 +60,10 @@ def run(args: argparse.Namespace) -> int:
                   f"{w['next_window_due_utc']}")
         for run_id in status.incomplete_runs:
             print(f"  incomplete run (failed or still running): {run_id}")
+        if status.incomplete_runs:
+            print(f"  remove incomplete runs nothing wrote to for a day with: costlib clean "
+                  f"--output {shlex.quote(status.output)} (--dry-run lists them, --older-than "
+                  "sets the age)")
         if status.lock:
             print(f"  locked by run {status.lock.get('run_id')} ({status.lock.get('command')}, "
                   f"since {status.lock.get('started_utc')})")
