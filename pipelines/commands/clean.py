@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Remove (or list) the incomplete runs that may go; print one line per run."""
-    from costlib_pipelines.formatting import human_age
+    from costlib.message_text import human_age
     from costlib_pipelines.io.cleaning import clean_runs
 
     plan = clean_runs(args.output, older_than=args.older_than, dry_run=args.dry_run)

@@ -86,4 +86,6 @@ def _latest(status: OutputStatus) -> str:
         return f"nothing is published yet (no LATEST, no runs/){hint}"
     if status.age_hours is None:  # the run is missing or incomplete, or has no finish time
         return f"LATEST = {status.latest}"
-    return f"LATEST = {status.latest} (finished {status.age_hours:g} h ago)"
+    from costlib.message_text import ago
+
+    return f"LATEST = {status.latest} (finished {ago(status.age_hours * 3600)})"

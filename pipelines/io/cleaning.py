@@ -25,7 +25,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
-from costlib_pipelines.formatting import human_age
+from costlib.message_text import human_age
 from costlib_pipelines.io.files import InputError, check_output_path
 from costlib_pipelines.io.filesystems import FileSystems, is_local
 from costlib_pipelines.io.lock import OutputLocked, hold_output, read_lock
