@@ -141,10 +141,22 @@ def _handler(signum: int, _frame: FrameType | None) -> None:
 
 
 def install() -> dict[int, Any]:
-    """Handle SIGINT and SIGTERM as described above; returns the handlers it replaced."""
+    """Handle SIGINT and SIGTERM as described above; returns the handlers it replaced.
+
+    Also, once a signal came, an exception that ends a thread (a runner's gRPC reader whose
+    channel the interrupt closed) is not printed: it is a consequence of the interrupt, which
+    the one line reports.
+    """
     previous = {}
     for signum in (signal.SIGINT, signal.SIGTERM):
         previous[signum] = signal.signal(signum, _handler)
+    original = threading.excepthook
+
+    def excepthook(args: threading.ExceptHookArgs) -> None:
+        if _state.signum is None:
+            original(args)
+
+    threading.excepthook = excepthook
     return previous
 
 

@@ -106,6 +106,24 @@ def test_recalibrate_interrupted(data, tmp_path, point, signum, phase):
     assert (output / "LATEST").read_text().strip() == "r1"
 
 
+def test_sigterm_with_worker_processes_is_one_line_too(data, tmp_path):
+    """``multi_processing``: the pause point is in a worker process; SIGTERM goes to the
+    costlib process (as a scheduler sends it). The runner's threads whose channels close are
+    silent; only the workers' usual start-up logs precede the line."""
+    config, stream, _ = data
+    output = tmp_path / "out"
+    argv = ["recalibrate", "--config", config, "--input", stream, "--output", str(output),
+            "--run-id", "mp", "--direct_running_mode=multi_processing",
+            "--direct_num_workers=2"]
+    result = interrupt_at("recalibrate.optimize", signal.SIGTERM, argv, tmp_path)
+    assert result.returncode == 143, result.stderr
+    assert "Traceback" not in result.stderr and "Exception in thread" not in result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "costlib recalibrate: interrupted (SIGTERM) while running the pipeline on FnApiRunner "
+        "(run mp); nothing was published; re-running is safe")
+    assert_nothing_published(output, "mp", None)
+
+
 def test_recalibrate_over_a_published_run_leaves_latest(data, tmp_path):
     config, stream, _points = data
     output = tmp_path / "out"
