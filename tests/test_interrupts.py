@@ -307,3 +307,31 @@ def test_recalibrate_interrupted_on_flink_cancels_its_job(flink_cluster, tmp_pat
                          "(costlib-recalibrate-flink1) was cancelled; re-running is safe")
     assert wait_for_job_end(flink_cluster, jid) == "CANCELED"
     assert_nothing_published(output, "flink1", None)
+
+
+@pytest.mark.parametrize("then", ["raise InputError('a read failed')", "return 0",
+                                  "raise RuntimeError('KeyboardInterrupt [while running x]')"])
+def test_whatever_the_interrupt_turns_into_the_signal_decides(tmp_path, then):
+    """Code under the command may turn the interrupt into an input error (exit 2 otherwise),
+    a runner's RuntimeError (exit 1 otherwise), or swallow it and finish: the exit code is
+    still 130 and stderr is the one line."""
+    output = tmp_path / "out"
+    (output / "runs").mkdir(parents=True)
+    script = (
+        "import os, signal, sys, time\n"
+        "sys.argv = ['costlib', 'status', '--output', sys.argv[1]]\n"
+        "from costlib_pipelines.commands import cli, status\n"
+        "from costlib_pipelines.io.files import InputError\n"
+        "def paused(args):\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        time.sleep(30)\n"
+        "    except KeyboardInterrupt:\n"
+        f"        {then}\n"
+        "status.run = paused\n"
+        "cli.console_main()\n")
+    done = subprocess.run([sys.executable, "-c", script, str(output)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == ("costlib status: interrupted (SIGINT); nothing was published; "
+                           "re-running is safe\n")
