@@ -19,16 +19,23 @@ Python objects anyway.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import re
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.runners.runner import PipelineResult
 
+from costlib_pipelines import interrupts
 from costlib_pipelines.flags import check_runner, resolve_runner
 
-__all__ = ["CachedViewOptions", "make_pipeline", "runner_name"]
+__all__ = ["CachedViewOptions", "cancel_after_interrupt", "job_name_flags", "make_pipeline",
+           "run_to_end", "runner_name"]
 
 OptionsT = TypeVar("OptionsT", bound=PipelineOptions)
 
@@ -85,3 +92,128 @@ def make_pipeline(beam_args: Sequence[str] = (), *, type_check: bool = True) -> 
     if isinstance(standard.runner, str):  # DaskRunner -> apache_beam.runners.dask...DaskRunner
         standard.runner = resolve_runner(standard.runner)
     return beam.Pipeline(options=options)
+
+
+#: Runners that execute the pipeline inside this process: an interrupt stops them with it.
+IN_PROCESS_RUNNERS = ("FnApiRunner",)
+
+#: Flink job states after which the job runs no more.
+_FLINK_ENDED = ("FINISHED", "FAILED", "CANCELED")
+
+
+def job_name_flags(beam_args: Sequence[str], command: str, run_id: str) -> list[str]:
+    """``beam_args`` with ``--job_name=costlib-<command>-<run id>`` added for a Flink or portable
+    runner that was given no job name: the job on the cluster is then found by its name (to
+    cancel it after an interrupt, and by an operator in the Flink web UI)."""
+    runner = runner_name(beam_args)
+    named = any(a == "--job_name" or a.startswith("--job_name=") for a in beam_args)
+    if named or runner not in ("FlinkRunner", "PortableRunner"):
+        return list(beam_args)
+    name = re.sub(r"[^a-z0-9-]", "-", f"costlib-{command}-{run_id}".lower())[:63]
+    return [*beam_args, f"--job_name={name}"]
+
+
+def run_to_end(pipeline: beam.Pipeline, runner: str, *,
+               graph_only: Callable[[], bool] = lambda: False) -> PipelineResult | None:
+    """Run ``pipeline`` and wait for it to finish; None when the runner only wrote a job graph
+    (``graph_only()`` true after submitting).
+
+    On a runner outside this process the job is recorded for the interrupt message
+    (:mod:`costlib_pipelines.interrupts`), and if SIGINT or SIGTERM arrives while it is
+    submitted or runs, it is cancelled (:func:`cancel_after_interrupt`) before the interrupt
+    propagates.
+    """
+    remote = runner not in IN_PROCESS_RUNNERS
+    result = None
+    try:
+        if remote:
+            interrupts.job_submitted(runner, None)
+        result = pipeline.run()
+        if remote:
+            interrupts.job_submitted(runner, _job_id(result))
+        if graph_only():
+            return None
+        result.wait_until_finish()
+        return result
+    except BaseException:
+        if remote and interrupts.received() is not None:
+            cancel_after_interrupt(result, pipeline.options, runner)
+        raise
+
+
+def _job_id(result: Any) -> str | None:
+    for name in ("job_id", "_job_id"):
+        value = getattr(result, name, None)
+        value = value() if callable(value) else value
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def cancel_after_interrupt(result: PipelineResult | None, options: PipelineOptions,
+                           runner: str) -> None:
+    """Cancel the interrupted job and record what became of it
+    (:func:`costlib_pipelines.interrupts.job_outcome`).
+
+    The job service is asked first (``result.cancel()``). Beam's Flink job server does not
+    cancel a job already running on the cluster that way, so with a Flink REST address
+    (``--flink_master``) the jobs named ``--job_name`` that have not ended are cancelled through
+    Flink's REST API and watched for up to 30 s. Without one, the message says the job may
+    still be running and how to cancel it.
+    """
+    state = None
+    if result is not None:
+        try:
+            result.cancel()
+            state = str(result.state)
+        except Exception:  # the job server may be gone or refuse: the checks below decide
+            state = None
+    all_options = options.get_all_options(drop_default=True)
+    master = str(all_options.get("flink_master") or "")
+    name = all_options.get("job_name")
+    if master and not master.startswith("[") and name:
+        url = master if re.match(r"^https?://", master) else f"http://{master}"
+        text, ended = _cancel_flink_jobs(url.rstrip("/"), str(name))
+        interrupts.job_outcome(text, ended=ended)
+        return
+    job = _job_id(result) if result is not None else None
+    ended = state is not None and state.rsplit(".", 1)[-1] in ("CANCELLED", "DONE", "FAILED")
+    if ended:
+        interrupts.job_outcome(f"its job {job} on {runner} was cancelled ({state})", ended=True)
+        return
+    how = ("in the Flink web UI, or with flink cancel JOB_ID (flink list shows its id; "
+           f"job name {name})" if runner in ("FlinkRunner", "PortableRunner")
+           else "with the runner's own tools")
+    interrupts.job_outcome(f"its job {job or '(no id yet)'} on {runner} may still be running and "
+                           f"may still publish: cancel it {how}", ended=False)
+
+
+def _flink_jobs(url: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(f"{url}/jobs/overview", timeout=10) as response:
+        return list(json.load(response)["jobs"])
+
+
+def _cancel_flink_jobs(url: str, name: str, wait: float = 30.0) -> tuple[str, bool]:
+    """Cancel the Flink jobs named ``name`` that have not ended; (what happened, ended)."""
+    try:
+        running = [j["jid"] for j in _flink_jobs(url)
+                   if j.get("name") == name and j.get("state") not in _FLINK_ENDED]
+        for jid in running:
+            request = urllib.request.Request(f"{url}/jobs/{jid}?mode=cancel", method="PATCH")
+            urllib.request.urlopen(request, timeout=10).close()
+        deadline = time.monotonic() + wait
+        left = list(running)
+        while left and time.monotonic() < deadline:
+            time.sleep(0.5)
+            states = {j["jid"]: j.get("state") for j in _flink_jobs(url)}
+            left = [jid for jid in left if states.get(jid) not in _FLINK_ENDED]
+    except (OSError, ValueError, KeyError) as exc:
+        return (f"its Flink job {name} may still be running and may still publish (the Flink "
+                f"REST API at {url} failed: {exc}): cancel it in the web UI {url} or with "
+                "flink cancel JOB_ID", False)
+    if left:
+        return (f"its Flink job {', '.join(left)} ({name}) may still be running and may still "
+                f"publish: cancel it with flink cancel {left[0]} or in the web UI {url}", False)
+    if running:
+        return f"its Flink job {', '.join(running)} ({name}) was cancelled", True
+    return f"no Flink job named {name} is running at {url}", True

@@ -1,5 +1,5 @@
 """Commands that run no pipeline do not import Apache Beam (nor pandas, scipy, scikit-learn),
-and status and unlock not even the config schema's validator or the package metadata.
+and status, unlock and clean not even the config schema's validator or the package metadata.
 
 Each command runs in a fresh interpreter on a real demo output; the interpreter then reports
 what ``sys.modules`` holds. Local files are served without Beam by
@@ -42,7 +42,7 @@ def _run(argv: list[str]) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("command", ["status", "publish", "unlock", "report"])
+@pytest.mark.parametrize("command", ["status", "publish", "unlock", "report", "clean"])
 def test_commands_without_a_pipeline_do_not_import_beam(demo, tmp_path, command):
     run_id = (demo / "LATEST").read_text().strip()
     argv = {
@@ -51,6 +51,7 @@ def test_commands_without_a_pipeline_do_not_import_beam(demo, tmp_path, command)
                     "--reason", "republish"],
         "unlock": ["unlock", "--output", str(demo), "--run-id", run_id],
         "report": ["report", "--run", str(demo), "--out", str(tmp_path / "report.html")],
+        "clean": ["clean", "--output", str(demo), "--dry-run"],
     }[command]
     seen = _run(argv)
     assert seen["code"] == 0

@@ -63,3 +63,70 @@ def test_rows_without_exactly_one_record_are_errors():
     with pytest.raises(ValueError, match="already has a column 'audit_probability'"):
         attach_decisions(stream.append_column("audit_probability", stream.column("s")),
                          decisions)
+
+
+def test_the_docs_example_runs_as_written(tmp_path, monkeypatch, capsys):
+    """docs/audit.md's pandas example, verbatim, on a real decide run: ``decisions_frame``'s
+    DataFrame goes straight into ``attach_decisions``; the rows to rate are those a dictionary
+    lookup of the records says are flagged or audited."""
+    import re
+    from pathlib import Path
+
+    import pandas as pd
+    import pyarrow.parquet as pq
+    import yaml
+    from pipeline_data import SMALL_CONFIG, sample_frame
+
+    from costlib_pipelines.commands.cli import main
+    from costlib_pipelines.io.frames import decisions_frame
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "audit.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", doc, flags=re.S)
+                 if "attach_decisions" in b)
+    monkeypatch.chdir(tmp_path)
+    frame = sample_frame(3_000, seed=5)
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), "day.parquet")
+    Path("recal.yaml").write_text(yaml.safe_dump(SMALL_CONFIG))
+    Path("run.yaml").write_text(yaml.safe_dump({**SMALL_CONFIG, "audit": {"enabled": True}}))
+    assert main(["recalibrate", "--config", "recal.yaml", "--input", "day.parquet", "--output",
+                 "recal/"]) == 0
+    assert main(["decide", "--config", "run.yaml", "--input", "day.parquet",
+                 "--operating-points", "recal/", "--output", "decide/"]) == 0
+    capsys.readouterr()
+    namespace: dict = {}
+    exec(compile(block, "docs/audit.md", "exec"), namespace)
+    rows, to_rate = namespace["rows"], namespace["to_rate"]
+    records = decisions_frame("decide/")
+    want = {(g, i) for g, i, t, a in zip(records["group"], records["item_id"],
+                                        records["threshold_decision"], records["audit"],
+                                        strict=True)
+            if (t is not pd.NA and bool(t)) or (a is not pd.NA and bool(a))}
+    assert 0 < len(to_rate) < len(rows) == len(frame)
+    assert set(zip(to_rate["group"], to_rate["item_id"], strict=True)) == want
+    assert rows["audit_probability"].notna().all()  # the audit was on: every row has π
+    assert list(rows.columns[:len(frame.columns)]) == list(frame.columns)
+    assert f"{len(to_rate):,} of {len(rows):,} rows to rate" in capsys.readouterr().out
+
+
+def test_pandas_and_arrow_give_the_same_join():
+    stream, decisions = _tables(seed=3)
+    arrow = attach_decisions(stream, decisions)
+    frame = attach_decisions(stream.to_pandas(), decisions.to_pandas())
+    assert frame[TO_RATE].tolist() == arrow.column(TO_RATE).to_pylist()
+    assert frame["audit_probability"].tolist() == arrow.column("audit_probability").to_pylist()
+    mixed = attach_decisions(stream, decisions.to_pandas())
+    assert mixed.equals(arrow)
+
+
+def test_a_stream_without_the_default_columns_names_the_argument():
+    stream, decisions = _tables()
+    renamed = stream.to_pandas().rename(columns={"group": "language", "item_id": "post_id"})
+    with pytest.raises(ValueError, match=r"stream: no column 'group' \(pass group= with the "
+                                         r"name of the stream's group column"):
+        attach_decisions(renamed, decisions)
+    got = attach_decisions(renamed, decisions, group="language", item_id="post_id")
+    assert got[TO_RATE].sum() == attach_decisions(stream, decisions).column(TO_RATE).to_numpy(
+        ).sum()
+    with pytest.raises(ValueError, match="a pyarrow Table or a pandas DataFrame is expected, "
+                                         "not list"):
+        attach_decisions(stream, decisions.to_pylist())

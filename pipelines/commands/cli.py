@@ -21,6 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
+from costlib_pipelines import interrupts
 from costlib_pipelines.commands.exit_codes import BAD_INPUT, HELD, classify
 
 #: ``costlib reproduce NAME`` -> module with a ``main(argv) -> int`` function.
@@ -58,6 +59,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "costlib_pipelines.commands.status",
         "Check OUTPUT/LATEST: exit 0 when fresh and published, 3 when held or stale.",
     ),
+    "clean": (
+        "costlib_pipelines.commands.clean",
+        "Remove incomplete runs (failed or interrupted) older than --older-than; --dry-run lists.",
+    ),
     "unlock": (
         "costlib_pipelines.commands.unlock",
         "Remove the output lock a dead run left behind (only that run's lock).",
@@ -67,7 +72,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 EXIT_CODES_HELP = ("exit codes: 0 ok; 2 bad input, config or command line; 3 held for review "
-                   "(or, for status, a held or stale LATEST); 1 a bug")
+                   "(or, for status, a held or stale LATEST); 1 a bug; 130/143 interrupted "
+                   "(SIGINT/SIGTERM)")
 
 
 def version() -> str:
@@ -229,6 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = _command_of(argv)
     prefix = "costlib" if command is None else f"costlib {command}"
+    interrupts.reset(prefix)
     try:
         args = parse_command_line(argv)
     except SystemExit as exc:  # argparse: --help / --version (0) or a malformed line (2)
@@ -249,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args._module.run(args) or 0)
     except Exception as exc:
         known = classify(exc)
-        if known is None:
+        if known is None or interrupts.received() is not None:  # see console_main
             raise
         code, message = known
         kind = "held for review" if code == HELD else "error"
@@ -310,21 +317,29 @@ def console_main() -> None:
     them): Beam's ``FlinkRunner`` stops the job server it started in one. A reader of stdout
     that goes away early (``| head``) does not change the exit code
     (:class:`_StdoutReaderMayLeave`).
+
+    SIGINT and SIGTERM end the command with 130 or 143 and one line on stderr
+    (:mod:`costlib_pipelines.interrupts`): whatever the interrupt turned into on its way out
+    (a runner wraps it in a ``RuntimeError``; a cleanup it cut short may fail), the signal
+    decides the exit code and the message.
     """
     stdout = sys.stdout
     sys.stdout = _StdoutReaderMayLeave(stdout)
+    interrupts.install()
+    code = 1
     try:
         code = main()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        code = 130
     except BaseException:
-        import traceback
+        if interrupts.received() is None:
+            import traceback
 
-        traceback.print_exc()
-        code = 1
+            traceback.print_exc()
+            code = 1
+    if interrupts.received() is not None:
+        print(interrupts.message(), file=sys.stderr, flush=True)
+        code = interrupts.exit_code()
     sys.stdout.flush()
     sys.stdout = stdout
     try:  # what Beam registered to run at exit: e.g. stopping the job server FlinkRunner started

@@ -9,6 +9,8 @@ code  meaning
 3     needs a person: the run is complete but the publish guard held it
       (``recalibrate``), or ``status`` found a held or stale ``LATEST``
 1     a bug in costlib (or the runner): a traceback on stderr; safe to retry
+130   interrupted by SIGINT (143: SIGTERM): one line on stderr
+      (:mod:`costlib_pipelines.interrupts`)
 ====  ============================================================================
 
 Errors raised inside a Beam pipeline reach the launcher in two forms: the in-process

@@ -14,6 +14,8 @@ import threading
 import time
 from typing import TextIO
 
+from costlib_pipelines import interrupts
+
 __all__ = ["Progress"]
 
 
@@ -51,6 +53,7 @@ class Progress:
         print(f"{self.command}: [{elapsed:6.1f} s] {text}", file=self.stream, flush=True)
 
     def __call__(self, phase: str) -> None:
+        interrupts.doing(phase)
         with self._lock:
             self.phase = phase
             if self.talking:
@@ -73,5 +76,6 @@ class Progress:
     def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
         self._thread.join()
-        if self.talking:
+        if self.talking and not isinstance(exc_info[1], KeyboardInterrupt) and (
+                interrupts.received() is None):  # an interrupt has its own line
             self._line("finished" if exc_info[0] is None else "stopped")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from typing import TYPE_CHECKING
 
 from costlib_pipelines.commands.arguments import number_in
@@ -59,6 +60,10 @@ def run(args: argparse.Namespace) -> int:
                   f"{w['next_window_due_utc']}")
         for run_id in status.incomplete_runs:
             print(f"  incomplete run (failed or still running): {run_id}")
+        if status.incomplete_runs:
+            print(f"  remove incomplete runs nothing wrote to for a day with: costlib clean "
+                  f"--output {shlex.quote(status.output)} (--dry-run lists them, --older-than "
+                  "sets the age)")
         if status.lock:
             print(f"  locked by run {status.lock.get('run_id')} ({status.lock.get('command')}, "
                   f"since {status.lock.get('started_utc')})")
@@ -81,4 +86,6 @@ def _latest(status: OutputStatus) -> str:
         return f"nothing is published yet (no LATEST, no runs/){hint}"
     if status.age_hours is None:  # the run is missing or incomplete, or has no finish time
         return f"LATEST = {status.latest}"
-    return f"LATEST = {status.latest} (finished {status.age_hours:g} h ago)"
+    from costlib.message_text import ago
+
+    return f"LATEST = {status.latest} (finished {ago(status.age_hours * 3600)})"

@@ -156,11 +156,12 @@ from costlib_pipelines.io.runs import (
     points_publication,
     verified_accounting,
 )
+from costlib_pipelines.pause import pause_point
 from costlib_pipelines.recalibrate.accounting import SumCounters
 from costlib_pipelines.recalibrate.dead_letters import WriteDeadLettersFn
 from costlib_pipelines.recalibrate.min_risk import decide_settings as min_risk_settings
 from costlib_pipelines.recalibrate.pipeline import preflight
-from costlib_pipelines.runner import make_pipeline, runner_name
+from costlib_pipelines.runner import job_name_flags, make_pipeline, run_to_end, runner_name
 
 __all__ = [
     "build_decide",
@@ -326,17 +327,19 @@ def run_decide(
     run = RunDirectory(output, _digest(config, thresholds), run_id)
     with hold_output(run.output, run_id=run.run_id, command="decide"):
         run.check_replaceable()
+        pause_point("decide.locked")
         paths = match_inputs(inputs)
         say(f"checking {len(paths)} input file(s)")
         input_files = preflight(paths, config, windowed=False, for_decisions=True)
         run.prepare()
         # The decide transforms carry untyped objects (Arrow IPC bytes, Counters): Beam's
         # construction-time type inference costs ~0.07 s CPU a run and picks the same coders.
-        pipeline = make_pipeline(beam_args, type_check=False)
+        pipeline = make_pipeline(job_name_flags(beam_args, "decide", run.run_id),
+                                 type_check=False)
         audit = audit_settings(config, run.run_id, run.output, source, thresholds)
         build_decide(pipeline, paths, config, thresholds, run, audit)
         say(f"running the pipeline on {runner} (run {run.run_id})")
-        pipeline.run().wait_until_finish()
+        run_to_end(pipeline, runner)
         counters, accounting = verified_accounting(run, input_files, config)
         counts = run.read_json("decision_counts.json", {}) or {}
         if counts.get("rows_written", 0) != accounting.get("decided", 0):
@@ -370,6 +373,7 @@ def run_decide(
             "finished_utc": dt.datetime.now(dt.UTC).isoformat(),
             "seconds": round(time.time() - started, 3),
         }
+        pause_point("decide.commit")
         run.commit(manifest)
     return manifest
 

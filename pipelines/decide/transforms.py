@@ -50,6 +50,7 @@ from costlib_pipelines.io.files import (
     row_group_reads,
 )
 from costlib_pipelines.io.published_points import DecisionThresholds
+from costlib_pipelines.pause import pause_point
 from costlib_pipelines.recalibrate import min_risk
 from costlib_pipelines.recalibrate.accounting import report_metrics
 from costlib_pipelines.recalibrate.dead_letters import dead_letter_name
@@ -101,6 +102,7 @@ class DecideFileFn(beam.DoFn):
         self.min_risk = min_risk.decide_settings(config)
 
     def process(self, path: str):
+        pause_point("decide.pipeline")
         # the group (and set id) columns come as dictionary arrays straight from the file's
         # dictionary pages (validation and the decision columns would dictionary-encode them
         # anyway); dead letters get the columns back as the file stores them

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import re
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -139,6 +140,11 @@ def _match_pattern(pattern: str) -> tuple[list[str], int]:
 def match_inputs(patterns: str | Sequence[str]) -> list[str]:
     """Sorted paths of every input file, each once; every pattern must match a file.
 
+    A file that more than one pattern names (the same path given twice, a path and a glob
+    that covers it, ``./d/f`` and ``d/f``, a symlink and its target) is read once, with a
+    warning on stderr naming the file and the patterns, so a command line that repeats an
+    input does not pass unnoticed.
+
     Parameters
     ----------
     patterns : str or sequence of str
@@ -160,6 +166,7 @@ def match_inputs(patterns: str | Sequence[str]) -> list[str]:
     if not patterns:
         raise InputError("no input pattern given")
     by_identity: dict[str, str] = {}
+    named_by: dict[str, list[str]] = {}
     for pattern in patterns:
         paths, ignored = _match_pattern(pattern)
         if not paths:
@@ -169,6 +176,14 @@ def match_inputs(patterns: str | Sequence[str]) -> list[str]:
         for path in map(normalize_path, paths):
             key = _identity(path)
             by_identity[key] = min(path, by_identity.get(key, path))
+            named_by.setdefault(key, []).append(pattern)
+    repeated = sorted((by_identity[k], p) for k, p in named_by.items() if len(p) > 1)
+    if repeated:
+        path, names = repeated[0]
+        more = f" (and {len(repeated) - 1} more file(s))" if len(repeated) > 1 else ""
+        print(f"warning: --input names {len(repeated)} file(s) more than once, each read once: "
+              f"{path} by {' and '.join(repr(n) for n in names)}{more}; check the command line "
+              "for a repeated or overlapping input", file=sys.stderr)
     return sorted(by_identity.values())
 
 

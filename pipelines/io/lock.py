@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from costlib_pipelines import interrupts
 from costlib_pipelines.io.files import (
     InputError,
     make_local_directory,
@@ -204,9 +205,43 @@ def break_lock(output: str, run_id: str) -> dict[str, Any] | None:
 
 @contextmanager
 def hold_output(output: str, *, run_id: str, command: str) -> Iterator[OutputLock]:
-    """Hold ``OUTPUT``'s lock for the duration of a ``with`` block."""
+    """Hold ``OUTPUT``'s lock for the duration of a ``with`` block.
+
+    A local output directory the lock created (with any missing parents) is removed again
+    when the block fails and leaves it empty: a run refused for a misspelt column leaves no
+    empty directory behind. Only empty directories are removed (``os.rmdir``), deepest first.
+    """
+    created = _missing_directories(output)
     lock = acquire(output, run_id=run_id, command=command)
     try:
+        interrupts.output_held(output, run_id)  # what an interrupt message checks
         yield lock
-    finally:
+    except BaseException:
         release(lock)
+        _remove_if_empty(created)
+        raise
+    else:
+        release(lock)
+
+
+def _missing_directories(output: str) -> list[str]:
+    """The local directories, deepest first, that creating ``output`` would make."""
+    if not _is_local(output):
+        return []
+    missing = []
+    path = os.path.abspath(output)
+    while not os.path.exists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return missing
+
+
+def _remove_if_empty(directories: list[str]) -> None:
+    for directory in directories:
+        try:
+            os.rmdir(directory)
+        except OSError:  # not empty (the run wrote something), or gone: keep the rest
+            return

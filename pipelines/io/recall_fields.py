@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from costlib.audit import audit_for_recall_width
+from costlib.message_text import count_text
 
 __all__ = ["DEFAULT_RECALL_SETTINGS", "recall_fields"]
 
@@ -93,7 +94,8 @@ def recall_fields(point, ci, settings: Mapping[str, Any] | None = None) -> dict[
                      if need is not None else f"no audit of these rows reaches ±{half:g}")
         out["recall_warning"] = (
             f"recall interval [{low:.3f}, {high:.3f}] is wider than recall.max_width "
-            f"{float(cfg['max_width']):g}: the audit found {bounds.positives_missed_found:g} "
-            f"positives among {bounds.audited_missed:g} audited rows the thresholds do not "
-            f"flag; {plan_text}")
+            f"{float(cfg['max_width']):g}: the audit found "
+            f"{count_text(bounds.positives_missed_found, 'positive')} among "
+            f"{count_text(bounds.audited_missed, 'audited row')} the thresholds do not flag; "
+            f"{plan_text}")
     return out

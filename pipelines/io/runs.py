@@ -487,7 +487,8 @@ def points_publication(source: str) -> dict[str, Any]:
         violations = (manifest.get("guard") or {}).get("violations") or []
         return {"published": False, "run_id": run_id,
                 "reason": f"run {run_id} is held for review by the publish guard (not "
-                          f"published; LATEST names {latest}"
+                          "published; " + (f"LATEST names {latest}" if latest is not None
+                                           else f"{output} has no LATEST")
                           + (f"; {len(violations)} violation(s): {violations[0]}" if violations
                              else "") + ")"}
     if latest != run_id:

@@ -13,6 +13,7 @@ import datetime as dt
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from costlib.message_text import ago
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.lock import read_lock
@@ -132,9 +133,12 @@ def latest_notes(run_dir: str, manifest: dict[str, Any]) -> list[str]:
     kept = [r["group"] for r in records if r["status"] == "kept"]
     pending = [r["group"] for r in records if r.get("proposed_thresholds") is not None]
     if kept or pending:
-        notes.append(f"{method}: {len(kept)} of {len(records)} group(s) kept their thresholds "
-                     f"in force ({groups(kept)}); {len(pending)} with a move pending audit "
-                     f"evidence (proposed_thresholds: {groups(pending)})")
+        parts = [f"{len(kept)} of {len(records)} group(s) kept their thresholds in force"
+                 + (f" ({groups(kept)})" if kept else "")]
+        if pending:
+            parts.append(f"{len(pending)} with a move pending audit evidence "
+                         f"(proposed_thresholds: {groups(pending)})")
+        notes.append(f"{method}: " + "; ".join(parts))
     none = [r["group"] for r in records if r["status"] == "insufficient_data"]
     if none:
         notes.append(f"{method}: {len(none)} group(s) without a point (insufficient_data; "
@@ -218,8 +222,8 @@ def check_status(
             status.age_hours = round((now - finished).total_seconds() / 3600, 2)
             if status.age_hours > max_age_hours:
                 status.problems.append(
-                    f"LATEST is stale: run {status.latest} finished {status.age_hours:g} h ago "
-                    f"(more than {max_age_hours:g} h)")
+                    f"LATEST is stale: run {status.latest} finished "
+                    f"{ago(status.age_hours * 3600)} (more than {max_age_hours:g} h)")
         _check_windows(status, latest_manifest, now, window_slack_hours)
         status.notes = latest_notes(f"{output}/runs/{status.latest}", latest_manifest)
     for run_id, manifest in sorted(complete.items()):

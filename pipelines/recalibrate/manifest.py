@@ -32,6 +32,7 @@ from costlib_pipelines.io.runs import (
     read_records,
     verified_accounting,
 )
+from costlib_pipelines.pause import pause_point
 from costlib_pipelines.recalibrate import window_guard, window_shards
 from costlib_pipelines.recalibrate.accounting import audit_warning
 from costlib_pipelines.recalibrate.capacity import capacity_violations
@@ -86,6 +87,7 @@ class PublishRunFn(beam.DoFn):
     def process(self, _, accounting, dead_letter_files, shard_ids, edges=None,
                 edge_sketches=None, capacity=None):
         spec, config = self.spec, self.config
+        pause_point("recalibrate.publish")
         run = RunDirectory(spec.output, config.digest, spec.run_id)
         assemble_shards(run.run_dir, shard_ids)
         write_edge_sketches(edge_sketches, run.run_dir, config.classifiers)  # for the next run

@@ -54,6 +54,7 @@ from costlib_pipelines.io.lock import hold_output
 from costlib_pipelines.io.plausibility import Plausibility
 from costlib_pipelines.io.runs import RunDirectory
 from costlib_pipelines.io.schema import check_schema
+from costlib_pipelines.pause import pause_point
 from costlib_pipelines.recalibrate import shards, window_guard, window_shards
 from costlib_pipelines.recalibrate.accounting import SumCounters
 from costlib_pipelines.recalibrate.aggregating import AggregateBatches
@@ -95,7 +96,7 @@ from costlib_pipelines.recalibrate.shards import (
     WriteShardFn,
     optimize_parent,
 )
-from costlib_pipelines.runner import make_pipeline, runner_name
+from costlib_pipelines.runner import job_name_flags, make_pipeline, run_to_end, runner_name
 
 __all__ = ["build_recalibrate", "preflight", "run_recalibrate"]
 
@@ -380,6 +381,7 @@ def run_recalibrate(
     runner = runner_name(beam_args)
     with hold_output(run.output, run_id=run.run_id, command="recalibrate"):
         run.check_replaceable()
+        pause_point("recalibrate.locked")
         paths = match_inputs(inputs)
         say(f"checking {len(paths)} input file(s)")
         input_files = preflight(paths, config, windowed=windowed)
@@ -409,18 +411,18 @@ def run_recalibrate(
             edges_source=edges_source,
         )
         run.prepare()
-        pipeline = make_pipeline(beam_args, type_check=False)
+        pipeline = make_pipeline(job_name_flags(beam_args, "recalibrate", run.run_id),
+                                 type_check=False)
         splits = any(f["rows"] > unit_rows and f["row_groups"] > 1 for f in input_files)
         build_recalibrate(pipeline, paths, config, run.run_dir, run.run_id, publish=spec,
                           in_force=thresholds_in_force, unit_rows=unit_rows if splits else None,
                           carried_edges=carried)
         say(f"running the pipeline on {runner} (run {run.run_id})")
-        result = pipeline.run()
-        if _graph_only(pipeline):
+        if run_to_end(pipeline, runner, graph_only=lambda: _graph_only(pipeline)) is None:
             return {"status": "submitted", "run_id": run.run_id, "published": None,
                     "note": "job graph written; the job writes its manifest and publishes at "
                             "its end"}
-        result.wait_until_finish()
+        pause_point("recalibrate.finished")
         if windowed:
             edges_entry = grid_edges_entry(
                 config, windowed_edges(config, run.run_dir, fixed, thresholds_in_force),

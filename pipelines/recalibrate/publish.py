@@ -44,6 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from costlib.message_text import thresholds_text
 from costlib.thresholds.loop import ALL_GROUPS
 from costlib_pipelines.flags import UsageError
 from costlib_pipelines.io.files import InputError, write_bytes_atomically, write_json
@@ -242,15 +243,18 @@ def guard_notes(new: Sequence[dict[str, Any]], settings: GuardSettings) -> list[
             why = record.get("reason") or (
                 f"kept the thresholds in force: {record['rated_positives']:g} rated positives "
                 f"and {record['rated_negatives']:g} rated negatives are too few to recalibrate")
-            notes.append(f"group {group!r}: thresholds {record['thresholds']}: {why}")
+            notes.append(f"group {group!r}: thresholds {thresholds_text(record['thresholds'])}: "
+                         f"{why}")
         elif record.get("point_status") == "coverage_limited":
             notes.append(
-                f"group {group!r}: coverage_limited: thresholds {record['thresholds']} are the "
+                f"group {group!r}: coverage_limited: thresholds "
+                f"{thresholds_text(record['thresholds'])} are the "
                 f"best covered point; {record.get('reason') or ''}".rstrip("; ")
             )
         elif record.get("point_status") == "resolution_limited":
             notes.append(
-                f"group {group!r}: resolution_limited: thresholds {record['thresholds']} are the "
+                f"group {group!r}: resolution_limited: thresholds "
+                f"{thresholds_text(record['thresholds'])} are the "
                 f"lattice's best; {record.get('reason') or ''}".rstrip("; ")
             )
         elif (record.get("max_unrated_share") is None and record.get("unrated")

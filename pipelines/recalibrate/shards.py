@@ -63,6 +63,7 @@ from costlib_pipelines.io.records import (
     records_to_jsonl,
     records_to_table,
 )
+from costlib_pipelines.pause import pause_point
 from costlib_pipelines.recalibrate.capacity import capacity_point
 from costlib_pipelines.recalibrate.grids import dense_grid
 from costlib_pipelines.recalibrate.optimizing import optimize_one, split_grid_value
@@ -182,6 +183,7 @@ class OptimizeGroupsFn(beam.DoFn):
         self.side_inputs = None  # (edges, parent, boundaries, allocation) of the pending groups
 
     def process(self, element, edges, parent, boundaries, allocation=None):
+        pause_point("recalibrate.optimize")
         group, value = element
         if group == ALL_GROUPS:
             yield from self._add(group, parent, parent, boundaries)

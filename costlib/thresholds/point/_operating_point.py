@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from costlib.audit._strata import flagged_rows
+from costlib.message_text import thresholds_text
 from costlib.thresholds.binning._rows import as_score_array, check_rule, is_data_frame, split_labels
 from costlib.thresholds.grid._grid import ThresholdGrid
 from costlib.thresholds.grid._recall_bounds import (
@@ -323,7 +324,7 @@ def _reason(ctx: _Context, selection: Selection, chosen: dict[str, Any],
         assert free is not None  # a coverage-limited selection has an unrestricted point
         share = free["unrated"] / free["volume"]
         return (
-            f"the best {ctx.method} point (thresholds {tuple(free['thresholds'])}, "
+            f"the best {ctx.method} point (thresholds {thresholds_text(free['thresholds'])}, "
             f"{ctx.objective.name} {free['objective']:.6g}) flags {free['unrated']:g} unrated of "
             f"{free['volume']:g} ({share:.1%} > allowed {ctx.max_unrated_share:g}); held back "
             f"to the best covered point ({ctx.objective.name} {chosen['objective']:.6g})"

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from costlib.message_text import thresholds_text
 from costlib.thresholds.binning._rows import check_rule
 from costlib.thresholds.grid._grid import ThresholdGrid
 from costlib.thresholds.point._objectives import Constraints, Objective
@@ -107,7 +108,8 @@ class Resolution:
             return ""
         jump = "from nothing" if np.isinf(self.volume_jump) else f"{self.volume_jump:.3g}x"
         return (
-            f"resolution: between thresholds {self.box_low} and {self.box_high} the flagged "
+            f"resolution: between thresholds {thresholds_text(self.box_low)} and "
+            f"{thresholds_text(self.box_high)} the flagged "
             f"volume changes {jump}, and a finer lattice there could reach {objective_name} up "
             f"to {self.coarse_bound:.6g} against {self.value:.6g} here; use finer candidate "
             "thresholds (grid.edges: auto) or refine on the rows (costlib.thresholds.refine)"
