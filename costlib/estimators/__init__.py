@@ -16,10 +16,18 @@ KernelLogisticRegression, CostSensitiveKernelLogisticRegression, beta_delta
     RBF-kernel logistic regression, cost-blind and Zhang's cost-sensitive one.
 ExampleCostLogisticRegression, BayesMinimumRiskClassifier
     Per-example cost matrices (:mod:`costlib.costs`): trained on them, or decided by them.
+make_cost_scorer, CostScorer
+    A scorer that routes each fold's costs into ``predict`` and the metric.
+CostFallbackWarning
+    Raised (as a warning) on every call that decides by 0/1 costs for want of costs.
+
+Two classes: a plain 2x2 matrix (or one per example) is (negative, positive). Classes other
+than 0/1, bool or -1/1 need ``pos_label=`` (or a matrix with labels).
 """
 
 from costlib.estimators._bayes_min_risk import BayesMinimumRiskClassifier
 from costlib.estimators._benefit_lr import BenefitLogisticRegression
+from costlib.estimators._common import CostFallbackWarning
 from costlib.estimators._cost_naive_bayes import CostSensitiveNaiveBayes
 from costlib.estimators._example_cost_lr import ExampleCostLogisticRegression
 from costlib.estimators._hierarchical import HierarchicalCostSensitiveClassifier
@@ -29,10 +37,13 @@ from costlib.estimators._kernel_lr import (
     beta_delta,
 )
 from costlib.estimators._min_expected_cost import MinimumExpectedCostClassifier
+from costlib.estimators._scoring import CostScorer, make_cost_scorer
 
 __all__ = [
     "BayesMinimumRiskClassifier",
     "BenefitLogisticRegression",
+    "CostFallbackWarning",
+    "CostScorer",
     "CostSensitiveKernelLogisticRegression",
     "CostSensitiveNaiveBayes",
     "ExampleCostLogisticRegression",
@@ -40,4 +51,5 @@ __all__ = [
     "KernelLogisticRegression",
     "MinimumExpectedCostClassifier",
     "beta_delta",
+    "make_cost_scorer",
 ]

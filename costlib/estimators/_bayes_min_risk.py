@@ -15,7 +15,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from costlib.costs._example_costs import as_example_costs
 from costlib.costs._matrices import CostMatrix
-from costlib.estimators._common import aligned_cost_matrix
+from costlib.estimators._common import (
+    CostFallbackWarning,
+    aligned_cost_matrix,
+    in_class_order,
+    warn_every_time,
+)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -45,7 +50,15 @@ class BayesMinimumRiskClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstima
     cv : int or cross-validation generator, default=5
         Passed to ``CalibratedClassifierCV``.
     cost_matrix : array-like of shape (K, K) or CostMatrix, default=None
-        Costs used when :meth:`predict` gets none (0/1 costs if None too).
+        Costs used when :meth:`predict` gets none. If both are None the decision falls back
+        to 0/1 costs (the most probable class) with a :class:`CostFallbackWarning` on every
+        call: in cross-validation, score with :func:`make_cost_scorer`, which routes each
+        fold's costs into :meth:`predict`.
+    pos_label : label, default=None
+        Two classes only: the positive class, row/column 1 of plain 2x2 costs (per example or
+        shared). Needed when the classes are not 0/1, bool or -1/1 (e.g. ``"fraud"``/
+        ``"ok"``), where plain costs are otherwise refused rather than read in sorted-label
+        order.
 
     Attributes
     ----------
@@ -74,11 +87,13 @@ class BayesMinimumRiskClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstima
         calibration: Literal["sigmoid", "isotonic"] | None = None,
         cv: Any = 5,
         cost_matrix: ArrayLike | CostMatrix | None = None,
+        pos_label: object = None,
     ) -> None:
         self.estimator = estimator
         self.calibration = calibration
         self.cv = cv
         self.cost_matrix = cost_matrix
+        self.pos_label = pos_label
 
     def _base_estimator(self) -> Any:
         return LogisticRegression() if self.estimator is None else self.estimator
@@ -119,7 +134,7 @@ class BayesMinimumRiskClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstima
         classes = np.asarray(self.estimator_.classes_)
         if classes.shape[0] < 2:
             raise ValueError("the classifier needs samples of at least 2 classes")
-        self.cost_matrix_ = aligned_cost_matrix(self.cost_matrix, classes)
+        self.cost_matrix_ = aligned_cost_matrix(self.cost_matrix, classes, self.pos_label)
         return self
 
     @property
@@ -146,15 +161,27 @@ class BayesMinimumRiskClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstima
     ) -> FloatArray:
         """``R_i(k) = Σ_q p(q|x_i) C_i[q, k]``, shape (n, K).
 
-        ``cost_matrix`` of shape (n, K, K) or (K, K) in ``classes_`` order; None uses the
-        constructor's ``cost_matrix`` (0/1 costs if that is None too).
+        ``cost_matrix`` of shape (n, K, K) or (K, K): two classes as (negative, positive)
+        (see ``pos_label``), K > 2 in ``classes_`` order. None uses the constructor's
+        ``cost_matrix``; if that is None too, 0/1 costs with a :class:`CostFallbackWarning`.
         """
         proba = self.predict_proba(X)
         n, k = proba.shape
         if cost_matrix is None:
+            if self.cost_matrix is None:
+                warn_every_time(
+                    f"{type(self).__name__} got no cost_matrix (neither in predict nor in the "
+                    "constructor): deciding by 0/1 costs, i.e. the most probable class. Pass "
+                    "cost_matrix= to predict; in cross-validation score with "
+                    "costlib.estimators.make_cost_scorer(...), which routes the costs into "
+                    "predict", CostFallbackWarning, stacklevel=3)
             costs = np.broadcast_to(self.cost_matrix_, (n, k, k))
+        elif isinstance(cost_matrix, CostMatrix) and cost_matrix.labels is not None:
+            costs = as_example_costs(cost_matrix.aligned_to(self.classes_), n, n_classes=k)
         else:
             costs = as_example_costs(cost_matrix, n, n_classes=k)
+            if k == 2:
+                costs = in_class_order(costs, np.asarray(self.classes_), self.pos_label)
         out: FloatArray = np.einsum("iq,iqk->ik", proba, costs)
         return out
 
@@ -175,6 +202,20 @@ class BayesMinimumRiskClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstima
         idx = np.argmin(self.expected_costs(X, cost_matrix), axis=1)
         out: npt.NDArray[Any] = self.classes_[idx]
         return out
+
+    def score(
+        self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None,
+        cost_matrix: ArrayLike | CostMatrix | None = None,
+    ) -> float:
+        """Mean accuracy of the minimum-risk decisions under ``cost_matrix``.
+
+        The decisions use the costs (routed like :meth:`predict`'s); the score counts
+        agreements. To score the cost itself, use :func:`make_cost_scorer`.
+        """
+        from sklearn.metrics import accuracy_score
+
+        return float(accuracy_score(y, self.predict(X, cost_matrix=cost_matrix),
+                                    sample_weight=sample_weight))
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()

@@ -61,6 +61,11 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
         Rows = true class, columns = predicted class, in the order of ``classes_`` (sorted
         labels) unless a :class:`~costlib.costs.BenefitMatrix` with labels is given. None
         means ``b_ii = 1``, ``b_ij = -1`` (η = 1: plain logistic regression).
+    pos_label : label, default=None
+        Two classes only: the positive class, row/column 1 of a plain 2x2 benefit matrix. Needed
+        when the classes are not 0/1, bool or -1/1 (e.g. ``"fraud"``/``"ok"``), where a
+        plain matrix is otherwise refused rather than read in sorted-label order; a
+        labelled matrix says it itself.
     combination : {"paper", "normalized"}, default="paper"
         How the K x K matrix is combined for each one-vs-rest problem (see above). Unused for
         two classes.
@@ -108,8 +113,10 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
         max_iter: int = 100,
         tol: float = 1e-4,
         solver: str = "lbfgs",
+        pos_label: object = None,
     ) -> None:
         self.benefit_matrix = benefit_matrix
+        self.pos_label = pos_label
         self.combination = combination
         self.priors = priors
         self.C = C
@@ -161,7 +168,7 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
             self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], y_numeric=False
         )
         classes, y_idx = encode_classes(y)
-        b = aligned_benefit_matrix(self.benefit_matrix, classes)
+        b = aligned_benefit_matrix(self.benefit_matrix, classes, self.pos_label)
         sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
         self.classes_ = classes
         self.benefit_matrix_ = b

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+import warnings
+
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.utils.multiclass import check_classification_targets
 
 from costlib._messages import plain
+from costlib.costs._labels import binary_class_order
 from costlib.costs._matrices import BenefitMatrix, CostMatrix, as_benefit_matrix, as_cost_matrix
 
 
@@ -22,22 +26,61 @@ def encode_classes(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return classes, y_idx
 
 
+def _check_pos_label(classes: np.ndarray, pos_label: object) -> None:
+    if pos_label is None:
+        return
+    if classes.shape[0] != 2:
+        raise ValueError(f"pos_label is for two classes, got {classes.shape[0]} "
+                         f"{classes.tolist()[:10]}; give the matrix labels instead")
+    if pos_label not in classes.tolist():
+        raise ValueError(f"pos_label={pos_label!r} is not one of the training classes "
+                         f"{classes.tolist()}")
+
+
+def _aligned(matrix: CostMatrix | BenefitMatrix, classes: np.ndarray,
+             pos_label: object) -> np.ndarray:
+    """A labelled matrix by its labels; a plain 2x2 one as (negative, positive) rows."""
+    _check_pos_label(classes, pos_label)
+    if matrix.labels is not None or classes.shape[0] != 2:
+        return matrix.aligned_to(classes)
+    if matrix.n_classes != 2:
+        return matrix.aligned_to(classes)  # raises: sizes differ
+    return in_class_order(matrix.values, classes, pos_label)
+
+
+def in_class_order(costs: np.ndarray, classes: np.ndarray, pos_label: object) -> np.ndarray:
+    """2x2 matrices (last two axes) with rows (negative, positive) put in ``classes`` order.
+
+    Identity for 0/1, bool and -1/1 classes; other classes need ``pos_label``
+    (:func:`costlib.costs._labels.binary_class_order`), else ``ValueError``.
+    """
+    order = binary_class_order(classes, pos_label)
+    out: np.ndarray = costs[..., order, :][..., :, order]
+    return out
+
+
 def aligned_cost_matrix(
-    cost_matrix: ArrayLike | CostMatrix | None, classes: np.ndarray
+    cost_matrix: ArrayLike | CostMatrix | None, classes: np.ndarray, pos_label: object = None
 ) -> np.ndarray:
-    """Cost matrix in ``classes`` order (rows = true, columns = predicted); None → 0/1 costs."""
+    """Cost matrix in ``classes`` order (rows = true, columns = predicted); None → 0/1 costs.
+
+    A plain 2x2 matrix has rows (negative, positive): see :func:`in_class_order`.
+    """
     if cost_matrix is None:
+        _check_pos_label(classes, pos_label)
         return 1.0 - np.eye(classes.shape[0])
-    return as_cost_matrix(cost_matrix).aligned_to(classes)
+    return _aligned(as_cost_matrix(cost_matrix), classes, pos_label)
 
 
 def aligned_benefit_matrix(
-    benefit_matrix: ArrayLike | BenefitMatrix | None, classes: np.ndarray
+    benefit_matrix: ArrayLike | BenefitMatrix | None, classes: np.ndarray,
+    pos_label: object = None,
 ) -> np.ndarray:
     """Benefit matrix in ``classes`` order; None → ``b_ii = 1``, ``b_ij = -1`` (cost-blind)."""
     if benefit_matrix is None:
+        _check_pos_label(classes, pos_label)
         return 2.0 * np.eye(classes.shape[0]) - 1.0
-    return as_benefit_matrix(benefit_matrix).aligned_to(classes)
+    return _aligned(as_benefit_matrix(benefit_matrix), classes, pos_label)
 
 
 def min_expected_cost_index(proba: np.ndarray, cost: np.ndarray) -> np.ndarray:
@@ -116,3 +159,24 @@ def check_positive(name: str, value: float) -> float:
     if not (np.isfinite(v) and v > 0):
         raise ValueError(f"{name} must be finite and > 0, got {plain(value)}")
     return v
+
+
+class CostFallbackWarning(UserWarning):
+    """An estimator whose decision needs costs got none and decided by 0/1 costs."""
+
+
+def warn_every_time(message: str, category: type[Warning], stacklevel: int = 2) -> None:
+    """``warnings.warn`` that is not shown only once per call site.
+
+    Python's default filter shows a warning once per location and text; a fallback that
+    changes every answer must be seen on every call, so each call gets a fresh registry
+    (filters set to "ignore" or "error" still apply).
+    """
+    try:
+        frame = sys._getframe(stacklevel)
+    except ValueError:
+        frame = sys._getframe(1)
+    warnings.warn_explicit(
+        message, category, frame.f_code.co_filename, frame.f_lineno,
+        module=frame.f_globals.get("__name__"), registry={},
+    )

@@ -50,6 +50,11 @@ class CostSensitiveNaiveBayes(ClassifierMixin, BaseEstimator):
     cost_matrix : array-like of shape (K, K) or CostMatrix, default=None
         Rows = true class, columns = predicted class, in ``classes_`` order unless a
         :class:`~costlib.costs.CostMatrix` with labels is given. None = 0/1 costs.
+    pos_label : label, default=None
+        Two classes only: the positive class, row/column 1 of a plain 2x2 cost matrix. Needed
+        when the classes are not 0/1, bool or -1/1 (e.g. ``"fraud"``/``"ok"``), where a
+        plain matrix is otherwise refused rather than read in sorted-label order; a
+        labelled matrix says it itself.
     n_bins : int, default=5
         Maximum number of categories per continuous attribute (fewer when an attribute has
         fewer distinct values).
@@ -87,8 +92,10 @@ class CostSensitiveNaiveBayes(ClassifierMixin, BaseEstimator):
         strategy: str = "kmeans",
         categorical_features: ArrayLike | None = None,
         alpha: float = 1.0,
+        pos_label: object = None,
     ) -> None:
         self.cost_matrix = cost_matrix
+        self.pos_label = pos_label
         self.n_bins = n_bins
         self.strategy = strategy
         self.categorical_features = categorical_features
@@ -155,7 +162,7 @@ class CostSensitiveNaiveBayes(ClassifierMixin, BaseEstimator):
         X, y = validate_data(self, X, y, dtype=np.float64)
         classes, _ = encode_classes(y)
         self.classes_ = classes
-        self.cost_matrix_ = aligned_cost_matrix(self.cost_matrix, classes)
+        self.cost_matrix_ = aligned_cost_matrix(self.cost_matrix, classes, self.pos_label)
         sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
         self.continuous_features_, self.categorical_features_ = self._split_columns(X.shape[1])
         cont = X[:, self.continuous_features_]

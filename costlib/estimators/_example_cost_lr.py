@@ -17,7 +17,13 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from costlib.costs._example_costs import as_example_costs
 from costlib.costs._matrices import CostMatrix
-from costlib.estimators._common import check_positive, encode_classes
+from costlib.estimators._common import (
+    CostFallbackWarning,
+    check_positive,
+    encode_classes,
+    in_class_order,
+    warn_every_time,
+)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -69,6 +75,10 @@ class ExampleCostLogisticRegression(ClassifierMixin, BaseEstimator):
         L-BFGS-B iterations (also the surrogate fit's ``max_iter``).
     tol : float, default=1e-6
         L-BFGS-B ``gtol`` on the projected gradient of ``J / (C n)``.
+    pos_label : label, default=None
+        The positive class, row/column 1 of the per-example costs. Needed when the classes
+        are not 0/1, bool or -1/1 (e.g. ``"fraud"``/``"ok"``): such costs are otherwise
+        refused rather than read in sorted-label order.
 
     Attributes
     ----------
@@ -102,7 +112,9 @@ class ExampleCostLogisticRegression(ClassifierMixin, BaseEstimator):
         init: Literal["zero", "logistic"] = "zero",
         max_iter: int = 200,
         tol: float = 1e-6,
+        pos_label: object = None,
     ) -> None:
+        self.pos_label = pos_label
         self.C = C
         self.fit_intercept = fit_intercept
         self.init = init
@@ -125,10 +137,12 @@ class ExampleCostLogisticRegression(ClassifierMixin, BaseEstimator):
             Two classes.
         sample_weight : array-like of shape (n_samples,), default=None
         cost_matrix : array-like of shape (n_samples, 2, 2) or (2, 2), default=None
-            Per-example costs, rows = true class, columns = predicted class, in ``classes_``
-            order (see :func:`costlib.costs.binary_example_costs`). None means 0/1
-            costs (then ``J`` is the smoothed error count). Route it through a ``Pipeline``
-            or ``GridSearchCV`` with ``set_fit_request(cost_matrix=True)``.
+            Per-example costs, rows = true class, columns = predicted class, (negative,
+            positive) (see :func:`costlib.costs.binary_example_costs` and ``pos_label``).
+            None means 0/1 costs (then ``J`` is the smoothed error count) and warns
+            (:class:`CostFallbackWarning`) on every fit: route the costs through a
+            ``Pipeline``, ``GridSearchCV`` or ``cross_val_score`` with
+            ``set_fit_request(cost_matrix=True)``.
 
         Returns
         -------
@@ -153,8 +167,14 @@ class ExampleCostLogisticRegression(ClassifierMixin, BaseEstimator):
         n = Xv.shape[0]
         sw = _check_sample_weight(sample_weight, Xv, dtype=np.float64)
         if cost_matrix is not None:
-            costs = as_example_costs(cost_matrix, n, n_classes=2)
+            costs = in_class_order(as_example_costs(cost_matrix, n, n_classes=2), classes,
+                                   self.pos_label)
         else:
+            warn_every_time(
+                "ExampleCostLogisticRegression.fit got no cost_matrix: training on 0/1 costs "
+                "(the smoothed error count). Pass cost_matrix= to fit; through a Pipeline or "
+                "cross_val_score request it with set_fit_request(cost_matrix=True)",
+                CostFallbackWarning)
             costs = np.broadcast_to(1.0 - np.eye(2), (n, 2, 2))
         rows = np.arange(n)
         d = costs[rows, y_idx, 1] - costs[rows, y_idx, 0]

@@ -42,6 +42,11 @@ class MinimumExpectedCostClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEst
         Rows = true class, columns = predicted class, in the order of ``classes_`` (sorted
         labels) unless a :class:`~costlib.costs.CostMatrix` with labels is given. None
         means 0/1 costs. A benefit matrix ``b`` is used as ``BenefitMatrix(b).regret_costs()``.
+    pos_label : label, default=None
+        Two classes only: the positive class, row/column 1 of a plain 2x2 cost matrix. Needed
+        when the classes are not 0/1, bool or -1/1 (e.g. ``"fraud"``/``"ok"``), where a
+        plain matrix is otherwise refused rather than read in sorted-label order; a
+        labelled matrix says it itself.
 
     Attributes
     ----------
@@ -65,9 +70,12 @@ class MinimumExpectedCostClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEst
         self,
         estimator: object | None = None,
         cost_matrix: ArrayLike | CostMatrix | None = None,
+        *,
+        pos_label: object = None,
     ) -> None:
         self.estimator = estimator
         self.cost_matrix = cost_matrix
+        self.pos_label = pos_label
 
     def _base_estimator(self) -> Any:
         return LogisticRegression() if self.estimator is None else self.estimator
@@ -101,7 +109,7 @@ class MinimumExpectedCostClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEst
         classes = np.asarray(self.estimator_.classes_)
         if classes.shape[0] < 2:
             raise ValueError("the classifier needs samples of at least 2 classes")
-        self.cost_matrix_ = aligned_cost_matrix(self.cost_matrix, classes)
+        self.cost_matrix_ = aligned_cost_matrix(self.cost_matrix, classes, self.pos_label)
         return self
 
     @property
