@@ -312,6 +312,19 @@ def label_indices(
     return tuple(out)
 
 
+def _matrix_labels(matrix: object, labels: ArrayLike | None) -> ArrayLike | None:
+    """The labels of a labelled CostMatrix/BenefitMatrix win; ``labels`` must then agree."""
+    own = getattr(matrix, "labels", None) if isinstance(matrix, CostMatrix | BenefitMatrix) \
+        else None
+    if own is None:
+        return labels
+    if labels is not None and not np.array_equal(np.asarray(labels), own):
+        raise ValueError(f"labels={np.asarray(labels).tolist()} disagree with the matrix's own "
+                         f"labels {own.tolist()}")
+    out: ArrayLike = own
+    return out
+
+
 def _weights(sample_weight: ArrayLike | None, n: int) -> FloatArray:
     if sample_weight is None:
         return np.ones(n)
@@ -438,7 +451,8 @@ def total_cost(
     c = as_example_costs(cost_matrix, yt.shape[0])
     if label_array(y_pred, "y_pred").shape[0] != yt.shape[0]:
         raise ValueError("y_true and y_pred have different lengths")
-    ti, pi = label_indices(yt, c.shape[1], labels, y_pred, pos_label=pos_label)
+    ti, pi = label_indices(yt, c.shape[1], _matrix_labels(cost_matrix, labels), y_pred,
+                           pos_label=pos_label)
     w = _weights(sample_weight, yt.shape[0])
     rows = np.arange(yt.shape[0])
     return float(w @ c[rows, ti, pi])
@@ -477,7 +491,8 @@ def savings_score(
     c = as_example_costs(cost_matrix, yt.shape[0])
     if label_array(y_pred, "y_pred").shape[0] != yt.shape[0]:
         raise ValueError("y_true and y_pred have different lengths")
-    ti, pi = label_indices(yt, c.shape[1], labels, y_pred, pos_label=pos_label)
+    ti, pi = label_indices(yt, c.shape[1], _matrix_labels(cost_matrix, labels), y_pred,
+                           pos_label=pos_label)
     w = _weights(sample_weight, yt.shape[0])
     rows = np.arange(yt.shape[0])
     per_class = w @ c[rows, ti, :]  # cost of predicting k for everyone
@@ -520,7 +535,7 @@ def cost_curve(
         raise ValueError("y_true is empty")
     _check_finite(s, "scores")
     c = as_example_costs(cost_matrix, yt.shape[0], n_classes=2)
-    (ti,) = label_indices(yt, 2, labels, pos_label=pos_label)
+    (ti,) = label_indices(yt, 2, _matrix_labels(cost_matrix, labels), pos_label=pos_label)
     w = _weights(sample_weight, yt.shape[0])
     rows = np.arange(yt.shape[0])
     c0 = w * c[rows, ti, 0]
@@ -571,7 +586,8 @@ def expected_example_benefit(
     if yt.shape[0] == 0:
         raise ValueError("y_true is empty")
     b = as_example_benefits(benefit_matrix, yt.shape[0], strict=strict)
-    ti, pi = label_indices(yt, b.shape[1], labels, y_pred, pos_label=pos_label)
+    ti, pi = label_indices(yt, b.shape[1], _matrix_labels(benefit_matrix, labels), y_pred,
+                           pos_label=pos_label)
     w = _weights(sample_weight, yt.shape[0])
     if w.sum() <= 0:
         raise ValueError("sample_weight must not be all zero")

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["binary_positive", "binary_class_order", "label_array", "standard_positive"]
+__all__ = ["binary_class_order", "binary_positive", "label_array", "standard_positive"]
 
 BoolArray = npt.NDArray[np.bool_]
 
@@ -55,7 +55,8 @@ def label_array(y: Any, name: str = "y_true") -> npt.NDArray[Any]:
     if arr.ndim == 2 and 1 in arr.shape:
         arr = arr.ravel()
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-d (one label per example), got shape {arr.shape}")
+        raise ValueError(f"{name} should be a 1d array (one label per example), got shape "
+                         f"{arr.shape}")
     if arr.dtype.kind == "f":
         missing = np.isnan(arr)
     elif arr.dtype.kind == "O":
@@ -70,8 +71,9 @@ def label_array(y: Any, name: str = "y_true") -> npt.NDArray[Any]:
 def _refuse_missing(name: str, missing: BoolArray) -> None:
     first = int(np.flatnonzero(missing)[0])
     raise ValueError(
-        f"{name} has {int(missing.sum())} missing label(s) (NaN/None/<NA>), first at row "
-        f"{first}; a cost needs the true class of every row: drop the unlabelled rows first"
+        f"Input {name} contains NaN, None or <NA> (missing labels): {int(missing.sum())} "
+        f"row(s), first at row {first}; costs and fits need the true class of every row: drop "
+        "the unlabelled rows first"
     )
 
 

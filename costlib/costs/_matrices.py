@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-
 __all__ = ["BenefitMatrix", "CostMatrix", "as_benefit_matrix", "as_cost_matrix"]
 
 

@@ -16,7 +16,7 @@ from costlib._messages import plain
 from costlib.costs._benefit import class_priors
 from costlib.costs._binary import eta, one_vs_rest_benefit
 from costlib.costs._matrices import BenefitMatrix
-from costlib.estimators._common import aligned_benefit_matrix, encode_classes
+from costlib.estimators._common import BinaryClasses, aligned_benefit_matrix, encode_classes
 
 
 class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
@@ -86,7 +86,11 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
         The benefit matrix aligned to ``classes_``.
     class_priors_ : ndarray of shape (K,)
     binary_benefit_matrices_ : ndarray of shape (n_models, 2, 2)
-        The 2x2 matrix of each binary model (``n_models`` = 1 for two classes, else K).
+        The 2x2 matrix of each binary model (``n_models`` = 1 for two classes, else K), rows
+        (negative, positive): for two classes the positive class is ``pos_label_``.
+    pos_label_ : label or None
+        Two classes: the positive class (``pos_label``, else ``1``/``True``, else
+        ``classes_[1]`` for the default cost-blind matrix); None for K > 2.
     etas_ : ndarray of shape (n_models,)
         ``η`` of each binary model.
     coef_ : ndarray of shape (n_models, n_features)
@@ -174,9 +178,18 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
         self.benefit_matrix_ = b
         self.class_priors_ = self._priors(y_idx, classes, sw)
         k = classes.shape[0]
+        sign = 1.0
+        self.pos_label_ = None
         if k == 2:
-            binaries = [b]
-            targets = [y_idx]
+            # Fitted on 1 = positive (row 1 of the matrix), whatever the labels: the same bits
+            # for 0/1, bool or string labels with pos_label.
+            plain = self.benefit_matrix is not None and getattr(
+                self.benefit_matrix, "labels", None) is None
+            binary = BinaryClasses(classes, self.pos_label, needed=plain)
+            self.pos_label_ = classes[binary.positive]
+            sign = binary.sign
+            binaries = [b[np.ix_(binary.order, binary.order)]]
+            targets = [binary.encode(y)]
         else:
             binaries = [
                 one_vs_rest_benefit(b, self.class_priors_, j, combination=self.combination)
@@ -193,8 +206,8 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
             coefs.append(model.coef_[0])
             intercepts.append(model.intercept_[0])
             n_iter.append(int(np.max(model.n_iter_)))
-        self.coef_ = np.vstack(coefs)
-        self.intercept_ = np.asarray(intercepts, dtype=np.float64)
+        self.coef_ = sign * np.vstack(coefs)
+        self.intercept_ = sign * np.asarray(intercepts, dtype=np.float64)
         self.n_iter_ = np.asarray(n_iter)
         return self
 
@@ -205,12 +218,18 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
         scores = safe_sparse_dot(X, self.coef_.T, dense_output=True) + self.intercept_
         return scores.ravel() if self.classes_.shape[0] == 2 else scores
 
+    def _sign(self) -> float:
+        """+1 if the positive class is ``classes_[1]``, else -1."""
+        return 1.0 if self.classes_[1] == self.pos_label_ else -1.0
+
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Class probabilities; one-vs-rest sigmoids normalised to sum to 1 for K > 2."""
         scores = self.decision_function(X)
         if scores.ndim == 1:
-            p1 = expit(scores)
-            return np.column_stack((1.0 - p1, p1))
+            sign = self._sign()
+            p1 = expit(sign * scores)  # the positive class
+            internal = np.column_stack((1.0 - p1, p1))
+            return internal if sign > 0 else internal[:, ::-1]
         p = expit(scores)
         return p / p.sum(axis=1, keepdims=True)
 
@@ -222,7 +241,9 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
         """The class whose (binary benefit) classifier scores highest."""
         scores = self.decision_function(X)
         if scores.ndim == 1:
-            return self.classes_[(scores > 0).astype(np.intp)]
+            sign = self._sign()
+            pos = 1 if sign > 0 else 0
+            return self.classes_[np.where(sign * scores > 0, pos, 1 - pos)]
         return self.classes_[np.argmax(scores, axis=1)]
 
     def __sklearn_tags__(self) -> Any:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import sys
 import warnings
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.utils.multiclass import check_classification_targets
 
 from costlib._messages import plain
-from costlib.costs._labels import binary_class_order
+from costlib.costs._labels import binary_class_order, label_array, standard_positive
 from costlib.costs._matrices import BenefitMatrix, CostMatrix, as_benefit_matrix, as_cost_matrix
 
 
@@ -180,3 +181,131 @@ def warn_every_time(message: str, category: type[Warning], stacklevel: int = 2) 
         message, category, frame.f_code.co_filename, frame.f_lineno,
         module=frame.f_globals.get("__name__"), registry={},
     )
+
+
+class BinaryClasses:
+    """Two classes (``classes_``, sorted) and which one is positive.
+
+    Internally every binary estimator works on ``1`` = positive, ``0`` = negative, whatever the
+    labels (0/1, bool, -1/1, or strings with ``pos_label``), so the same data in another label
+    convention gives bit-for-bit the same model; only the outputs are put back in ``classes_``
+    order (scikit-learn's convention: ``decision_function > 0`` means ``classes_[1]``).
+
+    Parameters
+    ----------
+    classes : ndarray of shape (2,)
+        The sorted class labels.
+    pos_label : label or None
+        The positive class; None means ``classes`` are 0/1, bool or -1/1 (1 positive) or, if
+        ``needed`` is False, ``classes[1]`` (the orientation does not matter then, e.g. 0/1
+        costs).
+    needed : bool
+        Whether plain (unlabelled) costs make the orientation matter; then non-standard classes
+        without ``pos_label`` are refused.
+    """
+
+    def __init__(self, classes: np.ndarray, pos_label: object = None, *,
+                 needed: bool = True) -> None:
+        self.classes = np.asarray(classes)
+        if pos_label is None and not needed and not standard_positive(self.classes.tolist()):
+            self.positive = 1
+        else:
+            self.positive = int(binary_class_order(self.classes, pos_label)[1])
+        self.known = pos_label is not None or standard_positive(self.classes.tolist())
+
+    @property
+    def sign(self) -> float:
+        """+1 if the positive class is ``classes_[1]``, else -1 (flips scores to ``classes_``)."""
+        return 1.0 if self.positive == 1 else -1.0
+
+    @property
+    def order(self) -> np.ndarray:
+        """Indices into ``classes`` of (negative, positive)."""
+        return np.array([1 - self.positive, self.positive], dtype=np.intp)
+
+    def encode(self, y: np.ndarray) -> np.ndarray:
+        """1 where ``y`` is the positive class, else 0 (int)."""
+        return np.asarray(np.asarray(y) == self.classes[self.positive], dtype=np.intp)
+
+    def decode(self, positive: np.ndarray) -> np.ndarray:
+        """Labels of a positive/negative mask."""
+        idx = np.where(np.asarray(positive, dtype=bool), self.positive, 1 - self.positive)
+        out: np.ndarray = self.classes[idx]
+        return out
+
+    def columns(self, internal: np.ndarray) -> np.ndarray:
+        """(n, 2) values in (negative, positive) order put in ``classes`` order."""
+        out: np.ndarray = internal[:, self.order]
+        return out
+
+
+def fit_posterior_model(
+    model: Any, X: ArrayLike, y: ArrayLike, pos_label: object, *, frozen: bool,
+    fit_params: dict[str, Any],
+) -> tuple[Any, np.ndarray, BinaryClasses | None, bool]:
+    """Fit a probabilistic classifier; two classes are fitted as 0/1 (1 = positive).
+
+    Returns ``(fitted, classes, binary, encoded)``: ``classes`` sorted (``classes_``),
+    ``binary`` the positive class of two (None for K > 2) and ``encoded`` whether the model saw
+    0/1 targets (a frozen model keeps its own ``classes_``). Fitting on 0/1 makes the model, and
+    so every decision, the same bits whatever label convention ``y`` came in.
+    """
+    if y is None:
+        raise ValueError(f"{type(model).__name__} requires y to be passed, but the target y "
+                         "is None")
+    if not hasattr(y, "isna"):  # pandas keeps its nullable dtypes for label_array
+        y = np.asarray(y)
+    if len(getattr(y, "shape", ())) == 2:
+        from sklearn.utils.validation import column_or_1d
+
+        y = column_or_1d(y, warn=True)  # a (n, 1) column: DataConversionWarning
+    y_arr = label_array(y, "y")
+    if frozen:
+        fitted = model.fit(X, y_arr, **fit_params)
+        classes = np.asarray(fitted.classes_)
+        encoded = False
+    else:
+        check_classification_targets(y_arr)
+        classes = np.unique(y_arr)
+        encoded = classes.shape[0] == 2
+    binary = BinaryClasses(classes, pos_label, needed=False) if classes.shape[0] == 2 else None
+    if not frozen:
+        target = binary.encode(y_arr) if binary is not None else y_arr
+        fitted = model.fit(X, target, **fit_params)
+        if binary is None:
+            classes = np.asarray(fitted.classes_)
+    if classes.shape[0] < 2:
+        raise ValueError(
+            f"the classifier needs samples of at least 2 classes, got {classes.tolist()}")
+    if pos_label is not None and binary is None:
+        raise ValueError(f"pos_label is for two classes, got {classes.shape[0]} "
+                         f"{classes.tolist()[:10]}; give the cost matrix labels instead")
+    return fitted, classes, binary, encoded
+
+
+def internal_proba(
+    fitted: Any, X: ArrayLike, binary: BinaryClasses | None, encoded: bool
+) -> np.ndarray:
+    """Posteriors in (negative, positive) order for two classes, else ``classes_`` order."""
+    p = np.asarray(fitted.predict_proba(X), dtype=np.float64)
+    if binary is None or encoded:
+        return p
+    out: np.ndarray = p[:, binary.order]
+    return out
+
+
+def binary_costs_internal(
+    costs: np.ndarray | CostMatrix, binary: BinaryClasses, pos_label: object
+) -> np.ndarray:
+    """2x2 costs (shared or per example) in (negative, positive) order.
+
+    A labelled :class:`CostMatrix` is aligned by its labels; plain costs are (negative,
+    positive) already, which needs the positive class to be known (``pos_label`` or 0/1,
+    bool, -1/1 classes), else ``ValueError``.
+    """
+    if isinstance(costs, CostMatrix) and costs.labels is not None:
+        out: np.ndarray = costs.aligned_to(binary.classes[binary.order])
+        return out
+    if not binary.known:
+        binary_class_order(binary.classes, pos_label)  # raises: which class is positive?
+    return np.asarray(costs, dtype=np.float64)
