@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from costlib._sklearn import column_or_1d
-from costlib.costs._example_costs import label_indices
+from costlib.costs._example_costs import label_indices, score_order
 from costlib.costs._labels import label_array
 from costlib.costs._matrices import BenefitMatrix, CostMatrix, _SquareMatrix, as_benefit_matrix
 
@@ -211,9 +211,11 @@ def _binary_scores(
         raise ValueError("scores must be numeric") from None
     if not np.isfinite(s).all():
         raise ValueError("scores must be finite (no NaN or inf)")
-    is_pos = ti == 1
+    lab = bm.labels if bm.labels is not None else labels
+    order = score_order(lab, pos_label)
+    is_pos = ti == order[1]
     w = _check_weights(sample_weight, ti.shape[0])
-    return bm.values, s, is_pos, w
+    return bm.values[np.ix_(order, order)], s, is_pos, w
 
 
 def benefit_curve(
@@ -227,8 +229,9 @@ def benefit_curve(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Expected benefit ``B(t)`` at every distinct decision threshold of a binary score.
 
-    Decision rule: ``s < t`` → class 0 (``labels[0]``), ``s >= t`` → class 1 (``labels[1]``,
-    the positive class, expected to score higher). This is scikit-learn's rule (its
+    Decision rule: ``s < t`` → the negative class, ``s >= t`` → the positive class (row 1 of
+    a plain matrix; with labels, ``pos_label`` or the label 1/True), expected to score higher.
+    This is scikit-learn's rule (its
     :class:`~sklearn.model_selection.TunedThresholdClassifierCV` predicts the positive class
     when the score is ``>=`` the threshold), so a threshold from here can be set on a
     scikit-learn classifier as is. (The paper writes ``s > t``; for continuous scores the two

@@ -42,7 +42,7 @@ import numpy.typing as npt
 from numpy.typing import ArrayLike
 
 from costlib._sklearn import column_or_1d, unique_labels
-from costlib.costs._labels import binary_positive, label_array
+from costlib.costs._labels import binary_positive, label_array, standard_positive
 from costlib.costs._matrices import BenefitMatrix, CostMatrix
 
 __all__ = [
@@ -282,9 +282,9 @@ def label_indices(
         if lab.ndim != 1 or lab.shape[0] != n_classes or np.unique(lab).shape[0] != n_classes:
             raise ValueError(f"labels must be {n_classes} distinct values (one per cost matrix "
                              f"row), got {lab.tolist()}")
-        if pos_label is not None and (n_classes != 2 or lab[1] != pos_label):
-            raise ValueError(f"pos_label={pos_label!r} disagrees with labels={lab.tolist()} "
-                             "(labels[1] is the positive class); pass one of them")
+        if pos_label is not None and (n_classes != 2 or pos_label not in lab.tolist()):
+            raise ValueError(f"pos_label={pos_label!r} is not one of labels={lab.tolist()} "
+                             "(the class of each cost matrix row); pass one of them")
     elif pos_label is not None:
         raise ValueError(f"pos_label is for two classes; the costs are {n_classes}x{n_classes}: "
                          "pass labels= (the class of each row) instead")
@@ -323,6 +323,29 @@ def _matrix_labels(matrix: object, labels: ArrayLike | None) -> ArrayLike | None
                          f"labels {own.tolist()}")
     out: ArrayLike = own
     return out
+
+
+def score_order(labels: ArrayLike | None, pos_label: object = None) -> IntArray:
+    """Rows/columns (negative, positive) of a 2x2 matrix for a rule "high score → positive".
+
+    Without ``labels`` the matrix is (negative, positive) already. With labels (a labelled
+    matrix, or ``labels=``), the positive one is ``pos_label``, else the label ``1``/``True``
+    of 0/1, bool or -1/1 labels; other labels need ``pos_label`` (which class do the scores
+    rank?), else ``ValueError``.
+    """
+    if labels is None:
+        return np.array([0, 1], dtype=np.intp)
+    lab = np.asarray(labels).tolist()
+    if pos_label is not None:
+        if pos_label not in lab:
+            raise ValueError(f"pos_label={pos_label!r} is not one of the labels {lab}")
+        pos = lab.index(pos_label)
+    elif standard_positive(lab):
+        pos = lab.index(1)
+    else:
+        raise ValueError(f"labels {lab} do not say which class the scores rank (high score = "
+                         "positive); pass pos_label= with the positive one")
+    return np.array([1 - pos, pos], dtype=np.intp)
 
 
 def _weights(sample_weight: ArrayLike | None, n: int) -> FloatArray:
@@ -512,7 +535,10 @@ def cost_curve(
     pos_label: object = None,
     sample_weight: ArrayLike | None = None,
 ) -> tuple[FloatArray, FloatArray]:
-    """Total example-dependent cost of the rule ``score >= t`` → class 1 at every threshold.
+    """Total example-dependent cost of the rule ``score >= t`` → positive at every threshold.
+
+    The positive class is row/column 1 of plain costs; with labels (``labels=`` or a labelled
+    :class:`~costlib.costs.CostMatrix`) it is ``pos_label`` or the label 1/True.
 
     ``cost(t) = Σ_{s_i < t} w_i C[i, y_i, 0] + Σ_{s_i >= t} w_i C[i, y_i, 1]``, which only
     changes at observed scores: candidates are every distinct score (the smallest flags
@@ -535,11 +561,13 @@ def cost_curve(
         raise ValueError("y_true is empty")
     _check_finite(s, "scores")
     c = as_example_costs(cost_matrix, yt.shape[0], n_classes=2)
-    (ti,) = label_indices(yt, 2, _matrix_labels(cost_matrix, labels), pos_label=pos_label)
+    lab = _matrix_labels(cost_matrix, labels)
+    (ti,) = label_indices(yt, 2, lab, pos_label=pos_label)
+    neg, pos = score_order(lab, pos_label)
     w = _weights(sample_weight, yt.shape[0])
     rows = np.arange(yt.shape[0])
-    c0 = w * c[rows, ti, 0]
-    c1 = w * c[rows, ti, 1]
+    c0 = w * c[rows, ti, neg]
+    c1 = w * c[rows, ti, pos]
     uniq, inv = np.unique(s, return_inverse=True)
     below = np.concatenate(([0.0], np.cumsum(np.bincount(inv, c0, uniq.shape[0]))))
     above1 = np.concatenate(([0.0], np.cumsum(np.bincount(inv, c1, uniq.shape[0]))))

@@ -16,7 +16,12 @@ from costlib._messages import plain
 from costlib.costs._benefit import class_priors
 from costlib.costs._binary import eta, one_vs_rest_benefit
 from costlib.costs._matrices import BenefitMatrix
-from costlib.estimators._common import BinaryClasses, aligned_benefit_matrix, encode_classes
+from costlib.estimators._common import (
+    BinaryClasses,
+    aligned_benefit_matrix,
+    checked_labels,
+    encode_classes,
+)
 
 
 class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
@@ -168,6 +173,7 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
             raise ValueError(
                 f"combination must be 'paper' or 'normalized', got {self.combination!r}"
             )
+        y = checked_labels(y, type(self).__name__)
         X, y = validate_data(
             self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], y_numeric=False
         )

@@ -239,6 +239,23 @@ class BinaryClasses:
         return out
 
 
+def checked_labels(y: Any, owner: str) -> np.ndarray:
+    """Training labels as a 1-d array; a missing label (NaN, None, ``<NA>``) is refused.
+
+    pandas nullable columns without missing values become their numpy counterparts
+    (``Int8`` → int), so they fit like plain arrays.
+    """
+    if y is None:
+        raise ValueError(f"{owner} requires y to be passed, but the target y is None")
+    if not hasattr(y, "isna"):  # pandas keeps its nullable dtypes for label_array
+        y = np.asarray(y)
+    if len(getattr(y, "shape", ())) == 2:
+        from sklearn.utils.validation import column_or_1d
+
+        y = column_or_1d(y, warn=True)  # a (n, 1) column: DataConversionWarning
+    return label_array(y, "y")
+
+
 def fit_posterior_model(
     model: Any, X: ArrayLike, y: ArrayLike, pos_label: object, *, frozen: bool,
     fit_params: dict[str, Any],
@@ -250,16 +267,7 @@ def fit_posterior_model(
     0/1 targets (a frozen model keeps its own ``classes_``). Fitting on 0/1 makes the model, and
     so every decision, the same bits whatever label convention ``y`` came in.
     """
-    if y is None:
-        raise ValueError(f"{type(model).__name__} requires y to be passed, but the target y "
-                         "is None")
-    if not hasattr(y, "isna"):  # pandas keeps its nullable dtypes for label_array
-        y = np.asarray(y)
-    if len(getattr(y, "shape", ())) == 2:
-        from sklearn.utils.validation import column_or_1d
-
-        y = column_or_1d(y, warn=True)  # a (n, 1) column: DataConversionWarning
-    y_arr = label_array(y, "y")
+    y_arr = checked_labels(y, type(model).__name__)
     if frozen:
         fitted = model.fit(X, y_arr, **fit_params)
         classes = np.asarray(fitted.classes_)

@@ -15,7 +15,9 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from costlib._messages import plain
 from costlib.costs._matrices import CostMatrix
 from costlib.estimators._common import (
+    BinaryClasses,
     aligned_cost_matrix,
+    checked_labels,
     cost_decision_function,
     encode_classes,
     min_expected_cost_index,
@@ -76,6 +78,7 @@ class CostSensitiveNaiveBayes(ClassifierMixin, BaseEstimator):
 
     # Fitted attributes (scikit-learn objects are untyped: Any).
     classes_: np.ndarray
+    pos_label_: Any
     cost_matrix_: np.ndarray
     continuous_features_: np.ndarray
     categorical_features_: np.ndarray
@@ -159,10 +162,14 @@ class CostSensitiveNaiveBayes(ClassifierMixin, BaseEstimator):
         """
         if not isinstance(self.n_bins, Integral) or self.n_bins < 2:
             raise ValueError(f"n_bins must be an int >= 2, got {plain(self.n_bins)}")
+        y = checked_labels(y, type(self).__name__)
         X, y = validate_data(self, X, y, dtype=np.float64)
         classes, _ = encode_classes(y)
         self.classes_ = classes
         self.cost_matrix_ = aligned_cost_matrix(self.cost_matrix, classes, self.pos_label)
+        self.pos_label_ = None
+        if classes.shape[0] == 2:
+            self.pos_label_ = classes[BinaryClasses(classes, self.pos_label, needed=False).positive]
         sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
         self.continuous_features_, self.categorical_features_ = self._split_columns(X.shape[1])
         cont = X[:, self.continuous_features_]
@@ -222,5 +229,12 @@ class CostSensitiveNaiveBayes(ClassifierMixin, BaseEstimator):
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """``argmin_k Σ_q V_qk p(C_q) Π_i p(x_i | C_q)``."""
-        idx = min_expected_cost_index(self._scaled_joint(X), self.cost_matrix_)
+        joint = self._scaled_joint(X)
+        if self.classes_.shape[0] == 2:
+            # A tie keeps the negative class, whatever the labels' sort order.
+            binary = BinaryClasses(self.classes_, self.pos_label_, needed=False)
+            order = binary.order
+            idx = min_expected_cost_index(joint[:, order], self.cost_matrix_[np.ix_(order, order)])
+            return binary.decode(idx == 1)
+        idx = min_expected_cost_index(joint, self.cost_matrix_)
         return self.classes_[idx]

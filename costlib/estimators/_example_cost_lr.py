@@ -21,6 +21,7 @@ from costlib.estimators._common import (
     BinaryClasses,
     CostFallbackWarning,
     check_positive,
+    checked_labels,
     encode_classes,
     warn_every_time,
 )
@@ -159,6 +160,7 @@ class ExampleCostLogisticRegression(ClassifierMixin, BaseEstimator):
             raise ValueError(f"max_iter must be a positive int, got {self.max_iter!r}")
         tol = check_positive("tol", self.tol)
         Xv: Any
+        y = checked_labels(y, type(self).__name__)
         Xv, yv = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64)
         y_type = type_of_target(yv, input_name="y", raise_unknown=True)
         if y_type not in ("binary", "unknown") and np.unique(yv).shape[0] > 2:
