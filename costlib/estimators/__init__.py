@@ -1,8 +1,9 @@
 """Cost- and benefit-sensitive scikit-learn classifiers (Sooklal et al.; Xu; Zhang).
 
-Every matrix follows one convention: rows = true class, columns = predicted class, in the
-order of the estimator's ``classes_`` (sorted labels) unless the matrix carries labels
-(:class:`costlib.costs.BenefitMatrix` / :class:`costlib.costs.CostMatrix`).
+Every matrix follows one convention: rows = true class, columns = predicted class. A matrix
+with labels (:class:`costlib.costs.BenefitMatrix` / :class:`costlib.costs.CostMatrix`) says
+which class each row is; a plain K x K one follows ``classes_`` (sorted labels); a plain 2 x 2
+one (shared or per example) is (negative, positive), see ``pos_label``.
 
 Public API
 ----------
@@ -21,8 +22,8 @@ make_cost_scorer, CostScorer
 CostFallbackWarning
     Raised (as a warning) on every call that decides by 0/1 costs for want of costs.
 
-Two classes: a plain 2x2 matrix (or one per example) is (negative, positive). Classes other
-than 0/1, bool or -1/1 need ``pos_label=`` (or a matrix with labels).
+Two classes: the positive class is ``pos_label``, else ``1``/``True``; classes other than
+0/1, bool or -1/1 with plain costs need ``pos_label=`` and are refused without it.
 """
 
 from costlib.estimators._bayes_min_risk import BayesMinimumRiskClassifier

@@ -80,7 +80,7 @@ class BayesMinimumRiskClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstima
     Examples
     --------
     >>> import numpy as np
-    >>> from costlib.costs._example_costs import binary_example_costs
+    >>> from costlib.costs import binary_example_costs
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(300, 2)); y = (X[:, 0] + rng.normal(size=300) > 1).astype(int)
     >>> clf = BayesMinimumRiskClassifier(calibration="sigmoid").fit(X, y)

@@ -100,7 +100,7 @@ class ExampleCostLogisticRegression(ClassifierMixin, BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from costlib.costs._example_costs import binary_example_costs
+    >>> from costlib.costs import binary_example_costs
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(200, 2)); y = (X[:, 0] + rng.normal(size=200) > 1).astype(int)
     >>> costs = binary_example_costs(fn=rng.uniform(10, 100, 200), fp=5.0)
