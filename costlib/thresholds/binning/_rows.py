@@ -134,6 +134,19 @@ def _check_labels(labels: ArrayLike, n: int) -> NDArray[np.bool_]:
     return y
 
 
+def rated_labels(labels: ArrayLike, rated: NDArray[np.bool_]) -> NDArray[np.bool_]:
+    """Bool labels of the rated rows (False elsewhere); rated labels must be bool or 0/1."""
+    y = np.asarray(labels).ravel()
+    if y.dtype == np.bool_:
+        return y & rated
+    out = np.zeros(y.shape[0], dtype=bool)
+    kept = y[rated]
+    if kept.dtype == object:
+        kept = np.array(kept.tolist()) if kept.size else np.zeros(0, dtype=bool)
+    out[rated] = _check_labels(kept, kept.shape[0])
+    return out
+
+
 def _check_weights(weights: ArrayLike | None, n: int) -> NDArray[np.float64] | None:
     w = None
     if weights is not None:
