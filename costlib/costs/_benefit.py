@@ -87,8 +87,11 @@ def _weighted_confusion(
 def class_priors(
     y: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None = None
 ) -> np.ndarray:
-    """Empirical (weighted) class priors ``π_i`` of ``y`` in the order of ``labels``."""
-    y = column_or_1d(y)
+    """Empirical (weighted) class priors ``π_i`` of ``y`` in the order of ``labels``.
+
+    A missing label (NaN, None, ``<NA>``) is refused; every other label must be in ``labels``.
+    """
+    y = label_array(y, "y")
     labels = np.asarray(labels)
     w = _check_weights(sample_weight, y.shape[0])
     pos = {lab: i for i, lab in enumerate(labels.tolist())}
