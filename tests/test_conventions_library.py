@@ -631,3 +631,17 @@ def test_expected_loss_matches_exhaustive_and_stays_in_range(probs: list[float],
             got = expected_loss(p, s, name, tol=0)
             assert 0.0 <= got <= 1.0, (name, got)
             assert got == pytest.approx(_exhaustive(p, s, name), abs=1e-12), name
+
+
+def test_score_decides_with_the_routed_costs() -> None:
+    X, y, costs = _fraud(600)
+    folds = list(KFold(3, shuffle=True, random_state=0).split(X))
+    with sklearn.config_context(enable_metadata_routing=True):
+        got = cross_val_score(BayesMinimumRiskClassifier().set_score_request(cost_matrix=True),
+                              X, y, params={"cost_matrix": costs}, cv=folds)
+    want = []
+    for train, test in folds:
+        model = BayesMinimumRiskClassifier().fit(X[train], y[train])
+        pred = model.predict(X[test], cost_matrix=costs[test])
+        want.append(float(np.mean(pred == y[test])))
+    np.testing.assert_array_equal(got, want)
