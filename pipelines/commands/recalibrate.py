@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     guard = manifest["guard"]
     for note in guard.get("notes") or []:
         if note != warning:  # printed above
-            print(f"note: {note}")
+            print(f"{'warning' if note.startswith('volume:') else 'note'}: {note}")
     if guard["override"]:
         print(f"published despite {len(guard['violations'])} guard violation(s), overridden by "
               f"{guard['override']['by']}: {guard['override']['reason']}")

@@ -74,6 +74,7 @@ __all__ = [
     "capacity_point",
     "capacity_summary",
     "capacity_violations",
+    "not_allocated_reason",
     "summarise",
 ]
 
@@ -309,6 +310,17 @@ def capacity_point(group: str, grid: ThresholdGrid, result: GroupResult,
                 "no covered cell within the group's capacity.min_volume/max_volume: "
                 "nothing allocated"))
     return replace(result, points={**result.points, METHOD: point}), entry
+
+
+def not_allocated_reason(grid: ThresholdGrid, config: RunConfig) -> str:
+    """Why a group's ``capacity`` record has no thresholds: its own grid holds fewer rated
+    rows than ``min_rated`` (the allocation leaves such a group out; the methods' records may
+    fall back to ``__all__``, the allocation does not), with the grid's numbers."""
+    pos, neg = grid.total_positives, grid.total_negatives
+    return (f"left out of the capacity allocation: its grid holds {pos:g} rated positives "
+            f"and {neg:g} rated negatives, fewer than min_rated (positives "
+            f"{config.min_positives:g}, negatives {config.min_negatives:g}); the allocation "
+            "gives such a group no thresholds (no fallback)")
 
 
 def capacity_summary(summary: Mapping[str, Any] | None,

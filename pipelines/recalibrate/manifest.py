@@ -46,6 +46,7 @@ from costlib_pipelines.recalibrate.publish import (
     no_point_note,
 )
 from costlib_pipelines.recalibrate.shards import assemble_shards
+from costlib_pipelines.recalibrate.volume_guard import VolumeCheck
 
 __all__ = ["PublishRunFn", "PublishSpec", "baseline_check", "grid_edges_entry",
            "publish_windowed_run"]
@@ -84,7 +85,7 @@ class PublishRunFn(beam.DoFn):
         self.spec = spec
 
     def process(self, _, accounting, dead_letter_files, shard_ids, edges=None,
-                edge_sketches=None, capacity=None):
+                edge_sketches=None, capacity=None, volumes=None):
         spec, config = self.spec, self.config
         run = RunDirectory(spec.output, config.digest, spec.run_id)
         assemble_shards(run.run_dir, shard_ids)
@@ -99,6 +100,9 @@ class PublishRunFn(beam.DoFn):
         violations += guard_violations(baseline.records, new, spec.settings)
         violations += plausibility_violations(accounting, Plausibility.from_config(config))
         violations += capacity_violations(new, capacity)
+        volume = VolumeCheck(volumes, config.publish.max_volume_change,
+                             config.publish.on_volume_change)
+        violations += volume.violations()
         if capacity is not None:
             write_json(run.path("capacity.json"), capacity)
         if not new:
@@ -125,7 +129,8 @@ class PublishRunFn(beam.DoFn):
                 "compared_with_run": baseline.run_id,
                 "previous_run_unreadable": baseline.problem,
                 "violations": violations,
-                "notes": [*guard_notes(new, spec.settings),
+                "volume": volume.summary(),
+                "notes": [*volume.notes(), *guard_notes(new, spec.settings),
                           *filter(None, (no_point_note(new, spec.settings),
                                          audit_warning(accounting)))],
                 "override": (spec.override.record()

@@ -40,7 +40,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,6 +170,59 @@ def _unchanged(record: dict[str, Any], old: dict[str, Any] | None) -> bool:
     return [before[c] for c in record["classifiers"]] == list(record["thresholds"])
 
 
+def _own_rows(record: dict[str, Any]) -> str:
+    """``22 rated rows (12 positives, 10 negatives)``: a record's own grid."""
+    pos, neg = record["rated_positives"], record["rated_negatives"]
+    return f"{pos + neg:g} rated rows ({pos:g} positives, {neg:g} negatives)"
+
+
+def _rated_violation(group: str, record: dict[str, Any],
+                     new_by_group: Mapping[str, dict[str, Any]],
+                     settings: GuardSettings) -> str | None:
+    """The ``min_rated`` violation of one group's record, naming the grid its thresholds were
+    chosen on and that grid's rated rows, or why it has no thresholds; None when it holds
+    enough.
+
+    Three cases, each with the numbers of the data that caused it:
+
+    - no thresholds (status ``insufficient_data``, a method that did not switch the group on,
+      or a group the capacity allocation left out): ``costlib decide`` gives it null decisions;
+      the message says why (the record's ``reason``, else its status) and how many rated rows
+      the group's own grid holds (a group without thresholds rests on none, whatever it holds);
+    - ``fallback``: the thresholds are the parent's, so the parent's rated rows count;
+    - otherwise the group's own rated rows.
+    """
+    minimum = settings.min_rated
+    if record["thresholds"] is None:
+        why = record.get("reason") or f"status {record['status']}"
+        if record.get("capacity_status"):
+            why = f"capacity_status {record['capacity_status']}: {why}"
+        elif record["status"] == "fallback":
+            why = (f"status fallback to {record['fallback_group']}, which has no point of "
+                   f"method {settings.method}; {why}")
+        return (f"group {group!r}: no thresholds of method {settings.method}, so decide gives "
+                f"it null decisions ({why}); its own grid holds {_own_rows(record)}; a group "
+                f"without thresholds is held under min_rated={minimum:g}")
+    parent = record["fallback_group"] if record["status"] == "fallback" else None
+    source = new_by_group.get(parent) if parent else None
+    if source is not None:
+        rated = source["rated_positives"] + source["rated_negatives"]
+        if rated >= minimum:
+            return None
+        return (f"group {group!r}: thresholds are those of {parent} (status fallback: its own "
+                f"grid holds {_own_rows(record)}), which rest on {_own_rows(source)}, fewer "
+                f"than min_rated={minimum:g}")
+    rated = record["rated_positives"] + record["rated_negatives"]
+    if rated >= minimum:
+        return None
+    if parent:  # the parent's record is not in the run: its rows cannot be counted
+        return (f"group {group!r}: thresholds are those of {parent} (status fallback), whose "
+                f"record is not in the run; its own grid holds {_own_rows(record)}, fewer "
+                f"than min_rated={minimum:g}")
+    return (f"group {group!r}: thresholds rest on the {_own_rows(record)} of its own grid "
+            f"(status {record['status']}), fewer than min_rated={minimum:g}")
+
+
 def guard_violations(
     previous: Sequence[dict[str, Any]] | None,
     new: Sequence[dict[str, Any]],
@@ -185,17 +238,11 @@ def guard_violations(
     violations = []
     for group in sorted(new_by_group):
         record = new_by_group[group]
-        source = new_by_group.get(record["fallback_group"] or group, record)
-        rated = source["rated_positives"] + source["rated_negatives"]
-        if record["thresholds"] is None:
-            rated = 0.0
         old = old_by_group.get(group)
-        if settings.min_rated > 0 and rated < settings.min_rated and not _unchanged(
-                record, old):
-            violations.append(
-                f"group {group!r}: thresholds rest on {rated:g} rated rows "
-                f"(status {record['status']}), fewer than min_rated={settings.min_rated:g}"
-            )
+        if settings.min_rated > 0 and not _unchanged(record, old):
+            thin = _rated_violation(group, record, new_by_group, settings)
+            if thin is not None:
+                violations.append(thin)
         if record.get("point_status") == "infeasible":
             violations.append(f"group {group!r}: the {settings.method} point is infeasible: "
                               f"{record.get('reason') or 'no point meets the constraints'}")
