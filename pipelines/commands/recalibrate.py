@@ -192,6 +192,9 @@ def run(args: argparse.Namespace) -> int:
               f"(equal split {capacity.get('equal_utility', float('nan')):,.2f}, "
               f"traffic-proportional {capacity.get('proportional_utility', float('nan')):,.2f}); "
               f"{run_dir}/capacity.json")
+        for why in (capacity.get("unused_why"), capacity.get("bound_why")):
+            if why:
+                print(f"capacity: {why}")
     guard = manifest["guard"]
     for note in guard.get("notes") or []:
         if note != warning:  # printed above
