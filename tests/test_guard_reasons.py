@@ -66,10 +66,19 @@ CASES = [
       "10); the allocation gives such a group no thresholds (no fallback)); its own grid holds "
       "22 rated rows (4 positives, 18 negatives); a group without thresholds is held under "
       "min_rated=50"]),
-    ("an infeasible point",
-     None, [rec("de", [0.2, math.inf], point_status="infeasible",
+    ("a point that misses min_recall only: an override applies it",
+     None, [rec("de", [0.2, math.inf], point_status="infeasible", min_recall=0.9,
+                min_precision=0.5, precision=0.61, estimated_recall=0.71234,
                 reason="min_recall 0.9 cannot be met")], GuardSettings(),
-     ["group 'de': the graph point is infeasible: min_recall 0.9 cannot be met"]),
+     ["group 'de': the graph point is infeasible: min_recall 0.9 cannot be met; if published "
+      "anyway, decide applies this nearest point, thresholds (0.2, inf), estimated recall "
+      "0.7123: the highest recall the rated region allows (not the min_recall asked for)"]),
+    ("a point that misses min_precision: an override flags nothing",
+     None, [rec("de", [0.2, math.inf], point_status="infeasible", min_recall=0.9,
+                min_precision=0.5, precision=0.41, reason="min_precision 0.5 cannot be met")],
+     GuardSettings(),
+     ["group 'de': the graph point is infeasible: min_precision 0.5 cannot be met; if "
+      "published anyway, decide gives the group null decisions (nothing flagged)"]),
     ("a threshold moved",
      [rec("g", [0.5, 0.7])], [rec("g", [0.65, 0.7])], GuardSettings(max_threshold_change=0.1),
      ["group 'g': thresholds moved by 0.15 (> max_threshold_change=0.1; a: 0.5 -> 0.65, b: "

@@ -120,6 +120,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {without_group:,} rows without a group were decided with the "
               "all-groups points (their group is written as __all__; decide.null_group: "
               "dead_letter dead-letters them instead)")
+    below = points.get("groups_below_min_recall") or []
+    if below:
+        print(f"warning: {len(below)} group(s) miss min_recall: no covered point meets it, so "
+              "they are decided with their nearest point, the highest recall the rated region "
+              f"allows (the run was published by a person): {_first(below)}")
     without = points.get("groups_without_thresholds") or []
     if without:
         print(f"{len(without)} group(s) whose point flags nothing: {_first(without)}")

@@ -202,6 +202,11 @@ def run(args: argparse.Namespace) -> int:
     if guard["override"]:
         print(f"published despite {len(guard['violations'])} guard violation(s), overridden by "
               f"{guard['override']['by']}: {guard['override']['reason']}")
+        from costlib_pipelines.recalibrate.publish import infeasible_overrides
+
+        for line in infeasible_overrides(read_operating_points(points),
+                                         config.decision_method):
+            print(f"warning: {line}")
     _print_guard_off(guard)
     return 0
 

@@ -225,6 +225,39 @@ def _window_details(window: Window, time_range: dict[str, str] | None) -> dict[s
 POINT_STATUSES = ("ok", "coverage_limited", "infeasible", "resolution_limited")
 
 
+#: The constraints an operating point record can check on its own counts: name -> (record
+#: field, whether the field must be at least (True) or at most (False) the constraint).
+_RECORD_CHECKS = {"min_precision": ("precision", True), "max_volume": ("volume", False),
+                  "max_false_positives": ("fp", False)}
+
+
+def misses_only_min_recall(record: dict[str, Any]) -> bool:
+    """True for an ``infeasible`` record whose point misses ``min_recall`` only: it has
+    thresholds and meets every other constraint of the record (``min_precision``,
+    ``max_volume``, ``max_false_positives``, checked on its own counts).
+
+    Such a point is applied by ``costlib decide`` (a run holding one is held by the guard, so
+    it is applied only after a person published the run): the record holds the nearest point,
+    which for ``min_recall`` alone is the covered point with the most true positives, i.e. the
+    highest recall (and recall lower bound) the rated region allows; without audit rows
+    (recall unknown), the best point chosen without the floor. Flagging nothing instead would
+    answer a request for more recall with none. Any other infeasible point breaks a
+    constraint that flagging less protects (precision, volume, false positives): decide gives
+    its group null decisions (fails closed).
+    """
+    if record.get("point_status") != "infeasible" or record.get("min_recall") is None:
+        return False
+    if record["thresholds"] is None:
+        return False
+    for name, (column, at_least) in _RECORD_CHECKS.items():
+        limit, value = record.get(name), record.get(column)
+        if limit is None:
+            continue
+        if value is None or (value < limit if at_least else value > limit):
+            return False
+    return True
+
+
 def _point_statuses(records: list[dict[str, Any]], status: str) -> list[str]:
     """Groups whose chosen record has ``point_status`` ``status``."""
     return sorted(r["group"] for r in records if r.get("point_status") == status)
@@ -250,8 +283,8 @@ def _group_thresholds(
     point_status = record.get("point_status") or "ok"  # records without the field: ok
     if point_status not in POINT_STATUSES:
         raise InputError(f"{where} has unknown point_status {point_status!r}")
-    if point_status == "infeasible":  # fail closed: the nearest point breaks a constraint
-        return NO_THRESHOLDS
+    if point_status == "infeasible" and not misses_only_min_recall(record):
+        return NO_THRESHOLDS  # fail closed: the nearest point breaks a constraint
     values = np.asarray(record["thresholds"], dtype=np.float64)
     if values.shape != (len(names),):
         raise InputError(f"{where} has {values.size} thresholds for {len(names)} classifiers")
@@ -334,6 +367,8 @@ def select_operating_points(
         "groups_without_thresholds": sorted(g for g, t in by_group.items()
                                             if t.thresholds is None),
         "groups_infeasible": _point_statuses(chosen, "infeasible"),
+        "groups_below_min_recall": sorted(r["group"] for r in chosen
+                                          if misses_only_min_recall(r)),
         "groups_coverage_limited": _point_statuses(chosen, "coverage_limited"),
         "groups_resolution_limited": _point_statuses(chosen, "resolution_limited"),
         "default_group": default.operating_point_group,

@@ -47,6 +47,7 @@ from typing import Any
 from costlib.thresholds.loop import ALL_GROUPS
 from costlib_pipelines.flags import UsageError
 from costlib_pipelines.io.files import InputError, write_bytes_atomically, write_json
+from costlib_pipelines.io.published_points import misses_only_min_recall
 from costlib_pipelines.io.runs import (
     CARRIED,
     check_run_id,
@@ -64,6 +65,7 @@ __all__ = [
     "baseline_violations",
     "guard_notes",
     "guard_violations",
+    "infeasible_overrides",
     "no_point_note",
     "points_in_force",
     "publish_run",
@@ -223,6 +225,34 @@ def _rated_violation(group: str, record: dict[str, Any],
             f"(status {record['status']}), fewer than min_rated={minimum:g}")
 
 
+def _fmt_thresholds(values: Sequence[float]) -> str:
+    return "(" + ", ".join("inf" if math.isinf(v) else f"{v:.4g}" for v in values) + ")"
+
+
+def _decide_applies(record: dict[str, Any]) -> str:
+    """What ``costlib decide`` does with an infeasible point once the run is published
+    (:func:`~costlib_pipelines.io.published_points.misses_only_min_recall`)."""
+    if misses_only_min_recall(record):
+        recall = record.get("estimated_recall")
+        shown = "" if recall is None else f", estimated recall {recall:.4g}"
+        return (f"decide applies this nearest point, thresholds "
+                f"{_fmt_thresholds(record['thresholds'])}{shown}: the highest recall the rated "
+                "region allows (not the min_recall asked for)")
+    return "decide gives the group null decisions (nothing flagged)"
+
+
+def _if_published(record: dict[str, Any]) -> str:
+    return f"; if published anyway, {_decide_applies(record)}"
+
+
+def infeasible_overrides(records: Sequence[dict[str, Any]], method: str) -> list[str]:
+    """One warning per group of ``method`` whose point is infeasible, saying what ``costlib
+    decide`` applies now that a person published the run."""
+    return [f"group {r['group']!r}: the point is infeasible; {_decide_applies(r)}"
+            for r in _by_group(records, method).values()
+            if r.get("point_status") == "infeasible"]
+
+
 def guard_violations(
     previous: Sequence[dict[str, Any]] | None,
     new: Sequence[dict[str, Any]],
@@ -245,7 +275,8 @@ def guard_violations(
                 violations.append(thin)
         if record.get("point_status") == "infeasible":
             violations.append(f"group {group!r}: the {settings.method} point is infeasible: "
-                              f"{record.get('reason') or 'no point meets the constraints'}")
+                              f"{record.get('reason') or 'no point meets the constraints'}"
+                              + _if_published(record))
         if settings.max_threshold_change is None or old is None:
             continue
         if sorted(old["classifiers"]) != sorted(record["classifiers"]):
