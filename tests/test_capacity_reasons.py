@@ -88,7 +88,7 @@ def test_a_binding_capacity_names_the_step_that_does_not_fit_and_the_bound_gap()
     assert out["unused_why"] == (
         "2 of 3 rows allocated, 1 unused: 2 group(s) held by the shared capacity (lambda = 1 "
         "utility per row); the smallest next step of any of them needs 4 rows, more than is "
-        "left; the other groups are at their best point, held by the target 1 (target)")
+        "left; the other groups are at their best point, held by the target: 1 group(s) (target)")
     assert out["bound_why"] == (
         "the LP bound 3 exceeds the utility 2 by 1: the bound may take part of a group's next "
         "step, an allocation gives every group one whole cell; here part of the next step of "

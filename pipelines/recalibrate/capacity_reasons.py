@@ -188,7 +188,7 @@ def _counted(held: Mapping[str, list[str]], codes: tuple[str, ...]) -> str:
     words = {"target": "the target", "coverage": "the rated region (coverage)",
              "max_volume": "capacity.max_volume", "volume": "their own volume",
              "bounds": "no candidate within their bounds"}
-    return ", ".join(f"{words[k]} {len(held[k])} ({', '.join(held[k][:3])}"
+    return "; ".join(f"{words[k]}: {len(held[k])} group(s) ({', '.join(held[k][:3])}"
                      f"{', ...' if len(held[k]) > 3 else ''})" for k in codes if k in held)
 
 
