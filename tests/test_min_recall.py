@@ -377,6 +377,12 @@ def test_an_overridden_unmeetable_min_recall_decides_with_the_highest_recall_poi
     for group in below:
         assert f"warning: group {group!r}: the point is infeasible; decide applies this " \
                "nearest point" in printed
+    main(["status", "--output", str(out)])
+    status = capsys.readouterr().out
+    groups = [g for g in below if g != "__all__"]  # status lists the groups
+    assert (f"graph: {len(groups)} group(s) infeasible, no point meets min_recall (costlib "
+            "decide applies their nearest point") in status, status
+    assert "decide will flag nothing" not in status
     path = tmp_path / "c.yaml"
     path.write_text(json.dumps(raw))
     assert main(["decide", "--config", str(path), "--input", pattern, "--operating-points",

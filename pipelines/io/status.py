@@ -16,6 +16,7 @@ from typing import Any
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.lock import read_lock
+from costlib_pipelines.io.published_points import misses_only_min_recall
 from costlib_pipelines.io.runs import latest_run_id, list_runs, read_operating_points
 
 __all__ = ["OutputStatus", "check_status", "latest_notes"]
@@ -139,8 +140,14 @@ def latest_notes(run_dir: str, manifest: dict[str, Any]) -> list[str]:
     if none:
         notes.append(f"{method}: {len(none)} group(s) without a point (insufficient_data; "
                      f"costlib decide gives them null decisions): {groups(none)}")
+    below = [r["group"] for r in records if misses_only_min_recall(r)]
+    if below:
+        notes.append(f"{method}: {len(below)} group(s) infeasible, no point meets min_recall "
+                     "(costlib decide applies their nearest point, the highest recall the "
+                     f"rated region allows): {groups(below)}")
     for point_status, meaning in _POINT_NOTES.items():
-        hit = [r["group"] for r in records if r.get("point_status") == point_status]
+        hit = [r["group"] for r in records if r.get("point_status") == point_status
+               and r["group"] not in below]
         if hit:
             notes.append(f"{method}: {len(hit)} group(s) {point_status}, {meaning}: "
                          f"{groups(hit)}")

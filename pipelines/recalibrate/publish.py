@@ -343,12 +343,14 @@ def guard_notes(new: Sequence[dict[str, Any]], settings: GuardSettings) -> list[
 
 def no_point_note(new: Sequence[dict[str, Any]], settings: GuardSettings) -> str | None:
     """A note when no group of the run, ``__all__`` included, has a point ``costlib decide``
-    can apply (thresholds null, or the point infeasible): the run is no violation (decide gives
+    can apply (thresholds null, or the point infeasible on another constraint than
+    ``min_recall`` alone): the run is no violation (decide gives
     null decisions), but it flags nothing. None when some group has one (or there are no
     records of the decision method)."""
     records = _by_group(new, settings.method)
-    if not records or any(r["thresholds"] is not None and r.get("point_status") != "infeasible"
-                          for r in records.values()):
+    if not records or any(r["thresholds"] is not None and (
+            r.get("point_status") != "infeasible" or misses_only_min_recall(r))
+            for r in records.values()):
         return None
     statuses = Counter("infeasible" if r.get("point_status") == "infeasible" else r["status"]
                        for r in records.values())
