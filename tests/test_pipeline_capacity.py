@@ -6,6 +6,7 @@ the flags are checked."""
 
 from __future__ import annotations
 
+import html
 import json
 
 import numpy as np
@@ -319,6 +320,10 @@ def test_report_shows_the_allocation(frame, inputs, tmp_path):
     for r in records:
         if r["method"] == "capacity":
             assert f'data-key="capacity.group.{r["group"]}"' in text
+            if r["reason"]:  # what holds the group there, in its row
+                assert html.escape(r["reason"], quote=False) in text
+    assert "capacity left unused, and why" in text
+    assert html.escape(summary["unused_why"], quote=False) in text
     assert "&lt;b&gt;x&lt;/b&gt;" in text and "<b>x</b>" not in text  # a hostile name, escaped
 
 
