@@ -39,6 +39,11 @@ def test_the_message_quotes_the_volumes_the_ratio_and_the_groups_that_changed_mo
     assert VolumeCheck(volumes, 40.0, "hold").violations() == []  # within the limit
     assert VolumeCheck(volumes, None, "hold").violations() == []  # not checked
     assert VolumeCheck(None, 3.0, "hold").summary()["compared"] is False  # nothing in force
+    money = VolumeCheck(volumes, 3.0, amounts=True)
+    assert money.notes()[0].startswith(
+        "volume: the new points would flag rows worth 114 (regret-weighted: "
+        "min_risk.weight_rated_rows) of this run's input against 4,054")
+    assert money.summary()["unit"] == "amount"
     summary = held.summary()
     assert (summary["new_volume"], summary["in_force_volume"]) == (114.0, 4054.0)
     assert summary["exceeded"] and summary["change"] == pytest.approx(4054 / 114)

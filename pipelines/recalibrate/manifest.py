@@ -36,6 +36,7 @@ from costlib_pipelines.recalibrate import window_guard, window_shards
 from costlib_pipelines.recalibrate.accounting import audit_warning
 from costlib_pipelines.recalibrate.capacity import capacity_violations
 from costlib_pipelines.recalibrate.carried_edges import write_edge_sketches
+from costlib_pipelines.recalibrate.min_risk import MinRiskSettings
 from costlib_pipelines.recalibrate.publish import (
     Baseline,
     GuardSettings,
@@ -100,8 +101,10 @@ class PublishRunFn(beam.DoFn):
         violations += guard_violations(baseline.records, new, spec.settings)
         violations += plausibility_violations(accounting, Plausibility.from_config(config))
         violations += capacity_violations(new, capacity)
+        weighted = MinRiskSettings.from_config(config)
         volume = VolumeCheck(volumes, config.publish.max_volume_change,
-                             config.publish.on_volume_change)
+                             config.publish.on_volume_change,
+                             amounts=weighted is not None and weighted.weight_rated_rows)
         violations += volume.violations()
         if capacity is not None:
             write_json(run.path("capacity.json"), capacity)

@@ -126,11 +126,16 @@ class VolumeCheck:
         ``publish.max_volume_change`` (None: not checked).
     action : {"warn", "hold"}
         ``publish.on_volume_change``.
+    amounts : bool
+        The grids weigh rows by their regret (``min_risk.weight_rated_rows``).
     """
 
     volumes: Mapping[str, Sequence[float]] | None
     max_change: float | None
     action: str = "warn"
+    #: True when the grids weigh rows by their regret (``min_risk.weight_rated_rows``): the
+    #: volumes are then amounts, and the message says so.
+    amounts: bool = False
 
     @property
     def totals(self) -> tuple[float, float]:
@@ -161,7 +166,9 @@ class VolumeCheck:
                          if v[0] != v[1])
         limit = "" if self.max_change is None else (
             f", more than publish.max_volume_change = {self.max_change:g}")
-        return (f"volume: the new points would flag {new:,.6g} rows of this run's input "
+        flagged = (f"rows worth {new:,.6g} (regret-weighted: min_risk.weight_rated_rows)"
+                   if self.amounts else f"{new:,.6g} rows")
+        return (f"volume: the new points would flag {flagged} of this run's input "
                 f"against {old:,.6g} for the points in force on the same rows "
                 f"({_ratio_text(change)}{limit})" + (f"; most changed: {most}" if most else ""))
 
@@ -181,7 +188,8 @@ class VolumeCheck:
                     "note": "no points in force: the flagged volume is not compared"}
         new, old = self.totals
         change = self.change
-        return {"compared": True, "new_volume": new, "in_force_volume": old,
+        return {"compared": True, "unit": "amount" if self.amounts else "rows",
+                "new_volume": new, "in_force_volume": old,
                 "change": "inf" if change is not None and math.isinf(change) else change,
                 "max_volume_change": self.max_change, "on_volume_change": self.action,
                 "exceeded": self.exceeded(), "groups": len(self.volumes)}
