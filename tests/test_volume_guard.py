@@ -133,3 +133,25 @@ def test_a_held_run_from_other_checks_still_reports_the_volume(stream, tmp_path)
         run_recalibrate(config, inputs, str(out), max_threshold_change=0.0, run_id="moved")
     held = json.loads((out / "runs" / "moved" / "manifest.json").read_text())
     assert held["guard"]["volume"]["compared"] is True
+
+
+def test_an_infeasible_point_counts_as_decide_applies_it():
+    """A point that misses min_recall only is applied by decide once published, so its volume
+    counts; a point that misses max_volume flags nothing."""
+    from test_recall_bounds import grid_of, population
+
+    from costlib.thresholds.loop import GroupResult
+    from costlib.thresholds.point import optimize
+    from costlib_pipelines.recalibrate.volume_guard import decision_volumes, volume_at
+
+    scores, labels, pi, _, _ = population(60_000, 0.0015, 0.6, 0.01, seed=0)
+    grid = grid_of(scores, labels, pi)
+    recall = optimize(grid, target_marginal_precision=0.3, method="hull", min_recall=0.8)
+    volume = optimize(grid, target_marginal_precision=0.3, method="hull", max_volume=0.5)
+    assert recall.status == volume.status == "infeasible"
+    for point, counted in ((recall, True), (volume, False)):
+        result = GroupResult("g", "ok", 1.0, 1.0, points={"hull": point})
+        _, new, old = decision_volumes("g", grid, result, "hull", "any", (0.6,))
+        assert old == volume_at(grid, (0.6,), "any") > 0
+        assert new == (volume_at(grid, point.thresholds, "any") if counted else 0.0)
+        assert new > 0 or not counted

@@ -96,6 +96,7 @@ def _check_windows(status: OutputStatus, manifest: dict[str, Any], now: dt.datet
 #: Point statuses worth a note, and what they mean for decide (``point_status`` of a record).
 _POINT_NOTES = {
     "infeasible": "no point meets the constraints (costlib decide gives them null decisions)",
+    # (points that miss min_recall only have a note of their own: decide applies them)
     "coverage_limited": "a better point flags more unrated rows than coverage allows",
     "resolution_limited": "the lattice may hide a better point (finer candidate thresholds)",
 }

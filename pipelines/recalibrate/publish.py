@@ -12,7 +12,11 @@ the run back when
   thresholds, status ``insufficient_data``, rests on none; a group that ``kept`` the published
   thresholds unchanged is only noted), or
 - a group's point of the decision method is ``infeasible`` (``point_status``: no covered point
-  meets the run's constraints; ``costlib decide`` would give it null decisions).
+  meets the run's constraints; ``costlib decide`` would give it null decisions, or, for a point
+  that misses ``min_recall`` only, apply that nearest point: the reason says which), or
+- (``publish.on_volume_change: hold``) the flagged volume of the new points differs from that
+  of the points in force on the run's rows by more than ``publish.max_volume_change``
+  (:mod:`costlib_pipelines.recalibrate.volume_guard`; by default only a note).
 
 Points that are ``coverage_limited`` (the best point inside the rated region; a better one flags
 more unrated rows than allowed) are no violation, nor are ``resolution_limited`` points (the

@@ -8,7 +8,8 @@ unrated rows, weighted as the grids weigh them: audited rows by ``1 / pi``) of
 
 - the new points: the thresholds of the decision method the run publishes (the parent's under
   fallback; none for a group without thresholds or with an infeasible point, which ``costlib
-  decide`` gives null decisions: ``V = 0``), and
+  decide`` gives null decisions: ``V = 0``, except a point that misses ``min_recall`` only,
+  which decide applies), and
 - the points in force: the thresholds ``costlib decide`` applies now (``InForce``: the
   published run, or ``--in-force``; ``__all__``'s for groups without their own),
 
@@ -37,6 +38,8 @@ import numpy as np
 
 from costlib.thresholds.grid import ThresholdGrid
 from costlib.thresholds.loop import GroupResult
+from costlib.thresholds.point import OperatingPoint
+from costlib_pipelines.io.published_points import misses_only_min_recall
 
 __all__ = [
     "VOLUMES",
@@ -70,12 +73,34 @@ def decision_volumes(group: str, grid: ThresholdGrid, result: GroupResult, metho
     """``(group, V of the new point, V of the point in force)`` on ``grid``.
 
     ``result`` is the group's result after its fallback (``method``'s point is then the
-    parent's); an absent, thresholdless or infeasible point flags nothing. ``in_force``: the
+    parent's); an absent or thresholdless point flags nothing, and so does an infeasible one
+    unless it misses ``min_recall`` only (decide applies that one). ``in_force``: the
     thresholds the group is decided with now (None: nothing, null decisions).
     """
     point = result.points.get(method)
-    new = None if point is None or point.status == "infeasible" else point.thresholds
+    new = point.thresholds if point is not None and _applied(point) else None
     return group, volume_at(grid, new, rule), volume_at(grid, in_force, rule)
+
+
+def _finite_or_none(value: float) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def _applied(point: OperatingPoint) -> bool:
+    """Whether ``costlib decide`` applies ``point`` once published: any feasible point, and an
+    infeasible one that misses ``min_recall`` only
+    (:func:`~costlib_pipelines.io.published_points.misses_only_min_recall`, on the fields its
+    record would carry)."""
+    if point.status != "infeasible":
+        return True
+    limits = point.constraints
+    return misses_only_min_recall({
+        "point_status": "infeasible", "thresholds": list(point.thresholds),
+        "min_recall": limits.get("min_recall"), "min_precision": limits.get("min_precision"),
+        "max_volume": limits.get("max_volume"),
+        "max_false_positives": limits.get("max_false_positives"),
+        "precision": _finite_or_none(point.precision), "volume": float(point.volume),
+        "fp": float(point.fp)})
 
 
 class GatherVolumes(beam.CombineFn):
