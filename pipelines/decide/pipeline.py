@@ -35,7 +35,7 @@ Which operating point a group uses (records of ``config.decision_method`` only):
   ``infeasible`` (no covered point meets the constraints; the record holds the nearest point)
   gives the group a null threshold decision: decide fails closed rather than apply thresholds that
   break a constraint, except for a point that misses ``min_recall`` only
-  (:func:`~costlib_pipelines.io.published_points.misses_only_min_recall`): its thresholds, the
+  (:func:`~costlib_pipelines.io.recall_floor.misses_only_min_recall`): its thresholds, the
   highest recall the rated region allows, are applied (the guard held the run; a person
   published it), since flagging nothing would answer a request for more recall with none.
   Records without the field (older runs) count as ``ok``. The manifest lists

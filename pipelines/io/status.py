@@ -16,7 +16,7 @@ from typing import Any
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.lock import read_lock
-from costlib_pipelines.io.published_points import misses_only_min_recall
+from costlib_pipelines.io.recall_floor import misses_only_min_recall
 from costlib_pipelines.io.runs import latest_run_id, list_runs, read_operating_points
 
 __all__ = ["OutputStatus", "check_status", "latest_notes"]

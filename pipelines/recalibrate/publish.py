@@ -51,7 +51,7 @@ from typing import Any
 from costlib.thresholds.loop import ALL_GROUPS
 from costlib_pipelines.flags import UsageError
 from costlib_pipelines.io.files import InputError, write_bytes_atomically, write_json
-from costlib_pipelines.io.published_points import misses_only_min_recall
+from costlib_pipelines.io.recall_floor import misses_only_min_recall
 from costlib_pipelines.io.runs import (
     CARRIED,
     check_run_id,
@@ -235,7 +235,7 @@ def _fmt_thresholds(values: Sequence[float]) -> str:
 
 def _decide_applies(record: dict[str, Any]) -> str:
     """What ``costlib decide`` does with an infeasible point once the run is published
-    (:func:`~costlib_pipelines.io.published_points.misses_only_min_recall`)."""
+    (:func:`~costlib_pipelines.io.recall_floor.misses_only_min_recall`)."""
     if misses_only_min_recall(record):
         recall = record.get("estimated_recall")
         shown = "" if recall is None else f", estimated recall {recall:.4g}"

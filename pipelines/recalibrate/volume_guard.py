@@ -39,7 +39,7 @@ import numpy as np
 from costlib.thresholds.grid import ThresholdGrid
 from costlib.thresholds.loop import GroupResult
 from costlib.thresholds.point import OperatingPoint
-from costlib_pipelines.io.published_points import misses_only_min_recall
+from costlib_pipelines.io.recall_floor import misses_only_min_recall
 
 __all__ = [
     "VOLUMES",
@@ -89,7 +89,7 @@ def _finite_or_none(value: float) -> float | None:
 def _applied(point: OperatingPoint) -> bool:
     """Whether ``costlib decide`` applies ``point`` once published: any feasible point, and an
     infeasible one that misses ``min_recall`` only
-    (:func:`~costlib_pipelines.io.published_points.misses_only_min_recall`, on the fields its
+    (:func:`~costlib_pipelines.io.recall_floor.misses_only_min_recall`, on the fields its
     record would carry)."""
     if point.status != "infeasible":
         return True
