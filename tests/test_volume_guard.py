@@ -155,3 +155,23 @@ def test_an_infeasible_point_counts_as_decide_applies_it():
         assert old == volume_at(grid, (0.6,), "any") > 0
         assert new == (volume_at(grid, point.thresholds, "any") if counted else 0.0)
         assert new > 0 or not counted
+
+
+def test_a_first_run_against_the_rule_in_force_compares_volumes(stream, tmp_path):
+    """The first run of an output, given the rule in force (--in-force), is compared with it:
+    a first run is no reason to skip the check."""
+    frame, inputs = stream
+    rule = tmp_path / "rule"
+    open_coverage = {"max_unrated_share": None}
+    run_recalibrate(base_config(methods=["graph"], coverage=open_coverage), inputs, str(rule))
+    config = base_config(methods=["graph"], coverage=open_coverage,
+                         target={"marginal_precision": 0.05},
+                         publish={"on_volume_change": "hold"})
+    with pytest.raises(PublishRefused, match="volume: the new points would flag"):
+        run_recalibrate(config, inputs, str(tmp_path / "first"), in_force=str(rule),
+                        run_id="first")
+    held = json.loads((tmp_path / "first" / "runs" / "first" / "manifest.json").read_text())
+    rule_id = (rule / "LATEST").read_text().strip()
+    in_force = _flagged_weight(frame, _thresholds(rule, rule_id), list(config.classifiers))
+    assert held["guard"]["volume"]["in_force_volume"] == pytest.approx(in_force, rel=1e-12)
+    assert held["guard"]["compared_with_run"] is None  # nothing published in this output
