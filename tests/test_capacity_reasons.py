@@ -60,7 +60,7 @@ def test_a_capacity_that_does_not_bind_names_each_groups_own_limit():
                                         "not bind (lambda = 0)")
     assert groups["volume"]["why"] == "its best point flags 5 rows, every row its lattice can flag"
     assert groups["target"]["why"] == (
-        "the target: its best point flags 2 rows; flagging more of its covered cells (up to 5 "
+        "its best point flags 2 rows; flagging more of its covered cells (up to 5 "
         "rows) does not raise its utility: the rows it adds have a marginal precision at or "
         "below the target 0.3")
     assert groups["coverage"]["why"] == (
@@ -80,11 +80,9 @@ def test_a_binding_capacity_names_the_step_that_does_not_fit_and_the_bound_gap()
     assert (summary["total_volume"], summary["total_utility"], summary["upper_bound"]) == (
         2.0, 2.0, 3.0)
     assert out["unused"] == 1.0
-    assert groups["volume"]["why"] == ("the shared capacity: its next candidate flags 5 more "
-                                       "rows for +5 utility (1 per row), more than the 1 rows "
-                                       "left")
-    assert groups["coverage"]["why"].startswith("the shared capacity: its next candidate flags "
-                                                "4 more rows")
+    assert groups["volume"]["why"] == ("its next candidate flags 5 more rows for +5 utility (1 "
+                                       "per row), more than the 1 rows left")
+    assert groups["coverage"]["why"].startswith("its next candidate flags 4 more rows")
     assert out["unused_why"] == (
         "2 of 3 rows allocated, 1 unused: 2 group(s) held by the shared capacity (lambda = 1 "
         "utility per row); the smallest next step of any of them needs 4 rows, more than is "

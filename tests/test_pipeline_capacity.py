@@ -387,3 +387,6 @@ def test_capacity_json_the_summary_and_each_record_say_what_left_capacity_unused
                  str(out_cli), "--capacity", "2000", "--capacity-objective", objective]) == 0
     printed = capsys.readouterr().out
     assert "rows allocated" in printed and "unused: the capacity does not bind" in printed
+    # each group's cause, one line per group
+    assert any(line.startswith("  market_a_0: held by ") for line in printed.splitlines())
+    assert "  thin: left out of the capacity allocation: its grid holds" in printed

@@ -195,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
         for why in (capacity.get("unused_why"), capacity.get("bound_why")):
             if why:
                 print(f"capacity: {why}")
+        _print_capacity_reasons(points)
     guard = manifest["guard"]
     for note in guard.get("notes") or []:
         if note != warning:  # printed above
@@ -209,6 +210,20 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning: {line}")
     _print_guard_off(guard)
     return 0
+
+
+def _print_capacity_reasons(path: str, first: int = 10) -> None:
+    """What holds each group where the allocation left it (the ``capacity`` records'
+    ``reason``), for the first ``first`` groups."""
+    from costlib_pipelines.io.runs import read_operating_points
+
+    reasons = [(r["group"], r["reason"]) for r in read_operating_points(path)
+               if r["method"] == "capacity" and r.get("reason")]
+    for group, reason in sorted(reasons)[:first]:
+        print(f"  {group}: {reason}")
+    if len(reasons) > first:
+        print(f"  ... {len(reasons) - first} more group(s): the capacity records' reason in "
+              f"{path}")
 
 
 def _print_recall_warnings(path: str, method: str) -> None:

@@ -110,7 +110,8 @@ def _group_reason(entry: Mapping[str, Any], frontier: GroupFrontier, limits: Gro
                   *, multiplier: float, left: float, objective: str,
                   target_precision: float | None, share: float | None
                   ) -> tuple[str, str, tuple[float, float] | None]:
-    """``(held_by, why, next step)`` of one group (see the module docstring)."""
+    """``(held_by, why, next step)`` of one group (see the module docstring); ``why`` gives
+    the numbers, the cause is ``held_by``."""
     status, volume, utility = entry["status"], entry["volume"], entry["utility"]
     if status == "infeasible":
         return "bounds", ("no covered cell within its capacity.min_volume/max_volume: "
@@ -120,11 +121,11 @@ def _group_reason(entry: Mapping[str, Any], frontier: GroupFrontier, limits: Gro
         dv, du = step
         per_row = du / dv
         if dv > left * (1 + _TOL):
-            why = (f"the shared capacity: its next candidate flags {_g(dv)} more rows for "
+            why = (f"its next candidate flags {_g(dv)} more rows for "
                    f"{du:+,.4g} utility ({per_row:.4g} per row), more than the {_g(left)} rows "
                    "left")
         else:
-            why = (f"the shared capacity: its next candidate flags {_g(dv)} more rows worth "
+            why = (f"its next candidate flags {_g(dv)} more rows worth "
                    f"{per_row:.4g} utility per row, less than the price lambda = "
                    f"{multiplier:.4g}")
         return "capacity", why, step
@@ -135,7 +136,7 @@ def _group_reason(entry: Mapping[str, Any], frontier: GroupFrontier, limits: Gro
         beyond = ("does not raise its utility: the rows it adds have a marginal precision "
                   f"at or below the target {target_precision:.4g}" if objective == "linear"
                   and target_precision is not None else "adds no true positive")
-        why = (f"the target: {at}; flagging more of its covered cells (up to "
+        why = (f"{at}; flagging more of its covered cells (up to "
                f"{_g(limits.candidate_volume)} rows) {beyond}")
         if limits.covered_volume < limits.lattice_volume * (1 - _TOL):
             why += (f"; beyond {_g(limits.covered_volume)} rows its rated region ends "
@@ -143,8 +144,8 @@ def _group_reason(entry: Mapping[str, Any], frontier: GroupFrontier, limits: Gro
         return "target", why, None
     if (limits.max_volume is not None
             and limits.covered_volume > limits.max_volume * (1 + _TOL)):
-        return "max_volume", (f"capacity.max_volume = {_g(limits.max_volume)}: {at}; covered "
-                              f"cells flag up to {_g(limits.covered_volume)}"), None
+        return "max_volume", (f"{at}, its capacity.max_volume = {_g(limits.max_volume)}; "
+                              f"covered cells flag up to {_g(limits.covered_volume)}"), None
     return "coverage", (f"its rated region ends here: {at}; every cell flagging more (up to "
                         f"{_g(limits.lattice_volume)} rows) flags more unrated rows than "
                         f"coverage.max_unrated_share = {share:g} allows"), None
