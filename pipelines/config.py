@@ -12,6 +12,7 @@ import copy
 import functools
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -255,7 +256,11 @@ class RunConfig:
 
     @property
     def target(self) -> Target:
-        t = self.raw["target"]
+        return self.target_of(self.raw["target"])
+
+    @staticmethod
+    def target_of(t: Mapping[str, Any]) -> Target:
+        """The :class:`Target` of a config's ``target`` section, in any of its four forms."""
         if "marginal_precision" in t:
             return Target.from_marginal_precision(t["marginal_precision"])
         if "slope" in t:

@@ -95,7 +95,11 @@ def test_min_recall_refuses_a_point_whose_lower_bound_is_below_it():
     refused = optimize(grid, **spec)  # default: the lower bound
     assert refused.status == "infeasible" and "min_recall" in refused.reason
     assert refused.recall_bounds is not None and refused.recall_bounds.recall_low < 0.8
-    assert "upper 0.9-interval bound" in refused.reason
+    # in plain words, 4 significant digits, the estimate labelled as one
+    bound = refused.recall_bounds.total_positives_high
+    assert (f"recall is counted against {bound:,.4g} positives: the upper end of the 90% "
+            f"interval of the total positives, estimated at {grid.total_positives:,.4g};"
+            in refused.reason), refused.reason
     taken = optimize(grid, recall_bound="point", **spec)  # the estimate meets it
     assert taken.status == "ok" and taken.estimated_recall >= 0.8
     with pytest.raises(ValueError, match="recall_bound"):

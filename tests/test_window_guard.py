@@ -337,11 +337,13 @@ def test_a_window_with_too_few_rated_rows_is_held(tmp_path, capsys):
                 "held" if rated[d] < min_rated else "applied" for d in range(4)}
     assert got == expected
     entry = next(w for w in manifest["guard"]["windows"] if w["state"] == "held")
+    positives = int(frame["label"].eq(True)[day == 2].sum())  # truth from the frame
+    rows = f"{rated[2]:g} rated rows ({positives:g} positives, {rated[2] - positives:g} negatives)"
     assert entry["violations"] == [
-        f"group '__all__': thresholds rest on {rated[2]:g} rated rows (status ok), fewer than "
-        f"min_rated={min_rated:g}",
-        f"group 'market': thresholds rest on {rated[2]:g} rated rows (status ok), fewer than "
-        f"min_rated={min_rated:g}"]
+        f"group '__all__': thresholds rest on the {rows} of its own grid (status ok), fewer "
+        f"than min_rated={min_rated:g}",
+        f"group 'market': thresholds rest on the {rows} of its own grid (status ok), fewer "
+        f"than min_rated={min_rated:g}"]
     code = main(["status", "--output", str(out), *NO_STALENESS])
     assert code == 3 and "held by the publish guard" in capsys.readouterr().out
 

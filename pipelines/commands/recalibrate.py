@@ -192,15 +192,38 @@ def run(args: argparse.Namespace) -> int:
               f"(equal split {capacity.get('equal_utility', float('nan')):,.2f}, "
               f"traffic-proportional {capacity.get('proportional_utility', float('nan')):,.2f}); "
               f"{run_dir}/capacity.json")
+        for why in (capacity.get("unused_why"), capacity.get("bound_why")):
+            if why:
+                print(f"capacity: {why}")
+        _print_capacity_reasons(points)
     guard = manifest["guard"]
     for note in guard.get("notes") or []:
         if note != warning:  # printed above
-            print(f"note: {note}")
+            print(f"{'warning' if note.startswith('volume:') else 'note'}: {note}")
     if guard["override"]:
         print(f"published despite {len(guard['violations'])} guard violation(s), overridden by "
               f"{guard['override']['by']}: {guard['override']['reason']}")
+        from costlib_pipelines.recalibrate.publish import infeasible_overrides
+
+        for line in infeasible_overrides(read_operating_points(points),
+                                         config.decision_method):
+            print(f"warning: {line}")
     _print_guard_off(guard)
     return 0
+
+
+def _print_capacity_reasons(path: str, first: int = 10) -> None:
+    """What holds each group where the allocation left it (the ``capacity`` records'
+    ``reason``), for the first ``first`` groups."""
+    from costlib_pipelines.io.runs import read_operating_points
+
+    reasons = [(r["group"], r["reason"]) for r in read_operating_points(path)
+               if r["method"] == "capacity" and r.get("reason")]
+    for group, reason in sorted(reasons)[:first]:
+        print(f"  {group}: {reason}")
+    if len(reasons) > first:
+        print(f"  ... {len(reasons) - first} more group(s): the capacity records' reason in "
+              f"{path}")
 
 
 def _print_recall_warnings(path: str, method: str) -> None:

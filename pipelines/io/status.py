@@ -17,6 +17,7 @@ from costlib.message_text import ago
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.lock import read_lock
+from costlib_pipelines.io.recall_floor import misses_only_min_recall
 from costlib_pipelines.io.runs import latest_run_id, list_runs, read_operating_points
 
 __all__ = ["OutputStatus", "check_status", "latest_notes"]
@@ -96,6 +97,7 @@ def _check_windows(status: OutputStatus, manifest: dict[str, Any], now: dt.datet
 #: Point statuses worth a note, and what they mean for decide (``point_status`` of a record).
 _POINT_NOTES = {
     "infeasible": "no point meets the constraints (costlib decide gives them null decisions)",
+    # (points that miss min_recall only have a note of their own: decide applies them)
     "coverage_limited": "a better point flags more unrated rows than coverage allows",
     "resolution_limited": "the lattice may hide a better point (finer candidate thresholds)",
 }
@@ -143,8 +145,14 @@ def latest_notes(run_dir: str, manifest: dict[str, Any]) -> list[str]:
     if none:
         notes.append(f"{method}: {len(none)} group(s) without a point (insufficient_data; "
                      f"costlib decide gives them null decisions): {groups(none)}")
+    below = [r["group"] for r in records if misses_only_min_recall(r)]
+    if below:
+        notes.append(f"{method}: {len(below)} group(s) infeasible, no point meets min_recall "
+                     "(costlib decide applies their nearest point, the highest recall the "
+                     f"rated region allows): {groups(below)}")
     for point_status, meaning in _POINT_NOTES.items():
-        hit = [r["group"] for r in records if r.get("point_status") == point_status]
+        hit = [r["group"] for r in records if r.get("point_status") == point_status
+               and r["group"] not in below]
         if hit:
             notes.append(f"{method}: {len(hit)} group(s) {point_status}, {meaning}: "
                          f"{groups(hit)}")

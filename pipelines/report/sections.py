@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from costlib_pipelines.config import RunConfig
 from costlib_pipelines.report import cells
 from costlib_pipelines.report.changes import ThresholdChange
 from costlib_pipelines.report.formatting import (
@@ -32,6 +33,20 @@ __all__ = ["accounting_view", "overview_view", "run_view", "status_counts", "win
 _STATUSES = ("ok", "fallback", "kept", "insufficient_data")
 
 
+def target_description(target: Mapping[str, Any]) -> str:
+    """The config's ``target`` in any of its forms, as written and as the slope ``r`` and
+    marginal precision ``m = r / (1 + r)`` it resolves to, e.g. ``fp_per_tp 2.33 (slope r =
+    0.4292, marginal precision 0.3003)``."""
+    if not target:
+        return "not recorded"
+    try:
+        slope = RunConfig.target_of(target).slope
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"{target} (unreadable: {exc})"
+    written = "; ".join(f"{key} {value}" for key, value in target.items())
+    return f"{written} (slope r = {slope:.4g}, marginal precision {slope / (1 + slope):.4g})"
+
+
 def run_view(run: RunData, previous: RunData | None) -> dict[str, Any]:
     """Facts about the run (ids, times, inputs, config, previous run, publication) and the
     publish guard's violations and notes."""
@@ -47,7 +62,7 @@ def run_view(run: RunData, previous: RunData | None) -> dict[str, Any]:
                      f"{m.get('runner', '?')})"),
         ("inputs", inputs_text(m.get("inputs", []))),
         ("classifiers, rule", f"{', '.join(run.classifiers)}; rule '{config.get('rule', '?')}'"),
-        ("target", f"marginal precision {target.get('marginal_precision', '?')}"),
+        ("target", target_description(target)),
         ("methods", f"{', '.join(config.get('methods', []))} (decisions use "
                     f"'{config.get('decision_method', '?')}')"),
         ("previous run", "no previous run" if previous is None else
