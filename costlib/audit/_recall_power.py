@@ -12,24 +12,25 @@ Model
 -----
 Stratum ``h`` of the unflagged rows has ``N_h`` rows sampled with probability ``π_h`` and an
 unknown number ``M_h`` of positives; the audit found ``x_h ~ Poisson(π_h M_h)`` of them (the
-model of the interval, :mod:`._poisson_bounds`). Strata whose ``π`` agree within a relative
-``1e-3`` (chained in order of ``π``) are one *class* ``c``: the same design level cut finer, by
-day or by lattice cell. A class is summed: ``N_c = Σ N_h``, ``π_c = Σ N_h π_h / N_c`` and
-``x_c = π_c Σ x_h / π_h`` (the found positives in class units; ``Σ x_h`` when the ``π_h`` are
-equal).
+model of the interval, :mod:`._poisson_bounds`). Strata whose ``π`` agree within 5% (relative,
+from the smallest ``π`` of each class up) are one *class* ``c``: the same design level cut
+finer, by day or by lattice cell. A class is summed: ``N_c = Σ N_h``, ``π_c = Σ N_h π_h / N_c``
+and ``x_c = π_c Σ x_h / π_h`` (the found positives in class units; ``Σ x_h`` when the ``π_h``
+are equal).
 
-The prior is one Jeffreys prior for the whole unflagged region, spread evenly over its
-audited rows: half a positive in all, ``a_c = ½ n_c / n`` of it to class ``c`` (``n_c`` its
-audited rows, ``n = Σ_c n_c``; the expected audited rows ``N_c π_c`` when nothing was
-audited). Its mean is a rate of ``½ / n`` positives per row everywhere, and for a single
-stratum the posterior mean is Jeffreys' ``(x + ½) / π``. The posterior of each class is
+The prior is one Jeffreys prior for the whole unflagged region, spread evenly over its audited
+rows: half a positive in all, ``a_c = ½ n_c / n`` of it to class ``c`` (``n_c`` its audited
+rows, ``n`` those of every stratum, census strata included; the expected audited rows
+``N_h π_h`` when nothing was audited). Its mean is a rate of ``½ / n`` positives per row everywhere,
+and for a single stratum the posterior mean is Jeffreys' ``(x + ½) / π``. The posterior of each
+class is
 
     M_c | x_c  ~  Gamma(shape x_c + a_c, scale 1 / π_c),
 
 independent across classes. Gamma laws of one scale add shape for shape, so cutting a class
 into strata of the same ``π`` leaves the posterior of its positives unchanged: the answer
-depends on the data, not on the cut. (A Jeffreys prior per stratum adds half a positive per
-stratum: cutting one stratum into ten adds five, and the advice moved ten-fold.) Strata with
+depends on the data, not on the cut. (A Jeffreys prior per stratum would add half a positive
+per stratum: cutting one stratum into ten would add five.) Strata with
 ``π = 1`` are a census: ``M_h = x_h``, known.
 
 A design scales every ``π_h`` by ``k`` (capped at 1: a census of the stratum). Its expected
@@ -63,7 +64,7 @@ from ._poisson_bounds import weighted_poisson_interval
 __all__ = ["AuditForWidth", "audit_for_recall_width"]
 
 #: Strata whose ``π`` differ by less than this relative amount are one class.
-SAME_PI_RTOL = 1e-3
+SAME_PI_RTOL = 0.05
 #: Half a positive (Jeffreys) for the whole unflagged region.
 PRIOR_POSITIVES = 0.5
 
@@ -90,15 +91,16 @@ class AuditForWidth:
 
 
 def same_pi_classes(pi: NDArray[np.float64], rtol: float = SAME_PI_RTOL) -> NDArray[np.int64]:
-    """Class index of every stratum: sorted by ``π``, a new class starts where ``π`` grows by
-    more than ``rtol`` (relative) over the previous stratum's."""
-    if pi.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    order = np.argsort(pi, kind="stable")
-    steps = np.diff(np.log(pi[order])) > math.log1p(rtol)
-    sorted_class = np.concatenate([[0], np.cumsum(steps)])
+    """Class index of every stratum: in increasing order of ``π``, a class starts at the first
+    stratum whose ``π`` exceeds ``1 + rtol`` times the class's smallest ``π`` (so the ``π`` of
+    one class differ by at most ``rtol``, relative)."""
     out = np.empty(pi.size, dtype=np.int64)
-    out[order] = sorted_class
+    order = np.argsort(pi, kind="stable")
+    cls, start = -1, 0.0
+    for i in order:
+        if cls < 0 or pi[i] > start * (1.0 + rtol):
+            cls, start = cls + 1, float(pi[i])
+        out[i] = cls
     return out
 
 
@@ -119,16 +121,19 @@ def _posterior(rows: NDArray[np.float64], pi: NDArray[np.float64],
 
     census = pi >= 1.0
     known = float(found[census].sum())
-    s_rows, s_pi, s_aud, s_found = (a[~census] for a in (rows, pi, audited, found))
+    # the prior is spread over every audited row, census strata included (their share is
+    # known exactly and dropped), so a π just below 1 and a census weigh alike
+    spread = audited if audited.sum() > 0 else rows * pi
+    total = float(spread.sum())
+    s_rows, s_pi, s_found, s_spread = (a[~census] for a in (rows, pi, found, spread))
     cls = same_pi_classes(s_pi)
     k = int(cls.max()) + 1 if cls.size else 0
     n_c = np.bincount(cls, weights=s_rows, minlength=k)
     expected_c = np.bincount(cls, weights=s_rows * s_pi, minlength=k)
     pi_c = np.divide(expected_c, n_c, out=np.ones(k), where=n_c > 0)
     x_c = pi_c * np.bincount(cls, weights=s_found / s_pi, minlength=k)
-    aud_c = np.bincount(cls, weights=s_aud, minlength=k)
-    spread = aud_c if aud_c.sum() > 0 else expected_c
-    a_c = PRIOR_POSITIVES * spread / spread.sum() if spread.sum() > 0 else np.zeros(k)
+    a_c = (PRIOR_POSITIVES / total * np.bincount(cls, weights=s_spread, minlength=k)
+           if total > 0 else np.zeros(k))
     min_pi = np.full(k, 1.0)
     np.minimum.at(min_pi, cls, s_pi)
     shape = x_c + a_c
@@ -171,7 +176,7 @@ def audit_for_recall_width(
     half_width: float,
     level: float = 0.9,
     *,
-    draws: int = 256,
+    draws: int = 512,
     seed: int = 0,
 ) -> AuditForWidth:
     """The audit that brings the recall interval to a requested half-width (a power calculation).
@@ -188,7 +193,7 @@ def audit_for_recall_width(
         The half-width wanted, e.g. 0.05 for ``±0.05``.
     level : float
         Level of the interval (as :func:`~costlib.audit.recall_interval`).
-    draws : int, default 256
+    draws : int, default 512
         Posterior draws the expected half-width is averaged over.
     seed : int, default 0
         Seed of the draws (the answer is a deterministic function of the inputs).
@@ -199,7 +204,7 @@ def audit_for_recall_width(
 
     Notes
     -----
-    Strata of equal ``π`` (within a relative ``1e-3``) are pooled into classes ``c``; the
+    Strata of equal ``π`` (within 5%, relative) are pooled into classes ``c``; the
     missed positives of class ``c`` have the posterior ``Gamma(x_c + a_c, scale 1/π_c)``,
     ``a_c = ½ n_c / n`` (one Jeffreys prior for the whole region, spread over the audited
     rows). A design scales every ``π_h`` by ``k`` (capped at 1); its half-width is the mean
@@ -244,7 +249,7 @@ def audit_for_recall_width(
     if width(lo) <= half_width:
         return result(lo, True)
     lo_log, hi_log = math.log(lo), math.log(k_max)
-    for _ in range(60):
+    for _ in range(32):
         mid = (lo_log + hi_log) / 2.0
         if width(math.exp(mid)) <= half_width:
             hi_log = mid
