@@ -31,7 +31,8 @@ independent across classes. Gamma laws of one scale add shape for shape, so cutt
 into strata of the same ``π`` leaves the posterior of its positives unchanged: the answer
 depends on the data, not on the cut. (A Jeffreys prior per stratum would add half a positive
 per stratum: cutting one stratum into ten would add five.) Strata with
-``π = 1`` are a census: ``M_h = x_h``, known.
+``π = 1`` are a census: their positives are known, ``M_h = x_h`` in every draw (a design that
+scales them below 1 samples them).
 
 A design scales every ``π_h`` by ``k`` (capped at 1: a census of the stratum). Its expected
 half-width is averaged over the posterior: for each of ``draws`` joint draws of the ``M_c``
@@ -106,11 +107,11 @@ def same_pi_classes(pi: NDArray[np.float64], rtol: float = SAME_PI_RTOL) -> NDAr
 
 @dataclass(frozen=True)
 class _Posterior:
-    """Draws of the missed positives per sampled class, and what is known exactly."""
+    """Draws of the missed positives per class (the census strata last, as one class of
+    ``π = 1`` whose positives are known: the same value in every draw)."""
 
-    known: float  # positives of the census strata
-    pi: NDArray[np.float64]  # π_c of the sampled classes
-    min_pi: NDArray[np.float64]  # the smallest π_h in each sampled class
+    pi: NDArray[np.float64]  # π_c of each class
+    min_pi: NDArray[np.float64]  # the smallest π_h in each class
     draws: NDArray[np.float64]  # (draws, classes): M_c
 
 
@@ -120,7 +121,6 @@ def _posterior(rows: NDArray[np.float64], pi: NDArray[np.float64],
     from scipy.special import gammaincinv  # scipy.stats costs a second at start-up
 
     census = pi >= 1.0
-    known = float(found[census].sum())
     # the prior is spread over every audited row, census strata included (their share is
     # known exactly and dropped), so a π just below 1 and a census weigh alike
     spread = audited if audited.sum() > 0 else rows * pi
@@ -143,7 +143,10 @@ def _posterior(rows: NDArray[np.float64], pi: NDArray[np.float64],
     m = np.zeros((draws, k))
     live = shape > 0
     m[:, live] = np.asarray(gammaincinv(shape[live], u[:, live]), dtype=np.float64) / pi_c[live]
-    return _Posterior(known, pi_c, min_pi, m)
+    if census.any():  # a census knows its positives; a design below it samples them
+        pi_c, min_pi = np.r_[pi_c, 1.0], np.r_[min_pi, 1.0]
+        m = np.c_[m, np.full(draws, float(found[census].sum()))]
+    return _Posterior(pi_c, min_pi, m)
 
 
 def _mean_half_width(caught: float, post: _Posterior, k: float, level: float) -> float:
@@ -151,7 +154,7 @@ def _mean_half_width(caught: float, post: _Posterior, k: float, level: float) ->
     p = np.minimum(1.0, k * post.pi)
     census = p >= 1.0
     m = post.draws
-    known = post.known + m[:, census].sum(axis=1)
+    known = m[:, census].sum(axis=1)
     sampled = ~census
     w = 1.0 / p[sampled]
     ms = m[:, sampled]
@@ -230,7 +233,7 @@ def audit_for_recall_width(
     if draws < 1:
         raise ValueError(f"draws must be >= 1, got {draws!r}")
     post = _posterior(n_rows, pi, n_aud, found, draws, seed)
-    missed = post.known + float(post.draws.mean(axis=0).sum()) if post.draws.size else post.known
+    missed = float(post.draws.mean(axis=0).sum())
 
     def width(k: float) -> float:
         return _mean_half_width(caught, post, k, level)

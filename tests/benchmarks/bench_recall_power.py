@@ -1,6 +1,6 @@
 """Benchmark: does the audit the power calculation recommends reach the recall half-width asked?
 
-Run: ``.venv/bin/python tests/benchmarks/bench_recall_power.py [--audits 40] [--follow-ups 50]
+Run: ``.venv/bin/python tests/benchmarks/bench_recall_power.py [--audits 30] [--follow-ups 40]
 [--half-width 0.05]`` (one process, a few minutes).
 
 The populations, strata and designs of ``bench_recall_coverage.py`` (prevalence 0.1%, 0.5%,
@@ -144,8 +144,8 @@ def run_cell(cell: Cell, half_width: float, audits: int, follow_ups: int, seed: 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--audits", type=int, default=40)
-    parser.add_argument("--follow-ups", type=int, default=50)
+    parser.add_argument("--audits", type=int, default=30)
+    parser.add_argument("--follow-ups", type=int, default=40)
     parser.add_argument("--half-width", type=float, default=0.05)
     parser.add_argument("--rows-per-day", type=int, default=60_000)
     args = parser.parse_args(argv)
