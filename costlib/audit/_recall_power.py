@@ -31,8 +31,10 @@ independent across classes. Gamma laws of one scale add shape for shape, so cutt
 into strata of the same ``π`` leaves the posterior of its positives unchanged: the answer
 depends on the data, not on the cut. (A Jeffreys prior per stratum would add half a positive
 per stratum: cutting one stratum into ten would add five.) Strata with
-``π = 1`` are a census: their positives are known, ``M_h = x_h`` in every draw (a design that
-scales them below 1 samples them).
+``π = 1`` are modelled alike (``x ~ Poisson(M)``: a census knows its positives, the model
+allows them the spread of a Poisson count, which errs towards a larger audit), so a ``π`` just
+below 1 and a census give the same answer, and a design that scales a census below 1 samples
+it.
 
 A design scales every ``π_h`` by ``k`` (capped at 1: a census of the stratum). Its expected
 half-width is averaged over the posterior: for each of ``draws`` joint draws of the ``M_c``
@@ -107,8 +109,7 @@ def same_pi_classes(pi: NDArray[np.float64], rtol: float = SAME_PI_RTOL) -> NDAr
 
 @dataclass(frozen=True)
 class _Posterior:
-    """Draws of the missed positives per class (the census strata last, as one class of
-    ``π = 1`` whose positives are known: the same value in every draw)."""
+    """Draws of the missed positives per class."""
 
     pi: NDArray[np.float64]  # π_c of each class
     min_pi: NDArray[np.float64]  # the smallest π_h in each class
@@ -120,22 +121,18 @@ def _posterior(rows: NDArray[np.float64], pi: NDArray[np.float64],
                seed: int) -> _Posterior:
     from scipy.special import gammaincinv  # scipy.stats costs a second at start-up
 
-    census = pi >= 1.0
-    # the prior is spread over every audited row, census strata included (their share is
-    # known exactly and dropped), so a π just below 1 and a census weigh alike
     spread = audited if audited.sum() > 0 else rows * pi
     total = float(spread.sum())
-    s_rows, s_pi, s_found, s_spread = (a[~census] for a in (rows, pi, found, spread))
-    cls = same_pi_classes(s_pi)
+    cls = same_pi_classes(pi)
     k = int(cls.max()) + 1 if cls.size else 0
-    n_c = np.bincount(cls, weights=s_rows, minlength=k)
-    expected_c = np.bincount(cls, weights=s_rows * s_pi, minlength=k)
+    n_c = np.bincount(cls, weights=rows, minlength=k)
+    expected_c = np.bincount(cls, weights=rows * pi, minlength=k)
     pi_c = np.divide(expected_c, n_c, out=np.ones(k), where=n_c > 0)
-    x_c = pi_c * np.bincount(cls, weights=s_found / s_pi, minlength=k)
-    a_c = (PRIOR_POSITIVES / total * np.bincount(cls, weights=s_spread, minlength=k)
+    x_c = pi_c * np.bincount(cls, weights=found / pi, minlength=k)
+    a_c = (PRIOR_POSITIVES / total * np.bincount(cls, weights=spread, minlength=k)
            if total > 0 else np.zeros(k))
     min_pi = np.full(k, 1.0)
-    np.minimum.at(min_pi, cls, s_pi)
+    np.minimum.at(min_pi, cls, pi)
     shape = x_c + a_c
     rng = np.random.default_rng(seed)
     # Latin hypercube: each class's quantiles cover (0, 1) evenly, paired at random.
@@ -143,9 +140,6 @@ def _posterior(rows: NDArray[np.float64], pi: NDArray[np.float64],
     m = np.zeros((draws, k))
     live = shape > 0
     m[:, live] = np.asarray(gammaincinv(shape[live], u[:, live]), dtype=np.float64) / pi_c[live]
-    if census.any():  # a census knows its positives; a design below it samples them
-        pi_c, min_pi = np.r_[pi_c, 1.0], np.r_[min_pi, 1.0]
-        m = np.c_[m, np.full(draws, float(found[census].sum()))]
     return _Posterior(pi_c, min_pi, m)
 
 
