@@ -30,11 +30,10 @@ class is
 independent across classes. Gamma laws of one scale add shape for shape, so cutting a class
 into strata of the same ``π`` leaves the posterior of its positives unchanged: the answer
 depends on the data, not on the cut. (A Jeffreys prior per stratum would add half a positive
-per stratum: cutting one stratum into ten would add five.) Strata with
-``π = 1`` are modelled alike (``x ~ Poisson(M)``: a census knows its positives, the model
-allows them the spread of a Poisson count, which errs towards a larger audit), so a ``π`` just
-below 1 and a census give the same answer, and a design that scales a census below 1 samples
-it.
+per stratum: cutting one stratum into ten would add five.) Strata with ``π = 1`` are modelled
+alike (``x ~ Poisson(M)``: a census knows its positives, the model allows them the spread of a
+Poisson count, which errs towards a larger audit), so a ``π`` just below 1 and a census give
+the same answer, and a design that scales a census below 1 samples it.
 
 A design scales every ``π_h`` by ``k`` (capped at 1: a census of the stratum). Its expected
 half-width is averaged over the posterior: for each of ``draws`` joint draws of the ``M_c``
@@ -47,10 +46,11 @@ averaged. The average falls as ``k`` grows (each draw's interval narrows), and t
 ``Σ_h N_h min(1, k π_h)`` rows.
 
 Averaging over the posterior, rather than plugging in one estimate of ``M``, matters because
-the half-width is not monotone in ``M``: an audit that finds nothing gives the widest
-interval (the ``+ω_M`` term), and a point estimate that is too high predicts many finds and a
-narrow interval. How close the design comes to the requested width depends on how much the
-last audit found: ``tests/benchmarks/bench_recall_power.py`` prints, per family of
+the half-width is not monotone in ``M``: an audit that finds nothing (the ``+ω_M`` term) or one
+heavily weighted positive gives a wide interval, and a point estimate that is too high predicts
+many finds and a narrow interval, hence too small an audit. How close the design comes to the
+requested width depends on how much the last audit found:
+``tests/benchmarks/bench_recall_power.py`` prints, per family of
 ``tests/benchmarks/bench_recall_coverage.py``, the requested and the achieved half-width.
 """
 
