@@ -495,7 +495,8 @@ class RunConfig:
                 f"{list(self.methods)}; recalibrate would write no operating points of the "
                 "method decide applies (add it to methods or choose one of them)"
             )
-        names = [c for c in self.columns.values() if c] + list(self.classifiers)
+        names = [c for key, c in self.columns.items() if c and key != "label_positive"]
+        names += list(self.classifiers)
         duplicates = {n for n in names if names.count(n) > 1}
         if duplicates:
             raise ConfigError(f"{source}: columns: names used twice: {sorted(duplicates)}")

@@ -43,9 +43,8 @@ def required_columns(
         cols["group"]: ("group", _is_id, "string or integer"),
         cols["item_id"]: ("item_id", _is_id, "int64 or string"),
     }
-    if not for_decisions:
-        needed[cols["label"]] = ("label", lambda t: pa.types.is_boolean(t) or pa.types.is_null(t)
-                                 or pa.types.is_integer(t), "bool (or 0/1 integers)")
+    if not for_decisions:  # the type is checked by check_schema (labels.label_type_problem)
+        needed[cols["label"]] = ("label", lambda t: True, "")
     for name in config.classifiers:
         needed[name] = ("classifier score", _is_float_or_int, "float")
     if windowed:
@@ -78,6 +77,12 @@ def check_schema(
                 + _near_match(column, schema.names)
             )
         actual = schema.field(index).type
+        if logical == "label":
+            from costlib_pipelines.io.labels import label_type_problem
+
+            problem = label_type_problem(actual, column, config.columns.get("label_positive"))
+            if problem:
+                raise SchemaError(f"{source}: {problem}")
         if not ok(actual):
             raise SchemaError(
                 f"{source}: column '{column}' ({logical}) has type {actual}; expected {expected}"

@@ -7,8 +7,10 @@ the run back when
 
 - a group's threshold moved by more than ``max_threshold_change`` (absolute, on any classifier;
   a classifier switched on or off counts as an infinite move), or
-- a group's thresholds rest on fewer than ``min_rated`` rated rows (positives + negatives of the
-  grid they were chosen on: the group's own, or the parent's under fallback; a group with no
+- a group's thresholds rest on fewer than ``min_rated`` rated rows (positive + negative rows of
+  the grid they were chosen on, one each whatever they weigh,
+  :func:`~costlib_pipelines.io.units.rated_rows`: the group's own, or the parent's under
+  fallback; a group with no
   thresholds, status ``insufficient_data``, rests on none; a group that ``kept`` the published
   thresholds unchanged is only noted), or
 - a group's point of the decision method is ``infeasible`` (``point_status``: no covered point
@@ -55,6 +57,7 @@ from costlib_pipelines.io.runs import (
     load_operating_points,
     read_manifest,
 )
+from costlib_pipelines.io.units import fmt_rows, rated_rows
 
 __all__ = [
     "Baseline",
@@ -186,7 +189,7 @@ def guard_violations(
     for group in sorted(new_by_group):
         record = new_by_group[group]
         source = new_by_group.get(record["fallback_group"] or group, record)
-        rated = source["rated_positives"] + source["rated_negatives"]
+        rated = sum(rated_rows(source))  # rows, whatever they weigh (estimates, money)
         if record["thresholds"] is None:
             rated = 0.0
         old = old_by_group.get(group)
@@ -240,8 +243,8 @@ def guard_notes(new: Sequence[dict[str, Any]], settings: GuardSettings) -> list[
     for group, record in sorted(_by_group(new, settings.method).items()):
         if record["status"] == "kept":
             why = record.get("reason") or (
-                f"kept the thresholds in force: {record['rated_positives']:g} rated positives "
-                f"and {record['rated_negatives']:g} rated negatives are too few to recalibrate")
+                "kept the thresholds in force: {} rated positive and {} rated negative rows are "
+                "too few to recalibrate".format(*map(fmt_rows, rated_rows(record))))
             notes.append(f"group {group!r}: thresholds {record['thresholds']}: {why}")
         elif record.get("point_status") == "coverage_limited":
             notes.append(

@@ -42,7 +42,7 @@ from costlib.thresholds.point import Target
 __all__ = ["COLOURS", "DPI", "GroupFigures", "PNView", "nice_ceiling", "png_data_uri"]
 
 #: Resolution of the embedded figures (pixels per inch of the matplotlib figure size).
-DPI = 64
+DPI = 100
 #: Colours of the palette the embedded PNG figures are stored with.
 COLOURS = 32
 #: Fixed axes positions of the PN-curve figure (two panels, shared legend on top) and of the
@@ -173,12 +173,15 @@ class GroupFigures:
     only): every method's path (graph, analytic) or frontier cells (hull, bucket) in
     lattice-index space, its chosen cell, and with fixed edges the bootstrap box of its
     thresholds; the axes span the lattice (fixed edges) or ``extent``, the largest index of
-    any curve of the run (quantile edges).
+    any curve of the run (quantile edges). ``estimated``: the run has audit data, so ``P`` is
+    the estimate ``P̂`` and the y axis, ``TP / P̂``, is labelled the estimated recall; without,
+    it says that ``TP / P`` (rated positives only) is not recall.
     """
 
     def __init__(self, methods: Sequence[str], kinds: Mapping[str, str],
                  classifiers: Sequence[str], lattice: Sequence[np.ndarray] | None,
-                 extent: Sequence[int] | None = None, decision: str | None = None):
+                 extent: Sequence[int] | None = None, decision: str | None = None,
+                 estimated: bool = False):
         self.methods = list(methods)
         self.decision = decision
         self.lattice = lattice
@@ -206,7 +209,10 @@ class GroupFigures:
             ax.yaxis.set_major_locator(MaxNLocator(5))
             ax.grid(alpha=0.3)
         # One y label: both panels show the same quantity, and the zoom panel is redrawn per view.
-        self.pn_axes[0].set_ylabel("TP / P (share of rated positives)")
+        # With audit data P is the estimate P̂ and TP / P̂ the estimated recall; without, P
+        # holds rated positives only and TP / P is not recall: say which on the axis.
+        self.pn_axes[0].set_ylabel(r"TP / $\hat{P}$ = estimated recall" if estimated
+                                   else "TP / P (P: rated positives; not recall)")
         self.pn_axes[0].set_xlim(0, 1.02)
         self.pn_axes[0].set_ylim(0, 1.05)
         self.pn_axes[0].set_title("all rated rows", fontsize=10)
