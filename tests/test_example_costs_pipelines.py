@@ -4,6 +4,7 @@ cost-weighted recalibration vs costlib on rows weighted by their regret."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from pipeline_data import base_config, comparable, direct_records, sample_frame, write_files
@@ -167,3 +168,32 @@ def test_decide_min_risk_without_probability_exits_2_before_writing(tmp_path, ca
     assert "min_risk: decisions by minimum risk need columns.probability" in (
         capsys.readouterr().err)
     assert not out.exists()
+
+
+@pytest.mark.usefixtures("single_blas_thread")
+def test_min_rated_counts_rows_not_money(tmp_path):
+    """A tiny group with 2 rated frauds worth 500 each has 998 of money on its positive side,
+    but 2 rows of evidence: min_rated (20 positives) sends it to the all-groups thresholds."""
+    frame = sample_frame(6000, seed=2)
+    rng = np.random.default_rng(1)
+    frame["amount"] = rng.lognormal(3.0, 1.0, size=len(frame))
+    tiny = frame[frame["label"].notna()].head(40).copy()
+    tiny["group"] = "jewelry"
+    tiny["item_id"] = np.arange(10**6, 10**6 + len(tiny))
+    tiny["weight"] = 1.0
+    tiny["label"] = pd.array([True, True] + [False] * (len(tiny) - 2), dtype="boolean")
+    tiny["amount"] = 500.0
+    frame = pd.concat([frame, tiny], ignore_index=True)
+    min_risk = {"fn": {"column": "amount"}, "fp": 4.0, "tp": 1.0, "weight_rated_rows": True}
+    config = base_config(min_risk=min_risk, target={"slope": 1.0},
+                         min_rated={"positives": 20, "negatives": 20})
+    pattern = write_files(frame, tmp_path / "in", n_files=2, row_group_size=1000)
+    manifest = run_recalibrate(config, pattern, str(tmp_path / "out"), [])
+    run_dir = tmp_path / "out" / "runs" / manifest["run_id"]
+    got = [r for r in pq.read_table(run_dir / "operating_points.parquet").to_pylist()
+           if r["group"] == "jewelry"]
+    assert {r["status"] for r in got} == {"fallback"}
+    assert {r["rated_positive_rows"] for r in got} == {2}
+    assert {r["rated_negative_rows"] for r in got} == {len(tiny) - 2}
+    assert {r["rated_positives"] for r in got} == {2 * (500.0 - 1.0)}  # money: 998 >= 20
+    assert {r["weight_unit"] for r in got} == {"money"}
