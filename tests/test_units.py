@@ -53,7 +53,7 @@ def test_the_summary_labels_money_and_shows_rows_of_evidence():
                _record("__all__", tp=137000.0, fp=3530.0, precision=0.97488, pos=150000.0,
                        neg=9000.0, rows=(400, 2250))]
     text = "\n".join(points_lines(records, ["a", "b"], "graph", {"slope": 1.0}, "x.parquet"))
-    assert "TP (money)" in text and "FP (money)" in text and "precision (money)" in text
+    assert "TP (money)" in text and "FP (money)" in text and "precision (of the money)" in text
     assert "13,700.00" in text and "137,000.00" in text and "e+" not in text
     assert "2/10" in text and "400/2,250" in text  # rows of evidence, integers
     assert "rated rows +/-: rated positive/negative rows, one each" in text

@@ -46,7 +46,7 @@ def points_lines(records: Sequence[Mapping[str, Any]], classifiers: Sequence[str
              None if r.get("fp") is None else fmt_weighted(r["fp"], unit),
              None if r.get("precision") is None else f"{r['precision']:.3f}",
              "/".join(fmt_rows(v) for v in rated_rows(r))] for r in shown]
-    precision = "precision" if is_count(unit) else f"precision ({unit})"
+    precision = "precision (of the money)" if "money" in unit else "precision"
     lines = [f"thresholds of {method} per group (decision_method; target "
              f"{target_text(target)}): a row is flagged when {'every' if rule == 'all' else 'any'}"
              " classifier scores at or above its threshold ('-': the group flags nothing)",
