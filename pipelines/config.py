@@ -371,6 +371,26 @@ class RunConfig:
         config._check_semantics(source)
         return config
 
+    def _check_money_units(self, source: str) -> None:
+        """Settings that count rows cannot be checked in a run whose grids hold money
+        (``min_risk.weight_rated_rows``: TP, FP and volumes are amounts): refused, with the
+        fix, rather than compared with money."""
+        if not (self.raw.get("min_risk") or {}).get("weight_rated_rows"):
+            return
+        in_rows = [f"constraints.{key}" for key in ("max_volume", "max_false_positives")
+                   if self.constraints.get(key) is not None]
+        if self.objective["name"] == "precision_at_volume":
+            in_rows.append("objective: precision_at_volume")
+        capacity = self.capacity
+        in_rows += [f"capacity.{key}" for key in ("total", "min_volume", "max_volume")
+                    if capacity.get(key)]
+        if in_rows:
+            raise ConfigError(
+                f"{source}: min_risk.weight_rated_rows weighs every rated row by its cost "
+                "regret, so the grids' TP, FP and volumes are money, not rows; "
+                f"{', '.join(in_rows)} count rows and cannot be checked against them: drop "
+                "them, or set weight_rated_rows: false (rows, with the target's trade-off)")
+
     def _check_capacity(self, source: str) -> None:
         """The ``capacity`` section against the rest of the config."""
         capacity = self.capacity
@@ -484,6 +504,7 @@ class RunConfig:
                 f"(got {self.bootstrap['replicates']}) or min_gain_z to null"
             )
         self._check_capacity(source)
+        self._check_money_units(source)
         decoding = self.decoding
         try:
             get_loss(decoding["loss"], **dict(decoding.get("params") or {}))

@@ -85,3 +85,21 @@ def test_a_kept_group_note_speaks_of_rows():
                    status="kept")]
     [note] = guard_notes(new, GuardSettings(method="graph"))
     assert "3 rated positive and 4 rated negative rows are too few" in note
+
+
+@pytest.mark.parametrize(("extra", "named"), [
+    ({"constraints": {"max_volume": 100}}, "constraints.max_volume"),
+    ({"constraints": {"max_false_positives": 10}}, "constraints.max_false_positives"),
+    ({"objective": {"name": "precision_at_volume", "volume": 50}},
+     "objective: precision_at_volume"),
+    ({"capacity": {"total": 100}, "decision_method": "capacity"}, "capacity.total"),
+])
+def test_row_settings_in_a_money_weighted_run_are_refused_with_the_fix(extra, named):
+    from costlib_pipelines.config import ConfigError
+
+    money = {"min_risk": {"fn": {"column": "amount"}, "fp": 5.0, "weight_rated_rows": True}}
+    with pytest.raises(ConfigError, match=rf"weight_rated_rows weighs every rated row .*"
+                                          rf"{named}.* count rows .*set weight_rated_rows: "
+                                          "false"):
+        base_config(**money, **extra)
+    base_config(**extra)  # the same settings without money weights are fine

@@ -12,9 +12,11 @@ A run's grids hold weights, not rows. Which unit their sums are in follows from 
 
 The evidence guards never count weights: ``min_rated`` (fallback) and ``publish.min_rated``
 count rated rows, one each (``rated_positive_rows``/``rated_negative_rows`` of a record), in
-every unit. The volume constraints (``max_volume``, ``min_volume``, capacity) are rows flagged
-next period, estimated from the weights in the ``rows``/``weighted rows``/``estimated rows``
-units.
+every unit. The volume settings (``constraints.max_volume``, ``max_false_positives``,
+``objective: precision_at_volume``, ``capacity``) bound the weighted volume, which is rows or an
+estimate of rows in the ``rows``/``weighted rows``/``estimated rows`` units; in the money units
+they would compare rows with money, so a config refuses them there
+(:meth:`~costlib_pipelines.config.RunConfig`'s semantic checks).
 """
 
 from __future__ import annotations
