@@ -16,7 +16,7 @@ every unit. The volume settings (``constraints.max_volume``, ``max_false_positiv
 ``objective: precision_at_volume``, ``capacity``) bound the weighted volume, which is rows or an
 estimate of rows in the ``rows``/``weighted rows``/``estimated rows`` units; in the money units
 they would compare rows with money, so a config refuses them there
-(:meth:`~costlib_pipelines.config.RunConfig`'s semantic checks).
+(:class:`~costlib_pipelines.config.RunConfig` checks it on load).
 """
 
 from __future__ import annotations
