@@ -251,3 +251,13 @@ def test_whole_numbers_other_than_0_and_1_are_dead_letters_in_every_type(tmp_pat
         runs[name] = manifest["row_accounting"]
     assert runs["int"]["dead_letter_reasons"] == {"invalid_label": int(bad.sum())}
     assert runs["float"] == runs["int"]
+
+
+def test_a_file_without_any_label_is_read_with_label_positive_too():
+    """A file of unrated rows (pandas writes an all-None column as type null) has nothing to
+    convert: it is read as unrated whatever label_positive says."""
+    from costlib_pipelines.io.labels import read_labels
+
+    rated, labels, invalid = read_labels(pa.nulls(4), column="label", where="f: row group 0",
+                                         positive="fraud")
+    assert not rated.any() and not labels.any() and invalid is None

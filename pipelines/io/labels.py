@@ -54,6 +54,8 @@ def label_type_problem(t: pa.DataType, column: str, positive: Any) -> str | None
                     "label_positive: fraud; every other value is a negative, null is not "
                     "rated), or write the labels as bool or 0/1")
         return None
+    if pa.types.is_null(t):  # no label at all (a file of unrated rows): nothing to read
+        return None
     if positive is not None:
         return (f"column '{column}' (label) has type {t}, but columns.label_positive "
                 f"({positive!r}) applies to string labels only; remove it")
