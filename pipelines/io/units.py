@@ -37,9 +37,9 @@ UNIT_NOTES = {
     "estimated rows": "estimated rows (~: audit weights w/p estimate the rows of the whole "
                       "scored population)",
     "money": "money (each rated row weighs its cost regret, min_risk.weight_rated_rows); "
-             "precision is the share of the money",
-    "estimated money": "estimated money (~: regret times audit weight w/p); precision is the "
-                       "share of the money",
+             "precision is TP / (TP + FP) in money",
+    "estimated money": "estimated money (~: regret times audit weight w/p); precision is "
+                       "TP / (TP + FP) in money",
 }
 
 
