@@ -43,6 +43,7 @@ from costlib_pipelines.config_text import (
     schema_blind_spots,
     schema_error_line,
 )
+from costlib_pipelines.config_units import rows_against_money
 
 __all__ = ["OBJECTIVE_ONLY_KEYS", "ConfigError", "RunConfig", "load_config"]
 
@@ -371,26 +372,6 @@ class RunConfig:
         config._check_semantics(source)
         return config
 
-    def _check_money_units(self, source: str) -> None:
-        """Settings that count rows cannot be checked in a run whose grids hold money
-        (``min_risk.weight_rated_rows``: TP, FP and volumes are amounts): refused, with the
-        fix, rather than compared with money."""
-        if not (self.raw.get("min_risk") or {}).get("weight_rated_rows"):
-            return
-        in_rows = [f"constraints.{key}" for key in ("max_volume", "max_false_positives")
-                   if self.constraints.get(key) is not None]
-        if self.objective["name"] == "precision_at_volume":
-            in_rows.append("objective: precision_at_volume")
-        capacity = self.capacity
-        in_rows += [f"capacity.{key}" for key in ("total", "min_volume", "max_volume")
-                    if capacity.get(key)]
-        if in_rows:
-            raise ConfigError(
-                f"{source}: min_risk.weight_rated_rows weighs every rated row by its cost "
-                "regret, so the grids' TP, FP and volumes are money, not rows; "
-                f"{', '.join(in_rows)} count rows and cannot be checked against them: drop "
-                "them, or set weight_rated_rows: false (rows, with the target's trade-off)")
-
     def _check_capacity(self, source: str) -> None:
         """The ``capacity`` section against the rest of the config."""
         capacity = self.capacity
@@ -504,7 +485,8 @@ class RunConfig:
                 f"(got {self.bootstrap['replicates']}) or min_gain_z to null"
             )
         self._check_capacity(source)
-        self._check_money_units(source)
+        if problem := rows_against_money(self.raw):  # rows cannot be checked against money
+            raise ConfigError(f"{source}: {problem}")
         decoding = self.decoding
         try:
             get_loss(decoding["loss"], **dict(decoding.get("params") or {}))

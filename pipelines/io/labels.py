@@ -25,44 +25,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
-from costlib_pipelines.io.schema import SchemaError
+from costlib_pipelines.io.schema import SchemaError, is_string_type, label_type_problem
 
 __all__ = ["LabelError", "label_type_problem", "read_labels"]
-
-#: How labels may be given, for messages.
-ACCEPTED = ("bool, 0/1 integers or 0.0/1.0 floats (null or NaN: not rated), or strings with "
-            "columns.label_positive")
-
 
 class LabelError(SchemaError):
     """A label column in a convention that cannot be read without a guess (message: file,
     column, fix)."""
-
-
-def _is_string(t: pa.DataType) -> bool:
-    if pa.types.is_dictionary(t):
-        t = t.value_type
-    return pa.types.is_string(t) or pa.types.is_large_string(t)
-
-
-def label_type_problem(t: pa.DataType, column: str, positive: Any) -> str | None:
-    """Why a label column of type ``t`` cannot be read (None: it can), with the fix."""
-    if _is_string(t):
-        if positive is None:
-            return (f"column '{column}' (label) holds strings ({t}); set "
-                    "columns.label_positive to the value that means positive (e.g. "
-                    "label_positive: fraud; every other value is a negative, null is not "
-                    "rated), or write the labels as bool or 0/1")
-        return None
-    if pa.types.is_null(t):  # no label at all (a file of unrated rows): nothing to read
-        return None
-    if positive is not None:
-        return (f"column '{column}' (label) has type {t}, but columns.label_positive "
-                f"({positive!r}) applies to string labels only; remove it")
-    if (pa.types.is_boolean(t) or pa.types.is_null(t) or pa.types.is_integer(t)
-            or pa.types.is_floating(t)):
-        return None
-    return f"column '{column}' (label) has type {t}; expected {ACCEPTED}"
 
 
 def read_labels(
@@ -81,7 +50,7 @@ def read_labels(
     t = arr.type
     if pa.types.is_null(t):
         return np.zeros(n, dtype=bool), np.zeros(n, dtype=bool), None
-    if _is_string(t):
+    if is_string_type(t):
         if pa.types.is_dictionary(t):
             arr = arr.cast(t.value_type)
         rated = ~_null_mask(arr)

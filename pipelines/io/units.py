@@ -16,7 +16,7 @@ every unit. The volume settings (``constraints.max_volume``, ``max_false_positiv
 ``objective: precision_at_volume``, ``capacity``) bound the weighted volume, which is rows or an
 estimate of rows in the ``rows``/``weighted rows``/``estimated rows`` units; in the money units
 they would compare rows with money, so a config refuses them there
-(:class:`~costlib_pipelines.config.RunConfig` checks it on load).
+(:func:`costlib_pipelines.config_units.rows_against_money`).
 """
 
 from __future__ import annotations
@@ -92,3 +92,4 @@ def rated_rows(record: dict[str, Any]) -> tuple[float, float]:
     if pos is None or neg is None:
         return float(record["rated_positives"]), float(record["rated_negatives"])
     return float(pos), float(neg)
+

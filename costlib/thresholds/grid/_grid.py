@@ -59,6 +59,7 @@ from costlib.thresholds.binning._rows import (
     split_labels,
     validate_rows,
 )
+from costlib.thresholds.grid._evidence import evidence_rows, summed_rows
 
 __all__ = ["ThresholdGrid", "lattice_counts"]
 
@@ -140,11 +141,6 @@ def _same_census(a: NDArray[np.float64] | None, b: NDArray[np.float64] | None) -
     return bool(np.array_equal(a, b))
 
 
-def _sum_rows(a: int | None, b: int | None) -> int | None:
-    """Row counts of two grids added (unknown when either is)."""
-    return None if a is None or b is None else a + b
-
-
 def _sum_census(a: ThresholdGrid, b: ThresholdGrid) -> NDArray[np.float64] | None:
     """The census channels of ``a + b``: None when either holds rated rows of unknown
     inclusion (a grid built without audit probabilities), or neither has any."""
@@ -198,12 +194,8 @@ class ThresholdGrid:
         :func:`costlib.thresholds.loop._move_evidence.gain_standard_errors` uses it to treat it as
         unknown.
     positive_rows, negative_rows : int or None
-        How many rated positive / negative *rows* with a positive weight entered the grid,
-        unweighted. ``pos``/``neg`` hold weights (audit weights ``w / π``, sample weights, or
-        amounts of money), so their sums are estimates or money, not evidence; the rows are
-        what ``min_positives``/``min_negatives`` of
-        :func:`costlib.thresholds.recalibrate_grids` count. None when unknown (a grid made
-        from histograms alone): the weighted totals stand in for them.
+        Rated positive / negative rows with a positive weight, one each (the weights make
+        estimates or money): what ``min_positives``/``min_negatives`` count. None: unknown.
     census : ndarray of shape (4, B_1 + 1, ..., B_k + 1) or None
         The rows rated with certainty (``π = 1``: flagged when decided), per cell: ``sum w`` of
         negatives (0) and positives (1) and ``sum w²`` of negatives (2) and positives (3). A
@@ -303,9 +295,7 @@ class ThresholdGrid:
         edge_arrays = cls._check_edge_list(edges, s.shape[1])
         shape = tuple(e.size + 1 for e in edge_arrays)
         wq = None if w is None else quantize_weights(w, weight_bits)
-        entered = ~unrated if unrated is not None else np.ones(s.shape[0], dtype=bool)
-        if w is not None:
-            entered &= w > 0
+        evidence = evidence_rows(y, w, unrated)  # rated rows with a weight, one each
         locators = [locator_for(e) for e in edge_arrays]
         counts = histogram_cells(s, y, wq, locators, shape, unrated=unrated)
         variance = design = census = None
@@ -339,8 +329,7 @@ class ThresholdGrid:
             variance=variance,
             design=design,
             census=census,
-            positive_rows=int(np.count_nonzero(entered & y)),
-            negative_rows=int(np.count_nonzero(entered & ~y)),
+            **evidence,
         )
 
     @classmethod
@@ -359,9 +348,7 @@ class ThresholdGrid:
             pos=np.zeros(shape),
             neg=np.zeros(shape),
             names=tuple(names) if names is not None else None,
-            weight_bits=weight_bits,
-            positive_rows=0,
-            negative_rows=0,
+            weight_bits=weight_bits, positive_rows=0, negative_rows=0,
         )
 
     @staticmethod
@@ -394,8 +381,7 @@ class ThresholdGrid:
             design=(None if self.design is None and other.design is None
                     else self._design() + other._design()),
             census=_sum_census(self, other),
-            positive_rows=_sum_rows(self.positive_rows, other.positive_rows),
-            negative_rows=_sum_rows(self.negative_rows, other.negative_rows),
+            **summed_rows(self, other),
         )
 
     def __eq__(self, other: object) -> bool:
@@ -462,15 +448,6 @@ class ThresholdGrid:
     def total_negatives(self) -> float:
         """Weighted number of rated negatives."""
         return self._memo(("sum", "neg"), lambda: float(self.neg.sum()))
-
-    @property
-    def rated_rows(self) -> tuple[float, float]:
-        """``(positive rows, negative rows)``: :attr:`positive_rows`/:attr:`negative_rows`
-        when known, else the weighted totals (equal to the rows when every weight is 1)."""
-        return (float(self.total_positives if self.positive_rows is None
-                      else self.positive_rows),
-                float(self.total_negatives if self.negative_rows is None
-                      else self.negative_rows))
 
     def _variance(self) -> NDArray[np.float64]:
         """:attr:`variance`, zeros when None."""

@@ -146,9 +146,11 @@ def _kept_thin(point: OperatingPoint, grid: ThresholdGrid, rule: str,
 
 def is_sufficient(grid: ThresholdGrid, min_positives: float, min_negatives: float) -> bool:
     """Whether ``grid`` holds at least ``min_positives`` rated positive rows and
-    ``min_negatives`` rated negative rows (:attr:`ThresholdGrid.rated_rows`: rows, not
-    weights)."""
-    positives, negatives = grid.rated_rows
+    ``min_negatives`` rated negative rows (:attr:`ThresholdGrid.positive_rows` and
+    ``negative_rows``: rows, not weights; the weighted totals when the grid does not know
+    them, e.g. one made from histograms alone)."""
+    positives = grid.total_positives if grid.positive_rows is None else grid.positive_rows
+    negatives = grid.total_negatives if grid.negative_rows is None else grid.negative_rows
     return positives >= min_positives and negatives >= min_negatives
 
 
