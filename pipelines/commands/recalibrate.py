@@ -158,6 +158,13 @@ def run(args: argparse.Namespace) -> int:
         f"+ unrated {acc.get('unrated', 0):,} + dead-lettered {acc['dead_lettered']:,} "
         f"({reasons}); {manifest['seconds']} s on {manifest['runner']}"
     )
+    negative_regret = {k.rsplit(".", 1)[1].replace("_", " "): v for k, v in acc.items()
+                       if k.startswith("min_risk.negative_regret.") and v}
+    if negative_regret:
+        print(f"min_risk: {sum(negative_regret.values()):,} row(s) with a negative cost regret "
+              "(e.g. an amount below the review cost: never worth flagging for cost) weigh 0 in "
+              "the grids (" + ", ".join(f"{kind} {n:,}" for kind, n in negative_regret.items())
+              + ")")
     outside = scores_outside(manifest.get("plausibility") or {},
                               Plausibility.from_config(config))
     if outside:

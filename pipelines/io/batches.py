@@ -17,8 +17,9 @@ an audit-sample row: with ``0 < p < 1`` such a row is used, a label no threshold
 counts in ``P̂``), ``missing_audit_probability`` (``columns.audit_probability`` configured, the
 row is rated and its p is null), ``invalid_audit_probability`` (p NaN, p outside (0, 1] on a
 rated row or outside [0, 1] on an unrated row), ``score_outside_range``
-(``plausibility.scores_outside_range: dead_letter``). (``invalid_label``, an integer label other
-than 0 or 1, is checked with the labels, before ``label_without_score``.)
+(``plausibility.scores_outside_range: dead_letter``). (``invalid_label``, a numeric label other
+than 0 or 1, is checked with the labels, before ``label_without_score``; how labels are read:
+:mod:`costlib_pipelines.io.labels`.)
 
 Audit probabilities (``columns.audit_probability``, see :mod:`costlib.audit._weights`): a
 valid rated row enters the grids with weight ``w / p``; a valid unrated row with ``0 < p < 1`` is
@@ -51,6 +52,7 @@ from numpy.typing import NDArray
 from costlib.thresholds.loop import ALL_GROUPS
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.labels import read_labels
 from costlib_pipelines.io.plausibility import PLAUSIBILITY, Plausibility
 from costlib_pipelines.io.schema import check_schema
 
@@ -279,13 +281,11 @@ def validate_batch(
         rated = np.zeros(n, dtype=bool)
         labels = np.zeros(n, dtype=bool)
     else:
-        larr = _column(table, cols["label"])
-        label_null = _nulls(larr)
-        rated = np.ones(n, dtype=bool) if label_null is None else ~label_null
-        if pa.types.is_integer(larr.type):  # 0/1 integers: 1 positive, 0 negative
-            codes = larr.fill_null(0).to_numpy(zero_copy_only=False)
-            flag(rated & (codes != 0) & (codes != 1), "invalid_label")
-            larr = pa.array(codes == 1, pa.bool_(), mask=~rated)
+        # bool, 0/1 integers, 0.0/1.0 floats (NaN: not rated), strings with label_positive
+        rated, labels, invalid = read_labels(
+            _column(table, cols["label"]), column=cols["label"], where=where,
+            positive=cols.get("label_positive"))
+        flag(invalid, "invalid_label")
         if unscored is not None:
             # an audit-sample row (0 < p < 1) no classifier scored is a positive or negative
             # no threshold can flag: it belongs in P-hat
@@ -294,10 +294,6 @@ def validate_batch(
                 with np.errstate(invalid="ignore"):
                     sampled = (audit > 0) & (audit < 1)
             flag(rated & unscored & ~sampled, "label_without_score")
-        labels = (
-            np.zeros(n, dtype=bool) if pa.types.is_null(larr.type)
-            else larr.fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
-        )
     if audit_arr is not None:
         _check_audit_probabilities(audit_arr, audit, rated, flag)
     if outside:

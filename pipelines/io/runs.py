@@ -272,7 +272,7 @@ def check_accounting(accounting: dict[str, int]) -> dict[str, Any]:
         "dead_lettered": sum(dead.values()),
         "dead_letter_reasons": dead,
         **{k: v for k, v in accounting.items() if k in ("used", "unrated", "decided")
-           or k.startswith("audit.")},
+           or k.startswith(("audit.", "min_risk."))},
     }
     if accounted != summary["read"] or unknown:
         raise RuntimeError(f"row accounting does not add up: {accounting}")

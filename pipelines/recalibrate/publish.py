@@ -7,8 +7,10 @@ the run back when
 
 - a group's threshold moved by more than ``max_threshold_change`` (absolute, on any classifier;
   a classifier switched on or off counts as an infinite move), or
-- a group's thresholds rest on fewer than ``min_rated`` rated rows (positives + negatives of the
-  grid they were chosen on: the group's own, or the parent's under fallback; a group with no
+- a group's thresholds rest on fewer than ``min_rated`` rated rows (positive + negative rows of
+  the grid they were chosen on, one each whatever they weigh,
+  :func:`~costlib_pipelines.io.units.rated_rows`: the group's own, or the parent's under
+  fallback; a group with no
   thresholds, status ``insufficient_data``, rests on none; a group that ``kept`` the published
   thresholds unchanged is only noted), or
 - a group's point of the decision method is ``infeasible`` (``point_status``: no covered point
@@ -61,6 +63,7 @@ from costlib_pipelines.io.runs import (
     load_operating_points,
     read_manifest,
 )
+from costlib_pipelines.io.units import fmt_rows, rated_rows
 
 __all__ = [
     "Baseline",
@@ -178,9 +181,11 @@ def _unchanged(record: dict[str, Any], old: dict[str, Any] | None) -> bool:
 
 
 def _own_rows(record: dict[str, Any]) -> str:
-    """``22 rated rows (12 positives, 10 negatives)``: a record's own grid."""
-    pos, neg = record["rated_positives"], record["rated_negatives"]
-    return f"{pos + neg:g} rated rows ({pos:g} positives, {neg:g} negatives)"
+    """``22 rated rows (12 positives, 10 negatives)``: a record's own grid, in rows whatever
+    they weigh (:func:`~costlib_pipelines.io.units.rated_rows`)."""
+    pos, neg = rated_rows(record)
+    return (f"{fmt_rows(pos + neg)} rated rows ({fmt_rows(pos)} positives, "
+            f"{fmt_rows(neg)} negatives)")
 
 
 def _rated_violation(group: str, record: dict[str, Any],
@@ -213,13 +218,13 @@ def _rated_violation(group: str, record: dict[str, Any],
     parent = record["fallback_group"] if record["status"] == "fallback" else None
     source = new_by_group.get(parent) if parent else None
     if source is not None:
-        rated = source["rated_positives"] + source["rated_negatives"]
+        rated = sum(rated_rows(source))  # rows, whatever they weigh (estimates, money)
         if rated >= minimum:
             return None
         return (f"group {group!r}: thresholds are those of {parent} (status fallback: its own "
                 f"grid holds {_own_rows(record)}), which rest on {_own_rows(source)}, fewer "
                 f"than min_rated={minimum:g}")
-    rated = record["rated_positives"] + record["rated_negatives"]
+    rated = sum(rated_rows(record))
     if rated >= minimum:
         return None
     if parent:  # the parent's record is not in the run: its rows cannot be counted
@@ -323,8 +328,8 @@ def guard_notes(new: Sequence[dict[str, Any]], settings: GuardSettings) -> list[
     for group, record in sorted(_by_group(new, settings.method).items()):
         if record["status"] == "kept":
             why = record.get("reason") or (
-                f"kept the thresholds in force: {record['rated_positives']:g} rated positives "
-                f"and {record['rated_negatives']:g} rated negatives are too few to recalibrate")
+                "kept the thresholds in force: {} rated positive and {} rated negative rows are "
+                "too few to recalibrate".format(*map(fmt_rows, rated_rows(record))))
             notes.append(f"group {group!r}: thresholds {thresholds_text(record['thresholds'])}: "
                          f"{why}")
         elif record.get("point_status") == "coverage_limited":
