@@ -31,6 +31,7 @@ from costlib_pipelines.decide.records import read_decisions
 from costlib_pipelines.io.runs import read_records
 from costlib_pipelines.io.schema import SchemaError
 from costlib_pipelines.recalibrate.pipeline import run_recalibrate
+from costlib_pipelines.recalibrate.publish import PublishRefused
 
 CLASSIFIERS = ("text_model", "image_model")
 FEW = settings(max_examples=2, deadline=None, derandomize=True,
@@ -261,3 +262,26 @@ def test_a_file_without_any_label_is_read_with_label_positive_too():
     rated, labels, invalid = read_labels(pa.nulls(4), column="label", where="f: row group 0",
                                          positive="fraud")
     assert not rated.any() and not labels.any() and invalid is None
+
+
+@pytest.mark.usefixtures("single_blas_thread")
+def test_a_positive_label_no_rating_carries_holds_the_run(tmp_path):
+    """``label_positive: fraud`` on a stream that writes ``Fraud``: every rating would be read
+    as a negative (a different number, silently); the run is held with the fix instead."""
+    rows = _stream(400, 3)
+    words = [("Fraud" if v else "ok") if v is not None else None for v in rows["label"]]
+    rated = sum(w is not None for w in words)
+    directory = tmp_path / "typo"
+    directory.mkdir()
+    pq.write_table(_table(rows, label=pa.array(words, pa.string())), directory / "p.parquet")
+    with pytest.raises(PublishRefused) as held:
+        run_recalibrate(_config(label_positive="fraud"), str(directory / "*.parquet"),
+                        str(tmp_path / "out"), [])
+    message = str(held.value)
+    assert ("no rated row's label equals columns.label_positive 'fraud', so all "
+            f"{rated:,} rated rows were read as negatives") in message
+    assert "case and spaces included" in message
+    # the same stream with the value it writes publishes
+    manifest = run_recalibrate(_config(label_positive="Fraud"), str(directory / "*.parquet"),
+                               str(tmp_path / "out2"), [])
+    assert manifest["published"]

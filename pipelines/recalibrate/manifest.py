@@ -46,6 +46,7 @@ from costlib_pipelines.recalibrate.publish import (
     guard_notes,
     guard_violations,
     no_point_note,
+    unmatched_label_violation,
 )
 from costlib_pipelines.recalibrate.shards import assemble_shards
 from costlib_pipelines.recalibrate.volume_guard import VolumeCheck
@@ -101,6 +102,8 @@ class PublishRunFn(beam.DoFn):
         baseline = spec.baseline
         violations = baseline_check(spec)
         violations += guard_violations(baseline.records, new, spec.settings)
+        violations += filter(None, [unmatched_label_violation(
+            new, config.columns.get("label_positive"))])
         violations += plausibility_violations(accounting, Plausibility.from_config(config))
         violations += capacity_violations(new, capacity)
         weighted = MinRiskSettings.from_config(config)

@@ -317,6 +317,29 @@ def guard_violations(
     return violations
 
 
+def unmatched_label_violation(records: Sequence[dict[str, Any]],
+                               positive: Any) -> str | None:
+    """A violation when ``columns.label_positive`` is set and not one rated row of the run
+    carries it: every rating was read as a negative, which is almost surely a misspelt value
+    (the comparison is exact, case included), never a stream to publish thresholds from.
+
+    Counted on the all-groups records (every group's rows); None when the value is unset, the
+    run has no rated rows, or some rated row is positive.
+    """
+    if positive is None:
+        return None
+    whole = [r for r in records if r["group"] == ALL_GROUPS]
+    if not whole:
+        return None
+    pos, neg = rated_rows(whole[0])
+    if pos > 0 or neg == 0:
+        return None
+    return (f"labels: no rated row's label equals columns.label_positive {str(positive)!r}, so "
+            f"all {fmt_rows(neg)} rated rows were read as negatives; the comparison is exact "
+            "(case and spaces included): set columns.label_positive to the value your stream "
+            "writes for a positive rating")
+
+
 def guard_notes(new: Sequence[dict[str, Any]], settings: GuardSettings) -> list[str]:
     """What the guard lets pass but a reviewer should see (decision method's points).
 
