@@ -74,8 +74,8 @@ def test_publish_min_rated_counts_rows_not_money():
            _record("__all__", tp=1e5, fp=3e3, precision=0.9, pos=1e5, neg=9e3,
                    rows=(400, 2250))]
     violations = guard_violations(None, new, GuardSettings(min_rated=50))
-    assert violations == ["group 'jewelry': thresholds rest on 12 rated rows (status ok), "
-                          "fewer than min_rated=50"]
+    assert violations == ["group 'jewelry': thresholds rest on the 12 rated rows (2 positives, "
+                          "10 negatives) of its own grid (status ok), fewer than min_rated=50"]
     # records written before the row counts existed: their weighted totals stand in
     assert rated_rows({"rated_positives": 3.0, "rated_negatives": 4.0}) == (3.0, 4.0)
 
