@@ -250,7 +250,7 @@ def test_a_follow_job_is_found_on_flink_by_its_name(monkeypatch):
     ]}
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's name
+        def do_GET(self):
             body = json.dumps(overview if self.path == "/jobs/overview" else {}).encode()
             self.send_response(200 if self.path == "/jobs/overview" else 404)
             self.end_headers()
