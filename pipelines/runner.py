@@ -230,8 +230,11 @@ def find_flink_job(options: PipelineOptions, wait: float = 30.0) -> dict[str, An
     found: dict[str, Any] = {"name": name, "flink_rest": url, "flink_job_id": None,
                              "note": None}
     if url is None or not name:
+        runner = str(options.view_as(StandardOptions).runner or "FnApiRunner")
         found["note"] = ("no Flink REST address (--flink_master): find the job by its name in "
-                         "the Flink web UI or with flink list")
+                         "the Flink web UI or with flink list"
+                         if "Flink" in runner or "Portable" in runner
+                         else f"on {runner}: stop it with the runner's own tools")
         return found
     deadline = time.monotonic() + wait
     try:
@@ -258,7 +261,7 @@ def stop_instructions(job: dict[str, Any]) -> str:
         return (f"Flink job {jid} ({name}); stop it with curl -X PATCH "
                 f"'{url}/jobs/{jid}?mode=cancel', flink cancel {jid}, or Cancel Job in the "
                 f"web UI {url}")
-    return f"job {name or '(no name)'} ({job.get('note')})"
+    return f"job {name or job.get('job_service_id') or '(no name)'} ({job.get('note')})"
 
 
 def _flink_jobs(url: str) -> list[dict[str, Any]]:
