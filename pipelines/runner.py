@@ -219,11 +219,12 @@ def _flink_rest_url(options: PipelineOptions) -> str | None:
     return (master if re.match(r"^https?://", master) else f"http://{master}").rstrip("/")
 
 
-def find_flink_job(options: PipelineOptions, wait: float = 30.0) -> dict[str, Any]:
+def find_flink_job(options: PipelineOptions, wait: float = 120.0) -> dict[str, Any]:
     """The submitted job as an operator finds it: ``{"name", "flink_rest", "flink_job_id",
     "note"}``. ``name`` is ``--job_name``; with a Flink REST address (``--flink_master``) the
     newest job of that name that has not ended is looked up (``GET /jobs/overview``, for up to
-    ``wait`` s: Flink lists a job a few seconds after the job server accepts it). ``note``
+    ``wait`` s: Flink lists a job after the job server has translated and submitted it, which
+    took over 30 s for the first job of a fresh cluster on a busy machine). ``note``
     says why there is no id (None when there is one)."""
     name = options.get_all_options(drop_default=True).get("job_name")
     url = _flink_rest_url(options)

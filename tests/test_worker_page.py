@@ -160,6 +160,7 @@ def test_the_page_word_for_word_on_flink(flink_cluster, page_setup, tmp_path):
         assert replayed.returncode == (3 if held else 0), replayed.stdout + replayed.stderr
         assert "in event time (replay)" in replayed.stdout
     finally:
-        for jid in ids:
-            if {j["jid"]: j["state"] for j in jobs(flink_cluster)}.get(jid) == "RUNNING":
-                cancel_job(flink_cluster, jid)
+        for job in jobs(flink_cluster):
+            if job["jid"] not in known and job["state"] not in ("FINISHED", "FAILED",
+                                                                "CANCELED"):
+                cancel_job(flink_cluster, job["jid"])
