@@ -161,6 +161,7 @@ def _start_follow(args: argparse.Namespace, config) -> int:
     """``--follow``: submit the streaming job that decides each landed file."""
     from costlib_pipelines.flags import UsageError
     from costlib_pipelines.follow.decide_stream import start_follow_decide
+    from costlib_pipelines.runner import stop_instructions
 
     if args.run_id is not None or args.allow_unpublished:
         raise UsageError("--follow names each file's run itself and applies published points "
@@ -171,4 +172,6 @@ def _start_follow(args: argparse.Namespace, config) -> int:
         settle_seconds=args.settle_seconds)
     print(f"following {args.input} on {started['runner']}: each landed file is decided into "
           f"{started['output']}/files/<name>-<digest>/")
+    if started["job"] is not None:
+        print(stop_instructions(started["job"]))
     return 0

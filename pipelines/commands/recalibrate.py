@@ -288,6 +288,7 @@ def _start_follow(args: argparse.Namespace, config, override) -> int:
     from costlib_pipelines.commands.progress import Progress
     from costlib_pipelines.flags import UsageError
     from costlib_pipelines.follow.recalibrate_stream import start_follow
+    from costlib_pipelines.runner import stop_instructions
 
     if override is not None or args.capacity is not None:
         raise UsageError("--follow judges every window with the guard as it closes: "
@@ -299,8 +300,8 @@ def _start_follow(args: argparse.Namespace, config, override) -> int:
             in_force=args.in_force, max_threshold_change=args.max_threshold_change,
             min_rated=args.min_rated, poll_seconds=args.poll_seconds,
             settle_seconds=args.settle_seconds, progress=progress)
-    job = started["job_id"] or "(no job id from the runner)"
-    print(f"run {started['run_id']}: following {args.input}; job {job}; its windows are "
-          f"judged as {args.input.rsplit('/', 1)[0]}/_WATERMARK passes their end "
-          f"(costlib status --output {args.output})")
+    print(f"run {started['run_id']}: following {args.input}; its windows are judged as "
+          f"{args.input.rsplit('/', 1)[0]}/_WATERMARK passes their end (costlib status "
+          f"--output {args.output})")
+    print(stop_instructions(started["job"]))
     return 0

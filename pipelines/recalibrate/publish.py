@@ -57,6 +57,7 @@ from costlib_pipelines.io.files import InputError, write_bytes_atomically, write
 from costlib_pipelines.io.recall_floor import misses_only_min_recall
 from costlib_pipelines.io.runs import (
     CARRIED,
+    NothingInForce,
     check_run_id,
     latest_run_id,
     list_runs,
@@ -420,7 +421,10 @@ def read_baseline(output: str) -> Baseline:
 
     A ``LATEST`` that names a missing, incomplete or unreadable run, or a missing ``LATEST``
     next to published runs, gives a :class:`Baseline` with ``problem`` set (the guard then
-    holds the new run: it fails closed).
+    holds the new run: it fails closed). A published windowed run whose guard applied no
+    window, with no points in force before it, gives no records (``[]``): nothing is in
+    force, and the guard compares the new run with nothing, as a first run (the windows it held
+    stay held in it, and nothing of it reaches ``costlib decide``).
     """
     output = output.rstrip("/")
     try:
@@ -436,6 +440,8 @@ def read_baseline(output: str) -> Baseline:
         return Baseline(None, None)
     try:
         records, _ = load_operating_points(f"{output}/runs/{run_id}", windows="applied")
+    except NothingInForce:  # a windowed run that applied no window and carried no points:
+        return Baseline([], run_id)  # nothing is in force, as before a first run
     except (InputError, OSError, ValueError) as exc:
         return Baseline(None, run_id, f"the published run {run_id} cannot be read: {exc}")
     return Baseline(points_in_force(records), run_id)
