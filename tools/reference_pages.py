@@ -231,9 +231,10 @@ def config_page(schema: dict[str, Any]) -> str:
         _NOTICE.format(source="schemas/run_config.schema.json"),
         "# Run config",
         "",
-        "Every key of the YAML run config that `costlib recalibrate`, `costlib decide` and "
-        "`costlib demo` read, generated from its JSON Schema (`schemas/run_config.schema.json`, "
-        "which every run validates its config against). A config names only the keys that "
+        "Every key of the YAML run config that `costlib recalibrate` and `costlib decide` read "
+        "(and `costlib demo` writes), generated from its JSON Schema "
+        "(`schemas/run_config.schema.json`, which every run validates its config against). "
+        "A config names only the keys that "
         "matter for its stream; every other key takes the default shown. "
         "`costlib config CONFIG` checks a config, and `costlib config --resolved CONFIG` "
         "prints it with every default filled in, as a run records it in its manifest. "
