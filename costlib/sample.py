@@ -47,10 +47,44 @@ def generate_score_stream(
 ) -> pd.DataFrame:
     """Generate a score stream (see the module docstring for the model).
 
-    ``first_item_id``: item ids are ``first_item_id, first_item_id + 1, ...`` (another day of the
-    same stream gets other ids). ``truth``: add a ``truth`` column (bool, every item's ``y``),
-    the labels a simulated rater returns for the rows it is asked to rate (``costlib demo
-    --audit-loop``); a real stream has none.
+    The same arguments give the same rows (one ``numpy.random.default_rng(seed)`` draws them
+    all, in a fixed order).
+
+    Parameters
+    ----------
+    n_items : int
+        Rows, one per scored item.
+    groups : sequence of str
+        Group names; each item belongs to one, uniformly at random. Scores shift a little from
+        group to group, so each group's best thresholds differ.
+    classifiers : sequence of str
+        Score column names, ``k`` of them.
+    prevalence : float or sequence of float
+        ``P(y = 1)`` per group (one value: every group).
+    separation : float or sequence of float
+        Per classifier, how far the positives' latent score sits above the negatives' (in
+        standard deviations of the latent noise; one value: every classifier).
+    coverage : float or sequence of float
+        Per classifier, the probability that it scores an item at all (NaN otherwise).
+    correlation : float
+        ``rho`` in ``[0, 1)``: the share of the latent noise all classifiers share.
+    rating_floor : float
+        An item is rated (its label known) iff some classifier scored it at or above this.
+    start : str
+        First day of the stream (UTC); event times are uniform over ``days`` days from it.
+    days : int
+        Days the event times span.
+    set_size : int
+        Items per set (``set_id``) within a group, for top-k decoding.
+    seed : int
+        Seed of the random generator.
+    first_item_id : int
+        Item ids are ``first_item_id, first_item_id + 1, ...`` (another day of the same
+        stream gets other ids).
+    truth : bool
+        Add a ``truth`` column (bool, every item's ``y``): the labels a simulated rater returns
+        for the rows it is asked to rate (``costlib demo --audit-loop``); a real stream has
+        none.
 
     Returns
     -------
@@ -58,7 +92,13 @@ def generate_score_stream(
         Columns ``group`` (str), ``item_id`` (int64), ``event_time`` (UTC timestamp), one float
         column per classifier (NaN = did not score), ``label`` (nullable boolean, NA = not
         rated), ``weight`` (float, 1.0), ``probability`` (approximately calibrated P(bad)) and
-        ``set_id`` (str; items come in sets of ``set_size`` within a group).
+        ``set_id`` (str; items come in sets of ``set_size`` within a group). Rows are in
+        event-time order.
+
+    Raises
+    ------
+    ValueError
+        ``correlation`` outside ``[0, 1)``.
     """
     rng = np.random.default_rng(seed)
     k = len(classifiers)
@@ -121,6 +161,20 @@ def rated_arrays(
     """Rated rows of a score stream as ``(scores (n, k), labels, weights, item_ids)``.
 
     Null scores become ``-inf`` ("did not score": the classifier never fires on the item).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        A score stream with the columns of :func:`generate_score_stream` (``weight`` may be
+        missing: every row weighs 1).
+    classifiers : sequence of str
+        The score columns, in threshold order.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``scores`` (float, ``(n, k)``), ``labels`` (bool), ``weights`` (float) and
+        ``item_ids`` of the ``n`` rows whose label is not null, in the frame's order.
     """
     rated = frame["label"].notna().to_numpy()
     sub = frame.loc[rated]
@@ -134,7 +188,28 @@ def rated_arrays(
 def write_score_stream(
     frame: pd.DataFrame, directory: str, *, n_files: int = 4, row_group_size: int = 50_000
 ) -> list[str]:
-    """Write a score stream as ``n_files`` Parquet files (contiguous slices); returns paths."""
+    """Write a score stream as ``n_files`` Parquet files (contiguous slices); returns paths.
+
+    The files are ``DIRECTORY/scores-0000.parquet``, ``scores-0001.parquet``, ... (the directory
+    is created), the input ``costlib recalibrate`` and ``costlib decide`` read. Needs pyarrow
+    (the ``pipelines`` extra).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The stream, e.g. from :func:`generate_score_stream`.
+    directory : str
+        Where to write the files.
+    n_files : int
+        Files to write: row ranges of (nearly) equal length, in the frame's order.
+    row_group_size : int
+        Rows per Parquet row group (the pipelines read one row group at a time).
+
+    Returns
+    -------
+    list of str
+        The paths written.
+    """
     from pathlib import Path
 
     import pyarrow as pa

@@ -52,7 +52,9 @@ def served(site):
 def test_strict_build_writes_every_page_and_the_api_reference(site):
     for page in ("index.html", "install/index.html", "estimators/index.html",
                  "decoding/index.html", "reproduction/index.html", "deployment/index.html",
-                 "api/estimators/index.html", "api/decoding/index.html"):
+                 "api/estimators/index.html", "api/decoding/index.html",
+                 "api/sample/index.html", "reference/config/index.html",
+                 "reference/cli/index.html"):
         assert (site / page).exists(), page
     api = (site / "api/estimators/index.html").read_text()
     # Objects rendered from the code, with their anchors.
@@ -60,6 +62,11 @@ def test_strict_build_writes_every_page_and_the_api_reference(site):
                    "costlib.costs.expected_benefit",
                    "costlib.estimators.HierarchicalCostSensitiveClassifier"):
         assert f'id="{anchor}"' in api, anchor
+    # The generated references: one anchor per config key and per command.
+    config = (site / "reference/config/index.html").read_text()
+    for key in ("columns.group", "grid.edges", "audit.strata.weights", "min_risk.fn.column"):
+        assert f'id="{key}"' in config, key
+    assert 'id="recalibrate"' in (site / "reference/cli/index.html").read_text()
     # The deployment page includes the runbook itself.
     assert "IAM and service accounts" in (site / "deployment/index.html").read_text()
 

@@ -37,6 +37,7 @@ def number_in(low: float = -math.inf, high: float = math.inf, *, low_open: bool 
         return value
 
     parse.kind = "number"  # type: ignore[attr-defined]  (templates map it to NUMBER)
+    parse.interval = interval  # type: ignore[attr-defined]  (the reference pages show it)
     return parse
 
 
@@ -52,6 +53,7 @@ def integer_in(low: int, high: int) -> Callable[[str], int]:
         return value
 
     parse.kind = "integer"  # type: ignore[attr-defined]
+    parse.interval = f"in [{low:,}, {high:,}]"  # type: ignore[attr-defined]
     return parse
 
 

@@ -142,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reproduce.add_argument("name", choices=sorted(REPRODUCTIONS))
     reproduce.add_argument(
-        "rest", nargs=argparse.REMAINDER, help="options passed to the experiment"
+        "rest", nargs=argparse.REMAINDER,
+        help="options passed to the experiment (costlib reproduce NAME --help lists them)"
     )
     return parser
 
