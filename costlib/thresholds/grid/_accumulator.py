@@ -103,6 +103,17 @@ class GridAccumulator:
     #: Default multiple of the cells at which the entries added make the sum dense.
     DENSE_WORK: ClassVar[float] = 0.5
 
+    def fields(self) -> tuple[Any, ...]:
+        """The fields in order: ``GridAccumulator(*acc.fields())`` is ``acc`` again (a
+        combiner may send this plain tuple through a shuffle instead of the object)."""
+        return (self.counts, self.lattice, self.rated_rows, self.audited_rows,
+                self.entries_added, self.row_counts)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle as the fields alone (no field names; the counts packed by
+        :meth:`SparseCounts.__reduce__`)."""
+        return (GridAccumulator, self.fields())
+
     @classmethod
     def empty(cls, lattice: Lattice) -> GridAccumulator:
         """An accumulator of no partials on ``lattice`` (sparse, row counts zero)."""
