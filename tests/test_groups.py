@@ -180,3 +180,25 @@ def test_records_identical_whatever_shards_chunks_and_units(many_groups, tmp_pat
     assert not (run_dir / "shards").exists()
     assert manifest["row_accounting"]["read"] == len(many_groups)
     assert "shards" not in json.dumps(manifest["outputs"])
+
+
+@pytest.mark.parametrize("dense_fraction", [0.0, 2.0])
+def test_sum_grids_shuffles_an_accumulator_as_the_plain_tuple_of_its_fields(dense_fraction):
+    """The accumulator coder round-trips every form and costs what the tuple of fields costs."""
+    from apache_beam.coders import FastPrimitivesCoder
+
+    rng = np.random.default_rng(5)
+    partials, expected = _partials(rng, 300, 4, 0.3, SHAPE)
+    config = base_config(grid={"edges": "explicit", "values": [e.tolist() for e in EDGES]})
+    fn = SumGrids(config, compact_output=True)
+    fn.DENSE_FRACTION = dense_fraction
+    coder = fn.get_accumulator_coder()
+    assert coder.decode(coder.encode(None)) is None
+    acc = None
+    for partial in partials:
+        acc = fn.add_input(acc, partial)
+    for form in (acc, fn.compact(acc)):
+        back = coder.decode(coder.encode(form))
+        assert back.fields()[1:] == form.fields()[1:]
+        assert fn.extract_output(back).with_edges(EDGES).to_grid() == expected
+        assert len(coder.encode(form)) == len(FastPrimitivesCoder().encode(form.fields()))

@@ -288,7 +288,9 @@ def _value_text(action: argparse.Action) -> str:
     metavar = action.metavar or (action.dest.upper() if action.option_strings else None)
     kinds = {int: "integer", float: "number"}
     kind = getattr(action.type, "kind", None) or kinds.get(action.type)  # type: ignore[arg-type]
-    interval = getattr(action.type, "interval", None)
+    interval = getattr(action.type, "interval", None)  # costlib.bounds.Interval, or its text
+    if interval is not None and not isinstance(interval, str):
+        interval = interval.text()
     what = escape(" ".join(w for w in (kind, interval) if w))
     shown = code(metavar) if metavar else ""
     return f"{shown}: {what}" if shown and what else shown or what or "text"

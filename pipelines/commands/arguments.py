@@ -1,7 +1,9 @@
 """argparse types for numbers in a range: one message format for every command.
 
 A value outside its range (or not a number, or NaN) makes argparse exit 2 with
-``argument --flag: must be ..., got TEXT``.
+``argument --flag: must be ..., got TEXT``. A flag that sets a config key takes the key's
+interval from :data:`costlib.bounds.BOUNDS` (:func:`bounded`), where the library's objects read
+it too.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ import argparse
 import math
 from collections.abc import Callable
 
-__all__ = ["integer_in", "number_in"]
+from costlib.bounds import BOUNDS, Interval
+
+__all__ = ["bounded", "integer_in", "number_in", "number_within"]
 
 
 def number_in(low: float = -math.inf, high: float = math.inf, *, low_open: bool = False,
@@ -19,21 +23,25 @@ def number_in(low: float = -math.inf, high: float = math.inf, *, low_open: bool 
 
     ``low_open`` / ``high_open`` exclude the bound itself.
     """
-    if math.isinf(high):
-        interval = f"{'>' if low_open else '>='} {low:g}"
-    else:
-        interval = f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    return number_within(Interval(low, high, low_open=low_open, high_open=high_open))
 
+
+def bounded(key: str) -> Callable[[str], float]:
+    """An argparse type for the values of config key ``key``: its interval in
+    :data:`costlib.bounds.BOUNDS`."""
+    return number_within(BOUNDS[key])
+
+
+def number_within(interval: Interval) -> Callable[[str], float]:
+    """An argparse type: a finite float in ``interval`` (kept on the type as ``.interval``)."""
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        inside = (math.isfinite(value)
-                  and (value > low if low_open else value >= low)
-                  and (value < high if high_open else value <= high))
-        if not inside:
-            raise argparse.ArgumentTypeError(f"must be a finite number {interval}, got {text}")
+        if value not in interval:
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number {interval.text()}, got {text}")
         return value
 
     parse.kind = "number"  # type: ignore[attr-defined]  (templates map it to NUMBER)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import argparse
 
-from costlib_pipelines.commands.arguments import integer_in, number_in
+from costlib_pipelines.commands.arguments import bounded, integer_in
 
 PASSES_BEAM_ARGS = True
 
@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "placed from the data: grid.edges auto)")
     parser.add_argument(
         "--target-marginal-precision", default=0.3,
-        type=number_in(0, 1, low_open=True, high_open=True),
+        type=bounded("target.marginal_precision"),
         help="precision the next flagged items must reach (the business trade-off)",
     )
     parser.add_argument("--rule", choices=("any", "all"), default="any")
@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="then close the loop once: the next day decided with an audit "
                              "sample, rated by a simulated rater, recalibrated with a recall "
                              "floor (OUTPUT/day2/)")
-    parser.add_argument("--min-recall", type=number_in(0, 1, low_open=True), default=0.6,
+    parser.add_argument("--min-recall", type=bounded("constraints.min_recall"), default=0.6,
                         help="with --audit-loop: the recall floor of the second "
                              "recalibration (default 0.6)")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from costlib_pipelines.commands.arguments import add_follow_arguments, number_in
+from costlib_pipelines.commands.arguments import add_follow_arguments, bounded
 
 PASSES_BEAM_ARGS = True
 
@@ -31,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "run or output directory, as decide --operating-points takes); "
                              "default: the output's published run. Their thresholds become grid "
                              "edges and thin groups keep them (config section in_force)")
-    parser.add_argument("--max-unrated-share", type=number_in(0, 1), default=None, metavar="S",
+    parser.add_argument("--max-unrated-share", type=bounded("coverage.max_unrated_share"),
+                        default=None, metavar="S",
                         help="largest share in [0, 1] of a point's flagged volume that may be "
                              "unrated rows (0: only the rated region); overrides the config's "
                              "coverage.max_unrated_share (and so its digest)")
@@ -42,20 +43,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     choice.add_argument("--objective", choices=("linear", "fbeta", "f1", "precision_at_volume"),
                         default=None, help="what the operating point maximises")
-    choice.add_argument("--beta", type=number_in(0, low_open=True), default=None,
+    choice.add_argument("--beta", type=bounded("objective.beta"), default=None,
                         help="beta of --objective fbeta (an error with any other objective)")
-    choice.add_argument("--volume", type=number_in(0, low_open=True), default=None,
+    choice.add_argument("--volume", type=bounded("objective.volume"), default=None,
                         help="review volume of --objective precision_at_volume (an error with any "
                              "other objective)")
-    choice.add_argument("--min-precision", type=number_in(0, 1), default=None, metavar="P",
+    choice.add_argument("--min-precision", type=bounded("constraints.min_precision"),
+                        default=None, metavar="P",
                         help="constraint: precision among flagged rated rows >= P")
-    choice.add_argument("--min-recall", type=number_in(0, 1, low_open=True), default=None,
+    choice.add_argument("--min-recall", type=bounded("constraints.min_recall"), default=None,
                         metavar="R",
                         help="constraint: estimated recall (share of all positives) >= R; "
                              "needs audit data (columns.audit_probability)")
-    choice.add_argument("--max-volume", type=number_in(0), default=None, metavar="V",
+    choice.add_argument("--max-volume", type=bounded("constraints.max_volume"),
+                        default=None, metavar="V",
                         help="constraint: at most V flagged rows, rated or not (review capacity)")
-    choice.add_argument("--max-false-positives", type=number_in(0), default=None, metavar="F",
+    choice.add_argument("--max-false-positives", type=bounded("constraints.max_false_positives"),
+                        default=None, metavar="F",
                         help="constraint: at most F false positives among the rated rows")
     shared = parser.add_argument_group(
         "shared review capacity",
@@ -64,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "decision_method: capacity in the config (refused otherwise: decide would ignore "
         "the allocation).",
     )
-    shared.add_argument("--capacity", type=number_in(0), default=None, metavar="C",
+    shared.add_argument("--capacity", type=bounded("capacity.total"), default=None, metavar="C",
                         help="flagged rows (rated and unrated) all groups may flag next period; "
                              "overrides the config's capacity.total (and so its digest)")
     shared.add_argument("--capacity-objective", choices=("linear", "true_positives"),
@@ -76,9 +80,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "config's publish section, where both are off unless set); otherwise the run is held "
         "and the command exits with 3.",
     )
-    guard.add_argument("--max-threshold-change", type=number_in(0), default=None,
+    guard.add_argument("--max-threshold-change", type=bounded("publish.max_threshold_change"),
+                       default=None,
                        metavar="X", help="largest allowed threshold move (absolute)")
-    guard.add_argument("--min-rated", type=number_in(0), default=None, metavar="N",
+    guard.add_argument("--min-rated", type=bounded("publish.min_rated"), default=None, metavar="N",
                        help="fewest rated rows a group's thresholds may rest on")
     guard.add_argument("--override-guard", action="store_true",
                        help="publish even if the guard finds violations (needs --override-by "

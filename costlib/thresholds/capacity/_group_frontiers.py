@@ -34,6 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from costlib._messages import plain
+from costlib.bounds import BOUNDS
 from costlib.thresholds.binning._rows import check_rule
 from costlib.thresholds.grid._grid import ThresholdGrid, lattice_counts
 from costlib.thresholds.point._target import Target
@@ -404,8 +405,7 @@ def group_frontiers(
     slope = _utility_slope(objective, target)
     groups = _check_grids(grids)
     share = float(max_unrated_share)
-    if not 0.0 <= share <= 1.0:
-        raise ValueError(f"max_unrated_share must be in [0, 1], got {plain(max_unrated_share)}")
+    BOUNDS["coverage.max_unrated_share"].check("max_unrated_share", max_unrated_share)
     scale = _per_group("volume_scale", volume_scale, groups, 1.0, positive=True)
     vmin = _per_group("min_volume", min_volume, groups, 0.0)
     vmax = _per_group("max_volume", max_volume, groups, math.inf)

@@ -36,7 +36,6 @@ split or ordered. A grid whose total weight would leave that range raises ``Valu
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -44,7 +43,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from costlib._messages import plain
+from costlib.bounds import BOUNDS
 from costlib.thresholds.binning._bin_locator import locator_for
 from costlib.thresholds.binning._cells import histogram_cells
 from costlib.thresholds.binning._edges import check_edges
@@ -524,8 +523,7 @@ class ThresholdGrid:
         """
         rule = check_rule(rule)
         s = float(max_unrated_share)
-        if not (0.0 <= s <= 1.0) or math.isnan(s):
-            raise ValueError(f"max_unrated_share must be in [0, 1], got {plain(max_unrated_share)}")
+        BOUNDS["coverage.max_unrated_share"].check("max_unrated_share", max_unrated_share)
         if not self.has_unrated:
             return np.ones(self.shape, dtype=bool)
         unr = self.unrated_counts(rule)

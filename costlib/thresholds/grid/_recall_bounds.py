@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from costlib.audit._poisson_bounds import recall_interval, weighted_poisson_interval
+from costlib.bounds import BOUNDS
 from costlib.thresholds.binning._rows import DESIGN_EXPECTED_SCALE, check_rule
 from costlib.thresholds.grid._grid import ThresholdGrid
 
@@ -149,8 +150,8 @@ def total_positives_bounds(grid: ThresholdGrid, level: float = DEFAULT_RECALL_LE
 
 
 def _check_level(level: float) -> None:
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    if level not in BOUNDS["recall.level"]:
+        raise ValueError(f"level must be {BOUNDS['recall.level'].text()}, got {level!r}")
 
 
 def recall_bounds(grid: ThresholdGrid, index: tuple[int, ...], rule: str = "any",

@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from costlib._messages import plain
 from costlib.arrays import sorted_distinct
+from costlib.bounds import BOUNDS
 from costlib.thresholds.binning._bin_locator import locator_for
 from costlib.thresholds.binning._cells import ROW_CHUNK, _channel_codes
 from costlib.thresholds.binning._rows import (
@@ -396,8 +397,7 @@ def confidence_intervals(
     **optimize_kwargs
         Passed to :func:`costlib.thresholds.optimize` (target, rule, method, ...).
     """
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {plain(level)}")
+    BOUNDS["bootstrap.level"].check("level", level)
     points = list(optimize_each((grids.replicate(r) for r in range(grids.n_replicates)),
                                 **optimize_kwargs))
     thresholds = np.array([p.thresholds for p in points], dtype=np.float64)

@@ -20,12 +20,12 @@ force join the candidate thresholds, so that a kept point lies on the lattice ex
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 from costlib._messages import plain
+from costlib.bounds import BOUNDS
 from costlib.thresholds.grid._grid import ThresholdGrid
 from costlib.thresholds.loop._move_evidence import DEFAULT_EVIDENCE_Z, DEFAULT_UNSEEN_ROWS
 
@@ -67,15 +67,17 @@ class InForcePolicy:
 
     def __post_init__(self) -> None:
         for name in ("min_gain_z", "evidence_z"):
-            value = getattr(self, name)
-            if value is not None and not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"in_force.{name} must be a number >= 0 or None, got "
+            value, bound = getattr(self, name), BOUNDS[f"in_force.{name}"]
+            if value is not None and value not in bound:
+                raise ValueError(f"in_force.{name} must be a number {bound.text()} or None, got "
                                  f"{plain(value)}")
-        if not (math.isfinite(self.unseen_rows) and 0 <= self.unseen_rows <= 100):
-            raise ValueError(f"in_force.unseen_rows must be in [0, 100], got "
+        bound = BOUNDS["in_force.unseen_rows"]
+        if self.unseen_rows not in bound:
+            raise ValueError(f"in_force.unseen_rows must be {bound.text()}, got "
                              f"{plain(self.unseen_rows)}")
-        if not 0 <= self.max_added_edges <= 4096:
-            raise ValueError(f"in_force.max_added_edges must be in [0, 4096], got "
+        bound = BOUNDS["in_force.max_added_edges"]
+        if self.max_added_edges not in bound:
+            raise ValueError(f"in_force.max_added_edges must be {bound.text()}, got "
                              f"{self.max_added_edges}")
 
     @classmethod

@@ -60,6 +60,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from costlib._messages import plain
+from costlib.bounds import BOUNDS
 from costlib.thresholds.point._frontier import tie_break
 
 __all__ = ["OBJECTIVES", "Constraints", "Objective", "Selection", "select"]
@@ -105,13 +106,14 @@ class Objective:
             return cls("linear", slope=float(slope))
         if name in ("fbeta", "f1"):
             b = 1.0 if name == "f1" else float(beta)
-            if not (math.isfinite(b) and b > 0):
-                raise ValueError(f"beta must be a finite number > 0, got {plain(beta)}")
+            if b not in BOUNDS["objective.beta"]:
+                raise ValueError(f"beta must be a finite number {BOUNDS['objective.beta'].text()}"
+                                 f", got {plain(beta)}")
             return cls("fbeta", beta=b)
-        if volume is None or not (math.isfinite(volume) and volume > 0):
+        if volume is None or volume not in BOUNDS["objective.volume"]:
             raise ValueError(
-                f"objective 'precision_at_volume' needs volume > 0 (the review volume), "
-                f"got {plain(volume)}"
+                f"objective 'precision_at_volume' needs volume "
+                f"{BOUNDS['objective.volume'].text()} (the review volume), got {plain(volume)}"
             )
         return cls("precision_at_volume", volume=float(volume))
 
@@ -157,15 +159,16 @@ class Constraints:
     def __post_init__(self) -> None:
         for name in ("min_precision", "min_recall"):
             p = getattr(self, name)
-            if p is not None and not (0.0 < p <= 1.0):
-                raise ValueError(f"{name} must be in (0, 1], got {plain(p)}")
+            if p is not None:
+                BOUNDS[f"constraints.{name}"].check(name, p)
         total = self.total_positives
         if total is not None and not (total >= 0 and math.isfinite(total)):
             raise ValueError(f"total_positives must be finite and >= 0, got {plain(total)}")
         for name in ("max_volume", "max_false_positives"):
             v = getattr(self, name)
-            if v is not None and not (v >= 0 and math.isfinite(v)):
-                raise ValueError(f"{name} must be finite and >= 0, got {plain(v)}")
+            bound = BOUNDS[f"constraints.{name}"]
+            if v is not None and v not in bound:
+                raise ValueError(f"{name} must be finite and {bound.text()}, got {plain(v)}")
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], total_positives: float) -> Constraints:

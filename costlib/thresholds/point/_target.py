@@ -15,13 +15,13 @@ the next items let in must reach for letting them in to be worth it. Equivalent 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from costlib._messages import plain
+from costlib.bounds import BOUNDS
 
 __all__ = ["Target", "resolve_target"]
 
@@ -33,10 +33,9 @@ class Target:
     slope: float
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.slope) and self.slope > 0):
-            raise ValueError(
-                f"target slope dTP/dFP must be finite and > 0, got {plain(self.slope)}"
-            )
+        if self.slope not in BOUNDS["target.slope"]:
+            raise ValueError(f"target slope dTP/dFP must be finite and "
+                             f"{BOUNDS['target.slope'].text()}, got {plain(self.slope)}")
 
     @property
     def marginal_precision(self) -> float:
@@ -46,15 +45,15 @@ class Target:
     @classmethod
     def from_marginal_precision(cls, m: float) -> Target:
         """Target marginal precision ``m`` in (0, 1)."""
-        if not (0.0 < m < 1.0):
-            raise ValueError(f"target_marginal_precision must be in (0, 1), got {plain(m)}")
+        BOUNDS["target.marginal_precision"].check("target_marginal_precision", m)
         return cls(slope=m / (1.0 - m))
 
     @classmethod
     def from_fp_per_tp(cls, fp_per_tp: float) -> Target:
         """"One more true positive is worth up to ``fp_per_tp`` false positives": ``r = 1/that``."""
-        if not (math.isfinite(fp_per_tp) and fp_per_tp > 0):
-            raise ValueError(f"fp_per_tp must be finite and > 0, got {plain(fp_per_tp)}")
+        if fp_per_tp not in BOUNDS["target.fp_per_tp"]:
+            raise ValueError(f"fp_per_tp must be finite and {BOUNDS['target.fp_per_tp'].text()}, "
+                             f"got {plain(fp_per_tp)}")
         return cls(slope=1.0 / fp_per_tp)
 
     @classmethod
