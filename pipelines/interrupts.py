@@ -15,7 +15,7 @@ interrupt cut short — the record decides: the command exits with ``128 + signa
   (:func:`output_held`) is checked for a ``LATEST`` that moved since the run took the lock;
 - for a job on a remote runner (Flink, Dataflow, a portable job server): that it was
   cancelled, or that it may still be running and how to cancel it (:func:`job_outcome`, which
-  :func:`costlib_pipelines.runner.wait_until_finished` records);
+  :func:`costlib_pipelines.runner.run_to_end` records);
 - that re-running is safe: a re-run with the same run id replaces the incomplete run
   directory, and the lock of a process that no longer runs is taken over.
 
@@ -29,6 +29,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -61,8 +62,10 @@ class _State:
     signum: int | None = None
     command: str = "costlib"
     phase: str | None = None
-    #: (output, run id, what LATEST named when the run took the output's lock)
-    outputs: list[tuple[str, str, str | None]] = field(default_factory=list)
+    #: (output, run id, what LATEST named when the run took the output's lock, how to read
+    #: it again)
+    outputs: list[tuple[str, str, str | None, Callable[[str], str | None]]] = field(
+        default_factory=list)
     #: the remote job of the command: runner name and job id (None: not submitted)
     job: tuple[str, str | None] | None = None
     #: what became of the remote job after the interrupt (a clause of the message)
@@ -95,25 +98,15 @@ def doing(phase: str) -> None:
     _state.phase = phase
 
 
-def output_held(output: str, run_id: str) -> None:
+def output_held(output: str, run_id: str, latest: Callable[[str], str | None]) -> None:
     """Record that a run of this process took ``output``'s lock, with what ``OUTPUT/LATEST``
-    holds now: if it holds something else when an interrupt is reported, the run published
-    before the interrupt took effect."""
+    holds now (``latest(output)``: its text, None when absent; the caller reads files, this
+    module does not): if it holds something else when an interrupt is reported, the run
+    published before the interrupt took effect."""
     output = output.rstrip("/")
-    _state.outputs.append((output, run_id, _latest_text(output)))
+    _state.outputs.append((output, run_id, latest(output), latest))
     if _state.phase is None:
         _state.phase = f"preparing run {run_id} in {output}"
-
-
-def _latest_text(output: str) -> str | None:
-    """What ``OUTPUT/LATEST`` holds, stripped (None: no such file)."""
-    from costlib_pipelines.io.filesystems import FileSystems
-
-    path = f"{output}/LATEST"
-    if not FileSystems.exists(path):
-        return None
-    with FileSystems.open(path) as fh:
-        return fh.read().decode(errors="replace").strip()
 
 
 def job_submitted(runner: str, job_id: str | None) -> None:
@@ -163,9 +156,9 @@ def install() -> dict[int, Any]:
 def _publication() -> str:
     """Whether a run of this process moved an output's ``LATEST`` (read now)."""
     moved = []
-    for output, _run_id, before in _state.outputs:
+    for output, _run_id, before, latest in _state.outputs:
         try:
-            now = _latest_text(output)
+            now = latest(output)
         except Exception:  # unreadable: say so rather than guess
             return f"{output}/LATEST could not be read to check what was published"
         if now != before:

@@ -234,11 +234,8 @@ def test_defaults_relative_share_strata_and_auto_design_score_strata_unchanged()
 
     import yaml
 
-    from costlib_pipelines.config import (
-        DEFAULT_AUDIT_SHARES,
-        DEFAULT_AUDIT_WEIGHTS,
-        RunConfig,
-    )
+    from costlib_pipelines.config import RunConfig
+    from costlib_pipelines.config_audit import DEFAULT_AUDIT_SHARES, DEFAULT_AUDIT_WEIGHTS
 
     base = {"classifiers": list(CLASSIFIERS), "target": {"marginal_precision": 0.3}}
     audit = RunConfig.from_dict({**base, "audit": {"enabled": True}}).raw["audit"]
@@ -292,7 +289,7 @@ def test_default_strata_audit_the_nearest_occupied_step_as_a_census(budget):
     the depths, the scale by bisection on the expected audited rows."""
     from costlib.audit._neyman import neyman_design
     from costlib.audit._strata import share_cutoffs, stratum_counts
-    from costlib_pipelines.config import DEFAULT_AUDIT_SHARES, DEFAULT_AUDIT_WEIGHTS
+    from costlib_pipelines.config_audit import DEFAULT_AUDIT_SHARES, DEFAULT_AUDIT_WEIGHTS
 
     rng = np.random.default_rng(21)
     for _ in range(20):

@@ -42,7 +42,8 @@ from costlib_pipelines.io.files import (
 )
 from costlib_pipelines.io.filesystems import FileSystems, is_local
 
-__all__ = ["LOCK_NAME", "OutputLock", "OutputLocked", "break_lock", "hold_output", "read_lock"]
+__all__ = ["LOCK_NAME", "OutputLock", "OutputLocked", "break_lock", "hold_output", "latest_text",
+           "read_lock"]
 
 LOCK_NAME = ".costlib-lock"
 
@@ -214,7 +215,7 @@ def hold_output(output: str, *, run_id: str, command: str) -> Iterator[OutputLoc
     created = _missing_directories(output)
     lock = acquire(output, run_id=run_id, command=command)
     try:
-        interrupts.output_held(output, run_id)  # what an interrupt message checks
+        interrupts.output_held(output, run_id, latest_text)  # what an interrupt message checks
         yield lock
     except BaseException:
         release(lock)
@@ -245,3 +246,12 @@ def _remove_if_empty(directories: list[str]) -> None:
             os.rmdir(directory)
         except OSError:  # not empty (the run wrote something), or gone: keep the rest
             return
+
+
+def latest_text(output: str) -> str | None:
+    """What ``OUTPUT/LATEST`` holds, stripped (None: no such file)."""
+    path = f"{output}/LATEST"
+    if not FileSystems.exists(path):
+        return None
+    with FileSystems.open(path) as fh:
+        return fh.read().decode(errors="replace").strip()

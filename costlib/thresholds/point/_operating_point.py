@@ -1,11 +1,12 @@
 """An operating point, and reading one off a grid.
 
 :class:`OperatingPoint` is what :func:`~costlib.thresholds.optimize` returns (the methods finding
-it are in :mod:`costlib.thresholds.point._optimize`). Here a point at a place of a curve of the grid
-is
-read (counts, objective, marginal precisions, volume, coverage, :func:`estimated_recall`, a status
-and its reason), :func:`point_at` reads the point of given thresholds, and the arguments it shares
-with ``optimize`` are validated (``min_recall`` needs audit rows: :data:`RECALL_NEEDS_AUDIT`).
+it are in :mod:`costlib.thresholds.point._optimize`). Here a point at a place of a curve of the
+grid is read (counts, objective, marginal precisions, volume, coverage,
+:func:`estimated_recall`, a status and its reason:
+:mod:`costlib.thresholds.point._selection_reason`), :func:`point_at` reads the point of given
+thresholds, and the arguments it shares with ``optimize`` are validated (``min_recall`` needs
+audit rows: :data:`RECALL_NEEDS_AUDIT`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from costlib.audit._strata import flagged_rows
-from costlib.message_text import thresholds_text
 from costlib.thresholds.binning._rows import as_score_array, check_rule, is_data_frame, split_labels
 from costlib.thresholds.grid._grid import ThresholdGrid
 from costlib.thresholds.grid._recall_bounds import (
@@ -28,6 +28,8 @@ from costlib.thresholds.grid._recall_bounds import (
 )
 from costlib.thresholds.point._frontier import marginal_precisions
 from costlib.thresholds.point._objectives import Constraints, Objective, Selection
+from costlib.thresholds.point._point_context import PointContext as _Context
+from costlib.thresholds.point._selection_reason import selection_reason
 from costlib.thresholds.point._target import Target, resolve_target
 
 if TYPE_CHECKING:
@@ -286,21 +288,6 @@ class OperatingPoint:
         }
 
 
-@dataclass(frozen=True)
-class _Context:
-    """What every method needs besides its curve."""
-
-    grid: ThresholdGrid
-    rule: str
-    method: str
-    target: Target | None
-    objective: Objective
-    constraints: Constraints
-    max_unrated_share: float
-    covered: NDArray[np.bool_] | None  # None: every tuple is covered
-    recall_level: float = DEFAULT_RECALL_LEVEL
-
-
 def _cell_record(ctx: _Context, flat: int) -> dict[str, Any]:
     tp_all, fp_all = ctx.grid.counts(ctx.rule)
     index = tuple(int(i) for i in np.unravel_index(flat, tp_all.shape))
@@ -316,48 +303,6 @@ def _cell_record(ctx: _Context, flat: int) -> dict[str, Any]:
         "volume": tp + fp + unrated,
         "objective": float(value[0]),
     }
-
-
-def _reason(ctx: _Context, selection: Selection, chosen: dict[str, Any],
-            free: dict[str, Any] | None) -> str:
-    if selection.status == "coverage_limited":
-        assert free is not None  # a coverage-limited selection has an unrestricted point
-        share = free["unrated"] / free["volume"]
-        return (
-            f"the best {ctx.method} point (thresholds {thresholds_text(free['thresholds'])}, "
-            f"{ctx.objective.name} {free['objective']:.6g}) flags {free['unrated']:g} unrated of "
-            f"{free['volume']:g} ({share:.1%} > allowed {ctx.max_unrated_share:g}); held back "
-            f"to the best covered point ({ctx.objective.name} {chosen['objective']:.6g})"
-        )
-    if selection.status == "infeasible":
-        limits = {k: v for k, v in ctx.constraints.as_dict().items() if v is not None}
-        if ctx.objective.name == "precision_at_volume" and ctx.objective.volume is not None:
-            limits["volume"] = ctx.objective.volume
-        recall = ""
-        if ctx.constraints.min_recall is not None:
-            total = ctx.constraints.total_positives
-            estimate = ctx.grid.total_positives
-            if total == estimate:
-                what = f"the estimated total of {total:,.4g} positives"
-                share = f"the nearest point's estimated recall is {_share(chosen['tp'], ctx)}"
-            else:
-                what = (f"{total:,.4g} positives: the upper end of the {ctx.recall_level:.0%} "
-                        f"interval of the total positives, estimated at {estimate:,.4g}")
-                share = (f"the nearest point's recall counted that way is "
-                         f"{_share(chosen['tp'], ctx)}")
-            recall = f" (recall is counted against {what}; {share})"
-        asked = ", ".join(f"{name} {value:.4g}" for name, value in limits.items())
-        return (
-            f"no covered {ctx.method} point that flags anything meets {asked}{recall}; the "
-            f"nearest point (the smallest largest relative violation) misses "
-            f"{', '.join(selection.violated)}"
-        )
-    return ""
-
-
-def _share(tp: float, ctx: _Context) -> str:
-    total = ctx.constraints.total_positives
-    return f"{tp / total:.4g}" if total else "undefined"
 
 
 def _on_curve(
@@ -386,7 +331,7 @@ def _on_curve(
         value = chosen["objective"]
     status = "ok" if selection is None else selection.status
     free = None if unrestricted_flat is None else _cell_record(ctx, unrestricted_flat)
-    reason = "" if selection is None else _reason(ctx, selection, chosen, free)
+    reason = "" if selection is None else selection_reason(ctx, selection, chosen, free)
     volume = chosen["volume"]
     recall = estimated_recall(grid, tp)
     return OperatingPoint(

@@ -73,10 +73,10 @@ from costlib.thresholds.point._objectives import Selection, select
 from costlib.thresholds.point._operating_point import (
     OperatingPoint,
     _constraints,
-    _Context,
     _make_context,
     _on_curve,
 )
+from costlib.thresholds.point._point_context import PointContext as _Context
 from costlib.thresholds.point._resolution import lattice_resolution
 from costlib.thresholds.point._target import Target
 
