@@ -37,10 +37,12 @@ __all__ = [
     "Interrupted",
     "doing",
     "exit_code",
+    "held_outputs",
     "install",
     "job_outcome",
     "job_submitted",
     "message",
+    "moved_outputs",
     "output_held",
     "received",
     "reset",
@@ -160,16 +162,32 @@ def install() -> dict[int, Any]:
     return previous
 
 
-def _publication() -> str:
-    """Whether a run of this process moved an output's ``LATEST`` (read now)."""
+def held_outputs() -> list[str]:
+    """The outputs whose lock a run of this process took (:func:`output_held`)."""
+    return [output for output, _run_id, _before in _state.outputs]
+
+
+def moved_outputs() -> list[str]:
+    """``OUTPUT/LATEST names X (was Y)`` for each output whose ``LATEST`` moved since a run of
+    this process took its lock (read now); an unreadable ``LATEST`` is named as such."""
     moved = []
     for output, _run_id, before in _state.outputs:
         try:
             now = _latest_text(output)
         except Exception:  # unreadable: say so rather than guess
-            return f"{output}/LATEST could not be read to check what was published"
+            moved.append(f"{output}/LATEST could not be read to check what was published")
+            continue
         if now != before:
             moved.append(f"{output}/LATEST names {now} (was {before or 'absent'})")
+    return moved
+
+
+def _publication() -> str:
+    """Whether a run of this process moved an output's ``LATEST`` (read now)."""
+    moved = moved_outputs()
+    unreadable = [m for m in moved if m.endswith("could not be read to check what was published")]
+    if unreadable:
+        return unreadable[0]
     if moved:
         return "published before the interrupt took effect: " + "; ".join(moved)
     if _state.job is not None and not _state.job_ended:

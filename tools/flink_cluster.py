@@ -490,13 +490,17 @@ class Cluster:
         """The Beam flags that submit a costlib pipeline to this cluster, parallelism 2.
 
         ``portable`` (default): the long-running job server of this cluster
-        (``--runner=PortableRunner --job_endpoint``). ``flink``: Beam's ``FlinkRunner``
-        starting its own job server from this cluster's launcher jar."""
+        (``--runner=PortableRunner --job_endpoint``), with the REST address
+        (``--flink_master``), by which costlib finds its job on the cluster: to cancel it
+        after an interrupt, to name Flink's root cause when it fails, and to record it in the
+        output's lock. ``flink``: Beam's ``FlinkRunner`` starting its own job server from this
+        cluster's launcher jar."""
         common = ["--environment_type=EXTERNAL",
                   f"--environment_config=localhost:{self.ports.worker_pool}", "--parallelism=2"]
         if runner == "portable":
             return ["--runner=PortableRunner", f"--job_endpoint=localhost:{self.ports.job}",
-                    f"--artifact_endpoint=localhost:{self.ports.artifact}", *common]
+                    f"--artifact_endpoint=localhost:{self.ports.artifact}",
+                    f"--flink_master=localhost:{self.ports.rest}", *common]
         if runner == "flink":
             return ["--runner=FlinkRunner", f"--flink_master=localhost:{self.ports.rest}",
                     f"--flink_version={self.versions['FLINK_MINOR']}",

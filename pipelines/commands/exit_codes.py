@@ -8,7 +8,12 @@ code  meaning
       was published (fix the input, do not retry unchanged)
 3     needs a person: the run is complete but the publish guard held it
       (``recalibrate``), or ``status`` found a held or stale ``LATEST``
-1     a bug in costlib (or the runner): a traceback on stderr; safe to retry
+1     a bug in costlib: a traceback on stderr; safe to retry, report it if it repeats
+4     the engine failed: the run's job failed on its cluster (Flink: a TaskManager
+      lost, no slot, a JVM out of memory), neither costlib's input nor its code at
+      fault; one line on stderr naming the job, the engine's root cause, what was
+      left and what to check (:mod:`costlib_pipelines.engine_failure`); nothing was
+      published; re-run once the cluster is healthy
 130   interrupted by SIGINT (143: SIGTERM): one line on stderr
       (:mod:`costlib_pipelines.interrupts`)
 ====  ============================================================================
@@ -24,12 +29,16 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["BAD_INPUT", "BUG", "HELD", "OK", "classify", "one_line", "user_error_types"]
+__all__ = ["BAD_INPUT", "BUG", "ENGINE_FAILED", "HELD", "OK", "classify", "one_line",
+           "user_error_types"]
 
 OK = 0
 BUG = 1
 BAD_INPUT = 2
 HELD = 3
+#: Not 1: an operator's next step differs (the cluster, not a bug report), and not 2: the
+#: same command succeeds once the cluster is healthy.
+ENGINE_FAILED = 4
 
 #: Fully qualified names of the user-error classes, as they appear in a worker's traceback.
 _USER_ERROR_NAMES = (

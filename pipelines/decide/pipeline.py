@@ -325,7 +325,7 @@ def run_decide(
     if thresholds.details.get("window") is not None:
         thresholds.details["window"]["held_windows"] = held_windows(source)
     run = RunDirectory(output, _digest(config, thresholds), run_id)
-    with hold_output(run.output, run_id=run.run_id, command="decide"):
+    with hold_output(run.output, run_id=run.run_id, command="decide") as lock:
         run.check_replaceable()
         pause_point("decide.locked")
         paths = match_inputs(inputs)
@@ -339,7 +339,7 @@ def run_decide(
         audit = audit_settings(config, run.run_id, run.output, source, thresholds)
         build_decide(pipeline, paths, config, thresholds, run, audit)
         say(f"running the pipeline on {runner} (run {run.run_id})")
-        run_to_end(pipeline, runner)
+        run_to_end(pipeline, runner, lock=lock, log_dir=run.run_dir)
         counters, accounting = verified_accounting(run, input_files, config)
         counts = run.read_json("decision_counts.json", {}) or {}
         if counts.get("rows_written", 0) != accounting.get("decided", 0):

@@ -379,7 +379,7 @@ def run_recalibrate(
     started = time.time()
     run = RunDirectory(output, config.digest, run_id)
     runner = runner_name(beam_args)
-    with hold_output(run.output, run_id=run.run_id, command="recalibrate"):
+    with hold_output(run.output, run_id=run.run_id, command="recalibrate") as lock:
         run.check_replaceable()
         pause_point("recalibrate.locked")
         paths = match_inputs(inputs)
@@ -418,7 +418,8 @@ def run_recalibrate(
                           in_force=thresholds_in_force, unit_rows=unit_rows if splits else None,
                           carried_edges=carried)
         say(f"running the pipeline on {runner} (run {run.run_id})")
-        if run_to_end(pipeline, runner, graph_only=lambda: _graph_only(pipeline)) is None:
+        if run_to_end(pipeline, runner, graph_only=lambda: _graph_only(pipeline), lock=lock,
+                      log_dir=run.run_dir) is None:
             return {"status": "submitted", "run_id": run.run_id, "published": None,
                     "note": "job graph written; the job writes its manifest and publishes at "
                             "its end"}
