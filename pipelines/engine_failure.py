@@ -131,8 +131,8 @@ def _left() -> str:
 def _checks(exc: EngineFailed) -> str:
     """What an operator checks next."""
     if not exc.rest_url:
-        return ("check the cluster's TaskManagers and their logs (give --flink_master=HOST:PORT "
-                "to have Flink's job id and root cause named here)")
+        return ("check the engine's workers and their logs (on Flink, the TaskManagers; give "
+                "--flink_master=HOST:PORT to have Flink's job id and root cause named here)")
     url = urlparse(exc.rest_url)
     jid = exc.flink_job_id
     web = f"{exc.rest_url}/#/job/completed/{jid}/exceptions" if jid else exc.rest_url

@@ -133,7 +133,8 @@ def exceptions_text(url: str, jid: str) -> str:
 
 
 def describe_trace(trace: str) -> str:
-    """A Java stack trace as one line: its first line, and its innermost cause if different."""
+    """A Java stack trace as one line: its first line, and its innermost cause if different;
+    exceptions that only wrap the next one named on their line are left out."""
     lines = [line.strip() for line in trace.strip().splitlines() if line.strip()]
     first = lines[0]
     causes = [line[len("Caused by:"):].strip() for line in lines if line.startswith("Caused by:")]
@@ -143,6 +144,10 @@ def describe_trace(trace: str) -> str:
     return text
 
 
+#: Exception names that only wrap the one named after them (``CompletionException: X: ...``).
+_WRAPPERS = re.compile(r"^(?:[\w.$]+(?:Exception|Error): )+(?=[\w.$]+(?:Exception|Error)\b)")
+
+
 def _short(line: str) -> str:
-    line = " ".join(line.split())
+    line = _WRAPPERS.sub("", " ".join(line.split()))
     return line if len(line) <= ROOT_CAUSE_CHARS else line[:ROOT_CAUSE_CHARS - 3] + "..."

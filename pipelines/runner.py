@@ -285,8 +285,10 @@ class _FlinkWatch:
 
 def _engine_failure(exc: Exception, runner: str, result: PipelineResult | None,
                     watch: _FlinkWatch | None, log_dir: str | None,
-                    messages: _JobMessages | None) -> EngineFailed | None:
-    """:class:`EngineFailed` for a job that failed on its engine; None for anything else."""
+                    messages: _JobMessages | None) -> Exception | None:
+    """:class:`EngineFailed` for a job that failed on its engine; a ``RuntimeError`` holding
+    Flink's exceptions when they show a Python error in the workers (costlib's input error or
+    a bug: the command line's edge tells which); None for anything else (raised as it came)."""
     from costlib_pipelines.commands.exit_codes import classify
 
     if classify(exc) is not None:  # costlib's input error, reported by a worker
@@ -303,8 +305,8 @@ def _engine_failure(exc: Exception, runner: str, result: PipelineResult | None,
             trace = flink_rest.exceptions_text(watch.url, watch.jid)
         except flink_rest.RestError as rest_error:
             trace = f"(Flink's exceptions could not be read: {rest_error})"
-        if "Traceback (most recent call last)" in trace:
-            return None  # a Python error in the workers: costlib's, not the engine's
+        if "Traceback (most recent call last)" in trace:  # a Python error in the workers
+            return RuntimeError(f"{exc}\n\nFlink's exceptions of job {watch.jid}:\n{trace}")
         details.append(trace)
         state = watch.state if watch.state in _FLINK_ENDED else state
     if messages is not None:

@@ -132,6 +132,16 @@ def test_root_cause_is_the_newest_failure_first_line_and_innermost_cause(flink):
     # no "Caused by": the first line alone; no failure: None; an unknown job: None
     assert flink_rest.describe_trace("java.lang.OutOfMemoryError: Java heap space\n\tat a") == (
         "java.lang.OutOfMemoryError: Java heap space")
+    # exceptions that only wrap the next one on their line are left out (Flink 1.19's slot
+    # timeout, as the engine test sees it)
+    assert flink_rest.describe_trace(
+        "java.util.concurrent.CompletionException: java.util.concurrent.CompletionException: "
+        "org.apache.flink.runtime.jobmanager.scheduler.NoResourceAvailableException: Slot "
+        "request bulk is not fulfillable!\n\tat a\nCaused by: java.util.concurrent."
+        "TimeoutException: Timeout has occurred: 30000 ms\n") == (
+        "org.apache.flink.runtime.jobmanager.scheduler.NoResourceAvailableException: Slot "
+        "request bulk is not fulfillable!, caused by java.util.concurrent.TimeoutException: "
+        "Timeout has occurred: 30000 ms")
     flink.add("b2", "other", "RUNNING")
     assert flink_rest.root_cause(flink.url, "b2") is None
     assert flink_rest.job_state(flink.url, "nope") is None
@@ -352,6 +362,36 @@ def test_a_python_error_in_the_workers_stays_a_bug(stream, tmp_path, flink, monk
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         recalibrate(stream, tmp_path / "out", flink, capsys)
     assert not (tmp_path / "out" / ".costlib-lock").exists()
+
+
+def test_a_python_error_only_flink_reports_is_not_an_engine_failure(
+        stream, tmp_path, flink, monkeypatch, capsys):
+    """Beam's message names only the Java wrapper; Flink's exceptions hold the workers' Python
+    traceback: an input error there is exit 2 with its one line, anything else a bug."""
+    harness = ("java.lang.RuntimeException: Error received from SDK harness for instruction 7: "
+               "Traceback (most recent call last):\n  File \"apache_beam/runners/worker.py\", "
+               "line 1, in process\n{error}\n\n\tat org.apache.beam.Runner.run(Runner.java:1)")
+
+    def python_error(error, jid="f1"):
+        def finish(name):
+            flink.jobs[jid]["state"] = "FAILED"
+            flink.exceptions[jid] = [{"timestamp": 9,
+                                      "stacktrace": harness.format(error=error)}]
+            raise RuntimeError("Pipeline BeamApp-x failed in state FAILED: "
+                               "java.lang.RuntimeException: Error received from SDK harness")
+        return finish
+
+    submit_to(monkeypatch, flink, python_error(
+        "costlib_pipelines.io.files.InputError: in.parquet: column 'score' is text"))
+    code, err = recalibrate(stream, tmp_path / "out", flink, capsys)
+    assert code == 2
+    assert "costlib recalibrate: error: in.parquet: column 'score' is text" in err
+
+    submit_to(monkeypatch, flink, python_error("ZeroDivisionError: division by zero", "f2"),
+              jid="f2")  # a new job of the same name (run id r1 again): f1 is not this run's
+    with pytest.raises(RuntimeError, match="Flink's exceptions of job f2") as bug:
+        recalibrate(stream, tmp_path / "out2", flink, capsys)
+    assert "ZeroDivisionError: division by zero" in str(bug.value)
 
 
 # --------------------------------------------------------------------------- the lock
