@@ -412,7 +412,7 @@ def write_lock(output: Path, flink: StandInFlink, *, jid: str | None = "o1",
                 "job_name": "costlib-recalibrate-orphan", "flink_job_id": jid}}))
 
 
-def test_a_lock_whose_job_runs_refuses_even_when_its_submitter_died(tmp_path, flink):
+def test_a_lock_whose_job_runs_refuses_even_when_its_submitter_died(tmp_path, flink, capsys):
     from costlib_pipelines.io.lock import OutputLocked, acquire, break_lock
 
     output = tmp_path / "out"
@@ -428,6 +428,11 @@ def test_a_lock_whose_job_runs_refuses_even_when_its_submitter_died(tmp_path, fl
     assert "flink cancel o1" in message
     with pytest.raises(OutputLocked, match=r"still RUNNING .*nothing removed"):
         break_lock(str(output), "orphan")
+    from costlib_pipelines.commands.cli import main
+
+    main(["status", "--output", str(output)])  # names the job the lock records
+    assert (f"locked by run orphan (recalibrate, since 2026-11-28T04:00:00+00:00; Flink job o1 "
+            f"at {flink.url})") in capsys.readouterr().out
     assert json.loads((output / ".costlib-lock").read_text())["run_id"] == "orphan"
 
     # the submitter died before Flink showed the job: found by its name
