@@ -133,8 +133,11 @@ def run_to_end(pipeline: beam.Pipeline, runner: str, *,
     recorded in ``lock`` (:func:`costlib_pipelines.io.lock.record_job`), and Flink's state is
     trusted over the job service's, which can say RUNNING after Flink said FAILED. A job that
     fails on its engine raises :class:`~costlib_pipelines.engine_failure.EngineFailed` (with
-    Flink's root cause; the traceback goes to ``log_dir``'s failure log); a failure that is a
-    Python error in the workers propagates as it came (costlib's input error, or a bug).
+    Flink's root cause; the traceback goes to ``log_dir``'s failure log). A failure that is a
+    Python error in the workers is not the engine's: it propagates as it came, or as a
+    ``RuntimeError`` that adds Flink's exceptions when only they hold the Python traceback (the
+    command line's edge tells costlib's input error, exit 2, from a bug). Beam's job messages
+    are held back while the job runs (:class:`_JobMessages`).
     """
     remote = runner not in IN_PROCESS_RUNNERS
     result = None
