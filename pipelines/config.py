@@ -12,6 +12,7 @@ import copy
 import functools
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ from costlib_pipelines.config_text import (
     schema_blind_spots,
     schema_error_line,
 )
+from costlib_pipelines.config_units import rows_against_money
 
 __all__ = ["OBJECTIVE_ONLY_KEYS", "ConfigError", "RunConfig", "load_config"]
 
@@ -255,7 +257,11 @@ class RunConfig:
 
     @property
     def target(self) -> Target:
-        t = self.raw["target"]
+        return self.target_of(self.raw["target"])
+
+    @staticmethod
+    def target_of(t: Mapping[str, Any]) -> Target:
+        """The :class:`Target` of a config's ``target`` section, in any of its four forms."""
         if "marginal_precision" in t:
             return Target.from_marginal_precision(t["marginal_precision"])
         if "slope" in t:
@@ -484,6 +490,8 @@ class RunConfig:
                 f"(got {self.bootstrap['replicates']}) or min_gain_z to null"
             )
         self._check_capacity(source)
+        if problem := rows_against_money(self.raw):  # rows cannot be checked against money
+            raise ConfigError(f"{source}: {problem}")
         decoding = self.decoding
         try:
             get_loss(decoding["loss"], **dict(decoding.get("params") or {}))
@@ -495,7 +503,8 @@ class RunConfig:
                 f"{list(self.methods)}; recalibrate would write no operating points of the "
                 "method decide applies (add it to methods or choose one of them)"
             )
-        names = [c for c in self.columns.values() if c] + list(self.classifiers)
+        names = [c for key, c in self.columns.items() if c and key != "label_positive"]
+        names += list(self.classifiers)
         duplicates = {n for n in names if names.count(n) > 1}
         if duplicates:
             raise ConfigError(f"{source}: columns: names used twice: {sorted(duplicates)}")

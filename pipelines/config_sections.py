@@ -82,13 +82,21 @@ class AuditSection(_Section):
 
 @dataclass(frozen=True)
 class PublishSection(_Section):
-    """``publish``: the publish guard's limits (both off unless set).
+    """``publish``: the publish guard's limits (thresholds moves and rated rows off unless
+    set; the volume change warns above 3x by default).
 
     Attributes
     ----------
     max_threshold_change : float or None
     min_rated : float
+    max_volume_change : float or None
+        Largest ratio between the flagged volume of the new points and of the points in force
+        on the run's rows (:mod:`costlib_pipelines.recalibrate.volume_guard`); None: not checked.
+    on_volume_change : {"warn", "hold"}
+        What a larger change does: a warning (note), or the run is held (exit 3).
     """
 
     max_threshold_change: float | None = None
     min_rated: float = 0.0
+    max_volume_change: float | None = 3.0
+    on_volume_change: str = "warn"

@@ -34,11 +34,11 @@ from apache_beam.runners.runner import PipelineResult
 
 from costlib_pipelines import flink_rest, interrupts
 from costlib_pipelines.engine_failure import EngineFailed, engine_error
-from costlib_pipelines.flags import check_runner, resolve_runner
+from costlib_pipelines.flags import FLINK_JOB_FLAGS, check_runner, resolve_runner
 from costlib_pipelines.io.lock import OutputLock, record_job
 
-__all__ = ["CachedViewOptions", "cancel_after_interrupt", "job_name_flags", "make_pipeline",
-           "run_to_end", "runner_name"]
+__all__ = ["CachedViewOptions", "FlinkJobOptions", "cancel_after_interrupt", "find_flink_job",
+           "job_name_flags", "make_pipeline", "run_to_end", "runner_name", "stop_instructions"]
 
 OptionsT = TypeVar("OptionsT", bound=PipelineOptions)
 
@@ -67,6 +67,29 @@ class CachedViewOptions(PipelineOptions):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+
+
+class FlinkJobOptions(PipelineOptions):
+    """The options of Beam's Java ``FlinkPipelineOptions`` that costlib's streaming jobs pass
+    (:data:`~costlib_pipelines.flags.FLINK_JOB_FLAGS`: checkpoints, restarts, savepoints) and
+    the Python SDK does not declare. Declared here so that Beam parses them instead of
+    warning "Unparseable argument" for each when a pipeline runs; a flag Beam itself declares
+    is left to Beam. None when not given, so nothing is passed on then (the job server's
+    defaults hold); given, they reach the job server as before (numbers as text, switches as
+    true)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser) -> None:
+        declared = {s for action in parser._actions for s in action.option_strings}
+        for flag, kind in FLINK_JOB_FLAGS.items():
+            if flag in declared:
+                continue
+            if kind is None:
+                parser.add_argument(flag, action="store_true", default=None,
+                                    help="Flink job option (Beam's FlinkPipelineOptions)")
+            else:
+                parser.add_argument(flag, type=kind, default=None,
+                                    help="Flink job option (Beam's FlinkPipelineOptions)")
 
 
 def runner_name(beam_args: Sequence[str]) -> str:
@@ -366,6 +389,61 @@ def cancel_after_interrupt(result: PipelineResult | None, options: PipelineOptio
            else "with the runner's own tools")
     interrupts.job_outcome(f"its job {job or '(no id yet)'} on {runner} may still be running and "
                            f"may still publish: cancel it {how}", ended=False)
+
+
+def _flink_rest_url(options: PipelineOptions) -> str | None:
+    """The Flink REST address ``--flink_master`` gives (``http://host:port``), or None."""
+    return flink_rest.rest_url(options.get_all_options(drop_default=True))
+
+
+def find_flink_job(options: PipelineOptions, wait: float = 120.0) -> dict[str, Any]:
+    """The submitted job as an operator finds it: ``{"name", "flink_rest", "flink_job_id",
+    "note"}``. ``name`` is ``--job_name``; with a Flink REST address (``--flink_master``) the
+    newest job of that name that has not ended is looked up (``GET /jobs/overview``, for up to
+    ``wait`` s: Flink lists a job after the job server has translated and submitted it, which
+    took over 30 s for the first job of a fresh cluster on a busy machine). ``note``
+    says why there is no id (None when there is one)."""
+    name = options.get_all_options(drop_default=True).get("job_name")
+    url = _flink_rest_url(options)
+    found: dict[str, Any] = {"name": name, "flink_rest": url, "flink_job_id": None,
+                             "note": None}
+    if url is None or not name:
+        runner = str(options.view_as(StandardOptions).runner or "FnApiRunner")
+        found["note"] = ("no Flink REST address (--flink_master): find the job by its name in "
+                         "the Flink web UI or with flink list"
+                         if "Flink" in runner or "Portable" in runner
+                         else f"on {runner}: stop it with the runner's own tools")
+        return found
+    deadline = time.monotonic() + wait
+    try:
+        while True:
+            named = [j for j in _flink_jobs(url)
+                     if j.get("name") == name and j.get("state") not in _FLINK_ENDED]
+            if named:
+                found["flink_job_id"] = max(named, key=lambda j: j.get("start-time", 0))["jid"]
+                return found
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.5)
+    except (OSError, ValueError, KeyError) as exc:
+        found["note"] = f"the Flink REST API at {url} failed: {exc}"
+        return found
+    found["note"] = f"no job named {name} listed at {url} after {wait:g} s"
+    return found
+
+
+def stop_instructions(job: dict[str, Any]) -> str:
+    """How to stop the job :func:`find_flink_job` found, in one line."""
+    jid, url, name = job.get("flink_job_id"), job.get("flink_rest"), job.get("name")
+    if jid:
+        return (f"Flink job {jid} ({name}); stop it with curl -X PATCH "
+                f"'{url}/jobs/{jid}?mode=cancel', flink cancel {jid}, or Cancel Job in the "
+                f"web UI {url}")
+    return f"job {name or job.get('job_service_id') or '(no name)'} ({job.get('note')})"
+
+
+def _flink_jobs(url: str) -> list[dict[str, Any]]:
+    return flink_rest.jobs(url)
 
 
 def _cancel_flink_jobs(url: str, name: str, wait: float = 30.0) -> tuple[str, bool]:

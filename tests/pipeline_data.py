@@ -135,6 +135,7 @@ def coverage_fields(point_status=None, reason=None) -> dict:
         "estimated_recall_ci_high": None, "estimated_total_positives_ci_low": None,
         "estimated_total_positives_ci_high": None, "finer_bound": None,
         "proposed_thresholds": None, **CAPACITY_NULLS, **RECALL_NULLS,
+        "rated_positive_rows": None, "rated_negative_rows": None, "weight_unit": "rows",
     }
 
 

@@ -46,10 +46,18 @@ def test_partials_and_rated_rows_equal_the_rows(weighted, all_rated):
     outputs = dict(fn.histograms(batch, config.fixed_edges()))
     expected = _truth(frame, config, weighted)
     assert set(outputs) == set(expected)
-    for group, (shape, counts, rated) in outputs.items():
+    for group, (shape, counts, rated, audited, positive_rows, negative_rows) in outputs.items():
         assert shape == tuple(e.size + 1 for e in config.fixed_edges())
         grid, rated_rows = expected[group]
         assert rated == rated_rows, group
+        assert audited == 0
+        # rows of evidence, one each whatever the weight, counted from the labels directly
+        labels = (frame if group == ALL_GROUPS else frame[frame["group"] == group])["label"]
+        w = (frame if group == ALL_GROUPS else frame[frame["group"] == group])["weight"]
+        entered = labels.notna() & ((w > 0) if weighted else True)
+        assert positive_rows == int((entered & (labels == True)).sum()), group  # noqa: E712
+        assert negative_rows == int((entered & (labels == False)).sum()), group  # noqa: E712
+        assert (positive_rows, negative_rows) == (grid.positive_rows, grid.negative_rows)
         assert counts.channels == (2 if all_rated else 3)
         assert counts.to_grid(config.fixed_edges(), names=config.classifiers) == grid, group
 
@@ -75,6 +83,7 @@ def test_partials_with_audit_data_equal_the_rows_census_and_design_included():
             audit_probabilities=rows["audit_p"].to_numpy())
         got = outputs[group][1].to_grid(edges, names=config.classifiers,
                                         audited_rows=grid.audited_rows)
+        assert outputs[group][4:] == (grid.positive_rows, grid.negative_rows), group
         assert got.census is not None and grid.census is not None
         assert got == grid, group
         certain = rows["label"].notna().to_numpy() & (rows["audit_p"].to_numpy() == 1)

@@ -251,13 +251,16 @@ def test_curve_edge_cases():
     np.testing.assert_allclose(thresholds, [0.3, 0.5, np.inf])
     np.testing.assert_allclose(curve, [2.0, (2.0 - 5.0) / 2, -5.0])
     assert benefit_optimal_threshold([1, 1], [0.3, 0.5], B2, labels=[0, 1]) == 0.3
-    with pytest.raises(ValueError, match="pass labels"):
-        benefit_curve([1, 1], [0.3, 0.5], B2)
+    # 0/1 labels say which class is positive even when one class is absent
+    same = benefit_curve([1, 1], [0.3, 0.5], B2)
+    np.testing.assert_array_equal(same[1], curve)
+    with pytest.raises(ValueError, match="pass pos_label="):
+        benefit_curve([2, 2], [0.3, 0.5], B2)
     with pytest.raises(ValueError, match="2x2"):
         benefit_curve([0, 1, 2], [0.1, 0.2, 0.3], B3)
     with pytest.raises(ValueError, match="finite"):
         benefit_curve([0, 1], [0.1, np.nan], B2)
-    with pytest.raises(ValueError, match="not in the benefit matrix"):
+    with pytest.raises(ValueError, match="not in the matrix labels"):
         benefit_curve(["a", "c"], [0.1, 0.2], BenefitMatrix(B2, labels=["a", "b"]))
 
 

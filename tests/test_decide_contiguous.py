@@ -49,8 +49,10 @@ from costlib_pipelines.io.records import records_to_table
 CLASSIFIERS = ("text_model", "image_model")
 
 
-def make_config(*, contiguous: bool, buckets: int = 3, audit: bool = False) -> RunConfig:
+def make_config(*, contiguous: bool, buckets: int = 3, audit: bool = False,
+                null_group: str = "all_groups") -> RunConfig:
     return RunConfig.from_dict({
+        "decide": {"null_group": null_group},
         "columns": {"probability": "probability", "set_id": "set_id"},
         "classifiers": list(CLASSIFIERS), "rule": "any", "grid": {},
         "target": {"marginal_precision": 0.3}, "min_rated": {}, "bootstrap": {},
@@ -469,7 +471,7 @@ def test_set_ids_from_dictionary_pages_with_plain_fallback_and_exact_dead_letter
     as the file stores it (a string column)."""
     sets = set_stream(200, seed=9)
     frame = pd.concat(sets).reset_index(drop=True)
-    frame.loc[[3, 40], "group"] = None  # dead letters inside sets
+    frame.loc[[3, 40], "group"] = None  # dead letters inside sets (decide.null_group below)
     frame.loc[77, "probability"] = 1.5
     table = pa.Table.from_pandas(frame, preserve_index=False)
     path = tmp_path / "in" / "part-0.parquet"
@@ -482,8 +484,10 @@ def test_set_ids_from_dictionary_pages_with_plain_fallback_and_exact_dead_letter
             writer.write_table(table.slice(start, stop - start), row_group_size=stop - start)
     assert "PLAIN" in pq.ParquetFile(path).metadata.row_group(0).column(
         table.schema.get_field_index("set_id")).encodings
-    manifest, got = decide(tmp_path, str(path), make_config(contiguous=True), "c")
-    shuffle_manifest, want = decide(tmp_path, str(path), make_config(contiguous=False), "s")
+    manifest, got = decide(tmp_path, str(path),
+                           make_config(contiguous=True, null_group="dead_letter"), "c")
+    shuffle_manifest, want = decide(
+        tmp_path, str(path), make_config(contiguous=False, null_group="dead_letter"), "s")
     pd.testing.assert_frame_equal(got, want, check_exact=True)
     counts = manifest["decision_counts"]
     assert counts.pop("topk_sets_checked") == counts["topk_sets"]

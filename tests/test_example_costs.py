@@ -181,9 +181,11 @@ def test_string_labels_and_explicit_label_order():
     c = binary_example_costs(fn=[100.0, 7.0, 7.0], fp=[1.0, 2.0, 3.0])
     # sorted labels are ["fraud", "ok"], so "fraud" would be class 0: say which is positive
     assert total_cost(y, yp, c, labels=["ok", "fraud"]) == pytest.approx(100.0 + 3.0)
-    # default: sorted labels, "fraud" = row 0, "ok" = row 1 → FP(1.0) + TP(0) + FN(7.0)
-    assert total_cost(y, yp, c) == pytest.approx(8.0)
-    with pytest.raises(ValueError, match="not among"):
+    assert total_cost(y, yp, c, pos_label="fraud") == pytest.approx(100.0 + 3.0)
+    # without either, sorting would make "fraud" row 0 and read the costs backwards: refused
+    with pytest.raises(ValueError, match="pass pos_label="):
+        total_cost(y, yp, c)
+    with pytest.raises(ValueError, match="not in the matrix labels"):
         total_cost(y, np.array(["ok", "ok", "spam"]), c, labels=["ok", "fraud"])
 
 

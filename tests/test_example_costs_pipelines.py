@@ -4,6 +4,7 @@ cost-weighted recalibration vs costlib on rows weighted by their regret."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from pipeline_data import base_config, comparable, direct_records, sample_frame, write_files
@@ -106,13 +107,45 @@ def test_recalibrate_weights_rated_rows_by_their_regret(tmp_path):
     assert [r["thresholds"] for r in plain] != [r["thresholds"] for r in expected]
 
 
-def test_recalibrate_rejects_negative_regret(tmp_path):
+@pytest.mark.usefixtures("single_blas_thread")
+def test_negative_regret_rows_weigh_zero_and_are_counted(tmp_path):
+    """A fraud cheaper than its review (amount 3, fee 5: C_FN - C_TP < 0) is never worth
+    flagging for its cost: it weighs 0, the run goes on, and the rows are counted."""
+    frame = sample_frame(6000, seed=3)
+    rng = np.random.default_rng(7)
+    frame["amount"] = rng.lognormal(2.5, 1.0, size=len(frame))  # many below the fee of 5
+    min_risk = {"fn": {"column": "amount"}, "fp": 5.0, "tp": 5.0, "weight_rated_rows": True}
+    config = base_config(min_risk=min_risk, target={"slope": 1.0})
+    positive = frame["label"].fillna(False).to_numpy(dtype=bool)
+    cheap = positive & (frame["amount"].to_numpy() < 5.0)
+    assert cheap.sum() >= 10  # the scenario has cheap frauds
+    regret = np.where(positive, np.maximum(frame["amount"].to_numpy() - 5.0, 0.0), 5.0)
+    weighted = frame.copy()
+    weighted["weight"] = frame["weight"].to_numpy() * regret
+    expected = comparable(direct_records(weighted, config))
+    pattern = write_files(frame, tmp_path / "in", n_files=2, row_group_size=1000)
+    manifest = run_recalibrate(config, pattern, str(tmp_path / "out"), [])
+    run_dir = tmp_path / "out" / "runs" / manifest["run_id"]
+    got = pq.read_table(run_dir / "operating_points.parquet").to_pylist()
+    assert comparable(got) == expected
+    accounting = manifest["row_accounting"]
+    assert accounting["min_risk.negative_regret.rated_positive"] == int(cheap.sum())
+    assert "min_risk.negative_regret.rated_negative" not in accounting
+    # zero-weight rows are no evidence: min_rated counts the positives worth more than 0
+    everything = next(r for r in got if r["group"] == "__all__")
+    assert everything["rated_positive_rows"] == int((positive & ~cheap).sum())
+    assert everything["weight_unit"] == "money"
+
+
+def test_recalibrate_refuses_a_null_regret(tmp_path):
+    """A missing amount is an unknown cost, not a small one: the run stops and names it."""
     frame = sample_frame(2000, seed=3)
-    frame["amount"] = -1.0
+    frame["amount"] = 100.0
+    frame.loc[frame.index[frame["label"].fillna(False).astype(bool)][:1], "amount"] = np.nan
     config = base_config(min_risk={"fn": {"column": "amount"}, "fp": 1.0,
                                    "weight_rated_rows": True})
     pattern = write_files(frame, tmp_path / "in", n_files=1, row_group_size=1000)
-    with pytest.raises(Exception, match=r"negative cost regret .*columns \['amount'"):
+    with pytest.raises(Exception, match=r"null or non-finite cost regret .*columns \['amount'"):
         run_recalibrate(config, pattern, str(tmp_path / "out"), [])
 
 
@@ -135,3 +168,32 @@ def test_decide_min_risk_without_probability_exits_2_before_writing(tmp_path, ca
     assert "min_risk: decisions by minimum risk need columns.probability" in (
         capsys.readouterr().err)
     assert not out.exists()
+
+
+@pytest.mark.usefixtures("single_blas_thread")
+def test_min_rated_counts_rows_not_money(tmp_path):
+    """A tiny group with 2 rated frauds worth 500 each has 998 of money on its positive side,
+    but 2 rows of evidence: min_rated (20 positives) sends it to the all-groups thresholds."""
+    frame = sample_frame(6000, seed=2)
+    rng = np.random.default_rng(1)
+    frame["amount"] = rng.lognormal(3.0, 1.0, size=len(frame))
+    tiny = frame[frame["label"].notna()].head(40).copy()
+    tiny["group"] = "jewelry"
+    tiny["item_id"] = np.arange(10**6, 10**6 + len(tiny))
+    tiny["weight"] = 1.0
+    tiny["label"] = pd.array([True, True] + [False] * (len(tiny) - 2), dtype="boolean")
+    tiny["amount"] = 500.0
+    frame = pd.concat([frame, tiny], ignore_index=True)
+    min_risk = {"fn": {"column": "amount"}, "fp": 4.0, "tp": 1.0, "weight_rated_rows": True}
+    config = base_config(min_risk=min_risk, target={"slope": 1.0},
+                         min_rated={"positives": 20, "negatives": 20})
+    pattern = write_files(frame, tmp_path / "in", n_files=2, row_group_size=1000)
+    manifest = run_recalibrate(config, pattern, str(tmp_path / "out"), [])
+    run_dir = tmp_path / "out" / "runs" / manifest["run_id"]
+    got = [r for r in pq.read_table(run_dir / "operating_points.parquet").to_pylist()
+           if r["group"] == "jewelry"]
+    assert {r["status"] for r in got} == {"fallback"}
+    assert {r["rated_positive_rows"] for r in got} == {2}
+    assert {r["rated_negative_rows"] for r in got} == {len(tiny) - 2}
+    assert {r["rated_positives"] for r in got} == {2 * (500.0 - 1.0)}  # money: 998 >= 20
+    assert {r["weight_unit"] for r in got} == {"money"}

@@ -115,8 +115,14 @@ def start_follow(cluster, config: str, land: Path, output: Path) -> str:
                    str(land / "*.parquet"), "--output", str(output), "--poll-seconds", "1",
                    *cluster.streaming_flags())
     assert done.returncode == 0, done.stderr[-3000:]
-    return wait_for(lambda: next((j["jid"] for j in jobs(cluster) if j["jid"] not in known
-                                  and j["state"] == "RUNNING"), None), "the follow job")
+    assert "Unparseable argument" not in done.stderr, done.stderr[-3000:]
+    jid = wait_for(lambda: next((j["jid"] for j in jobs(cluster) if j["jid"] not in known
+                                 and j["state"] == "RUNNING"), None), "the follow job")
+    # the command printed the job's Flink id and how to stop it, and recorded it
+    assert f"Flink job {jid} (costlib-recalibrate-" in done.stdout, done.stdout
+    assert f"flink cancel {jid}" in done.stdout
+    assert live_manifest(output)["follow"]["job"]["flink_job_id"] == jid
+    return jid
 
 
 def start_follow_decide(cluster, config: str, land: Path, points: Path, output: Path) -> str:
@@ -125,8 +131,11 @@ def start_follow_decide(cluster, config: str, land: Path, points: Path, output: 
                    "--operating-points", str(points), "--output", str(output),
                    "--poll-seconds", "1", *cluster.streaming_flags())
     assert done.returncode == 0, done.stderr[-3000:]
-    return wait_for(lambda: next((j["jid"] for j in jobs(cluster) if j["jid"] not in known
-                                  and j["state"] == "RUNNING"), None), "the decide job")
+    assert "Unparseable argument" not in done.stderr, done.stderr[-3000:]
+    jid = wait_for(lambda: next((j["jid"] for j in jobs(cluster) if j["jid"] not in known
+                                 and j["state"] == "RUNNING"), None), "the decide job")
+    assert f"Flink job {jid} (costlib-decide-follow-" in done.stdout, done.stdout
+    return jid
 
 
 def batch_reference(config: str, source: Path, tmp_path: Path) -> Path:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -331,3 +332,74 @@ def test_late_panes_and_retired_windows_end_as_the_batch_run(tmp_path):
         got = records(follow / "windows" / name)
         assert [{k: v for k, v in r.items() if k != "pane_index"} for r in got] == want, name
     assert {r["pane_index"] for r in records(follow / "windows" / judged[2]["window"])} == {1}
+
+
+def test_follow_starts_from_a_first_windowed_run_that_applied_no_window(day_files, tmp_path):
+    """The page's first step with the stream's own config: a batch windowed run over the first
+    day (both its windows partial: not eligible, none applied) publishes a run that applies
+    nothing. ``--follow`` starts from it: nothing is in force (as from an empty output), the
+    auto edges are carried from its sketch, and the stream's windows equal a batch windowed
+    run over every file with the same edges and nothing in force."""
+    import yaml
+
+    land, uniform_config = day_files
+    raw = yaml.safe_load(Path(uniform_config).read_text())
+    raw["grid"] = {"edges": "auto"}
+    config_path = tmp_path / "auto.yaml"
+    config_path.write_text(yaml.safe_dump(raw))
+    config = load_config(str(config_path))
+    first = tmp_path / "first"
+    first.mkdir()
+    os.link(land / "day0.parquet", first / "day0.parquet")
+    points = tmp_path / "points"
+    done = subprocess_cli("recalibrate", "--config", str(config_path), "--input",
+                          str(first / "*.parquet"), "--output", str(points))
+    assert done.returncode == 0, done.stderr[-2000:]
+    first_run = run_dirs(points)[-1]
+    manifest = json.loads((first_run / "manifest.json").read_text())
+    assert manifest["published"] is True
+    assert manifest["guard"]["window_states"] == {"applied": 0, "held": 0, "withdrawn": 0,
+                                                  "not_eligible": 2}
+    before = tmp_path / "before"
+    shutil.copytree(points, before)
+    good = [LandedFile(str(p), 0) for p in sorted(land.glob("day[1-4].parquet"))]
+    elements = [*good, WatermarkMark((START.value // 1000) + 5 * DAY_US,
+                                     tuple(f.path for f in good))]
+    started = start_follow(config, str(land / "*.parquet"), str(points),
+                           landed=lambda p: p | beam.Create(elements, reshuffle=False))
+    started["result"].wait_until_finish()
+    follow = Path(started["run_dir"])
+    live = json.loads((follow / "manifest.json").read_text())
+    assert live["in_force"]["source"] is None and "applied no window" in live["in_force"]["note"]
+    assert live["grid_edges"]["source"]["from"] == "previous_run"
+    assert live["guard"]["compared_with_run"] == first_run.name
+    assert live["guard"]["previous_run_unreadable"] is None
+    assert not (follow / "points_in_force.parquet").exists()
+    # truth: a batch windowed run over the same files into the output as it was before the
+    # stream (the same carried edges, nothing in force)
+    batch_in = tmp_path / "batch_in"
+    batch_in.mkdir()
+    for landed in good:
+        os.link(landed.path, batch_in / Path(landed.path).name)
+    done = subprocess_cli("recalibrate", "--config", str(config_path), "--input",
+                          str(batch_in / "*.parquet"), "--output", str(before))
+    assert done.returncode in (0, 3), done.stderr[-2000:]
+    batch_manifest = json.loads((run_dirs(before)[-1] / "manifest.json").read_text())
+    assert batch_manifest["grid_edges"]["edges"] == live["grid_edges"]["edges"]
+    assert batch_manifest["guard"]["previous_run_unreadable"] is None
+    batch = run_dirs(before)[-1]
+    names = sorted(p.name for p in (follow / "windows").iterdir())
+    assert names and set(names) <= {p.name for p in (batch / "windows").iterdir()}
+    want = {e["window"]: e for e in json.loads(
+        (batch / "manifest.json").read_text())["guard"]["windows"]}
+    for entry in live["guard"]["windows"]:
+        name = entry["window"]
+        assert records(follow / "windows" / name) == records(batch / "windows" / name), name
+        assert entry["state"] == want[name]["state"] and entry["compared_with"] == \
+            want[name]["compared_with"], name
+
+
+def subprocess_cli(*args: str):
+    import subprocess
+
+    return subprocess.run([COSTLIB, *args], capture_output=True, text=True, timeout=600)

@@ -26,6 +26,7 @@ from costlib.thresholds.point._operating_point import METHODS, RECALL_NEEDS_AUDI
 from costlib.thresholds.point._optimize import optimize
 from costlib.thresholds.point._target import Target
 from costlib_pipelines.commands.cli import main
+from costlib_pipelines.decide.records import read_decisions
 
 
 def audited_rows(n: int, k: int, seed: int, *, weighted: bool):
@@ -156,8 +157,9 @@ def test_hull_is_the_brute_force_best_feasible_cell_and_infeasible_is_nearest(k,
                 assert got == pytest.approx(least, rel=1e-12, abs=1e-15), spec
                 assert point.volume > 0 or not any(r[4] > 0 for r in covered)
                 if got > 0 and point.tp < kwargs["min_recall"] * floor_total:
-                    assert "min_recall" in point.reason.split("violates")[-1]
-                assert f"P̂ = {positives:g}" in point.reason
+                    assert "min_recall" in point.reason.split("misses")[-1]
+                assert f"{positives:,.4g}" in point.reason  # the estimated total, 4 digits
+                assert "estimated" in point.reason
                 continue
             seen.add("feasible")
             values = {r[0]: brute_value(kwargs, r[1], r[2], positives) for r in feasible}
@@ -352,3 +354,54 @@ def test_min_recall_without_the_audit_column_exits_2_naming_the_key(pattern, tmp
     raw = {**base_config(columns=AUDIT).raw, "constraints": {"min_recall": 1.5}}
     assert _recalibrate(raw, pattern, tmp_path / "o", tmp_path) == 2
     assert "constraints.min_recall:" in capsys.readouterr().err
+
+
+def test_an_overridden_unmeetable_min_recall_decides_with_the_highest_recall_point(
+        frame, pattern, tmp_path, capsys):
+    """min_recall 0.99 cannot be shown on this audit: the run is held. Published anyway by a
+    person, it warns (before decide applies anything) what decide will apply, and decide gives
+    each such group its nearest point, the covered point with the most true positives, instead
+    of flagging nothing: asking for more recall never yields none."""
+    raw = base_config(columns=AUDIT, target={"marginal_precision": 0.4},
+                      coverage={"max_unrated_share": 0.0},
+                      constraints={"min_recall": 0.99}).raw
+    out = tmp_path / "out"
+    assert _recalibrate(raw, pattern, out, tmp_path) == 3
+    assert "if published anyway, decide applies this nearest point" in capsys.readouterr().err
+    records = [r for r in _records(out) if r["method"] == "graph"]
+    below = sorted(r["group"] for r in records if r["point_status"] == "infeasible")
+    assert below  # the run was held for them
+    assert main(["publish", "--output", str(out), "--run-id", "r1", "--by", "ana",
+                 "--reason", "recall floor too strict for this audit"]) == 0
+    printed = capsys.readouterr().out
+    for group in below:
+        assert f"warning: group {group!r}: the point is infeasible; decide applies this " \
+               "nearest point" in printed
+    main(["status", "--output", str(out)])
+    status = capsys.readouterr().out
+    groups = [g for g in below if g != "__all__"]  # status lists the groups
+    assert (f"graph: {len(groups)} group(s) infeasible, no point meets min_recall (costlib "
+            "decide applies their nearest point") in status, status
+    assert "decide will flag nothing" not in status
+    path = tmp_path / "c.yaml"
+    path.write_text(json.dumps(raw))
+    assert main(["decide", "--config", str(path), "--input", pattern, "--operating-points",
+                 str(out), "--output", str(tmp_path / "dec")]) == 0
+    printed = capsys.readouterr().out
+    assert f"warning: {len(below)} group(s) miss min_recall" in printed
+    decisions = read_decisions(str(tmp_path / "dec")).to_pandas()
+    by_group = {r["group"]: r for r in records}
+    checked = []
+    for group, rows in decisions.groupby("group"):
+        record = by_group.get(group, by_group["__all__"])
+        if record["point_status"] != "infeasible":
+            continue
+        checked.append(group)
+        # decided, not null, with the record's thresholds (by hand, rule any)
+        assert rows["threshold_decision"].notna().all(), group
+        ids = rows["item_id"].astype(np.int64).to_numpy()
+        scores = frame.set_index("item_id").loc[ids, ["text_model", "image_model"]]
+        fires = np.nan_to_num(scores.to_numpy(float), nan=-np.inf) >= np.asarray(
+            [float(t) for t in record["thresholds"]])
+        assert rows["threshold_decision"].to_numpy(bool).tolist() == fires.any(axis=1).tolist()
+    assert checked == [g for g in below if g != "__all__"], (checked, below)

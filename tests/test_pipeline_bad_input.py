@@ -113,7 +113,8 @@ def test_empty_file_with_valid_schema_counts_zero_rows(tmp_path):
         ("missing_column", SchemaError, "missing column 'image_model'"),
         ("wrong_type", SchemaError, "column 'text_model' .* has type string; expected float"),
         ("label_type", SchemaError,
-         r"column 'label' .* has type double; expected bool \(or 0/1 integers\)"),
+         r"x.parquet: column 'label' \(label\) holds strings \(string\); set "
+         r"columns.label_positive to the value that means positive"),
     ],
 )
 def test_unusable_files_stop_the_run_naming_file_and_column(tmp_path, damage, error, message):
@@ -132,7 +133,8 @@ def test_unusable_files_stop_the_run_naming_file_and_column(tmp_path, damage, er
         col = table.column("text_model").cast(pa.string())
         pq.write_table(table.set_column(3, "text_model", col), directory / "x.parquet")
     elif damage == "label_type":
-        col = pa.array(frame["label"].fillna(False).astype(float))  # 0/1 integers are read
+        # strings without columns.label_positive (float 0/1 and 0/1 integers are read)
+        col = pa.array(frame["label"].map({True: "fraud", False: "ok"}))
         index = table.schema.get_field_index("label")
         pq.write_table(table.set_column(index, "label", col), directory / "x.parquet")
     with pytest.raises(error, match=message):

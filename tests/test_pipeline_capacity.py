@@ -6,6 +6,7 @@ the flags are checked."""
 
 from __future__ import annotations
 
+import html
 import json
 
 import numpy as np
@@ -319,4 +320,73 @@ def test_report_shows_the_allocation(frame, inputs, tmp_path):
     for r in records:
         if r["method"] == "capacity":
             assert f'data-key="capacity.group.{r["group"]}"' in text
+            if r["reason"]:  # what holds the group there, in its row
+                assert html.escape(r["reason"], quote=False) in text
+    assert "capacity left unused, and why" in text
+    assert html.escape(summary["unused_why"], quote=False) in text
     assert "&lt;b&gt;x&lt;/b&gt;" in text and "<b>x</b>" not in text  # a hostile name, escaped
+
+
+def test_a_thin_group_left_out_is_held_with_its_real_rated_rows(frame, inputs, tmp_path):
+    """The guard's reason for a group the allocation left out names its own rated rows (4
+    positives and 4 negatives, 8 in all), why it has no thresholds and what decide does, never
+    "rests on 0 rated rows"."""
+    config = base_config(methods=["hull"], decision_method="capacity",
+                         capacity={"total": 40.0})
+    with pytest.raises(PublishRefused) as held:
+        run_recalibrate(config, inputs, str(tmp_path / "out"), [], min_rated=5)
+    (thin,) = [line.strip() for line in str(held.value).splitlines() if "'thin'" in line]
+    assert thin == (
+        "group 'thin': no thresholds of method capacity, so decide gives it null decisions "
+        "(capacity_status insufficient_data: left out of the capacity allocation: its grid "
+        "holds 4 rated positives and 4 rated negatives, fewer than min_rated (positives 5, "
+        "negatives 5); the allocation gives such a group no thresholds (no fallback)); its own "
+        "grid holds 8 rated rows (4 positives, 4 negatives); a group without thresholds is "
+        "held under min_rated=5")
+    assert "rest on 0" not in str(held.value)
+
+
+@pytest.mark.parametrize("objective", ["linear", "true_positives"])
+def test_capacity_json_the_summary_and_each_record_say_what_left_capacity_unused(
+        frame, inputs, tmp_path, capsys, objective):
+    """A capacity far above what the groups want: every allocated group is at its best point,
+    and each record names what holds it there, which the grid confirms."""
+    config = base_config(methods=["hull"], decision_method="capacity",
+                         capacity={"total": 2000.0, "objective": objective})
+    _, run_dir, records = run(config, inputs, tmp_path / "out")
+    summary = json.loads((run_dir / "capacity.json").read_text())
+    unused = summary["capacity"] - summary["total_volume"]
+    assert summary["unused"] == pytest.approx(unused) and unused > 0
+    assert summary["unused_why"].startswith(
+        f"{summary['total_volume']:,.4g} of 2,000 rows allocated, {unused:,.4g} unused")
+    mine = {r["group"]: r for r in records if r["method"] == "capacity"
+            and r["capacity_status"] != "insufficient_data"}
+    assert sorted(g for names in summary["held_by"].values() for g in names) == sorted(mine)
+    grids = direct_grids(frame, config)
+    for held_by, names in summary["held_by"].items():
+        for g in names:
+            r = mine[g]
+            assert r["reason"].startswith(f"held by {held_by}: ")
+            grid = grids[g]
+            volume = grid.volume(config.rule)
+            covered = grid.covered(config.rule, 0.0)
+            if held_by == "volume":  # flags all the lattice can
+                assert r["volume"] == pytest.approx(volume.max())
+            elif held_by == "target":  # more covered rows exist, but no more utility
+                assert volume[covered].max() > r["volume"]
+            elif held_by == "coverage":  # the covered region ends at the point
+                assert volume[covered].max() == pytest.approx(r["volume"])
+                assert volume.max() > r["volume"]
+            else:
+                pytest.fail(f"{g}: held by {held_by} with capacity left over")
+    out_cli = tmp_path / "cli"
+    yaml = tmp_path / "c.yaml"
+    yaml.write_text(CLI_CONFIG.replace("DM", "capacity"))
+    capsys.readouterr()
+    assert main(["recalibrate", "--config", str(yaml), "--input", inputs, "--output",
+                 str(out_cli), "--capacity", "2000", "--capacity-objective", objective]) == 0
+    printed = capsys.readouterr().out
+    assert "rows allocated" in printed and "unused: the capacity does not bind" in printed
+    # each group's cause, one line per group
+    assert any(line.startswith("  market_a_0: held by ") for line in printed.splitlines())
+    assert "  thin: left out of the capacity allocation: its grid holds" in printed

@@ -290,7 +290,8 @@ def test_report_shows_volume_coverage_and_point_status(frame, pattern, tmp_path)
             # the per-method table adds the resolution check under the point's status
             assert cells[-1] == overview[record["group"]][-2] + (
                 "finer lattice: no better" if record["finer_bound"] <= record["objective_value"]
-                else f"finer lattice ≤ {record['finer_bound']:.4g}")
+                else f"finer lattice ≤ {record['finer_bound']:.4g} "
+                     f"(here {record['objective_value']:.4g})")
     notes = manifest["guard"]["notes"]
     assert notes  # the coverage-limited points, listed by the guard and shown in the report
     text = Path(path).read_text()

@@ -47,7 +47,7 @@ GROUPS = ("g0", "g1", "g_thin", "g_fb", "g_missing")
 
 
 def make_config(*, rule="any", topk=False, loss="f1", params=None, buckets=4, method="graph",
-                window="latest_complete"):
+                window="latest_complete", null_group=None):
     columns = {"probability": "probability", "set_id": "set_id"} if topk else {}
     return RunConfig.from_dict({
         "columns": columns,
@@ -60,7 +60,8 @@ def make_config(*, rule="any", topk=False, loss="f1", params=None, buckets=4, me
         "methods": ["graph", "hull"],
         "decision_method": method,
         "decoding": {"loss": loss, "params": params or {}, "buckets": buckets},
-        "decide": {"window": window},
+        "decide": {"window": window,
+                   **({} if null_group is None else {"null_group": null_group})},
         # a fixed salt: the floor audit of groups without a point (g_thin, audit disabled)
         # must not depend on the run id when runs are compared
         "audit": {"salt": "decide-tests"},
@@ -321,8 +322,8 @@ def test_row_accounting_and_dead_letters(tmp_path):
     pq.write_table(table.slice(300), directory / "b.parquet", row_group_size=40)
     ops = write_operating_points(tmp_path / "ops.parquet")
     out = tmp_path / "out"
-    manifest = run_decide(make_config(topk=True), str(directory / "*.parquet"), ops, str(out),
-                          beam_args=[])
+    manifest = run_decide(make_config(topk=True, null_group="dead_letter"),
+                          str(directory / "*.parquet"), ops, str(out), beam_args=[])
     accounting = manifest["row_accounting"]
     assert accounting["read"] == 600
     assert accounting["dead_letter_reasons"] == {
@@ -365,7 +366,7 @@ def test_many_groups_read_from_dictionary_pages_and_exact_dead_letters(tmp_path)
     assert "PLAIN" in pq.ParquetFile(directory / "a.parquet").metadata.row_group(0) \
         .column(0).encodings
     out = tmp_path / "out"
-    manifest = run_decide(make_config(), str(directory / "*.parquet"),
+    manifest = run_decide(make_config(null_group="dead_letter"), str(directory / "*.parquet"),
                           write_operating_points(tmp_path / "ops.parquet"), str(out),
                           beam_args=[])
     assert manifest["row_accounting"]["dead_letter_reasons"] == {"missing_group": 2,
@@ -536,3 +537,59 @@ def test_cli_refuses_unknown_arguments_for_commands_without_beam_flags(monkeypat
     monkeypatch.setitem(cli.SUBCOMMANDS, "plain", ("plain_command", "a command"))
     assert main(["plain", "--n", "3"]) == 3
     assert main(["plain", "--runner=FlinkRunner"]) == 2  # exit 2: no Beam flags here
+
+
+# ---------------------------------------------------------------------------- null groups
+def _null_group_stream():
+    frame = make_stream(800, seed=11)
+    frame.loc[[3, 40, 41, 500], "group"] = None
+    frame.loc[7, "group"] = "__all__"  # a row that names the reserved group: still refused
+    return frame
+
+
+def test_null_group_rows_are_decided_with_the_all_groups_points_by_default(tmp_path):
+    """Default decide.null_group all_groups: a row without a group gets __all__'s thresholds
+    (as a group without a record does), its group is written as __all__, and the rows are
+    counted; a row that names __all__ itself is still dead-lettered (reserved_group)."""
+    frame = _null_group_stream()
+    manifest, got = decide(tmp_path, frame, make_config())
+    assert manifest["row_accounting"]["dead_letter_reasons"] == {"reserved_group": 1}
+    assert manifest["row_accounting"]["decided"] == 799
+    assert manifest["decision_counts"]["null_group_decided_with_all_groups"] == 4
+    null_ids = frame.loc[[3, 40, 41, 500], "item_id"].astype(str)
+    rows = got.loc[null_ids]
+    assert (rows["group"] == "__all__").all()
+    assert (rows["operating_point_group"] == "__all__").all()
+    # the decision by hand, with __all__'s thresholds (0.55, 0.65) and rule any
+    scores = np.nan_to_num(frame.loc[[3, 40, 41, 500], list(CLASSIFIERS)].to_numpy(),
+                           nan=-np.inf)
+    want = (scores >= np.array(THRESHOLDS["__all__"][1])).any(axis=1)
+    assert rows["threshold_decision"].astype(bool).tolist() == want.tolist()
+    # every other row is decided exactly as before
+    others = frame.drop(index=[3, 40, 41, 500, 7])
+    others = others.set_index(others.item_id.astype(str)).sort_index()
+    expected, _ = expected_threshold_decisions(others.reset_index(drop=True), "any")
+    mine = got.drop(index=null_ids).sort_index()
+    assert mine["threshold_decision"].astype(object).where(
+        mine["threshold_decision"].notna(), None).tolist() == list(expected)
+
+
+def test_null_group_dead_letter_keeps_them_out(tmp_path):
+    frame = _null_group_stream()
+    manifest, got = decide(tmp_path, frame, make_config(null_group="dead_letter"))
+    assert manifest["row_accounting"]["dead_letter_reasons"] == {"missing_group": 4,
+                                                                 "reserved_group": 1}
+    assert "null_group_decided_with_all_groups" not in manifest["decision_counts"]
+    assert len(got) == 795 and "__all__" not in set(got["group"])
+
+
+def test_the_summary_counts_rows_decided_without_a_group(tmp_path, capsys):
+    frame = _null_group_stream()
+    inputs = write_files(frame, tmp_path / "in", 1, 400)
+    ops = write_operating_points(tmp_path / "ops.parquet")
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps(make_config().raw))
+    assert main(["decide", "--config", str(config), "--input", inputs, "--operating-points",
+                 ops, "--output", str(tmp_path / "out")]) == 0
+    assert ("warning: 4 rows without a group were decided with the all-groups points"
+            in capsys.readouterr().out)

@@ -231,7 +231,8 @@ def test_the_guard_is_off_by_default_and_the_summary_and_manifest_say_so(
 def test_a_rating_backlog_is_held_by_max_threshold_change_not_by_min_rated(tmp_path):
     """docs/safe_operations.md, 'Rating backlog': 30% of the flagged rows' labels pending. The
     coverage rule pushes every group above them (flagged volume collapses); the recommended
-    max_threshold_change holds the run, min_rated alone does not."""
+    max_threshold_change holds the run, min_rated alone does not; the volume check warns by
+    default and holds it with publish.on_volume_change: hold."""
     import numpy as np
     import pyarrow.parquet as pq
 
@@ -248,18 +249,30 @@ def test_a_rating_backlog_is_held_by_max_threshold_change_not_by_min_rated(tmp_p
         records = pq.read_table(out / "runs" / run_id / "operating_points.parquet").to_pylist()
         return sum(r["volume"] for r in records if r["group"] != "__all__")
 
-    for name, guard, held in (("threshold", {"max_threshold_change": 0.2}, True),
-                              ("rated", {"min_rated": 50}, False)):
+    hold_volume = base_config(methods=["graph"], grid={"edges": "auto"},
+                              publish={"on_volume_change": "hold"})
+    for name, guard, held, run_config in (
+            ("threshold", {"max_threshold_change": 0.2}, "thresholds moved by inf", config),
+            ("rated", {"min_rated": 50}, None, config),
+            ("volume", {}, "volume: the new points would flag", hold_volume)):
         out = tmp_path / name
-        run_recalibrate(config, complete, str(out), run_id="complete", **guard)
+        run_recalibrate(run_config, complete, str(out), run_id="complete", **guard)
         if held:
-            with pytest.raises(PublishRefused, match="thresholds moved by inf"):
-                run_recalibrate(config, backlog, str(out), run_id="backlog", **guard)
+            with pytest.raises(PublishRefused, match=held):
+                run_recalibrate(run_config, backlog, str(out), run_id="backlog", **guard)
         else:
-            assert run_recalibrate(config, backlog, str(out), run_id="backlog",
+            assert run_recalibrate(run_config, backlog, str(out), run_id="backlog",
                                    **guard)["published"]
         assert volume(out, "backlog") < 0.1 * volume(out, "complete")
         assert (out / "LATEST").read_text().strip() == ("complete" if held else "backlog")
+        # the volume check sees the collapse on the backlog's own rows, whatever else holds
+        manifest = json.loads((out / "runs" / "backlog" / "manifest.json").read_text())
+        checked = manifest["guard"]["volume"]
+        assert checked["exceeded"] and checked["change"] > 10, checked
+        assert checked["new_volume"] < checked["in_force_volume"] / 10
+        warned = [n for n in manifest["guard"]["notes"] if n.startswith("volume:")]
+        assert bool(warned) == (run_config is config)  # warns by default, holds when asked
+        print(name, checked["new_volume"], checked["in_force_volume"], checked["change"])
 
 
 # --------------------------------------------------------------------------- no point at all

@@ -65,7 +65,8 @@ def test_the_census_review_example_prints_what_its_comments_say(capsys):
 def test_the_switch_on_example_prints_what_its_comments_say(capsys):
     block = next(b for b in _blocks("python", EVIDENCE) if "switch_on_evidence=False" in b)
     exec(compile(block, "README.md[switch-on]", "exec"), {})
-    status, reason, free = capsys.readouterr().out.splitlines()[-3:]
+    thin, status, reason, free = capsys.readouterr().out.splitlines()[-4:]
+    assert thin == "insufficient_data 1 1000.0"  # min_rated counts the one row, not its weight
     assert status == "insufficient_data None"
     assert reason.startswith("not switched on: no thresholds in force, and over flagging "
                              "nothing the method's point would gain 1000 ± 1000")

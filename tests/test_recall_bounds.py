@@ -95,7 +95,11 @@ def test_min_recall_refuses_a_point_whose_lower_bound_is_below_it():
     refused = optimize(grid, **spec)  # default: the lower bound
     assert refused.status == "infeasible" and "min_recall" in refused.reason
     assert refused.recall_bounds is not None and refused.recall_bounds.recall_low < 0.8
-    assert "upper 0.9-interval bound" in refused.reason
+    # in plain words, 4 significant digits, the estimate labelled as one
+    bound = refused.recall_bounds.total_positives_high
+    assert (f"recall is counted against {bound:,.4g} positives: the upper end of the 90% "
+            f"interval of the total positives, estimated at {grid.total_positives:,.4g};"
+            in refused.reason), refused.reason
     taken = optimize(grid, recall_bound="point", **spec)  # the estimate meets it
     assert taken.status == "ok" and taken.estimated_recall >= 0.8
     with pytest.raises(ValueError, match="recall_bound"):
@@ -141,27 +145,33 @@ def test_recall_interval_splits_alpha_when_both_parts_are_sampled():
 
 
 def test_the_audit_a_width_needs_matches_a_simulation():
-    """The power calculation predicts the half-width at the budget it recommends, from the
-    last run's counts; 2,000 audits simulated at that budget from a population with the rates
-    it assumed (``(x_h + 1/2) / (n_h + 1)``) have a mean half-width within 20% of it."""
+    """The power calculation predicts the half-width at the design it recommends, averaged over
+    its posterior of the missed positives; 2,000 audits simulated at that design, each from
+    missed positives drawn from that posterior (``Gamma(x_h + ½ n_h / n, scale 1 / π_h)``, by
+    scipy.stats rather than the module's quantiles) with Poisson finds, have a mean half-width
+    within 20% of it."""
+    from scipy.stats import gamma
+
     rows = np.array([2_000.0, 10_000.0, 48_000.0])  # near, middle, far strata
     pi = np.array([0.05, 0.01, 0.002])  # the last run's design
     audited = np.array([100.0, 100.0, 96.0])
     found = np.array([3.0, 1.0, 0.0])
-    rate = (found + 0.5) / (audited + 1)
+    shape = found + 0.5 * audited / audited.sum()
     caught = 70.0
     rng = np.random.default_rng(5)
     for half_width in (0.05, 0.1):
         plan = audit_for_recall_width(caught, rows, pi, audited, found, half_width=half_width)
         assert plan.reachable and plan.half_width <= half_width + 1e-9
+        assert plan.half_width == pytest.approx(half_width, rel=1e-6)
         p = np.asarray(plan.probabilities)
         assert plan.audited == pytest.approx(float((rows * p).sum()))
         assert plan.share == pytest.approx(plan.audited / rows.sum())
-        positives = rng.poisson(rows * rate, size=(2_000, 3))
+        assert plan.expected_missed == pytest.approx(float((shape / pi).sum()), rel=0.02)
+        missed = gamma.rvs(shape, scale=1 / pi, size=(2_000, 3), random_state=rng)
         widths = []
-        for m in positives:
-            x = rng.binomial(m, p).astype(float)
+        for m in missed:
             census = p >= 1
+            x = rng.poisson(m * p).astype(float)
             known = float(m[census].sum())
             w = 1 / p[~census]
             xs = x[~census]

@@ -369,12 +369,12 @@ def _rgb(method: str) -> tuple[int, int, int]:
 
 
 def test_pn_figure_draws_the_parquet_curves_and_points_where_they_are(batch):
-    from costlib_pipelines.report.figures import DPI, PN_MARGINS
+    from costlib_pipelines.report.figures import DPI, PN_MARGINS, PN_SIZE
     from costlib_pipelines.report.run_figures import group_figures
 
     run_dir = batch["runs"] / "run-2"
     drawer = group_figures(load_run(str(run_dir)), METHODS)
-    width, height = 11 * DPI, round(4.25 * DPI)
+    width, height = round(PN_SIZE[0] * DPI), round(PN_SIZE[1] * DPI)
     # two gridspec columns: cell width w, gap wspace * w, filling left..right
     cell = (PN_MARGINS["right"] - PN_MARGINS["left"]) / (2 + PN_MARGINS["wspace"])
     full_box = (PN_MARGINS["left"], PN_MARGINS["bottom"], PN_MARGINS["left"] + cell,
@@ -443,14 +443,14 @@ def test_a_groups_figures_do_not_depend_on_the_groups_drawn_before(batch):
 
 
 def test_path_figure_marks_each_chosen_cell_where_the_parquet_puts_it(batch):
-    from costlib_pipelines.report.figures import DPI, PATH_MARGINS
+    from costlib_pipelines.report.figures import DPI, PATH_MARGINS, PATH_SIZE
     from costlib_pipelines.report.run_figures import group_figures
 
     run_dir = batch["runs"] / "run-2"
     run = load_run(str(run_dir))
     drawer = group_figures(run, METHODS)
     assert drawer.lattice is not None  # uniform edges: the lattice is fixed
-    size = (round(9.5 * DPI), round(5.5 * DPI))
+    size = (round(PATH_SIZE[0] * DPI), round(PATH_SIZE[1] * DPI))
     box = (PATH_MARGINS["left"], PATH_MARGINS["bottom"], PATH_MARGINS["right"],
            PATH_MARGINS["top"])
     limits = [(-0.5, len(axis) - 0.5) for axis in drawer.lattice]
@@ -491,13 +491,13 @@ def test_nice_ceiling_is_the_smallest_ladder_value_at_least_the_value(value):
 
 
 def test_path_figure_marks_the_previous_runs_thresholds_in_this_runs_lattice(batch, report):
-    from costlib_pipelines.report.figures import DPI, PATH_MARGINS
+    from costlib_pipelines.report.figures import DPI, PATH_MARGINS, PATH_SIZE
     from costlib_pipelines.report.run_figures import group_figures
 
     run_dir = batch["runs"] / "run-2"
     drawer = group_figures(load_run(str(run_dir)), METHODS)
     old = _records(batch["runs"] / "run-1" / "operating_points.parquet")
-    size = (round(9.5 * DPI), round(5.5 * DPI))
+    size = (round(PATH_SIZE[0] * DPI), round(PATH_SIZE[1] * DPI))
     box = (PATH_MARGINS["left"], PATH_MARGINS["bottom"], PATH_MARGINS["right"],
            PATH_MARGINS["top"])
     limits = [(-0.5, len(axis) - 0.5) for axis in drawer.lattice]

@@ -197,3 +197,88 @@ def test_dask_flags_are_not_redeclared_once_beams_own_are_there():
 def test_parse_command_line_raises_usage_error_for_a_runner_option_typo():
     with pytest.raises(UsageError, match="--spark_master: neither a costlib flag"):
         parse_command_line([*BASE, "--runner=SparkRunner", "--spark_master=spark://h:7077"])
+
+
+def test_the_streaming_flags_the_cluster_tool_prints_are_parsed_by_beam_not_warned_about(
+        monkeypatch):
+    """``tools/flink_cluster.py flags --streaming`` (what docs/worker.md passes) used to give
+    one "Unparseable argument" warning per Flink job option when the pipeline ran: Beam's
+    Python SDK does not declare them. Declared (FlinkJobOptions), Beam finds no unknown
+    argument, and each reaches the job server's options with the value given; options not
+    given are left out (None), as before."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from costlib_pipelines.runner import make_pipeline
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, str(root / "tools" / "flink_cluster.py"), "flags",
+                           "--streaming"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    flags = done.stdout.split()
+    assert "--checkpointing_interval=10000" in flags
+    unknown: list[str] = []
+    monkeypatch.setattr(PipelineOptions, "_warn_on_unknown_options",
+                        staticmethod(lambda args, parser: unknown.extend(args)))
+    options = make_pipeline(flags).options.get_all_options(retain_unknown_options=True,
+                                                           display_warnings=True)
+    assert unknown == []
+    assert options["checkpointing_interval"] == 10000
+    assert options["number_of_execution_retries"] == 1_000_000
+    assert options["execution_retry_delay"] == 5000
+    assert options["externalized_checkpoints_enabled"] is True
+    assert options["retain_externalized_checkpoints_on_cancellation"] is True
+    assert options["savepoint_path"] is None and options["allow_non_restored_state"] is None
+    bare = make_pipeline([]).options.get_all_options(retain_unknown_options=True)
+    assert bare["externalized_checkpoints_enabled"] is None
+
+
+def test_a_follow_job_is_found_on_flink_by_its_name(monkeypatch):
+    """``find_flink_job`` reads Flink's ``GET /jobs/overview`` (a fake REST server here): the
+    newest job of the ``--job_name`` that has not ended; how to stop it names that id."""
+    import http.server
+    import json
+    import threading
+
+    from costlib_pipelines.runner import find_flink_job, make_pipeline, stop_instructions
+
+    name = "costlib-recalibrate-20261128t000000-abcd1234"
+    overview = {"jobs": [
+        {"jid": "old", "name": name, "state": "CANCELED", "start-time": 3},
+        {"jid": "other", "name": "BeamApp-root-x", "state": "RUNNING", "start-time": 4},
+        {"jid": "a1", "name": name, "state": "RUNNING", "start-time": 2},
+        {"jid": "b2", "name": name, "state": "RESTARTING", "start-time": 5},
+    ]}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps(overview if self.path == "/jobs/overview" else {}).encode()
+            self.send_response(200 if self.path == "/jobs/overview" else 404)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        rest = f"127.0.0.1:{server.server_address[1]}"
+        options = make_pipeline(["--runner=PortableRunner", "--job_endpoint=localhost:1",
+                                 f"--flink_master={rest}", f"--job_name={name}"]).options
+        job = find_flink_job(options, wait=2)
+        assert job == {"name": name, "flink_rest": f"http://{rest}", "flink_job_id": "b2",
+                       "note": None}
+        text = stop_instructions(job)
+        assert f"'http://{rest}/jobs/b2?mode=cancel'" in text and "flink cancel b2" in text
+        missing = make_pipeline(["--runner=PortableRunner", "--job_endpoint=localhost:1",
+                                 f"--flink_master={rest}", "--job_name=nobody"]).options
+        gone = find_flink_job(missing, wait=0.6)
+        assert gone["flink_job_id"] is None and "no job named nobody" in gone["note"]
+    finally:
+        server.shutdown()
+    no_rest = make_pipeline(["--runner=PortableRunner", "--job_endpoint=localhost:1",
+                             f"--job_name={name}"]).options
+    found = find_flink_job(no_rest)
+    assert found["flink_job_id"] is None and "--flink_master" in found["note"]
+    assert stop_instructions(found).startswith(f"job {name} (no Flink REST address")

@@ -56,9 +56,15 @@ def true_net(scores, truth, thresholds):
     return float((flagged & truth).sum() - SLOPE * (flagged & ~truth).sum())
 
 
+#: ``min_rated`` counts rows, one each whatever they weigh: one heavy audited positive is one
+#: row, and ``min_rated`` of 10 stops it before the evidence rule is asked. These tests ask the
+#: rule itself, so one rated row of each class is enough here.
+MIN_ROWS = 1
+
+
 def group(grid, in_force=None, bootstrap=None, **policy):
     return optimize_group("g", grid, methods=["hull"], target=TARGET, rule="any",
-                          min_positives=10, min_negatives=10, in_force=in_force,
+                          min_positives=MIN_ROWS, min_negatives=MIN_ROWS, in_force=in_force,
                           bootstrap=bootstrap, policy=InForcePolicy(**policy))
 
 
@@ -80,6 +86,13 @@ def test_one_heavy_audited_positive_does_not_switch_a_group_on():
     assert why.startswith("not switched on: no thresholds in force")
     assert "one audited row" in why
     assert f"the method's point: ({chosen.thresholds[0]:.4g})" in why
+    # min_rated counts rows: one audited positive (weight 1000) is one row, too few for 10
+    assert grid.total_positives >= 10 and grid.positive_rows == 1
+    thin = optimize_group("g", grid, methods=["hull"], target=TARGET, rule="any",
+                          min_positives=10, min_negatives=10, policy=InForcePolicy(
+                              evidence_z=None))
+    assert thin.status == "insufficient_data" and thin.points == {"hull": None}
+    assert (thin.rated_positive_rows, thin.rated_positives) == (1, grid.total_positives)
 
 
 def test_clear_evidence_switches_the_group_on():
@@ -240,7 +253,8 @@ def test_first_recalibrate_run_withholds_the_unsupported_group_like_the_library(
                          grid={"edges": "explicit", "values": [EDGES[0].tolist()] * 2},
                          target={"marginal_precision": 0.2}, methods=["hull"],
                          decision_method="hull",
-                         min_rated={"positives": 10, "negatives": 10}, fallback="none")
+                         min_rated={"positives": MIN_ROWS, "negatives": MIN_ROWS},
+                         fallback="none")
     path = tmp_path / "config.yaml"
     path.write_text(json.dumps(config.raw))
     pattern = write_files(frame, tmp_path / "in", n_files=2)

@@ -337,11 +337,13 @@ def test_a_window_with_too_few_rated_rows_is_held(tmp_path, capsys):
                 "held" if rated[d] < min_rated else "applied" for d in range(4)}
     assert got == expected
     entry = next(w for w in manifest["guard"]["windows"] if w["state"] == "held")
+    positives = int(frame["label"].eq(True)[day == 2].sum())  # truth from the frame
+    rows = f"{rated[2]:g} rated rows ({positives:g} positives, {rated[2] - positives:g} negatives)"
     assert entry["violations"] == [
-        f"group '__all__': thresholds rest on {rated[2]:g} rated rows (status ok), fewer than "
-        f"min_rated={min_rated:g}",
-        f"group 'market': thresholds rest on {rated[2]:g} rated rows (status ok), fewer than "
-        f"min_rated={min_rated:g}"]
+        f"group '__all__': thresholds rest on the {rows} of its own grid (status ok), fewer "
+        f"than min_rated={min_rated:g}",
+        f"group 'market': thresholds rest on the {rows} of its own grid (status ok), fewer "
+        f"than min_rated={min_rated:g}"]
     code = main(["status", "--output", str(out), *NO_STALENESS])
     assert code == 3 and "held by the publish guard" in capsys.readouterr().out
 
@@ -414,3 +416,66 @@ def load_config_dict(raw: dict):
     from costlib_pipelines.config import RunConfig
 
     return RunConfig.from_dict(raw)
+
+
+def _replayed_copy(guarded, tmp_path, stream: dict | None) -> Path:
+    """The guarded output copied, its ``LATEST`` manifest made a followed stream's (``stream``:
+    the stream's status) or left a batch run's (None)."""
+    import shutil
+
+    out = tmp_path / "recal"
+    shutil.copytree(guarded[2], out)
+    if stream is not None:
+        run = out / "runs" / (out / "LATEST").read_text().strip()
+        manifest = json.loads((run / "manifest.json").read_text())
+        manifest["follow"] = {"landing": "/land/*.parquet", "started_utc": "2026-01-01T00:00:00",
+                              "stream": stream}
+        manifest.pop("finished_utc")  # a live run has not finished
+        (run / "manifest.json").write_text(json.dumps(manifest))
+    return out
+
+
+def test_status_replay_judges_windows_against_the_watermark_not_the_clock(guarded, tmp_path):
+    """A backfill replayed weeks later: by the clock every window is stale; with --replay the
+    stream's watermark is the clock. Due time: newest end + period (1 d) + lateness (2 d) +
+    6 h slack."""
+    newest_end = max(e for _, e in COMPLETE)
+    due = newest_end + pd.Timedelta(days=3, hours=6)
+    now = (due + pd.Timedelta(days=30)).to_pydatetime()
+    moved = (now - dt.timedelta(hours=1)).isoformat()
+
+    def status(watermark, *, replay, moved=moved):
+        out = _replayed_copy(guarded, tmp_path / f"{watermark}-{replay}-{moved}"[:60],
+                             {"watermark_utc": watermark.isoformat(),
+                              "watermark_moved_utc": moved})
+        return check_status(str(out), max_age_hours=26, now=now, replay=replay)
+
+    on_time = due - pd.Timedelta(hours=1)
+    assert any(p.startswith("windows are stale") and "due 720 h ago" in p
+               for p in status(on_time, replay=False).problems)
+    healthy = status(on_time, replay=True)
+    assert not any(p.startswith("windows are stale") or "has not moved" in p
+                   for p in healthy.problems), healthy.problems
+    late = status(due + pd.Timedelta(hours=2), replay=True)
+    assert any(p.startswith("windows are stale") and "due 2 h before the stream's watermark"
+               in p for p in late.problems), late.problems
+    # the watermark stopped moving: watermark time cannot show it, the clock can
+    stalled = status(on_time, replay=True, moved=(now - dt.timedelta(hours=30)).isoformat())
+    assert any("has not moved for" in p and "more than 26 h" in p for p in stalled.problems)
+
+
+def test_status_replay_of_a_batch_windowed_run_uses_its_newest_event_time(guarded, tmp_path):
+    out = _replayed_copy(guarded, tmp_path, None)
+    manifest = json.loads((out / "runs" / (out / "LATEST").read_text().strip()
+                           / "manifest.json").read_text())
+    newest_event = dt.datetime.fromisoformat(manifest["event_time_range"]["max_utc"])
+    now = newest_event + dt.timedelta(days=60)
+    by_clock = check_status(str(out), max_age_hours=1e6, now=now)
+    assert any(p.startswith("windows are stale") for p in by_clock.problems)
+    replayed = check_status(str(out), max_age_hours=1e6, now=now, replay=True)
+    newest_end = max(e for _, e in COMPLETE)
+    expected_late = (newest_event - newest_end.to_pydatetime()
+                     - dt.timedelta(days=3, hours=6)).total_seconds() / 3600
+    stale = [p for p in replayed.problems if p.startswith("windows are stale")]
+    assert bool(stale) == (expected_late > 0), (stale, expected_late)
+    assert replayed.newest_window["judged_against"].startswith("before the newest event time")

@@ -512,8 +512,10 @@ class Cluster:
         """:meth:`beam_flags` plus what an always-on job needs: streaming, a checkpoint every
         10 s, restarts without limit 5 s apart (the cluster's own strategy gives up after 3,
         before a killed TaskManager is back), and checkpoints kept when the job is cancelled
-        (to resume from). The Flink options are read by the job server (Beam's Java
-        ``FlinkPipelineOptions``); switches take no value."""
+        (to resume from). :meth:`beam_flags` carries the cluster's REST address
+        (``--flink_master``, the one the job server submits to), so that ``--follow`` finds its
+        job's Flink id and an interrupt cancels it. The Flink options are read by the job server
+        (Beam's Java ``FlinkPipelineOptions``); switches take no value."""
         return [*self.beam_flags(runner), "--streaming", "--checkpointing_interval=10000",
                 "--number_of_execution_retries=1000000", "--execution_retry_delay=5000",
                 "--externalized_checkpoints_enabled",

@@ -14,9 +14,12 @@ check_steps
     shares and steps.
 NeymanAllocation, neyman_design, neyman_probabilities, design_variance, gain_spreads
     A design sized from the previous run's counts (:mod:`._neyman`).
-weighted_poisson_interval, recall_interval, audit_for_recall_width, AuditForWidth
-    Bounds on an audit's positives valid with few or no events (Fay–Feuer gamma bounds), the
-    recall interval they give, and the audit a requested width needs (:mod:`._poisson_bounds`).
+weighted_poisson_interval, recall_interval
+    Bounds on an audit's positives valid with few or no events (Fay–Feuer gamma bounds) and
+    the recall interval they give (:mod:`._poisson_bounds`).
+audit_for_recall_width, AuditForWidth
+    The audit a requested recall half-width needs, from a model of the last audit that
+    depends on its rows, not on how they were cut into strata (:mod:`._recall_power`).
 AuditWeights, audit_weights
     Horvitz–Thompson weights and the coverage rule for rows rated with known π
     (:mod:`._weights`); the grid applies them (:class:`costlib.thresholds.ThresholdGrid`).
@@ -32,12 +35,8 @@ from ._neyman import (
     neyman_design,
     neyman_probabilities,
 )
-from ._poisson_bounds import (
-    AuditForWidth,
-    audit_for_recall_width,
-    recall_interval,
-    weighted_poisson_interval,
-)
+from ._poisson_bounds import recall_interval, weighted_poisson_interval
+from ._recall_power import AuditForWidth, audit_for_recall_width
 from ._sampling import (
     AuditDesign,
     AuditSample,

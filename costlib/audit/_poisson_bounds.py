@@ -36,18 +36,10 @@ cancer rates. Statistical Methods in Medical Research 15, 547-569.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = [
-    "AuditForWidth",
-    "audit_for_recall_width",
-    "recall_interval",
-    "weighted_poisson_interval",
-]
+__all__ = ["recall_interval", "weighted_poisson_interval"]
 
 
 def _gamma_quantile(q: float, shape: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -138,113 +130,3 @@ def recall_interval(
     low = c_lo / (c_lo + m_hi) if c_lo + m_hi > 0 else None
     high = c_hi / (c_hi + m_lo) if c_hi + m_lo > 0 else None
     return low, high
-
-
-@dataclass(frozen=True)
-class AuditForWidth:
-    """What :func:`audit_for_recall_width` found.
-
-    ``scale``: the factor on every stratum's ``π`` (capped at 1); ``probabilities``: the
-    resulting ``π_h``; ``audited``: expected audited rows ``sum_h N_h π_h``; ``share``: that over
-    the rows ``sum_h N_h``; ``half_width``: the expected half-width of the recall interval at
-    that design; ``reachable``: False when even auditing every row would not reach the width
-    (then the other fields describe the census).
-    """
-
-    scale: float
-    probabilities: tuple[float, ...]
-    audited: float
-    share: float
-    half_width: float
-    reachable: bool
-
-
-def _expected_half_width(caught: float, rows: NDArray[np.float64], pi: NDArray[np.float64],
-                         rate: NDArray[np.float64], level: float) -> float:
-    """Half-width of the recall interval at the expected counts ``x_h = N_h π_h p_h``."""
-    census = pi >= 1.0
-    expected = rows * rate
-    known = float(expected[census].sum())
-    x = rows[~census] * pi[~census] * rate[~census]
-    w = 1.0 / pi[~census]
-    wm = float(w.max()) if w.size else 0.0
-    low, high = recall_interval((caught, 0.0, 0.0, 0.0),
-                                (known, float((x * w).sum()), float((x * w * w).sum()), wm),
-                                level)
-    if low is None or high is None:
-        return 0.0
-    return (high - low) / 2.0
-
-
-def audit_for_recall_width(
-    caught: float,
-    rows: ArrayLike,
-    probabilities: ArrayLike,
-    audited: ArrayLike,
-    positives: ArrayLike,
-    half_width: float,
-    level: float = 0.9,
-) -> AuditForWidth:
-    """The audit that brings the recall interval to a requested half-width (a power calculation).
-
-    Parameters
-    ----------
-    caught : float
-        Positives the thresholds flag (rated with certainty).
-    rows, probabilities, audited, positives : array-like of shape (m,)
-        Per audit stratum of the unflagged rows, from the last runs: rows ``N_h``, sampling
-        probability ``π_h``, audited rows ``n_h`` and positives found ``x_h``.
-    half_width : float
-        The half-width wanted, e.g. 0.05 for ``±0.05``.
-    level : float
-        Level of the interval (as :func:`recall_interval`).
-
-    Returns
-    -------
-    AuditForWidth
-
-    Notes
-    -----
-    The rate of positives of stratum ``h`` is estimated as ``p_h = (x_h + 1/2) / (n_h + 1)``
-    (the Jeffreys posterior mean, not 0 when nothing was found). A design scales every ``π_h``
-    by ``k`` (capped at 1: a census of the stratum); its recall interval is evaluated at the
-    expected counts ``x_h = N_h π_h k p_h`` (:func:`recall_interval`), and the smallest ``k``
-    reaching ``half_width`` is found by bisection on ``log k`` (the half-width falls as ``k``
-    grows). The expected audit is ``sum_h N_h min(1, k π_h)`` rows.
-    """
-    n_rows = np.asarray(rows, dtype=np.float64)
-    pi = np.asarray(probabilities, dtype=np.float64)
-    n_aud = np.asarray(audited, dtype=np.float64)
-    found = np.asarray(positives, dtype=np.float64)
-    if not (n_rows.shape == pi.shape == n_aud.shape == found.shape) or n_rows.ndim != 1:
-        raise ValueError("rows, probabilities, audited and positives must be 1-D, same length")
-    if ((pi <= 0) | (pi > 1)).any():
-        raise ValueError("probabilities must be in (0, 1]")
-    if not 0.0 < half_width < 0.5:
-        raise ValueError(f"half_width must be in (0, 0.5), got {half_width!r}")
-    rate = (found + 0.5) / (n_aud + 1.0)
-
-    def width(k: float) -> float:
-        return _expected_half_width(caught, n_rows, np.minimum(1.0, k * pi), rate, level)
-
-    def result(k: float, reachable: bool) -> AuditForWidth:
-        p = np.minimum(1.0, k * pi)
-        total = float(n_rows.sum())
-        aud = float((n_rows * p).sum())
-        return AuditForWidth(float(k), tuple(float(q) for q in p), aud,
-                             aud / total if total > 0 else 0.0, width(k), reachable)
-
-    k_max = 1.0 / float(pi.min()) if pi.size else 1.0
-    if width(k_max) > half_width:
-        return result(k_max, False)
-    lo = min(1e-6, k_max)
-    if width(lo) <= half_width:
-        return result(lo, True)
-    lo_log, hi_log = math.log(lo), math.log(k_max)
-    for _ in range(60):
-        mid = (lo_log + hi_log) / 2.0
-        if width(math.exp(mid)) <= half_width:
-            hi_log = mid
-        else:
-            lo_log = mid
-    return result(math.exp(hi_log), True)

@@ -29,13 +29,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from costlib._sklearn import check_consistent_length, column_or_1d, confusion_matrix, unique_labels
-from costlib.costs._matrices import (
-    BenefitMatrix,
-    CostMatrix,
-    _resolve_labels,
-    as_benefit_matrix,
-)
+from costlib._sklearn import column_or_1d
+from costlib.costs._labels import label_array, label_indices, score_order
+from costlib.costs._matrices import BenefitMatrix, CostMatrix, _SquareMatrix, as_benefit_matrix
 
 __all__ = [
     "benefit_curve",
@@ -58,11 +54,44 @@ def _check_weights(sample_weight: ArrayLike | None, n: int) -> np.ndarray:
     return w
 
 
+def matrix_indices(
+    bm: _SquareMatrix, labels: ArrayLike | None, pos_label: object, *ys: ArrayLike
+) -> tuple[np.ndarray, ...]:
+    """Row/column of ``bm`` of every label in ``ys`` (``y_true`` first, then ``y_pred``).
+
+    The matrix's own labels win (``labels`` must then agree); else ``labels``; else the
+    convention of :func:`costlib.costs._labels.label_indices` (binary: 0/1, bool, -1/1 or
+    ``pos_label``). A label that is no row of the matrix is refused.
+    """
+    if bm.labels is not None:
+        if labels is not None and not np.array_equal(np.asarray(labels), bm.labels):
+            raise ValueError(
+                f"labels={np.asarray(labels).tolist()} disagree with the matrix's own labels "
+                f"{bm.labels.tolist()}"
+            )
+        labels = bm.labels
+    lengths = {len(label_array(y, name)) for y, name in zip(ys, ("y_true", "y_pred"),
+                                                            strict=False)}
+    if len(lengths) > 1:
+        raise ValueError("y_true and y_pred have different lengths")
+    return label_indices(ys[0], bm.n_classes, labels, *ys[1:], pos_label=pos_label)
+
+
+def _weighted_confusion(
+    ti: np.ndarray, pi: np.ndarray, k: int, w: np.ndarray
+) -> np.ndarray:
+    cm: np.ndarray = np.bincount(ti * k + pi, weights=w, minlength=k * k).reshape(k, k)
+    return cm
+
+
 def class_priors(
     y: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None = None
 ) -> np.ndarray:
-    """Empirical (weighted) class priors ``π_i`` of ``y`` in the order of ``labels``."""
-    y = column_or_1d(y)
+    """Empirical (weighted) class priors ``π_i`` of ``y`` in the order of ``labels``.
+
+    A missing label (NaN, None, ``<NA>``) is refused; every other label must be in ``labels``.
+    """
+    y = label_array(y, "y")
     labels = np.asarray(labels)
     w = _check_weights(sample_weight, y.shape[0])
     pos = {lab: i for i, lab in enumerate(labels.tolist())}
@@ -81,6 +110,7 @@ def expected_benefit(
     benefit_matrix: ArrayLike | BenefitMatrix,
     *,
     labels: ArrayLike | None = None,
+    pos_label: object = None,
     sample_weight: ArrayLike | None = None,
 ) -> float:
     """Expected per-sample benefit ``B = Σ_i Σ_j π_i F_ij b_ij`` of hard predictions.
@@ -94,23 +124,30 @@ def expected_benefit(
     benefit_matrix : array-like of shape (K, K) or BenefitMatrix
         Rows = true class, columns = predicted class.
     labels : array-like of shape (K,), default=None
-        The class of each row/column when the matrix has no labels; by default the sorted
-        distinct labels of ``y_true`` and ``y_pred``, which must then number exactly K.
+        The class of each row/column when the matrix has no labels. By default a 2x2
+        matrix needs labels 0/1, bool or -1/1 (or ``pos_label``); a K x K one labels
+        ``0..K-1`` or K distinct labels in sorted order.
+    pos_label : scalar, default=None
+        2x2 matrices only: the label of the positive class (row/column 1), for labels such as
+        ``"fraud"``/``"ok"``, which are refused without it.
     sample_weight : array-like of shape (n_samples,), default=None
 
     Returns
     -------
     float
+
+    Examples
+    --------
+    >>> b = [[0.0, -5.0], [-100.0, 95.0]]
+    >>> expected_benefit(["ok", "fraud"], ["ok", "fraud"], b, pos_label="fraud")
+    47.5
     """
     bm = as_benefit_matrix(benefit_matrix)
-    y_true = column_or_1d(y_true)
-    y_pred = column_or_1d(y_pred)
-    check_consistent_length(y_true, y_pred)
-    if y_true.shape[0] == 0:
+    ti, pi = matrix_indices(bm, labels, pos_label, y_true, y_pred)
+    if ti.shape[0] == 0:
         raise ValueError("y_true is empty")
-    lab = _resolve_labels(bm, labels, y_true, y_pred)
-    w = _check_weights(sample_weight, y_true.shape[0])
-    cm = confusion_matrix(y_true, y_pred, labels=lab, sample_weight=w)
+    w = _check_weights(sample_weight, ti.shape[0])
+    cm = _weighted_confusion(ti, pi, bm.n_classes, w)
     return float((cm * bm.values).sum() / cm.sum())
 
 
@@ -120,6 +157,7 @@ def normalized_benefit(
     benefit_matrix: ArrayLike | BenefitMatrix,
     *,
     labels: ArrayLike | None = None,
+    pos_label: object = None,
     sample_weight: ArrayLike | None = None,
 ) -> float:
     """Normalised benefit ``μ = B / Σ_i π_i b_ii`` (1 = every sample correct).
@@ -133,13 +171,13 @@ def normalized_benefit(
         If ``Σ_i π_i b_ii == 0`` (e.g. a pure cost matrix with zero diagonal): μ is undefined.
     """
     bm = as_benefit_matrix(benefit_matrix)
-    y_true_arr = column_or_1d(y_true)
-    y_pred_arr = column_or_1d(y_pred)
     b = expected_benefit(
-        y_true_arr, y_pred_arr, bm, labels=labels, sample_weight=sample_weight
+        y_true, y_pred, bm, labels=labels, pos_label=pos_label, sample_weight=sample_weight
     )
-    lab = _resolve_labels(bm, labels, y_true_arr, y_pred_arr)
-    pri = class_priors(y_true_arr, lab, sample_weight)
+    ti, _ = matrix_indices(bm, labels, pos_label, y_true, y_pred)
+    w = _check_weights(sample_weight, ti.shape[0])
+    mass = np.bincount(ti, weights=w, minlength=bm.n_classes)
+    pri = mass / mass.sum()
     bound = float(pri @ np.diag(bm.values))
     if bound == 0.0:
         raise ValueError(
@@ -154,6 +192,7 @@ def _binary_scores(
     scores: ArrayLike,
     benefit_matrix: ArrayLike | BenefitMatrix,
     labels: ArrayLike | None,
+    pos_label: object,
     sample_weight: ArrayLike | None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     bm = as_benefit_matrix(benefit_matrix)
@@ -162,10 +201,11 @@ def _binary_scores(
             f"the benefit curve over one score needs a 2x2 benefit matrix, got "
             f"{bm.n_classes}x{bm.n_classes}"
         )
-    y_true = column_or_1d(y_true)
+    (ti,) = matrix_indices(bm, labels, pos_label, y_true)
     s = column_or_1d(np.asarray(scores))
-    check_consistent_length(y_true, s)
-    if y_true.shape[0] == 0:
+    if s.shape[0] != ti.shape[0]:
+        raise ValueError(f"scores has {s.shape[0]} entries, y_true {ti.shape[0]}")
+    if ti.shape[0] == 0:
         raise ValueError("y_true is empty")
     try:
         s = s.astype(np.float64)
@@ -173,18 +213,11 @@ def _binary_scores(
         raise ValueError("scores must be numeric") from None
     if not np.isfinite(s).all():
         raise ValueError("scores must be finite (no NaN or inf)")
-    if bm.labels is None and labels is None:
-        lab = unique_labels(y_true)
-        if lab.shape[0] != 2:
-            raise ValueError(
-                f"y_true has {lab.shape[0]} distinct label(s) {lab.tolist()}; pass labels= "
-                "(negative, positive) when one class is absent"
-            )
-    else:
-        lab = _resolve_labels(bm, labels, y_true)
-    is_pos = y_true == lab[1]
-    w = _check_weights(sample_weight, y_true.shape[0])
-    return bm.values, s, is_pos, w
+    lab = bm.labels if bm.labels is not None else labels
+    order = score_order(lab, pos_label)
+    is_pos = ti == order[1]
+    w = _check_weights(sample_weight, ti.shape[0])
+    return bm.values[np.ix_(order, order)], s, is_pos, w
 
 
 def benefit_curve(
@@ -193,12 +226,14 @@ def benefit_curve(
     benefit_matrix: ArrayLike | BenefitMatrix,
     *,
     labels: ArrayLike | None = None,
+    pos_label: object = None,
     sample_weight: ArrayLike | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Expected benefit ``B(t)`` at every distinct decision threshold of a binary score.
 
-    Decision rule: ``s < t`` → class 0 (``labels[0]``), ``s >= t`` → class 1 (``labels[1]``,
-    the positive class, expected to score higher). This is scikit-learn's rule (its
+    Decision rule: ``s < t`` → the negative class, ``s >= t`` → the positive class (row 1 of
+    a plain matrix; with labels, ``pos_label`` or the label 1/True), expected to score higher.
+    This is scikit-learn's rule (its
     :class:`~sklearn.model_selection.TunedThresholdClassifierCV` predicts the positive class
     when the score is ``>=`` the threshold), so a threshold from here can be set on a
     scikit-learn classifier as is. (The paper writes ``s > t``; for continuous scores the two
@@ -219,7 +254,9 @@ def benefit_curve(
     benefit_matrix : array-like of shape (2, 2) or BenefitMatrix
         Rows = true class, columns = predicted class.
     labels : array-like of shape (2,), default=None
-        ``(class 0, class 1)``; by default the sorted labels of ``y_true`` (must be two).
+        ``(class 0, class 1)``; by default the labels must be 0/1, bool or -1/1.
+    pos_label : scalar, default=None
+        The label of class 1 (the positive class), for other labels (e.g. strings).
     sample_weight : array-like of shape (n_samples,), default=None
 
     Returns
@@ -229,7 +266,8 @@ def benefit_curve(
     benefit : ndarray of shape (n_thresholds,)
         ``B(t)`` per threshold (per-sample benefit).
     """
-    b, s, is_pos, w = _binary_scores(y_true, scores, benefit_matrix, labels, sample_weight)
+    b, s, is_pos, w = _binary_scores(y_true, scores, benefit_matrix, labels, pos_label,
+                                  sample_weight)
     uniq, inv = np.unique(s, return_inverse=True)
     w0 = np.bincount(inv, weights=np.where(is_pos, 0.0, w), minlength=uniq.shape[0])
     w1 = np.bincount(inv, weights=np.where(is_pos, w, 0.0), minlength=uniq.shape[0])
@@ -251,6 +289,7 @@ def benefit_optimal_threshold(
     benefit_matrix: ArrayLike | BenefitMatrix,
     *,
     labels: ArrayLike | None = None,
+    pos_label: object = None,
     sample_weight: ArrayLike | None = None,
 ) -> float:
     """Threshold ``t*`` maximising the empirical ``B(t)`` (rule: ``s >= t`` → class 1).
@@ -271,7 +310,8 @@ def benefit_optimal_threshold(
     float
     """
     thresholds, benefit = benefit_curve(
-        y_true, scores, benefit_matrix, labels=labels, sample_weight=sample_weight
+        y_true, scores, benefit_matrix, labels=labels, pos_label=pos_label,
+        sample_weight=sample_weight
     )
     return float(thresholds[int(np.argmax(benefit))])
 
@@ -280,6 +320,7 @@ def benefit_scorer(
     matrix: ArrayLike | BenefitMatrix | CostMatrix,
     *,
     labels: ArrayLike | None = None,
+    pos_label: object = None,
     normalize: bool = False,
 ) -> Any:
     """A scikit-learn scorer of the expected benefit (or, from costs, minus the expected cost).
@@ -302,6 +343,9 @@ def benefit_scorer(
     labels : array-like of shape (K,), default=None
         The class of each row/column when the matrix carries no labels (by default the sorted
         labels seen by each call; pass them when a fold or a threshold may lack a class).
+    pos_label : scalar, default=None
+        2x2 matrices: the label of the positive class (row/column 1) when the labels are not
+        0/1, bool or -1/1.
     normalize : bool, default=False
         Score with ``μ = B / Σ_i π_i b_ii`` instead of ``B``.
 
@@ -324,5 +368,7 @@ def benefit_scorer(
     kwargs: dict[str, Any] = {"benefit_matrix": bm}
     if labels is not None:
         kwargs["labels"] = labels
+    if pos_label is not None:
+        kwargs["pos_label"] = pos_label
     return make_scorer(func, **kwargs)
 

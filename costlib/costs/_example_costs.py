@@ -41,8 +41,9 @@ import numpy as np
 import numpy.typing as npt
 from numpy.typing import ArrayLike
 
-from costlib._sklearn import column_or_1d, unique_labels
-from costlib.costs._matrices import BenefitMatrix, CostMatrix
+from costlib._sklearn import column_or_1d
+from costlib.costs._labels import label_array, label_indices, matrix_labels, score_order
+from costlib.costs._matrices import BenefitMatrix, CostMatrix, not_square_message
 
 __all__ = [
     "as_example_benefits",
@@ -182,6 +183,8 @@ def as_example_costs(
         raise ValueError(f"{name}: got a BenefitMatrix where costs are expected; use "
                          "as_example_benefits or BenefitMatrix.to_costs()")
     arr = _float_array(cost_matrix, name)
+    if arr.ndim == 2 and arr.shape[0] != arr.shape[1]:
+        raise ValueError(not_square_message(arr.shape, name))
     if arr.ndim == 2:
         if n_samples is None:
             raise ValueError(f"{name} is a single {arr.shape} matrix; n_samples is needed to "
@@ -232,45 +235,6 @@ def as_example_benefits(
                 "Pass strict=False to accept it."
             )
     return arr
-
-
-def label_indices(
-    y: ArrayLike, n_classes: int, labels: ArrayLike | None = None, *others: ArrayLike
-) -> tuple[IntArray, ...]:
-    """Class index (row of the cost matrix) of each label of ``y`` and of ``others``.
-
-    With ``labels`` given, ``labels[k]`` is the class of row/column ``k``. Without, labels that
-    are all integers in ``0..K-1`` (or booleans) are used as indices directly; otherwise the
-    sorted distinct labels of all vectors must number exactly K.
-    """
-    ys = [column_or_1d(np.asarray(v)) for v in (y, *others)]
-    if labels is not None:
-        lab = np.asarray(labels)
-        if lab.ndim != 1 or lab.shape[0] != n_classes or np.unique(lab).shape[0] != n_classes:
-            raise ValueError(f"labels must be {n_classes} distinct values (one per cost matrix "
-                             f"row), got {lab.tolist()}")
-    elif all(v.dtype.kind in "biu" and (v.size == 0 or (v.min() >= 0 and v.max() < n_classes))
-             for v in ys):
-        return tuple(v.astype(np.intp) for v in ys)
-    else:
-        lab = unique_labels(*ys)
-        if lab.shape[0] != n_classes:
-            raise ValueError(
-                f"the labels {lab.tolist()} are not {n_classes} classes; pass labels= to say "
-                "which class each cost matrix row/column is"
-            )
-    order = np.argsort(lab, kind="stable")
-    out = []
-    for name, v in zip(("y_true", "y_pred", "y"), ys, strict=False):
-        pos = np.searchsorted(lab[order], v)
-        pos = np.clip(pos, 0, n_classes - 1)
-        idx = order[pos]
-        unknown = v[lab[idx] != v]
-        if unknown.size:
-            raise ValueError(f"{name} has label(s) {np.unique(unknown).tolist()[:5]} that are "
-                             f"not among {lab.tolist()}")
-        out.append(idx.astype(np.intp))
-    return tuple(out)
 
 
 def _weights(sample_weight: ArrayLike | None, n: int) -> FloatArray:
@@ -368,6 +332,7 @@ def total_cost(
     cost_matrix: ArrayLike | CostMatrix,
     *,
     labels: ArrayLike | None = None,
+    pos_label: object = None,
     sample_weight: ArrayLike | None = None,
 ) -> float:
     """Total cost ``Σ_i w_i C[i, y_i, ŷ_i]`` of hard predictions.
@@ -379,13 +344,27 @@ def total_cost(
         Rows = true class, columns = predicted class.
     labels : array-like of shape (K,), default=None
         Class of each cost-matrix row; see :func:`label_indices` for the default.
+    pos_label : scalar, default=None
+        Binary costs only: the label of the positive class (row/column 1). By default the
+        labels must be 0/1, bool or -1/1; other labels (e.g. ``"fraud"``/``"ok"``) are refused
+        without it.
     sample_weight : array-like of shape (n,), default=None
+
+    Examples
+    --------
+    >>> y = ["ok", "ok", "fraud", "ok", "fraud"]
+    >>> c = binary_example_costs(fn=[10, 20, 300, 40, 50], fp=5.0, tp=5.0)
+    >>> total_cost(y, y, c, pos_label="fraud")
+    10.0
+    >>> total_cost(y, ["ok"] * 5, c, pos_label="fraud")
+    350.0
     """
-    yt = column_or_1d(np.asarray(y_true))
+    yt = label_array(y_true, "y_true")
     c = as_example_costs(cost_matrix, yt.shape[0])
-    if column_or_1d(np.asarray(y_pred)).shape[0] != yt.shape[0]:
+    if label_array(y_pred, "y_pred").shape[0] != yt.shape[0]:
         raise ValueError("y_true and y_pred have different lengths")
-    ti, pi = label_indices(yt, c.shape[1], labels, y_pred)
+    ti, pi = label_indices(yt, c.shape[1], matrix_labels(cost_matrix, labels), y_pred,
+                           pos_label=pos_label)
     w = _weights(sample_weight, yt.shape[0])
     rows = np.arange(yt.shape[0])
     return float(w @ c[rows, ti, pi])
@@ -397,23 +376,35 @@ def savings_score(
     cost_matrix: ArrayLike | CostMatrix,
     *,
     labels: ArrayLike | None = None,
+    pos_label: object = None,
     sample_weight: ArrayLike | None = None,
 ) -> float:
     """Savings ``1 - cost(ŷ) / cost_base`` relative to the cheapest constant prediction.
 
     ``cost_base = min_k Σ_i w_i C[i, y_i, k]`` (binary: the cheaper of "flag none" and "flag
     all"). 1 is a perfect policy, 0 the trivial one, negative worse than it. Usable as a
-    scikit-learn scorer with metadata routing:
-    ``make_scorer(savings_score).set_score_request(cost_matrix=True)``.
+    scikit-learn scorer: :func:`costlib.estimators.make_cost_scorer` routes the costs into
+    both the estimator's ``predict`` and this metric.
+
+    Parameters
+    ----------
+    y_true, y_pred : array-like of shape (n,)
+    cost_matrix : array-like of shape (n, K, K) or (K, K)
+        Rows = true class, columns = predicted class.
+    labels, pos_label, sample_weight
+        As in :func:`total_cost`.
 
     Raises
     ------
     ValueError
         If ``cost_base <= 0`` (a constant policy is already free: savings undefined).
     """
-    yt = column_or_1d(np.asarray(y_true))
+    yt = label_array(y_true, "y_true")
     c = as_example_costs(cost_matrix, yt.shape[0])
-    ti, pi = label_indices(yt, c.shape[1], labels, y_pred)
+    if label_array(y_pred, "y_pred").shape[0] != yt.shape[0]:
+        raise ValueError("y_true and y_pred have different lengths")
+    ti, pi = label_indices(yt, c.shape[1], matrix_labels(cost_matrix, labels), y_pred,
+                           pos_label=pos_label)
     w = _weights(sample_weight, yt.shape[0])
     rows = np.arange(yt.shape[0])
     per_class = w @ c[rows, ti, :]  # cost of predicting k for everyone
@@ -430,9 +421,13 @@ def cost_curve(
     cost_matrix: ArrayLike | CostMatrix,
     *,
     labels: ArrayLike | None = None,
+    pos_label: object = None,
     sample_weight: ArrayLike | None = None,
 ) -> tuple[FloatArray, FloatArray]:
-    """Total example-dependent cost of the rule ``score >= t`` → class 1 at every threshold.
+    """Total example-dependent cost of the rule ``score >= t`` → positive at every threshold.
+
+    The positive class is row/column 1 of plain costs; with labels (``labels=`` or a labelled
+    :class:`~costlib.costs.CostMatrix`) it is ``pos_label`` or the label 1/True.
 
     ``cost(t) = Σ_{s_i < t} w_i C[i, y_i, 0] + Σ_{s_i >= t} w_i C[i, y_i, 1]``, which only
     changes at observed scores: candidates are every distinct score (the smallest flags
@@ -447,7 +442,7 @@ def cost_curve(
     cost : ndarray of shape (m,)
         Total cost at each threshold.
     """
-    yt = column_or_1d(np.asarray(y_true))
+    yt = label_array(y_true, "y_true")
     s = column_or_1d(_float_array(scores, "scores"))
     if s.shape[0] != yt.shape[0]:
         raise ValueError(f"scores has {s.shape[0]} entries, y_true {yt.shape[0]}")
@@ -455,11 +450,13 @@ def cost_curve(
         raise ValueError("y_true is empty")
     _check_finite(s, "scores")
     c = as_example_costs(cost_matrix, yt.shape[0], n_classes=2)
-    (ti,) = label_indices(yt, 2, labels)
+    lab = matrix_labels(cost_matrix, labels)
+    (ti,) = label_indices(yt, 2, lab, pos_label=pos_label)
+    neg, pos = score_order(lab, pos_label)
     w = _weights(sample_weight, yt.shape[0])
     rows = np.arange(yt.shape[0])
-    c0 = w * c[rows, ti, 0]
-    c1 = w * c[rows, ti, 1]
+    c0 = w * c[rows, ti, neg]
+    c1 = w * c[rows, ti, pos]
     uniq, inv = np.unique(s, return_inverse=True)
     below = np.concatenate(([0.0], np.cumsum(np.bincount(inv, c0, uniq.shape[0]))))
     above1 = np.concatenate(([0.0], np.cumsum(np.bincount(inv, c1, uniq.shape[0]))))
@@ -473,6 +470,7 @@ def cost_optimal_threshold(
     cost_matrix: ArrayLike | CostMatrix,
     *,
     labels: ArrayLike | None = None,
+    pos_label: object = None,
     sample_weight: ArrayLike | None = None,
 ) -> float:
     """The single score threshold minimising the total example-dependent cost.
@@ -482,7 +480,7 @@ def cost_optimal_threshold(
     this is :func:`costlib.costs.benefit_optimal_threshold`.
     """
     thresholds, cost = cost_curve(y_true, scores, cost_matrix, labels=labels,
-                                  sample_weight=sample_weight)
+                                  pos_label=pos_label, sample_weight=sample_weight)
     return float(thresholds[int(np.argmin(cost))])
 
 
@@ -492,6 +490,7 @@ def expected_example_benefit(
     benefit_matrix: ArrayLike | BenefitMatrix,
     *,
     labels: ArrayLike | None = None,
+    pos_label: object = None,
     sample_weight: ArrayLike | None = None,
     strict: bool = True,
 ) -> float:
@@ -500,11 +499,12 @@ def expected_example_benefit(
     The benefit metric of :func:`costlib.costs.expected_benefit` with one benefit matrix
     per row (equal to it when all rows share one matrix).
     """
-    yt = column_or_1d(np.asarray(y_true))
+    yt = label_array(y_true, "y_true")
     if yt.shape[0] == 0:
         raise ValueError("y_true is empty")
     b = as_example_benefits(benefit_matrix, yt.shape[0], strict=strict)
-    ti, pi = label_indices(yt, b.shape[1], labels, y_pred)
+    ti, pi = label_indices(yt, b.shape[1], matrix_labels(benefit_matrix, labels), y_pred,
+                           pos_label=pos_label)
     w = _weights(sample_weight, yt.shape[0])
     if w.sum() <= 0:
         raise ValueError("sample_weight must not be all zero")
@@ -518,6 +518,7 @@ def normalized_example_benefit(
     benefit_matrix: ArrayLike | BenefitMatrix,
     *,
     labels: ArrayLike | None = None,
+    pos_label: object = None,
     sample_weight: ArrayLike | None = None,
     strict: bool = True,
 ) -> float:
@@ -531,11 +532,11 @@ def normalized_example_benefit(
     ValueError
         If ``B_max == 0``.
     """
-    yt = column_or_1d(np.asarray(y_true))
+    yt = label_array(y_true, "y_true")
     got = expected_example_benefit(yt, y_pred, benefit_matrix, labels=labels,
-                                   sample_weight=sample_weight, strict=strict)
+                                   pos_label=pos_label, sample_weight=sample_weight, strict=strict)
     best = expected_example_benefit(yt, yt, benefit_matrix, labels=labels,
-                                    sample_weight=sample_weight, strict=strict)
+                                    pos_label=pos_label, sample_weight=sample_weight, strict=strict)
     if best == 0.0:
         raise ValueError("normalized benefit is undefined: the benefit of perfect predictions "
                          "is 0")

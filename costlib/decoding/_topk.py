@@ -211,6 +211,19 @@ def expected_loss(
     tol : float
         Poisson-binomial tail mass dropped per update (error at most ``2 n tol``); ``0`` for the
         exact sum.
+
+    Returns
+    -------
+    float
+        Within the range of the loss over the outcomes of positive probability (a named loss:
+        ``[0, 1]``).
+
+    Examples
+    --------
+    Predicting nothing on items that are surely positive loses everything, exactly:
+
+    >>> expected_loss([0.9, 1.0, 0.7], [False, False, False], "f1")
+    1.0
     """
     p = as_probability_vector(probabilities)
     s = np.asarray(selected)
@@ -226,5 +239,10 @@ def expected_loss(
     rest = poisson_binomial(p[~s], tol)
     tp = top.support[:, None]
     fn = rest.support[None, :]
-    grid = loss_obj(tp, k - tp, fn, (n - k) - fn)
-    return float(top.pmf @ grid @ rest.pmf)
+    grid = np.asarray(loss_obj(tp, k - tp, fn, (n - k) - fn), dtype=np.float64)
+    # A convex combination of losses: dividing by the (rounded, or truncated) total mass and
+    # clamping to the losses combined keeps it within them, e.g. exactly 1.0 when every
+    # outcome with any probability costs 1.
+    value = float(top.pmf @ grid @ rest.pmf) / float(top.pmf.sum() * rest.pmf.sum())
+    reached = grid[np.ix_(top.pmf > 0, rest.pmf > 0)]
+    return float(min(max(value, float(reached.min())), float(reached.max())))

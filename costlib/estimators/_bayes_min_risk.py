@@ -14,8 +14,17 @@ from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
 from costlib.costs._example_costs import as_example_costs
+from costlib.costs._labels import standard_positive
 from costlib.costs._matrices import CostMatrix
-from costlib.estimators._common import aligned_cost_matrix
+from costlib.estimators._common import (
+    BinaryClasses,
+    CostFallbackWarning,
+    aligned_cost_matrix,
+    binary_costs_internal,
+    fit_posterior_model,
+    internal_proba,
+    warn_every_time,
+)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -45,20 +54,33 @@ class BayesMinimumRiskClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstima
     cv : int or cross-validation generator, default=5
         Passed to ``CalibratedClassifierCV``.
     cost_matrix : array-like of shape (K, K) or CostMatrix, default=None
-        Costs used when :meth:`predict` gets none (0/1 costs if None too).
+        Costs used when :meth:`predict` gets none. If both are None the decision falls back
+        to 0/1 costs (the most probable class) with a :class:`CostFallbackWarning` on every
+        call: in cross-validation, score with :func:`make_cost_scorer`, which routes each
+        fold's costs into :meth:`predict`.
+    pos_label : label, default=None
+        Two classes only: the positive class, row/column 1 of plain 2x2 costs (per example or
+        shared). Needed when the classes are not 0/1, bool or -1/1 (e.g. ``"fraud"``/
+        ``"ok"``), where plain costs are otherwise refused rather than read in sorted-label
+        order.
 
     Attributes
     ----------
     estimator_ : classifier
         The fitted (calibrated) classifier.
     classes_ : ndarray of shape (K,)
+        Sorted labels. With two classes the estimator is fitted on 0/1 targets (1 = the
+        positive class), so any label convention gives the same model.
+    pos_label_ : label or None
+        The positive class of two (``pos_label``, else ``1``/``True``, else ``classes_[1]``
+        when only 0/1 costs are used); None for K > 2.
     cost_matrix_ : ndarray of shape (K, K)
         The default costs aligned to ``classes_``.
 
     Examples
     --------
     >>> import numpy as np
-    >>> from costlib.costs._example_costs import binary_example_costs
+    >>> from costlib.costs import binary_example_costs
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(300, 2)); y = (X[:, 0] + rng.normal(size=300) > 1).astype(int)
     >>> clf = BayesMinimumRiskClassifier(calibration="sigmoid").fit(X, y)
@@ -74,11 +96,13 @@ class BayesMinimumRiskClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstima
         calibration: Literal["sigmoid", "isotonic"] | None = None,
         cv: Any = 5,
         cost_matrix: ArrayLike | CostMatrix | None = None,
+        pos_label: object = None,
     ) -> None:
         self.estimator = estimator
         self.calibration = calibration
         self.cv = cv
         self.cost_matrix = cost_matrix
+        self.pos_label = pos_label
 
     def _base_estimator(self) -> Any:
         return LogisticRegression() if self.estimator is None else self.estimator
@@ -115,19 +139,21 @@ class BayesMinimumRiskClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstima
             model = CalibratedClassifierCV(model, method=self.calibration, cv=self.cv)
         if sample_weight is not None:
             fit_params["sample_weight"] = sample_weight
-        self.estimator_ = model.fit(X, y, **fit_params)
-        classes = np.asarray(self.estimator_.classes_)
-        if classes.shape[0] < 2:
-            raise ValueError("the classifier needs samples of at least 2 classes")
-        self.cost_matrix_ = aligned_cost_matrix(self.cost_matrix, classes)
+        frozen = type(base).__name__ == "FrozenEstimator"
+        self.estimator_, classes, binary, self._encoded = fit_posterior_model(
+            model, X, y, self.pos_label, frozen=frozen, fit_params=fit_params)
+        self.classes_ = classes
+        self.pos_label_ = None if binary is None else classes[binary.positive]
+        self.cost_matrix_ = aligned_cost_matrix(self.cost_matrix, classes, self.pos_label)
         return self
 
-    @property
-    def classes_(self) -> npt.NDArray[Any]:
-        """Class labels of the fitted classifier."""
+    def _binary(self) -> BinaryClasses | None:
         check_is_fitted(self, "estimator_")
-        out: npt.NDArray[Any] = self.estimator_.classes_
-        return out
+        if self.classes_.shape[0] != 2:
+            return None
+        binary = BinaryClasses(self.classes_, self.pos_label_, needed=False)
+        binary.known = self.pos_label is not None or standard_positive(self.classes_.tolist())
+        return binary
 
     @property
     def n_features_in_(self) -> int:
@@ -136,45 +162,92 @@ class BayesMinimumRiskClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstima
         return int(self.estimator_.n_features_in_)
 
     def predict_proba(self, X: ArrayLike) -> FloatArray:
-        """Posteriors of the fitted (calibrated) classifier, shape (n, K)."""
-        check_is_fitted(self, "estimator_")
-        out: FloatArray = np.asarray(self.estimator_.predict_proba(X), dtype=np.float64)
+        """Posteriors of the fitted (calibrated) classifier, shape (n, K), ``classes_`` order."""
+        binary = self._binary()
+        p = internal_proba(self.estimator_, X, binary, self._encoded)
+        out: FloatArray = p if binary is None else binary.columns(p)
         return out
+
+    def _internal_risk(
+        self, X: ArrayLike, cost_matrix: ArrayLike | CostMatrix | None
+    ) -> tuple[FloatArray, BinaryClasses | None]:
+        """Expected costs, (negative, positive) columns for two classes, else ``classes_``."""
+        binary = self._binary()
+        proba = internal_proba(self.estimator_, X, binary, self._encoded)
+        n, k = proba.shape
+        if cost_matrix is None:
+            if self.cost_matrix is None:
+                warn_every_time(
+                    f"{type(self).__name__} got no cost_matrix (neither in predict nor in the "
+                    "constructor): deciding by 0/1 costs, i.e. the most probable class. Pass "
+                    "cost_matrix= to predict; in cross-validation score with "
+                    "costlib.estimators.make_cost_scorer(...), which routes the costs into "
+                    "predict", CostFallbackWarning, stacklevel=3)
+            shared = self.cost_matrix_
+            if binary is not None:
+                shared = shared[np.ix_(binary.order, binary.order)]
+            costs = np.broadcast_to(shared, (n, k, k))
+        elif isinstance(cost_matrix, CostMatrix) and cost_matrix.labels is not None:
+            order = self.classes_ if binary is None else self.classes_[binary.order]
+            costs = as_example_costs(cost_matrix.aligned_to(order), n, n_classes=k)
+        else:
+            costs = as_example_costs(cost_matrix, n, n_classes=k)
+            if binary is not None:
+                costs = binary_costs_internal(costs, binary, self.pos_label)
+        out: FloatArray = np.einsum("iq,iqk->ik", proba, costs)
+        return out, binary
 
     def expected_costs(
         self, X: ArrayLike, cost_matrix: ArrayLike | CostMatrix | None = None
     ) -> FloatArray:
-        """``R_i(k) = Σ_q p(q|x_i) C_i[q, k]``, shape (n, K).
+        """``R_i(k) = Σ_q p(q|x_i) C_i[q, k]``, shape (n, K), columns in ``classes_`` order.
 
-        ``cost_matrix`` of shape (n, K, K) or (K, K) in ``classes_`` order; None uses the
-        constructor's ``cost_matrix`` (0/1 costs if that is None too).
+        ``cost_matrix`` of shape (n, K, K) or (K, K): two classes as (negative, positive)
+        (see ``pos_label``), K > 2 in ``classes_`` order; a :class:`CostMatrix` with labels is
+        aligned by them. None uses the constructor's ``cost_matrix``; if that is None too,
+        0/1 costs with a :class:`CostFallbackWarning`.
         """
-        proba = self.predict_proba(X)
-        n, k = proba.shape
-        if cost_matrix is None:
-            costs = np.broadcast_to(self.cost_matrix_, (n, k, k))
-        else:
-            costs = as_example_costs(cost_matrix, n, n_classes=k)
-        out: FloatArray = np.einsum("iq,iqk->ik", proba, costs)
-        return out
+        risk, binary = self._internal_risk(X, cost_matrix)
+        return risk if binary is None else binary.columns(risk)
 
     def decision_function(
         self, X: ArrayLike, cost_matrix: ArrayLike | CostMatrix | None = None
     ) -> FloatArray:
-        """Negated expected costs (binary: ``R(0) - R(1)``, > 0 where flagging is cheaper)."""
-        risk = self.expected_costs(X, cost_matrix)
-        if risk.shape[1] == 2:
-            out: FloatArray = risk[:, 0] - risk[:, 1]
+        """Negated expected costs (binary: ``R(classes_[0]) - R(classes_[1])``, > 0 where
+        ``classes_[1]`` is cheaper)."""
+        risk, binary = self._internal_risk(X, cost_matrix)
+        if binary is not None:
+            out: FloatArray = binary.sign * (risk[:, 0] - risk[:, 1])
             return out
         return -risk
 
     def predict(
         self, X: ArrayLike, cost_matrix: ArrayLike | CostMatrix | None = None
     ) -> npt.NDArray[Any]:
-        """Minimum-risk class per example (ties go to the first class of ``classes_``)."""
-        idx = np.argmin(self.expected_costs(X, cost_matrix), axis=1)
-        out: npt.NDArray[Any] = self.classes_[idx]
+        """Minimum-risk class per example.
+
+        Two classes: the positive class only where it is strictly cheaper (a tie keeps the
+        negative one, whatever the labels); K classes: ties go to the first of ``classes_``.
+        """
+        risk, binary = self._internal_risk(X, cost_matrix)
+        if binary is not None:
+            return binary.decode(risk[:, 1] < risk[:, 0])
+        out: npt.NDArray[Any] = self.classes_[np.argmin(risk, axis=1)]
         return out
+
+    def score(
+        self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None,
+        cost_matrix: ArrayLike | CostMatrix | None = None,
+    ) -> float:
+        """Mean accuracy of the minimum-risk decisions under ``cost_matrix``.
+
+        The decisions use the costs (routed like :meth:`predict`'s); the score counts
+        agreements. To score the cost itself, use :func:`make_cost_scorer`.
+        """
+        from sklearn.metrics import accuracy_score
+
+        return float(accuracy_score(y, self.predict(X, cost_matrix=cost_matrix),
+                                    sample_weight=sample_weight))
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()

@@ -16,7 +16,12 @@ from costlib._messages import plain
 from costlib.costs._benefit import class_priors
 from costlib.costs._binary import eta, one_vs_rest_benefit
 from costlib.costs._matrices import BenefitMatrix
-from costlib.estimators._common import aligned_benefit_matrix, encode_classes
+from costlib.estimators._common import (
+    BinaryClasses,
+    aligned_benefit_matrix,
+    checked_labels,
+    encode_classes,
+)
 
 
 class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
@@ -61,6 +66,11 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
         Rows = true class, columns = predicted class, in the order of ``classes_`` (sorted
         labels) unless a :class:`~costlib.costs.BenefitMatrix` with labels is given. None
         means ``b_ii = 1``, ``b_ij = -1`` (η = 1: plain logistic regression).
+    pos_label : label, default=None
+        Two classes only: the positive class, row/column 1 of a plain 2x2 benefit matrix. Needed
+        when the classes are not 0/1, bool or -1/1 (e.g. ``"fraud"``/``"ok"``), where a
+        plain matrix is otherwise refused rather than read in sorted-label order; a
+        labelled matrix says it itself.
     combination : {"paper", "normalized"}, default="paper"
         How the K x K matrix is combined for each one-vs-rest problem (see above). Unused for
         two classes.
@@ -81,7 +91,11 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
         The benefit matrix aligned to ``classes_``.
     class_priors_ : ndarray of shape (K,)
     binary_benefit_matrices_ : ndarray of shape (n_models, 2, 2)
-        The 2x2 matrix of each binary model (``n_models`` = 1 for two classes, else K).
+        The 2x2 matrix of each binary model (``n_models`` = 1 for two classes, else K), rows
+        (negative, positive): for two classes the positive class is ``pos_label_``.
+    pos_label_ : label or None
+        Two classes: the positive class (``pos_label``, else ``1``/``True``, else
+        ``classes_[1]`` for the default cost-blind matrix); None for K > 2.
     etas_ : ndarray of shape (n_models,)
         ``η`` of each binary model.
     coef_ : ndarray of shape (n_models, n_features)
@@ -108,8 +122,10 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
         max_iter: int = 100,
         tol: float = 1e-4,
         solver: str = "lbfgs",
+        pos_label: object = None,
     ) -> None:
         self.benefit_matrix = benefit_matrix
+        self.pos_label = pos_label
         self.combination = combination
         self.priors = priors
         self.C = C
@@ -157,19 +173,29 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
             raise ValueError(
                 f"combination must be 'paper' or 'normalized', got {self.combination!r}"
             )
+        y = checked_labels(y, type(self).__name__)
         X, y = validate_data(
             self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], y_numeric=False
         )
         classes, y_idx = encode_classes(y)
-        b = aligned_benefit_matrix(self.benefit_matrix, classes)
+        b = aligned_benefit_matrix(self.benefit_matrix, classes, self.pos_label)
         sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
         self.classes_ = classes
         self.benefit_matrix_ = b
         self.class_priors_ = self._priors(y_idx, classes, sw)
         k = classes.shape[0]
+        sign = 1.0
+        self.pos_label_ = None
         if k == 2:
-            binaries = [b]
-            targets = [y_idx]
+            # Fitted on 1 = positive (row 1 of the matrix), whatever the labels: the same bits
+            # for 0/1, bool or string labels with pos_label.
+            plain = self.benefit_matrix is not None and getattr(
+                self.benefit_matrix, "labels", None) is None
+            binary = BinaryClasses(classes, self.pos_label, needed=plain)
+            self.pos_label_ = classes[binary.positive]
+            sign = binary.sign
+            binaries = [b[np.ix_(binary.order, binary.order)]]
+            targets = [binary.encode(y)]
         else:
             binaries = [
                 one_vs_rest_benefit(b, self.class_priors_, j, combination=self.combination)
@@ -186,8 +212,8 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
             coefs.append(model.coef_[0])
             intercepts.append(model.intercept_[0])
             n_iter.append(int(np.max(model.n_iter_)))
-        self.coef_ = np.vstack(coefs)
-        self.intercept_ = np.asarray(intercepts, dtype=np.float64)
+        self.coef_ = sign * np.vstack(coefs)
+        self.intercept_ = sign * np.asarray(intercepts, dtype=np.float64)
         self.n_iter_ = np.asarray(n_iter)
         return self
 
@@ -198,12 +224,18 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
         scores = safe_sparse_dot(X, self.coef_.T, dense_output=True) + self.intercept_
         return scores.ravel() if self.classes_.shape[0] == 2 else scores
 
+    def _sign(self) -> float:
+        """+1 if the positive class is ``classes_[1]``, else -1."""
+        return 1.0 if self.classes_[1] == self.pos_label_ else -1.0
+
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Class probabilities; one-vs-rest sigmoids normalised to sum to 1 for K > 2."""
         scores = self.decision_function(X)
         if scores.ndim == 1:
-            p1 = expit(scores)
-            return np.column_stack((1.0 - p1, p1))
+            sign = self._sign()
+            p1 = expit(sign * scores)  # the positive class
+            internal = np.column_stack((1.0 - p1, p1))
+            return internal if sign > 0 else internal[:, ::-1]
         p = expit(scores)
         return p / p.sum(axis=1, keepdims=True)
 
@@ -215,7 +247,9 @@ class BenefitLogisticRegression(ClassifierMixin, BaseEstimator):
         """The class whose (binary benefit) classifier scores highest."""
         scores = self.decision_function(X)
         if scores.ndim == 1:
-            return self.classes_[(scores > 0).astype(np.intp)]
+            sign = self._sign()
+            pos = 1 if sign > 0 else 0
+            return self.classes_[np.where(sign * scores > 0, pos, 1 - pos)]
         return self.classes_[np.argmax(scores, axis=1)]
 
     def __sklearn_tags__(self) -> Any:

@@ -15,7 +15,9 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from costlib._messages import plain
 from costlib.costs._matrices import CostMatrix
 from costlib.estimators._common import (
+    BinaryClasses,
     aligned_cost_matrix,
+    checked_labels,
     cost_decision_function,
     encode_classes,
     min_expected_cost_index,
@@ -50,6 +52,11 @@ class CostSensitiveNaiveBayes(ClassifierMixin, BaseEstimator):
     cost_matrix : array-like of shape (K, K) or CostMatrix, default=None
         Rows = true class, columns = predicted class, in ``classes_`` order unless a
         :class:`~costlib.costs.CostMatrix` with labels is given. None = 0/1 costs.
+    pos_label : label, default=None
+        Two classes only: the positive class, row/column 1 of a plain 2x2 cost matrix. Needed
+        when the classes are not 0/1, bool or -1/1 (e.g. ``"fraud"``/``"ok"``), where a
+        plain matrix is otherwise refused rather than read in sorted-label order; a
+        labelled matrix says it itself.
     n_bins : int, default=5
         Maximum number of categories per continuous attribute (fewer when an attribute has
         fewer distinct values).
@@ -71,6 +78,7 @@ class CostSensitiveNaiveBayes(ClassifierMixin, BaseEstimator):
 
     # Fitted attributes (scikit-learn objects are untyped: Any).
     classes_: np.ndarray
+    pos_label_: Any
     cost_matrix_: np.ndarray
     continuous_features_: np.ndarray
     categorical_features_: np.ndarray
@@ -87,8 +95,10 @@ class CostSensitiveNaiveBayes(ClassifierMixin, BaseEstimator):
         strategy: str = "kmeans",
         categorical_features: ArrayLike | None = None,
         alpha: float = 1.0,
+        pos_label: object = None,
     ) -> None:
         self.cost_matrix = cost_matrix
+        self.pos_label = pos_label
         self.n_bins = n_bins
         self.strategy = strategy
         self.categorical_features = categorical_features
@@ -152,10 +162,14 @@ class CostSensitiveNaiveBayes(ClassifierMixin, BaseEstimator):
         """
         if not isinstance(self.n_bins, Integral) or self.n_bins < 2:
             raise ValueError(f"n_bins must be an int >= 2, got {plain(self.n_bins)}")
+        y = checked_labels(y, type(self).__name__)
         X, y = validate_data(self, X, y, dtype=np.float64)
         classes, _ = encode_classes(y)
         self.classes_ = classes
-        self.cost_matrix_ = aligned_cost_matrix(self.cost_matrix, classes)
+        self.cost_matrix_ = aligned_cost_matrix(self.cost_matrix, classes, self.pos_label)
+        self.pos_label_ = None
+        if classes.shape[0] == 2:
+            self.pos_label_ = classes[BinaryClasses(classes, self.pos_label, needed=False).positive]
         sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
         self.continuous_features_, self.categorical_features_ = self._split_columns(X.shape[1])
         cont = X[:, self.continuous_features_]
@@ -215,5 +229,12 @@ class CostSensitiveNaiveBayes(ClassifierMixin, BaseEstimator):
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """``argmin_k Σ_q V_qk p(C_q) Π_i p(x_i | C_q)``."""
-        idx = min_expected_cost_index(self._scaled_joint(X), self.cost_matrix_)
+        joint = self._scaled_joint(X)
+        if self.classes_.shape[0] == 2:
+            # A tie keeps the negative class, whatever the labels' sort order.
+            binary = BinaryClasses(self.classes_, self.pos_label_, needed=False)
+            order = binary.order
+            idx = min_expected_cost_index(joint[:, order], self.cost_matrix_[np.ix_(order, order)])
+            return binary.decode(idx == 1)
+        idx = min_expected_cost_index(joint, self.cost_matrix_)
         return self.classes_[idx]

@@ -17,7 +17,14 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from costlib.costs._example_costs import as_example_costs
 from costlib.costs._matrices import CostMatrix
-from costlib.estimators._common import check_positive, encode_classes
+from costlib.estimators._common import (
+    BinaryClasses,
+    CostFallbackWarning,
+    check_positive,
+    checked_labels,
+    encode_classes,
+    warn_every_time,
+)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -69,11 +76,19 @@ class ExampleCostLogisticRegression(ClassifierMixin, BaseEstimator):
         L-BFGS-B iterations (also the surrogate fit's ``max_iter``).
     tol : float, default=1e-6
         L-BFGS-B ``gtol`` on the projected gradient of ``J / (C n)``.
+    pos_label : label, default=None
+        The positive class, row/column 1 of the per-example costs. Needed when the classes
+        are not 0/1, bool or -1/1 (e.g. ``"fraud"``/``"ok"``): such costs are otherwise
+        refused rather than read in sorted-label order.
 
     Attributes
     ----------
     classes_ : ndarray of shape (2,)
-        Sorted labels; ``classes_[1]`` is the positive class (row/column 1 of the costs).
+        Sorted labels. The positive class (row/column 1 of the costs) is ``pos_label``, else
+        ``1``/``True``; ``coef_`` and ``decision_function`` score ``classes_[1]`` as in
+        scikit-learn (the negated positive-class score when the positive class sorts first).
+    pos_label_ : label
+        The positive class.
     coef_ : ndarray of shape (1, n_features)
     intercept_ : ndarray of shape (1,)
     n_iter_ : int
@@ -85,7 +100,7 @@ class ExampleCostLogisticRegression(ClassifierMixin, BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from costlib.costs._example_costs import binary_example_costs
+    >>> from costlib.costs import binary_example_costs
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(200, 2)); y = (X[:, 0] + rng.normal(size=200) > 1).astype(int)
     >>> costs = binary_example_costs(fn=rng.uniform(10, 100, 200), fp=5.0)
@@ -102,7 +117,9 @@ class ExampleCostLogisticRegression(ClassifierMixin, BaseEstimator):
         init: Literal["zero", "logistic"] = "zero",
         max_iter: int = 200,
         tol: float = 1e-6,
+        pos_label: object = None,
     ) -> None:
+        self.pos_label = pos_label
         self.C = C
         self.fit_intercept = fit_intercept
         self.init = init
@@ -125,10 +142,12 @@ class ExampleCostLogisticRegression(ClassifierMixin, BaseEstimator):
             Two classes.
         sample_weight : array-like of shape (n_samples,), default=None
         cost_matrix : array-like of shape (n_samples, 2, 2) or (2, 2), default=None
-            Per-example costs, rows = true class, columns = predicted class, in ``classes_``
-            order (see :func:`costlib.costs.binary_example_costs`). None means 0/1
-            costs (then ``J`` is the smoothed error count). Route it through a ``Pipeline``
-            or ``GridSearchCV`` with ``set_fit_request(cost_matrix=True)``.
+            Per-example costs, rows = true class, columns = predicted class, (negative,
+            positive) (see :func:`costlib.costs.binary_example_costs` and ``pos_label``).
+            None means 0/1 costs (then ``J`` is the smoothed error count) and warns
+            (:class:`CostFallbackWarning`) on every fit: route the costs through a
+            ``Pipeline``, ``GridSearchCV`` or ``cross_val_score`` with
+            ``set_fit_request(cost_matrix=True)``.
 
         Returns
         -------
@@ -141,6 +160,7 @@ class ExampleCostLogisticRegression(ClassifierMixin, BaseEstimator):
             raise ValueError(f"max_iter must be a positive int, got {self.max_iter!r}")
         tol = check_positive("tol", self.tol)
         Xv: Any
+        y = checked_labels(y, type(self).__name__)
         Xv, yv = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=np.float64)
         y_type = type_of_target(yv, input_name="y", raise_unknown=True)
         if y_type not in ("binary", "unknown") and np.unique(yv).shape[0] > 2:
@@ -148,13 +168,24 @@ class ExampleCostLogisticRegression(ClassifierMixin, BaseEstimator):
                 "Only binary classification is supported. The type of the target is "
                 f"{y_type} (classes {np.unique(yv).tolist()[:10]})."
             )
-        classes, y_idx = encode_classes(yv)
+        classes, _ = encode_classes(yv)
+        labelled = isinstance(cost_matrix, CostMatrix) and cost_matrix.labels is not None
+        binary = BinaryClasses(classes, self.pos_label,
+                               needed=cost_matrix is not None and not labelled)
+        y_idx = binary.encode(yv)  # 1 = positive: row/column 1 of the costs
         self.classes_ = classes
         n = Xv.shape[0]
         sw = _check_sample_weight(sample_weight, Xv, dtype=np.float64)
-        if cost_matrix is not None:
+        if isinstance(cost_matrix, CostMatrix) and cost_matrix.labels is not None:
+            costs = as_example_costs(cost_matrix.aligned_to(classes[binary.order]), n)
+        elif cost_matrix is not None:
             costs = as_example_costs(cost_matrix, n, n_classes=2)
         else:
+            warn_every_time(
+                "ExampleCostLogisticRegression.fit got no cost_matrix: training on 0/1 costs "
+                "(the smoothed error count). Pass cost_matrix= to fit; through a Pipeline or "
+                "cross_val_score request it with set_fit_request(cost_matrix=True)",
+                CostFallbackWarning)
             costs = np.broadcast_to(1.0 - np.eye(2), (n, 2, 2))
         rows = np.arange(n)
         d = costs[rows, y_idx, 1] - costs[rows, y_idx, 0]
@@ -170,10 +201,12 @@ class ExampleCostLogisticRegression(ClassifierMixin, BaseEstimator):
                      "ftol": 1e-12},
         )
         w = np.asarray(result.x, dtype=np.float64)
-        self.coef_ = w[None, : Xv.shape[1]].copy()
-        self.intercept_ = np.array([w[-1] if self.fit_intercept else 0.0])
+        # The optimiser's w scores the positive class; coef_ scores classes_[1].
+        self.pos_label_ = classes[binary.positive]
+        self.coef_ = binary.sign * w[None, : Xv.shape[1]]
+        self.intercept_ = binary.sign * np.array([w[-1] if self.fit_intercept else 0.0])
         self.n_iter_ = int(result.nit)
-        h = expit(safe_sparse_dot(Xv, self.coef_[0]) + self.intercept_[0])
+        h = expit(safe_sparse_dot(Xv, w[: Xv.shape[1]]) + (w[-1] if self.fit_intercept else 0.0))
         c0 = costs[rows, y_idx, 0]
         self.objective_ = float(sw @ (c0 + h * d) / sw.sum())
         return self
@@ -196,23 +229,37 @@ class ExampleCostLogisticRegression(ClassifierMixin, BaseEstimator):
         return np.asarray(w0, dtype=np.float64)
 
     def decision_function(self, X: ArrayLike) -> FloatArray:
-        """``z = wᵀx + b``; positive where class 1 (``classes_[1]``) is predicted."""
+        """``coef_ᵀx + intercept_``: positive where ``classes_[1]`` is the cheaper decision."""
         check_is_fitted(self, "coef_")
         Xv = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=np.float64,
                            reset=False)
         z: FloatArray = safe_sparse_dot(Xv, self.coef_[0]) + self.intercept_[0]
         return z
 
+    def _positive_score(self, X: ArrayLike) -> FloatArray:
+        """``z`` of the positive class (``decision_function`` is that of ``classes_[1]``)."""
+        out: FloatArray = self._sign() * self.decision_function(X)
+        return out
+
+    def _sign(self) -> float:
+        check_is_fitted(self, "coef_")
+        return 1.0 if self.classes_[1] == self.pos_label_ else -1.0
+
     def predict_proba(self, X: ArrayLike) -> FloatArray:
-        """``[1 - h, h]`` with ``h = σ(z)``: the soft decision, not a calibrated probability."""
-        h = expit(self.decision_function(X))
-        out: FloatArray = np.column_stack((1.0 - h, h))
+        """``h = σ(z)`` for the positive class, ``1 - h`` for the other, in ``classes_`` order.
+
+        The soft decision, not a calibrated probability.
+        """
+        h = expit(self._positive_score(X))
+        internal = np.column_stack((1.0 - h, h))
+        out: FloatArray = internal if self._sign() > 0 else internal[:, ::-1]
         return out
 
     def predict(self, X: ArrayLike) -> npt.NDArray[Any]:
-        """``classes_[1]`` where ``h > 1/2`` (``z > 0``), else ``classes_[0]``."""
-        positive = self.decision_function(X) > 0
-        out: npt.NDArray[Any] = self.classes_[positive.astype(np.intp)]
+        """The positive class where ``h > 1/2`` (``z > 0``), else the negative class."""
+        positive = self._positive_score(X) > 0
+        pos = 1 if self._sign() > 0 else 0
+        out: npt.NDArray[Any] = self.classes_[np.where(positive, pos, 1 - pos)]
         return out
 
     def __sklearn_tags__(self) -> Any:

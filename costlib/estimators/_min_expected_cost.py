@@ -13,8 +13,11 @@ from sklearn.utils.validation import check_is_fitted
 
 from costlib.costs._matrices import CostMatrix
 from costlib.estimators._common import (
+    BinaryClasses,
     aligned_cost_matrix,
     cost_decision_function,
+    fit_posterior_model,
+    internal_proba,
     min_expected_cost_index,
 )
 
@@ -42,12 +45,21 @@ class MinimumExpectedCostClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEst
         Rows = true class, columns = predicted class, in the order of ``classes_`` (sorted
         labels) unless a :class:`~costlib.costs.CostMatrix` with labels is given. None
         means 0/1 costs. A benefit matrix ``b`` is used as ``BenefitMatrix(b).regret_costs()``.
+    pos_label : label, default=None
+        Two classes only: the positive class, row/column 1 of a plain 2x2 cost matrix. Needed
+        when the classes are not 0/1, bool or -1/1 (e.g. ``"fraud"``/``"ok"``), where a
+        plain matrix is otherwise refused rather than read in sorted-label order; a
+        labelled matrix says it itself.
 
     Attributes
     ----------
     estimator_ : classifier
         The fitted probabilistic classifier.
     classes_ : ndarray of shape (K,)
+        Sorted labels. Two classes are fitted as 0/1 targets (1 = the positive class), so any
+        label convention gives the same model.
+    pos_label_ : label or None
+        The positive class of two; None for K > 2.
     cost_matrix_ : ndarray of shape (K, K)
         The costs aligned to ``classes_``.
 
@@ -65,9 +77,12 @@ class MinimumExpectedCostClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEst
         self,
         estimator: object | None = None,
         cost_matrix: ArrayLike | CostMatrix | None = None,
+        *,
+        pos_label: object = None,
     ) -> None:
         self.estimator = estimator
         self.cost_matrix = cost_matrix
+        self.pos_label = pos_label
 
     def _base_estimator(self) -> Any:
         return LogisticRegression() if self.estimator is None else self.estimator
@@ -97,18 +112,23 @@ class MinimumExpectedCostClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEst
             )
         if sample_weight is not None:
             fit_params["sample_weight"] = sample_weight
-        self.estimator_ = clone(base).fit(X, y, **fit_params)
-        classes = np.asarray(self.estimator_.classes_)
-        if classes.shape[0] < 2:
-            raise ValueError("the classifier needs samples of at least 2 classes")
-        self.cost_matrix_ = aligned_cost_matrix(self.cost_matrix, classes)
+        frozen = type(base).__name__ == "FrozenEstimator"
+        self.estimator_, classes, binary, self._encoded = fit_posterior_model(
+            clone(base), X, y, self.pos_label, frozen=frozen, fit_params=fit_params)
+        self.classes_ = classes
+        self.pos_label_ = None if binary is None else classes[binary.positive]
+        self.cost_matrix_ = aligned_cost_matrix(self.cost_matrix, classes, self.pos_label)
         return self
 
-    @property
-    def classes_(self) -> np.ndarray:
-        """Class labels, from the fitted estimator."""
+    def _internal(self, X: ArrayLike) -> tuple[np.ndarray, np.ndarray, BinaryClasses | None]:
+        """Posteriors and costs: (negative, positive) order for two classes, else ``classes_``."""
         check_is_fitted(self, "estimator_")
-        return self.estimator_.classes_
+        binary = None
+        cost = self.cost_matrix_
+        if self.classes_.shape[0] == 2:
+            binary = BinaryClasses(self.classes_, self.pos_label_, needed=False)
+            cost = cost[np.ix_(binary.order, binary.order)]
+        return internal_proba(self.estimator_, X, binary, self._encoded), cost, binary
 
     @property
     def n_features_in_(self) -> int:
@@ -117,22 +137,32 @@ class MinimumExpectedCostClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEst
         return self.estimator_.n_features_in_
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
-        """Posteriors ``p(C_q | x)`` of the underlying estimator (unchanged by costs)."""
-        check_is_fitted(self, "estimator_")
-        return self.estimator_.predict_proba(X)
+        """Posteriors ``p(C_q | x)`` of the underlying estimator, ``classes_`` order."""
+        proba, _, binary = self._internal(X)
+        return proba if binary is None else binary.columns(proba)
 
     def expected_costs(self, X: ArrayLike) -> np.ndarray:
         """``F(C_k) = Σ_q p(C_q|x) V_qk`` for every sample and class, shape (n, K)."""
-        return self.predict_proba(X) @ self.cost_matrix_
+        proba, cost, binary = self._internal(X)
+        risk = proba @ cost
+        return risk if binary is None else binary.columns(risk)
 
     def decision_function(self, X: ArrayLike) -> np.ndarray:
-        """Negated expected costs ``-F(C_k)`` (binary: ``F(C_0) - F(C_1)``, shape (n,))."""
-        return cost_decision_function(self.predict_proba(X), self.cost_matrix_)
+        """Negated expected costs ``-F(C_k)`` (binary: ``F(C_0) - F(C_1)`` in ``classes_``
+        order, shape (n,), > 0 where ``classes_[1]`` is cheaper)."""
+        proba, cost, binary = self._internal(X)
+        if binary is None:
+            return cost_decision_function(proba, cost)
+        return binary.sign * cost_decision_function(proba, cost)
 
     def predict(self, X: ArrayLike) -> np.ndarray:
-        """``argmin_k F(C_k)`` (ties go to the first class of ``classes_``)."""
-        idx = min_expected_cost_index(self.predict_proba(X), self.cost_matrix_)
-        return self.classes_[idx]
+        """``argmin_k F(C_k)``: two classes, the positive one only where strictly cheaper;
+        K classes, ties go to the first class of ``classes_``."""
+        proba, cost, binary = self._internal(X)
+        idx = min_expected_cost_index(proba, cost)
+        if binary is None:
+            return self.classes_[idx]
+        return binary.decode(idx == 1)
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()

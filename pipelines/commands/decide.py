@@ -80,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from costlib_pipelines.commands.summary import anomaly_lines, scores_outside
     from costlib_pipelines.config import load_config
     from costlib_pipelines.decide.pipeline import run_decide
+    from costlib_pipelines.io.batches import NULL_GROUP_DECIDED
     from costlib_pipelines.io.plausibility import Plausibility
 
     config = load_config(args.config)
@@ -114,6 +115,16 @@ def run(args: argparse.Namespace) -> int:
               "applied and the allocation was not; set decision_method: capacity to apply it")
     print(f"threshold decisions: {counts.get('threshold_flagged', 0):,} flagged, "
           f"{counts.get('threshold_null', 0):,} without an operating point")
+    without_group = counts.get(NULL_GROUP_DECIDED, 0)
+    if without_group:
+        print(f"warning: {without_group:,} rows without a group were decided with the "
+              "all-groups points (their group is written as __all__; decide.null_group: "
+              "dead_letter dead-letters them instead)")
+    below = points.get("groups_below_min_recall") or []
+    if below:
+        print(f"warning: {len(below)} group(s) miss min_recall: no covered point meets it, so "
+              "they are decided with their nearest point, the highest recall the rated region "
+              f"allows (the run was published by a person): {_first(below)}")
     without = points.get("groups_without_thresholds") or []
     if without:
         print(f"{len(without)} group(s) whose point flags nothing: {_first(without)}")
@@ -150,6 +161,7 @@ def _start_follow(args: argparse.Namespace, config) -> int:
     """``--follow``: submit the streaming job that decides each landed file."""
     from costlib_pipelines.flags import UsageError
     from costlib_pipelines.follow.decide_stream import start_follow_decide
+    from costlib_pipelines.runner import stop_instructions
 
     if args.run_id is not None or args.allow_unpublished:
         raise UsageError("--follow names each file's run itself and applies published points "
@@ -160,4 +172,6 @@ def _start_follow(args: argparse.Namespace, config) -> int:
         settle_seconds=args.settle_seconds)
     print(f"following {args.input} on {started['runner']}: each landed file is decided into "
           f"{started['output']}/files/<name>-<digest>/")
+    if started["job"] is not None:
+        print(stop_instructions(started["job"]))
     return 0

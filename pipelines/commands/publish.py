@@ -56,4 +56,19 @@ def run(args: argparse.Namespace) -> int:
     entry = manifest["publications"][-1]
     print(f"LATEST -> {args.run_id} (was {entry['previous_latest']}); recorded: by {entry['by']}, "
           f"reason {entry['reason']!r}")
+    _warn_infeasible(args.output, args.run_id, manifest)
     return 0
+
+
+def _warn_infeasible(output: str, run_id: str, manifest: dict) -> None:
+    """What decide will apply for the run's infeasible points, one warning per group."""
+    from costlib_pipelines.io.filesystems import FileSystems
+    from costlib_pipelines.io.runs import read_records
+    from costlib_pipelines.recalibrate.publish import infeasible_overrides
+
+    points = f"{output.rstrip('/')}/runs/{run_id}/operating_points.parquet"
+    if not FileSystems.exists(points):
+        return
+    method = (manifest.get("guard") or {}).get("method") or manifest["config"]["decision_method"]
+    for line in infeasible_overrides(read_records(points), method):
+        print(f"warning: {line}")

@@ -158,6 +158,13 @@ def run(args: argparse.Namespace) -> int:
         f"+ unrated {acc.get('unrated', 0):,} + dead-lettered {acc['dead_lettered']:,} "
         f"({reasons}); {manifest['seconds']} s on {manifest['runner']}"
     )
+    negative_regret = {k.rsplit(".", 1)[1].replace("_", " "): v for k, v in acc.items()
+                       if k.startswith("min_risk.negative_regret.") and v}
+    if negative_regret:
+        print(f"min_risk: {sum(negative_regret.values()):,} row(s) with a negative cost regret "
+              "(e.g. an amount below the review cost: never worth flagging for cost) weigh 0 in "
+              "the grids (" + ", ".join(f"{kind} {n:,}" for kind, n in negative_regret.items())
+              + ")")
     outside = scores_outside(manifest.get("plausibility") or {},
                               Plausibility.from_config(config))
     if outside:
@@ -192,15 +199,38 @@ def run(args: argparse.Namespace) -> int:
               f"(equal split {capacity.get('equal_utility', float('nan')):,.2f}, "
               f"traffic-proportional {capacity.get('proportional_utility', float('nan')):,.2f}); "
               f"{run_dir}/capacity.json")
+        for why in (capacity.get("unused_why"), capacity.get("bound_why")):
+            if why:
+                print(f"capacity: {why}")
+        _print_capacity_reasons(points)
     guard = manifest["guard"]
     for note in guard.get("notes") or []:
         if note != warning:  # printed above
-            print(f"note: {note}")
+            print(f"{'warning' if note.startswith('volume:') else 'note'}: {note}")
     if guard["override"]:
         print(f"published despite {len(guard['violations'])} guard violation(s), overridden by "
               f"{guard['override']['by']}: {guard['override']['reason']}")
+        from costlib_pipelines.recalibrate.publish import infeasible_overrides
+
+        for line in infeasible_overrides(read_operating_points(points),
+                                         config.decision_method):
+            print(f"warning: {line}")
     _print_guard_off(guard)
     return 0
+
+
+def _print_capacity_reasons(path: str, first: int = 10) -> None:
+    """What holds each group where the allocation left it (the ``capacity`` records'
+    ``reason``), for the first ``first`` groups."""
+    from costlib_pipelines.io.runs import read_operating_points
+
+    reasons = [(r["group"], r["reason"]) for r in read_operating_points(path)
+               if r["method"] == "capacity" and r.get("reason")]
+    for group, reason in sorted(reasons)[:first]:
+        print(f"  {group}: {reason}")
+    if len(reasons) > first:
+        print(f"  ... {len(reasons) - first} more group(s): the capacity records' reason in "
+              f"{path}")
 
 
 def _print_recall_warnings(path: str, method: str) -> None:
@@ -258,6 +288,7 @@ def _start_follow(args: argparse.Namespace, config, override) -> int:
     from costlib_pipelines.commands.progress import Progress
     from costlib_pipelines.flags import UsageError
     from costlib_pipelines.follow.recalibrate_stream import start_follow
+    from costlib_pipelines.runner import stop_instructions
 
     if override is not None or args.capacity is not None:
         raise UsageError("--follow judges every window with the guard as it closes: "
@@ -269,8 +300,8 @@ def _start_follow(args: argparse.Namespace, config, override) -> int:
             in_force=args.in_force, max_threshold_change=args.max_threshold_change,
             min_rated=args.min_rated, poll_seconds=args.poll_seconds,
             settle_seconds=args.settle_seconds, progress=progress)
-    job = started["job_id"] or "(no job id from the runner)"
-    print(f"run {started['run_id']}: following {args.input}; job {job}; its windows are "
-          f"judged as {args.input.rsplit('/', 1)[0]}/_WATERMARK passes their end "
-          f"(costlib status --output {args.output})")
+    print(f"run {started['run_id']}: following {args.input}; its windows are judged as "
+          f"{args.input.rsplit('/', 1)[0]}/_WATERMARK passes their end (costlib status "
+          f"--output {args.output})")
+    print(stop_instructions(started["job"]))
     return 0

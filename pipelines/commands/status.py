@@ -36,6 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "newest one decide could apply ended within the windowing's "
                              "period + allowed lateness + H hours (default 6: time for the "
                              "data to land and the run to finish)")
+    parser.add_argument("--replay", action="store_true",
+                        help="a backfill is being replayed (event times in the past): judge "
+                             "window staleness against the followed stream's watermark (or a "
+                             "batch run's newest event time) instead of the clock; a stream "
+                             "whose watermark has not moved for --max-age-hours is a problem")
     parser.add_argument("--json", action="store_true", help="print the status as JSON")
 
 
@@ -44,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from costlib_pipelines.io.status import check_status
 
     status = check_status(args.output, max_age_hours=args.max_age_hours,
-                          window_slack_hours=args.window_slack_hours)
+                          window_slack_hours=args.window_slack_hours, replay=args.replay)
     if args.json:
         print(json.dumps(status.as_dict(), indent=2, sort_keys=True))
     else:
@@ -56,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"  note (LATEST {status.latest}): {note}")
         if status.newest_window:
             w = status.newest_window
+            clock = "" if w["judged_against"] == "clock" else " in event time (replay)"
             print(f"  newest window: {w['window']} ({w['state']}); the next one is due by "
-                  f"{w['next_window_due_utc']}")
+                  f"{w['next_window_due_utc']}{clock}")
         for run_id in status.incomplete_runs:
             print(f"  incomplete run (failed or still running): {run_id}")
         if status.incomplete_runs:

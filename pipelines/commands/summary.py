@@ -9,6 +9,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from costlib.text_table import format_table
+from costlib_pipelines.io.units import (
+    ROWS,
+    UNIT_NOTES,
+    fmt_rows,
+    fmt_weighted,
+    is_count,
+    rated_rows,
+)
 
 if TYPE_CHECKING:
     from costlib_pipelines.io.plausibility import Plausibility
@@ -30,15 +38,24 @@ def points_lines(records: Sequence[Mapping[str, Any]], classifiers: Sequence[str
     chosen = sorted((r for r in records if r["method"] == method),
                     key=lambda r: (r["group"] == "__all__", r["group"]))
     shown = chosen if len(chosen) <= first else [*chosen[:first - 1], chosen[-1]]
+    unit = next((r.get("weight_unit") for r in chosen if r.get("weight_unit")), ROWS)
     rows = [[r["group"], r["status"] + (f" ({r['fallback_group']})" if r.get("fallback_group")
                                          else ""),
-             *(r["thresholds"] or [None] * len(classifiers)), r.get("tp"), r.get("fp"),
-             r.get("precision")] for r in shown]
+             *(r["thresholds"] or [None] * len(classifiers)),
+             None if r.get("tp") is None else fmt_weighted(r["tp"], unit),
+             None if r.get("fp") is None else fmt_weighted(r["fp"], unit),
+             None if r.get("precision") is None else f"{r['precision']:.3f}",
+             "/".join(fmt_rows(v) for v in rated_rows(r))] for r in shown]
+    precision = "precision (of the money)" if "money" in unit else "precision"
     lines = [f"thresholds of {method} per group (decision_method; target "
              f"{target_text(target)}): a row is flagged when {'every' if rule == 'all' else 'any'}"
              " classifier scores at or above its threshold ('-': the group flags nothing)",
-             format_table(rows, ["group", "status", *(f"t[{c}]" for c in classifiers), "TP",
-                                 "FP", "precision"])]
+             format_table(rows, ["group", "status", *(f"t[{c}]" for c in classifiers),
+                                 f"TP ({unit})", f"FP ({unit})", precision,
+                                 "rated rows +/-"])]
+    if not is_count(unit):
+        lines.append(f"TP, FP: {UNIT_NOTES[unit]}; rated rows +/-: rated positive/negative "
+                     "rows, one each (what min_rated counts)")
     if len(shown) < len(chosen):
         lines.append(f"... {len(chosen) - len(shown)} more group(s): all {len(chosen)} in "
                      f"{where}")

@@ -34,8 +34,13 @@ Which operating point a group uses (records of ``config.decision_method`` only):
   inside the rated region: the safe choice; a resolution-limited one is the lattice's best);
   ``infeasible`` (no covered point meets the constraints; the record holds the nearest point)
   gives the group a null threshold decision: decide fails closed rather than apply thresholds that
-  break a constraint. Records without the field (older runs) count as ``ok``. The manifest lists
-  ``groups_infeasible``, ``groups_coverage_limited`` and ``groups_resolution_limited``;
+  break a constraint, except for a point that misses ``min_recall`` only
+  (:func:`~costlib_pipelines.io.recall_floor.misses_only_min_recall`): its thresholds, the
+  highest recall the rated region allows, are applied (the guard held the run; a person
+  published it), since flagging nothing would answer a request for more recall with none.
+  Records without the field (older runs) count as ``ok``. The manifest lists
+  ``groups_infeasible``, ``groups_below_min_recall`` (applied all the same),
+  ``groups_coverage_limited`` and ``groups_resolution_limited``;
 - a group with no record uses the ``"__all__"`` record if that one has thresholds
   (``operating_point_group = "__all__"``), else its threshold decision is null.
 

@@ -149,11 +149,18 @@ def start_follow_decide(config: RunConfig, pattern: str, operating_points: str, 
                         beam_args=(), *, poll_seconds: float = 5.0,
                         settle_seconds: float = 60.0, landed=None) -> dict[str, Any]:
     """Start ``costlib decide --follow``: check the points and the output, then submit the
-    streaming job (returns once it is submitted)."""
+    streaming job (returns once it is submitted). ``job`` in the result: the job's name
+    (``costlib-decide-follow-<UTC time>``) and Flink id
+    (:func:`~costlib_pipelines.runner.find_flink_job`; None with ``landed``)."""
     from costlib_pipelines.decide.records import decoding_settings
     from costlib_pipelines.io.files import check_output_path
     from costlib_pipelines.io.runs import load_operating_points
-    from costlib_pipelines.runner import make_pipeline, runner_name
+    from costlib_pipelines.runner import (
+        find_flink_job,
+        job_name_flags,
+        make_pipeline,
+        runner_name,
+    )
 
     pattern = check_landing(pattern)
     output = check_output_path(output).rstrip("/")
@@ -162,10 +169,13 @@ def start_follow_decide(config: RunConfig, pattern: str, operating_points: str, 
         load_operating_points(operating_points, windows="usable")  # else there now, or exit 2
     os.makedirs(f"{output}/files", exist_ok=True)
     streaming = [] if landed is not None or "--streaming" in beam_args else ["--streaming"]
-    pipeline = make_pipeline([*beam_args, *streaming], type_check=False)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    pipeline = make_pipeline(job_name_flags([*beam_args, *streaming], "decide-follow", stamp),
+                             type_check=False)
     build_follow_decide(pipeline, pattern, config, operating_points, output,
                         poll_seconds=poll_seconds, settle_seconds=settle_seconds,
                         landed=None if landed is None else landed(pipeline))
     result = pipeline.run()
+    job = None if landed is not None else find_flink_job(pipeline.options)
     return {"status": "following", "output": output, "runner": runner_name(beam_args),
-            "result": result}
+            "job": job, "result": result}

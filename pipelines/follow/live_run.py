@@ -41,6 +41,7 @@ from costlib_pipelines.recalibrate.publish import GuardSettings
 __all__ = [
     "FOLLOWING",
     "points_in_force_before",
+    "record_job",
     "record_verdict",
     "start_live_run",
 ]
@@ -142,10 +143,25 @@ def record_stream(run_dir: str, stream: Mapping[str, Any],
         write_json(f"{run_dir}/manifest.json", manifest)
 
 
+def record_job(run_dir: str, job: Mapping[str, Any]) -> None:
+    """Record the streaming job (its name, Flink job id and REST address) in the manifest's
+    ``follow.job``, for an operator who must find or stop it."""
+    with manifest_lock(run_dir):
+        manifest = read_manifest(run_dir)
+        manifest["follow"]["job"] = dict(job)
+        write_json(f"{run_dir}/manifest.json", manifest)
+
+
 def _with_stream(manifest: dict[str, Any], stream: Mapping[str, Any],
                  time_range: dict[str, str] | None) -> None:
-    """Put the stream's status, row accounting and event-time range into ``manifest``."""
-    manifest["follow"]["stream"] = dict(stream)
+    """Put the stream's status, row accounting and event-time range into ``manifest``, with
+    when (by the clock) the watermark last moved (``watermark_moved_utc``, for
+    ``costlib status --replay``)."""
+    before = manifest["follow"].get("stream") or {}
+    moved = before.get("watermark_moved_utc")
+    if stream.get("watermark_utc") != before.get("watermark_utc"):
+        moved = dt.datetime.now(dt.UTC).isoformat()
+    manifest["follow"]["stream"] = {**stream, "watermark_moved_utc": moved}
     manifest["row_accounting"] = dict(stream.get("row_accounting") or {})
     if time_range is not None:
         manifest["event_time_range"] = time_range

@@ -53,7 +53,7 @@ from costlib_pipelines.follow.landing import (
     landed_key,
     parse_watermark,
 )
-from costlib_pipelines.follow.live_run import record_stream, record_verdict
+from costlib_pipelines.follow.live_run import record_job, record_stream, record_verdict
 from costlib_pipelines.follow.window_book import FilePartials, WindowBook
 from costlib_pipelines.io.files import InputError, read_footers, write_json, write_parquet
 from costlib_pipelines.io.filesystems import FileSystems
@@ -309,7 +309,12 @@ def start_follow(config: RunConfig, pattern: str, output: str, beam_args=(), *,
     from costlib_pipelines.recalibrate.manifest import grid_edges_entry
     from costlib_pipelines.recalibrate.pipeline import auto_edges_source, needed_columns
     from costlib_pipelines.recalibrate.publish import read_baseline
-    from costlib_pipelines.runner import make_pipeline, runner_name
+    from costlib_pipelines.runner import (
+        find_flink_job,
+        job_name_flags,
+        make_pipeline,
+        runner_name,
+    )
 
     say = progress or (lambda _message: None)
     config.check_recalibrate("run config")
@@ -350,7 +355,8 @@ def start_follow(config: RunConfig, pattern: str, output: str, beam_args=(), *,
                        grid_edges=grid_edges_entry(config, edges, edges_source), runner=runner)
     say(f"run {run.run_id} is published and following {pattern}")
     streaming = [] if landed is not None or "--streaming" in beam_args else ["--streaming"]
-    pipeline = make_pipeline([*beam_args, *streaming], type_check=False)
+    pipeline = make_pipeline(job_name_flags([*beam_args, *streaming], "recalibrate", run.run_id),
+                             type_check=False)
     build_follow(pipeline, pattern, config, run.run_dir, run.run_id,
                  needed_columns(config, windowed=True), list(edges), thresholds_in_force,
                  settings, poll_seconds=poll_seconds, settle_seconds=settle_seconds,
@@ -358,6 +364,10 @@ def start_follow(config: RunConfig, pattern: str, output: str, beam_args=(), *,
     say(f"submitting the streaming job to {runner}")
     result = pipeline.run()
     job_id = getattr(result, "job_id", lambda: None)()
+    job = None
+    if landed is None:  # a job on a cluster: its name, and its Flink id when Flink says it
+        job = {**find_flink_job(pipeline.options), "job_service_id": job_id}
+        record_job(run.run_dir, job)
     return {"status": "following", "run_id": run.run_id, "run_dir": run.run_dir,
-            "job_id": job_id, "result": result,
+            "job_id": job_id, "job": job, "result": result,
             "started_utc": dt.datetime.now(dt.UTC).isoformat()}

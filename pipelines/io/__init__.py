@@ -3,6 +3,8 @@
 - :mod:`.files`: matching input globs, reading Parquet row groups, writing outputs atomically;
 - :mod:`.batches`: validating one Arrow batch of the score stream (usable rows, dead letters);
 - :mod:`.schema`: the score stream's schema contract (columns and types a run needs);
+- :mod:`.labels`: reading a label column in every convention (bool, 0/1, floats, strings);
+- :mod:`.units`: what a run's weighted numbers count (rows, estimated rows, money);
 - :mod:`.plausibility`: a run's plausibility settings and the violations they hold back;
 - :mod:`.runs`: per-run output directories (``OUTPUT/runs/RUN_ID``, ``LATEST``, manifests);
 - :mod:`.lock`: one run at a time per output directory;

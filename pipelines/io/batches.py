@@ -5,19 +5,21 @@ tests. Every row of a batch ends up in exactly one bucket: ``used`` (rated and v
 the threshold grids), ``unrated`` (valid, label null) or a dead-letter reason. The first failing
 check decides the reason, in this order:
 
-``missing_group``, ``reserved_group`` (the group is ``"__all__"``, the name of the all-groups
-grid), ``missing_item_id``, ``missing_event_time`` (windowed mode only),
-``implausible_event_time`` (windowed mode, ``plausibility.event_times_outside_range:
-dead_letter``), ``invalid_score`` (NaN or +-inf), ``invalid_weight`` (null, NaN, inf or
-negative), ``invalid_probability`` (decide only: NaN or outside [0, 1]),
-``label_without_score`` (rated, but no classifier scored the row, and it is not an audit-sample
-row: with ``0 < p < 1`` such a row is used, a label no threshold can flag that counts in
-``P̂``),
-``missing_audit_probability`` (``columns.audit_probability`` configured, the row is rated and its
-p is null), ``invalid_audit_probability`` (p NaN, p outside (0, 1] on a rated row or outside
-[0, 1] on an unrated row), ``score_outside_range`` (``plausibility.scores_outside_range:
-dead_letter``). (``invalid_label``, an integer label other than 0 or 1, is checked with the
-labels, before ``label_without_score``.)
+``missing_group`` (recalibrate; ``costlib decide`` with ``decide.null_group: dead_letter``: by
+default decide decides such a row with the all-groups points, writes its ``group`` as
+``"__all__"`` and counts it, :data:`NULL_GROUP_DECIDED`), ``reserved_group`` (the group is
+``"__all__"``, the name of the all-groups grid), ``missing_item_id``, ``missing_event_time``
+(windowed mode only), ``implausible_event_time`` (windowed mode,
+``plausibility.event_times_outside_range: dead_letter``), ``invalid_score`` (NaN or +-inf),
+``invalid_weight`` (null, NaN, inf or negative), ``invalid_probability`` (decide only: NaN or
+outside [0, 1]), ``label_without_score`` (rated, but no classifier scored the row, and it is not
+an audit-sample row: with ``0 < p < 1`` such a row is used, a label no threshold can flag that
+counts in ``P̂``), ``missing_audit_probability`` (``columns.audit_probability`` configured, the
+row is rated and its p is null), ``invalid_audit_probability`` (p NaN, p outside (0, 1] on a
+rated row or outside [0, 1] on an unrated row), ``score_outside_range``
+(``plausibility.scores_outside_range: dead_letter``). (``invalid_label``, a numeric label other
+than 0 or 1, is checked with the labels, before ``label_without_score``; how labels are read:
+:mod:`costlib_pipelines.io.labels`.)
 
 Audit probabilities (``columns.audit_probability``, see :mod:`costlib.audit._weights`): a
 valid rated row enters the grids with weight ``w / p``; a valid unrated row with ``0 < p < 1`` is
@@ -50,10 +52,18 @@ from numpy.typing import NDArray
 from costlib.thresholds.loop import ALL_GROUPS
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.labels import read_labels
 from costlib_pipelines.io.plausibility import PLAUSIBILITY, Plausibility
 from costlib_pipelines.io.schema import check_schema
 
-__all__ = ["AUDIT", "REASONS", "ValidatedBatch", "validate_batch"]
+__all__ = ["AUDIT", "NULL_GROUP_DECIDED", "REASONS", "ValidatedBatch", "validate_batch"]
+
+#: ``decide.null_group`` when the config does not say (the schema's default).
+NULL_GROUP_DEFAULT = "all_groups"
+
+#: Decision count of the rows without a group that ``costlib decide`` decided with the
+#: all-groups points (``decide.null_group: all_groups``); their ``group`` is ``"__all__"``.
+NULL_GROUP_DECIDED = "null_group_decided_with_all_groups"
 
 #: Dead-letter reasons (new reasons are appended: the order of the checks is in the module doc).
 REASONS = (
@@ -185,7 +195,13 @@ def validate_batch(
             reason[(reason < 0) & mask] = REASONS.index(name)
 
     group = _column(table, cols["group"])
-    flag(_nulls(group), "missing_group")
+    null_group = _nulls(group)
+    # decide.null_group all_groups: a row without a group is decided with the all-groups
+    # points, as a group without a record of its own is (counted, not dead-lettered)
+    to_all = (for_decisions and null_group is not None and bool(null_group.any())
+              and config.decide.get("null_group", NULL_GROUP_DEFAULT) == "all_groups")
+    if not to_all:
+        flag(null_group, "missing_group")
     encoded = group if pa.types.is_dictionary(group.type) else pc.dictionary_encode(group)
     group_names = [str(g) for g in encoded.dictionary.to_pylist()]
     indices = encoded.indices
@@ -193,7 +209,15 @@ def validate_batch(
         zero_copy_only=False).astype(np.intp)
     if ALL_GROUPS in group_names:
         reserved = [i for i, name in enumerate(group_names) if name == ALL_GROUPS]
-        flag(np.isin(group_codes, reserved), "reserved_group")
+        reserved_rows = np.isin(group_codes, reserved)
+        flag(reserved_rows if null_group is None else reserved_rows & ~null_group,
+             "reserved_group")
+    if to_all:
+        assert null_group is not None
+        if ALL_GROUPS not in group_names:
+            group_names.append(ALL_GROUPS)
+        group_codes[null_group] = group_names.index(ALL_GROUPS)
+        accounting[NULL_GROUP_DECIDED] = int(null_group.sum())
     item_ids = _column(table, cols["item_id"])
     flag(_nulls(item_ids), "missing_item_id")
     event_times = None
@@ -257,13 +281,11 @@ def validate_batch(
         rated = np.zeros(n, dtype=bool)
         labels = np.zeros(n, dtype=bool)
     else:
-        larr = _column(table, cols["label"])
-        label_null = _nulls(larr)
-        rated = np.ones(n, dtype=bool) if label_null is None else ~label_null
-        if pa.types.is_integer(larr.type):  # 0/1 integers: 1 positive, 0 negative
-            codes = larr.fill_null(0).to_numpy(zero_copy_only=False)
-            flag(rated & (codes != 0) & (codes != 1), "invalid_label")
-            larr = pa.array(codes == 1, pa.bool_(), mask=~rated)
+        # bool, 0/1 integers, 0.0/1.0 floats (NaN: not rated), strings with label_positive
+        rated, labels, invalid = read_labels(
+            _column(table, cols["label"]), column=cols["label"], where=where,
+            positive=cols.get("label_positive"))
+        flag(invalid, "invalid_label")
         if unscored is not None:
             # an audit-sample row (0 < p < 1) no classifier scored is a positive or negative
             # no threshold can flag: it belongs in P-hat
@@ -272,10 +294,6 @@ def validate_batch(
                 with np.errstate(invalid="ignore"):
                     sampled = (audit > 0) & (audit < 1)
             flag(rated & unscored & ~sampled, "label_without_score")
-        labels = (
-            np.zeros(n, dtype=bool) if pa.types.is_null(larr.type)
-            else larr.fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
-        )
     if audit_arr is not None:
         _check_audit_probabilities(audit_arr, audit, rated, flag)
     if outside:

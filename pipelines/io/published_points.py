@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from costlib.thresholds.loop import ALL_GROUPS
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.recall_floor import misses_only_min_recall
 from costlib_pipelines.io.runs import CARRIED, read_manifest
 
 __all__ = [
@@ -250,8 +251,8 @@ def _group_thresholds(
     point_status = record.get("point_status") or "ok"  # records without the field: ok
     if point_status not in POINT_STATUSES:
         raise InputError(f"{where} has unknown point_status {point_status!r}")
-    if point_status == "infeasible":  # fail closed: the nearest point breaks a constraint
-        return NO_THRESHOLDS
+    if point_status == "infeasible" and not misses_only_min_recall(record):
+        return NO_THRESHOLDS  # fail closed: the nearest point breaks a constraint
     values = np.asarray(record["thresholds"], dtype=np.float64)
     if values.shape != (len(names),):
         raise InputError(f"{where} has {values.size} thresholds for {len(names)} classifiers")
@@ -334,6 +335,8 @@ def select_operating_points(
         "groups_without_thresholds": sorted(g for g, t in by_group.items()
                                             if t.thresholds is None),
         "groups_infeasible": _point_statuses(chosen, "infeasible"),
+        "groups_below_min_recall": sorted(r["group"] for r in chosen
+                                          if misses_only_min_recall(r)),
         "groups_coverage_limited": _point_statuses(chosen, "coverage_limited"),
         "groups_resolution_limited": _point_statuses(chosen, "resolution_limited"),
         "default_group": default.operating_point_group,

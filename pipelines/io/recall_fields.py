@@ -11,6 +11,7 @@ would bring it to ``± recall.target_half_width`` (:func:`costlib.audit.audit_fo
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from costlib.audit import audit_for_recall_width
@@ -27,6 +28,18 @@ DEFAULT_RECALL_SETTINGS: dict[str, Any] = {
 
 def _number(value: float | None) -> float | None:
     return None if value is None or value != value else float(value)
+
+
+@lru_cache(maxsize=256)
+def _share_needed(caught: float, strata: tuple[tuple[float, float, float, float], ...],
+                  half_width: float, level: float) -> float | None:
+    """Audited share for ``± half_width`` (None: out of reach), once per distinct evidence:
+    the methods of a group often land on one point, and the calculation averages over 512
+    posterior draws."""
+    pi, rows, audited, positives = (list(c) for c in zip(*strata, strict=True))
+    plan = audit_for_recall_width(caught, rows, pi, audited, positives, half_width,
+                                  level=level)
+    return plan.share if plan.reachable else None
 
 
 def _nulls() -> dict[str, Any]:
@@ -82,11 +95,10 @@ def recall_fields(point, ci, settings: Mapping[str, Any] | None = None) -> dict[
     )
     half = float(cfg["target_half_width"])
     if strata and point is not None and point.tp > 0:
-        plan = audit_for_recall_width(
-            float(point.tp), [s["rows"] for s in strata], [s["pi"] for s in strata],
-            [s["audited"] for s in strata], [s["positives"] for s in strata], half,
-            level=bounds.level)
-        out["audit_share_needed"] = plan.share if plan.reachable else None
+        evidence = tuple((float(s["pi"]), float(s["rows"]), float(s["audited"]),
+                          float(s["positives"])) for s in strata)
+        out["audit_share_needed"] = _share_needed(float(point.tp), evidence, half,
+                                                  float(bounds.level))
     low, high = out["estimated_recall_ci_low"], out["estimated_recall_ci_high"]
     if low is not None and high is not None and high - low > float(cfg["max_width"]):
         need = out["audit_share_needed"]

@@ -13,6 +13,7 @@ import pyarrow as pa
 import costlib_schemas
 from costlib.thresholds.loop import PROPOSED, ReasonCode
 from costlib_pipelines.io.recall_fields import DEFAULT_RECALL_SETTINGS, recall_fields
+from costlib_pipelines.io.units import ROWS, weight_unit
 
 __all__ = [
     "CAPACITY_NULLS",
@@ -91,13 +92,19 @@ DEFAULT_POINT_SETTINGS: dict[str, Any] = {
     "constraints": {"min_precision": None, "max_volume": None, "max_false_positives": None,
                     "min_recall": None},
     "recall": DEFAULT_RECALL_SETTINGS,
+    "weight_unit": ROWS,
 }
 
 
 def point_settings(config) -> dict[str, Any]:
     """The settings of a :class:`~costlib_pipelines.config.RunConfig` that records carry."""
     return {"max_unrated_share": config.max_unrated_share, "objective": config.objective,
-            "constraints": config.constraints, "recall": config.recall}
+            "constraints": config.constraints, "recall": config.recall,
+            "weight_unit": weight_unit(config)}
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _settings_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -114,6 +121,7 @@ def _settings_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
         **{key: _float_or_none(value) for key, value in settings["constraints"].items()},
         "recall_bound": (settings.get("recall") or DEFAULT_RECALL_SETTINGS)["bound"]
         if settings["constraints"].get("min_recall") is not None else None,
+        "weight_unit": settings.get("weight_unit", ROWS),
     }
 
 
@@ -231,6 +239,8 @@ def operating_point_records(
                 else _float_or_none(point.marginal_precision_right),
                 "rated_positives": float(result.rated_positives),
                 "rated_negatives": float(result.rated_negatives),
+                "rated_positive_rows": _int_or_none(result.rated_positive_rows),
+                "rated_negative_rows": _int_or_none(result.rated_negative_rows),
                 "threshold_ci_low": None if ci is None else [float(v) for v in ci.thresholds[0]],
                 "threshold_ci_high": None if ci is None else [float(v) for v in ci.thresholds[1]],
                 "tp_ci_low": None if ci is None else float(ci.tp[0]),

@@ -50,6 +50,7 @@ __all__ = [
     "MARKER",
     "POINTS_IN_FORCE",
     "RUN_ID_PATTERN",
+    "NothingInForce",
     "RunDirectory",
     "applied_windows",
     "check_accounting",
@@ -272,7 +273,7 @@ def check_accounting(accounting: dict[str, int]) -> dict[str, Any]:
         "dead_lettered": sum(dead.values()),
         "dead_letter_reasons": dead,
         **{k: v for k, v in accounting.items() if k in ("used", "unrated", "decided")
-           or k.startswith("audit.")},
+           or k.startswith(("audit.", "min_risk."))},
     }
     if accounted != summary["read"] or unknown:
         raise RuntimeError(f"row accounting does not add up: {accounting}")
@@ -330,6 +331,13 @@ def read_operating_points(path: str) -> list[dict[str, Any]]:
         raise InputError(f"{path}: not an operating points file (no column {missing[0]!r}; "
                          "expected the schema of schemas/operating_point.json)")
     return table.to_pylist()
+
+
+class NothingInForce(InputError):
+    """A complete, published windowed run that applies nothing: the guard applied none of its
+    windows and no points were in force before it. ``costlib decide`` has nothing to apply
+    from it; for the next recalibration it means no points are in force (as before a first
+    run)."""
 
 
 #: File of a windowed run: the points in force when the run started (what ``costlib decide``
@@ -425,7 +433,7 @@ def load_operating_points(path: str, *, windows: str = "all"
         for record in read_operating_points(f"{run_dir}/{POINTS_IN_FORCE}"):
             records.append({**record, CARRIED: record["run_id"]})
     if not records:
-        raise InputError(
+        raise NothingInForce(
             f"{run_dir}: the window guard holds every window of the run and no points were in "
             "force before it: nothing to apply; review the held windows (costlib status) and "
             "release one with costlib publish --window")

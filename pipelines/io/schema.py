@@ -14,7 +14,8 @@ import pyarrow as pa
 
 from costlib_pipelines.config import RunConfig
 
-__all__ = ["SchemaError", "check_schema", "required_columns"]
+__all__ = ["SchemaError", "check_schema", "is_string_type", "label_type_problem",
+           "required_columns"]
 
 class SchemaError(ValueError):
     """A file does not match the score-stream contract (message names file and column)."""
@@ -24,14 +25,43 @@ def _is_float_or_int(t: pa.DataType) -> bool:
     return pa.types.is_floating(t) or pa.types.is_integer(t)
 
 
-def _is_string(t: pa.DataType) -> bool:
+def is_string_type(t: pa.DataType) -> bool:
+    """Strings, plain, large or dictionary-encoded."""
     if pa.types.is_dictionary(t):
         t = t.value_type
     return pa.types.is_string(t) or pa.types.is_large_string(t)
 
 
 def _is_id(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t) or _is_string(t)
+    return pa.types.is_integer(t) or is_string_type(t)
+
+
+#: How labels may be given, for messages (how they are read: :mod:`.labels`).
+LABELS_ACCEPTED = ("bool, 0/1 integers or 0.0/1.0 floats (null or NaN: not rated), or strings "
+                   "with columns.label_positive")
+
+
+def label_type_problem(t: pa.DataType, column: str, positive: object) -> str | None:
+    """Why a label column of type ``t`` cannot be read (None: it can), with the fix.
+
+    ``positive`` is ``columns.label_positive``: strings need it, other types refuse it. A
+    column of nulls only (a file of unrated rows) is readable under either.
+    """
+    if is_string_type(t):
+        if positive is None:
+            return (f"column '{column}' (label) holds strings ({t}); set "
+                    "columns.label_positive to the value that means positive (e.g. "
+                    "label_positive: fraud; every other value is a negative, null is not "
+                    "rated), or write the labels as bool or 0/1")
+        return None
+    if pa.types.is_null(t):
+        return None
+    if positive is not None:
+        return (f"column '{column}' (label) has type {t}, but columns.label_positive "
+                f"({positive!r}) applies to string labels only; remove it")
+    if pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t):
+        return None
+    return f"column '{column}' (label) has type {t}; expected {LABELS_ACCEPTED}"
 
 
 def required_columns(
@@ -43,9 +73,8 @@ def required_columns(
         cols["group"]: ("group", _is_id, "string or integer"),
         cols["item_id"]: ("item_id", _is_id, "int64 or string"),
     }
-    if not for_decisions:
-        needed[cols["label"]] = ("label", lambda t: pa.types.is_boolean(t) or pa.types.is_null(t)
-                                 or pa.types.is_integer(t), "bool (or 0/1 integers)")
+    if not for_decisions:  # the type is checked by check_schema (labels.label_type_problem)
+        needed[cols["label"]] = ("label", lambda t: True, "")
     for name in config.classifiers:
         needed[name] = ("classifier score", _is_float_or_int, "float")
     if windowed:
@@ -78,6 +107,10 @@ def check_schema(
                 + _near_match(column, schema.names)
             )
         actual = schema.field(index).type
+        if logical == "label":
+            problem = label_type_problem(actual, column, config.columns.get("label_positive"))
+            if problem:
+                raise SchemaError(f"{source}: {problem}")
         if not ok(actual):
             raise SchemaError(
                 f"{source}: column '{column}' ({logical}) has type {actual}; expected {expected}"

@@ -17,9 +17,10 @@ from costlib.message_text import ago
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.lock import read_lock
+from costlib_pipelines.io.recall_floor import misses_only_min_recall
 from costlib_pipelines.io.runs import latest_run_id, list_runs, read_operating_points
 
-__all__ = ["OutputStatus", "check_status", "latest_notes"]
+__all__ = ["OutputStatus", "check_status", "latest_notes", "replay_clock"]
 
 
 @dataclass
@@ -56,9 +57,40 @@ def _parse_utc(text: str | None) -> dt.datetime | None:
         return None
 
 
+def replay_clock(manifest: dict[str, Any]) -> tuple[dt.datetime | None, str]:
+    """The time a replayed backfill's windows are judged against, and what it is: a followed
+    stream's watermark (``follow.stream.watermark_utc``), else the newest event time the run
+    read (``event_time_range.max_utc``); None before either is known."""
+    stream = (manifest.get("follow") or {}).get("stream") or {}
+    if isinstance(manifest.get("follow"), dict):
+        return _parse_utc(stream.get("watermark_utc")), "the stream's watermark"
+    return (_parse_utc((manifest.get("event_time_range") or {}).get("max_utc")),
+            "the newest event time read")
+
+
+def _check_replay_watermark(status: OutputStatus, manifest: dict[str, Any],
+                            now: dt.datetime) -> None:
+    """A replayed stream whose watermark stopped moving (by the clock) for more than
+    ``max_age_hours``: the producer or the job stalled, which watermark time cannot show."""
+    follow = manifest.get("follow")
+    if not isinstance(follow, dict):
+        return
+    stream = follow.get("stream") or {}
+    moved = _parse_utc(stream.get("watermark_moved_utc") or follow.get("started_utc"))
+    if moved is None:
+        return
+    hours = (now - moved).total_seconds() / 3600
+    if hours > status.max_age_hours:
+        status.problems.append(
+            f"the replayed stream's watermark ({stream.get('watermark_utc') or 'not set yet'}) "
+            f"has not moved for {ago(hours * 3600).removesuffix(' ago')} (more than "
+            f"{status.max_age_hours:g} h): is the producer or the job stalled?")
+
+
 def _check_windows(status: OutputStatus, manifest: dict[str, Any], now: dt.datetime,
-                   slack_hours: float) -> None:
-    """Held and stale windows of ``LATEST``'s windowed run (one with a window guard)."""
+                   slack_hours: float, replay: bool = False) -> None:
+    """Held and stale windows of ``LATEST``'s windowed run (one with a window guard); with
+    ``replay``, staleness is judged against :func:`replay_clock` rather than ``now``."""
     guard = manifest.get("guard")
     windowing = manifest.get("windowing")
     if not isinstance(guard, dict) or not isinstance(guard.get("windows"), list) or not windowing:
@@ -81,21 +113,29 @@ def _check_windows(status: OutputStatus, manifest: dict[str, Any], now: dt.datet
     end = dt.datetime.fromisoformat(newest["window_end"])
     allowed = dt.timedelta(days=windowing["period_days"] + windowing["allowed_lateness_days"],
                            hours=slack_hours)
-    late_hours = round((now - end - allowed).total_seconds() / 3600, 2)
+    clock, against = now, "ago"
+    if replay:
+        clock, what = replay_clock(manifest)
+        against = f"before {what} ({clock.isoformat() if clock else 'not known yet'}; replay)"
     status.newest_window = {"window": newest["window"], "window_end": newest["window_end"],
                             "state": newest["state"],
-                            "next_window_due_utc": (end + allowed).isoformat()}
+                            "next_window_due_utc": (end + allowed).isoformat(),
+                            "judged_against": "clock" if not replay else against}
+    if clock is None:
+        return
+    late_hours = round((clock - end - allowed).total_seconds() / 3600, 2)
     if late_hours > 0:
         status.problems.append(
             f"windows are stale: the newest window decide could apply, {newest['window']} "
             f"(run {run_id}), ended {newest['window_end']}; a new one was due {late_hours:g} h "
-            f"ago (period {windowing['period_days']:g} d + allowed lateness "
+            f"{against} (period {windowing['period_days']:g} d + allowed lateness "
             f"{windowing['allowed_lateness_days']:g} d + {slack_hours:g} h slack)")
 
 
 #: Point statuses worth a note, and what they mean for decide (``point_status`` of a record).
 _POINT_NOTES = {
     "infeasible": "no point meets the constraints (costlib decide gives them null decisions)",
+    # (points that miss min_recall only have a note of their own: decide applies them)
     "coverage_limited": "a better point flags more unrated rows than coverage allows",
     "resolution_limited": "the lattice may hide a better point (finer candidate thresholds)",
 }
@@ -143,8 +183,14 @@ def latest_notes(run_dir: str, manifest: dict[str, Any]) -> list[str]:
     if none:
         notes.append(f"{method}: {len(none)} group(s) without a point (insufficient_data; "
                      f"costlib decide gives them null decisions): {groups(none)}")
+    below = [r["group"] for r in records if misses_only_min_recall(r)]
+    if below:
+        notes.append(f"{method}: {len(below)} group(s) infeasible, no point meets min_recall "
+                     "(costlib decide applies their nearest point, the highest recall the "
+                     f"rated region allows): {groups(below)}")
     for point_status, meaning in _POINT_NOTES.items():
-        hit = [r["group"] for r in records if r.get("point_status") == point_status]
+        hit = [r["group"] for r in records if r.get("point_status") == point_status
+               and r["group"] not in below]
         if hit:
             notes.append(f"{method}: {len(hit)} group(s) {point_status}, {meaning}: "
                          f"{groups(hit)}")
@@ -173,7 +219,7 @@ def follow_notes(manifest: dict[str, Any]) -> list[str]:
 
 def check_status(
     output: str, *, max_age_hours: float = 26.0, now: dt.datetime | None = None,
-    window_slack_hours: float = 6.0,
+    window_slack_hours: float = 6.0, replay: bool = False,
 ) -> OutputStatus:
     """Check ``output``'s ``LATEST`` (a recalibrate or decide output directory).
 
@@ -184,6 +230,10 @@ def check_status(
     publish guard held (not released); stale windows, when ``now`` is later than the end of
     the newest window ``costlib decide`` could apply plus the windowing's period and allowed
     lateness plus ``window_slack_hours`` (a new window should have closed by then).
+    ``replay`` (a backfill being replayed: event times in the past): windows are stale when
+    :func:`replay_clock` (a followed stream's watermark, or the newest event time a batch run
+    read) rather than ``now`` is that much later; a followed stream whose watermark has not
+    moved for ``max_age_hours`` by the clock is a problem instead.
     Incomplete run directories (failed or running) and the
     output lock are reported, not counted as problems.
 
@@ -224,7 +274,9 @@ def check_status(
                 status.problems.append(
                     f"LATEST is stale: run {status.latest} finished "
                     f"{ago(status.age_hours * 3600)} (more than {max_age_hours:g} h)")
-        _check_windows(status, latest_manifest, now, window_slack_hours)
+        _check_windows(status, latest_manifest, now, window_slack_hours, replay)
+        if replay:
+            _check_replay_watermark(status, latest_manifest, now)
         status.notes = latest_notes(f"{output}/runs/{status.latest}", latest_manifest)
     for run_id, manifest in sorted(complete.items()):
         run_finished = _parse_utc(manifest.get("finished_utc"))

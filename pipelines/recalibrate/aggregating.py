@@ -11,7 +11,8 @@ path, or a ready ``(source, row_group, table)`` batch (as a TestStream provides)
 
 Outputs of :class:`AggregateBatches`:
 
-- ``grids``: ``(group, (shape, SparseCounts, rated_rows))`` partial grids, one per group present
+- ``grids``: ``(group, (shape, SparseCounts, rated_rows, audited_rows, positive_rows,
+  negative_rows))`` partial grids, one per group present
   in a batch (and per period bucket in windowed mode, timestamped at the bucket start), plus the
   same rows summed under ``"__all__"``; valid unrated rows (label null) are the third channel
   of the counts (:class:`~costlib_pipelines.recalibrate.grids.SumGrids`);
@@ -145,7 +146,9 @@ class AggregateBatchesFn(beam.DoFn):
         return binner
 
     def histograms(self, batch, edges):
-        """Partial grids of a batch's valid rows: ``(group, (shape, counts, rated_rows))``.
+        """Partial grids of a batch's valid rows: ``(group, (shape, counts, rated_rows,
+        audited_rows, positive_rows, negative_rows))`` (see
+        :class:`~costlib_pipelines.recalibrate.grids.SumGrids`).
 
         Rated rows go to the negative/positive channels; when the batch has valid unrated rows
         (label null) they go to a third channel, in the same sort-and-count pass
@@ -193,13 +196,20 @@ class AggregateBatchesFn(beam.DoFn):
         else:
             rated_per_code = np.bincount(codes if unrated is None else codes[~unrated],
                                          minlength=buckets.size * n_groups)
-        audited_per_code = None if audited is None else np.bincount(
-            codes[audited], minlength=buckets.size * n_groups)
+        n_codes = buckets.size * n_groups
+        audited_per_code = np.zeros(n_codes, dtype=np.int64) if audited is None else np.bincount(
+            codes[audited], minlength=n_codes)
+        # rows of evidence (min_rated counts them): rated rows with a positive weight, unweighted
+        entered = np.ones(codes.size, dtype=bool) if unrated is None else ~unrated
+        if weights is not None:
+            entered &= weights > 0
+        positive_per_code = np.bincount(codes[entered & labels], minlength=n_codes)
+        negative_per_code = np.bincount(codes[entered & ~labels], minlength=n_codes)
         per_bucket: dict[int, list] = {}
         for code, counts in partials.items():
             bucket_index, group_index = divmod(code, n_groups)
-            rows_info = (int(rated_per_code[code]),) if audited_per_code is None else (
-                int(rated_per_code[code]), int(audited_per_code[code]))
+            rows_info = (int(rated_per_code[code]), int(audited_per_code[code]),
+                         int(positive_per_code[code]), int(negative_per_code[code]))
             per_bucket.setdefault(bucket_index, []).append((counts, rows_info))
             yield from self._emit(batch.group_names[group_index], (shape, counts, *rows_info),
                                   buckets[bucket_index])

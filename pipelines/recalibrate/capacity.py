@@ -57,6 +57,11 @@ from costlib.thresholds.grid import ThresholdGrid
 from costlib.thresholds.loop import ALL_GROUPS, GroupResult, is_sufficient
 from costlib.thresholds.point import OperatingPoint, point_at
 from costlib_pipelines.config import RunConfig
+from costlib_pipelines.recalibrate.capacity_reasons import (
+    GroupLimits,
+    allocation_reasons,
+    group_limits,
+)
 from costlib_pipelines.recalibrate.grids import dense_grid
 from costlib_pipelines.recalibrate.optimizing import split_grid_value
 
@@ -74,6 +79,7 @@ __all__ = [
     "capacity_point",
     "capacity_summary",
     "capacity_violations",
+    "not_allocated_reason",
     "summarise",
 ]
 
@@ -103,6 +109,7 @@ class CapacityInput:
     frontier: GroupFrontier
     rows: float
     volume_scale: float
+    limits: GroupLimits | None = None  # what bounds it from its own side (capacity_reasons)
 
 
 def group_input(group: str, grid: ThresholdGrid, config: RunConfig) -> CapacityInput:
@@ -119,7 +126,10 @@ def group_input(group: str, grid: ThresholdGrid, config: RunConfig) -> CapacityI
         min_volume={group: low[group]} if group in low else None,
         max_volume={group: high[group]} if group in high else None,
         volume_scale={group: scale})[group]
-    return CapacityInput(frontier, rows, scale)
+    limits = group_limits(grid, rule=config.rule,
+                          max_unrated_share=allocation_kwargs(config)["max_unrated_share"],
+                          scale=scale, min_volume=low.get(group), max_volume=high.get(group))
+    return CapacityInput(frontier, rows, scale, limits)
 
 
 class GroupFrontierFn(beam.DoFn):
@@ -211,7 +221,10 @@ def allocation_summary(result, groups: Mapping[str, CapacityInput],
                        config: RunConfig) -> dict[str, Any]:
     """The allocation as plain values: the run's figures and, under ``"groups"``, per group
     its cell ``index``, ``thresholds``, ``volume``, ``utility``, ``true_positives``,
-    ``false_positives``, ``status``, ``volume_scale`` and ``traffic`` (``a_g n_g``)."""
+    ``false_positives``, ``status``, ``volume_scale``, ``traffic`` (``a_g n_g``), and what
+    holds it there (``held_by``, ``why``); for the run, the ``unused`` capacity and why
+    (``unused_why``, ``held_by``: groups per cause) and why the LP bound exceeds the utility
+    (``bound_why``; :mod:`costlib_pipelines.recalibrate.capacity_reasons`)."""
     named = set(config.capacity["min_volume"]) | set(config.capacity["max_volume"]) | set(
         config.capacity["expected_rows"])
     statuses: dict[str, int] = {}
@@ -225,7 +238,7 @@ def allocation_summary(result, groups: Mapping[str, CapacityInput],
                         "false_positives": a.false_positives, "status": a.status,
                         "volume_scale": item.volume_scale,
                         "traffic": item.volume_scale * item.rows}
-    return {
+    summary = {
         "capacity": result.capacity, "objective": result.objective,
         "target_slope": result.target_slope, "multiplier": result.multiplier,
         "marginal_precision": result.marginal_precision,
@@ -239,6 +252,15 @@ def allocation_summary(result, groups: Mapping[str, CapacityInput],
         "groups_not_in_run": sorted(named - set(per_group)),
         "groups": per_group,
     }
+    limits = {g: item.limits for g, item in groups.items()}
+    if all(limit is not None for limit in limits.values()):
+        summary.update(allocation_reasons(
+            summary, {g: item.frontier for g, item in groups.items()},
+            {g: limit for g, limit in limits.items() if limit is not None},
+            objective=result.objective,
+            target_precision=config.target.marginal_precision,
+            max_unrated_share=config.max_unrated_share))
+    return summary
 
 
 class SplitFiguresFn(beam.DoFn):
@@ -308,7 +330,20 @@ def capacity_point(group: str, grid: ThresholdGrid, result: GroupResult,
             point = replace(point, status="infeasible", reason=(
                 "no covered cell within the group's capacity.min_volume/max_volume: "
                 "nothing allocated"))
+        elif entry.get("why"):  # what holds the group where it is (capacity_reasons)
+            point = replace(point, reason=f"held by {entry['held_by']}: {entry['why']}")
     return replace(result, points={**result.points, METHOD: point}), entry
+
+
+def not_allocated_reason(grid: ThresholdGrid, config: RunConfig) -> str:
+    """Why a group's ``capacity`` record has no thresholds: its own grid holds fewer rated
+    rows than ``min_rated`` (the allocation leaves such a group out; the methods' records may
+    fall back to ``__all__``, the allocation does not), with the grid's numbers."""
+    pos, neg = grid.total_positives, grid.total_negatives
+    return (f"left out of the capacity allocation: its grid holds {pos:g} rated positives "
+            f"and {neg:g} rated negatives, fewer than min_rated (positives "
+            f"{config.min_positives:g}, negatives {config.min_negatives:g}); the allocation "
+            "gives such a group no thresholds (no fallback)")
 
 
 def capacity_summary(summary: Mapping[str, Any] | None,

@@ -56,13 +56,19 @@ class SumGrids(beam.CombineFn):
     optimiser attaches the edges, :func:`optimize_one`). With ``columns.audit_probability``
     they are ``(lattice, SparseCounts, rated_rows, audited_rows)``, the last the rated audit
     rows (p < 1), which the grid's
-    ``audited_rows`` sums. The output is ``None`` when the key had no rated row at all (only
+    ``audited_rows`` sums. The pipeline sends ``(lattice, SparseCounts, rated_rows,
+    audited_rows, positive_rows, negative_rows)``: the last two the rated positive and negative
+    rows with a positive weight, unweighted, which the grid's ``positive_rows``/``negative_rows``
+    sum (``min_rated`` counts them; the channels hold weights: estimated rows or money). A group
+    any of whose partials lacks them gets ``None`` there (the weighted totals stand in).
+    The output is ``None`` when the key had no rated row at all (only
     unrated rows: like a group without rows, it gets no operating point); otherwise a
     :class:`costlib.thresholds.ThresholdGrid`, or with ``compact_output=True`` (what the
     pipeline uses) a :class:`costlib.thresholds.grid._sparse.SparseGrid` that the optimising stage
     makes dense, one group at a time.
 
-    An accumulator is ``[counts, edges, rated_rows, audited_rows, entries_added]`` where
+    An accumulator is ``[counts, edges, rated_rows, audited_rows, entries_added, row_counts]``
+    (``row_counts``: ``[positive_rows, negative_rows]`` or None when unknown) where
     ``counts`` is
 
     - a list of :class:`SparseCounts` partials (a *sparse* accumulator: memory proportional to
@@ -112,7 +118,7 @@ class SumGrids(beam.CombineFn):
     @staticmethod
     def _to_dense(acc, channels: int):
         """A new accumulator with a dense array of at least ``channels`` channels."""
-        counts, edges, rated, audited, added = acc
+        counts, edges, rated, audited, added, rows = acc
         parts = counts if isinstance(counts, list) else [counts]
         channels = max([channels, *(p.channels if isinstance(p, SparseCounts) else p.shape[0]
                                     for p in parts)])
@@ -122,7 +128,7 @@ class SumGrids(beam.CombineFn):
                 part.add_to(dense)
             else:
                 dense[: part.shape[0]] += part
-        return [dense, edges, rated, audited, added]
+        return [dense, edges, rated, audited, added, rows]
 
     def _settle(self, acc):
         """Merge a sparse accumulator's pending partials, or go dense (see the class doc)."""
@@ -135,18 +141,21 @@ class SumGrids(beam.CombineFn):
         if total >= self.DENSE_FRACTION * cells or acc[4] >= self.DENSE_WORK * cells:
             return self._to_dense(acc, channels)
         if total - counts[0].nnz > counts[0].nnz:  # pending outweigh the merged: merge
-            return [[merge_sparse(counts)], edges, acc[2], acc[3], acc[4]]
+            return [[merge_sparse(counts)], edges, *acc[2:]]
         return acc
 
     def create_accumulator(self):
         return None
 
     def add_input(self, acc, partial):
-        edges, counts, rated, *audited = partial
+        edges, counts, rated, *rest = partial
+        row_counts = [int(rest[1]), int(rest[2])] if len(rest) >= 3 else None
         if acc is None:
-            acc = [[], edges, 0, 0, 0]
-        elif isinstance(acc[0], SparseCounts):
-            acc = [[acc[0]], *acc[1:]]
+            acc = [[], edges, 0, 0, 0, row_counts]
+        else:
+            if isinstance(acc[0], SparseCounts):
+                acc = [[acc[0]], *acc[1:]]
+            acc[5] = _sum_rows(acc[5], row_counts)
         if isinstance(acc[0], list):
             acc[0].append(counts)
             acc[4] += counts.nnz
@@ -156,7 +165,7 @@ class SumGrids(beam.CombineFn):
                 acc = self._to_dense(acc, counts.channels)
             counts.add_to(acc[0])
         acc[2] += int(rated)
-        acc[3] += int(audited[0]) if audited else 0
+        acc[3] += int(rest[0]) if rest else 0
         return acc
 
     def merge_accumulators(self, accs):
@@ -167,12 +176,15 @@ class SumGrids(beam.CombineFn):
         rated = sum(acc[2] for acc in accs)
         audited = sum(acc[3] for acc in accs)
         added = sum(acc[4] for acc in accs)
+        rows = accs[0][5]
+        for acc in accs[1:]:
+            rows = _sum_rows(rows, acc[5])
         parts = []
         for acc in accs:
             parts += acc[0] if isinstance(acc[0], list) else [acc[0]]
         if any(isinstance(p, np.ndarray) for p in parts):  # new array: inputs stay untouched
-            return self._to_dense([parts, edges, rated, audited, added], 2)
-        return self._settle([parts, edges, rated, audited, added])
+            return self._to_dense([parts, edges, rated, audited, added, rows], 2)
+        return self._settle([parts, edges, rated, audited, added, rows])
 
     def compact(self, acc):
         if acc is None or isinstance(acc[0], SparseCounts):
@@ -188,20 +200,33 @@ class SumGrids(beam.CombineFn):
         if acc is None or acc[2] == 0:
             return None
         if self.compact_output:
-            counts, edges, _, audited, _ = self.compact(acc)
+            counts, edges, _, audited, _, rows = self.compact(acc)
             return SparseGrid(edges=tuple(edges), counts=counts, names=self.names,
-                              audited_rows=audited)
+                              audited_rows=audited, **_row_fields(rows))
         if _is_shape(acc[1]):
             raise ValueError("SumGrids: partials keyed by lattice shape need compact_output=True "
                              "(the optimiser attaches the edges)")
-        dense, edges, _, audited, _ = self._to_dense(acc, 2)
+        dense, edges, _, audited, _, rows = self._to_dense(acc, 2)
         return ThresholdGrid(edges=tuple(edges), pos=dense[1], neg=dense[0], names=self.names,
                              unrated=dense[2] if dense.shape[0] >= 3 else None,
                              audited_rows=audited,
                              variance=dense[3:5] if dense.shape[0] >= 5 else None,
                              design=dense[5:7] if dense.shape[0] >= 7 else None,
                              census=(dense[7:11] if dense.shape[0] == GRID_CHANNELS
-                                     else None))
+                                     else None),
+                             **_row_fields(rows))
+
+
+def _sum_rows(a, b):
+    """``[positive_rows, negative_rows]`` of two accumulators (None when either is unknown)."""
+    return None if a is None or b is None else [a[0] + b[0], a[1] + b[1]]
+
+
+def _row_fields(rows) -> dict:
+    """The grid's ``positive_rows``/``negative_rows`` from an accumulator's row counts."""
+    if rows is None:
+        return {"positive_rows": None, "negative_rows": None}
+    return {"positive_rows": int(rows[0]), "negative_rows": int(rows[1])}
 
 
 class SumBootstrapGrids(beam.CombineFn):

@@ -88,6 +88,11 @@ def read_in_force(
         publication = points_publication(resolved)
         entry["published"] = publication["published"]
         entry["published_reason"] = publication["reason"]
+    elif baseline.records == [] and baseline.run_id is not None:
+        entry["source"] = None
+        entry["note"] = (f"none: the published run {baseline.run_id} applied no window and "
+                         "carried no points in force")
+        return None, entry
     elif baseline.records is not None and baseline.run_id is not None:
         records, resolved = baseline.records, f"{output.rstrip('/')}/runs/{baseline.run_id}"
     else:

@@ -37,6 +37,7 @@ from costlib_pipelines.recalibrate import window_guard, window_shards
 from costlib_pipelines.recalibrate.accounting import audit_warning
 from costlib_pipelines.recalibrate.capacity import capacity_violations
 from costlib_pipelines.recalibrate.carried_edges import write_edge_sketches
+from costlib_pipelines.recalibrate.min_risk import MinRiskSettings
 from costlib_pipelines.recalibrate.publish import (
     Baseline,
     GuardSettings,
@@ -45,8 +46,10 @@ from costlib_pipelines.recalibrate.publish import (
     guard_notes,
     guard_violations,
     no_point_note,
+    unmatched_label_violation,
 )
 from costlib_pipelines.recalibrate.shards import assemble_shards
+from costlib_pipelines.recalibrate.volume_guard import VolumeCheck
 
 __all__ = ["PublishRunFn", "PublishSpec", "baseline_check", "grid_edges_entry",
            "publish_windowed_run"]
@@ -85,7 +88,7 @@ class PublishRunFn(beam.DoFn):
         self.spec = spec
 
     def process(self, _, accounting, dead_letter_files, shard_ids, edges=None,
-                edge_sketches=None, capacity=None):
+                edge_sketches=None, capacity=None, volumes=None):
         spec, config = self.spec, self.config
         pause_point("recalibrate.publish")
         run = RunDirectory(spec.output, config.digest, spec.run_id)
@@ -99,8 +102,15 @@ class PublishRunFn(beam.DoFn):
         baseline = spec.baseline
         violations = baseline_check(spec)
         violations += guard_violations(baseline.records, new, spec.settings)
+        violations += filter(None, [unmatched_label_violation(
+            new, config.columns.get("label_positive"))])
         violations += plausibility_violations(accounting, Plausibility.from_config(config))
         violations += capacity_violations(new, capacity)
+        weighted = MinRiskSettings.from_config(config)
+        volume = VolumeCheck(volumes, config.publish.max_volume_change,
+                             config.publish.on_volume_change,
+                             amounts=weighted is not None and weighted.weight_rated_rows)
+        violations += volume.violations()
         if capacity is not None:
             write_json(run.path("capacity.json"), capacity)
         if not new:
@@ -127,7 +137,8 @@ class PublishRunFn(beam.DoFn):
                 "compared_with_run": baseline.run_id,
                 "previous_run_unreadable": baseline.problem,
                 "violations": violations,
-                "notes": [*guard_notes(new, spec.settings),
+                "volume": volume.summary(),
+                "notes": [*volume.notes(), *guard_notes(new, spec.settings),
                           *filter(None, (no_point_note(new, spec.settings),
                                          audit_warning(accounting)))],
                 "override": (spec.override.record()

@@ -25,9 +25,15 @@ C_TP`` (what catching it saves), a negative row ``C_FP - C_TN`` (what flagging i
 an unrated row times ``C_FP - C_TN`` (the likely class of an unrated row of a rare event). The
 grid's TP and FP are then amounts of money rather than counts, and the operating point that
 maximises ``TP - r·FP`` with ``target: {slope: 1}`` maximises the net amount saved; with counts
-it maximises caught items at the target trade-off, whatever their amounts. A regret that is
-null, non-finite or negative on a row the grid uses stops the run with an error naming the file,
-row group and column (exit 2).
+it maximises caught items at the target trade-off, whatever their amounts.
+
+A **negative regret** (a fraud of 3 whose review costs 5: ``C_FN - C_TP < 0``) means the row is
+never worth flagging for its cost: it enters the grid with weight 0 (it moves no threshold)
+and is counted in the run's row accounting, ``min_risk.negative_regret.rated_positive``,
+``.rated_negative`` and ``.unrated`` (the manifest's ``row_accounting``, the command's summary).
+Zero-weight rows are no evidence either: ``min_rated`` does not count them. A regret that is
+null or non-finite (a missing amount) stops the run with an error naming the file, row group
+and column (exit 2): the row's cost is unknown, not small.
 """
 
 from __future__ import annotations
@@ -48,9 +54,13 @@ from costlib_pipelines.io.batches import ValidatedBatch
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.schema import SchemaError
 
-__all__ = ["CostSpec", "MinRiskSettings", "cost_weighted", "with_min_risk"]
+__all__ = ["NEGATIVE_REGRET", "CostSpec", "MinRiskSettings", "cost_weighted", "with_min_risk"]
 
 COST_NAMES = ("fn", "fp", "tp", "tn")
+
+#: Accounting counters of rows given weight 0 for a negative regret (+ ``rated_positive``,
+#: ``rated_negative`` or ``unrated``).
+NEGATIVE_REGRET = "min_risk.negative_regret."
 
 
 @dataclass(frozen=True)
@@ -183,8 +193,10 @@ def cost_weighted(
 ) -> ValidatedBatch:
     """The batch with every valid row's weight multiplied by its regret (see module doc).
 
-    Unchanged unless ``settings.weight_rated_rows``. Raises :class:`InputError` naming the
-    file, row group and cost column when a used row's regret is null, non-finite or negative.
+    Unchanged unless ``settings.weight_rated_rows``. Rows with a negative regret get weight 0
+    and are counted in the batch's accounting (:data:`NEGATIVE_REGRET` ``+ kind``). Raises
+    :class:`InputError` naming the file, row group and cost column when a used row's regret is
+    null or non-finite.
     """
     if settings is None or not settings.weight_rated_rows:
         return batch
@@ -192,21 +204,32 @@ def cost_weighted(
     costs, _ = settings.costs(raw, batch.valid_rows, where)
     positive_regret = costs[:, 1, 0] - costs[:, 1, 1]
     negative_regret = costs[:, 0, 1] - costs[:, 0, 0]
-    regret = np.where(batch.rated & batch.labels, positive_regret, negative_regret)
-    bad = ~(np.isfinite(regret) & (regret >= 0))
+    positive = batch.rated & batch.labels
+    regret = np.where(positive, positive_regret, negative_regret)
+    bad = ~np.isfinite(regret)
     if bad.any():
         first = int(np.flatnonzero(bad)[0])
         row = int(batch.valid_rows[first])
-        is_pos = bool(batch.rated[first] and batch.labels[first])
-        names = ("fn", "tp") if is_pos else ("fp", "tn")
+        names = ("fn", "tp") if positive[first] else ("fp", "tn")
         columns = _columns_of(settings, names)
         raise InputError(
-            f"{where}: {int(bad.sum())} row(s) have a null, non-finite or negative cost "
-            f"regret (C_{names[0].upper()} - C_{names[1].upper()}) for min_risk."
-            f"weight_rated_rows, first at row {row} (columns {columns})"
+            f"{where}: {int(bad.sum())} row(s) have a null or non-finite cost regret "
+            f"(C_{names[0].upper()} - C_{names[1].upper()}) for min_risk.weight_rated_rows, "
+            f"first at row {row} (columns {columns}); fill the cost or drop the row"
         )
+    below = regret < 0
+    accounting = batch.accounting
+    if below.any():
+        regret = np.where(below, 0.0, regret)
+        accounting = accounting.copy()
+        for kind, mask in (("rated_positive", positive), ("rated_negative",
+                                                          batch.rated & ~batch.labels),
+                           ("unrated", ~batch.rated)):
+            count = int(np.count_nonzero(below & mask))
+            if count:
+                accounting[NEGATIVE_REGRET + kind] += count
     weights = regret if batch.weights is None else batch.weights * regret
-    return dataclasses.replace(batch, weights=weights)
+    return dataclasses.replace(batch, weights=weights, accounting=accounting)
 
 
 def _columns_of(settings: MinRiskSettings, names: Sequence[str]) -> list[str]:

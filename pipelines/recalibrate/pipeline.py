@@ -96,6 +96,7 @@ from costlib_pipelines.recalibrate.shards import (
     WriteShardFn,
     optimize_parent,
 )
+from costlib_pipelines.recalibrate.volume_guard import VOLUMES, GatherVolumes
 from costlib_pipelines.runner import job_name_flags, make_pipeline, run_to_end, runner_name
 
 __all__ = ["build_recalibrate", "preflight", "run_recalibrate"]
@@ -280,8 +281,9 @@ def build_recalibrate(
         )
     capacity = (summed | "Capacity" >> AllocateCapacity(config, edges)
                 if config.allocates_capacity else None)
-    shard_ids = optimize_and_write(summed, config, edges, run_dir, run_id, in_force,
-                                   allocation=None if capacity is None else capacity.allocation)
+    shard_ids, volumes = optimize_and_write(
+        summed, config, edges, run_dir, run_id, in_force,
+        allocation=None if capacity is None else capacity.allocation)
     once = pipeline | "Once" >> beam.Impulse()  # one element: the last stage runs once
     if publish is None:
         return once | "Assemble" >> beam.ParDo(AssembleShardsFn(run_dir),
@@ -296,6 +298,9 @@ def build_recalibrate(
                        else beam.pvalue.AsSingleton(sketches, default_value=None)),
         capacity=None if capacity is None else beam.pvalue.AsSingleton(
             capacity.summary, default_value=None),
+        volumes=beam.pvalue.AsSingleton(
+            volumes | "GatherVolumes" >> beam.CombineGlobally(GatherVolumes()),
+            default_value={}) if in_force is not None else None,
     )
 
 
@@ -308,9 +313,12 @@ def optimize_and_write(summed, config: RunConfig, edges, run_dir: str, run_id: s
     (with their fallback) and their records written by shard in parallel. Returns the PCollection of
     the written shards' ids, which the last stage (:class:`PublishRunFn`, or
     :class:`~costlib_pipelines.recalibrate.shards.AssembleShardsFn` without publishing) takes as a
-    side input and concatenates into the run's record files. ``allocation``: the shared
-    capacity's allocation (:class:`~costlib_pipelines.recalibrate.capacity.AllocateCapacity`), a
-    side input of the records stage, which then writes every group's ``capacity`` record.
+    side input and concatenates into the run's record files; and the PCollection of the volume
+    guard's ``(group, new volume, volume in force)`` (groups with rated rows, only when
+    ``in_force`` is given; :mod:`costlib_pipelines.recalibrate.volume_guard`).
+    ``allocation``: the shared capacity's allocation
+    (:class:`~costlib_pipelines.recalibrate.capacity.AllocateCapacity`), a side input of the
+    records stage, which then writes every group's ``capacity`` record.
     """
     parent = beam.pvalue.AsSingleton(
         summed | "OptimizeAllGroups" >> beam.FlatMap(optimize_parent, config, edges, in_force),
@@ -325,14 +333,15 @@ def optimize_and_write(summed, config: RunConfig, edges, run_dir: str, run_id: s
     )
     extra = {} if allocation is None else {
         "allocation": beam.pvalue.AsSingleton(allocation, default_value=None)}
-    return (
-        summed
-        | "Optimize" >> beam.ParDo(
-            OptimizeGroupsFn(config, run_id, shards.FLUSH_GROUPS, in_force), edges, parent,
-            boundaries, **extra)
+    optimized = summed | "Optimize" >> beam.ParDo(
+        OptimizeGroupsFn(config, run_id, shards.FLUSH_GROUPS, in_force), edges, parent,
+        boundaries, **extra).with_outputs(VOLUMES, main="chunks")
+    written = (
+        optimized.chunks
         | "PerWindow" >> beam.GroupByKey()  # by shard (batch runs have one, global, window)
         | "Finalize" >> beam.ParDo(WriteShardFn(run_dir))
     )
+    return written, optimized[VOLUMES]
 
 
 def run_recalibrate(

@@ -7,12 +7,18 @@ the run back when
 
 - a group's threshold moved by more than ``max_threshold_change`` (absolute, on any classifier;
   a classifier switched on or off counts as an infinite move), or
-- a group's thresholds rest on fewer than ``min_rated`` rated rows (positives + negatives of the
-  grid they were chosen on: the group's own, or the parent's under fallback; a group with no
+- a group's thresholds rest on fewer than ``min_rated`` rated rows (positive + negative rows of
+  the grid they were chosen on, one each whatever they weigh,
+  :func:`~costlib_pipelines.io.units.rated_rows`: the group's own, or the parent's under
+  fallback; a group with no
   thresholds, status ``insufficient_data``, rests on none; a group that ``kept`` the published
   thresholds unchanged is only noted), or
 - a group's point of the decision method is ``infeasible`` (``point_status``: no covered point
-  meets the run's constraints; ``costlib decide`` would give it null decisions).
+  meets the run's constraints; ``costlib decide`` would give it null decisions, or, for a point
+  that misses ``min_recall`` only, apply that nearest point: the reason says which), or
+- (``publish.on_volume_change: hold``) the flagged volume of the new points differs from that
+  of the points in force on the run's rows by more than ``publish.max_volume_change``
+  (:mod:`costlib_pipelines.recalibrate.volume_guard`; by default only a note).
 
 Points that are ``coverage_limited`` (the best point inside the rated region; a better one flags
 more unrated rows than allowed) are no violation, nor are ``resolution_limited`` points (the
@@ -40,7 +46,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,14 +54,17 @@ from costlib.message_text import thresholds_text
 from costlib.thresholds.loop import ALL_GROUPS
 from costlib_pipelines.flags import UsageError
 from costlib_pipelines.io.files import InputError, write_bytes_atomically, write_json
+from costlib_pipelines.io.recall_floor import misses_only_min_recall
 from costlib_pipelines.io.runs import (
     CARRIED,
+    NothingInForce,
     check_run_id,
     latest_run_id,
     list_runs,
     load_operating_points,
     read_manifest,
 )
+from costlib_pipelines.io.units import fmt_rows, rated_rows
 
 __all__ = [
     "Baseline",
@@ -65,6 +74,7 @@ __all__ = [
     "baseline_violations",
     "guard_notes",
     "guard_violations",
+    "infeasible_overrides",
     "no_point_note",
     "points_in_force",
     "publish_run",
@@ -171,6 +181,89 @@ def _unchanged(record: dict[str, Any], old: dict[str, Any] | None) -> bool:
     return [before[c] for c in record["classifiers"]] == list(record["thresholds"])
 
 
+def _own_rows(record: dict[str, Any]) -> str:
+    """``22 rated rows (12 positives, 10 negatives)``: a record's own grid, in rows whatever
+    they weigh (:func:`~costlib_pipelines.io.units.rated_rows`)."""
+    pos, neg = rated_rows(record)
+    return (f"{fmt_rows(pos + neg)} rated rows ({fmt_rows(pos)} positives, "
+            f"{fmt_rows(neg)} negatives)")
+
+
+def _rated_violation(group: str, record: dict[str, Any],
+                     new_by_group: Mapping[str, dict[str, Any]],
+                     settings: GuardSettings) -> str | None:
+    """The ``min_rated`` violation of one group's record, naming the grid its thresholds were
+    chosen on and that grid's rated rows, or why it has no thresholds; None when it holds
+    enough.
+
+    Three cases, each with the numbers of the data that caused it:
+
+    - no thresholds (status ``insufficient_data``, a method that did not switch the group on,
+      or a group the capacity allocation left out): ``costlib decide`` gives it null decisions;
+      the message says why (the record's ``reason``, else its status) and how many rated rows
+      the group's own grid holds (a group without thresholds rests on none, whatever it holds);
+    - ``fallback``: the thresholds are the parent's, so the parent's rated rows count;
+    - otherwise the group's own rated rows.
+    """
+    minimum = settings.min_rated
+    if record["thresholds"] is None:
+        why = record.get("reason") or f"status {record['status']}"
+        if record.get("capacity_status"):
+            why = f"capacity_status {record['capacity_status']}: {why}"
+        elif record["status"] == "fallback":
+            why = (f"status fallback to {record['fallback_group']}, which has no point of "
+                   f"method {settings.method}; {why}")
+        return (f"group {group!r}: no thresholds of method {settings.method}, so decide gives "
+                f"it null decisions ({why}); its own grid holds {_own_rows(record)}; a group "
+                f"without thresholds is held under min_rated={minimum:g}")
+    parent = record["fallback_group"] if record["status"] == "fallback" else None
+    source = new_by_group.get(parent) if parent else None
+    if source is not None:
+        rated = sum(rated_rows(source))  # rows, whatever they weigh (estimates, money)
+        if rated >= minimum:
+            return None
+        return (f"group {group!r}: thresholds are those of {parent} (status fallback: its own "
+                f"grid holds {_own_rows(record)}), which rest on {_own_rows(source)}, fewer "
+                f"than min_rated={minimum:g}")
+    rated = sum(rated_rows(record))
+    if rated >= minimum:
+        return None
+    if parent:  # the parent's record is not in the run: its rows cannot be counted
+        return (f"group {group!r}: thresholds are those of {parent} (status fallback), whose "
+                f"record is not in the run; its own grid holds {_own_rows(record)}, fewer "
+                f"than min_rated={minimum:g}")
+    return (f"group {group!r}: thresholds rest on the {_own_rows(record)} of its own grid "
+            f"(status {record['status']}), fewer than min_rated={minimum:g}")
+
+
+def _fmt_thresholds(values: Sequence[float]) -> str:
+    return "(" + ", ".join("inf" if math.isinf(v) else f"{v:.4g}" for v in values) + ")"
+
+
+def _decide_applies(record: dict[str, Any]) -> str:
+    """What ``costlib decide`` does with an infeasible point once the run is published
+    (:func:`~costlib_pipelines.io.recall_floor.misses_only_min_recall`)."""
+    if misses_only_min_recall(record):
+        recall = record.get("estimated_recall")
+        shown = "" if recall is None else f", estimated recall {recall:.4g}"
+        return (f"decide applies this nearest point, thresholds "
+                f"{_fmt_thresholds(record['thresholds'])}{shown}: the highest recall the rated "
+                "region allows (not the min_recall asked for)")
+    return "decide gives the group null decisions (nothing flagged)"
+
+
+def _if_published(record: dict[str, Any]) -> str:
+    return f"; if published anyway, {_decide_applies(record)}"
+
+
+def infeasible_overrides(records: Sequence[dict[str, Any]], method: str) -> list[str]:
+    """One warning per group of ``method`` whose point is infeasible, saying what ``costlib
+    decide`` applies now that a person published the run."""
+    return [f"group {r['group']!r}: the point is infeasible; {_decide_applies(r)}"
+            for r in _by_group(records, method).values()
+            if r.get("point_status") == "infeasible"]
+
+
 def guard_violations(
     previous: Sequence[dict[str, Any]] | None,
     new: Sequence[dict[str, Any]],
@@ -186,20 +279,15 @@ def guard_violations(
     violations = []
     for group in sorted(new_by_group):
         record = new_by_group[group]
-        source = new_by_group.get(record["fallback_group"] or group, record)
-        rated = source["rated_positives"] + source["rated_negatives"]
-        if record["thresholds"] is None:
-            rated = 0.0
         old = old_by_group.get(group)
-        if settings.min_rated > 0 and rated < settings.min_rated and not _unchanged(
-                record, old):
-            violations.append(
-                f"group {group!r}: thresholds rest on {rated:g} rated rows "
-                f"(status {record['status']}), fewer than min_rated={settings.min_rated:g}"
-            )
+        if settings.min_rated > 0 and not _unchanged(record, old):
+            thin = _rated_violation(group, record, new_by_group, settings)
+            if thin is not None:
+                violations.append(thin)
         if record.get("point_status") == "infeasible":
             violations.append(f"group {group!r}: the {settings.method} point is infeasible: "
-                              f"{record.get('reason') or 'no point meets the constraints'}")
+                              f"{record.get('reason') or 'no point meets the constraints'}"
+                              + _if_published(record))
         if settings.max_threshold_change is None or old is None:
             continue
         if sorted(old["classifiers"]) != sorted(record["classifiers"]):
@@ -230,6 +318,29 @@ def guard_violations(
     return violations
 
 
+def unmatched_label_violation(records: Sequence[dict[str, Any]],
+                               positive: Any) -> str | None:
+    """A violation when ``columns.label_positive`` is set and not one rated row of the run
+    carries it: every rating was read as a negative, which is almost surely a misspelt value
+    (the comparison is exact, case included), never a stream to publish thresholds from.
+
+    Counted on the all-groups records (every group's rows); None when the value is unset, the
+    run has no rated rows, or some rated row is positive.
+    """
+    if positive is None:
+        return None
+    whole = [r for r in records if r["group"] == ALL_GROUPS]
+    if not whole:
+        return None
+    pos, neg = rated_rows(whole[0])
+    if pos > 0 or neg == 0:
+        return None
+    return (f"labels: no rated row's label equals columns.label_positive {str(positive)!r}, so "
+            f"all {fmt_rows(neg)} rated rows were read as negatives; the comparison is exact "
+            "(case and spaces included): set columns.label_positive to the value your stream "
+            "writes for a positive rating")
+
+
 def guard_notes(new: Sequence[dict[str, Any]], settings: GuardSettings) -> list[str]:
     """What the guard lets pass but a reviewer should see (decision method's points).
 
@@ -241,8 +352,8 @@ def guard_notes(new: Sequence[dict[str, Any]], settings: GuardSettings) -> list[
     for group, record in sorted(_by_group(new, settings.method).items()):
         if record["status"] == "kept":
             why = record.get("reason") or (
-                f"kept the thresholds in force: {record['rated_positives']:g} rated positives "
-                f"and {record['rated_negatives']:g} rated negatives are too few to recalibrate")
+                "kept the thresholds in force: {} rated positive and {} rated negative rows are "
+                "too few to recalibrate".format(*map(fmt_rows, rated_rows(record))))
             notes.append(f"group {group!r}: thresholds {thresholds_text(record['thresholds'])}: "
                          f"{why}")
         elif record.get("point_status") == "coverage_limited":
@@ -269,12 +380,14 @@ def guard_notes(new: Sequence[dict[str, Any]], settings: GuardSettings) -> list[
 
 def no_point_note(new: Sequence[dict[str, Any]], settings: GuardSettings) -> str | None:
     """A note when no group of the run, ``__all__`` included, has a point ``costlib decide``
-    can apply (thresholds null, or the point infeasible): the run is no violation (decide gives
+    can apply (thresholds null, or the point infeasible on another constraint than
+    ``min_recall`` alone): the run is no violation (decide gives
     null decisions), but it flags nothing. None when some group has one (or there are no
     records of the decision method)."""
     records = _by_group(new, settings.method)
-    if not records or any(r["thresholds"] is not None and r.get("point_status") != "infeasible"
-                          for r in records.values()):
+    if not records or any(r["thresholds"] is not None and (
+            r.get("point_status") != "infeasible" or misses_only_min_recall(r))
+            for r in records.values()):
         return None
     statuses = Counter("infeasible" if r.get("point_status") == "infeasible" else r["status"]
                        for r in records.values())
@@ -308,7 +421,10 @@ def read_baseline(output: str) -> Baseline:
 
     A ``LATEST`` that names a missing, incomplete or unreadable run, or a missing ``LATEST``
     next to published runs, gives a :class:`Baseline` with ``problem`` set (the guard then
-    holds the new run: it fails closed).
+    holds the new run: it fails closed). A published windowed run whose guard applied no
+    window, with no points in force before it, gives no records (``[]``): nothing is in
+    force, and the guard compares the new run with nothing, as a first run (the windows it held
+    stay held in it, and nothing of it reaches ``costlib decide``).
     """
     output = output.rstrip("/")
     try:
@@ -324,6 +440,8 @@ def read_baseline(output: str) -> Baseline:
         return Baseline(None, None)
     try:
         records, _ = load_operating_points(f"{output}/runs/{run_id}", windows="applied")
+    except NothingInForce:  # a windowed run that applied no window and carried no points:
+        return Baseline([], run_id)  # nothing is in force, as before a first run
     except (InputError, OSError, ValueError) as exc:
         return Baseline(None, run_id, f"the published run {run_id} cannot be read: {exc}")
     return Baseline(points_in_force(records), run_id)

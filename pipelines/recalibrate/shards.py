@@ -39,6 +39,7 @@ import apache_beam as beam
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from apache_beam.pvalue import TaggedOutput
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
@@ -64,9 +65,10 @@ from costlib_pipelines.io.records import (
     records_to_table,
 )
 from costlib_pipelines.pause import pause_point
-from costlib_pipelines.recalibrate.capacity import capacity_point
+from costlib_pipelines.recalibrate.capacity import capacity_point, not_allocated_reason
 from costlib_pipelines.recalibrate.grids import dense_grid
 from costlib_pipelines.recalibrate.optimizing import optimize_one, split_grid_value
+from costlib_pipelines.recalibrate.volume_guard import VOLUMES, decision_volumes
 
 __all__ = [
     "FLUSH_GROUPS",
@@ -181,6 +183,7 @@ class OptimizeGroupsFn(beam.DoFn):
         self.pending: list[tuple[str, ThresholdGrid, object]] = []  # dense, not yet optimised
         self.pending_bytes = 0  # bootstrap replicates held by the pending groups
         self.side_inputs = None  # (edges, parent, boundaries, allocation) of the pending groups
+        self.volumes: list[tuple[str, float, float]] = []  # the volume guard's, per group
 
     def process(self, element, edges, parent, boundaries, allocation=None):
         pause_point("recalibrate.optimize")
@@ -206,6 +209,10 @@ class OptimizeGroupsFn(beam.DoFn):
         self.buffers, self.buffered = {}, 0
         for output in outputs:
             yield WindowedValue(output, GlobalWindow().max_timestamp(), [GlobalWindow()])
+        volumes, self.volumes = self.volumes, []
+        for volume in volumes:
+            yield TaggedOutput(VOLUMES, WindowedValue(volume, GlobalWindow().max_timestamp(),
+                                                      [GlobalWindow()]))
 
     def _optimize_pending(self):
         """Optimise the pending groups, their graph-method paths solved together
@@ -243,6 +250,12 @@ class OptimizeGroupsFn(beam.DoFn):
             fields = capacity_fields(
                 entry, float(self.config.capacity["total"]),
                 math.nan if allocation is None else allocation["multiplier"])
+            if entry is None:  # the record says why it has no thresholds
+                fields["reason"] = not_allocated_reason(grid, self.config)
+        if grid is not None and self.in_force is not None:  # the volume guard's figures
+            self.volumes.append(decision_volumes(
+                group, grid, result, self.config.decision_method, self.config.rule,
+                self.in_force.get(group)))
         shard = shard_of(boundaries, group)
         buffer = self.buffers.setdefault(shard, [])
         buffer.append(group_outputs(result, self.config, self.run_id, self.settings,

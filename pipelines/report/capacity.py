@@ -4,7 +4,8 @@ Reads the manifest's ``capacity`` entry
 (:func:`costlib_pipelines.recalibrate.capacity.capacity_summary`) and the run's records of method
 ``capacity``: the capacity and what was allocated, ``lambda`` and the marginal precision it stands
 for, the LP bound and the integrality gap, the gain over an equal and a traffic-proportional split
-of the same capacity, and a table of every group's allocated volume, share and thresholds (the
+of the same capacity, why capacity is left unused and why the LP bound exceeds the utility, and a
+table of every group's allocated volume, share, thresholds and what holds it there (the
 largest :data:`MAX_ROWS` by volume when there are more groups). :func:`capacity_view` computes
 it, ``templates/capacity.html.j2`` lays it out.
 """
@@ -84,6 +85,10 @@ def capacity_view(manifest: Mapping[str, Any], records: Sequence[Mapping[str, An
          f"{_gain(summary.get('total_utility'), summary.get('proportional_utility'))}; "
          f"{_gain(tp, summary.get('proportional_true_positives'))}"),
     ]
+    if summary.get("unused_why"):
+        figures.append(("capacity left unused, and why", summary["unused_why"]))
+    if summary.get("bound_why"):
+        figures.append(("why the LP bound exceeds the utility", summary["bound_why"]))
     if summary.get("groups_not_in_run"):
         figures.append(("bounds for groups not in the run",
                         ", ".join(summary["groups_not_in_run"])))
@@ -98,10 +103,12 @@ def capacity_view(manifest: Mapping[str, Any], records: Sequence[Mapping[str, An
                                        else 100 * r["capacity_share"], 1)),
                        cells.cell(_num(r["allocated_utility"])),
                        cells.cell(_num(r["volume_scale"], 4)),
-                       cells.cell(_thresholds(r["thresholds"]))],
+                       cells.cell(_thresholds(r["thresholds"])),
+                       cells.cell(r.get("reason") or "")],
                       key=f"capacity.group.{r['group']}")
             for r in shown]
     groups = cells.table(["group", "status", "allocated volume", "share of capacity (%)",
-                          "utility", "volume scale", "thresholds"], rows, "capacity")
+                          "utility", "volume scale", "thresholds", "what holds it there"],
+                         rows, "capacity")
     return {"figures": top, "groups": groups, "shown": len(shown), "total": len(mine)}
 

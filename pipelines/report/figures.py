@@ -39,16 +39,22 @@ from matplotlib.ticker import MaxNLocator
 from costlib.thresholds.plots import METHOD_COLORS
 from costlib.thresholds.point import Target
 
-__all__ = ["COLOURS", "DPI", "GroupFigures", "PNView", "nice_ceiling", "png_data_uri"]
+__all__ = ["COLOURS", "DPI", "PATH_SIZE", "PN_SIZE", "GroupFigures", "PNView", "nice_ceiling",
+           "png_data_uri"]
 
 #: Resolution of the embedded figures (pixels per inch of the matplotlib figure size).
-DPI = 64
+DPI = 100
 #: Colours of the palette the embedded PNG figures are stored with.
 COLOURS = 32
 #: Fixed axes positions of the PN-curve figure (two panels, shared legend on top) and of the
 #: path figure (legend right of the axes); no layout engine.
-PN_MARGINS = {"left": 0.06, "right": 0.975, "bottom": 0.12, "top": 0.82, "wspace": 0.16}
+PN_MARGINS = {"left": 0.075, "right": 0.975, "bottom": 0.14, "top": 0.82, "wspace": 0.16}
 PATH_MARGINS = {"left": 0.1, "right": 0.6, "bottom": 0.11, "top": 0.93}
+#: Figure sizes in inches: whole pixels at :data:`DPI`, the PN figure as wide as the page's
+#: column and the path figure as wide as the page shows it (``report.css``: 760 px), so that
+#: neither is scaled down and their 8-point text stays 11 pixels high.
+PN_SIZE = (10.0, 3.9)
+PATH_SIZE = (7.6, 4.4)
 #: Mantissas of the zoom panel's x limits: 0.001, 0.002, 0.005, 0.01, ..., 0.5, 1.
 LADDER = (1.0, 2.0, 5.0)
 
@@ -173,18 +179,21 @@ class GroupFigures:
     only): every method's path (graph, analytic) or frontier cells (hull, bucket) in
     lattice-index space, its chosen cell, and with fixed edges the bootstrap box of its
     thresholds; the axes span the lattice (fixed edges) or ``extent``, the largest index of
-    any curve of the run (quantile edges).
+    any curve of the run (quantile edges). ``estimated``: the run has audit data, so ``P`` is
+    the estimate ``P̂`` and the y axis, ``TP / P̂``, is labelled the estimated recall; without,
+    it says that ``TP / P`` (rated positives only) is not recall.
     """
 
     def __init__(self, methods: Sequence[str], kinds: Mapping[str, str],
                  classifiers: Sequence[str], lattice: Sequence[np.ndarray] | None,
-                 extent: Sequence[int] | None = None, decision: str | None = None):
+                 extent: Sequence[int] | None = None, decision: str | None = None,
+                 estimated: bool = False):
         self.methods = list(methods)
         self.decision = decision
         self.lattice = lattice
         self.extent = extent
         self.last_view: PNView | None = None
-        self.pn = Figure(figsize=(11, 4.25))  # whole pixels at DPI
+        self.pn = Figure(figsize=PN_SIZE)
         self.pn.subplots_adjust(**PN_MARGINS)
         self.pn_axes = self.pn.subplots(1, 2)
         self.curve_lines: dict[tuple[int, str], Line2D] = {}
@@ -206,7 +215,10 @@ class GroupFigures:
             ax.yaxis.set_major_locator(MaxNLocator(5))
             ax.grid(alpha=0.3)
         # One y label: both panels show the same quantity, and the zoom panel is redrawn per view.
-        self.pn_axes[0].set_ylabel("TP / P (share of rated positives)")
+        # With audit data P is the estimate P̂ and TP / P̂ the estimated recall; without, P
+        # holds rated positives only and TP / P is not recall: say which on the axis.
+        self.pn_axes[0].set_ylabel(r"TP / $\hat{P}$ = estimated recall" if estimated
+                                   else "TP / P (rated positives; not recall)", fontsize=9)
         self.pn_axes[0].set_xlim(0, 1.02)
         self.pn_axes[0].set_ylim(0, 1.05)
         self.pn_axes[0].set_title("all rated rows", fontsize=10)
@@ -232,7 +244,7 @@ class GroupFigures:
             self._make_paths(kinds, classifiers)
 
     def _make_paths(self, kinds: Mapping[str, str], classifiers: Sequence[str]) -> None:
-        self.paths = Figure(figsize=(9.5, 5.5))  # whole pixels at DPI
+        self.paths = Figure(figsize=PATH_SIZE)
         self.paths.subplots_adjust(**PATH_MARGINS)
         ax = self.path_ax = self.paths.add_subplot()
         self.path_lines: dict[str, Line2D] = {}

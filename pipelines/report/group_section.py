@@ -12,6 +12,7 @@ from typing import Any
 from markupsafe import Markup
 
 from costlib.thresholds.loop import ALL_GROUPS, NOT_SWITCHED_ON, ReasonCode
+from costlib_pipelines.io.units import ROWS, fmt_weighted, is_count, rated_rows
 from costlib_pipelines.report import cells
 from costlib_pipelines.report.changes import ThresholdChange
 from costlib_pipelines.report.figures import GroupFigures
@@ -86,7 +87,8 @@ def _resolution_note(point: Mapping[str, Any]) -> list[cells.Part]:
     title = (f"{name} at the point: {value:.6g}. No threshold tuple between the candidate "
              f"thresholds (a finer lattice of the same rows) can exceed {bound:.6g}: a "
              "bound, not an estimate (costlib.thresholds.point._resolution).")
-    text = "finer lattice: no better" if bound <= value else f"finer lattice ≤ {bound:.4g}"
+    text = ("finer lattice: no better" if bound <= value
+            else f"finer lattice ≤ {bound:.4g} (here {value:.4g})")
     return [cells.note(text, "note resolution", title)]
 
 
@@ -123,14 +125,28 @@ def _estimated_recall(point: Mapping[str, Any]) -> list[cells.Part]:
     return parts
 
 
+def _unit(points: Sequence[Mapping[str, Any]]) -> str:
+    """The unit of the records' weighted sums (:mod:`costlib_pipelines.io.units`)."""
+    return next((p.get("weight_unit") for p in points if p.get("weight_unit")), ROWS)
+
+
 def _points_table(points: Sequence[Mapping[str, Any]], classifiers: Sequence[str]
                   ) -> dict[str, Any]:
     """One row per method: thresholds, TP, FP, precision (with intervals).
 
-    With audit data (any record with ``estimated_recall``) a last column shows the estimated
-    recall ``TP / P̂`` with its interval and the Horvitz–Thompson total ``P̂``.
+    TP and FP are counts of rows (integers) in plain runs and weighted sums labelled with
+    their unit otherwise (``~`` marks an estimate). With audit data (any record with
+    ``estimated_recall``) a last column shows the estimated recall ``TP / P̂`` with its
+    interval and the Horvitz–Thompson total ``P̂``.
     """
     estimated = any(p.get("estimated_recall") is not None for p in points)
+    unit = _unit(points)
+
+    def amount(value: float | None) -> str:
+        if value is None or is_count(unit):
+            return fmt_count(value)
+        return fmt_weighted(value, unit)
+
     rows = []
     for p in points:
         low, high = p["threshold_ci_low"], p["threshold_ci_high"]
@@ -142,10 +158,10 @@ def _points_table(points: Sequence[Mapping[str, Any]], classifiers: Sequence[str
             row.append(cells.cell(cells.interval(fmt_threshold(value), bracket),
                                   *proposed_parts(p, j)))
         row += [
-            cells.cell(cells.interval(fmt_count(p["tp"]), fmt_interval(
-                p["tp_ci_low"], p["tp_ci_high"], fmt_count))),
-            cells.cell(cells.interval(fmt_count(p["fp"]), fmt_interval(
-                p["fp_ci_low"], p["fp_ci_high"], fmt_count))),
+            cells.cell(cells.interval(amount(p["tp"]), fmt_interval(
+                p["tp_ci_low"], p["tp_ci_high"], amount))),
+            cells.cell(cells.interval(amount(p["fp"]), fmt_interval(
+                p["fp_ci_low"], p["fp_ci_high"], amount))),
             cells.cell(cells.interval(fmt_ratio(p["precision"]), fmt_interval(
                 p["precision_ci_low"], p["precision_ci_high"], fmt_ratio))),
             cells.cell(f"{fmt_ratio(p['marginal_precision_left'])} / "
@@ -157,7 +173,8 @@ def _points_table(points: Sequence[Mapping[str, Any]], classifiers: Sequence[str
         if estimated:
             row.append(cells.cell(*_estimated_recall(p)))
         rows.append(cells.row(row, group=p["group"], method=p["method"]))
-    headers = ["method", *(f"t[{c}]" for c in classifiers), "TP", "FP", "precision",
+    tp_fp = ["TP", "FP"] if is_count(unit) else [f"TP ({unit})", f"FP ({unit})"]
+    headers = ["method", *(f"t[{c}]" for c in classifiers), *tp_fp, "precision",
                "marginal precision in / out", *COVERAGE_HEADERS,
                *(["est. recall (audit)"] if estimated else [])]
     return cells.table(headers, rows, "points")
@@ -229,9 +246,21 @@ def _figures(run: RunData, points: Sequence[Mapping[str, Any]], drawer: GroupFig
         marked = (f" Black cross: the previous run's ({previous.run_id}) thresholds of "
                   f"{drawer.decision}, at their place in this run's lattice"
                   + ("." if before and None not in before else " (none for this group)."))
+    unit = _unit(points)
+    estimated = any(p.get("estimated_recall") is not None for p in points)
+    if is_count(unit):
+        negatives, positives = plural(view.n, "rated negative"), plural(view.p, "rated positive")
+    else:
+        negatives = f"{fmt_weighted(view.n, unit)} ({unit}, rated negatives)"
+        positives = f"{fmt_weighted(view.p, unit)} ({unit}, rated positives)"
+    recall = ("With audit data P is P̂, the estimated total of positives, so TP / P is the "
+              "estimated recall (its interval is in the table: the curve shows the point "
+              "estimate only)." if estimated else
+              "P holds the rated positives only, so TP / P is not recall: positives nobody "
+              "rated are not in P.")
     return {"pn": Markup(pn), "n": repr(view.n), "p": repr(view.p),
-            "negatives": plural(view.n, "rated negative"),
-            "positives": plural(view.p, "rated positive"), "zoom_x": f"{view.zoom_x:g}",
+            "negatives": negatives, "positives": positives, "recall": recall,
+            "zoom_x": f"{view.zoom_x:g}",
             "paths": None if paths is None else Markup(paths),
             "axes": axes, "marked": marked,
             "k": len(run.classifiers)}
@@ -258,16 +287,21 @@ def group_view(run: RunData, anchors: Mapping[str, str], points: Sequence[Mappin
     group = first["group"]
     config = run.manifest.get("config", {})
     min_rated = config.get("min_rated", {})
+    positive_rows, negative_rows = rated_rows(first)
+    unit = _unit(points)
+    weighted = "" if is_count(unit) else (
+        f"; weighted: {fmt_weighted(first['rated_positives'], unit)} and "
+        f"{fmt_weighted(first['rated_negatives'], unit)} {unit}")
     parent = first["fallback_group"] or ALL_GROUPS
     has_thresholds = not all(p["thresholds"] is None for p in points)
     return {
         "group": group, "anchor": anchors[group], "status": first["status"],
         "title": f"{group} (all groups)" if group == ALL_GROUPS else group,
         "reasons": ", ".join(reasons), "window": _window(first),
-        "own": (f"{plural(first['rated_positives'], 'rated positive')} and "
-                f"{plural(first['rated_negatives'], 'rated negative')} of its own"),
-        "needed": (f"min_rated: {min_rated.get('positives', '?')} positives and "
-                   f"{min_rated.get('negatives', '?')} negatives"),
+        "own": (f"{plural(positive_rows, 'rated positive row')} and "
+                f"{plural(negative_rows, 'rated negative row')} of its own{weighted}"),
+        "needed": (f"min_rated: {min_rated.get('positives', '?')} positive and "
+                   f"{min_rated.get('negatives', '?')} negative rows"),
         "parent": parent, "parent_anchor": anchors.get(parent), "reason": first.get("reason"),
         "not_switched_on": _not_switched_on(first),
         "points": _points_table(points, run.classifiers) if has_thresholds else None,

@@ -61,8 +61,9 @@ class HistoryFigures:
 
         n = len(runs)
         self.classifiers = list(classifiers)
-        self.figure = Figure(figsize=(15, 2.75))
-        self.figure.subplots_adjust(left=0.045, right=0.985, bottom=0.24, top=0.8, wspace=0.25)
+        # as wide as the page's column at figures.DPI (shown unscaled: 8-point text, 11 px)
+        self.figure = Figure(figsize=(11.0, 2.75))
+        self.figure.subplots_adjust(left=0.055, right=0.985, bottom=0.24, top=0.8, wspace=0.3)
         axes: list[Axes] = list(self.figure.subplots(1, 4, sharex=True))
         self.axes = axes
         low, high = threshold_range
@@ -75,7 +76,7 @@ class HistoryFigures:
             ax.set_title(title, fontsize=9)
             ax.set_xlim(-0.5, n - 0.5)
             ax.grid(alpha=0.3)
-            ax.tick_params(labelsize=7)
+            ax.tick_params(labelsize=8)
             for i, run in enumerate(runs):
                 if run.held:
                     ax.axvspan(i - 0.5, i + 0.5, color="#f4b6b0", alpha=0.5, lw=0)

@@ -107,8 +107,10 @@ def group_figures(run: RunData, methods: Sequence[str],
         lattice = None
     config = run.manifest.get("config", {})
     decision = config.get("decision_method") or (list(methods) or [None])[0]
+    estimated = any(r.get("estimated_recall") is not None for r in run.records)
     return GroupFigures(methods, kinds, run.classifiers, lattice,
-                        _path_extent(run.curves, len(run.classifiers)), decision)
+                        _path_extent(run.curves, len(run.classifiers)), decision,
+                        estimated=estimated)
 
 
 def _path_extent(curves: Iterable[Mapping[str, Any]], k: int) -> tuple[int, ...] | None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from costlib_pipelines.config import RunConfig
+from costlib_pipelines.io.units import ROWS, UNIT_NOTES, fmt_rows, is_count, rated_rows
 from costlib_pipelines.report import cells
 from costlib_pipelines.report.changes import ThresholdChange
 from costlib_pipelines.report.formatting import (
@@ -32,6 +34,20 @@ __all__ = ["accounting_view", "overview_view", "run_view", "status_counts", "win
 _STATUSES = ("ok", "fallback", "kept", "insufficient_data")
 
 
+def target_description(target: Mapping[str, Any]) -> str:
+    """The config's ``target`` in any of its forms, as written and as the slope ``r`` and
+    marginal precision ``m = r / (1 + r)`` it resolves to, e.g. ``fp_per_tp 2.33 (slope r =
+    0.4292, marginal precision 0.3003)``."""
+    if not target:
+        return "not recorded"
+    try:
+        slope = RunConfig.target_of(target).slope
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"{target} (unreadable: {exc})"
+    written = "; ".join(f"{key} {value}" for key, value in target.items())
+    return f"{written} (slope r = {slope:.4g}, marginal precision {slope / (1 + slope):.4g})"
+
+
 def run_view(run: RunData, previous: RunData | None) -> dict[str, Any]:
     """Facts about the run (ids, times, inputs, config, previous run, publication) and the
     publish guard's violations and notes."""
@@ -47,7 +63,7 @@ def run_view(run: RunData, previous: RunData | None) -> dict[str, Any]:
                      f"{m.get('runner', '?')})"),
         ("inputs", inputs_text(m.get("inputs", []))),
         ("classifiers, rule", f"{', '.join(run.classifiers)}; rule '{config.get('rule', '?')}'"),
-        ("target", f"marginal precision {target.get('marginal_precision', '?')}"),
+        ("target", target_description(target)),
         ("methods", f"{', '.join(config.get('methods', []))} (decisions use "
                     f"'{config.get('decision_method', '?')}')"),
         ("previous run", "no previous run" if previous is None else
@@ -70,9 +86,18 @@ def accounting_view(manifest: Mapping[str, Any]) -> dict[str, Any]:
     rows += [cells.row([cells.cell(cells.indented(reason)), cells.cell(fmt_count(count))],
                        key=f"dead_letter.{reason}")
              for reason, count in sorted(reasons.items())]
+    zero = {k: v for k, v in acc.items() if k.startswith("min_risk.negative_regret.") and v}
+    rows += [cells.row([cells.cell(f"weigh 0, negative cost regret: "
+                                   f"{key.rsplit('.', 1)[1].replace('_', ' ')}"),
+                        cells.cell(fmt_count(count))], key=key)
+             for key, count in sorted(zero.items())]
     check = ("read = used + unrated + dead-lettered" if not reasons
              else "read = used + unrated + dead-lettered; dead-lettered rows by reason are "
                   "in the run's dead_letter/ files")
+    if zero:
+        check += ("; rows that weigh 0 (min_risk.weight_rated_rows: a cost regret below 0, "
+                  "e.g. an amount below the review cost, is never worth flagging for cost) "
+                  "are used or unrated rows too, not an extra bucket")
     counts = manifest.get("plausibility")
     plausibility = None
     if counts is not None:
@@ -113,10 +138,8 @@ def overview_view(groups: Sequence[str], shown: Mapping[str, Mapping[str, Any]],
         point = shown[group]
         row = [cells.cell(cells.link(group, anchors.get(group)), sort=group),
                cells.cell(cells.badge(point["status"]), sort=point["status"]),
-               cells.cell(fmt_count(point["rated_positives"]),
-                          sort=sort_value(point["rated_positives"])),
-               cells.cell(fmt_count(point["rated_negatives"]),
-                          sort=sort_value(point["rated_negatives"]))]
+               *(cells.cell(fmt_rows(rows), sort=sort_value(rows))
+                 for rows in rated_rows(point))]
         for j, name in enumerate(classifiers):
             value = None if point["thresholds"] is None else point["thresholds"][j]
             change = by_key.get((group, point["method"], name))
@@ -137,7 +160,7 @@ def overview_view(groups: Sequence[str], shown: Mapping[str, Mapping[str, Any]],
         rows.append(cells.row(row, group=group))
     since = ("Δ = change since the previous run " + previous.run_id if previous is not None
              else "no previous run to compare with")
-    headers = ["group", "status", "rated +", "rated −",
+    headers = ["group", "status", "rated + (rows)", "rated − (rows)",
                *(f"t[{c}]" for c in classifiers), *COVERAGE_HEADERS, "note",
                *(["latest window"] if windowed else []),
                *([] if detailed_all else ["details"])]
@@ -147,7 +170,11 @@ def overview_view(groups: Sequence[str], shown: Mapping[str, Mapping[str, Any]],
                f"coverage-limited, resolution-limited or infeasible point, are named by the "
                f"publish guard, or were selected (costlib report --groups); the column "
                f"\"details\" says why.")
-    return {"method": method, "since": since, "details": details, "count": len(groups),
+    unit = next((p.get("weight_unit") for p in shown.values() if p.get("weight_unit")), ROWS)
+    volume = "" if is_count(unit) else f"; volume is in {UNIT_NOTES[unit]}"
+    units = (" rated + / rated −: the group's rated positive / negative rows, one each whatever "
+             f"they weigh (what min_rated counts){volume}.")
+    return {"method": method, "since": since, "details": units + details, "count": len(groups),
             "table": cells.table(headers, rows, "overview")}
 
 

@@ -118,15 +118,33 @@ def _check_labels(labels: ArrayLike, n: int) -> NDArray[np.bool_]:
     y = np.asarray(labels)
     if y.shape != (n,):
         raise ValueError(f"labels must have shape ({n},) to match scores, got {y.shape}")
+    fix = ("convert them to True for the positive class, e.g. labels == 'fraud', keeping "
+           "None/NaN/<NA> for unrated rows")
     if y.dtype != np.bool_:
         if not np.issubdtype(y.dtype, np.number):
-            raise ValueError(f"labels must be bool or 0/1, got dtype {y.dtype}")
+            shown = sorted({repr(v) for v in y.ravel().tolist()})[:5] if y.dtype.kind in "OUS" \
+                else y.dtype
+            raise ValueError(f"labels must be bool or 0/1 (null = unrated), got {shown}; {fix}")
         bad = ~np.isin(y, (0, 1))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"labels must be bool or 0/1; labels[{i}] = {y[i].item()!r}")
+            raise ValueError(f"labels must be bool or 0/1 (null = unrated); labels[{i}] = "
+                             f"{y[i].item()!r}; {fix}")
         y = y.astype(np.bool_)
     return y
+
+
+def rated_labels(labels: ArrayLike, rated: NDArray[np.bool_]) -> NDArray[np.bool_]:
+    """Bool labels of the rated rows (False elsewhere); rated labels must be bool or 0/1."""
+    y = np.asarray(labels).ravel()
+    if y.dtype == np.bool_:
+        return y & rated
+    out = np.zeros(y.shape[0], dtype=bool)
+    kept = y[rated]
+    if kept.dtype == object:
+        kept = np.array(kept.tolist()) if kept.size else np.zeros(0, dtype=bool)
+    out[rated] = _check_labels(kept, kept.shape[0])
+    return out
 
 
 def _check_weights(weights: ArrayLike | None, n: int) -> NDArray[np.float64] | None:

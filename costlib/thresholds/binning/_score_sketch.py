@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from costlib.thresholds.binning._rows import quantize_weights
+from costlib.thresholds.binning._rows import quantize_weights, rated_labels
 
 __all__ = [
     "EdgeSketch",
@@ -308,18 +308,19 @@ class EdgeSketch:
         ----------
         scores : array-like of shape (n,)
             Finite, or ``-inf`` (did not score).
-        labels : array-like of bool, shape (n,)
-            Meaningful where rated.
+        labels : array-like of bool or 0/1, shape (n,)
+            Read where rated (anything, e.g. NaN, where unrated); other labels (strings, -1)
+            raise ``ValueError`` naming the fix.
         weights : array-like of shape (n,), optional
             Grid weights (default 1).
         unrated : array-like of bool, shape (n,), optional
             Rows scored but not rated (default: every row is rated).
         """
         s = np.asarray(scores, dtype=np.float64).ravel()
-        y = np.asarray(labels, dtype=bool).ravel()
         w = None if weights is None else np.asarray(weights, dtype=np.float64).ravel()
         rated = (np.ones(s.size, dtype=bool) if unrated is None
                  else ~np.asarray(unrated, dtype=bool).ravel())
+        y = rated_labels(labels, rated)
         positive_rows = np.flatnonzero(rated & y)
         positives = ScoreSketch.from_values(
             s[positive_rows], None if w is None else w[positive_rows], level=0,

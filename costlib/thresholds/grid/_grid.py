@@ -59,6 +59,7 @@ from costlib.thresholds.binning._rows import (
     split_labels,
     validate_rows,
 )
+from costlib.thresholds.grid._evidence import evidence_rows, summed_rows
 
 __all__ = ["ThresholdGrid", "lattice_counts"]
 
@@ -192,6 +193,9 @@ class ThresholdGrid:
         region where no row was audited has estimate 0 and :attr:`variance` 0 but ``W > 0``:
         :func:`costlib.thresholds.loop._move_evidence.gain_standard_errors` uses it to treat it as
         unknown.
+    positive_rows, negative_rows : int or None
+        Rated positive / negative rows with a positive weight, one each (the weights make
+        estimates or money): what ``min_positives``/``min_negatives`` count. None: unknown.
     census : ndarray of shape (4, B_1 + 1, ..., B_k + 1) or None
         The rows rated with certainty (``π = 1``: flagged when decided), per cell: ``sum w`` of
         negatives (0) and positives (1) and ``sum w²`` of negatives (2) and positives (3). A
@@ -211,6 +215,8 @@ class ThresholdGrid:
     variance: NDArray[np.float64] | None = None
     design: NDArray[np.float64] | None = None
     census: NDArray[np.float64] | None = None
+    positive_rows: int | None = None
+    negative_rows: int | None = None
     _cache: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -289,6 +295,7 @@ class ThresholdGrid:
         edge_arrays = cls._check_edge_list(edges, s.shape[1])
         shape = tuple(e.size + 1 for e in edge_arrays)
         wq = None if w is None else quantize_weights(w, weight_bits)
+        evidence = evidence_rows(y, w, unrated)  # rated rows with a weight, one each
         locators = [locator_for(e) for e in edge_arrays]
         counts = histogram_cells(s, y, wq, locators, shape, unrated=unrated)
         variance = design = census = None
@@ -322,6 +329,7 @@ class ThresholdGrid:
             variance=variance,
             design=design,
             census=census,
+            **evidence,
         )
 
     @classmethod
@@ -340,7 +348,7 @@ class ThresholdGrid:
             pos=np.zeros(shape),
             neg=np.zeros(shape),
             names=tuple(names) if names is not None else None,
-            weight_bits=weight_bits,
+            weight_bits=weight_bits, positive_rows=0, negative_rows=0,
         )
 
     @staticmethod
@@ -373,6 +381,7 @@ class ThresholdGrid:
             design=(None if self.design is None and other.design is None
                     else self._design() + other._design()),
             census=_sum_census(self, other),
+            **summed_rows(self, other),
         )
 
     def __eq__(self, other: object) -> bool:

@@ -131,6 +131,8 @@ class SparseCounts:
         names: Sequence[str] | None = None,
         weight_bits: int = DEFAULT_WEIGHT_BITS,
         audited_rows: int = 0,
+        positive_rows: int | None = None,
+        negative_rows: int | None = None,
     ) -> ThresholdGrid:
         shape = tuple(e.size + 1 for e in edges)
         dense = np.zeros((self.channels, *shape))
@@ -142,6 +144,7 @@ class SparseCounts:
             variance=dense[3:5] if self.channels >= 5 else None,
             design=dense[5:7] if self.channels >= 7 else None,
             census=dense[7:11] if self.channels == GRID_CHANNELS else None,
+            positive_rows=positive_rows, negative_rows=negative_rows,
         )
 
 
@@ -379,6 +382,9 @@ class SparseGrid:
     names: tuple[str, ...] | None = None
     weight_bits: int = DEFAULT_WEIGHT_BITS
     audited_rows: int = 0
+    #: rated positive / negative rows with a positive weight (``ThresholdGrid.positive_rows``)
+    positive_rows: int | None = None
+    negative_rows: int | None = None
 
     def with_edges(self, edges: Sequence[NDArray[np.float64]]) -> SparseGrid:
         """The same grid with its edges (a pipeline may carry only the lattice shape in
@@ -390,9 +396,12 @@ class SparseGrid:
             raise ValueError(f"edges give lattice {tuple(e.size + 1 for e in edges)}, the "
                              f"counts were made on {shape}")
         return SparseGrid(edges=edges, counts=self.counts, names=self.names,
-                          weight_bits=self.weight_bits, audited_rows=self.audited_rows)
+                          weight_bits=self.weight_bits, audited_rows=self.audited_rows,
+                          positive_rows=self.positive_rows, negative_rows=self.negative_rows)
 
     def to_grid(self) -> ThresholdGrid:
         """The dense :class:`ThresholdGrid` (unrated channel zeros when there is none)."""
         return self.counts.to_grid(self.edges, names=self.names, weight_bits=self.weight_bits,
-                                   audited_rows=self.audited_rows)
+                                   audited_rows=self.audited_rows,
+                                   positive_rows=self.positive_rows,
+                                   negative_rows=self.negative_rows)

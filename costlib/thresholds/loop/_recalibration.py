@@ -1,7 +1,10 @@
 """Recalibrating many groups at once: operating points per group, with a guarded fallback.
 
 A group's thresholds are only trusted when its grid holds at least ``min_positives`` rated
-positives and ``min_negatives`` rated negatives (weighted). Otherwise the group *falls back* to
+positive rows and ``min_negatives`` rated negative rows. These are rows, counted one each
+(:attr:`ThresholdGrid.positive_rows`), whatever weight the rows carry: an audit weight ``w / π``
+makes one audited positive an estimate of ``1 / π`` positives and a money weight makes it an
+amount, but it is still one row of evidence. Otherwise the group *falls back* to
 a parent grid (by default the all-groups grid ``"__all__"``, the sum of every group's grid) and
 says so in its status. When the parent is itself too thin (or fallback is off) and the
 thresholds in force are known, the group *keeps* them (status ``kept``): a scheduled loop must
@@ -63,7 +66,9 @@ class GroupResult:
     ``status`` is ``"ok"`` (own grid), ``"fallback"`` (points of ``fallback_group``),
     ``"kept"`` (too few rated rows and no usable parent: the thresholds in force, evaluated on
     the group's grid) or ``"insufficient_data"`` (no points). ``rated_positives/negatives`` are
-    the group's own. ``in_force`` holds, for a thin group whose thresholds in force were given,
+    the group's own weighted totals (rows, estimated rows or money: whatever the weights are);
+    ``rated_positive_rows/negative_rows`` its rated rows (None when the grid does not know
+    them). ``in_force`` holds, for a thin group whose thresholds in force were given,
     those thresholds evaluated on its grid per method (what :func:`apply_fallback` keeps).
     """
 
@@ -72,6 +77,8 @@ class GroupResult:
     rated_positives: float
     rated_negatives: float
     points: dict[str, OperatingPoint | None] = field(default_factory=dict)
+    rated_positive_rows: int | None = None
+    rated_negative_rows: int | None = None
     intervals: dict[str, BootstrapResult | None] = field(default_factory=dict)
     fallback_group: str | None = None
     in_force: dict[str, OperatingPoint] | None = None
@@ -138,7 +145,13 @@ def _kept_thin(point: OperatingPoint, grid: ThresholdGrid, rule: str,
 
 
 def is_sufficient(grid: ThresholdGrid, min_positives: float, min_negatives: float) -> bool:
-    return grid.total_positives >= min_positives and grid.total_negatives >= min_negatives
+    """Whether ``grid`` holds at least ``min_positives`` rated positive rows and
+    ``min_negatives`` rated negative rows (:attr:`ThresholdGrid.positive_rows` and
+    ``negative_rows``: rows, not weights; the weighted totals when the grid does not know
+    them, e.g. one made from histograms alone)."""
+    positives = grid.total_positives if grid.positive_rows is None else grid.positive_rows
+    negatives = grid.total_negatives if grid.negative_rows is None else grid.negative_rows
+    return positives >= min_positives and negatives >= min_negatives
 
 
 def optimize_group(
@@ -220,6 +233,8 @@ def optimize_group(
         status="ok",
         rated_positives=grid.total_positives,
         rated_negatives=grid.total_negatives,
+        rated_positive_rows=grid.positive_rows,
+        rated_negative_rows=grid.negative_rows,
     )
     if not is_sufficient(grid, min_positives, min_negatives):
         result.status = "insufficient_data"

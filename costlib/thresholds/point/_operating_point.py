@@ -336,13 +336,20 @@ def _reason(ctx: _Context, selection: Selection, chosen: dict[str, Any],
         recall = ""
         if ctx.constraints.min_recall is not None:
             total = ctx.constraints.total_positives
-            what = (f"P̂ = {total:g} estimated positives" if total == ctx.grid.total_positives
-                    else f"P = {total:g} positives, the upper {ctx.recall_level:g}-interval "
-                    f"bound of P̂ = {ctx.grid.total_positives:g}")
-            recall = f" (recall of {what}; the point's recall is {_share(chosen['tp'], ctx)})"
+            estimate = ctx.grid.total_positives
+            if total == estimate:
+                what = f"the estimated total of {total:,.4g} positives"
+                share = f"the nearest point's estimated recall is {_share(chosen['tp'], ctx)}"
+            else:
+                what = (f"{total:,.4g} positives: the upper end of the {ctx.recall_level:.0%} "
+                        f"interval of the total positives, estimated at {estimate:,.4g}")
+                share = (f"the nearest point's recall counted that way is "
+                         f"{_share(chosen['tp'], ctx)}")
+            recall = f" (recall is counted against {what}; {share})"
+        asked = ", ".join(f"{name} {value:.4g}" for name, value in limits.items())
         return (
-            f"no covered {ctx.method} point that flags anything meets {limits}{recall}; nearest "
-            f"point (smallest largest relative violation) violates "
+            f"no covered {ctx.method} point that flags anything meets {asked}{recall}; the "
+            f"nearest point (the smallest largest relative violation) misses "
             f"{', '.join(selection.violated)}"
         )
     return ""
