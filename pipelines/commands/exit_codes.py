@@ -18,6 +18,11 @@ code  meaning
       (:mod:`costlib_pipelines.interrupts`)
 ====  ============================================================================
 
+Why a code of its own for a failed engine job: 1 tells the on-call person "a bug: report it",
+2 "fix the input, a retry fails again"; a job that failed on its cluster needs neither, but a
+look at the cluster, after which the same command succeeds. Schedulers retry it as they retry
+1 (the Airflow DAGs and the CronJob treat only 2 and 3 as final).
+
 Errors raised inside a Beam pipeline reach the launcher in two forms: the in-process
 FnApiRunner re-raises the DoFn's exception (same type, message augmented with the step name);
 runners with worker processes (``multi_processing``, portable, Flink, Dataflow) raise a
