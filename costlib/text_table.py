@@ -15,13 +15,15 @@ def _cell(value: object) -> str:
             return "-"
         if value in (float("inf"), float("-inf")):
             return "off" if value > 0 else "-inf"
-        return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.0f}"
+        # 4 significant digits below 10,000; above, every integer digit (never 1.371e+04)
+        return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
     return str(value)
 
 
 def format_table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
-    """Left-aligned text columns; floats to 4 significant digits, NaN and None as '-', +inf as
-    'off'."""
+    """Left-aligned text columns; floats to 4 significant digits (from 10,000 up: rounded to an
+    integer, never in scientific notation), NaN and None as '-', +inf as 'off'. Counts are
+    best passed as text with thousands separators (``f"{n:,}"``)."""
     cells = [[_cell(v) for v in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]

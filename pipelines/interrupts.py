@@ -38,10 +38,12 @@ __all__ = [
     "Interrupted",
     "doing",
     "exit_code",
+    "held_outputs",
     "install",
     "job_outcome",
     "job_submitted",
     "message",
+    "moved_outputs",
     "output_held",
     "received",
     "reset",
@@ -57,15 +59,29 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+@dataclass(frozen=True)
+class HeldOutput:
+    """An output whose lock a run of this process took, with how to read its state again
+    (given by the lock, :func:`costlib_pipelines.io.lock.hold_output`: this module reads no
+    files of its own)."""
+
+    output: str
+    run_id: str
+    #: what ``LATEST`` named when the run took the lock (None: absent)
+    latest_before: str | None
+    #: ``OUTPUT`` -> what ``LATEST`` names now (None: absent)
+    latest: Callable[[str], str | None]
+    #: ``OUTPUT`` -> the lock's holder record now (None: no lock)
+    holder: Callable[[str], dict[str, Any] | None]
+
+
 @dataclass
 class _State:
     signum: int | None = None
     command: str = "costlib"
     phase: str | None = None
-    #: (output, run id, what LATEST named when the run took the output's lock, how to read
-    #: it again)
-    outputs: list[tuple[str, str, str | None, Callable[[str], str | None]]] = field(
-        default_factory=list)
+    #: the outputs whose lock a run of this process took
+    outputs: list[HeldOutput] = field(default_factory=list)
     #: the remote job of the command: runner name and job id (None: not submitted)
     job: tuple[str, str | None] | None = None
     #: what became of the remote job after the interrupt (a clause of the message)
@@ -98,13 +114,14 @@ def doing(phase: str) -> None:
     _state.phase = phase
 
 
-def output_held(output: str, run_id: str, latest: Callable[[str], str | None]) -> None:
+def output_held(output: str, run_id: str, latest: Callable[[str], str | None],
+                holder: Callable[[str], dict[str, Any] | None]) -> None:
     """Record that a run of this process took ``output``'s lock, with what ``OUTPUT/LATEST``
-    holds now (``latest(output)``: its text, None when absent; the caller reads files, this
-    module does not): if it holds something else when an interrupt is reported, the run
-    published before the interrupt took effect."""
+    holds now (``latest(output)``: its text, None when absent; ``holder(output)``: the lock's
+    record; the caller reads files, this module does not): if ``LATEST`` holds something else
+    when an interrupt is reported, the run published before the interrupt took effect."""
     output = output.rstrip("/")
-    _state.outputs.append((output, run_id, latest(output), latest))
+    _state.outputs.append(HeldOutput(output, run_id, latest(output), latest, holder))
     if _state.phase is None:
         _state.phase = f"preparing run {run_id} in {output}"
 
@@ -153,16 +170,33 @@ def install() -> dict[int, Any]:
     return previous
 
 
+def held_outputs() -> list[HeldOutput]:
+    """The outputs whose lock a run of this process took (:func:`output_held`)."""
+    return list(_state.outputs)
+
+
+def moved_outputs() -> list[str]:
+    """``OUTPUT/LATEST names X (was Y)`` for each output whose ``LATEST`` moved since a run of
+    this process took its lock (read now); an unreadable ``LATEST`` is named as such."""
+    moved = []
+    for held in _state.outputs:
+        try:
+            now = held.latest(held.output)
+        except Exception:  # unreadable: say so rather than guess
+            moved.append(f"{held.output}/LATEST could not be read to check what was published")
+            continue
+        if now != held.latest_before:
+            moved.append(f"{held.output}/LATEST names {now} "
+                         f"(was {held.latest_before or 'absent'})")
+    return moved
+
+
 def _publication() -> str:
     """Whether a run of this process moved an output's ``LATEST`` (read now)."""
-    moved = []
-    for output, _run_id, before, latest in _state.outputs:
-        try:
-            now = latest(output)
-        except Exception:  # unreadable: say so rather than guess
-            return f"{output}/LATEST could not be read to check what was published"
-        if now != before:
-            moved.append(f"{output}/LATEST names {now} (was {before or 'absent'})")
+    moved = moved_outputs()
+    unreadable = [m for m in moved if m.endswith("could not be read to check what was published")]
+    if unreadable:
+        return unreadable[0]
     if moved:
         return "published before the interrupt took effect: " + "; ".join(moved)
     if _state.job is not None and not _state.job_ended:

@@ -19,11 +19,12 @@ Python objects anyway.
 
 from __future__ import annotations
 
-import json
+import logging
 import re
+import threading
 import time
-import urllib.request
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import Any, TypeVar
 
 import apache_beam as beam
@@ -31,8 +32,10 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.runners.runner import PipelineResult
 
-from costlib_pipelines import interrupts
+from costlib_pipelines import flink_rest, interrupts
+from costlib_pipelines.engine_failure import EngineFailed, engine_error
 from costlib_pipelines.flags import FLINK_JOB_FLAGS, check_runner, resolve_runner
+from costlib_pipelines.worker_errors import remote_user_error
 
 __all__ = ["CachedViewOptions", "FlinkJobOptions", "cancel_after_interrupt", "find_flink_job",
            "job_name_flags", "make_pipeline", "run_to_end", "runner_name", "stop_instructions"]
@@ -121,7 +124,7 @@ def make_pipeline(beam_args: Sequence[str] = (), *, type_check: bool = True) -> 
 IN_PROCESS_RUNNERS = ("FnApiRunner",)
 
 #: Flink job states after which the job runs no more.
-_FLINK_ENDED = ("FINISHED", "FAILED", "CANCELED")
+_FLINK_ENDED = flink_rest.ENDED
 
 
 def job_name_flags(beam_args: Sequence[str], command: str, run_id: str) -> list[str]:
@@ -137,7 +140,9 @@ def job_name_flags(beam_args: Sequence[str], command: str, run_id: str) -> list[
 
 
 def run_to_end(pipeline: beam.Pipeline, runner: str, *,
-               graph_only: Callable[[], bool] = lambda: False) -> PipelineResult | None:
+               graph_only: Callable[[], bool] = lambda: False,
+               record_job: Callable[[dict[str, Any]], None] | None = None,
+               log_dir: str | None = None) -> PipelineResult | None:
     """Run ``pipeline`` and wait for it to finish; None when the runner only wrote a job graph
     (``graph_only()`` true after submitting).
 
@@ -145,23 +150,199 @@ def run_to_end(pipeline: beam.Pipeline, runner: str, *,
     (:mod:`costlib_pipelines.interrupts`), and if SIGINT or SIGTERM arrives while it is
     submitted or runs, it is cancelled (:func:`cancel_after_interrupt`) before the interrupt
     propagates.
+
+    With Flink's REST address (``--flink_master``) and a job name, the Flink job is watched
+    through the REST API while Beam's job service is waited for (:class:`_FlinkWatch`): it is
+    passed to ``record_job`` (the caller records it in the output's lock:
+    :func:`costlib_pipelines.io.lock.record_job`), and Flink's state is
+    trusted over the job service's, which can say RUNNING after Flink said FAILED. A job that
+    fails on its engine raises :class:`~costlib_pipelines.engine_failure.EngineFailed` (with
+    Flink's root cause; the traceback goes to ``log_dir``'s failure log). A failure that is a
+    Python error in the workers is not the engine's: it propagates as it came, or as a
+    ``RuntimeError`` that adds Flink's exceptions when only they hold the Python traceback (the
+    command line's edge tells costlib's input error, exit 2, from a bug). Beam's job messages
+    are held back while the job runs (:class:`_JobMessages`).
     """
     remote = runner not in IN_PROCESS_RUNNERS
     result = None
+    watch = _FlinkWatch.start(pipeline.options, runner, record_job) if remote else None
     try:
         if remote:
             interrupts.job_submitted(runner, None)
-        result = pipeline.run()
-        if remote:
-            interrupts.job_submitted(runner, _job_id(result))
-        if graph_only():
-            return None
-        result.wait_until_finish()
+        with _JobMessages() if remote else nullcontext() as messages:
+            result = pipeline.run()
+            if remote:
+                interrupts.job_submitted(runner, _job_id(result))
+            if graph_only():
+                return None
+            try:
+                if watch is None:
+                    result.wait_until_finish()
+                else:
+                    watch.wait(result)
+            except Exception as exc:
+                failed = _engine_failure(exc, runner, result, watch, log_dir, messages)
+                if failed is None or interrupts.received() is not None:
+                    raise
+                raise failed from exc
         return result
     except BaseException:
         if remote and interrupts.received() is not None:
             cancel_after_interrupt(result, pipeline.options, runner)
         raise
+
+
+class _JobMessages(logging.Filter):
+    """Beam's job messages (the job service's log, as ``logging.log`` on the root logger from
+    the portable runner) held back while a remote job runs: a failed job's go to its failure
+    log instead of the terminal; when the job ends otherwise they are logged as they came."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+        self.failed = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.pathname.replace("\\", "/").endswith("portability/portable_runner.py"):
+            self.records.append(record)
+            return False
+        return True
+
+    def lines(self) -> list[str]:
+        return [f"{r.levelname} {r.getMessage()}" for r in self.records]
+
+    def __enter__(self) -> _JobMessages:
+        logging.getLogger().addFilter(self)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        root = logging.getLogger()
+        root.removeFilter(self)
+        if not self.failed:
+            for record in self.records:
+                if record.levelno >= root.getEffectiveLevel():
+                    root.handle(record)
+
+
+class _FlinkWatch:
+    """A Flink job followed through the REST API while Beam's job service is waited for."""
+
+    #: Seconds between two questions to Flink.
+    POLL = 2.0
+    #: Seconds the job service may lag behind Flink's end of the job before Flink is trusted.
+    LAG = 20.0
+
+    def __init__(self, url: str, name: str, runner: str,
+                 record_job: Callable[[dict[str, Any]], None] | None,
+                 before: set[str]) -> None:
+        self.url, self.name, self.runner, self.record_job = url, name, runner, record_job
+        self.before = before
+        self.jid: str | None = None
+        self.state: str | None = None
+
+    @classmethod
+    def start(cls, options: PipelineOptions, runner: str,
+              record_job: Callable[[dict[str, Any]], None] | None) -> _FlinkWatch | None:
+        """A watch for the job these options submit (None without a REST address or a job
+        name); the jobs of that name that exist now are not this run's, and ``record_job``
+        is given the REST address and the name before the job is submitted."""
+        all_options = options.get_all_options(drop_default=True)
+        url, name = flink_rest.rest_url(all_options), all_options.get("job_name")
+        if url is None or not name:
+            return None
+        try:
+            before = {str(j["jid"]) for j in flink_rest.jobs(url) if j.get("name") == name}
+        except (flink_rest.RestError, KeyError):
+            before = set()
+        watch = cls(url, str(name), runner, record_job, before)
+        watch.record()
+        return watch
+
+    def record(self) -> None:
+        if self.record_job is not None:
+            self.record_job({"runner": self.runner, "flink_rest": self.url,
+                                   "job_name": self.name, "flink_job_id": self.jid})
+
+    def poll(self) -> None:
+        """Find this run's Flink job (recording its id) and read its state."""
+        try:
+            if self.jid is None:
+                found = flink_rest.find_job(self.url, self.name, exclude=self.before)
+                if found is None:
+                    return
+                self.jid = str(found["jid"])
+                self.record()
+                interrupts.job_submitted(self.runner, self.jid)
+            self.state = flink_rest.job_state(self.url, self.jid) or "UNKNOWN"
+        except (flink_rest.RestError, KeyError):  # busy or gone: Beam's job service decides
+            return
+
+    def wait(self, result: PipelineResult) -> None:
+        """Wait for the job service, asking Flink every :data:`POLL` s; once Flink says the
+        job ended and the service has not followed within :data:`LAG` s, trust Flink."""
+        done = threading.Event()
+        outcome: dict[str, BaseException] = {}
+
+        def waiter() -> None:
+            try:
+                result.wait_until_finish()
+            except BaseException as exc:
+                outcome["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=waiter, name="costlib-job-service", daemon=True).start()
+        ended_at = None
+        while not done.wait(self.POLL):
+            self.poll()
+            if self.state in _FLINK_ENDED or self.state == "UNKNOWN":
+                ended_at = ended_at or time.monotonic()
+                if time.monotonic() - ended_at >= self.LAG:
+                    break
+        if done.is_set():
+            self.poll()
+            if "error" in outcome:
+                raise outcome["error"]
+            return
+        if self.state == "FINISHED":
+            return
+        raise RuntimeError(f"Pipeline {_job_id(result)} failed in state {self.state}: Flink "
+                           f"says job {self.jid} ended {self.state} while Beam's job service "
+                           "still reported it running")
+
+
+def _engine_failure(exc: Exception, runner: str, result: PipelineResult | None,
+                    watch: _FlinkWatch | None, log_dir: str | None,
+                    messages: _JobMessages | None) -> Exception | None:
+    """:class:`EngineFailed` for a job that failed on its engine; a ``RuntimeError`` holding
+    Flink's exceptions when they show a Python error in the workers (costlib's input error or
+    a bug: the command line's edge tells which); None for anything else (raised as it came)."""
+    if remote_user_error(str(exc)) is not None:  # costlib's input error, reported by a worker
+        return None
+    beam = engine_error(exc)
+    if beam is None:
+        return None
+    beam_job, state, cause = beam
+    details: list[str] = messages.lines() if messages is not None else []
+    root = None
+    if watch is not None and watch.jid is not None:
+        try:
+            root = flink_rest.root_cause(watch.url, watch.jid)
+            trace = flink_rest.exceptions_text(watch.url, watch.jid)
+        except flink_rest.RestError as rest_error:
+            trace = f"(Flink's exceptions could not be read: {rest_error})"
+        if "Traceback (most recent call last)" in trace:  # a Python error in the workers
+            return RuntimeError(f"{exc}\n\nFlink's exceptions of job {watch.jid}:\n{trace}")
+        details.append(trace)
+        state = watch.state if watch.state in _FLINK_ENDED else state
+    if messages is not None:
+        messages.failed = True
+    return EngineFailed(
+        runner=runner, job_name=watch.name if watch else None,
+        flink_job_id=watch.jid if watch else None,
+        beam_job_id=beam_job or (_job_id(result) if result is not None else None),
+        state=state, root_cause=root or cause or None,
+        rest_url=watch.url if watch else None, log_dir=log_dir, details=details)
 
 
 def _job_id(result: Any) -> str | None:
@@ -192,11 +373,10 @@ def cancel_after_interrupt(result: PipelineResult | None, options: PipelineOptio
         except Exception:  # the job server may be gone or refuse: the checks below decide
             state = None
     all_options = options.get_all_options(drop_default=True)
-    master = str(all_options.get("flink_master") or "")
+    url = flink_rest.rest_url(all_options)
     name = all_options.get("job_name")
-    if master and not master.startswith("[") and name:
-        url = master if re.match(r"^https?://", master) else f"http://{master}"
-        text, ended = _cancel_flink_jobs(url.rstrip("/"), str(name))
+    if url and name:
+        text, ended = _cancel_flink_jobs(url, str(name))
         interrupts.job_outcome(text, ended=ended)
         return
     job = _job_id(result) if result is not None else None
@@ -213,10 +393,7 @@ def cancel_after_interrupt(result: PipelineResult | None, options: PipelineOptio
 
 def _flink_rest_url(options: PipelineOptions) -> str | None:
     """The Flink REST address ``--flink_master`` gives (``http://host:port``), or None."""
-    master = str(options.get_all_options(drop_default=True).get("flink_master") or "")
-    if not master or master.startswith("["):  # [auto], [local], [collection]
-        return None
-    return (master if re.match(r"^https?://", master) else f"http://{master}").rstrip("/")
+    return flink_rest.rest_url(options.get_all_options(drop_default=True))
 
 
 def find_flink_job(options: PipelineOptions, wait: float = 120.0) -> dict[str, Any]:
@@ -266,23 +443,21 @@ def stop_instructions(job: dict[str, Any]) -> str:
 
 
 def _flink_jobs(url: str) -> list[dict[str, Any]]:
-    with urllib.request.urlopen(f"{url}/jobs/overview", timeout=10) as response:
-        return list(json.load(response)["jobs"])
+    return flink_rest.jobs(url)
 
 
 def _cancel_flink_jobs(url: str, name: str, wait: float = 30.0) -> tuple[str, bool]:
     """Cancel the Flink jobs named ``name`` that have not ended; (what happened, ended)."""
     try:
-        running = [j["jid"] for j in _flink_jobs(url)
+        running = [j["jid"] for j in flink_rest.jobs(url)
                    if j.get("name") == name and j.get("state") not in _FLINK_ENDED]
         for jid in running:
-            request = urllib.request.Request(f"{url}/jobs/{jid}?mode=cancel", method="PATCH")
-            urllib.request.urlopen(request, timeout=10).close()
+            flink_rest.cancel(url, jid)
         deadline = time.monotonic() + wait
         left = list(running)
         while left and time.monotonic() < deadline:
             time.sleep(0.5)
-            states = {j["jid"]: j.get("state") for j in _flink_jobs(url)}
+            states = {j["jid"]: j.get("state") for j in flink_rest.jobs(url)}
             left = [jid for jid in left if states.get(jid) not in _FLINK_ENDED]
     except (OSError, ValueError, KeyError) as exc:
         return (f"its Flink job {name} may still be running and may still publish (the Flink "

@@ -115,6 +115,10 @@ def test_demo_audit_loop_rates_what_decide_asked_for_and_recalibrates_with_the_w
     assert audit_line(decide_manifest["audit"]) in printed.splitlines()  # as costlib decide
     assert "est. recall" in printed
     assert "found below" in printed and "audit share for ±0.05" in printed
+    table = printed.split("est. recall", 1)[1]
+    for r in with_interval:  # P^, an estimated count: an integer with thousands separators
+        assert f" {round(r['estimated_total_positives']):,} " in table, r["group"]
+    assert "e+" not in table
     for r in with_interval:  # the exact interval and the evidence behind it
         assert r["recall_interval"] == "exact" and r["recall_bound"] == "lower"
         assert r["audit_missed_audited"] is not None and r["audit_strata_pi"]
@@ -127,6 +131,14 @@ def test_text_tables_show_missing_values_as_a_dash():
     text = format_table([["a", None, float("nan"), float("inf"), 0.123456]],
                         ["g", "ci", "x", "t", "v"])
     assert text.splitlines()[2].split() == ["a", "-", "-", "off", "0.1235"]
+
+
+def test_text_tables_never_write_large_numbers_in_scientific_notation():
+    from costlib.text_table import format_table
+
+    text = format_table([[13712.5, 9999.4, 123456.7, -45678.9]], ["a", "b", "c", "d"])
+    assert text.splitlines()[2].split() == ["13712", "9999", "123457", "-45679"]
+    assert "e+" not in text
 
 
 def test_config_resolved_prints_every_default_and_is_its_own_resolution(tmp_path, capsys):

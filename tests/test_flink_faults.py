@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 import urllib.request
@@ -175,7 +176,22 @@ def test_taskmanager_lost_for_good_fails_the_run_and_publishes_nothing(
         flink_cluster.start_taskmanager()
         flink_cluster.wait_healthy(120)
     assert wait_for_job_end(flink_cluster, jid) == "FAILED"
-    assert process.returncode == 1 and "FAILED" in err
+    # Exit 4 (the engine failed) with one line: the Flink job, its root cause, what was left,
+    # what to check; the traceback is in the run's failure log, not on the terminal.
+    assert process.returncode == 4, err[-3000:]
+    lines = [line for line in err.splitlines()  # besides the progress lines
+             if line.strip() and not re.match(r"costlib recalibrate: \[ *\d+\.\d s\] ", line)]
+    assert len(lines) == 1, err[-3000:]
+    line = lines[0]
+    print(line)
+    assert line.startswith(f"costlib recalibrate: Flink job {jid} (costlib-recalibrate-after) "
+                           "ended FAILED; Flink's root cause: ")
+    assert "Exception" in line and "Traceback" not in line and "CompletionException" not in line
+    assert f"nothing was published, the lock of {out} was released" in line
+    assert f"tools/flink_cluster.py status --port-base {flink_cluster.ports.rest}" in line
+    log = out / "runs" / "after" / "failure.log"
+    assert line.endswith(f"full traceback in {log}")
+    assert "Traceback (most recent call last)" in log.read_text()
     assert_not_published(out, "after", "before")
     assert not (out / ".costlib-lock").exists()  # the submitter lived: it released its lock
     assert_rerun_publishes(flink_cluster, config, second, out, want)

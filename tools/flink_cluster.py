@@ -490,13 +490,17 @@ class Cluster:
         """The Beam flags that submit a costlib pipeline to this cluster, parallelism 2.
 
         ``portable`` (default): the long-running job server of this cluster
-        (``--runner=PortableRunner --job_endpoint``). ``flink``: Beam's ``FlinkRunner``
-        starting its own job server from this cluster's launcher jar."""
+        (``--runner=PortableRunner --job_endpoint``), with the REST address
+        (``--flink_master``), by which costlib finds its job on the cluster: to cancel it
+        after an interrupt, to name Flink's root cause when it fails, and to record it in the
+        output's lock. ``flink``: Beam's ``FlinkRunner`` starting its own job server from this
+        cluster's launcher jar."""
         common = ["--environment_type=EXTERNAL",
                   f"--environment_config=localhost:{self.ports.worker_pool}", "--parallelism=2"]
         if runner == "portable":
             return ["--runner=PortableRunner", f"--job_endpoint=localhost:{self.ports.job}",
-                    f"--artifact_endpoint=localhost:{self.ports.artifact}", *common]
+                    f"--artifact_endpoint=localhost:{self.ports.artifact}",
+                    f"--flink_master=localhost:{self.ports.rest}", *common]
         if runner == "flink":
             return ["--runner=FlinkRunner", f"--flink_master=localhost:{self.ports.rest}",
                     f"--flink_version={self.versions['FLINK_MINOR']}",
@@ -508,12 +512,11 @@ class Cluster:
         """:meth:`beam_flags` plus what an always-on job needs: streaming, a checkpoint every
         10 s, restarts without limit 5 s apart (the cluster's own strategy gives up after 3,
         before a killed TaskManager is back), and checkpoints kept when the job is cancelled
-        (to resume from); and the cluster's REST address (``--flink_master``, the one the job
-        server submits to), so that ``--follow`` finds its job's Flink id and an interrupt
-        cancels it. The Flink options are read by the job server (Beam's Java
-        ``FlinkPipelineOptions``); switches take no value."""
-        rest = [] if runner == "flink" else [f"--flink_master=localhost:{self.ports.rest}"]
-        return [*self.beam_flags(runner), *rest, "--streaming", "--checkpointing_interval=10000",
+        (to resume from). :meth:`beam_flags` carries the cluster's REST address
+        (``--flink_master``, the one the job server submits to), so that ``--follow`` finds its
+        job's Flink id and an interrupt cancels it. The Flink options are read by the job server
+        (Beam's Java ``FlinkPipelineOptions``); switches take no value."""
+        return [*self.beam_flags(runner), "--streaming", "--checkpointing_interval=10000",
                 "--number_of_execution_retries=1000000", "--execution_retry_delay=5000",
                 "--externalized_checkpoints_enabled",
                 "--retain_externalized_checkpoints_on_cancellation"]

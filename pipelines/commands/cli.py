@@ -5,7 +5,8 @@ library parts stay usable without Apache Beam being imported.
 
 Every command keeps one exit-code contract (:mod:`costlib_pipelines.commands.exit_codes`): 0 ok, 2
 bad input, config or command line (one line, no traceback), 3 held for review or a held/stale
-``LATEST``, 1 only for bugs. Arguments a pipeline command does not declare must be Apache Beam
+``LATEST``, 4 the run's job failed on its engine (one line; the traceback in a file), 1 only
+for bugs. Arguments a pipeline command does not declare must be Apache Beam
 pipeline options (:mod:`costlib_pipelines.flags`); costlib's own flags are accepted with
 hyphens or underscores.
 """
@@ -22,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
 from costlib_pipelines import interrupts
-from costlib_pipelines.commands.exit_codes import BAD_INPUT, HELD, classify
+from costlib_pipelines.commands.exit_codes import BAD_INPUT, ENGINE_FAILED, HELD, classify
 
 #: ``costlib reproduce NAME`` -> module with a ``main(argv) -> int`` function.
 REPRODUCTIONS: dict[str, str] = {
@@ -72,8 +73,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 EXIT_CODES_HELP = ("exit codes: 0 ok; 2 bad input, config or command line; 3 held for review "
-                   "(or, for status, a held or stale LATEST); 1 a bug; 130/143 interrupted "
-                   "(SIGINT/SIGTERM)")
+                   "(or, for status, a held or stale LATEST); 4 the job failed on its engine "
+                   "(cluster); 1 a bug; 130/143 interrupted (SIGINT/SIGTERM)")
 
 
 def version() -> str:
@@ -256,6 +257,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._module.run(args) or 0)
     except Exception as exc:
+        from costlib_pipelines.engine_failure import EngineFailed, report
+
+        if isinstance(exc, EngineFailed) and interrupts.received() is None:
+            print(report(exc, f"costlib {args.command}"), file=sys.stderr)
+            return ENGINE_FAILED
         known = classify(exc)
         if known is None or interrupts.received() is not None:  # see console_main
             raise

@@ -228,7 +228,7 @@ def _audit_loop(args: argparse.Namespace, config, out) -> int:
               if p["method"] == audited.decision_method]
     rows = [[p["group"], p["status"], p["point_status"], *(p["thresholds"] or [None, None]),
              p["estimated_recall"], p["estimated_recall_ci_low"], p["estimated_recall_ci_high"],
-             p["estimated_total_positives"], p["audit_missed_positives_found"],
+             _count(p["estimated_total_positives"]), _count(p["audit_missed_positives_found"]),
              p["audit_share_needed"]] for p in points]
     print(f"recalibrate with the audit weights and min_recall {args.min_recall:g} "
           f"({recal['seconds']} s, {'published' if code == 0 else 'held by the publish guard'}"
@@ -276,3 +276,8 @@ def _plots(run_dir, points, config, directory) -> None:
             ))
         draw_pn_curves(specs, config.target, directory / f"pn_{group}.png",
                        title=f"PN curves — {group}")
+
+
+def _count(value: float | None) -> str | None:
+    """A count (or an estimated count) as an integer with thousands separators."""
+    return None if value is None else f"{round(value):,}"

@@ -8,10 +8,20 @@ code  meaning
       was published (fix the input, do not retry unchanged)
 3     needs a person: the run is complete but the publish guard held it
       (``recalibrate``), or ``status`` found a held or stale ``LATEST``
-1     a bug in costlib (or the runner): a traceback on stderr; safe to retry
+1     a bug in costlib: a traceback on stderr; safe to retry, report it if it repeats
+4     the engine failed: the run's job failed on its cluster (Flink: a TaskManager
+      lost, no slot, a JVM out of memory), neither costlib's input nor its code at
+      fault; one line on stderr naming the job, the engine's root cause, what was
+      left and what to check (:mod:`costlib_pipelines.engine_failure`); nothing was
+      published; re-run once the cluster is healthy
 130   interrupted by SIGINT (143: SIGTERM): one line on stderr
       (:mod:`costlib_pipelines.interrupts`)
 ====  ============================================================================
+
+Why a code of its own for a failed engine job: 1 tells the on-call person "a bug: report it",
+2 "fix the input, a retry fails again"; a job that failed on its cluster needs neither, but a
+look at the cluster, after which the same command succeeds. Schedulers retry it as they retry
+1 (the Airflow DAGs and the CronJob treat only 2 and 3 as final).
 
 Errors raised inside a Beam pipeline reach the launcher in two forms: the in-process
 FnApiRunner re-raises the DoFn's exception (same type, message augmented with the step name);
@@ -24,27 +34,20 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["BAD_INPUT", "BUG", "HELD", "OK", "classify", "one_line", "user_error_types"]
+from costlib_pipelines.worker_errors import remote_user_error
+
+__all__ = ["BAD_INPUT", "BUG", "ENGINE_FAILED", "HELD", "OK", "classify", "one_line",
+           "user_error_types"]
 
 OK = 0
 BUG = 1
 BAD_INPUT = 2
 HELD = 3
+#: Not 1: an operator's next step differs (the cluster, not a bug report), and not 2: the
+#: same command succeeds once the cluster is healthy.
+ENGINE_FAILED = 4
 
 #: Fully qualified names of the user-error classes, as they appear in a worker's traceback.
-_USER_ERROR_NAMES = (
-    "costlib_pipelines.io.files.InputError",
-    "costlib_pipelines.io.schema.SchemaError",
-    "costlib_pipelines.config.ConfigError",
-    "costlib_pipelines.flags.UsageError",
-)
-_REMOTE_ERROR = re.compile(
-    r"^(?:" + "|".join(re.escape(n) for n in _USER_ERROR_NAMES) + r"): (.*?)"
-    r"(?=\n\s*\n|\nTraceback |\nDuring handling |\nThe above exception |\Z)",
-    re.MULTILINE | re.DOTALL,
-)
-
-
 def user_error_types() -> tuple[type[BaseException], ...]:
     """Exception classes that mean bad input, config or command line (exit 2)."""
     from costlib_pipelines.config import ConfigError
@@ -90,7 +93,7 @@ def classify(exc: BaseException) -> tuple[int, str] | None:
     if isinstance(exc, user_error_types()):
         return BAD_INPUT, one_line(str(exc))
     if isinstance(exc, RuntimeError):  # a worker's traceback as text
-        found = _REMOTE_ERROR.findall(str(exc))
-        if found:
-            return BAD_INPUT, one_line(found[-1])
+        found = remote_user_error(str(exc))
+        if found is not None:
+            return BAD_INPUT, one_line(found)
     return None

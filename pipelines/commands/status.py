@@ -71,8 +71,12 @@ def run(args: argparse.Namespace) -> int:
                   f"--output {shlex.quote(status.output)} (--dry-run lists them, --older-than "
                   "sets the age)")
         if status.lock:
+            job = status.lock.get("job") or {}
+            where = (f"; Flink job {job.get('flink_job_id') or job.get('job_name')} at "
+                     f"{job['flink_rest']}" if isinstance(job, dict) and job.get("flink_rest")
+                     else "")
             print(f"  locked by run {status.lock.get('run_id')} ({status.lock.get('command')}, "
-                  f"since {status.lock.get('started_utc')})")
+                  f"since {status.lock.get('started_utc')}{where})")
     return OK if status.healthy else HELD
 
 

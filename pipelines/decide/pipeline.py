@@ -132,6 +132,7 @@ import hashlib
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import apache_beam as beam
@@ -147,7 +148,7 @@ from costlib_pipelines.decide.audit_lattice import CELLS_FILE
 from costlib_pipelines.decide.records import decoding_settings, sets_contiguous, with_topk
 from costlib_pipelines.decide.transforms import CheckSetsFn, DecideFileFn, DecodeBucketFn
 from costlib_pipelines.io.files import InputError, match_inputs, write_json
-from costlib_pipelines.io.lock import hold_output
+from costlib_pipelines.io.lock import hold_output, record_job
 from costlib_pipelines.io.plausibility import plausibility_summary
 from costlib_pipelines.io.published_points import (
     DecisionThresholds,
@@ -330,7 +331,7 @@ def run_decide(
     if thresholds.details.get("window") is not None:
         thresholds.details["window"]["held_windows"] = held_windows(source)
     run = RunDirectory(output, _digest(config, thresholds), run_id)
-    with hold_output(run.output, run_id=run.run_id, command="decide"):
+    with hold_output(run.output, run_id=run.run_id, command="decide") as lock:
         run.check_replaceable()
         pause_point("decide.locked")
         paths = match_inputs(inputs)
@@ -344,7 +345,7 @@ def run_decide(
         audit = audit_settings(config, run.run_id, run.output, source, thresholds)
         build_decide(pipeline, paths, config, thresholds, run, audit)
         say(f"running the pipeline on {runner} (run {run.run_id})")
-        run_to_end(pipeline, runner)
+        run_to_end(pipeline, runner, record_job=partial(record_job, lock), log_dir=run.run_dir)
         counters, accounting = verified_accounting(run, input_files, config)
         counts = run.read_json("decision_counts.json", {}) or {}
         if counts.get("rows_written", 0) != accounting.get("decided", 0):

@@ -16,6 +16,14 @@ made before any input is read.
   ``concurrencyPolicy: Forbid``). Independently of the lock, the publish stage holds a run when
   ``LATEST`` moved while it ran (see :mod:`costlib_pipelines.recalibrate.pipeline`), on every
   filesystem.
+- **A job submitted to a Flink cluster** is recorded in the lock (:func:`record_job`: the Flink
+  REST address, the job name and, once Flink shows it, the Flink job id). The job can outlive
+  its submitter, so such a lock is judged by the job (:func:`job_verdict`): while Flink says the
+  job has not ended (or cannot be asked), the next run is refused with one line naming the job
+  and how to cancel it, even if the submitting process is gone; once it has ended, the lock of
+  a process that no longer runs on this host is taken over, and so is the lock of another host
+  whose job ended more than :data:`FOREIGN_GRACE` seconds ago (its submitter had time to
+  finish), on every filesystem.
 - A job launched as a template (``--template_location``) runs after its launcher returned: the
   launcher's lock covers only the launch; the publish stage's ``LATEST`` check covers the job.
 """
@@ -27,6 +35,7 @@ import json
 import os
 import shlex
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,10 +51,23 @@ from costlib_pipelines.io.files import (
 )
 from costlib_pipelines.io.filesystems import FileSystems, is_local
 
-__all__ = ["LOCK_NAME", "OutputLock", "OutputLocked", "break_lock", "hold_output", "latest_text",
-           "read_lock"]
+__all__ = [
+    "FOREIGN_GRACE",
+    "LOCK_NAME",
+    "JobVerdict",
+    "OutputLock",
+    "OutputLocked",
+    "break_lock",
+    "hold_output",
+    "job_verdict",
+    "latest_text",
+    "read_lock",
+    "record_job",
+]
 
 LOCK_NAME = ".costlib-lock"
+#: Seconds after its Flink job ended that the lock of a run on another host is taken over.
+FOREIGN_GRACE = 600.0
 
 
 class OutputLocked(InputError):
@@ -102,6 +124,85 @@ def _stale_here(holder: dict[str, Any] | None) -> bool:
     return isinstance(pid, int) and not _process_alive(pid)
 
 
+def _job_text(job: dict[str, Any]) -> str:
+    jid, name = job.get("flink_job_id"), job.get("job_name")
+    return f"{jid} ({name})" if jid and name else str(jid or name)
+
+
+@dataclass(frozen=True)
+class JobVerdict:
+    """What Flink says of the job a lock records.
+
+    ``state``: ``"none"`` (the lock records no Flink job), ``"ended"`` (Flink says it ended, or
+    does not know it: a job the JobManager forgot runs no more), ``"running"`` (not ended) or
+    ``"unchecked"`` (Flink's REST API did not answer). ``refusal``: the one-line error for the
+    next run unless the job ended; ``ended_seconds_ago``: since when (infinite: unknown job).
+    """
+
+    state: str
+    refusal: OutputLocked | None = None
+    ended_seconds_ago: float = 0.0
+
+
+def job_verdict(path: str, holder: dict[str, Any] | None) -> JobVerdict:
+    """Ask Flink about the job recorded in the lock at ``path`` (see :class:`JobVerdict`)."""
+    from costlib_pipelines import flink_rest
+
+    job = (holder or {}).get("job")
+    if not isinstance(job, dict) or not job.get("flink_rest"):
+        return JobVerdict("none")
+    url, jid, name = str(job["flink_rest"]), job.get("flink_job_id"), job.get("job_name")
+    output = path.rsplit("/", 1)[0]
+    run_id = str((holder or {}).get("run_id"))
+    try:
+        if jid:
+            details = flink_rest.job_details(url, str(jid))
+        else:  # the submitter died before Flink showed the job: the newest of its name
+            found = flink_rest.find_job(url, str(name)) if name else None
+            details = flink_rest.job_details(url, found["jid"]) if found else None
+            jid = found["jid"] if found else None
+    except flink_rest.RestError as exc:
+        return JobVerdict("unchecked", OutputLocked(
+            f"{path}: the output is locked by {_describe(holder)}, whose Flink job "
+            f"{_job_text(job)} could not be checked ({exc}); once the job has ended (Flink's "
+            f"web UI {url}), remove the lock with: costlib unlock --output "
+            f"{shlex.quote(output)} --run-id {shlex.quote(run_id)}"))
+    state = (details or {}).get("state")
+    if details is None or state in flink_rest.ENDED:
+        return JobVerdict("ended", ended_seconds_ago=_ended_seconds_ago(details))
+    return JobVerdict("running", OutputLocked(
+        f"{path}: the output is locked by {_describe(holder)}, whose Flink job {jid} ({name}) "
+        f"is still {state} at {url} and may still publish; wait for it to end, or cancel it "
+        f"(curl -X PATCH '{url}/jobs/{jid}?mode=cancel', or flink cancel {jid}): the next run "
+        "then takes the lock over"))
+
+
+def _ended_seconds_ago(details: dict[str, Any] | None) -> float:
+    """Seconds since Flink says the job ended (infinite: the cluster does not know it)."""
+    end = (details or {}).get("end-time")
+    if not isinstance(end, (int, float)) or end <= 0:
+        return float("inf")
+    return max(0.0, time.time() - end / 1000.0)
+
+
+def _may_take_over(path: str, holder: dict[str, Any] | None) -> bool:
+    """Whether a held lock may be taken over; raises the refusal of a job still running.
+
+    A lock that records a Flink job: only once the job has ended, and then if its process no
+    longer runs here, or it is another host's and the job ended :data:`FOREIGN_GRACE` seconds
+    ago. A lock without one: only a dead process's of this host, on a local path (as before
+    jobs were recorded; the caller passes ``local``).
+    """
+    verdict = job_verdict(path, holder)
+    if verdict.refusal is not None:
+        raise verdict.refusal
+    if verdict.state != "ended":
+        return False
+    if (holder or {}).get("host") == socket.gethostname():
+        return _stale_here(holder)
+    return verdict.ended_seconds_ago >= FOREIGN_GRACE
+
+
 def _refuse(path: str, holder: dict[str, Any] | None) -> OutputLocked:
     output = path.rsplit("/", 1)[0]
     run_id = (holder or {}).get("run_id")
@@ -124,7 +225,8 @@ def _acquire_local(path: str, record: bytes) -> None:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
             holder = read_lock(directory)
-            if not _stale_here(holder):
+            recorded = isinstance((holder or {}).get("job"), dict)
+            if not (_may_take_over(path, holder) if recorded else _stale_here(holder)):
                 raise _refuse(path, holder) from None
             try:  # rename, not delete: of two runs taking over, only one succeeds
                 os.rename(path, f"{path}.stale-{uuid.uuid4().hex[:8]}")
@@ -143,7 +245,10 @@ def _acquire_local(path: str, record: bytes) -> None:
 def _acquire_remote(path: str, record: bytes, token: str) -> None:
     output = path.rsplit("/", 1)[0]
     if FileSystems.exists(path):
-        raise _refuse(path, read_lock(output))
+        holder = read_lock(output)
+        if not isinstance((holder or {}).get("job"), dict) or not _may_take_over(path, holder):
+            raise _refuse(path, holder)
+        FileSystems.delete([path])  # its job ended: taken over (check-write-readback below)
     try:
         write_bytes_atomically(path, record)
     except Exception as exc:
@@ -177,16 +282,37 @@ def release(lock: OutputLock) -> None:
         FileSystems.delete([lock.path])
 
 
+def record_job(lock: OutputLock, job: dict[str, Any]) -> None:
+    """Add the remote job a run submitted to its lock (``job``: ``runner``, ``flink_rest``,
+    ``job_name`` and, once known, ``flink_job_id``); the record is replaced atomically, and
+    only while the lock is still ours."""
+    output = lock.path.rsplit("/", 1)[0]
+    holder = read_lock(output)
+    if not holder or holder.get("token") != lock.token:
+        return
+    holder["job"] = dict(job)
+    record = json.dumps(holder).encode()
+    if lock.local:
+        temporary = f"{lock.path}.{uuid.uuid4().hex[:8]}.tmp"
+        with open(temporary, "wb") as fh:
+            fh.write(record)
+        os.replace(temporary, lock.path)
+    else:
+        write_bytes_atomically(lock.path, record)
+
+
 def break_lock(output: str, run_id: str) -> dict[str, Any] | None:
     """Remove a lock its run left behind (e.g. a driver killed with its worker machine).
 
-    Only the lock of the run named ``run_id`` is removed, and never one whose process still
-    runs on this host; returns the removed holder record (None: the output was not locked).
+    Only the lock of the run named ``run_id`` is removed, never one whose process still runs
+    on this host, and never one whose recorded Flink job Flink says is still running; returns
+    the removed holder record (None: the output was not locked).
 
     Raises
     ------
     OutputLocked
-        The lock belongs to another run, or to a live process of this host.
+        The lock belongs to another run, to a live process of this host, or to a run whose
+        Flink job has not ended.
     """
     path = f"{output.rstrip('/')}/{LOCK_NAME}"
     holder = read_lock(output)
@@ -200,6 +326,9 @@ def break_lock(output: str, run_id: str) -> dict[str, Any] | None:
             _process_alive(pid)):
         raise OutputLocked(f"{path}: run {run_id!r} is still running (pid {pid} on this host); "
                            "nothing removed")
+    verdict = job_verdict(path, holder)
+    if verdict.state == "running":  # unchecked: the operator checked it, as the message asks
+        raise OutputLocked(f"{verdict.refusal}; nothing removed")
     FileSystems.delete([path])
     return holder
 
@@ -215,7 +344,7 @@ def hold_output(output: str, *, run_id: str, command: str) -> Iterator[OutputLoc
     created = _missing_directories(output)
     lock = acquire(output, run_id=run_id, command=command)
     try:
-        interrupts.output_held(output, run_id, latest_text)  # what an interrupt message checks
+        interrupts.output_held(output, run_id, latest_text, read_lock)  # what a message checks
         yield lock
     except BaseException:
         release(lock)

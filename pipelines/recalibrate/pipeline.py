@@ -34,6 +34,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import apache_beam as beam
@@ -50,7 +51,7 @@ from costlib_pipelines.io.files import (
     write_json,
 )
 from costlib_pipelines.io.filesystems import FileSystems
-from costlib_pipelines.io.lock import hold_output
+from costlib_pipelines.io.lock import hold_output, record_job
 from costlib_pipelines.io.plausibility import Plausibility
 from costlib_pipelines.io.runs import RunDirectory
 from costlib_pipelines.io.schema import check_schema
@@ -388,7 +389,7 @@ def run_recalibrate(
     started = time.time()
     run = RunDirectory(output, config.digest, run_id)
     runner = runner_name(beam_args)
-    with hold_output(run.output, run_id=run.run_id, command="recalibrate"):
+    with hold_output(run.output, run_id=run.run_id, command="recalibrate") as lock:
         run.check_replaceable()
         pause_point("recalibrate.locked")
         paths = match_inputs(inputs)
@@ -427,7 +428,8 @@ def run_recalibrate(
                           in_force=thresholds_in_force, unit_rows=unit_rows if splits else None,
                           carried_edges=carried)
         say(f"running the pipeline on {runner} (run {run.run_id})")
-        if run_to_end(pipeline, runner, graph_only=lambda: _graph_only(pipeline)) is None:
+        if run_to_end(pipeline, runner, graph_only=lambda: _graph_only(pipeline),
+                      record_job=partial(record_job, lock), log_dir=run.run_dir) is None:
             return {"status": "submitted", "run_id": run.run_id, "published": None,
                     "note": "job graph written; the job writes its manifest and publishes at "
                             "its end"}

@@ -1,0 +1,153 @@
+"""What costlib asks Flink's REST API about its jobs (stdlib ``urllib``; no Flink client).
+
+A Flink job submitted through Beam (``FlinkRunner``, or ``PortableRunner`` to a Flink job
+server) is named ``--job_name`` on the cluster (:func:`costlib_pipelines.runner.job_name_flags`
+gives every costlib job ``costlib-<command>-<run id>``), and its Flink job id is not the id Beam
+returns. With the REST address (``--flink_master=HOST:PORT``) costlib finds the job by its name
+(``GET /jobs/overview``), asks its state (``GET /jobs/<id>``) and the root cause of a failure
+(``GET /jobs/<id>/exceptions``), and cancels it (``PATCH /jobs/<id>?mode=cancel``).
+
+Flink's answer is trusted over Beam's job server, whose job state can lag behind it (it said
+RUNNING after Flink said FAILED).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["ENDED", "RestError", "cancel", "describe_trace", "exceptions_text", "find_job",
+           "job_details", "job_state", "jobs", "rest_url", "root_cause"]
+
+#: Flink job states after which the job runs no more (globally terminal).
+ENDED = ("FINISHED", "FAILED", "CANCELED")
+#: Seconds one REST request may take (a JobManager busy with a lost TaskManager is slow).
+TIMEOUT = 10.0
+#: Longest root cause quoted in a message (characters).
+ROOT_CAUSE_CHARS = 300
+
+
+class RestError(OSError):
+    """Flink's REST API did not answer, or answered something unexpected."""
+
+
+def rest_url(options: Mapping[str, Any]) -> str | None:
+    """``http://HOST:PORT`` from a ``flink_master`` option; None without one (or ``[auto]``)."""
+    master = str(options.get("flink_master") or "").strip()
+    if not master or master.startswith("["):
+        return None
+    url = master if re.match(r"^https?://", master) else f"http://{master}"
+    return url.rstrip("/")
+
+
+def _get(url: str) -> Any:
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT) as response:
+            return json.load(response)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise RestError(f"{url}: HTTP {exc.code}") from exc
+    except (OSError, ValueError) as exc:
+        raise RestError(f"{url}: {exc}") from exc
+
+
+def jobs(url: str) -> list[dict[str, Any]]:
+    """Every job the JobManager knows (``jid``, ``name``, ``state``, ``start-time`` ...)."""
+    answer = _get(f"{url}/jobs/overview")
+    if not isinstance(answer, dict) or not isinstance(answer.get("jobs"), list):
+        raise RestError(f"{url}/jobs/overview: no job list in the answer")
+    return list(answer["jobs"])
+
+
+def find_job(url: str, name: str, exclude: Iterable[str] = ()) -> dict[str, Any] | None:
+    """The newest job named ``name`` whose id is not in ``exclude`` (the jobs of that name that
+    existed before this run submitted its own), or None."""
+    skip = set(exclude)
+    named = [j for j in jobs(url) if j.get("name") == name and j.get("jid") not in skip]
+    return max(named, key=lambda j: j.get("start-time") or 0, default=None)
+
+
+def job_details(url: str, jid: str) -> dict[str, Any] | None:
+    """``GET /jobs/<jid>``: the job's ``state``, ``start-time``, ``end-time`` (ms since the
+    epoch, -1 while it runs) ...; None: the cluster does not know the job (it never ran
+    there, or the JobManager restarted without it)."""
+    answer = _get(f"{url}/jobs/{jid}")
+    if answer is None:
+        return None
+    if not isinstance(answer, dict) or not isinstance(answer.get("state"), str):
+        raise RestError(f"{url}/jobs/{jid}: no state in the answer")
+    return answer
+
+
+def job_state(url: str, jid: str) -> str | None:
+    """Flink's state of job ``jid`` (``RUNNING``, ``FAILED`` ...); None: unknown job."""
+    details = job_details(url, jid)
+    return None if details is None else str(details["state"])
+
+
+def cancel(url: str, jid: str) -> None:
+    """Ask Flink to cancel job ``jid`` (it answers at once; the job ends soon after)."""
+    request = urllib.request.Request(f"{url}/jobs/{jid}?mode=cancel", method="PATCH")
+    try:
+        urllib.request.urlopen(request, timeout=TIMEOUT).close()
+    except OSError as exc:
+        raise RestError(f"{url}/jobs/{jid}?mode=cancel: {exc}") from exc
+
+
+def root_cause(url: str, jid: str) -> str | None:
+    """Flink's root cause of job ``jid``'s last failure, on one line; None when it has none.
+
+    From ``GET /jobs/<id>/exceptions``: the newest entry of the exception history (else the
+    ``root-exception`` text). The stack trace's first line names the exception Flink failed
+    the job with; its innermost ``Caused by:`` line, when there is one and it differs, is
+    added as what caused it.
+    """
+    answer = _get(f"{url}/jobs/{jid}/exceptions")
+    if not isinstance(answer, dict):
+        return None
+    entries = (answer.get("exceptionHistory") or {}).get("entries") or []
+    newest = max(entries, key=lambda e: e.get("timestamp") or 0, default=None)
+    trace = (newest or {}).get("stacktrace") or answer.get("root-exception")
+    if not isinstance(trace, str) or not trace.strip():
+        return None
+    return describe_trace(trace)
+
+
+def exceptions_text(url: str, jid: str) -> str:
+    """Every stack trace of job ``jid``'s exception history, newest first (for a log)."""
+    answer = _get(f"{url}/jobs/{jid}/exceptions")
+    if not isinstance(answer, dict):
+        return f"Flink has no exceptions of job {jid}"
+    entries = (answer.get("exceptionHistory") or {}).get("entries") or []
+    traces = [f"Flink job {jid}, exception at {e.get('timestamp')} in {e.get('taskName')} "
+              f"({e.get('location')}):\n{e.get('stacktrace')}"
+              for e in sorted(entries, key=lambda e: -(e.get("timestamp") or 0))]
+    if not traces and answer.get("root-exception"):
+        traces = [f"Flink job {jid}, root exception:\n{answer['root-exception']}"]
+    return "\n\n".join(traces) or f"Flink has no exceptions of job {jid}"
+
+
+def describe_trace(trace: str) -> str:
+    """A Java stack trace as one line: its first line, and its innermost cause if different;
+    exceptions that only wrap the next one named on their line are left out."""
+    lines = [line.strip() for line in trace.strip().splitlines() if line.strip()]
+    first = lines[0]
+    causes = [line[len("Caused by:"):].strip() for line in lines if line.startswith("Caused by:")]
+    text = _short(first)
+    if causes and causes[-1] != first:
+        text += f", caused by {_short(causes[-1])}"
+    return text
+
+
+#: Exception names that only wrap the one named after them (``CompletionException: X: ...``).
+_WRAPPERS = re.compile(r"^(?:[\w.$]+(?:Exception|Error): )+(?=[\w.$]+(?:Exception|Error)\b)")
+
+
+def _short(line: str) -> str:
+    line = _WRAPPERS.sub("", " ".join(line.split()))
+    return line if len(line) <= ROOT_CAUSE_CHARS else line[:ROOT_CAUSE_CHARS - 3] + "..."
