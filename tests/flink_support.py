@@ -147,3 +147,18 @@ def cancel_job(cluster, jid: str) -> None:
     request = urllib.request.Request(
         f"http://localhost:{cluster.ports.rest}/jobs/{jid}?mode=cancel", method="PATCH")
     urllib.request.urlopen(request, timeout=15).close()
+
+
+def wait_for(predicate, what: str, timeout: float = 180, poll: float = 0.5):
+    """The first truthy value of ``predicate()`` (an ``OSError``, ``ValueError`` or
+    ``KeyError`` counts as not yet: a file being written); fails after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except (OSError, ValueError, KeyError):
+            value = None
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"timed out waiting for {what}")

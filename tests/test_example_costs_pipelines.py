@@ -85,6 +85,20 @@ def test_min_risk_config_validation():
     assert settings.input_columns() == ["amount", "fee"]
 
 
+def _recalibrate_against_regret_weights(frame, regret, config, tmp_path):
+    """Recalibrate ``frame`` with ``config`` (money-weighted rated rows) and check its points
+    against the library's on rows weighted by ``regret`` by hand; ``(manifest, its records)``."""
+    weighted = frame.copy()
+    weighted["weight"] = frame["weight"].to_numpy() * regret
+    expected = comparable(direct_records(weighted, config))
+    pattern = write_files(frame, tmp_path / "in", n_files=2, row_group_size=1000)
+    manifest = run_recalibrate(config, pattern, str(tmp_path / "out"), [])
+    run_dir = tmp_path / "out" / "runs" / manifest["run_id"]
+    got = pq.read_table(run_dir / "operating_points.parquet").to_pylist()
+    assert comparable(got) == expected
+    return manifest, got
+
+
 @pytest.mark.usefixtures("single_blas_thread")
 def test_recalibrate_weights_rated_rows_by_their_regret(tmp_path):
     frame = sample_frame(6000, seed=2)
@@ -94,14 +108,8 @@ def test_recalibrate_weights_rated_rows_by_their_regret(tmp_path):
     config = base_config(min_risk=min_risk, target={"slope": 1.0})
     positive = frame["label"].fillna(False).to_numpy(dtype=bool)
     regret = np.where(positive, frame["amount"].to_numpy() - 1.0, 4.0)
-    weighted = frame.copy()
-    weighted["weight"] = frame["weight"].to_numpy() * regret
-    expected = comparable(direct_records(weighted, config))
-    pattern = write_files(frame, tmp_path / "in", n_files=2, row_group_size=1000)
-    manifest = run_recalibrate(config, pattern, str(tmp_path / "out"), [])
-    run_dir = tmp_path / "out" / "runs" / manifest["run_id"]
-    got = pq.read_table(run_dir / "operating_points.parquet").to_pylist()
-    assert comparable(got) == expected
+    _, got = _recalibrate_against_regret_weights(frame, regret, config, tmp_path)
+    expected = comparable(got)
     # and it is not what counts give
     plain = comparable(direct_records(frame, base_config(target={"slope": 1.0})))
     assert [r["thresholds"] for r in plain] != [r["thresholds"] for r in expected]
@@ -120,14 +128,7 @@ def test_negative_regret_rows_weigh_zero_and_are_counted(tmp_path):
     cheap = positive & (frame["amount"].to_numpy() < 5.0)
     assert cheap.sum() >= 10  # the scenario has cheap frauds
     regret = np.where(positive, np.maximum(frame["amount"].to_numpy() - 5.0, 0.0), 5.0)
-    weighted = frame.copy()
-    weighted["weight"] = frame["weight"].to_numpy() * regret
-    expected = comparable(direct_records(weighted, config))
-    pattern = write_files(frame, tmp_path / "in", n_files=2, row_group_size=1000)
-    manifest = run_recalibrate(config, pattern, str(tmp_path / "out"), [])
-    run_dir = tmp_path / "out" / "runs" / manifest["run_id"]
-    got = pq.read_table(run_dir / "operating_points.parquet").to_pylist()
-    assert comparable(got) == expected
+    manifest, got = _recalibrate_against_regret_weights(frame, regret, config, tmp_path)
     accounting = manifest["row_accounting"]
     assert accounting["min_risk.negative_regret.rated_positive"] == int(cheap.sum())
     assert "min_risk.negative_regret.rated_negative" not in accounting

@@ -28,6 +28,7 @@ from flink_support import (
     records,
     run_cli,
     run_dirs,
+    wait_for,
 )
 from pipeline_data import write_day_files
 
@@ -88,19 +89,6 @@ class Producer:
 def live_manifest(output: Path) -> dict:
     return json.loads((output / "runs" / (output / "LATEST").read_text().strip()
                        / "manifest.json").read_text())
-
-
-def wait_for(predicate, what: str, timeout: float = 180):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-        except (OSError, ValueError, KeyError):
-            value = None
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def judged(output: Path, name: str, pane: int = 0) -> dict | None:

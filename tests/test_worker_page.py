@@ -18,14 +18,13 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from flink_support import cancel_job, engine_config, jobs
+from flink_support import cancel_job, engine_config, jobs, wait_for
 from pipeline_data import write_day_files
 
 from costlib_pipelines.recalibrate.carried_edges import SKETCH_FILE
@@ -98,19 +97,6 @@ def test_the_pages_first_run_leaves_an_output_the_stream_starts_from(page_setup,
     assert baseline.problem is None and baseline.records == []  # nothing in force, readable
     # the auto edges the stream needs are carried from this run's sketch
     assert (data / "points" / "runs" / manifest["run_id"] / SKETCH_FILE).exists()
-
-
-def wait_for(predicate, what: str, timeout: float = 300):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-        except (OSError, ValueError, KeyError):
-            value = None
-        if value:
-            return value
-        time.sleep(1.0)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.mark.flink
