@@ -90,6 +90,19 @@ def test_cutting_a_stratum_into_parts_of_nearly_equal_pi_changes_the_share_under
         assert b.share == pytest.approx(a.share, rel=1e-6, abs=1e-12)
 
 
+def test_a_census_of_a_cut_stratum_is_a_census():
+    """Two parts of one stratum with the same π: their class's π is a rows-weighted mean,
+    which rounds just below the stratum's, so the scale that audits every row left the class
+    a hair below 1 and called the design unreachable; it is a census, half-width 0."""
+    whole = ([10793.0], [0.01], [108.0], [0.0])
+    cut = ([2158.6, 8634.4], [0.01, 0.01], [21.6, 86.4], [0.0, 0.0])
+    a = audit_for_recall_width(5.0, *whole, 0.03)
+    b = audit_for_recall_width(5.0, *cut, 0.03)
+    assert a.reachable and b.reachable
+    assert a.half_width == b.half_width == 0.0
+    assert a.share == b.share == 1.0
+
+
 def test_the_recommended_design_reaches_the_half_width_asked():
     """From one audit of each of these populations (prevalence 2%, a 5% audit: the first audit
     finds 20 or more of the missed positives) the recommended design, audited again 30 times,

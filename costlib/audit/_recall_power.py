@@ -70,6 +70,8 @@ __all__ = ["AuditForWidth", "audit_for_recall_width"]
 SAME_PI_RTOL = 0.05
 #: Half a positive (Jeffreys) for the whole unflagged region.
 PRIOR_POSITIVES = 0.5
+#: Relative shortfall from 1 of a scaled class probability still taken as a census (rounding).
+CENSUS_RTOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -145,8 +147,11 @@ def _posterior(rows: NDArray[np.float64], pi: NDArray[np.float64],
 
 def _mean_half_width(caught: float, post: _Posterior, k: float, level: float) -> float:
     """Posterior mean of the recall half-width at the design ``min(1, k π)``."""
-    p = np.minimum(1.0, k * post.pi)
-    census = p >= 1.0
+    p = k * post.pi
+    # a class's π is a rows-weighted mean of its strata's: at the scale that makes every
+    # stratum a census it may fall short of 1 by rounding, and is a census all the same
+    census = p >= 1.0 - CENSUS_RTOL
+    p = np.where(census, 1.0, p)
     m = post.draws
     known = m[:, census].sum(axis=1)
     sampled = ~census
