@@ -52,6 +52,18 @@ def test_the_recall_warning_says_which_numbers_are_estimates():
     assert "the audit found 5 positives among 1,130 audited rows" in counted
 
 
+def test_audit_advice_on_few_positives_found_says_it_is_a_first_estimate():
+    """Below 10 positives found, the share an interval needs can be off by 2x either way
+    (docs/audit.md's simulation): the warning says so; from 10 found on it does not."""
+    thin = recall_fields(_point(5.0, 1130.0), None)
+    assert thin["audit_share_needed"] is not None
+    assert ("(a first estimate, resting on fewer than 10 positives found: audit at that "
+            "share, then let the next run size it again)") in thin["recall_warning"]
+    firm = recall_fields(_point(12.0, 1130.0), None)
+    assert firm["recall_warning"] is not None and firm["audit_share_needed"] is not None
+    assert "first estimate" not in firm["recall_warning"]
+
+
 def _published(output, run_id: str, *, hours_ago: float, guard=None) -> None:
     run = output / "runs" / run_id
     run.mkdir(parents=True)

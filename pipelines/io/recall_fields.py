@@ -17,7 +17,12 @@ from typing import Any
 from costlib.audit import audit_for_recall_width
 from costlib.message_text import count_text
 
-__all__ = ["DEFAULT_RECALL_SETTINGS", "recall_fields"]
+__all__ = ["DEFAULT_RECALL_SETTINGS", "FIRST_ESTIMATE_BELOW", "recall_fields"]
+
+#: Below this many positives found among the audited unflagged rows, ``audit_share_needed`` is
+#: a first estimate: the simulation behind it (docs/audit.md, ``bench_recall_power.py``)
+#: reached 0.74-2.57 times the half-width asked there, 0.77-1.23 times from 10 found on.
+FIRST_ESTIMATE_BELOW = 10.0
 
 #: ``recall`` settings of a run that names none (the schema's defaults).
 DEFAULT_RECALL_SETTINGS: dict[str, Any] = {
@@ -104,6 +109,10 @@ def recall_fields(point, ci, settings: Mapping[str, Any] | None = None) -> dict[
         need = out["audit_share_needed"]
         plan_text = (f"an audit of {need:.2%} of these rows would bring it to ±{half:g}"
                      if need is not None else f"no audit of these rows reaches ±{half:g}")
+        if need is not None and bounds.positives_missed_found < FIRST_ESTIMATE_BELOW:
+            plan_text += (f" (a first estimate, resting on fewer than "
+                          f"{FIRST_ESTIMATE_BELOW:g} positives found: audit at that share, then "
+                          "let the next run size it again)")
         out["recall_warning"] = (
             f"recall interval [{low:.3f}, {high:.3f}] is wider than recall.max_width "
             f"{float(cfg['max_width']):g}: the audit found "
