@@ -21,7 +21,7 @@ __all__ = ["DEFAULT_RECALL_SETTINGS", "FIRST_ESTIMATE_BELOW", "recall_fields"]
 
 #: Below this many positives found among the audited unflagged rows, ``audit_share_needed`` is
 #: a first estimate: the simulation behind it (docs/audit.md, ``bench_recall_power.py``)
-#: reached 0.74-2.57 times the half-width asked there, 0.77-1.23 times from 10 found on.
+#: reached 0.74-2.57 times the half-width asked there, 0.79-1.23 times from 10 found on.
 FIRST_ESTIMATE_BELOW = 10.0
 
 #: ``recall`` settings of a run that names none (the schema's defaults).
