@@ -391,11 +391,6 @@ def cancel_after_interrupt(result: PipelineResult | None, options: PipelineOptio
                            f"may still publish: cancel it {how}", ended=False)
 
 
-def _flink_rest_url(options: PipelineOptions) -> str | None:
-    """The Flink REST address ``--flink_master`` gives (``http://host:port``), or None."""
-    return flink_rest.rest_url(options.get_all_options(drop_default=True))
-
-
 def find_flink_job(options: PipelineOptions, wait: float = 120.0) -> dict[str, Any]:
     """The submitted job as an operator finds it: ``{"name", "flink_rest", "flink_job_id",
     "note"}``. ``name`` is ``--job_name``; with a Flink REST address (``--flink_master``) the
@@ -403,8 +398,8 @@ def find_flink_job(options: PipelineOptions, wait: float = 120.0) -> dict[str, A
     ``wait`` s: Flink lists a job after the job server has translated and submitted it, which
     took over 30 s for the first job of a fresh cluster on a busy machine). ``note``
     says why there is no id (None when there is one)."""
-    name = options.get_all_options(drop_default=True).get("job_name")
-    url = _flink_rest_url(options)
+    all_options = options.get_all_options(drop_default=True)
+    name, url = all_options.get("job_name"), flink_rest.rest_url(all_options)
     found: dict[str, Any] = {"name": name, "flink_rest": url, "flink_job_id": None,
                              "note": None}
     if url is None or not name:
@@ -417,7 +412,7 @@ def find_flink_job(options: PipelineOptions, wait: float = 120.0) -> dict[str, A
     deadline = time.monotonic() + wait
     try:
         while True:
-            named = [j for j in _flink_jobs(url)
+            named = [j for j in flink_rest.jobs(url)
                      if j.get("name") == name and j.get("state") not in _FLINK_ENDED]
             if named:
                 found["flink_job_id"] = max(named, key=lambda j: j.get("start-time", 0))["jid"]
@@ -440,10 +435,6 @@ def stop_instructions(job: dict[str, Any]) -> str:
                 f"'{url}/jobs/{jid}?mode=cancel', flink cancel {jid}, or Cancel Job in the "
                 f"web UI {url}")
     return f"job {name or job.get('job_service_id') or '(no name)'} ({job.get('note')})"
-
-
-def _flink_jobs(url: str) -> list[dict[str, Any]]:
-    return flink_rest.jobs(url)
 
 
 def _cancel_flink_jobs(url: str, name: str, wait: float = 30.0) -> tuple[str, bool]:
