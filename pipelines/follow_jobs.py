@@ -75,17 +75,33 @@ def _utc(ms: Any) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(value / 1000, dt.UTC) if value > 0 else None
 
 
+def _local_port(url: str) -> int | None:
+    """The REST port of a cluster on this machine (``tools/flink_cluster.py``'s), else None."""
+    parsed = urlparse(url)
+    if parsed.hostname in ("localhost", "127.0.0.1", "::1"):
+        return parsed.port or 8081
+    return None
+
+
 def cluster_checks(url: str, process: str = "TaskManager") -> str:
     """Where to look when ``url``'s cluster or its job is unwell: ``process``'s log (the
     ``TaskManager``'s, or the ``JobManager``'s when the REST API does not answer)."""
-    parsed = urlparse(url)
-    if parsed.hostname in ("localhost", "127.0.0.1", "::1"):
-        port = parsed.port or 8081
+    port = _local_port(url)
+    if port is not None:
         flag = "" if port == 8081 else f" --port-base {port}"
         return (f"tools/flink_cluster.py status{flag} and the {process} log "
                 f"(~/.cache/costlib/flink/cluster-{port}/log/{process.lower()}.out, or "
                 "--state-dir's log/)")
     return f"the cluster's processes and the {process} logs (on Kubernetes: kubectl logs)"
+
+
+def _bring_back(url: str) -> str:
+    """How a lost TaskManager is brought back."""
+    port = _local_port(url)
+    if port is None:
+        return "a lost TaskManager back, or more slots"
+    flag = "" if port == 8081 else f" --port-base {port}"
+    return f"a lost TaskManager back: tools/flink_cluster.py start{flag}"
 
 
 def _restart_hint(role: str) -> str:
@@ -178,8 +194,7 @@ def _judge(health: JobHealth, label: str, what: str, details: Mapping[str, Any],
         health.line = health.problem = (
             f"{label}: {state} ({tasks}), {restarts} so far{last}{cause}; {checkpoint}; "
             f"nothing is {what} until it runs again: check {cluster_checks(url)}; it resumes "
-            "from its last checkpoint once slots are free (a lost TaskManager back: "
-            "tools/flink_cluster.py start)")
+            f"from its last checkpoint once slots are free ({_bring_back(url)})")
         return
     started = _utc(details.get("start-time"))
     since = checkpoint_at or started

@@ -103,7 +103,7 @@ def test_status_shows_the_follow_jobs_and_a_taskmanager_killed_for_good(flink_cl
                 rf"{verb} until it runs again: check tools/flink_cluster.py status --port-base "
                 rf"{port} and the TaskManager log .*; it resumes from its last checkpoint "
                 r"once slots are free \(a lost TaskManager back: tools/flink_cluster.py "
-                r"start\)", line), line
+                rf"start --port-base {port}\)", line), line
     finally:
         flink_cluster.start_taskmanager()
         flink_cluster.wait_healthy(180)

@@ -194,7 +194,8 @@ def test_a_restarting_job_is_attention_in_one_line_with_flinks_root_cause(flink,
         "jobmanager.scheduler.NoResourceAvailableException: Could not acquire the minimum "
         "required resources.; last checkpoint 3 min ago; nothing is judged until it runs "
         f"again: check {checks(flink.url)}; it resumes from its last checkpoint once slots "
-        "are free (a lost TaskManager back: tools/flink_cluster.py start)")
+        "are free (a lost TaskManager back: tools/flink_cluster.py start --port-base "
+        f"{flink.url.rsplit(':', 1)[1]})")
     assert main(["status", "--output", str(out)]) == 3
 
 
