@@ -13,8 +13,9 @@ name, Flink job id and Flink's REST address. :func:`check_job` asks that address
 A job needs a person (:attr:`JobHealth.problem`, one line naming the state, the restarts,
 Flink's root cause and what to check) when the cluster does not answer or does not know the
 job; when it ended (``FAILED``, ``CANCELED``, ``FINISHED``: the stream is followed no more);
-when it is ``RESTARTING``, or has failed since its last completed checkpoint and not every
-subtask runs again (a lost TaskManager: each restart waits for slots that never come); and
+when it is ``RESTARTING``, or has failed since its last completed checkpoint (a lost
+TaskManager: each restart finds no slot; a job that runs again is healthy once a checkpoint
+completes after its failure, within a checkpoint interval); and
 when its last checkpoint is older than ``max_checkpoint_age_minutes`` (or, before its first,
 the job started longer ago than that). A job that restarted and runs again, with a
 checkpoint completed after its last failure, is healthy: its line says when it last
@@ -189,12 +190,14 @@ def _judge(health: JobHealth, label: str, what: str, details: Mapping[str, Any],
     tasks = f"{health.tasks_running} of {health.tasks_total} tasks running"
     all_running = state == "RUNNING" and health.tasks_running == health.tasks_total
     recovered = failed_at is None or (checkpoint_at is not None and checkpoint_at > failed_at)
-    if state in ("RESTARTING", "FAILING") or (not all_running and not recovered):
+    if state in ("RESTARTING", "FAILING") or not recovered:
         last = f", the last {ago((now - failed_at).total_seconds())}" if failed_at else ""
+        tail = (f"its tasks run again, but no checkpoint completed since it failed: if that "
+                f"lasts, check {cluster_checks(url)}" if all_running else
+                f"nothing is {what} until it runs again: check {cluster_checks(url)}; it "
+                f"resumes from its last checkpoint once slots are free ({_bring_back(url)})")
         health.line = health.problem = (
-            f"{label}: {state} ({tasks}), {restarts} so far{last}{cause}; {checkpoint}; "
-            f"nothing is {what} until it runs again: check {cluster_checks(url)}; it resumes "
-            f"from its last checkpoint once slots are free ({_bring_back(url)})")
+            f"{label}: {state} ({tasks}), {restarts} so far{last}{cause}; {checkpoint}; {tail}")
         return
     started = _utc(details.get("start-time"))
     since = checkpoint_at or started

@@ -212,6 +212,20 @@ def test_a_job_waiting_for_slots_after_a_failure_is_attention(flink, tmp_path):
     assert main(["status", "--output", str(out)]) == 3
 
 
+def test_a_job_running_again_is_attention_until_a_checkpoint_completes(flink, tmp_path):
+    flink.job(details("RUNNING"), 2, checkpoint(40), exceptions((6, NO_RESOURCE)))
+    out = followed_output(tmp_path, flink.url)
+    assert job_line(out) == (
+        f"  problem: recalibrate follow job {JID}: RUNNING (6 of 6 tasks running), 2 restarts "
+        "so far, the last less than a minute ago — org.apache.flink.runtime.jobmanager."
+        "scheduler.NoResourceAvailableException: Could not acquire the minimum required "
+        "resources.; last checkpoint 40 s ago; its tasks run again, but no checkpoint "
+        f"completed since it failed: if that lasts, check {checks(flink.url)}")
+    flink.job(details("RUNNING"), 2, checkpoint(1), exceptions((6, NO_RESOURCE)))
+    assert job_line(out).startswith(f"  job: recalibrate follow job {JID}: RUNNING, 2 restarts "
+                                    "so far (the last less than a minute ago — org.apache")
+
+
 def test_a_failed_job_is_one_line_with_flinks_root_cause(flink, tmp_path):
     flink.job(details("FAILED", running=0, end=ms(120)), 3, checkpoint(200),
               exceptions((120, NO_RESOURCE), (150, LOST)))
