@@ -57,19 +57,20 @@ def _get(url: str, timeout: float = TIMEOUT) -> Any:
         raise RestError(f"{url}: {exc}") from exc
 
 
-def jobs(url: str) -> list[dict[str, Any]]:
+def jobs(url: str, timeout: float = TIMEOUT) -> list[dict[str, Any]]:
     """Every job the JobManager knows (``jid``, ``name``, ``state``, ``start-time`` ...)."""
-    answer = _get(f"{url}/jobs/overview")
+    answer = _get(f"{url}/jobs/overview", timeout)
     if not isinstance(answer, dict) or not isinstance(answer.get("jobs"), list):
         raise RestError(f"{url}/jobs/overview: no job list in the answer")
     return list(answer["jobs"])
 
 
-def find_job(url: str, name: str, exclude: Iterable[str] = ()) -> dict[str, Any] | None:
+def find_job(url: str, name: str, exclude: Iterable[str] = (),
+             timeout: float = TIMEOUT) -> dict[str, Any] | None:
     """The newest job named ``name`` whose id is not in ``exclude`` (the jobs of that name that
     existed before this run submitted its own), or None."""
     skip = set(exclude)
-    named = [j for j in jobs(url) if j.get("name") == name and j.get("jid") not in skip]
+    named = [j for j in jobs(url, timeout) if j.get("name") == name and j.get("jid") not in skip]
     return max(named, key=lambda j: j.get("start-time") or 0, default=None)
 
 

@@ -119,21 +119,25 @@ def check_job(role: str, job: Mapping[str, Any], *, max_checkpoint_age_minutes: 
     now = now or dt.datetime.now(dt.UTC)
     jid, url = job.get("flink_job_id"), job.get("flink_rest")
     health = JobHealth(role=role, name=job.get("name"), flink_job_id=jid, flink_rest=url)
-    label = f"{role} {jid or job.get('name') or '(no name)'}"
-    if not jid or not url:
-        why = job.get("note") or "no REST address"
-        health.line = f"{label}: no Flink job id was recorded ({why}); its state is not checked"
-        return health
     what = "judged" if role.startswith("recalibrate") else "decided"
     try:
-        details = flink_rest.job_details(url, jid, timeout)
+        if not jid and url and health.name:  # not listed yet when the command looked
+            found = flink_rest.find_job(url, health.name, timeout=timeout)
+            jid = health.flink_job_id = found["jid"] if found else None
+        details = flink_rest.job_details(url, jid, timeout) if jid and url else None
     except flink_rest.RestError as exc:
+        label = f"{role} {jid or health.name}"
         health.state = "UNREACHABLE"
         cause = exc.__cause__
         reason = str(getattr(cause, "reason", cause) if cause else exc)
         health.line = health.problem = (
             f"{label}: cluster unreachable at {url} ({reason}); nothing is {what} while the "
             f"cluster is down: check {cluster_checks(url, 'JobManager')}")
+        return health
+    label = f"{role} {jid or health.name or '(no name)'}"
+    if not url or (not jid and not health.name):
+        why = job.get("note") or "no REST address"
+        health.line = f"{label}: no Flink job id was recorded ({why}); its state is not checked"
         return health
     if details is None:
         health.state = "UNKNOWN"

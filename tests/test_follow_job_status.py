@@ -122,7 +122,7 @@ def flink():
     server.close()
 
 
-def followed_output(root, url: str, *, jid: str | None = JID):
+def followed_output(root, url: str | None, *, jid: str | None = JID):
     """A recalibrate output whose ``LATEST`` run follows a stream, its job at ``url``."""
     out = root / "points"
     run = out / "runs" / RUN_ID
@@ -285,12 +285,27 @@ def test_a_cluster_that_is_down_is_one_line_and_fast(tmp_path):
     assert main(["status", "--output", str(out), "--no-jobs"]) == 0  # the rest is healthy
 
 
-def test_a_job_without_a_flink_id_is_noted_not_checked(tmp_path):
-    out = followed_output(tmp_path, "http://127.0.0.1:9", jid=None)
+def test_a_job_without_a_rest_address_is_noted_not_checked(tmp_path):
+    out = followed_output(tmp_path, None, jid=None)
     status = check_status(str(out), now=NOW)
     assert status.healthy and status.jobs[0]["state"] is None
     assert job_line(out) == (f"  job: recalibrate follow job {NAME}: no Flink job id was "
                              "recorded (no REST address); its state is not checked")
+
+
+def test_a_job_whose_id_was_not_listed_yet_is_found_by_its_name(flink, tmp_path):
+    # the command gave up looking before Flink listed the job: status looks it up by name
+    flink.job(details("FAILED", running=0, end=ms(60)), 3, checkpoint(90),
+              exceptions((60, NO_RESOURCE)))
+    flink.routes["/jobs/overview"] = {"jobs": [
+        {"jid": JID, "name": NAME, "state": "FAILED", "start-time": ms(3600)},
+        {"jid": "0" * 32, "name": "another-job", "state": "RUNNING", "start-time": ms(60)}]}
+    out = followed_output(tmp_path, flink.url, jid=None)
+    assert job_line(out).startswith(f"  problem: recalibrate follow job {JID}: FAILED 1 min ago "
+                                    "after 3 restarts — org.apache.flink")
+    flink.routes["/jobs/overview"]["jobs"].pop(0)  # a cluster that does not list it
+    assert job_line(out).startswith(f"  problem: recalibrate follow job {NAME}: the cluster at "
+                                    f"{flink.url} does not know this job")
 
 
 def test_json_has_each_job(flink, tmp_path, capsys):
