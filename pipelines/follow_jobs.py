@@ -14,12 +14,11 @@ A job needs a person (:attr:`JobHealth.problem`, one line naming the state, the 
 Flink's root cause and what to check) when the cluster does not answer or does not know the
 job; when it ended (``FAILED``, ``CANCELED``, ``FINISHED``: the stream is followed no more);
 when it is ``RESTARTING``, or has failed since its last completed checkpoint (a lost
-TaskManager: each restart finds no slot; a job that runs again is healthy once a checkpoint
-completes after its failure, within a checkpoint interval); and
-when its last checkpoint is older than ``max_checkpoint_age_minutes`` (or, before its first,
-the job started longer ago than that). A job that restarted and runs again, with a
-checkpoint completed after its last failure, is healthy: its line says when it last
-restarted, and why.
+TaskManager: each restart finds no slot); when its last checkpoint is older than
+``max_checkpoint_age_minutes`` (or, before its first, the job started longer ago than that);
+and when it takes no checkpoints at all. A job that restarted and runs again is healthy once
+a checkpoint completed after its last failure (within a checkpoint interval): its line says
+when it last restarted, and why.
 """
 
 from __future__ import annotations
@@ -155,9 +154,11 @@ def check_job(role: str, job: Mapping[str, Any], *, max_checkpoint_age_minutes: 
     try:  # the rest is detail: a JobManager that answered once but not now loses only it
         health.restarts = flink_rest.restarts(url, jid, timeout)
         history = flink_rest.failures(url, jid, timeout)
-        latest = (flink_rest.checkpoints(url, jid, timeout).get("latest") or {}).get("completed")
+        answer = flink_rest.checkpoints(url, jid, timeout)
+        checkpointing = isinstance(answer.get("counts"), dict)  # no statistics: it is off
+        latest = (answer.get("latest") or {}).get("completed")
     except flink_rest.RestError:
-        history, latest = [], None
+        history, latest, checkpointing = [], None, True
     failed_at = _utc(history[0].get("timestamp")) if history else None
     if history and isinstance(history[0].get("stacktrace"), str) \
             and history[0]["stacktrace"].strip():
@@ -167,15 +168,16 @@ def check_job(role: str, job: Mapping[str, Any], *, max_checkpoint_age_minutes: 
     if checkpoint_at is not None:
         health.last_checkpoint_utc = checkpoint_at.isoformat()
         health.checkpoint_age_seconds = round(max(0.0, (now - checkpoint_at).total_seconds()), 1)
-    _judge(health, label, what, details, failed_at, checkpoint_at, max_checkpoint_age_minutes,
-           now)
+    _judge(health, label, what, details, failed_at, checkpoint_at if checkpointing else None,
+           max_checkpoint_age_minutes if checkpointing else None, now)
     return health
 
 
 def _judge(health: JobHealth, label: str, what: str, details: Mapping[str, Any],
            failed_at: dt.datetime | None, checkpoint_at: dt.datetime | None,
-           max_age_minutes: float, now: dt.datetime) -> None:
-    """Set ``health.line`` and, when it needs a person, ``health.problem``."""
+           max_age_minutes: float | None, now: dt.datetime) -> None:
+    """Set ``health.line`` and, when it needs a person, ``health.problem``
+    (``max_age_minutes`` None: the job takes no checkpoints)."""
     state, url = health.state or "", health.flink_rest or ""
     restarts = ("restarts not reported" if health.restarts is None
                 else f"{health.restarts} restart{'s' if health.restarts != 1 else ''}")
@@ -185,16 +187,16 @@ def _judge(health: JobHealth, label: str, what: str, details: Mapping[str, Any],
     if state not in (*_ACTIVE, "RESTARTING", "FAILING"):  # ended, or ending (CANCELLING)
         ended = _utc(details.get("end-time"))
         when = f" {ago((now - ended).total_seconds())}" if ended else ""
-        after = f"after {restarts}" if health.restarts else "with no restart"
+        after = {None: "", 0: " with no restart"}.get(health.restarts, f" after {restarts}")
         health.line = health.problem = (
-            f"{label}: {state}{when} {after}{cause}; nothing is {what} until it runs again: "
+            f"{label}: {state}{when}{after}{cause}; nothing is {what} until it runs again: "
             + (f"check {cluster_checks(url)}, then " if state == "FAILED" else "")
             + _restart_hint(health.role))
         return
     tasks = f"{health.tasks_running} of {health.tasks_total} tasks running"
     all_running = state == "RUNNING" and health.tasks_running == health.tasks_total
     recovered = failed_at is None or (checkpoint_at is not None and checkpoint_at > failed_at)
-    if state in ("RESTARTING", "FAILING") or not recovered:
+    if state in ("RESTARTING", "FAILING") or (not recovered and max_age_minutes is not None):
         last = f", the last {ago((now - failed_at).total_seconds())}" if failed_at else ""
         tail = (f"its tasks run again, but no checkpoint completed since it failed: if that "
                 f"lasts, check {cluster_checks(url)}" if all_running else
@@ -202,6 +204,13 @@ def _judge(health: JobHealth, label: str, what: str, details: Mapping[str, Any],
                 f"resumes from its last checkpoint once slots are free ({_bring_back(url)})")
         health.line = health.problem = (
             f"{label}: {state} ({tasks}), {restarts} so far{last}{cause}; {checkpoint}; {tail}")
+        return
+    if max_age_minutes is None:
+        health.line = health.problem = (
+            f"{label}: {state} ({tasks}), {restarts}, but it takes no checkpoints: a restart "
+            f"would start it from nothing (every landed file read again); stop it and submit "
+            "it with the flags of tools/flink_cluster.py flags --streaming "
+            "(--checkpointing_interval)")
         return
     started = _utc(details.get("start-time"))
     since = checkpoint_at or started

@@ -261,6 +261,17 @@ def test_a_job_whose_checkpoints_stopped_is_attention(flink, tmp_path):
     assert main(["status", "--output", str(out), "--max-checkpoint-age-minutes", "30"]) == 0
 
 
+def test_a_job_without_checkpoints_is_attention(flink, tmp_path):
+    flink.job(details("RUNNING"), 0, {}, exceptions())  # no statistics: checkpointing is off
+    flink.routes.pop(f"/jobs/{JID}/checkpoints")
+    out = followed_output(tmp_path, flink.url)
+    assert job_line(out) == (
+        f"  problem: recalibrate follow job {JID}: RUNNING (6 of 6 tasks running), 0 restarts, "
+        "but it takes no checkpoints: a restart would start it from nothing (every landed file "
+        "read again); stop it and submit it with the flags of tools/flink_cluster.py flags "
+        "--streaming (--checkpointing_interval)")
+
+
 def test_a_job_the_cluster_does_not_know(flink, tmp_path):
     out = followed_output(tmp_path, flink.url)  # no routes: 404
     assert job_line(out) == (
