@@ -20,8 +20,9 @@ import urllib.request
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["ENDED", "RestError", "cancel", "describe_trace", "exceptions_text", "find_job",
-           "job_details", "job_state", "jobs", "rest_url", "root_cause"]
+__all__ = ["ENDED", "RestError", "cancel", "checkpoints", "describe_trace", "exceptions_text",
+           "failures", "find_job", "job_details", "job_state", "jobs", "rest_url", "restarts",
+           "root_cause"]
 
 #: Flink job states after which the job runs no more (globally terminal).
 ENDED = ("FINISHED", "FAILED", "CANCELED")
@@ -44,9 +45,9 @@ def rest_url(options: Mapping[str, Any]) -> str | None:
     return url.rstrip("/")
 
 
-def _get(url: str) -> Any:
+def _get(url: str, timeout: float = TIMEOUT) -> Any:
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT) as response:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
             return json.load(response)
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
@@ -56,27 +57,29 @@ def _get(url: str) -> Any:
         raise RestError(f"{url}: {exc}") from exc
 
 
-def jobs(url: str) -> list[dict[str, Any]]:
+def jobs(url: str, timeout: float = TIMEOUT) -> list[dict[str, Any]]:
     """Every job the JobManager knows (``jid``, ``name``, ``state``, ``start-time`` ...)."""
-    answer = _get(f"{url}/jobs/overview")
+    answer = _get(f"{url}/jobs/overview", timeout)
     if not isinstance(answer, dict) or not isinstance(answer.get("jobs"), list):
         raise RestError(f"{url}/jobs/overview: no job list in the answer")
     return list(answer["jobs"])
 
 
-def find_job(url: str, name: str, exclude: Iterable[str] = ()) -> dict[str, Any] | None:
+def find_job(url: str, name: str, exclude: Iterable[str] = (),
+             timeout: float = TIMEOUT) -> dict[str, Any] | None:
     """The newest job named ``name`` whose id is not in ``exclude`` (the jobs of that name that
     existed before this run submitted its own), or None."""
     skip = set(exclude)
-    named = [j for j in jobs(url) if j.get("name") == name and j.get("jid") not in skip]
+    named = [j for j in jobs(url, timeout) if j.get("name") == name and j.get("jid") not in skip]
     return max(named, key=lambda j: j.get("start-time") or 0, default=None)
 
 
-def job_details(url: str, jid: str) -> dict[str, Any] | None:
+def job_details(url: str, jid: str, timeout: float = TIMEOUT) -> dict[str, Any] | None:
     """``GET /jobs/<jid>``: the job's ``state``, ``start-time``, ``end-time`` (ms since the
-    epoch, -1 while it runs) ...; None: the cluster does not know the job (it never ran
-    there, or the JobManager restarted without it)."""
-    answer = _get(f"{url}/jobs/{jid}")
+    epoch, -1 while it runs), ``vertices`` (each with its subtasks per state, ``tasks``) ...;
+    None: the cluster does not know the job (it never ran there, or the JobManager restarted
+    without it)."""
+    answer = _get(f"{url}/jobs/{jid}", timeout)
     if answer is None:
         return None
     if not isinstance(answer, dict) or not isinstance(answer.get("state"), str):
@@ -97,6 +100,43 @@ def cancel(url: str, jid: str) -> None:
         urllib.request.urlopen(request, timeout=TIMEOUT).close()
     except OSError as exc:
         raise RestError(f"{url}/jobs/{jid}?mode=cancel: {exc}") from exc
+
+
+def restarts(url: str, jid: str, timeout: float = TIMEOUT) -> int | None:
+    """How many times job ``jid`` restarted (the job metric ``numRestarts``, counted from
+    its submission); None when the JobManager does not report it."""
+    answer = _get(f"{url}/jobs/{jid}/metrics?get=numRestarts", timeout)
+    for metric in answer if isinstance(answer, list) else []:
+        if isinstance(metric, dict) and metric.get("id") == "numRestarts":
+            try:
+                return int(float(metric["value"]))
+            except (KeyError, TypeError, ValueError):
+                return None
+    return None
+
+
+def checkpoints(url: str, jid: str, timeout: float = TIMEOUT) -> dict[str, Any]:
+    """``GET /jobs/<jid>/checkpoints``: ``counts`` (``completed``, ``failed`` ...) and
+    ``latest`` (``completed``: the last completed checkpoint, with ``latest_ack_timestamp``
+    in ms since the epoch; None before the first); empty for a job without checkpoints."""
+    answer = _get(f"{url}/jobs/{jid}/checkpoints", timeout)
+    return answer if isinstance(answer, dict) else {}
+
+
+def failures(url: str, jid: str, timeout: float = TIMEOUT) -> list[dict[str, Any]]:
+    """Job ``jid``'s exception history (``GET /jobs/<jid>/exceptions``), newest first: each
+    failure's ``timestamp`` (ms since the epoch) and ``stacktrace``. Flink keeps the last few
+    (``web.exception-history-size``, default 16); a job failed before its tasks ran has only
+    a ``root-exception``, returned as the one entry."""
+    answer = _get(f"{url}/jobs/{jid}/exceptions", timeout)
+    if not isinstance(answer, dict):
+        return []
+    entries = [e for e in (answer.get("exceptionHistory") or {}).get("entries") or []
+               if isinstance(e, dict)]
+    if not entries and isinstance(answer.get("root-exception"), str):
+        entries = [{"timestamp": answer.get("timestamp"),
+                    "stacktrace": answer["root-exception"]}]
+    return sorted(entries, key=lambda e: -(e.get("timestamp") or 0))
 
 
 def root_cause(url: str, jid: str) -> str | None:
@@ -139,7 +179,7 @@ def describe_trace(trace: str) -> str:
     first = lines[0]
     causes = [line[len("Caused by:"):].strip() for line in lines if line.startswith("Caused by:")]
     text = _short(first)
-    if causes and causes[-1] != first:
+    if causes and _short(causes[-1]) != text:  # (a wrapper of the cause: named once)
         text += f", caused by {_short(causes[-1])}"
     return text
 

@@ -41,8 +41,10 @@ def page_blocks() -> dict[str, str]:
     """The page's runnable blocks by role, in the page's order."""
     found = re.findall(r"```(\w+)\n(.*?)```", PAGE.read_text(), re.S)
     langs = [lang for lang, _ in found]
-    assert langs == ["yaml", "bash", "bash", "text", "python", "bash", "bash"], langs
-    names = ["windowing", "first_run", "follow", "printed", "producer", "status", "replay"]
+    assert langs == ["yaml", "bash", "bash", "text", "python", "bash", "text", "text",
+                     "bash"], langs
+    names = ["windowing", "first_run", "follow", "printed", "producer", "status",
+             "status_printed", "status_lost", "replay"]
     return dict(zip(names, [body for _, body in found], strict=True))
 
 
@@ -139,6 +141,11 @@ def test_the_page_word_for_word_on_flink(flink_cluster, page_setup, tmp_path):
         by_clock = bash(on_this_machine(blocks["status"], data), tmp_path)
         assert by_clock.returncode == 3, by_clock.stdout + by_clock.stderr
         assert "windows are stale" in by_clock.stdout and "h ago" in by_clock.stdout
+        # the job's line, as the page shows it
+        job_line = (r"^  job: recalibrate follow job ([0-9a-f]{32}): RUNNING, \d+ restarts so "
+                    r"far, last checkpoint \d+ s ago$")
+        assert re.search(job_line, blocks["status_printed"], re.M)
+        assert re.search(job_line, by_clock.stdout, re.M).group(1) == ids[0], by_clock.stdout
         replayed = bash(on_this_machine(blocks["replay"], data), tmp_path)
         assert "windows are stale" not in replayed.stdout, replayed.stdout
         assert "has not moved" not in replayed.stdout, replayed.stdout

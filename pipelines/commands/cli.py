@@ -58,7 +58,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "status": (
         "costlib_pipelines.commands.status",
-        "Check OUTPUT/LATEST: exit 0 when fresh and published, 3 when held or stale.",
+        "Check OUTPUT/LATEST and its follow jobs: exit 0 healthy, 3 held, stale or not running.",
     ),
     "clean": (
         "costlib_pipelines.commands.clean",

@@ -7,7 +7,8 @@ code  meaning
 2     bad input, config or command line: one line on stderr, no traceback; nothing
       was published (fix the input, do not retry unchanged)
 3     needs a person: the run is complete but the publish guard held it
-      (``recalibrate``), or ``status`` found a held or stale ``LATEST``
+      (``recalibrate``), or ``status`` found a held or stale ``LATEST`` or a
+      ``--follow`` job that does not run
 1     a bug in costlib: a traceback on stderr; safe to retry, report it if it repeats
 4     the engine failed: the run's job failed on its cluster (Flink: a TaskManager
       lost, no slot, a JVM out of memory), neither costlib's input nor its code at

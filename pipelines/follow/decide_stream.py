@@ -23,6 +23,7 @@ cannot be decided (unreadable, a broken schema, no usable points) is recorded in
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import os
 import re
@@ -151,10 +152,13 @@ def start_follow_decide(config: RunConfig, pattern: str, operating_points: str, 
     """Start ``costlib decide --follow``: check the points and the output, then submit the
     streaming job (returns once it is submitted). ``job`` in the result: the job's name
     (``costlib-decide-follow-<UTC time>``) and Flink id
-    (:func:`~costlib_pipelines.runner.find_flink_job`; None with ``landed``)."""
+    (:func:`~costlib_pipelines.runner.find_flink_job`; None with ``landed``), also recorded
+    in ``OUTPUT/follow.json`` (:data:`~costlib_pipelines.io.status.FOLLOW_RECORD`, read by
+    ``costlib status``)."""
     from costlib_pipelines.decide.records import decoding_settings
     from costlib_pipelines.io.files import check_output_path
     from costlib_pipelines.io.runs import load_operating_points
+    from costlib_pipelines.io.status import FOLLOW_RECORD
     from costlib_pipelines.runner import (
         find_flink_job,
         job_name_flags,
@@ -175,7 +179,11 @@ def start_follow_decide(config: RunConfig, pattern: str, operating_points: str, 
     build_follow_decide(pipeline, pattern, config, operating_points, output,
                         poll_seconds=poll_seconds, settle_seconds=settle_seconds,
                         landed=None if landed is None else landed(pipeline))
+    started = dt.datetime.now(dt.UTC).isoformat()
     result = pipeline.run()
     job = None if landed is not None else find_flink_job(pipeline.options)
+    write_json(f"{output}/{FOLLOW_RECORD}",
+               {"command": "decide", "landing": pattern, "operating_points": operating_points,
+                "started_utc": started, "job": job})
     return {"status": "following", "output": output, "runner": runner_name(beam_args),
             "job": job, "result": result}

@@ -10,6 +10,7 @@ scheduled), and of a broken ``LATEST`` — instead of finding out from stale dec
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -20,7 +21,11 @@ from costlib_pipelines.io.lock import read_lock
 from costlib_pipelines.io.recall_floor import misses_only_min_recall
 from costlib_pipelines.io.runs import latest_run_id, list_runs, read_operating_points
 
-__all__ = ["OutputStatus", "check_status", "latest_notes", "replay_clock"]
+__all__ = ["FOLLOW_RECORD", "OutputStatus", "check_status", "latest_notes", "replay_clock"]
+
+#: The record ``costlib decide --follow`` leaves at the top of its output: what it follows and
+#: its streaming job (the output has no ``LATEST`` of its own: one per decided file).
+FOLLOW_RECORD = "follow.json"
 
 
 @dataclass
@@ -41,6 +46,12 @@ class OutputStatus:
     #: What ``LATEST``'s run published with, worth knowing but not a reason to alert
     #: (:func:`latest_notes`); they do not change the exit code.
     notes: list[str] = field(default_factory=list)
+    #: Each follow job of the output (``recalibrate --follow``'s in ``LATEST``'s manifest,
+    #: ``decide --follow``'s in :data:`FOLLOW_RECORD`) as the cluster reports it
+    #: (:class:`~costlib_pipelines.follow_jobs.JobHealth` as a dict).
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    #: A ``decide --follow`` output: its :data:`FOLLOW_RECORD` with the files decided so far.
+    followed_decisions: dict[str, Any] | None = None
 
     @property
     def healthy(self) -> bool:
@@ -217,9 +228,46 @@ def follow_notes(manifest: dict[str, Any]) -> list[str]:
     return notes
 
 
+def _check_job(status: OutputStatus, role: str, job: Any, max_checkpoint_age_minutes: float,
+               now: dt.datetime) -> None:
+    """Ask the cluster about a recorded follow job; a job that needs a person is a problem."""
+    if not isinstance(job, dict):
+        return
+    from costlib_pipelines.follow_jobs import check_job
+
+    health = check_job(role, job, max_checkpoint_age_minutes=max_checkpoint_age_minutes,
+                       now=now)
+    status.jobs.append(health.as_dict())
+    if health.problem:
+        status.problems.append(health.problem)
+
+
+def _followed_decisions(output: str) -> dict[str, Any] | None:
+    """A ``decide --follow`` output's record, with the files decided (an output with a
+    ``LATEST``) and dead-lettered so far; None for any other output."""
+    path = f"{output}/{FOLLOW_RECORD}"
+    if not FileSystems.exists(path):
+        return None
+    try:
+        with FileSystems.open(path) as fh:
+            record = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: unreadable ({exc}); decide --follow rewrites it when "
+                         "started again") from exc
+    if not isinstance(record, dict):
+        raise InputError(f"{path}: not a JSON object; decide --follow rewrites it when "
+                         "started again")
+
+    def count(pattern: str) -> int:
+        return sum(len(r.metadata_list) for r in FileSystems.match([f"{output}/{pattern}"]))
+    return {**record, "files_decided": count("files/*/LATEST"),
+            "files_dead_lettered": count("dead_letter/files/*.json")}
+
+
 def check_status(
     output: str, *, max_age_hours: float = 26.0, now: dt.datetime | None = None,
-    window_slack_hours: float = 6.0, replay: bool = False,
+    window_slack_hours: float = 6.0, replay: bool = False, check_jobs: bool = True,
+    max_checkpoint_age_minutes: float = 10.0,
 ) -> OutputStatus:
     """Check ``output``'s ``LATEST`` (a recalibrate or decide output directory).
 
@@ -236,6 +284,13 @@ def check_status(
     moved for ``max_age_hours`` by the clock is a problem instead.
     Incomplete run directories (failed or running) and the
     output lock are reported, not counted as problems.
+
+    With ``check_jobs``, each follow job the output records (a followed ``LATEST`` run's
+    ``follow.job``; a ``decide --follow`` output's :data:`FOLLOW_RECORD`, which has no
+    ``LATEST`` of its own) is asked of its cluster's REST API
+    (:func:`costlib_pipelines.follow_jobs.check_job`): a job that does not run (failed,
+    cancelled, restarting, unknown to the cluster, the cluster unreachable) or whose last
+    checkpoint is older than ``max_checkpoint_age_minutes`` is a problem.
 
     Raises
     ------
@@ -257,6 +312,13 @@ def check_status(
     except InputError as exc:
         status.problems.append(str(exc))
     latest_manifest = complete.get(status.latest) if status.latest else None
+    followed = _followed_decisions(output) if status.latest is None else None
+    if followed is not None:  # decide --follow: one LATEST per decided file, none at the top
+        status.followed_decisions = followed
+        if check_jobs:
+            _check_job(status, "decide follow job", followed.get("job"),
+                       max_checkpoint_age_minutes, now)
+        return status
     if status.latest is None and not status.problems:
         status.problems.append(f"{output}/LATEST is missing: nothing is published")
     elif status.latest is not None and latest_manifest is None:
@@ -278,6 +340,10 @@ def check_status(
         if replay:
             _check_replay_watermark(status, latest_manifest, now)
         status.notes = latest_notes(f"{output}/runs/{status.latest}", latest_manifest)
+        follow = latest_manifest.get("follow")
+        if check_jobs and isinstance(follow, dict):
+            _check_job(status, "recalibrate follow job", follow.get("job"),
+                       max_checkpoint_age_minutes, now)
     for run_id, manifest in sorted(complete.items()):
         run_finished = _parse_utc(manifest.get("finished_utc"))
         newer = finished is None or (run_finished is not None and run_finished > finished)
