@@ -201,6 +201,18 @@ def upgrade_follow(config: RunConfig, pattern: str, output: str, beam_args: Sequ
         raise UsageError("--upgrade finds, stops and restarts the job through Flink's REST API: "
                          "give its address, --flink_master=HOST:PORT (flink_cluster.py flags "
                          "--streaming prints it)")
+    try:
+        old = _running_job(url, follow, name)
+    except flink_rest.RestError as exc:
+        raise InputError(f"Flink's REST API does not answer ({exc}): check --flink_master and "
+                         "that the cluster runs; nothing was stopped") from exc
+    pending = follow.get("upgrade_pending")
+    if old is None and pending is None:
+        job = follow.get("job") or {}
+        raise InputError(
+            f"no follow job of run {run_id} runs on {url} (follow.job: "
+            f"{job.get('flink_job_id') or 'none'}), so there is nothing to upgrade: start a new "
+            "run with costlib recalibrate --follow (without --upgrade)")
     steps = stateful_steps(pipeline)
     if steps != spec["stateful_steps"]:
         changed = sorted(k for k in {*steps, *spec["stateful_steps"]}
@@ -210,25 +222,19 @@ def upgrade_follow(config: RunConfig, pattern: str, output: str, beam_args: Sequ
             "name, input or state), so Flink could not map the saved state to it; nothing was "
             "stopped. Keep those steps and the steps feeding them as they are, or stop the job "
             "and start a new run")
-    old = _running_job(url, follow, name)
-    pending = follow.get("upgrade_pending")
-    if old is None and pending is None:
-        job = follow.get("job") or {}
-        raise InputError(
-            f"no follow job of run {run_id} runs on {url} (follow.job: "
-            f"{job.get('flink_job_id') or 'none'}), so there is nothing to upgrade: start a new "
-            "run with costlib recalibrate --follow (without --upgrade)")
     if old is not None:
         say(f"stopping Flink job {old} with a savepoint")
         try:
             savepoint = flink_rest.stop_with_savepoint(url, old, _savepoint_target(run_dir))
         except (flink_rest.SavepointFailed, flink_rest.RestError) as exc:
-            state = flink_rest.job_state(url, old)
-            raise UpgradeFailed(
-                f"{exc}; job {old} is {state} and run {run_id} is as it was"
-                + ("" if state == "RUNNING" else
-                   f": check it in the web UI {url}; restart it with --upgrade once it runs")
-            ) from exc
+            try:
+                state = flink_rest.job_state(url, old)
+            except flink_rest.RestError:
+                state = None
+            now = ("keeps running (Flink goes on after a failed savepoint); retry the upgrade "
+                   "later" if state == "RUNNING" else
+                   f"is {state or 'unknown to Flink'}: look at it in the web UI {url}")
+            raise UpgradeFailed(f"{exc}; run {run_id} is unchanged and job {old} {now}") from exc
         pending = {"savepoint": savepoint, "from_job": old,
                    "stopped_utc": dt.datetime.now(dt.UTC).isoformat()}
         _update_follow(run_dir, lambda f: f.__setitem__("upgrade_pending", pending))
