@@ -41,8 +41,10 @@ def page_blocks() -> dict[str, str]:
     """The page's runnable blocks by role, in the page's order."""
     found = re.findall(r"```(\w+)\n(.*?)```", PAGE.read_text(), re.S)
     langs = [lang for lang, _ in found]
-    assert langs == ["yaml", "bash", "bash", "text", "python", "bash", "bash"], langs
-    names = ["windowing", "first_run", "follow", "printed", "producer", "status", "replay"]
+    assert langs == ["yaml", "bash", "bash", "text", "python", "bash", "bash", "bash",
+                     "text"], langs
+    names = ["windowing", "first_run", "follow", "printed", "producer", "status", "replay",
+             "upgrade", "upgraded"]
     return dict(zip(names, [body for _, body in found], strict=True))
 
 
@@ -121,6 +123,15 @@ def test_the_page_word_for_word_on_flink(flink_cluster, page_setup, tmp_path):
             return json.loads((output / "runs" / run / "manifest.json").read_text())
         assert live()["follow"]["job"]["flink_job_id"] == ids[0]
         for day in range(2, DAYS):  # the writer's contract, a day at a time
+            if day == 5:  # a new version takes over mid-stream, as the page upgrades
+                upgraded = bash(on_this_machine(blocks["upgrade"], data,
+                                                flink_cluster.ports.rest), tmp_path)
+                assert upgraded.returncode == 0, upgraded.stderr[-3000:]
+                said = upgraded.stdout.splitlines()[0]
+                for words in (" upgraded: Flink job ", " stopped with savepoint file:",
+                              " restored it and runs (", " carried over, none read again)"):
+                    assert words in said and words in blocks["upgraded"], words
+                assert live()["follow"]["job"]["flink_job_id"] != ids[0]
             date = (START + pd.Timedelta(days=day)).strftime("%Y-%m-%d")
             mark = (START + pd.Timedelta(days=day + 1)).isoformat()
             code = (on_this_machine(blocks["producer"], data)
