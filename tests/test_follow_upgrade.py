@@ -167,3 +167,109 @@ def test_a_stateless_step_keeps_the_stateful_steps_and_a_renamed_input_does_not(
     renamed = stateful_steps(graph(config, tmp_path, _changed("ReadFiles", False)))
     assert renamed["Follow/Poll"] == before["Follow/Poll"]
     assert renamed["Judge"] != before["Judge"]
+
+
+# ----------------------------------------------------------------- failures on the cluster
+class FakeFlink(http.server.BaseHTTPRequestHandler):
+    """Flink's REST API as the upgrade uses it, for a cluster running ``server.jobs``: a stop
+    with a savepoint answers ``server.savepoint`` (``server.stops`` records the requests)."""
+
+    def _answer(self, value, code=200):
+        body = json.dumps(value).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        jobs = {j["jid"]: j for j in self.server.jobs}
+        parts = self.path.strip("/").split("/")
+        if self.path == "/jobs/overview":
+            self._answer({"jobs": self.server.jobs})
+        elif len(parts) == 2 and parts[1] in jobs:
+            self._answer({"jid": parts[1], "state": jobs[parts[1]]["state"]})
+        elif len(parts) == 4 and parts[2] == "savepoints":
+            self._answer(self.server.savepoint)
+        else:
+            self.send_error(404)
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        self.server.stops.append((self.path, json.loads(self.rfile.read(length))))
+        self._answer({"request-id": "trigger-1"}, code=202)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def fake_flink():
+    server = http.server.ThreadingHTTPServer(("localhost", 0), FakeFlink)
+    server.jobs, server.stops, server.savepoint = [], [], {}
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+
+
+def running_stream(config, tmp_path, server):
+    """A followed run as ``recalibrate --follow`` leaves it when its job runs on ``server``:
+    its manifest records the job (``j1``) and the Flink graph's stateful steps."""
+    land, output = tmp_path / "land", tmp_path / "points"
+    land.mkdir()
+    started = start_follow(load_config(config), str(land / "*.parquet"), str(output),
+                           landed=lambda p: p | beam.Create([]))
+    started["result"].wait_until_finish()
+    run_dir = output / "runs" / started["run_id"]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    name = f"costlib-recalibrate-{started['run_id'].lower()}"
+    master = f"localhost:{server.server_address[1]}"
+    manifest["follow"]["job"] = {"name": name, "flink_job_id": "j1",
+                                 "flink_rest": f"http://{master}"}
+    manifest["follow"]["spec"]["stateful_steps"] = stateful_steps(graph(config, tmp_path))
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    server.jobs.append({"jid": "j1", "name": name, "state": "RUNNING", "start-time": 1})
+    flags = ["--runner=PortableRunner", "--job_endpoint=localhost:9", "--job_server_timeout=2",
+             f"--flink_master={master}", "--streaming"]
+    return land, output, run_dir, flags
+
+
+def test_a_failed_savepoint_leaves_the_job_running_and_the_run_as_it_was(config, tmp_path,
+                                                                         fake_flink):
+    land, output, run_dir, flags = running_stream(config, tmp_path, fake_flink)
+    before = (run_dir / "manifest.json").read_text()
+    fake_flink.savepoint = {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": {
+        "stack-trace": "org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint "
+                       "expired before completing.\n\tat org.apache.flink.Foo.bar(Foo.java:1)"}}}
+    done = upgrade(config, land, output, *flags)
+    assert done.returncode == 4, done.stderr
+    assert fake_flink.stops == [("/jobs/j1/stop", {
+        "drain": False, "targetDirectory": f"file://{run_dir}/savepoints"})]
+    assert "Flink could not stop job j1 with a savepoint: " \
+           "org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint expired " \
+           "before completing." in done.stderr
+    assert "is unchanged and job j1 keeps running" in done.stderr
+    assert (run_dir / "manifest.json").read_text() == before
+
+
+def test_a_new_job_that_does_not_start_leaves_the_savepoint_to_resume_from(config, tmp_path,
+                                                                           fake_flink):
+    land, output, run_dir, flags = running_stream(config, tmp_path, fake_flink)
+    savepoint = f"file:{run_dir}/savepoints/savepoint-j1-0123456789ab"
+    fake_flink.savepoint = {"status": {"id": "COMPLETED"},
+                            "operation": {"location": savepoint}}
+    done = upgrade(config, land, output, *flags)  # no job server at localhost:9
+    assert done.returncode == 4, done.stderr
+    assert "the new job was not submitted" in done.stderr
+    assert f"job j1 is stopped and run {run_dir.name}'s state is in the savepoint " \
+           f"{savepoint}" in done.stderr
+    assert "run the same command again" in done.stderr
+    follow = json.loads((run_dir / "manifest.json").read_text())["follow"]
+    assert follow["upgrade_pending"]["savepoint"] == savepoint
+    assert follow["upgrade_pending"]["from_job"] == "j1"
+    assert follow["job"]["flink_job_id"] == "j1" and "upgrades" not in follow
+    # the old job ended with its savepoint; the same command resumes from it, stops nothing
+    fake_flink.jobs[0]["state"] = "FINISHED"
+    again = upgrade(config, land, output, *flags)
+    assert again.returncode == 4, again.stderr
+    assert len(fake_flink.stops) == 1
+    assert f"state is in the savepoint {savepoint}" in again.stderr
