@@ -32,6 +32,7 @@ the same command (with the old version or a fixed one) resumes from the recorded
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -118,8 +119,6 @@ def _same_path(a: str, b: str) -> bool:
 def _savepoint_target(run_dir: str) -> str | None:
     """Where the savepoint goes: ``<run dir>/savepoints`` of a local run (as a ``file://``
     URI, for the JobManager); the cluster's ``state.savepoints.dir`` otherwise."""
-    import os
-
     if "://" in run_dir:
         return None
     return f"file://{os.path.abspath(run_dir)}/savepoints"
