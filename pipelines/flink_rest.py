@@ -5,7 +5,10 @@ server) is named ``--job_name`` on the cluster (:func:`costlib_pipelines.runner.
 gives every costlib job ``costlib-<command>-<run id>``), and its Flink job id is not the id Beam
 returns. With the REST address (``--flink_master=HOST:PORT``) costlib finds the job by its name
 (``GET /jobs/overview``), asks its state (``GET /jobs/<id>``) and the root cause of a failure
-(``GET /jobs/<id>/exceptions``), and cancels it (``PATCH /jobs/<id>?mode=cancel``).
+(``GET /jobs/<id>/exceptions``), and cancels it (``PATCH /jobs/<id>?mode=cancel``). To upgrade
+a streaming job it stops the job with a savepoint (``POST /jobs/<id>/stop``, then ``GET
+/jobs/<id>/savepoints/<trigger id>`` until it completes) and asks a new job which savepoint it
+was restored from (``GET /jobs/<id>/checkpoints``).
 
 Flink's answer is trusted over Beam's job server, whose job state can lag behind it (it said
 RUNNING after Flink said FAILED).
@@ -15,14 +18,15 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["ENDED", "RestError", "cancel", "checkpoints", "describe_trace", "exceptions_text",
-           "failures", "find_job", "job_details", "job_state", "jobs", "rest_url", "restarts",
-           "root_cause"]
+__all__ = ["ENDED", "RestError", "SavepointFailed", "cancel", "checkpoints", "describe_trace",
+           "exceptions_text", "failures", "find_job", "job_details", "job_state", "jobs",
+           "rest_url", "restarts", "restored_from", "root_cause", "stop_with_savepoint"]
 
 #: Flink job states after which the job runs no more (globally terminal).
 ENDED = ("FINISHED", "FAILED", "CANCELED")
@@ -137,6 +141,82 @@ def failures(url: str, jid: str, timeout: float = TIMEOUT) -> list[dict[str, Any
         entries = [{"timestamp": answer.get("timestamp"),
                     "stacktrace": answer["root-exception"]}]
     return sorted(entries, key=lambda e: -(e.get("timestamp") or 0))
+
+
+class SavepointFailed(RuntimeError):
+    """Flink did not complete a stop-with-savepoint (``cause``: Flink's reason, one line)."""
+
+    def __init__(self, jid: str, cause: str):
+        super().__init__(f"Flink could not stop job {jid} with a savepoint: {cause}")
+        self.jid, self.cause = jid, cause
+
+
+def _post(url: str, body: Mapping[str, Any]) -> Any:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            return json.load(response)
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")[:ROOT_CAUSE_CHARS]
+        raise RestError(f"{url}: HTTP {exc.code} {detail}") from exc
+    except (OSError, ValueError) as exc:
+        raise RestError(f"{url}: {exc}") from exc
+
+
+def stop_with_savepoint(url: str, jid: str, target: str | None, *, timeout: float = 300.0,
+                        poll: float = 0.5) -> str:
+    """Stop job ``jid`` with a savepoint in directory ``target`` (a URI; None: the cluster's
+    ``state.savepoints.dir``) and return the savepoint's location once Flink has written it.
+
+    ``POST /jobs/<jid>/stop`` (no drain: event time does not jump to the end of time, so the
+    state stays as it is) answers with a trigger id; ``GET /jobs/<jid>/savepoints/<id>`` says
+    ``IN_PROGRESS`` until the savepoint is written and the job FINISHED, then ``COMPLETED``
+    with its ``location`` or its ``failure-cause``. When the savepoint fails, Flink keeps the
+    job running.
+
+    Raises
+    ------
+    SavepointFailed
+        Flink reported a failure, or gave no answer within ``timeout`` seconds.
+    RestError
+        The REST API did not answer the trigger.
+    """
+    body: dict[str, Any] = {"drain": False}
+    if target is not None:
+        body["targetDirectory"] = target
+    answer = _post(f"{url}/jobs/{jid}/stop", body)
+    trigger = answer.get("request-id") if isinstance(answer, dict) else None
+    if not trigger:
+        raise SavepointFailed(jid, f"no trigger id in Flink's answer {answer!r}")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            status = _get(f"{url}/jobs/{jid}/savepoints/{trigger}") or {}
+        except RestError:  # a JobManager busy writing the savepoint: ask again
+            status = {}
+        if (status.get("status") or {}).get("id") == "COMPLETED":
+            operation = status.get("operation") or {}
+            if operation.get("location"):
+                return str(operation["location"])
+            failure = operation.get("failure-cause") or {}
+            trace = failure.get("stack-trace") or failure.get("class") or str(operation)
+            raise SavepointFailed(jid, describe_trace(str(trace)))
+        if time.monotonic() >= deadline:
+            raise SavepointFailed(jid, f"no savepoint after {timeout:g} s (trigger {trigger})")
+        time.sleep(poll)
+
+
+def restored_from(url: str, jid: str) -> str | None:
+    """The savepoint or checkpoint job ``jid`` restored its state from
+    (``GET /jobs/<jid>/checkpoints``: ``latest.restored.external_path``); None while it has
+    restored nothing (a job starts, then restores, then runs)."""
+    answer = _get(f"{url}/jobs/{jid}/checkpoints")
+    restored = ((answer or {}).get("latest") or {}).get("restored") if isinstance(
+        answer, dict) else None
+    if not isinstance(restored, dict) or not restored.get("external_path"):
+        return None
+    return str(restored["external_path"])
 
 
 def root_cause(url: str, jid: str) -> str | None:

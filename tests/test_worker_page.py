@@ -42,9 +42,9 @@ def page_blocks() -> dict[str, str]:
     found = re.findall(r"```(\w+)\n(.*?)```", PAGE.read_text(), re.S)
     langs = [lang for lang, _ in found]
     assert langs == ["yaml", "bash", "bash", "text", "python", "bash", "text", "text",
-                     "bash"], langs
+                     "bash", "bash", "text"], langs
     names = ["windowing", "first_run", "follow", "printed", "producer", "status",
-             "status_printed", "status_lost", "replay"]
+             "status_printed", "status_lost", "replay", "upgrade", "upgraded"]
     return dict(zip(names, [body for _, body in found], strict=True))
 
 
@@ -152,6 +152,27 @@ def test_the_page_word_for_word_on_flink(flink_cluster, page_setup, tmp_path):
         held = [e for e in live()["guard"]["windows"] if e["state"] == "held"]
         assert replayed.returncode == (3 if held else 0), replayed.stdout + replayed.stderr
         assert "in event time (replay)" in replayed.stdout
+        # a new version takes over the recalibration, and the stream goes on from its state
+        upgraded = bash(on_this_machine(blocks["upgrade"], data, flink_cluster.ports.rest),
+                        tmp_path)
+        assert upgraded.returncode == 0, upgraded.stderr[-3000:]
+        said = upgraded.stdout.splitlines()[0]
+        for words in (" upgraded: Flink job ", " stopped with savepoint file:",
+                      " restored it and runs (7 file(s) read", " carried over, none read again)"):
+            assert words in said and words.split(" (7")[0] in blocks["upgraded"], words
+        new_job = live()["follow"]["job"]["flink_job_id"]
+        assert new_job != ids[0] and {j["jid"]: j["state"] for j in jobs(flink_cluster)}[
+            new_job] == "RUNNING"
+        code = (on_this_machine(blocks["producer"], data).replace("2026-11-27", "2026-11-10")
+                .replace("2026-11-28T00:00:00+00:00",
+                         (START + pd.Timedelta(days=DAYS + 1)).isoformat()))
+        exec(code, {"table": pq.read_table(days / "day8.parquet")})
+        after_end = f"{START + pd.Timedelta(days=DAYS + 1):%Y%m%dT%H%M%S}"
+        wait_for(lambda: any(e["window"].endswith(after_end)
+                             for e in live()["guard"]["windows"]),
+                 "the first window the new job judges", timeout=300)
+        stream = live()["follow"]["stream"]
+        assert stream["files_read"] == 8 and stream["files_dead_lettered"] == {}  # one more
     finally:
         for job in jobs(flink_cluster):
             if job["jid"] not in known and job["state"] not in ("FINISHED", "FAILED",

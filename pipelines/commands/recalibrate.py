@@ -7,6 +7,7 @@ through to Beam; with no ``--runner`` the pipeline runs locally on the FnApiRunn
 from __future__ import annotations
 
 import argparse
+import sys
 
 from costlib_pipelines.commands.arguments import add_follow_arguments, bounded
 
@@ -26,6 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(needs the config's windowing): each event-time window is judged by the publish guard "
         "when the producer's DIR/_WATERMARK passes its end, and applied windows reach costlib "
         "decide at once.")
+    parser.add_argument("--upgrade", action="store_true",
+                        help="with --follow: replace the running job of the followed run OUTPUT "
+                             "publishes by this costlib's, its state carried over in a Flink "
+                             "savepoint (files read stay read, open windows keep their sums); "
+                             "same --config and --input as the run (docs/worker.md)")
     parser.add_argument("--in-force", default=None, metavar="PATH",
                         help="the operating points decide applied to the rated rows (a file, "
                              "run or output directory, as decide --operating-points takes); "
@@ -136,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
         source = f"{args.config} with command-line flags"
         config = config.with_overrides(overrides, source=source)
     config.check_recalibrate(source)
+    if args.upgrade and not args.follow:
+        raise UsageError("--upgrade replaces a followed run's streaming job: add --follow")
     if args.follow:
         return _start_follow(args, config, override)
     from costlib_pipelines.recalibrate.publish import PublishRefused
@@ -299,6 +307,8 @@ def _start_follow(args: argparse.Namespace, config, override) -> int:
         raise UsageError("--follow judges every window with the guard as it closes: "
                          "--override-guard and --capacity apply to batch runs only (release a "
                          "held window with costlib publish --window)")
+    if args.upgrade:
+        return _upgrade_follow(args, config)
     with Progress("costlib recalibrate --follow") as progress:
         started = start_follow(
             config, args.input, args.output, args.beam_args, run_id=args.run_id,
@@ -309,4 +319,36 @@ def _start_follow(args: argparse.Namespace, config, override) -> int:
           f"{args.input.rsplit('/', 1)[0]}/_WATERMARK passes their end (costlib status "
           f"--output {args.output})")
     print(stop_instructions(started["job"]))
+    return 0
+
+
+def _upgrade_follow(args: argparse.Namespace, config) -> int:
+    """``--follow --upgrade``: the followed run's job replaced, its state carried over."""
+    from costlib_pipelines.commands.exit_codes import ENGINE_FAILED
+    from costlib_pipelines.commands.progress import Progress
+    from costlib_pipelines.flags import UsageError
+    from costlib_pipelines.follow.upgrade import UpgradeFailed, upgrade_follow
+    from costlib_pipelines.runner import stop_instructions
+
+    given = [flag for flag, value in (("--run-id", args.run_id), ("--in-force", args.in_force))
+             if value is not None]
+    if given:
+        raise UsageError(f"--upgrade continues the run OUTPUT publishes, with its thresholds in "
+                         f"force: drop {' and '.join(given)}")
+    try:
+        with Progress("costlib recalibrate --follow --upgrade") as progress:
+            done = upgrade_follow(
+                config, args.input, args.output, args.beam_args,
+                max_threshold_change=args.max_threshold_change, min_rated=args.min_rated,
+                poll_seconds=args.poll_seconds, settle_seconds=args.settle_seconds,
+                progress=progress)
+    except UpgradeFailed as exc:
+        print(f"costlib recalibrate: upgrade failed: {exc}", file=sys.stderr)
+        return ENGINE_FAILED
+    stream = done["stream"]
+    print(f"run {done['run_id']} upgraded: Flink job {done['from_job']} stopped with savepoint "
+          f"{done['savepoint']}; job {done['job']['flink_job_id']} restored it and runs "
+          f"({stream.get('files_read', 0)} file(s) read and watermark "
+          f"{stream.get('watermark_utc')} carried over, none read again)")
+    print(stop_instructions(done["job"]))
     return 0

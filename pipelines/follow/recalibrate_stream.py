@@ -72,7 +72,8 @@ from costlib_pipelines.recalibrate.window_shards import (
     write_window_shard,
 )
 
-__all__ = ["JUDGE", "FollowLanding", "JudgeWindowsFn", "ReadLandedFn", "build_follow"]
+__all__ = ["JUDGE", "FollowLanding", "JudgeWindowsFn", "ReadLandedFn", "build_follow",
+           "follow_pipeline"]
 
 #: The one key of the judging stage.
 JUDGE = "judge"
@@ -302,19 +303,15 @@ def start_follow(config: RunConfig, pattern: str, output: str, beam_args=(), *,
     import datetime as dt
 
     from costlib_pipelines.config import ConfigError
+    from costlib_pipelines.follow.job_spec import job_spec, record_spec, stateful_steps
     from costlib_pipelines.follow.live_run import start_live_run
     from costlib_pipelines.io.lock import hold_output
     from costlib_pipelines.io.runs import RunDirectory
     from costlib_pipelines.recalibrate.in_force import edges_with_in_force, read_in_force
     from costlib_pipelines.recalibrate.manifest import grid_edges_entry
-    from costlib_pipelines.recalibrate.pipeline import auto_edges_source, needed_columns
+    from costlib_pipelines.recalibrate.pipeline import auto_edges_source
     from costlib_pipelines.recalibrate.publish import read_baseline
-    from costlib_pipelines.runner import (
-        find_flink_job,
-        job_name_flags,
-        make_pipeline,
-        runner_name,
-    )
+    from costlib_pipelines.runner import find_flink_job, runner_name
 
     say = progress or (lambda _message: None)
     config.check_recalibrate("run config")
@@ -349,18 +346,17 @@ def start_follow(config: RunConfig, pattern: str, output: str, beam_args=(), *,
             method=config.decision_method)
         run.prepare()
         follow = {"landing": pattern, "poll_seconds": poll_seconds,
-                  "settle_seconds": settle_seconds}
+                  "settle_seconds": settle_seconds,
+                  "spec": job_spec(thresholds_in_force, settings)}
         start_live_run(run, config, settings=settings, baseline_run=baseline.run_id,
                        carried=baseline.records, follow=follow, in_force=in_force_entry,
                        grid_edges=grid_edges_entry(config, edges, edges_source), runner=runner)
     say(f"run {run.run_id} is published and following {pattern}")
-    streaming = [] if landed is not None or "--streaming" in beam_args else ["--streaming"]
-    pipeline = make_pipeline(job_name_flags([*beam_args, *streaming], "recalibrate", run.run_id),
-                             type_check=False)
-    build_follow(pipeline, pattern, config, run.run_dir, run.run_id,
-                 needed_columns(config, windowed=True), list(edges), thresholds_in_force,
-                 settings, poll_seconds=poll_seconds, settle_seconds=settle_seconds,
-                 landed=None if landed is None else landed(pipeline))
+    pipeline = follow_pipeline(config, pattern, run.run_dir, run.run_id, list(edges),
+                               thresholds_in_force, settings, beam_args,
+                               poll_seconds=poll_seconds, settle_seconds=settle_seconds,
+                               landed=landed)
+    record_spec(run.run_dir, stateful_steps=stateful_steps(pipeline))
     say(f"submitting the streaming job to {runner}")
     result = pipeline.run()
     job_id = getattr(result, "job_id", lambda: None)()
@@ -371,3 +367,22 @@ def start_follow(config: RunConfig, pattern: str, output: str, beam_args=(), *,
     return {"status": "following", "run_id": run.run_id, "run_dir": run.run_dir,
             "job_id": job_id, "job": job, "result": result,
             "started_utc": dt.datetime.now(dt.UTC).isoformat()}
+
+
+def follow_pipeline(config: RunConfig, pattern: str, run_dir: str, run_id: str, edges: list,
+                    in_force, settings: GuardSettings, beam_args=(), *, poll_seconds: float,
+                    settle_seconds: float, landed=None) -> beam.Pipeline:
+    """The streaming pipeline of the followed run ``run_id`` (not run yet), named
+    ``costlib-recalibrate-<run id>`` on a Flink or portable runner: the one job of a started
+    stream, and of each upgrade of it (the same graph, so Flink maps the saved state back)."""
+    from costlib_pipelines.recalibrate.pipeline import needed_columns
+    from costlib_pipelines.runner import job_name_flags, make_pipeline
+
+    streaming = [] if landed is not None or "--streaming" in beam_args else ["--streaming"]
+    pipeline = make_pipeline(job_name_flags([*beam_args, *streaming], "recalibrate", run_id),
+                             type_check=False)
+    build_follow(pipeline, pattern, config, run_dir, run_id,
+                 needed_columns(config, windowed=True), edges, in_force, settings,
+                 poll_seconds=poll_seconds, settle_seconds=settle_seconds,
+                 landed=None if landed is None else landed(pipeline))
+    return pipeline
