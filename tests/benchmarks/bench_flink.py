@@ -56,7 +56,8 @@ def _cluster_module():
 
 def _tree_cpu(pids: list[int]) -> float:
     """CPU seconds of the processes ``pids`` and their reaped children, and of their live
-    descendants (the worker pool's SDK workers)."""
+    descendants (the worker pool's SDK workers, which outlive a job by
+    ``--environment_cache_millis``: counted while alive, and once reaped)."""
     total = 0.0
     seen: set[int] = set()
     stack = list(pids)
@@ -70,11 +71,12 @@ def _tree_cpu(pids: list[int]) -> float:
         except OSError:
             continue
         total += sum(int(f) for f in fields[11:15]) / TICKS  # utime stime cutime cstime
-        try:
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        except OSError:
-            children = []
-        stack += [int(c) for c in children]
+        # children of every thread: the worker pool starts SDK workers from its gRPC threads
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                stack += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
     return total
 
 
