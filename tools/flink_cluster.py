@@ -411,8 +411,10 @@ class Cluster:
     many TaskManagers, how many slots each) in ``state/layout.json``."""
 
     def __init__(self, ports: Ports | None = None, state: Path | None = None,
-                 versions: dict[str, str] | None = None, layout: Layout | None = None) -> None:
+                 versions: dict[str, str] | None = None, layout: Layout | None = None,
+                 preforked: bool = True) -> None:
         self.ports = ports or Ports()
+        self.preforked = preforked
         self.state = Path(state) if state else default_state_dir(self.ports)
         self.versions = versions or read_versions()
         self.layout = layout or Layout.load(self.layout_file) or Layout()
@@ -554,7 +556,13 @@ class Cluster:
                 f"--artifacts-dir={self.state / 'artifacts'}"]
 
     def worker_pool_command(self) -> list[str]:
-        return [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
+        """costlib's worker pool (``costlib_pipelines.worker_pool``): Beam's pool service, its
+        SDK workers forked from a process that has imported Beam and costlib's pipelines once
+        (``preforked=False``: Beam's own pool, a new interpreter per worker)."""
+        if not self.preforked:
+            return [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
+                    f"--service_port={self.ports.worker_pool}"]
+        return [sys.executable, "-c", "from costlib_pipelines.worker_pool import main; main()",
                 f"--service_port={self.ports.worker_pool}"]
 
     def _worker_env(self) -> dict[str, str]:
