@@ -33,7 +33,9 @@ waits until each is healthy:
 3. the Beam job server (Job API on ``port-base + 2``, artifacts ``+ 3``, expansion ``+ 4``),
 4. one Beam Python worker pool (``port-base + 5``) running this interpreter, so the SDK
    environment is ``EXTERNAL`` and Python code runs in worker processes apart from the
-   submitter, as on a cluster.
+   submitter, as on a cluster. It is costlib's (``costlib_pipelines.worker_pool``): Beam's
+   pool service, its SDK workers forked from a process that imported Beam and costlib's
+   pipelines once, so a worker does not pay those imports (about 1.8 CPU-seconds) itself.
 
 On one host one worker pool serves every TaskManager: each TaskManager asks the pool at
 ``localhost:<port-base + 5>`` for its SDK workers, and the workers reach back to the
@@ -408,7 +410,8 @@ def rest_taskmanagers(ports: Ports) -> list[dict[str, object]] | None:
 
 class Cluster:
     """The processes of one local cluster, recorded in ``state/pids.json``; its layout (how
-    many TaskManagers, how many slots each) in ``state/layout.json``."""
+    many TaskManagers, how many slots each) in ``state/layout.json`` (without one, as the
+    JobManager on these ports reports it, else the default)."""
 
     def __init__(self, ports: Ports | None = None, state: Path | None = None,
                  versions: dict[str, str] | None = None, layout: Layout | None = None,
@@ -417,7 +420,18 @@ class Cluster:
         self.preforked = preforked
         self.state = Path(state) if state else default_state_dir(self.ports)
         self.versions = versions or read_versions()
-        self.layout = layout or Layout.load(self.layout_file) or Layout()
+        self.layout = (layout or Layout.load(self.layout_file) or self._running_layout()
+                       or Layout())
+
+    def _running_layout(self) -> Layout | None:
+        """The layout of a cluster already running on these ports whose state directory is
+        elsewhere (``flags --port-base`` of a cluster started with its own ``--state-dir``),
+        as its JobManager reports it; None when none answers."""
+        overview = rest_overview(self.ports) or {}
+        managers, slots = int(overview.get("taskmanagers", 0)), int(overview.get("slots-total", 0))
+        if managers < 1 or slots < managers:
+            return None
+        return Layout(managers, slots // managers)
 
     # -- bookkeeping
     @property
