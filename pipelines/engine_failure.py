@@ -138,8 +138,8 @@ def _checks(exc: EngineFailed) -> str:
     if url.hostname in ("localhost", "127.0.0.1", "::1"):
         port = url.port or 8081
         flag = "" if port == 8081 else f" --port-base {port}"
-        text += (f" (local cluster: tools/flink_cluster.py status{flag}; TaskManager log "
-                 f"~/.cache/costlib/flink/cluster-{port}/log/taskmanager.out, or --state-dir's "
+        text += (f" (local cluster: tools/flink_cluster.py status{flag}; TaskManager logs "
+                 f"~/.cache/costlib/flink/cluster-{port}/log/taskmanager-*.out, or --state-dir's "
                  "log/)")
     else:
         text += " and their logs (Flink's web UI, Task Managers; on Kubernetes: kubectl logs)"

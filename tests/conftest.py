@@ -45,8 +45,9 @@ def single_blas_thread():
 
 @pytest.fixture(scope="session")
 def flink_cluster(tmp_path_factory):
-    """A local Flink session cluster for the engine tests (``pytest -m flink``), started once
-    (installing Flink and Beam's job server on first use) and stopped by pid at the end;
+    """A local Flink session cluster for the engine tests (``pytest -m flink``): two
+    TaskManagers with one slot each (``flink_support.LAYOUT``), started once (installing Flink
+    and Beam's job server on first use) and stopped by pid at the end;
     skipped without Java and Maven unless ``COSTLIB_REQUIRE_FLINK=1``."""
     from flink_support import start_cluster
 

@@ -1,9 +1,13 @@
 """The local Flink cluster of the engine tests (``pytest -m flink``), and CLI runs against it.
 
-The cluster is ``tools/flink_cluster.py``'s: a JobManager and a TaskManager (2 slots) as
-separate JVMs, Beam's Flink job server and a Python worker pool (EXTERNAL environment), started
-once per test session on ports of their own (``COSTLIB_FLINK_TEST_PORT_BASE``, default 18081)
-with a state directory under pytest's temporary folder, and stopped by pid at the end.
+The cluster is ``tools/flink_cluster.py``'s: a JobManager and two TaskManagers with one slot
+each (:data:`LAYOUT`) as separate JVMs, Beam's Flink job server and a Python worker pool
+(EXTERNAL environment), started once per test session on ports of their own
+(``COSTLIB_FLINK_TEST_PORT_BASE``, default 18081) with a state directory under pytest's
+temporary folder, and stopped by pid at the end. A batch job runs at parallelism 2, one subtask
+of each vertex on each TaskManager, so every shuffle moves rows between the two TaskManagers
+over Flink's network stack (:func:`records_across_taskmanagers` shows it); an always-on job
+runs at parallelism 1, the two of them side by side.
 
 Without Java or Maven the engine tests are skipped, unless ``COSTLIB_REQUIRE_FLINK=1`` (CI sets
 it), where a missing engine is a failure.
@@ -39,6 +43,10 @@ def cluster_module():
     return sys.modules["flink_cluster"]
 
 
+#: (TaskManagers, slots each) of the engine tests' cluster.
+LAYOUT = (2, 1)
+
+
 def start_cluster(tmp_root: Path):
     """Start the session's cluster (installing Flink and the job server once), or skip."""
     missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
@@ -48,7 +56,8 @@ def start_cluster(tmp_root: Path):
         pytest.skip(f"the Flink tests need {' and '.join(missing)}")
     flink = cluster_module()
     base = int(os.environ.get("COSTLIB_FLINK_TEST_PORT_BASE", "18081"))
-    cluster = flink.Cluster(flink.Ports(base), tmp_root / "flink-cluster")
+    cluster = flink.Cluster(flink.Ports(base), tmp_root / "flink-cluster",
+                            layout=flink.Layout(*LAYOUT))
     try:
         cluster.start(timeout=240)
     except Exception:
@@ -147,6 +156,44 @@ def cancel_job(cluster, jid: str) -> None:
     request = urllib.request.Request(
         f"http://localhost:{cluster.ports.rest}/jobs/{jid}?mode=cancel", method="PATCH")
     urllib.request.urlopen(request, timeout=15).close()
+
+
+def _rest(cluster, path: str):
+    with urllib.request.urlopen(f"http://localhost:{cluster.ports.rest}{path}",
+                                timeout=15) as response:
+        return json.load(response)
+
+
+def records_across_taskmanagers(cluster, jid: str) -> list[str]:
+    """The exchanges of Flink job ``jid`` (ended or running) that provably moved records
+    between TaskManagers: into a vertex of one input, where its subtasks on one TaskManager
+    read more records than all producing subtasks on that TaskManager wrote, so that the rest
+    came from another TaskManager (a subtask's ``write-records`` counts every output, which
+    only makes the test stricter; a vertex of several inputs counts them together, so it is
+    left out). One line per such exchange, naming its strategy, the TaskManager and the two
+    counts; empty when none did."""
+    job = _rest(cluster, f"/jobs/{jid}")
+    by_tm: dict[str, dict[str, tuple[int, int]]] = {}
+    for vertex in job["vertices"]:
+        counts: dict[str, tuple[int, int]] = {}
+        for sub in _rest(cluster, f"/jobs/{jid}/vertices/{vertex['id']}")["subtasks"]:
+            tm = sub["taskmanager-id"].split("_", 1)[0]
+            read, written = counts.get(tm, (0, 0))
+            counts[tm] = (read + int(sub["metrics"]["read-records"]),
+                          written + int(sub["metrics"]["write-records"]))
+        by_tm[vertex["id"]] = counts
+    crossed = []
+    for node in job["plan"]["nodes"]:
+        for edge in node.get("inputs", []):
+            if edge["ship_strategy"] == "Forward" or len(node["inputs"]) != 1:
+                continue
+            for tm, (read, _) in by_tm[node["id"]].items():
+                local = by_tm[edge["id"]].get(tm, (0, 0))[1]
+                if read > local:
+                    crossed.append(f"{edge['ship_strategy']} into "
+                                   f"{node['description'][:60]!r} on {tm}: read {read} records,"
+                                   f" its producers there wrote {local}")
+    return crossed
 
 
 def wait_for(predicate, what: str, timeout: float = 180, poll: float = 0.5):

@@ -192,7 +192,7 @@ def test_the_line_names_job_cause_what_was_left_what_to_check_and_the_log(tmp_pa
         f"cause: {ROOT_CAUSE}; nothing was published, the lock of {output} was released; check "
         "the job's exceptions at http://localhost:18081/#/job/completed/a1/exceptions and the "
         "TaskManagers (local cluster: tools/flink_cluster.py status --port-base 18081; "
-        "TaskManager log ~/.cache/costlib/flink/cluster-18081/log/taskmanager.out, or "
+        "TaskManager logs ~/.cache/costlib/flink/cluster-18081/log/taskmanager-*.out, or "
         "--state-dir's log/); re-running is safe once the cluster is healthy; full traceback "
         f"in {log}")
     assert "\n" not in line

@@ -3,9 +3,10 @@
 Each test runs a ``costlib`` command on the cluster (``flink_cluster`` fixture) and, once its
 Flink job is running, kills a process with SIGKILL:
 
-* the **TaskManager** during ``recalibrate`` and during ``decide``; the test then starts a new
-  TaskManager (what Kubernetes or a supervisor does), and Flink's restart strategy
-  (fixed delay, 3 attempts) may finish the job;
+* one of the two **TaskManagers** (:data:`KILLED`) during ``recalibrate`` and during
+  ``decide``; the test then starts it again (what Kubernetes or a supervisor does), and Flink's
+  restart strategy (fixed delay, 3 attempts) may finish the job; kept down, the job at
+  parallelism 2 cannot get its second slot and fails;
 * the **submitting** ``costlib recalibrate`` process; the job goes on without it on the cluster.
 
 Whatever the outcome, the output is checked against the same command on the FnApiRunner,
@@ -51,6 +52,9 @@ pytestmark = pytest.mark.flink
 #: Seconds a job runs before the kill: inside its first stages, well before its end.
 KILL_AFTER = 4.0
 
+#: The TaskManager the tests kill: one of the two, the other keeps running.
+KILLED = 1
+
 
 @pytest.fixture(scope="module")
 def stream(tmp_path_factory):
@@ -77,8 +81,8 @@ def exceptions(cluster, jid: str) -> list:
 
 
 def kill_taskmanager_during(cluster, argv: list[str]) -> tuple[int, str, str]:
-    """Run ``costlib ARGV`` on the cluster, SIGKILL the TaskManager once its job runs, start a
-    new TaskManager; returns the exit code, stderr and the Flink job's id."""
+    """Run ``costlib ARGV`` on the cluster, SIGKILL TaskManager :data:`KILLED` once its job
+    runs, start it again; returns the exit code, stderr and the Flink job's id."""
     known = {j["jid"] for j in jobs(cluster)}
     process = subprocess.Popen([COSTLIB, *argv, *cluster.beam_flags()], text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -86,9 +90,9 @@ def kill_taskmanager_during(cluster, argv: list[str]) -> tuple[int, str, str]:
         jid = wait_for_running_job(cluster, known)
         time.sleep(KILL_AFTER)
         assert process.poll() is None, "the job ended before the kill"
-        cluster.kill("taskmanager")
+        cluster.kill("taskmanager", index=KILLED)
         time.sleep(3)
-        cluster.start_taskmanager()
+        cluster.start_taskmanager(KILLED)
         _, err = process.communicate(timeout=600)
     finally:
         if process.poll() is None:
@@ -155,9 +159,9 @@ def test_taskmanager_killed_during_recalibrate(flink_cluster, stream, tmp_path):
 
 def test_taskmanager_lost_for_good_fails_the_run_and_publishes_nothing(
         flink_cluster, stream, tmp_path):
-    """No new TaskManager: Flink's restarts find no slot and the job fails; the run is not
-    published, its lock is released, and once a TaskManager is back a re-run publishes the
-    undisturbed points."""
+    """One of the two TaskManagers lost for good: Flink's restarts find no second slot and the
+    job fails; the run is not published, its lock is released, and once the TaskManager is
+    back a re-run publishes the undisturbed points."""
     config, _, second = stream
     out, want = published_before_and_undisturbed(stream, tmp_path)
     known = {j["jid"] for j in jobs(flink_cluster)}
@@ -168,12 +172,12 @@ def test_taskmanager_lost_for_good_fails_the_run_and_publishes_nothing(
     try:
         jid = wait_for_running_job(flink_cluster, known)
         time.sleep(KILL_AFTER)
-        flink_cluster.kill("taskmanager")
+        flink_cluster.kill("taskmanager", index=KILLED)
         _, err = process.communicate(timeout=600)
     finally:
         if process.poll() is None:
             process.kill()
-        flink_cluster.start_taskmanager()
+        flink_cluster.start_taskmanager(KILLED)
         flink_cluster.wait_healthy(120)
     assert wait_for_job_end(flink_cluster, jid) == "FAILED"
     # Exit 4 (the engine failed) with one line: the Flink job, its root cause, what was left,

@@ -5,8 +5,8 @@ A producer lands a day of scores at a time (renamed into place, one file written
 half first), moves ``_WATERMARK`` to the day's end, and waits until the window it closes is
 judged. Truth: the batch windowed ``costlib recalibrate`` over all the files (FnApiRunner) for
 every window's records and verdict, and the batch ``costlib decide`` of each file with the same
-points for its decisions. The fault test kills the TaskManager with SIGKILL while files land
-and checks that nothing is lost or done twice.
+points for its decisions. The fault test kills one of the cluster's two TaskManagers with
+SIGKILL while files land and checks that nothing is lost or done twice.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def test_follow_judges_each_window_as_it_closes_and_decides_each_file(flink_clus
 
 
 def test_taskmanager_killed_while_files_land(flink_cluster, days, tmp_path):
-    """SIGKILL of the TaskManager while rated files and score files land: both jobs resume
+    """SIGKILL of one TaskManager while rated files and score files land: both jobs resume
     from their checkpoints; every window is judged once a pane and ends as the batch run,
     every row is counted once, every score file has one decision output, complete."""
     source, config = days
@@ -160,9 +160,9 @@ def test_taskmanager_killed_while_files_land(flink_cluster, days, tmp_path):
             scores.land_file("day0")
         if day == 3:  # day 2's files landed, not their watermark; a score file just landed
             scores.land_file("day1a")
-            flink_cluster.kill("taskmanager")
+            flink_cluster.kill("taskmanager", index=1)  # one of the two
             time.sleep(2)
-            flink_cluster.start_taskmanager()
+            flink_cluster.start_taskmanager(1)
             scores.land_file("day1b")
 
     try:

@@ -1,11 +1,13 @@
 """Every pipeline on a real Flink cluster equals the FnApiRunner on the same input.
 
 The cluster (``tools/flink_cluster.py``, started by the session fixture) runs Flink 1.19.3 as a
-JobManager and a TaskManager JVM with 2 slots, Beam's Flink job server and a Python worker pool;
-the pipelines run with parallelism 2 and the EXTERNAL SDK environment, so the DoFns execute in
-worker processes apart from the submitting ``costlib`` process, as on a cluster. Each command
-runs as a user runs it (a fresh ``costlib`` process) once on the FnApiRunner (no runner flag)
-and once on Flink; the truth is the FnApiRunner's output:
+JobManager and two TaskManager JVMs with one slot each, Beam's Flink job server and a Python
+worker pool; the pipelines run with parallelism 2 (a subtask of every vertex on each
+TaskManager, so shuffled rows cross between them over Flink's network stack, which the first
+test checks on the job's own record counts) and the EXTERNAL SDK environment, so the DoFns
+execute in worker processes apart from the submitting ``costlib`` process, as on a cluster.
+Each command runs as a user runs it (a fresh ``costlib`` process) once on the FnApiRunner (no
+runner flag) and once on Flink; the truth is the FnApiRunner's output:
 
 * ``recalibrate``: operating point records and PN curves equal field for field (the FnApiRunner
   guarantees bit-identical points across runners), on a first run and on a second run whose
@@ -29,7 +31,16 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from flink_support import decisions, engine_config, latest, records, run_cli, run_dirs
+from flink_support import (
+    decisions,
+    engine_config,
+    jobs,
+    latest,
+    records,
+    records_across_taskmanagers,
+    run_cli,
+    run_dirs,
+)
 from pipeline_data import sample_frame, write_files
 
 pytestmark = pytest.mark.flink
@@ -93,9 +104,14 @@ def test_recalibrate_with_carried_edges_and_capacity_equals_the_fnapi_runner(
         cluster, days, tmp_path):
     day1, day2, _ = days
     config = write_config(tmp_path / "c.yaml")
+    known = {j["jid"] for j in jobs(cluster)}
     first = both(cluster, "recalibrate", "--config", config, "--input", day1,
                  "--run-id", "day1", out=tmp_path)
     fn, fl = first
+    (jid,) = {j["jid"] for j in jobs(cluster)} - known
+    crossed = records_across_taskmanagers(cluster, jid)
+    print("\n".join(crossed))
+    assert crossed, "no exchange moved records between the two TaskManagers"
     assert manifest(fl)["runner"] == "PortableRunner" and manifest(fn)["runner"] == "FnApiRunner"
     assert records(fl) == records(fn)
     assert len(records(fn)) >= 6 and {r["status"] for r in records(fn)} >= {"ok"}

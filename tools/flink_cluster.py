@@ -6,6 +6,10 @@
     .venv/bin/python tools/flink_cluster.py flags     # the Beam flags that submit to it
     .venv/bin/python tools/flink_cluster.py stop      # stop what start started, by pid
 
+    .venv/bin/python tools/flink_cluster.py start --taskmanagers 2 --slots 1
+    .venv/bin/python tools/flink_cluster.py kill taskmanager --index 1   # SIGKILL one
+    .venv/bin/python tools/flink_cluster.py start-taskmanager --index 1  # and bring it back
+
 ``start`` installs (once, into ``~/.cache/costlib/flink``, or ``$COSTLIB_FLINK_CACHE``):
 
 * **Flink** ``FLINK_VERSION`` from PyPI, without its Python dependencies: the ``apache-flink``
@@ -20,11 +24,30 @@ then starts, each as a process of its own whose pid is written to the state dire
 waits until each is healthy:
 
 1. a JobManager (REST on ``--port-base``),
-2. a TaskManager with 4 task slots, registered with the JobManager,
+2. ``--taskmanagers`` TaskManagers (default 1) with ``--slots`` task slots each (default 4),
+   each a JVM of its own registered with the JobManager under the resource id
+   ``taskmanager-<index>_<start time>``, with its own temporary directory, its own log
+   (``log/taskmanager-<index>.out`` and ``log/taskmanager-<index>/``) and random RPC and data
+   ports, so that data between tasks on different TaskManagers goes over Flink's network stack
+   as on a cluster of machines; the JobManager spreads a job's tasks evenly over them;
 3. the Beam job server (Job API on ``port-base + 2``, artifacts ``+ 3``, expansion ``+ 4``),
-4. a Beam Python worker pool (``port-base + 5``) running this interpreter, so the SDK
+4. one Beam Python worker pool (``port-base + 5``) running this interpreter, so the SDK
    environment is ``EXTERNAL`` and Python code runs in worker processes apart from the
-   submitter, as on a cluster.
+   submitter, as on a cluster. It is costlib's (``costlib_pipelines.worker_pool``): Beam's
+   pool service, its SDK workers forked from a process that imported Beam and costlib's
+   pipelines once, so a worker does not pay those imports (about 1.8 CPU-seconds) itself.
+
+On one host one worker pool serves every TaskManager: each TaskManager asks the pool at
+``localhost:<port-base + 5>`` for its SDK workers, and the workers reach back to the
+TaskManager that asked. (On Kubernetes, ``deploy/flink/flink-session.yaml`` runs one worker
+pool beside each TaskManager, in its pod, since ``localhost`` there is the pod.)
+
+Beam's runner classes are on every Flink JVM's class path, loaded parent-first: Beam then
+keeps a job's SDK workers for ``--environment_cache_millis`` after a stage's tasks end, so the
+next stage reuses them instead of starting new Python processes (Beam releases them at once
+when its classes come with the job, in the job's own class loader). ``flags`` passes the
+setting, with a parallelism that spreads a batch job over every slot of every TaskManager
+(``--streaming``: half of them, for the two always-on jobs side by side).
 
 Versions come from ``deploy/flink/versions.env``. The state directory (``--state-dir``, default
 ``~/.cache/costlib/flink/cluster-<port-base>``) holds the generated Flink configuration, the
@@ -64,6 +87,12 @@ JAVA_OPENS = tuple(
     for package in ("java.lang", "java.lang.invoke", "java.lang.reflect", "java.io", "java.net",
                     "java.nio", "java.text", "java.time", "java.util", "java.util.concurrent",
                     "java.util.concurrent.atomic", "java.util.concurrent.locks", "sun.nio.ch"))
+
+
+#: How long Beam keeps a job's SDK workers after a stage's last bundle, for the next stage
+#: (``--environment_cache_millis``): longer than a stage's gap to the next, shorter than a
+#: schedule's gap between jobs.
+ENVIRONMENT_CACHE_MILLIS = 30_000
 
 
 class ClusterError(RuntimeError):
@@ -119,6 +148,52 @@ class Ports:
         return {"rest": self.rest, "jobmanager_rpc": self.jobmanager_rpc, "job": self.job,
                 "artifact": self.artifact, "expansion": self.expansion,
                 "worker_pool": self.worker_pool}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How many TaskManagers, and how many task slots each."""
+
+    taskmanagers: int = 1
+    slots: int = 4
+
+    def __post_init__(self) -> None:
+        if not (1 <= self.taskmanagers <= 16 and 1 <= self.slots <= 32):
+            raise ClusterError(f"--taskmanagers must be 1-16 and --slots 1-32, got "
+                               f"{self.taskmanagers} and {self.slots}")
+
+    @property
+    def total_slots(self) -> int:
+        return self.taskmanagers * self.slots
+
+    @property
+    def batch_parallelism(self) -> int:
+        """A batch job over every slot of every TaskManager."""
+        return self.total_slots
+
+    @property
+    def streaming_parallelism(self) -> int:
+        """Half the slots: the two always-on jobs (recalibrate and decide ``--follow``) run
+        side by side."""
+        return max(1, self.total_slots // 2)
+
+    @property
+    def memory(self) -> tuple[str, str]:
+        """(process size, network memory) of one TaskManager: 3 GB and 384 MB of network
+        buffers for 4 slots (Beam's batch graphs open many shuffle channels at once), less
+        for fewer."""
+        return f"{1536 + 384 * self.slots}m", f"{max(192, 96 * self.slots)}m"
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps({"taskmanagers": self.taskmanagers, "slots": self.slots}))
+
+    @classmethod
+    def load(cls, path: Path) -> Layout | None:
+        try:
+            raw = json.loads(path.read_text())
+            return cls(int(raw["taskmanagers"]), int(raw["slots"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
 
 # ----------------------------------------------------------------------------- installing
@@ -211,10 +286,24 @@ def install_job_server(versions: dict[str, str], root: Path | None = None) -> Pa
 
 # ----------------------------------------------------------------------------- configuration
 
-def flink_config(flink_home: Path, state: Path, ports: Ports) -> dict[str, object]:
-    """The Flink configuration: localhost only, 4 slots, memory for a 2-core, 24 GB machine,
-    fast failure detection and a bounded restart strategy (a lost TaskManager is retried)."""
+def beam_class_path(job_server_jar: Path) -> str:
+    """The job server's Beam jars and their dependencies, without the Flink jars (the Flink
+    distribution's own are on the class path): what puts Beam's runner on a Flink JVM's class
+    path (see the module docstring)."""
+    lib = job_server_jar.parent / "lib"
+    return ":".join(str(j) for j in sorted(lib.glob("*.jar")) if not j.name.startswith("flink-"))
+
+
+def flink_config(flink_home: Path, state: Path, ports: Ports,
+                 layout: Layout | None = None) -> dict[str, object]:
+    """The Flink configuration: localhost only, ``layout``'s slots per TaskManager, memory for
+    a 2-core, 24 GB machine, a job's tasks spread evenly over the TaskManagers, Beam's classes
+    parent-first, fast failure detection and a bounded restart strategy (a lost TaskManager is
+    retried)."""
     import yaml
+
+    layout = layout or Layout()
+    process, network = layout.memory
 
     shipped = yaml.safe_load((flink_home / "conf" / "config.yaml").read_text()) or {}
     java_opts = (((shipped.get("env") or {}).get("java") or {}).get("opts") or {}).get("all", "")
@@ -229,15 +318,19 @@ def flink_config(flink_home: Path, state: Path, ports: Ports) -> dict[str, objec
         "rest.port": ports.rest,
         "taskmanager.bind-host": "localhost",
         "taskmanager.host": "localhost",
-        # 4 slots: a batch job at parallelism 2, or the two always-on streaming jobs side by
-        # side (recalibrate --follow and decide --follow, 2 each)
-        "taskmanager.numberOfTaskSlots": 4,
-        "taskmanager.memory.process.size": "3g",
+        # 4 slots by default: a batch job at parallelism 4, or the two always-on streaming jobs
+        # side by side (recalibrate --follow and decide --follow, 2 each)
+        "taskmanager.numberOfTaskSlots": layout.slots,
+        "taskmanager.memory.process.size": process,
         # Beam's batch graphs open many shuffle channels at once: the default 10% network
-        # memory (about 128 MB at this size) runs out ("Insufficient number of network buffers").
-        "taskmanager.memory.network.min": "384m",
-        "taskmanager.memory.network.max": "384m",
-        "parallelism.default": 2,
+        # memory (about 128 MB at 3 GB) runs out ("Insufficient number of network buffers").
+        "taskmanager.memory.network.min": network,
+        "taskmanager.memory.network.max": network,
+        "parallelism.default": layout.batch_parallelism,
+        # a job's subtasks over every TaskManager rather than filling the first one's slots
+        "cluster.evenly-spread-out-slots": True,
+        # Beam's classes from the JVM's class path (the module docstring says why)
+        "classloader.resolve-order": "parent-first",
         "blob.server.port": "0",
         "io.tmp.dirs": str(state / "tmp"),
         "heartbeat.interval": 2000,
@@ -254,14 +347,16 @@ def flink_config(flink_home: Path, state: Path, ports: Ports) -> dict[str, objec
     }
 
 
-def write_config(flink_home: Path, state: Path, ports: Ports) -> Path:
+def write_config(flink_home: Path, state: Path, ports: Ports,
+                 layout: Layout | None = None) -> Path:
     """A configuration directory of this cluster's own (the installed one is left unchanged)."""
     import yaml
 
     conf = state / "conf"
     shutil.rmtree(conf, ignore_errors=True)
     shutil.copytree(flink_home / "conf", conf)
-    (conf / "config.yaml").write_text(yaml.safe_dump(flink_config(flink_home, state, ports)))
+    (conf / "config.yaml").write_text(
+        yaml.safe_dump(flink_config(flink_home, state, ports, layout)))
     for folder in ("log", "tmp", "checkpoints", "savepoints"):
         (state / folder).mkdir(parents=True, exist_ok=True)
     return conf
@@ -302,21 +397,59 @@ def _alive(pid: int) -> bool:
         return True
 
 
-class Cluster:
-    """The processes of one local cluster, recorded in ``state/pids.json``."""
+def rest_taskmanagers(ports: Ports) -> list[dict[str, object]] | None:
+    """The JobManager's ``/taskmanagers`` (id, slots, free slots of each registered one), or
+    None when not up."""
+    try:
+        with urllib.request.urlopen(f"http://localhost:{ports.rest}/taskmanagers",
+                                    timeout=2) as r:
+            return list(json.load(r)["taskmanagers"])
+    except (urllib.error.URLError, OSError, ValueError, KeyError):
+        return None
 
-    NAMES = ("jobmanager", "taskmanager", "job_server", "worker_pool")
+
+class Cluster:
+    """The processes of one local cluster, recorded in ``state/pids.json``; its layout (how
+    many TaskManagers, how many slots each) in ``state/layout.json`` (without one, as the
+    JobManager on these ports reports it, else the default)."""
 
     def __init__(self, ports: Ports | None = None, state: Path | None = None,
-                 versions: dict[str, str] | None = None) -> None:
+                 versions: dict[str, str] | None = None, layout: Layout | None = None,
+                 preforked: bool = True) -> None:
         self.ports = ports or Ports()
+        self.preforked = preforked
         self.state = Path(state) if state else default_state_dir(self.ports)
         self.versions = versions or read_versions()
+        self.layout = (layout or Layout.load(self.layout_file) or self._running_layout()
+                       or Layout())
+
+    def _running_layout(self) -> Layout | None:
+        """The layout of a cluster already running on these ports whose state directory is
+        elsewhere (``flags --port-base`` of a cluster started with its own ``--state-dir``),
+        as its JobManager reports it; None when none answers."""
+        overview = rest_overview(self.ports) or {}
+        managers, slots = int(overview.get("taskmanagers", 0)), int(overview.get("slots-total", 0))
+        if managers < 1 or slots < managers:
+            return None
+        return Layout(managers, slots // managers)
 
     # -- bookkeeping
     @property
     def pid_file(self) -> Path:
         return self.state / "pids.json"
+
+    @property
+    def layout_file(self) -> Path:
+        return self.state / "layout.json"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every process of this cluster, by name, in start order."""
+        return ("jobmanager", *self.taskmanager_names, "job_server", "worker_pool")
+
+    @property
+    def taskmanager_names(self) -> tuple[str, ...]:
+        return tuple(taskmanager_name(i) for i in range(self.layout.taskmanagers))
 
     def pids(self) -> dict[str, int]:
         try:
@@ -360,10 +493,18 @@ class Cluster:
         self._record(name, process.pid)
         return process.pid
 
-    def _flink_env(self) -> dict[str, str]:
+    def _flink_env(self, name: str) -> dict[str, str]:
+        """The environment of one Flink JVM: this cluster's configuration, a log and pid
+        directory of its own (Flink's scripts number their logs by the pid files they find),
+        Beam's jars on its class path (``HADOOP_CLASSPATH`` is what Flink's scripts append)."""
         env = dict(os.environ)
+        own = self.state / "log" / name
+        own.mkdir(parents=True, exist_ok=True)
+        extra = beam_class_path(self.job_server_jar)
         env.update(FLINK_HOME=str(self.flink_home), FLINK_CONF_DIR=str(self.state / "conf"),
-                   FLINK_LOG_DIR=str(self.state / "log"))
+                   FLINK_LOG_DIR=str(own), FLINK_PID_DIR=str(own),
+                   HADOOP_CLASSPATH=":".join(p for p in (env.get("HADOOP_CLASSPATH"), extra)
+                                             if p))
         return env
 
     # -- starting
@@ -380,22 +521,44 @@ class Cluster:
         if busy:
             raise ClusterError(f"ports in use by another process: {', '.join(busy)} "
                                "(stop that cluster, or choose --port-base)")
+        recorded = Layout.load(self.layout_file)
+        if "jobmanager" in running and recorded and recorded != self.layout:
+            raise ClusterError(
+                f"this cluster runs {recorded.taskmanagers} TaskManager(s) with "
+                f"{recorded.slots} slot(s) each; stop it to start it with "
+                f"{self.layout.taskmanagers} and {self.layout.slots}")
         self.state.mkdir(parents=True, exist_ok=True)
         if "jobmanager" not in running:
-            write_config(self.flink_home, self.state, self.ports)
+            self.layout.save(self.layout_file)
+            write_config(self.flink_home, self.state, self.ports, self.layout)
             self._spawn("jobmanager", [str(self.flink_home / "bin" / "jobmanager.sh"),
-                                       "start-foreground"], self._flink_env())
-        if "taskmanager" not in running:
-            self.start_taskmanager()
+                                       "start-foreground"], self._flink_env("jobmanager"))
+        for index, name in enumerate(self.taskmanager_names):
+            if name not in running:
+                self.start_taskmanager(index)
         if "job_server" not in running:
             self._spawn("job_server", self.job_server_command())
         if "worker_pool" not in running:
             self._spawn("worker_pool", self.worker_pool_command(), self._worker_env())
         self.wait_healthy(timeout)
 
-    def start_taskmanager(self) -> int:
-        return self._spawn("taskmanager", [str(self.flink_home / "bin" / "taskmanager.sh"),
-                                           "start-foreground"], self._flink_env())
+    def start_taskmanager(self, index: int = 0) -> int:
+        """Start TaskManager ``index`` (again, after a kill): its own temporary directory and
+        log, a new resource id (``taskmanager-<index>_<start time>``)."""
+        self._check_index(index)
+        name = taskmanager_name(index)
+        tmp = self.state / "tmp" / name
+        tmp.mkdir(parents=True, exist_ok=True)
+        return self._spawn(name, [str(self.flink_home / "bin" / "taskmanager.sh"),
+                                  "start-foreground",
+                                  f"-Dtaskmanager.resource-id={name}_{time.time_ns()}",
+                                  f"-Dio.tmp.dirs={tmp}"], self._flink_env(name))
+
+    def _check_index(self, index: int) -> None:
+        if not 0 <= index < self.layout.taskmanagers:
+            raise ClusterError(f"TaskManager index {index} is not in 0-"
+                               f"{self.layout.taskmanagers - 1} (this cluster has "
+                               f"{self.layout.taskmanagers})")
 
     def job_server_command(self) -> list[str]:
         return ["java", *JAVA_OPENS, "-jar", str(self.job_server_jar),
@@ -407,7 +570,13 @@ class Cluster:
                 f"--artifacts-dir={self.state / 'artifacts'}"]
 
     def worker_pool_command(self) -> list[str]:
-        return [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
+        """costlib's worker pool (``costlib_pipelines.worker_pool``): Beam's pool service, its
+        SDK workers forked from a process that has imported Beam and costlib's pipelines once
+        (``preforked=False``: Beam's own pool, a new interpreter per worker)."""
+        if not self.preforked:
+            return [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
+                    f"--service_port={self.ports.worker_pool}"]
+        return [sys.executable, "-c", "from costlib_pipelines.worker_pool import main; main()",
                 f"--service_port={self.ports.worker_pool}"]
 
     def _worker_env(self) -> dict[str, str]:
@@ -416,18 +585,30 @@ class Cluster:
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
         return env
 
+    def registered(self) -> dict[str, dict[str, object]]:
+        """The TaskManagers registered with the JobManager, by process name (from their
+        resource ids): each one's REST entry (``id``, ``slotsNumber``, ``freeSlots``)."""
+        found: dict[str, dict[str, object]] = {}
+        for entry in rest_taskmanagers(self.ports) or []:
+            name = str(entry.get("id", "")).split("_", 1)[0]
+            if name in self.taskmanager_names:
+                found[name] = entry
+        return found
+
     def health(self) -> dict[str, bool]:
         overview = rest_overview(self.ports) or {}
         pids = self.pids()
-        alive = {n: n in pids and _alive(pids[n]) for n in self.NAMES}
-        return {
-            "jobmanager": alive["jobmanager"] and bool(overview),
-            "taskmanager": alive["taskmanager"] and int(overview.get("taskmanagers", 0)) >= 1
-            and int(overview.get("slots-total", 0)) >= 2,
-            "job_server": alive["job_server"] and _port_open(self.ports.job)
-            and _port_open(self.ports.artifact),
-            "worker_pool": alive["worker_pool"] and _port_open(self.ports.worker_pool),
-        }
+        alive = {n: n in pids and _alive(pids[n]) for n in self.names}
+        registered = self.registered() if overview else {}
+        health = {"jobmanager": alive["jobmanager"] and bool(overview)}
+        for name in self.taskmanager_names:
+            entry = registered.get(name)
+            health[name] = (alive[name] and entry is not None
+                            and int(str(entry.get("slotsNumber", 0))) >= self.layout.slots)
+        health["job_server"] = (alive["job_server"] and _port_open(self.ports.job)
+                                and _port_open(self.ports.artifact))
+        health["worker_pool"] = alive["worker_pool"] and _port_open(self.ports.worker_pool)
+        return health
 
     def wait_healthy(self, timeout: float = 180.0) -> None:
         deadline = time.monotonic() + timeout
@@ -435,11 +616,11 @@ class Cluster:
             health = self.health()
             if all(health.values()):
                 return
-            dead = [n for n in self.NAMES if n in self.pids() and not _alive(self.pids()[n])]
+            dead = [n for n in self.names if n in self.pids() and not _alive(self.pids()[n])]
             if dead or time.monotonic() > deadline:
                 why = f"{', '.join(dead)} exited" if dead else f"not healthy after {timeout:.0f} s"
                 tails = "\n".join(f"--- {self.log(n)} (last lines)\n{self._tail(n)}"
-                                  for n in self.NAMES if not health[n])
+                                  for n in self.names if not health[n])
                 raise ClusterError(f"Flink cluster: {why}: "
                                    f"{[n for n, ok in health.items() if not ok]}\n{tails}")
             time.sleep(0.5)
@@ -451,8 +632,12 @@ class Cluster:
             return "(no log)"
 
     # -- stopping
-    def kill(self, name: str, sig: int = signal.SIGKILL) -> int | None:
-        """Send ``sig`` to one started process's group (a fault test's ``kill -9``)."""
+    def kill(self, name: str, sig: int = signal.SIGKILL, index: int = 0) -> int | None:
+        """Send ``sig`` to one started process's group (a fault test's ``kill -9``);
+        ``taskmanager`` is TaskManager ``index``."""
+        if name == "taskmanager":
+            self._check_index(index)
+            name = taskmanager_name(index)
         pid = self.pids().get(name)
         if pid is None:
             return None
@@ -465,7 +650,8 @@ class Cluster:
     def stop(self, grace: float = 20.0) -> list[str]:
         """SIGTERM every started process group, SIGKILL what is left after ``grace`` seconds."""
         pids = self.pids()
-        order = [n for n in ("worker_pool", "job_server", "taskmanager", "jobmanager") if n in pids]
+        order = [n for n in ("worker_pool", "job_server", *sorted(
+            n for n in pids if n.startswith("taskmanager")), "jobmanager") if n in pids]
         order += [n for n in pids if n not in order]
         for name in order:
             try:
@@ -487,7 +673,8 @@ class Cluster:
 
     # -- using
     def beam_flags(self, runner: str = "portable") -> list[str]:
-        """The Beam flags that submit a costlib pipeline to this cluster, parallelism 2.
+        """The Beam flags that submit a costlib pipeline to this cluster: a parallelism of
+        every slot of every TaskManager, SDK workers kept between a job's stages.
 
         ``portable`` (default): the long-running job server of this cluster
         (``--runner=PortableRunner --job_endpoint``), with the REST address
@@ -495,8 +682,13 @@ class Cluster:
         after an interrupt, to name Flink's root cause when it fails, and to record it in the
         output's lock. ``flink``: Beam's ``FlinkRunner`` starting its own job server from this
         cluster's launcher jar."""
+        return self._flags(runner, self.layout.batch_parallelism)
+
+    def _flags(self, runner: str, parallelism: int) -> list[str]:
         common = ["--environment_type=EXTERNAL",
-                  f"--environment_config=localhost:{self.ports.worker_pool}", "--parallelism=2"]
+                  f"--environment_config=localhost:{self.ports.worker_pool}",
+                  f"--parallelism={parallelism}",
+                  f"--environment_cache_millis={ENVIRONMENT_CACHE_MILLIS}"]
         if runner == "portable":
             return ["--runner=PortableRunner", f"--job_endpoint=localhost:{self.ports.job}",
                     f"--artifact_endpoint=localhost:{self.ports.artifact}",
@@ -509,29 +701,48 @@ class Cluster:
         raise ValueError(f"runner must be 'portable' or 'flink', got {runner!r}")
 
     def streaming_flags(self, runner: str = "portable") -> list[str]:
-        """:meth:`beam_flags` plus what an always-on job needs: streaming, a checkpoint every
+        """The flags of an always-on job: :meth:`beam_flags` at half the slots' parallelism
+        (recalibrate and decide ``--follow`` side by side), plus streaming, a checkpoint every
         10 s, restarts without limit 5 s apart (the cluster's own strategy gives up after 3,
         before a killed TaskManager is back), and checkpoints kept when the job is cancelled
-        (to resume from). :meth:`beam_flags` carries the cluster's REST address
-        (``--flink_master``, the one the job server submits to), so that ``--follow`` finds its
-        job's Flink id and an interrupt cancels it. The Flink options are read by the job server
-        (Beam's Java ``FlinkPipelineOptions``); switches take no value."""
-        return [*self.beam_flags(runner), "--streaming", "--checkpointing_interval=10000",
+        (to resume from). The flags carry the cluster's REST address (``--flink_master``, the
+        one the job server submits to), so that ``--follow`` finds its job's Flink id and an
+        interrupt cancels it. The Flink options are read by the job server (Beam's Java
+        ``FlinkPipelineOptions``); switches take no value."""
+        return [*self._flags(runner, self.layout.streaming_parallelism), "--streaming",
+                "--checkpointing_interval=10000",
                 "--number_of_execution_retries=1000000", "--execution_retry_delay=5000",
                 "--externalized_checkpoints_enabled",
                 "--retain_externalized_checkpoints_on_cancellation"]
 
 
+def taskmanager_name(index: int) -> str:
+    """TaskManager ``index``'s process name (pids, logs, resource id prefix)."""
+    return f"taskmanager-{index}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["install", "start", "status", "flags", "stop"])
+    parser.add_argument("command", choices=["install", "start", "status", "flags", "stop",
+                                            "kill", "start-taskmanager"])
+    parser.add_argument("process", nargs="?", default=None,
+                        help="for kill: the process to SIGKILL (jobmanager, taskmanager with "
+                             "--index, job_server, worker_pool)")
     parser.add_argument("--port-base", type=int, default=DEFAULT_PORT_BASE,
                         help="REST port; the job server and worker pool use the next five "
                              f"(default {DEFAULT_PORT_BASE})")
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="configuration, logs and pids (default ~/.cache/costlib/flink/"
                              "cluster-PORT)")
+    parser.add_argument("--taskmanagers", type=int, default=None,
+                        help="for start: how many TaskManagers (default 1; later commands "
+                             "read what start recorded)")
+    parser.add_argument("--slots", type=int, default=None,
+                        help="for start: task slots per TaskManager (default 4)")
+    parser.add_argument("--index", type=int, default=0,
+                        help="for kill taskmanager and start-taskmanager: which TaskManager "
+                             "(0 to N-1; default 0)")
     parser.add_argument("--runner", choices=["portable", "flink"], default="portable",
                         help="for flags: through this cluster's job server (portable) or "
                              "Beam's FlinkRunner with the job server jar (flink)")
@@ -542,24 +753,39 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 1024 <= args.port_base <= 65_000:
         parser.error("--port-base must be between 1024 and 65000")
-    cluster = Cluster(Ports(args.port_base), args.state_dir)
+    if (args.taskmanagers or args.slots) and args.command != "start":
+        parser.error("--taskmanagers and --slots are for start (the other commands read the "
+                     "layout start recorded)")
     try:
+        cluster = Cluster(Ports(args.port_base), args.state_dir)
+        if args.command == "start" and (args.taskmanagers or args.slots):
+            cluster = Cluster(cluster.ports, cluster.state, layout=Layout(
+                args.taskmanagers or 1, args.slots or Layout().slots))
         if args.command == "install":
             cluster.install()
             print(f"FLINK_HOME={cluster.flink_home}\nJOB_SERVER_JAR={cluster.job_server_jar}")
         elif args.command == "start":
             cluster.start(args.timeout)
             print(f"Flink {cluster.versions['FLINK_VERSION']} is up: web UI "
-                  f"http://localhost:{cluster.ports.rest}, Beam job server "
+                  f"http://localhost:{cluster.ports.rest}, {cluster.layout.taskmanagers} "
+                  f"TaskManager(s) with {cluster.layout.slots} slot(s) each, Beam job server "
                   f"localhost:{cluster.ports.job}, worker pool "
                   f"localhost:{cluster.ports.worker_pool}"
                   f"\nsubmit with: {' '.join(cluster.beam_flags())}")
         elif args.command == "status":
             health = cluster.health()
             pids = cluster.pids()
-            for name in Cluster.NAMES:
-                print(f"{name:12} pid {pids.get(name, '-')!s:>8}  "
-                      f"{'healthy' if health[name] else 'down'}")
+            registered = cluster.registered()
+            for name in cluster.names:
+                line = (f"{name:14} pid {pids.get(name, '-')!s:>8}  "
+                        f"{'healthy' if health[name] else 'down':8}")
+                if name in registered:
+                    entry = registered[name]
+                    line += (f"  {entry.get('id')}: {entry.get('slotsNumber')} slots, "
+                             f"{entry.get('freeSlots')} free")
+                if name.startswith("taskmanager"):
+                    line += f"  log {cluster.log(name)}"
+                print(line)
             return 0 if all(health.values()) else 3
         elif args.command == "flags":
             flags = (cluster.streaming_flags if args.streaming else cluster.beam_flags)
@@ -567,6 +793,18 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "stop":
             stopped = cluster.stop()
             print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+        elif args.command == "kill":
+            if args.process not in ("jobmanager", "taskmanager", "job_server", "worker_pool"):
+                parser.error("kill takes the process: jobmanager, taskmanager (--index N), "
+                             "job_server or worker_pool")
+            pid = cluster.kill(args.process, index=args.index)
+            what = (taskmanager_name(args.index) if args.process == "taskmanager"
+                    else args.process)
+            print(f"killed {what} (pid {pid})" if pid else f"{what} was not started")
+        elif args.command == "start-taskmanager":
+            cluster.start_taskmanager(args.index)
+            cluster.wait_healthy(args.timeout)
+            print(f"{taskmanager_name(args.index)} is up")
     except (ClusterError, subprocess.CalledProcessError) as error:
         print(f"flink_cluster: error: {error}", file=sys.stderr)
         return 2

@@ -2,7 +2,9 @@
 FnApiRunner, in the same run.
 
 Run: ``.venv/bin/python tests/benchmarks/bench_flink.py [--millions 5,50] [--parallelism 1,2]
-[--commands recalibrate,decide] [--data DIR]``
+[--commands recalibrate,decide] [--data DIR]``, or for the fixed cost of a scheduled run alone:
+``.venv/bin/python tests/benchmarks/bench_flink.py --fixed-cost [--repeat 3]
+[--taskmanagers 1 --slots 4]``.
 
 Data: the demo's own stream (:func:`costlib.sample.generate_score_stream`, as ``costlib demo``
 writes it), 5M rows per chunk (seeds 7, 8, ...), 4 files a chunk, row groups of 25,000 rows;
@@ -21,6 +23,13 @@ environment. For every command, size and runner it prints
 
 Results are checked: the Flink run's operating points equal the FnApiRunner's (decisions:
 the counts of flagged and selected rows).
+
+``--fixed-cost`` runs the demo's recalibrate (``costlib demo``'s 300,000 rows and config) on
+the cluster with ``tools/flink_cluster.py flags`` as they are (the product's defaults),
+``--repeat`` times after a first job that warms the cluster's JVMs, and an empty Beam pipeline
+(one element through one Python ``Map``) with the same flags: the floor of any job on this
+cluster. It prints each against the targets of a scheduled run (:data:`TARGET_WALL`,
+:data:`TARGET_CPU`), CPU split by process, with the load before and after each run.
 """
 
 from __future__ import annotations
@@ -41,6 +50,14 @@ from bench_duckdb_peer import _generate  # the demo stream in 5M-row chunks, as 
 from machine import describe
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The fixed cost a scheduled run can carry: the demo's recalibrate in this wall time and
+#: this many CPU-seconds, every process of the run and the cluster together.
+TARGET_WALL, TARGET_CPU = 15.0, 10.0
+#: An empty job: one element through one Python Map (the floor of any job on the cluster).
+EMPTY_JOB = ("import sys, apache_beam as beam\n"
+             "from apache_beam.options.pipeline_options import PipelineOptions\n"
+             "with beam.Pipeline(options=PipelineOptions(sys.argv[1:])) as p:\n"
+             "    p | beam.Create([1]) | beam.Map(lambda x: x + 1)\n")
 COSTLIB = str(Path(sys.executable).parent / "costlib")
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -56,7 +73,8 @@ def _cluster_module():
 
 def _tree_cpu(pids: list[int]) -> float:
     """CPU seconds of the processes ``pids`` and their reaped children, and of their live
-    descendants (the worker pool's SDK workers)."""
+    descendants (the worker pool's SDK workers, which outlive a job by
+    ``--environment_cache_millis``: counted while alive, and once reaped)."""
     total = 0.0
     seen: set[int] = set()
     stack = list(pids)
@@ -70,11 +88,12 @@ def _tree_cpu(pids: list[int]) -> float:
         except OSError:
             continue
         total += sum(int(f) for f in fields[11:15]) / TICKS  # utime stime cutime cstime
-        try:
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        except OSError:
-            children = []
-        stack += [int(c) for c in children]
+        # children of every thread: the worker pool starts SDK workers from its gRPC threads
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                stack += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
     return total
 
 
@@ -106,14 +125,106 @@ def _decision_counts(output: Path) -> dict:
     return json.loads((run / "decision_counts.json").read_text())
 
 
+def _load() -> str:
+    return f"{os.getloadavg()[0]:.1f}"
+
+
+def _by_process(cluster, run) -> tuple[dict, dict[str, float]]:
+    """``run()``'s result and the CPU seconds each cluster process spent meanwhile."""
+    names = cluster.pids()
+    before = {n: _tree_cpu([p]) for n, p in names.items()}
+    result = run()
+    return result, {n: _tree_cpu([p]) - before[n] for n, p in names.items()}
+
+
+def fixed_cost(args) -> None:
+    """The demo's recalibrate and an empty job on the cluster, against the targets."""
+    demo = args.data / "fixed-cost-demo"
+    if not (demo / "config.yaml").exists():
+        subprocess.run([COSTLIB, "demo", "--output", str(demo), "--no-plots"], check=True,
+                       stdout=subprocess.DEVNULL)
+    command = [COSTLIB, "recalibrate", "--config", str(demo / "config.yaml"), "--input",
+               str(demo / "input" / "*.parquet")]
+    flink = _cluster_module()
+    cluster = flink.Cluster(flink.Ports(args.port_base), args.data / "cluster",
+                            layout=flink.Layout(args.taskmanagers, args.slots))
+    start = time.perf_counter()
+    cluster.start()
+    print(f"cluster start: {time.perf_counter() - start:.1f} s; {args.taskmanagers} "
+          f"TaskManager(s) x {args.slots} slot(s); flags: {' '.join(cluster.beam_flags())}")
+    print(describe())
+    pids = list(cluster.pids().values())
+    out = args.data / "out" / "fixed-cost"
+    shutil.rmtree(out, ignore_errors=True)
+    local = _run([*command, "--output", str(out / "local")], pids)
+    print(f"FnApiRunner    demo recalibrate (300,000 rows): wall {local['wall']:5.1f} s  "
+          f"CPU {local['cpu']:5.1f} s  load {_load()}")
+    want = _points(out / "local")
+    rows = []
+    try:
+        for i in range(args.repeat + 1):
+            load = _load()
+            result, per = _by_process(cluster, lambda i=i: _run(
+                [*command, "--output", str(out / f"flink-{i}"), *cluster.beam_flags()], pids))
+            same = _points(out / f"flink-{i}") == want
+            label = "first job after start (JVMs cold)" if i == 0 else f"run {i}"
+            print(f"Flink          demo recalibrate, {label}: wall {result['wall']:5.1f} s  "
+                  f"CPU {result['cpu']:5.1f} s (submitter {result['submitter_cpu']:.1f}, "
+                  + ", ".join(f"{n} {c:.1f}" for n, c in per.items())
+                  + f")  load {load}->{_load()}  points {'equal' if same else 'DIFFER'}",
+                  flush=True)
+            if i:
+                rows.append(result)
+            if not same:
+                raise SystemExit("the Flink run's points differ from the FnApiRunner's")
+        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as script:
+            script.write(EMPTY_JOB)
+        floor = []
+        for i in range(args.repeat):
+            load = _load()
+            result, per = _by_process(cluster, lambda: _run(
+                [sys.executable, script.name, *cluster.beam_flags()], pids))
+            floor.append(result)
+            print(f"Flink          empty job {i + 1}: wall {result['wall']:5.1f} s  CPU "
+                  f"{result['cpu']:5.1f} s (submitter {result['submitter_cpu']:.1f}, "
+                  + ", ".join(f"{n} {c:.1f}" for n, c in per.items())
+                  + f")  load {load}->{_load()}", flush=True)
+        os.unlink(script.name)
+    finally:
+        cluster.stop()
+
+    def median(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+    wall, cpu = median([r["wall"] for r in rows]), median([r["cpu"] for r in rows])
+    floor_wall, floor_cpu = median([r["wall"] for r in floor]), median([r["cpu"] for r in floor])
+    def verdict(value: float, target: float) -> str:
+        return f"target <= {target:.0f} s: {'met' if value <= target else 'NOT met'}"
+
+    print(f"\nfixed cost of the demo's recalibrate on Flink (median of {len(rows)}): wall "
+          f"{wall:.1f} s ({verdict(wall, TARGET_WALL)}), CPU {cpu:.1f} s "
+          f"({verdict(cpu, TARGET_CPU)}); an empty job: wall {floor_wall:.1f} s, CPU "
+          f"{floor_cpu:.1f} s")
+    print(describe())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fixed-cost", action="store_true",
+                        help="only the fixed cost: the demo's recalibrate and an empty job")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="for --fixed-cost: runs after the first (warm-up) job")
+    parser.add_argument("--taskmanagers", type=int, default=1)
+    parser.add_argument("--slots", type=int, default=4)
     parser.add_argument("--millions", default="5,50")
     parser.add_argument("--parallelism", default="1,2")
     parser.add_argument("--commands", default="recalibrate,decide")
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "bench-flink")
     parser.add_argument("--port-base", type=int, default=48081)
     args = parser.parse_args()
+    if args.fixed_cost:
+        fixed_cost(args)
+        return
     millions = [int(m) for m in args.millions.split(",")]
     parallelisms = [int(p) for p in args.parallelism.split(",")]
     commands = args.commands.split(",")
@@ -125,14 +236,16 @@ def main() -> None:
                         "--no-plots"], check=True, stdout=subprocess.DEVNULL)
         shutil.copy(demo / "config.yaml", config)
     flink = _cluster_module()
-    cluster = flink.Cluster(flink.Ports(args.port_base), args.data / "cluster")
+    cluster = flink.Cluster(flink.Ports(args.port_base), args.data / "cluster",
+                            layout=flink.Layout(args.taskmanagers, args.slots))
     start = time.perf_counter()
     cluster.start()
     print(f"cluster start (installed): {time.perf_counter() - start:.1f} s")
     pids = list(cluster.pids().values())
     print(describe())
     print(f"Flink {cluster.versions['FLINK_VERSION']}, Beam job server "
-          f"{cluster.versions['BEAM_FLINK_RUNNER_VERSION']}, 1 TaskManager with 2 slots")
+          f"{cluster.versions['BEAM_FLINK_RUNNER_VERSION']}, {args.taskmanagers} "
+          f"TaskManager(s) with {args.slots} slot(s) each")
     results: dict[tuple, dict] = {}
     try:
         small = args.data / "one_row_group.parquet"  # fixed cost: one row group, 25,000 rows
