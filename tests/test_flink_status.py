@@ -71,6 +71,7 @@ def test_status_shows_the_follow_jobs_and_a_taskmanager_killed_for_good(flink_cl
     jobs = {points: job_of(points), decided: job_of(decided)}
     roles = {points: ("recalibrate", "judged"), decided: ("decide", "decided")}
     port = flink_cluster.ports.rest
+    taskmanagers = range(flink_cluster.layout.taskmanagers)
     try:
         # both running, each with a checkpoint: status is healthy and says so
         def healthy(output: Path):
@@ -83,7 +84,10 @@ def test_status_shows_the_follow_jobs_and_a_taskmanager_killed_for_good(flink_cl
                              r"restarts so far, last checkpoint \d+ s ago$", done.stdout,
                              re.MULTILINE), done.stdout
 
-        flink_cluster.kill("taskmanager")  # for good: not started again until the end
+        # every TaskManager, for good: not started again until the end (with one of two
+        # left, a job could take its slot and run on)
+        for index in taskmanagers:
+            flink_cluster.kill("taskmanager", index=index)
 
         def restarted(jid: str) -> bool:
             values = rest(flink_cluster, f"/jobs/{jid}/metrics?get=numRestarts")
@@ -105,7 +109,8 @@ def test_status_shows_the_follow_jobs_and_a_taskmanager_killed_for_good(flink_cl
                 r"once slots are free \(a lost TaskManager back: tools/flink_cluster.py "
                 rf"start --port-base {port}\)", line), line
     finally:
-        flink_cluster.start_taskmanager()
+        for index in taskmanagers:
+            flink_cluster.start_taskmanager(index)
         flink_cluster.wait_healthy(180)
     try:
         # the TaskManager back: the jobs resume from their checkpoints and status is healthy
