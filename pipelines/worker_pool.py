@@ -28,9 +28,11 @@ import argparse
 import logging
 import multiprocessing
 import signal
+import socket
 import threading
 import time
 from concurrent import futures
+from dataclasses import dataclass
 from typing import Any
 
 #: What the fork server imports once: Beam's SDK harness and every costlib pipeline's modules
@@ -58,14 +60,46 @@ def run_worker(control_address: str, worker_id: str, state_cache_size: int,
                data_buffer_time_limit_ms=data_buffer_time_limit_ms).run()
 
 
+def _endpoint_open(url: str, timeout: float = 1.0) -> bool:
+    """Whether something accepts TCP connections at ``host:port`` (a runner's control
+    endpoint: it closes when the job's environment on that TaskManager is torn down)."""
+    host, _, port = url.rpartition(":")
+    try:
+        with socket.create_connection((host or "localhost", int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+@dataclass
+class Worker:
+    """One forked SDK worker and the control endpoint of the job it serves."""
+
+    process: Any
+    control_url: str
+
+
 class ForkingWorkerPool:
-    """The ``BeamFnExternalWorkerPool`` service, its workers forked from a preloaded server."""
+    """The ``BeamFnExternalWorkerPool`` service, its workers forked from a preloaded server.
+
+    Worker ids are not unique across jobs: each job's runner numbers its workers from its own
+    counter (``1-1``, ``1-2``, ...), so two jobs on one pool start workers of the same id.
+    Beam's own pool keeps one process per id, so stopping one job's worker killed another job's
+    worker of that id (and leaked the first). This pool keeps every worker of an id with its
+    job's control endpoint: a stop of an id that one live worker holds stops it; a stop of an id
+    that several hold stops those whose control endpoint has closed (their job's environment is
+    gone), checked for up to :attr:`ambiguous_grace` seconds in the background, and never a
+    worker whose job still answers.
+    """
+
+    #: Seconds a stop of a shared worker id waits for the stopped job's endpoint to close.
+    ambiguous_grace = 30.0
 
     def __init__(self, state_cache_size: int = 0, data_buffer_time_limit_ms: int = -1) -> None:
         self.state_cache_size = state_cache_size
         self.data_buffer_time_limit_ms = data_buffer_time_limit_ms
         self.context = multiprocessing.get_context("forkserver")
-        self.workers: dict[str, Any] = {}
+        self.workers: dict[str, list[Worker]] = {}
         self.lock = threading.Lock()
 
     def StartWorker(self, request: Any, context: Any) -> Any:
@@ -78,7 +112,8 @@ class ForkingWorkerPool:
                       self.data_buffer_time_limit_ms))
             process.start()
             with self.lock:
-                self.workers[request.worker_id] = process
+                self.workers.setdefault(request.worker_id, []).append(
+                    Worker(process, request.control_endpoint.url))
             _LOGGER.info("started SDK worker %s (pid %s) for %s", request.worker_id,
                          process.pid, request.control_endpoint.url)
             self._reap()
@@ -90,13 +125,48 @@ class ForkingWorkerPool:
     def StopWorker(self, request: Any, context: Any) -> Any:
         from apache_beam.portability.api import beam_fn_api_pb2
 
-        with self.lock:
-            process = self.workers.pop(request.worker_id, None)
-        if process is not None:
-            _LOGGER.info("stopping SDK worker %s (pid %s)", request.worker_id, process.pid)
-            self._stop(process)
         self._reap()
+        with self.lock:
+            holders = list(self.workers.get(request.worker_id, []))
+        if len(holders) == 1:
+            self._forget(request.worker_id, holders[0])
+            _LOGGER.info("stopping SDK worker %s (pid %s)", request.worker_id,
+                         holders[0].process.pid)
+            self._stop(holders[0].process)
+        elif holders:
+            _LOGGER.info("stop of SDK worker %s, held by %d workers of different jobs: "
+                         "stopping those whose job's endpoint closes", request.worker_id,
+                         len(holders))
+            threading.Thread(target=self._stop_closed, args=(request.worker_id, holders),
+                             daemon=True).start()
         return beam_fn_api_pb2.StopWorkerResponse()
+
+    def _stop_closed(self, worker_id: str, holders: list[Worker]) -> None:
+        """Stop the workers of ``holders`` whose control endpoint closes within the grace."""
+        deadline = time.monotonic() + self.ambiguous_grace
+        while True:
+            closed = [w for w in holders if w.process.is_alive()
+                      and not _endpoint_open(w.control_url)]
+            if closed or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        for worker in closed:
+            self._forget(worker_id, worker)
+            _LOGGER.info("stopping SDK worker %s (pid %s): %s closed", worker_id,
+                         worker.process.pid, worker.control_url)
+            self._stop(worker.process)
+        if not closed:
+            _LOGGER.warning("stop of SDK worker %s: every worker of that id still has its job's "
+                            "endpoint; none stopped (each ends when its job closes it)",
+                            worker_id)
+
+    def _forget(self, worker_id: str, worker: Worker) -> None:
+        with self.lock:
+            held = self.workers.get(worker_id, [])
+            if worker in held:
+                held.remove(worker)
+            if not held:
+                self.workers.pop(worker_id, None)
 
     @staticmethod
     def _stop(process: Any, grace: float = 10.0) -> None:
@@ -111,14 +181,16 @@ class ForkingWorkerPool:
     def _reap(self) -> None:
         """Forget workers that ended by themselves (their runner closed the stream)."""
         with self.lock:
-            for worker_id, process in list(self.workers.items()):
-                if not process.is_alive():
-                    process.join(0)
+            for worker_id, held in list(self.workers.items()):
+                for worker in [w for w in held if not w.process.is_alive()]:
+                    worker.process.join(0)
+                    held.remove(worker)
+                if not held:
                     del self.workers[worker_id]
 
     def stop_all(self) -> None:
         with self.lock:
-            processes = list(self.workers.values())
+            processes = [w.process for held in self.workers.values() for w in held]
             self.workers.clear()
         for process in processes:
             self._stop(process)

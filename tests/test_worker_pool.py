@@ -74,3 +74,75 @@ def test_workers_are_forks_of_the_preloaded_server_and_compute_as_python_does(
                     | "Verdict" >> beam.Map(verdict)
                     | "Verdicts" >> beam.Distinct())
         assert_that(verdicts, equal_to(["ok"]), label="EveryWorker")
+
+
+def _sleep_forever(*_args) -> None:
+    time.sleep(600)
+
+
+class _Request:
+    """A StartWorker/StopWorker request: the fields the pool reads."""
+
+    def __init__(self, worker_id: str, control_url: str = ""):
+        self.worker_id = worker_id
+        self.control_endpoint = type("Endpoint", (), {"url": control_url})()
+
+
+def _listen(port: int) -> socket.socket:
+    """A job's control endpoint, opened after the workers forked (a fork would inherit it)."""
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("localhost", port))
+    server.listen()
+    return server
+
+
+def _wait_until(condition, timeout: float = 20.0) -> bool:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+def test_a_worker_id_two_jobs_share_stops_only_the_worker_whose_job_closed(monkeypatch):
+    """Two jobs number their workers alike (``1-1``): stopping the id for the job whose
+    control endpoint closed stops that job's worker only; the other job's worker runs on. A
+    stop of an id one worker holds stops it at once; a stop of a shared id while both jobs
+    still answer stops neither."""
+    import multiprocessing
+
+    from costlib_pipelines import worker_pool
+
+    monkeypatch.setattr(worker_pool, "run_worker", _sleep_forever)
+    pool = worker_pool.ForkingWorkerPool()
+    pool.context = multiprocessing.get_context("fork")
+    pool.ambiguous_grace = 2.0
+    port_a, port_b = _free_port(), _free_port()
+    pool.StartWorker(_Request("1-1", f"localhost:{port_a}"), None)
+    pool.StartWorker(_Request("1-1", f"localhost:{port_b}"), None)
+    pool.StartWorker(_Request("1-2", f"localhost:{port_b}"), None)
+    job_a, job_b = _listen(port_a), _listen(port_b)
+    try:
+        worker_a, worker_b = (w.process for w in pool.workers["1-1"])
+        only_b = pool.workers["1-2"][0].process
+
+        pool.StopWorker(_Request("1-1"), None)  # both jobs still answer: neither stopped
+        time.sleep(pool.ambiguous_grace + 1.5)
+        assert worker_a.is_alive() and worker_b.is_alive()
+
+        job_a.close()  # job A's environment is torn down, then its runner stops 1-1
+        pool.StopWorker(_Request("1-1"), None)
+        assert _wait_until(lambda: not worker_a.is_alive())
+        assert worker_b.is_alive() and only_b.is_alive()
+        assert [w.process for w in pool.workers["1-1"]] == [worker_b]
+
+        pool.StopWorker(_Request("1-1"), None)  # now one holder: stopped at once
+        assert not worker_b.is_alive()
+        pool.StopWorker(_Request("1-2"), None)
+        assert not only_b.is_alive() and pool.workers == {}
+    finally:
+        job_a.close()
+        job_b.close()
+        pool.stop_all()
