@@ -30,7 +30,7 @@ from costlib.thresholds.binning import (
     uniform_edges,
 )
 from costlib.thresholds.loop import InForcePolicy
-from costlib.thresholds.point import Target
+from costlib.thresholds.point import DecisionSpec, Target
 from costlib_pipelines.config_audit import audit_defaults
 from costlib_pipelines.config_sections import (
     AuditSection,
@@ -247,24 +247,24 @@ class RunConfig:
         ``min_recall``."""
         return self.raw["constraints"]
 
-    @property
-    def optimize_options(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`costlib.thresholds.optimize` besides target/rule.
+    @functools.cached_property
+    def decision(self) -> DecisionSpec:
+        """The run's :class:`~costlib.thresholds.DecisionSpec`: target, rule, objective,
+        constraints, coverage and the recall bound and level, built once.
 
-        A ``max_unrated_share`` of None (not enforced) is passed as 1, which covers every tuple:
-        the points are then exactly those of a grid without the unrated channel.
+        A ``max_unrated_share`` of None (not enforced) is 1, which covers every tuple: the
+        points are then exactly those of a grid without the unrated channel.
         """
         share = self.max_unrated_share
         objective = self.objective
-        return {
-            "max_unrated_share": 1.0 if share is None else share,
-            "objective": objective["name"],
-            "beta": float(objective["beta"]),
-            "volume": None if objective["volume"] is None else float(objective["volume"]),
+        return DecisionSpec.of(
+            target=self.target, rule=self.rule,
+            max_unrated_share=1.0 if share is None else share,
+            objective=objective["name"], beta=float(objective["beta"]),
+            volume=None if objective["volume"] is None else float(objective["volume"]),
             **{k: None if v is None else float(v) for k, v in self.constraints.items()},
-            "recall_bound": self.recall["bound"],
-            "recall_level": float(self.recall["level"]),
-        }
+            recall_bound=self.recall["bound"], recall_level=float(self.recall["level"]),
+        )
 
     def with_overrides(self, overrides: dict[str, Any], *, source: str) -> RunConfig:
         """The same config with ``"section.key"`` values replaced, validated again.

@@ -475,7 +475,7 @@ def test_a_point_in_force_under_a_rating_backlog_is_not_judged_by_rated_constrai
     index = [int(np.searchsorted(c, 0.7)) for c in grid.thresholds]
     for share in (0.0, 1.0):
         options = {"max_unrated_share": share, "min_precision": 0.3}
-        assert kept_violations(grid, index, rule="any", options=options) == ()
+        assert kept_violations(grid, index, target=target, rule="any", options=options) == ()
         result = optimize_group("g", grid, methods=["hull"], target=target, rule="any",
                                 min_positives=1, min_negatives=1, in_force=(0.7, 0.7),
                                 options=options)

@@ -55,7 +55,7 @@ from costlib.thresholds.capacity import (
 )
 from costlib.thresholds.grid import ThresholdGrid
 from costlib.thresholds.loop import ALL_GROUPS, GroupResult, is_sufficient
-from costlib.thresholds.point import OperatingPoint, point_at
+from costlib.thresholds.point import DecisionSpec, OperatingPoint, point_at
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.recalibrate.capacity_reasons import (
     GroupLimits,
@@ -95,6 +95,13 @@ def allocation_kwargs(config: RunConfig) -> dict[str, Any]:
     return {"rule": config.rule, "objective": objective,
             "target": config.target if objective == "linear" else None,
             "max_unrated_share": 1.0 if share is None else share}
+
+
+def _reading_spec(config: RunConfig) -> DecisionSpec:
+    """How an allocated group's point is read off its grid: the config's target, rule and
+    coverage, the linear objective and no constraints (the allocation chose the point)."""
+    share = allocation_kwargs(config)["max_unrated_share"]
+    return DecisionSpec.of(target=config.target, rule=config.rule, max_unrated_share=share)
 
 
 def _exact_setting(config: RunConfig) -> bool | str:
@@ -323,9 +330,8 @@ def capacity_point(group: str, grid: ThresholdGrid, result: GroupResult,
     entry = None if summary is None else summary["groups"].get(group)
     point: OperatingPoint | None = None
     if entry is not None:
-        point = replace(point_at(grid, entry["thresholds"], target=config.target,
-                                 rule=config.rule, max_unrated_share=allocation_kwargs(
-                                     config)["max_unrated_share"]), method=METHOD)
+        point = replace(point_at(grid, entry["thresholds"], _reading_spec(config)),
+                        method=METHOD)
         if entry["status"] == "infeasible":
             point = replace(point, status="infeasible", reason=(
                 "no covered cell within the group's capacity.min_volume/max_volume: "
