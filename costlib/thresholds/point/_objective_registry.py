@@ -6,7 +6,7 @@ the keys of the config's ``objective`` section it reads, with their defaults), w
 a target (:attr:`Objective.needs_target`), its volume behaviour (:attr:`Objective.volume_cap`:
 the largest flagged volume a candidate may have, None for no limit) and whether a shared review
 capacity can be allocated by it (:attr:`Objective.for_capacity`, with the slope of its
-per-group utility ``TP - r FP``, :meth:`Objective.capacity_slope`). The math of the built-in
+per-group utility ``TP - r FP``, :meth:`Objective.for_allocation`). The math of the built-in
 objectives is in :mod:`costlib.thresholds.point._objectives`.
 
 Every place that lists objectives reads the registry: :func:`objective_names` (the config
@@ -43,6 +43,7 @@ __all__ = [
     "Objective",
     "PrecisionAtVolume",
     "TruePositives",
+    "capacity_objective",
     "capacity_objective_names",
     "objective_names",
     "register_objective",
@@ -133,9 +134,10 @@ class Objective:
     rounding_slack: ClassVar[float] = 0.0
 
     @classmethod
-    def capacity_slope(cls, target: Any) -> float | None:
-        """``r`` of the per-group utility ``TP - r FP`` a capacity is allocated by (None:
-        ``TP``); only for ``for_capacity`` objectives."""
+    def for_allocation(cls, target: Any) -> Objective:
+        """The objective a shared capacity is allocated by, given the target (None without
+        one); its per-group utility is ``TP - r FP`` with ``r`` its :attr:`linear_slope`
+        (``TP`` when None). Only for ``for_capacity`` objectives."""
         raise ValueError(f"objective must be one of {capacity_objective_names()}, got "
                          f"{cls.name!r}")
 
@@ -213,7 +215,7 @@ class Linear(Objective):
         return self.slope >= 0
 
     @classmethod
-    def capacity_slope(cls, target: Any) -> float | None:
+    def for_allocation(cls, target: Any) -> Objective:
         if target is None:
             raise ValueError("the linear objective needs a target (slope r = dTP/dFP)")
         if not isinstance(target, Target):
@@ -221,7 +223,7 @@ class Linear(Objective):
                 f"target must be a Target, got {target!r}: a bare number could be a marginal "
                 "precision or the slope r of TP - r FP (0.2 as a slope is a marginal precision "
                 "of 0.17); pass Target(slope=r) or Target.from_marginal_precision(m)")
-        return target.slope
+        return cls(slope=target.slope)
 
 
 @register_objective
@@ -302,8 +304,12 @@ class TruePositives(Objective):
     for_capacity: ClassVar[bool] = True
 
     @classmethod
-    def capacity_slope(cls, target: Any) -> float | None:
+    def for_allocation(cls, target: Any) -> Objective:
         if target is not None:
             raise ValueError("target is the slope r of the linear objective; "
                              f"objective={cls.name!r} takes none")
-        return None
+        return cls()
+
+    def values(self, tp: NDArray[np.float64], fp: NDArray[np.float64],
+               total_positives: float) -> NDArray[np.float64]:
+        return tp
