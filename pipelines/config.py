@@ -30,7 +30,12 @@ from costlib.thresholds.binning import (
     uniform_edges,
 )
 from costlib.thresholds.loop import InForcePolicy
-from costlib.thresholds.point import DecisionSpec, Target
+from costlib.thresholds.point import (
+    DecisionSpec,
+    Target,
+    capacity_objective_names,
+    objective_names,
+)
 from costlib_pipelines.config_audit import audit_defaults
 from costlib_pipelines.config_sections import (
     AuditSection,
@@ -324,7 +329,7 @@ class RunConfig:
         blind = schema_blind_spots(data)
         if blind:
             raise ConfigError(f"{source}: invalid run config:\n  " + "\n  ".join(blind))
-        schema = costlib_schemas.load("run_config.schema.json")
+        schema = run_config_schema()
         filled = _apply_defaults(audit_defaults(data), schema)
         validator = jsonschema.Draft202012Validator(schema)
         errors = sorted(validator.iter_errors(filled), key=lambda e: list(e.absolute_path))
@@ -503,6 +508,18 @@ class RunConfig:
 #: Windowed runs: the shortest recalibration period (one hour) and most periods per window.
 MIN_PERIOD_DAYS = 1.0 / 24.0
 MAX_PANES = 1000
+
+
+def run_config_schema() -> dict[str, Any]:
+    """The run config's JSON Schema, with the objective enums (``objective.name``,
+    ``capacity.objective``) those of the objective registry
+    (:func:`costlib.thresholds.point.objective_names`, ``capacity_objective_names``): the file
+    states the built-in ones (a test checks it), an objective registered since is accepted."""
+    schema = costlib_schemas.load("run_config.schema.json")
+    properties = schema["properties"]
+    properties["objective"]["properties"]["name"]["enum"] = list(objective_names())
+    properties["capacity"]["properties"]["objective"]["enum"] = list(capacity_objective_names())
+    return schema
 
 
 def load_config(path: str | Path) -> RunConfig:

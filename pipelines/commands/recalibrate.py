@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from costlib.thresholds.point import capacity_objective_names, objective_names
 from costlib_pipelines.commands.arguments import add_follow_arguments, bounded
 
 PASSES_BEAM_ARGS = True
@@ -41,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Override the config's objective and constraints sections (the run's config and digest "
         "record the values used).",
     )
-    choice.add_argument("--objective", choices=("linear", "fbeta", "f1", "precision_at_volume"),
+    choice.add_argument("--objective", choices=objective_names(),
                         default=None, help="what the operating point maximises")
     choice.add_argument("--beta", type=bounded("objective.beta"), default=None,
                         help="beta of --objective fbeta (an error with any other objective)")
@@ -71,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     shared.add_argument("--capacity", type=bounded("capacity.total"), default=None, metavar="C",
                         help="flagged rows (rated and unrated) all groups may flag next period; "
                              "overrides the config's capacity.total (and so its digest)")
-    shared.add_argument("--capacity-objective", choices=("linear", "true_positives"),
+    shared.add_argument("--capacity-objective", choices=capacity_objective_names(),
                         default=None, help="what the allocation maximises (capacity.objective)")
     guard = parser.add_argument_group(
         "publish guard",
