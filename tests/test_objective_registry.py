@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import costlib_schemas
-from costlib.thresholds import ThresholdGrid, Target, optimize
+from costlib.thresholds import Target, ThresholdGrid, optimize
 from costlib.thresholds.capacity import capacity_spec, group_frontiers
 from costlib.thresholds.point import (
     Objective,
