@@ -32,6 +32,7 @@ from costlib.thresholds.binning import (
 from costlib.thresholds.loop import InForcePolicy
 from costlib.thresholds.point import (
     DecisionSpec,
+    Objective,
     Target,
     capacity_objective_names,
     objective_names,
@@ -44,7 +45,6 @@ from costlib_pipelines.config_sections import (
     PublishSection,
 )
 from costlib_pipelines.config_text import (
-    OBJECTIVE_ONLY_KEYS,
     check_objective_keys_as_written,
     read_config_text,
     schema_blind_spots,
@@ -52,7 +52,7 @@ from costlib_pipelines.config_text import (
 )
 from costlib_pipelines.config_units import rows_against_money
 
-__all__ = ["OBJECTIVE_ONLY_KEYS", "ConfigError", "RunConfig", "load_config"]
+__all__ = ["ConfigError", "RunConfig", "load_config", "run_config_schema"]
 
 
 def _apply_defaults(value: Any, schema: dict) -> Any:
@@ -433,11 +433,11 @@ class RunConfig:
                 f"exceed it (audit.budget_share {audit.budget_share})"
             )
         objective = self.objective
-        if objective["name"] == "precision_at_volume" and objective["volume"] is None:
-            raise ConfigError(
-                f"{source}: objective.volume: objective 'precision_at_volume' needs the review "
-                "volume (a number > 0 of flagged rows, rated and unrated)"
-            )
+        kind = Objective.kind_of(objective["name"])
+        for key, default in kind.parameters.items():
+            if default is None and objective.get(key) is None:
+                raise ConfigError(f"{source}: objective.{key}: objective '{kind.name}' needs the "
+                                  f"{kind.parameter_help.get(key, key)}")
         if self.constraints["min_recall"] is not None and not self.columns.get(
                 "audit_probability"):
             raise ConfigError(

@@ -115,3 +115,15 @@ def test_registering_twice_or_a_non_objective_is_refused(toy):
         register_objective(toy)
     with pytest.raises(TypeError, match="subclass of Objective"):
         register_objective(int)  # type: ignore[arg-type]
+
+
+def test_every_objective_parameter_has_a_record_column_and_a_schema_key():
+    from costlib.thresholds.point import parameter_owners
+    from costlib_pipelines.io.records import OBJECTIVE_PARAMETER_FIELDS
+
+    schema = costlib_schemas.load("run_config.schema.json")["properties"]["objective"]
+    columns = {f["name"] for f in costlib_schemas.load("operating_point.json")["fields"]}
+    assert parameter_owners() == {"beta": ("fbeta", 1.0), "volume": ("precision_at_volume", None)}
+    for key in parameter_owners():
+        assert key in OBJECTIVE_PARAMETER_FIELDS and f"objective_{key}" in columns
+        assert key in schema["properties"]

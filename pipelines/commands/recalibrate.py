@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from costlib.thresholds.point import capacity_objective_names, objective_names
+from costlib.thresholds.point import capacity_objective_names, objective_names, parameter_owners
 from costlib_pipelines.commands.arguments import add_follow_arguments, bounded
 
 PASSES_BEAM_ARGS = True
@@ -96,7 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from costlib_pipelines.commands.progress import Progress
     from costlib_pipelines.commands.summary import anomaly_lines, points_lines, scores_outside
-    from costlib_pipelines.config import OBJECTIVE_ONLY_KEYS, load_config
+    from costlib_pipelines.config import load_config
     from costlib_pipelines.flags import UsageError
     from costlib_pipelines.io.plausibility import Plausibility
     from costlib_pipelines.io.runs import read_operating_points
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--override-by/--override-reason only apply with --override-guard")
     config = load_config(args.config)
     objective = args.objective or config.objective["name"]
-    for key, (needs, _) in OBJECTIVE_ONLY_KEYS.items():
+    for key, (needs, _) in parameter_owners().items():
         flag, value = f"--{key}", getattr(args, key)
         if value is not None and objective != needs:
             whence = "--objective" if args.objective else f"objective.name in {args.config}"

@@ -5,7 +5,8 @@ Public face of the wing:
 DecisionSpec
     What a decision asks of a grid, stated once: target, rule, objective, constraints,
     coverage, recall bound and level (:mod:`._decision_spec`); every function below takes it.
-objective_names, capacity_objective_names, register_objective, unregister_objective
+objective_names, capacity_objective_names, register_objective, unregister_objective,
+objective_parameters, parameter_owners
     The registry of objectives, one class each (:class:`Objective`, :mod:`._objective_registry`).
 Target, Objective, Constraints, OBJECTIVES
     The business target (the precision ``m`` the next flagged rows must reach to be worth
@@ -32,6 +33,8 @@ from costlib.thresholds.point._lattice_path import max_area_path, max_area_paths
 from costlib.thresholds.point._objective_registry import (
     capacity_objective_names,
     objective_names,
+    objective_parameters,
+    parameter_owners,
     register_objective,
     unregister_objective,
 )
@@ -70,8 +73,10 @@ __all__ = [
     "max_area_path",
     "max_area_paths",
     "objective_names",
+    "objective_parameters",
     "optimize",
     "optimize_each",
+    "parameter_owners",
     "point_at",
     "prepare_graph_paths",
     "refine",

@@ -46,6 +46,8 @@ __all__ = [
     "capacity_objective",
     "capacity_objective_names",
     "objective_names",
+    "objective_parameters",
+    "parameter_owners",
     "register_objective",
     "unregister_objective",
 ]
@@ -62,7 +64,11 @@ class Objective:
         Further names, each with the parameters it fixes (``"f1"``: F-beta with
         ``beta = 1``).
     parameters : mapping of str to float or None
-        The ``objective`` keys it reads, with their defaults (None: required).
+        The ``objective`` keys it reads, with their defaults (None: required). A key is a
+        key of the config schema's ``objective`` section (``beta``, ``volume``); a new key
+        needs a schema property too.
+    parameter_help : mapping of str to str
+        What a required parameter is, for the message when it is missing.
     needs_target : bool
         Whether a target (the slope ``r``) is required.
     for_points : bool
@@ -74,6 +80,7 @@ class Objective:
     name: ClassVar[str] = ""
     aliases: ClassVar[Mapping[str, Mapping[str, float]]] = MappingProxyType({})
     parameters: ClassVar[Mapping[str, float | None]] = MappingProxyType({})
+    parameter_help: ClassVar[Mapping[str, str]] = MappingProxyType({})
     needs_target: ClassVar[bool] = False
     for_points: ClassVar[bool] = True
     for_capacity: ClassVar[bool] = False
@@ -98,10 +105,8 @@ class Objective:
         """Validate and build the objective ``name`` (an alias fixes its parameters:
         ``"f1"`` is ``"fbeta"`` with ``beta = 1``)."""
         kind = cls.kind_of(name)
-        given = {"beta": beta, "volume": volume}
-        params = {key: given.get(key, default) for key, default in kind.parameters.items()}
-        params.update(kind.aliases.get(name, {}))
-        return kind.build(slope=slope, **params)
+        return kind.build(slope=slope, **objective_parameters(name, {"beta": beta,
+                                                                     "volume": volume}))
 
     def values(self, tp: NDArray[np.float64], fp: NDArray[np.float64],
                total_positives: float) -> NDArray[np.float64]:
@@ -172,6 +177,28 @@ def objective_names() -> tuple[str, ...]:
 def capacity_objective_names() -> tuple[str, ...]:
     """The names a shared review capacity may be allocated by, in registry order."""
     return tuple(name for name, kind in _REGISTRY.items() if kind.for_capacity)
+
+
+def objective_parameters(name: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters objective ``name`` reads from ``given`` (e.g. the config's
+    ``objective`` section): its keys, with the defaults for keys not given and the values an
+    alias fixes (``"f1"``: ``beta = 1``). Not validated (:meth:`Objective.make` does)."""
+    kind = Objective.kind_of(name)
+    params = {key: given.get(key, default) for key, default in kind.parameters.items()}
+    params.update(kind.aliases.get(name, {}))
+    return params
+
+
+def parameter_owners() -> dict[str, tuple[str, float | None]]:
+    """Each objective parameter key with the objective that reads it and its default:
+    ``{"beta": ("fbeta", 1.0), "volume": ("precision_at_volume", None)}`` for the built-in
+    ones (a key another objective reads is not listed again)."""
+    owners: dict[str, tuple[str, float | None]] = {}
+    for kind in dict.fromkeys(_REGISTRY.values()):
+        if kind.for_points:
+            for key, default in kind.parameters.items():
+                owners.setdefault(key, (kind.name, default))
+    return owners
 
 
 def capacity_objective(name: str) -> type[Objective]:
@@ -268,6 +295,8 @@ class PrecisionAtVolume(Objective):
 
     name: ClassVar[str] = "precision_at_volume"
     parameters: ClassVar[Mapping[str, float | None]] = MappingProxyType({"volume": None})
+    parameter_help: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {"volume": "review volume (a number > 0 of flagged rows, rated and unrated)"})
     volume: float = 1.0
 
     @classmethod
