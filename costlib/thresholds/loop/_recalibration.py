@@ -172,7 +172,7 @@ def optimize_group(
 
     ``spec`` (:class:`~costlib.thresholds.DecisionSpec`: target, rule, coverage, objective,
     constraints, recall bound; or :meth:`~costlib.thresholds.DecisionSpec.of`'s keyword
-    arguments ``decision``, some of them possibly in a mapping ``options``) is used for the
+    arguments ``decision``) is used for the
     point and for the bootstrap replicates alike. ``in_force``: the
     thresholds the group is decided with now (one per classifier, ``+inf`` = off); when the grid is
     too thin they are evaluated on it (:func:`costlib.thresholds.point_at`) so that

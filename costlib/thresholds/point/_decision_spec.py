@@ -179,12 +179,9 @@ class DecisionSpec:
 
 def as_decision_spec(spec: DecisionSpec | None, decision: Mapping[str, Any]) -> DecisionSpec:
     """``spec``, or the spec of the keyword arguments ``decision`` (:meth:`DecisionSpec.of`)
-    when it is None; both at once are refused. ``decision`` may hold some of them in a
-    mapping ``options`` (``target=..., rule=..., options={"min_recall": 0.5}``)."""
+    when it is None; both at once are refused."""
     if spec is None:
-        options = decision.get("options") or {}
-        return DecisionSpec.of(**{**options, **{k: v for k, v in decision.items()
-                                                if k != "options"}})
+        return DecisionSpec.of(**decision)
     if not isinstance(spec, DecisionSpec):
         raise TypeError(f"spec must be a DecisionSpec, got {type(spec).__name__}")
     if decision:

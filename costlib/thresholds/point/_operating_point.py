@@ -5,8 +5,9 @@ it are in :mod:`costlib.thresholds.point._optimize`). Here a point at a place of
 grid is read (counts, objective, marginal precisions, volume, coverage,
 :func:`estimated_recall`, a status and its reason:
 :mod:`costlib.thresholds.point._selection_reason`), :func:`point_at` reads the point of given
-thresholds, and the arguments it shares with ``optimize`` are validated (``min_recall`` needs
-audit rows: :data:`RECALL_NEEDS_AUDIT`).
+thresholds, and the context both read a point in is made from the grid and the
+:class:`~costlib.thresholds.DecisionSpec` (``min_recall`` needs audit rows to choose by:
+:data:`RECALL_NEEDS_AUDIT`).
 """
 
 from __future__ import annotations
