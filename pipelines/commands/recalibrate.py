@@ -98,9 +98,9 @@ def run(args: argparse.Namespace) -> int:
     from costlib_pipelines.commands.summary import anomaly_lines, points_lines, scores_outside
     from costlib_pipelines.config import load_config
     from costlib_pipelines.flags import UsageError
+    from costlib_pipelines.io.accounting import audit_warning
     from costlib_pipelines.io.plausibility import Plausibility
     from costlib_pipelines.io.runs import read_operating_points
-    from costlib_pipelines.recalibrate.accounting import audit_warning
     from costlib_pipelines.recalibrate.pipeline import run_recalibrate
     from costlib_pipelines.recalibrate.publish import Override
 
