@@ -106,6 +106,11 @@ def test_the_files_state_the_built_in_lists():
     metadata = json.loads((ROOT / "deploy" / "dataflow" / "metadata.json").read_text())
     parameter = next(p for p in metadata["parameters"] if p["name"] == "objective")
     assert parameter["regexes"] == [f"^({'|'.join(objective_names())})$"]
+    example = (ROOT / "schemas" / "example_config.yaml").read_text().splitlines()
+    comment = next(line for line in example if line.startswith("  name: ")).split("#")[1]
+    assert [word.split()[0] for word in comment.split("|")] == list(objective_names())
+    comment = next(line for line in example if line.startswith("  objective: ")).split("#")[1]
+    assert [word.split()[0] for word in comment.split("|")] == list(capacity_objective_names())
     config_page = (ROOT / "docs" / "reference" / "config.md").read_text()
     assert "one of " + ", ".join(f"`{n}`" for n in objective_names()) in config_page
 

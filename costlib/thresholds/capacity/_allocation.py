@@ -339,26 +339,28 @@ def allocate_capacity(
     spec : DecisionSpec, optional
         Rule, capacity objective, target and coverage
         (:func:`~costlib.thresholds.capacity._group_frontiers.capacity_spec`); without it,
-        the keyword arguments below make one.
-    rule : {"any", "all"}
-    objective : {"linear", "true_positives"} or another registered capacity objective
-        ``U = TP - r FP`` or ``U = TP`` (scaled by ``volume_scale``).
-    target : Target
-        The trade-off of the linear objective: its slope ``r``
-        (``Target(slope=r)``, or ``Target.from_marginal_precision(m)`` for ``r = m / (1 - m)``).
-        A bare number is refused (TypeError): it could be read either way.
-    max_unrated_share : float in [0, 1]
-        Coverage: only cells with ``U_unrated <= s V`` are candidates.
-    min_volume, max_volume : mapping of group to float, optional
-        Per-group bounds on the scaled volume ``V_g``.
-    volume_scale : mapping of group to float, optional
-        ``a_g > 0``: expected next-period rows / window rows
-        (:func:`~costlib.thresholds.capacity._split_baselines.volume_scales`). Volumes and utilities
-        are scaled.
+        the keyword arguments in ``frontier_args`` make one.
     exact : bool or "auto"
         Compute the exact integral optimum (step 5): always (its time can grow exponentially with
         the number of groups), never, or for at most :data:`EXACT_AUTO_GROUPS` groups within
         :data:`EXACT_BUDGET`.
+    **frontier_args
+        The per-group bounds and, without ``spec``, its parts:
+
+        - ``rule`` {"any", "all"};
+        - ``objective``: ``"linear"`` (``U = TP - r FP``), ``"true_positives"`` (``U = TP``) or
+          another registered capacity objective, scaled by ``volume_scale``;
+        - ``target`` (Target): the trade-off of the linear objective, its slope ``r``
+          (``Target(slope=r)``, or ``Target.from_marginal_precision(m)`` for
+          ``r = m / (1 - m)``); a bare number is refused (TypeError): it could be read either
+          way;
+        - ``max_unrated_share`` in [0, 1]: coverage, only cells with ``U_unrated <= s V`` are
+          candidates;
+        - ``min_volume``, ``max_volume`` (mapping of group to float): per-group bounds on the
+          scaled volume ``V_g``;
+        - ``volume_scale`` (mapping of group to float): ``a_g > 0``, expected next-period rows
+          / window rows (:func:`~costlib.thresholds.capacity._split_baselines.volume_scales`);
+          volumes and utilities are scaled.
 
     Returns
     -------
