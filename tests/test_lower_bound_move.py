@@ -409,7 +409,7 @@ def test_a_point_in_force_that_violates_a_hard_constraint_is_never_kept(constrai
     rng = np.random.default_rng(0)
     for in_force in [violating[i] for i in rng.choice(len(violating), 5, replace=False)]:
         common = {"methods": ["hull"], "target": target, "rule": "any", "min_positives": 1,
-                  "min_negatives": 1, "in_force": in_force, "options": options}
+                  "min_negatives": 1, "in_force": in_force, **options}
         for rule in ({"policy": InForcePolicy(evidence_z=1e6)},
                      {"policy": InForcePolicy(min_gain_z=1e6), "bootstrap": replicates}):
             result = optimize_group("g", grid, **common, **rule)
