@@ -30,7 +30,13 @@ from costlib.thresholds.binning import (
     uniform_edges,
 )
 from costlib.thresholds.loop import InForcePolicy
-from costlib.thresholds.point import Target
+from costlib.thresholds.point import (
+    DecisionSpec,
+    Objective,
+    Target,
+    capacity_objective_names,
+    objective_names,
+)
 from costlib_pipelines.config_audit import audit_defaults
 from costlib_pipelines.config_sections import (
     AuditSection,
@@ -39,7 +45,6 @@ from costlib_pipelines.config_sections import (
     PublishSection,
 )
 from costlib_pipelines.config_text import (
-    OBJECTIVE_ONLY_KEYS,
     check_objective_keys_as_written,
     read_config_text,
     schema_blind_spots,
@@ -47,7 +52,7 @@ from costlib_pipelines.config_text import (
 )
 from costlib_pipelines.config_units import rows_against_money
 
-__all__ = ["OBJECTIVE_ONLY_KEYS", "ConfigError", "RunConfig", "load_config"]
+__all__ = ["ConfigError", "RunConfig", "load_config", "run_config_schema"]
 
 
 def _apply_defaults(value: Any, schema: dict) -> Any:
@@ -247,24 +252,24 @@ class RunConfig:
         ``min_recall``."""
         return self.raw["constraints"]
 
-    @property
-    def optimize_options(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`costlib.thresholds.optimize` besides target/rule.
+    @functools.cached_property
+    def decision(self) -> DecisionSpec:
+        """The run's :class:`~costlib.thresholds.DecisionSpec`: target, rule, objective,
+        constraints, coverage and the recall bound and level, built once.
 
-        A ``max_unrated_share`` of None (not enforced) is passed as 1, which covers every tuple:
-        the points are then exactly those of a grid without the unrated channel.
+        A ``max_unrated_share`` of None (not enforced) is 1, which covers every tuple: the
+        points are then exactly those of a grid without the unrated channel.
         """
         share = self.max_unrated_share
         objective = self.objective
-        return {
-            "max_unrated_share": 1.0 if share is None else share,
-            "objective": objective["name"],
-            "beta": float(objective["beta"]),
-            "volume": None if objective["volume"] is None else float(objective["volume"]),
+        return DecisionSpec.of(
+            target=self.target, rule=self.rule,
+            max_unrated_share=1.0 if share is None else share,
+            objective=objective["name"], beta=float(objective["beta"]),
+            volume=None if objective["volume"] is None else float(objective["volume"]),
             **{k: None if v is None else float(v) for k, v in self.constraints.items()},
-            "recall_bound": self.recall["bound"],
-            "recall_level": float(self.recall["level"]),
-        }
+            recall_bound=self.recall["bound"], recall_level=float(self.recall["level"]),
+        )
 
     def with_overrides(self, overrides: dict[str, Any], *, source: str) -> RunConfig:
         """The same config with ``"section.key"`` values replaced, validated again.
@@ -324,7 +329,7 @@ class RunConfig:
         blind = schema_blind_spots(data)
         if blind:
             raise ConfigError(f"{source}: invalid run config:\n  " + "\n  ".join(blind))
-        schema = costlib_schemas.load("run_config.schema.json")
+        schema = run_config_schema()
         filled = _apply_defaults(audit_defaults(data), schema)
         validator = jsonschema.Draft202012Validator(schema)
         errors = sorted(validator.iter_errors(filled), key=lambda e: list(e.absolute_path))
@@ -428,11 +433,11 @@ class RunConfig:
                 f"exceed it (audit.budget_share {audit.budget_share})"
             )
         objective = self.objective
-        if objective["name"] == "precision_at_volume" and objective["volume"] is None:
-            raise ConfigError(
-                f"{source}: objective.volume: objective 'precision_at_volume' needs the review "
-                "volume (a number > 0 of flagged rows, rated and unrated)"
-            )
+        kind = Objective.kind_of(objective["name"])
+        for key, default in kind.parameters.items():
+            if default is None and objective.get(key) is None:
+                raise ConfigError(f"{source}: objective.{key}: objective '{kind.name}' needs the "
+                                  f"{kind.parameter_help.get(key, key)}")
         if self.constraints["min_recall"] is not None and not self.columns.get(
                 "audit_probability"):
             raise ConfigError(
@@ -503,6 +508,18 @@ class RunConfig:
 #: Windowed runs: the shortest recalibration period (one hour) and most periods per window.
 MIN_PERIOD_DAYS = 1.0 / 24.0
 MAX_PANES = 1000
+
+
+def run_config_schema() -> dict[str, Any]:
+    """The run config's JSON Schema, with the objective enums (``objective.name``,
+    ``capacity.objective``) those of the objective registry
+    (:func:`costlib.thresholds.point.objective_names`, ``capacity_objective_names``): the file
+    states the built-in ones (a test checks it), an objective registered since is accepted."""
+    schema = costlib_schemas.load("run_config.schema.json")
+    properties = schema["properties"]
+    properties["objective"]["properties"]["name"]["enum"] = list(objective_names())
+    properties["capacity"]["properties"]["objective"]["enum"] = list(capacity_objective_names())
+    return schema
 
 
 def load_config(path: str | Path) -> RunConfig:

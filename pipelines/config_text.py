@@ -20,7 +20,9 @@ import jsonschema
 import numpy as np
 import yaml
 
-__all__ = ["OBJECTIVE_ONLY_KEYS", "check_objective_keys_as_written", "read_config_text",
+from costlib.thresholds.point import parameter_owners
+
+__all__ = ["check_objective_keys_as_written", "read_config_text",
            "schema_blind_spots", "schema_error_line"]
 
 
@@ -135,9 +137,6 @@ def schema_error_line(error: jsonschema.ValidationError) -> str:
     return line
 
 
-#: Objective keys that only one objective reads: key -> (that objective, the key's default);
-#: the config file's check below and ``costlib recalibrate``'s flags of the same names.
-OBJECTIVE_ONLY_KEYS = {"beta": ("fbeta", 1.0), "volume": ("precision_at_volume", None)}
 
 
 def check_objective_keys_as_written(data: dict[str, Any], *, source: str,
@@ -153,7 +152,7 @@ def check_objective_keys_as_written(data: dict[str, Any], *, source: str,
     if not isinstance(objective, dict):
         return
     name = objective.get("name", "linear")
-    for key, (needs, default) in OBJECTIVE_ONLY_KEYS.items():
+    for key, (needs, default) in parameter_owners().items():
         value = objective.get(key, default)
         if name != needs and value != default:
             shown = f"{value:g}" if isinstance(value, int | float) else repr(value)

@@ -95,10 +95,9 @@ def direct_grids(frame, config: RunConfig, edges=None) -> dict[str, ThresholdGri
 def direct_records(frame, config: RunConfig, edges=None):
     """Operating point records computed by calling costlib directly on the rows."""
     results = recalibrate_grids(
-        direct_grids(frame, config, edges), methods=config.methods, target=config.target,
-        rule=config.rule, min_positives=config.min_positives,
+        direct_grids(frame, config, edges), config.decision, methods=config.methods,
+        min_positives=config.min_positives,
         min_negatives=config.min_negatives, fallback=config.fallback,
-        options=config.optimize_options,
         policy=config.policy,
     )
     records = []

@@ -173,7 +173,7 @@ def test_undo_respects_the_constraints_of_the_run():
     f = point_at(grid, (0.5,), target=target).index
     # min_recall 0.99 of P̂ holds at the point in force only: no undo
     review = census_review(grid, f, f, z=1.645, rule="any", slope=target.slope,
-                           options={"min_recall": 0.99})
+                           min_recall=0.99)
     assert review.index is None
 
 

@@ -11,7 +11,7 @@ from pipeline_data import base_config, comparable, direct_records, sample_frame,
 from test_pipeline_decide import decide, make_config, make_stream
 
 from costlib_pipelines.config import ConfigError, RunConfig
-from costlib_pipelines.recalibrate.min_risk import CostSpec, MinRiskSettings
+from costlib_pipelines.io.min_risk import CostSpec, MinRiskSettings
 from costlib_pipelines.recalibrate.pipeline import run_recalibrate
 
 MIN_RISK = {"fn": {"column": "amount"}, "fp": 5.0, "tp": {"column": "fee", "scale": 0.5}}
@@ -72,7 +72,7 @@ def test_min_risk_config_validation():
     with pytest.raises(ConfigError, match=r"columns\.probability"):
         raw = dict(make_config().raw)
         raw["min_risk"] = {"fn": 1.0, "fp": 1.0}
-        from costlib_pipelines.recalibrate.min_risk import decide_settings
+        from costlib_pipelines.io.min_risk import decide_settings
         decide_settings(RunConfig.from_dict(raw))
     with pytest.raises(ConfigError, match="min_risk"):
         _decide_config({"fn": "amount", "fp": 1.0})  # a bare string is not a cost

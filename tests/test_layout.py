@@ -136,6 +136,14 @@ def test_pipeline_stages_import_each_other_without_cycles():
     assert not upward, upward
 
 
+def test_decide_and_recalibrate_are_siblings():
+    """What both stages need (row accounting, dead letters, the preflight, per-row costs) is
+    in ``io``: neither stage imports the other."""
+    graph = _stage_graph()
+    assert not graph.has_edge("decide", "recalibrate")
+    assert not graph.has_edge("recalibrate", "decide")
+
+
 def test_no_module_is_over_550_lines():
     for folder in ("costlib", "pipelines"):
         sizes = {str(path.relative_to(ROOT)): len(path.read_text().splitlines())

@@ -409,7 +409,7 @@ def test_a_point_in_force_that_violates_a_hard_constraint_is_never_kept(constrai
     rng = np.random.default_rng(0)
     for in_force in [violating[i] for i in rng.choice(len(violating), 5, replace=False)]:
         common = {"methods": ["hull"], "target": target, "rule": "any", "min_positives": 1,
-                  "min_negatives": 1, "in_force": in_force, "options": options}
+                  "min_negatives": 1, "in_force": in_force, **options}
         for rule in ({"policy": InForcePolicy(evidence_z=1e6)},
                      {"policy": InForcePolicy(min_gain_z=1e6), "bootstrap": replicates}):
             result = optimize_group("g", grid, **common, **rule)
@@ -421,7 +421,7 @@ def test_a_point_in_force_that_violates_a_hard_constraint_is_never_kept(constrai
     for in_force in [meeting[i] for i in rng.choice(len(meeting), 5, replace=False)]:
         result = optimize_group("g", grid, methods=["hull"], target=target, rule="any",
                                 min_positives=1, min_negatives=1, in_force=in_force,
-                                policy=InForcePolicy(evidence_z=1e6), options=options)
+                                policy=InForcePolicy(evidence_z=1e6), **options)
         point = result.points["hull"]
         assert feasible(point.index) and "violate" not in point.reason
         held_back += point.thresholds != chosen.thresholds
@@ -475,10 +475,10 @@ def test_a_point_in_force_under_a_rating_backlog_is_not_judged_by_rated_constrai
     index = [int(np.searchsorted(c, 0.7)) for c in grid.thresholds]
     for share in (0.0, 1.0):
         options = {"max_unrated_share": share, "min_precision": 0.3}
-        assert kept_violations(grid, index, rule="any", options=options) == ()
+        assert kept_violations(grid, index, target=target, rule="any", **options) == ()
         result = optimize_group("g", grid, methods=["hull"], target=target, rule="any",
                                 min_positives=1, min_negatives=1, in_force=(0.7, 0.7),
-                                options=options)
+                                **options)
         assert result.status == "kept"
         assert result.points["hull"].thresholds == pytest.approx((0.7, 0.7))
 
@@ -494,7 +494,7 @@ def test_a_thin_group_keeps_its_thresholds_but_says_which_constraint_they_miss()
     for options, named in (({"min_recall": 0.9}, True), ({"min_recall": 0.1}, False)):
         result = optimize_group("g", grid, methods=["hull"], target=target, rule="any",
                                 min_positives=1e9, min_negatives=1, in_force=(0.9, 0.9),
-                                options=options)
+                                **options)
         kept = apply_fallback({"g": result}, fallback="none")["g"]
         point = kept.points["hull"]
         assert kept.status == "kept" and point.thresholds == (0.9, 0.9)

@@ -249,7 +249,7 @@ def test_recalibration_marks_groups_without_audit_rows_infeasible():
     options = {"min_recall": 0.6, "max_unrated_share": 1.0}
     args = {"methods": ["graph", "hull"], "target": Target.from_marginal_precision(0.3),
             "rule": "any", "min_positives": 1, "min_negatives": 1}
-    unknown = optimize_group("g", plain, options=options, **args)
+    unknown = optimize_group("g", plain, **options, **args)
     for method, point in unknown.points.items():
         assert point.status == "infeasible" and point.reason.startswith(RECALL_UNKNOWN)
         assert point.constraints["min_recall"] == 0.6
@@ -257,7 +257,7 @@ def test_recalibration_marks_groups_without_audit_rows_infeasible():
         free = optimize(plain, target_marginal_precision=0.3, method=method,
                         max_unrated_share=1.0)
         assert point.thresholds == free.thresholds
-    known = optimize_group("g", audited, options=options, **args)
+    known = optimize_group("g", audited, **options, **args)
     for method, point in known.points.items():
         want = optimize(audited, target_marginal_precision=0.3, method=method, **options)
         assert point.thresholds == want.thresholds and point.status == want.status

@@ -221,7 +221,7 @@ def test_probabilities_on_rated_rows_only_are_warned_about(frame, tmp_path, caps
 
 
 def test_audit_warning_needs_audited_rows_and_unrated_rows_without_p():
-    from costlib_pipelines.recalibrate.accounting import audit_warning
+    from costlib_pipelines.io.accounting import audit_warning
 
     assert audit_warning({"audit.audited": 5, "audit.represented": 0, "unrated": 10})
     assert audit_warning({"audit.audited": 5, "audit.represented": 3, "unrated": 10}) is None

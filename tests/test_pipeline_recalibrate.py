@@ -120,8 +120,7 @@ def test_bootstrap_intervals_match_costlib(frame, tmp_path):
         small["item_id"].to_numpy(), small["weight"].to_numpy(), n_replicates=8, seed=3,
     )
     assert boot.replicate(0).total_unrated > 0
-    ci = confidence_intervals(boot, level=0.8, target=config.target, method="graph",
-                              **config.optimize_options)
+    ci = confidence_intervals(boot, level=0.8, spec=config.decision, method="graph")
     row = next(r for r in got if r["group"] == "__all__")
     assert row["threshold_ci_low"] == list(ci.thresholds[0])
     assert row["threshold_ci_high"] == list(ci.thresholds[1])

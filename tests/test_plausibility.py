@@ -20,12 +20,12 @@ from pipeline_data import sample_frame, write_files
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.decide.pipeline import build_decide
+from costlib_pipelines.io.accounting import CountDuplicateIds
 from costlib_pipelines.io.batches import validate_batch
 from costlib_pipelines.io.files import InputError
 from costlib_pipelines.io.plausibility import Plausibility
 from costlib_pipelines.io.published_points import select_operating_points
 from costlib_pipelines.io.runs import RunDirectory, load_operating_points
-from costlib_pipelines.recalibrate.accounting import CountDuplicateIds
 from costlib_pipelines.recalibrate.pipeline import build_recalibrate, run_recalibrate
 from costlib_pipelines.runner import make_pipeline
 

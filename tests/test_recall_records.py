@@ -42,9 +42,9 @@ def test_the_recall_section_defaults_and_reaches_optimize(tmp_path):
     config = _config(tmp_path)
     assert config.recall == {"bound": "lower", "level": 0.9, "interval": "exact",
                              "max_width": 0.2, "target_half_width": 0.05}
-    options = config.optimize_options
-    assert options["recall_bound"] == "lower" and options["recall_level"] == 0.9
-    assert _config(tmp_path, bound="point").optimize_options["recall_bound"] == "point"
+    spec = config.decision
+    assert spec.recall_bound == "lower" and spec.recall_level == 0.9
+    assert _config(tmp_path, bound="point").decision.recall_bound == "point"
 
 
 @pytest.mark.parametrize(("key", "value"), [("bound", "upper"), ("level", 1.0),

@@ -32,12 +32,13 @@ from costlib.sample import generate_score_stream
 from costlib_pipelines.commands.cli import main
 from costlib_pipelines.config import load_config
 from costlib_pipelines.decide.records import read_decisions
+from costlib_pipelines.io.preflight import preflight
 from costlib_pipelines.io.published_points import select_operating_points
 from costlib_pipelines.io.runs import RunDirectory, load_operating_points
 from costlib_pipelines.io.status import check_status
 from costlib_pipelines.recalibrate.event_times import event_time_range
 from costlib_pipelines.recalibrate.manifest import PublishSpec, publish_windowed_run
-from costlib_pipelines.recalibrate.pipeline import build_recalibrate, preflight
+from costlib_pipelines.recalibrate.pipeline import build_recalibrate
 from costlib_pipelines.recalibrate.publish import GuardSettings, read_baseline
 from costlib_pipelines.recalibrate.window_guard import guard_windows
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from costlib.thresholds.point import capacity_objective_names, objective_names, parameter_owners
 from costlib_pipelines.commands.arguments import add_follow_arguments, bounded
 
 PASSES_BEAM_ARGS = True
@@ -47,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Override the config's objective and constraints sections (the run's config and digest "
         "record the values used).",
     )
-    choice.add_argument("--objective", choices=("linear", "fbeta", "f1", "precision_at_volume"),
+    choice.add_argument("--objective", choices=objective_names(),
                         default=None, help="what the operating point maximises")
     choice.add_argument("--beta", type=bounded("objective.beta"), default=None,
                         help="beta of --objective fbeta (an error with any other objective)")
@@ -77,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     shared.add_argument("--capacity", type=bounded("capacity.total"), default=None, metavar="C",
                         help="flagged rows (rated and unrated) all groups may flag next period; "
                              "overrides the config's capacity.total (and so its digest)")
-    shared.add_argument("--capacity-objective", choices=("linear", "true_positives"),
+    shared.add_argument("--capacity-objective", choices=capacity_objective_names(),
                         default=None, help="what the allocation maximises (capacity.objective)")
     guard = parser.add_argument_group(
         "publish guard",
@@ -101,11 +102,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from costlib_pipelines.commands.progress import Progress
     from costlib_pipelines.commands.summary import anomaly_lines, points_lines, scores_outside
-    from costlib_pipelines.config import OBJECTIVE_ONLY_KEYS, load_config
+    from costlib_pipelines.config import load_config
     from costlib_pipelines.flags import UsageError
+    from costlib_pipelines.io.accounting import audit_warning
     from costlib_pipelines.io.plausibility import Plausibility
     from costlib_pipelines.io.runs import read_operating_points
-    from costlib_pipelines.recalibrate.accounting import audit_warning
     from costlib_pipelines.recalibrate.pipeline import run_recalibrate
     from costlib_pipelines.recalibrate.publish import Override
 
@@ -119,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--override-by/--override-reason only apply with --override-guard")
     config = load_config(args.config)
     objective = args.objective or config.objective["name"]
-    for key, (needs, _) in OBJECTIVE_ONLY_KEYS.items():
+    for key, (needs, _) in parameter_owners().items():
         flag, value = f"--{key}", getattr(args, key)
         if value is not None and objective != needs:
             whence = "--objective" if args.objective else f"objective.name in {args.config}"

@@ -147,9 +147,13 @@ from costlib_pipelines.decide.audit_columns import (
 from costlib_pipelines.decide.audit_lattice import CELLS_FILE
 from costlib_pipelines.decide.records import decoding_settings, sets_contiguous, with_topk
 from costlib_pipelines.decide.transforms import CheckSetsFn, DecideFileFn, DecodeBucketFn
+from costlib_pipelines.io.accounting import SumCounters
+from costlib_pipelines.io.dead_letters import WriteDeadLettersFn
 from costlib_pipelines.io.files import InputError, match_inputs, write_json
 from costlib_pipelines.io.lock import hold_output, record_job
+from costlib_pipelines.io.min_risk import decide_settings as min_risk_settings
 from costlib_pipelines.io.plausibility import plausibility_summary
+from costlib_pipelines.io.preflight import preflight
 from costlib_pipelines.io.published_points import (
     DecisionThresholds,
     held_windows,
@@ -163,10 +167,6 @@ from costlib_pipelines.io.runs import (
     verified_accounting,
 )
 from costlib_pipelines.pause import pause_point
-from costlib_pipelines.recalibrate.accounting import SumCounters
-from costlib_pipelines.recalibrate.dead_letters import WriteDeadLettersFn
-from costlib_pipelines.recalibrate.min_risk import decide_settings as min_risk_settings
-from costlib_pipelines.recalibrate.pipeline import preflight
 from costlib_pipelines.runner import job_name_flags, make_pipeline, run_to_end, runner_name
 
 __all__ = [

@@ -30,13 +30,13 @@ from costlib_pipelines.decide.audit_columns import (
     _cell_counters,
     _floor_audit_columns,
 )
+from costlib_pipelines.io import min_risk
 from costlib_pipelines.io.batches import ValidatedBatch
 from costlib_pipelines.io.files import write_bytes_atomically
 from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.published_points import DecisionThresholds, GroupThresholds
 from costlib_pipelines.io.records import arrow_schema
 from costlib_pipelines.io.runs import latest_run_id, read_manifest
-from costlib_pipelines.recalibrate import min_risk
 
 __all__ = [
     "DECISION_SCHEMA",

@@ -40,8 +40,11 @@ from costlib_pipelines.decide.sets import (
     shuffled_rows,
     split_sets,
 )
+from costlib_pipelines.io import min_risk
+from costlib_pipelines.io.accounting import report_metrics
 from costlib_pipelines.io.batch_threads import batch_threads, in_order
 from costlib_pipelines.io.batches import ValidatedBatch, validate_batch
+from costlib_pipelines.io.dead_letters import dead_letter_name
 from costlib_pipelines.io.files import (
     InputError,
     RowGroupRead,
@@ -51,9 +54,6 @@ from costlib_pipelines.io.files import (
 )
 from costlib_pipelines.io.published_points import DecisionThresholds
 from costlib_pipelines.pause import pause_point
-from costlib_pipelines.recalibrate import min_risk
-from costlib_pipelines.recalibrate.accounting import report_metrics
-from costlib_pipelines.recalibrate.dead_letters import dead_letter_name
 
 __all__ = [
     "CheckSetsFn",

@@ -55,13 +55,13 @@ from costlib_pipelines.follow.landing import (
 )
 from costlib_pipelines.follow.live_run import record_job, record_stream, record_verdict
 from costlib_pipelines.follow.window_book import FilePartials, WindowBook
+from costlib_pipelines.io.dead_letters import dead_letter_name
 from costlib_pipelines.io.files import InputError, read_footers, write_json, write_parquet
 from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.plausibility import MICROS_PER_DAY
 from costlib_pipelines.io.runs import read_operating_points
 from costlib_pipelines.io.schema import check_schema
 from costlib_pipelines.recalibrate.aggregating import AggregateBatchesFn
-from costlib_pipelines.recalibrate.dead_letters import dead_letter_name
 from costlib_pipelines.recalibrate.event_times import event_time_range
 from costlib_pipelines.recalibrate.grids import SumBootstrapGrids, SumGrids
 from costlib_pipelines.recalibrate.optimizing import optimize_one

@@ -6,6 +6,9 @@
 - :mod:`.labels`: reading a label column in every convention (bool, 0/1, floats, strings);
 - :mod:`.units`: what a run's weighted numbers count (rows, estimated rows, money);
 - :mod:`.plausibility`: a run's plausibility settings and the violations they hold back;
+- :mod:`.preflight`: the plausibility settings and every input file's schema, before a run;
+- :mod:`.accounting`, :mod:`.dead_letters`: row counters and Beam metrics, dead-letter files;
+- :mod:`.min_risk`: per-row costs (cost-weighted recalibration, minimum-risk decisions);
 - :mod:`.runs`: per-run output directories (``OUTPUT/runs/RUN_ID``, ``LATEST``, manifests);
 - :mod:`.lock`: one run at a time per output directory;
 - :mod:`.published_points`: which published operating point every group uses, per window;

@@ -12,6 +12,7 @@ import pyarrow as pa
 
 import costlib_schemas
 from costlib.thresholds.loop import PROPOSED, ReasonCode
+from costlib.thresholds.point import objective_parameters
 from costlib_pipelines.io.recall_fields import DEFAULT_RECALL_SETTINGS, recall_fields
 from costlib_pipelines.io.units import ROWS, weight_unit
 
@@ -107,16 +108,20 @@ def _int_or_none(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+#: The objective parameters a record states, as its columns ``objective_<key>``
+#: (operating_point.json); every registered objective's parameters are among them.
+OBJECTIVE_PARAMETER_FIELDS = ("beta", "volume")
+
+
 def _settings_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
     """Objective and constraint fields of a record, from the run settings."""
     objective = settings["objective"]
     name = objective["name"]
+    params = objective_parameters(name, objective)
     return {
         "objective": name,
-        "objective_beta": (1.0 if name == "f1" else float(objective["beta"]))
-        if name in ("fbeta", "f1") else None,
-        "objective_volume": float(objective["volume"]) if name == "precision_at_volume"
-        else None,
+        **{f"objective_{key}": None if params.get(key) is None else float(params[key])
+           for key in OBJECTIVE_PARAMETER_FIELDS},
         "max_unrated_share": _float_or_none(settings["max_unrated_share"]),
         **{key: _float_or_none(value) for key, value in settings["constraints"].items()},
         "recall_bound": (settings.get("recall") or DEFAULT_RECALL_SETTINGS)["bound"]

@@ -2,7 +2,7 @@
 
 Schema problems (a missing column, a column of the wrong type) are not row problems: they raise
 :class:`SchemaError` naming the file and column, and stop the run. Checked on every file's footer
-before a run (:func:`costlib_pipelines.recalibrate.pipeline.preflight`) and on every batch
+before a run (:func:`costlib_pipelines.io.preflight.preflight`) and on every batch
 (:func:`costlib_pipelines.io.batches.validate_batch`).
 """
 

@@ -8,10 +8,11 @@
 - :mod:`.grids`: the rows that enter the grids, and the combiners that add partial grids;
 - :mod:`.edges`: edges from a first pass (edge sketches, fine histograms, summed);
 - :mod:`.optimizing`: one group's summed grid -> its operating points;
-- :mod:`.accounting`, :mod:`.dead_letters`: row counters and Beam metrics, dead-letter files;
 - :mod:`.carried_edges`, :mod:`.in_force`: candidate thresholds and the thresholds in force;
 - :mod:`.shards`, :mod:`.window_shards`: per-group optimisation sharded by group range;
 - :mod:`.capacity`: one review capacity shared by all groups;
-- :mod:`.min_risk`: per-row costs (cost-weighted recalibration, minimum-risk decisions);
 - :mod:`.publish`, :mod:`.window_guard`: the guard that holds suspicious runs for a human.
+
+What it shares with the decide stage (row accounting, dead letters, the preflight, per-row
+costs) is in :mod:`costlib_pipelines.io`.
 """

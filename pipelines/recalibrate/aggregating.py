@@ -23,7 +23,7 @@ Outputs of :class:`AggregateBatches`:
   (replicate counts by occupied cell; made dense one group at a time in
   :func:`~costlib_pipelines.recalibrate.optimizing.optimize_one`).
 
-Every accounting counter is also a Beam metric (:mod:`costlib_pipelines.recalibrate.accounting`),
+Every accounting counter is also a Beam metric (:mod:`costlib_pipelines.io.accounting`),
 incremented where it is produced.
 
 The batches of one element are read, validated and histogrammed on the machine's cores
@@ -57,17 +57,17 @@ from costlib.thresholds.grid import (
 )
 from costlib.thresholds.loop import ALL_GROUPS, SparseBootstrapGrids
 from costlib_pipelines.config import RunConfig
-from costlib_pipelines.io.batch_threads import batch_threads, in_order
-from costlib_pipelines.io.batches import validate_batch
-from costlib_pipelines.io.files import as_stored
-from costlib_pipelines.io.plausibility import MICROS_PER_DAY, PLAUSIBILITY, Plausibility
-from costlib_pipelines.recalibrate.accounting import (
+from costlib_pipelines.io.accounting import (
     CountDuplicateIds,
     keys_per_group,
     report_metrics,
 )
+from costlib_pipelines.io.batch_threads import batch_threads, in_order
+from costlib_pipelines.io.batches import validate_batch
+from costlib_pipelines.io.files import as_stored
+from costlib_pipelines.io.min_risk import MinRiskSettings, cost_weighted
+from costlib_pipelines.io.plausibility import MICROS_PER_DAY, PLAUSIBILITY, Plausibility
 from costlib_pipelines.recalibrate.grids import grid_rows
-from costlib_pipelines.recalibrate.min_risk import MinRiskSettings, cost_weighted
 from costlib_pipelines.recalibrate.reading import batch_reads, dictionary_columns
 
 __all__ = ["AggregateBatches", "AggregateBatchesFn", "AggregateOutputs"]

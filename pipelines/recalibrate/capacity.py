@@ -48,6 +48,7 @@ from costlib.thresholds.capacity import (
     EXACT_AUTO_GROUPS,
     GroupFrontier,
     allocate_frontiers,
+    capacity_spec,
     grid_rows,
     group_frontiers,
     utility_within,
@@ -55,7 +56,7 @@ from costlib.thresholds.capacity import (
 )
 from costlib.thresholds.grid import ThresholdGrid
 from costlib.thresholds.loop import ALL_GROUPS, GroupResult, is_sufficient
-from costlib.thresholds.point import OperatingPoint, point_at
+from costlib.thresholds.point import DecisionSpec, OperatingPoint, point_at
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.recalibrate.capacity_reasons import (
     GroupLimits,
@@ -75,7 +76,7 @@ __all__ = [
     "SplitFiguresFn",
     "SumSplitFigures",
     "allocate",
-    "allocation_kwargs",
+    "allocation_spec",
     "capacity_point",
     "capacity_summary",
     "capacity_violations",
@@ -87,14 +88,22 @@ __all__ = [
 METHOD = "capacity"
 
 
-def allocation_kwargs(config: RunConfig) -> dict[str, Any]:
-    """Keyword arguments of :func:`costlib.thresholds.capacity._group_frontiers.group_frontiers`
-    from the config (the per-group bounds and scales aside): rule, objective, target, coverage."""
+def allocation_spec(config: RunConfig) -> DecisionSpec:
+    """The allocation's :class:`~costlib.thresholds.DecisionSpec`
+    (:func:`costlib.thresholds.capacity.capacity_spec`) from the config: rule, capacity
+    objective, target (for an objective that takes one), coverage."""
     objective = config.capacity["objective"]
     share = config.max_unrated_share
-    return {"rule": config.rule, "objective": objective,
-            "target": config.target if objective == "linear" else None,
-            "max_unrated_share": 1.0 if share is None else share}
+    return capacity_spec(rule=config.rule, objective=objective,
+                         target=config.target if objective == "linear" else None,
+                         max_unrated_share=1.0 if share is None else share)
+
+
+def _reading_spec(config: RunConfig) -> DecisionSpec:
+    """How an allocated group's point is read off its grid: the config's target, rule and
+    coverage, the linear objective and no constraints (the allocation chose the point)."""
+    share = allocation_spec(config).max_unrated_share
+    return DecisionSpec.of(target=config.target, rule=config.rule, max_unrated_share=share)
 
 
 def _exact_setting(config: RunConfig) -> bool | str:
@@ -122,12 +131,12 @@ def group_input(group: str, grid: ThresholdGrid, config: RunConfig) -> CapacityI
                           else None)[group]
     low, high = capacity["min_volume"], capacity["max_volume"]
     frontier = group_frontiers(
-        {group: grid}, **allocation_kwargs(config),
+        {group: grid}, allocation_spec(config),
         min_volume={group: low[group]} if group in low else None,
         max_volume={group: high[group]} if group in high else None,
         volume_scale={group: scale})[group]
     limits = group_limits(grid, rule=config.rule,
-                          max_unrated_share=allocation_kwargs(config)["max_unrated_share"],
+                          max_unrated_share=allocation_spec(config).max_unrated_share,
                           scale=scale, min_volume=low.get(group), max_volume=high.get(group))
     return CapacityInput(frontier, rows, scale, limits)
 
@@ -202,9 +211,7 @@ def allocate(gathered: Mapping[str, CapacityInput], config: RunConfig,
     groups = dict(sorted(gathered.items()))
     result = allocate_frontiers(
         {g: item.frontier for g, item in groups.items()}, float(config.capacity["total"]),
-        thresholds=_thresholds(edges), rule=config.rule,
-        objective=config.capacity["objective"], target=allocation_kwargs(config)["target"],
-        exact=_exact_setting(config))
+        allocation_spec(config), thresholds=_thresholds(edges), exact=_exact_setting(config))
     return allocation_summary(result, groups, config)
 
 
@@ -323,9 +330,8 @@ def capacity_point(group: str, grid: ThresholdGrid, result: GroupResult,
     entry = None if summary is None else summary["groups"].get(group)
     point: OperatingPoint | None = None
     if entry is not None:
-        point = replace(point_at(grid, entry["thresholds"], target=config.target,
-                                 rule=config.rule, max_unrated_share=allocation_kwargs(
-                                     config)["max_unrated_share"]), method=METHOD)
+        point = replace(point_at(grid, entry["thresholds"], _reading_spec(config)),
+                        method=METHOD)
         if entry["status"] == "infeasible":
             point = replace(point, status="infeasible", reason=(
                 "no covered cell within the group's capacity.min_volume/max_volume: "

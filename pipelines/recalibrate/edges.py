@@ -21,9 +21,9 @@ from costlib.thresholds.binning import (
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.io.batches import validate_batch
 from costlib_pipelines.io.files import InputError
+from costlib_pipelines.io.min_risk import MinRiskSettings, cost_weighted
 from costlib_pipelines.io.plausibility import Plausibility
 from costlib_pipelines.recalibrate.grids import grid_rows
-from costlib_pipelines.recalibrate.min_risk import MinRiskSettings, cost_weighted
 from costlib_pipelines.recalibrate.reading import dictionary_columns, iter_batches
 
 __all__ = [

@@ -18,8 +18,10 @@ from typing import Any
 import apache_beam as beam
 
 from costlib_pipelines.config import RunConfig
+from costlib_pipelines.io.accounting import audit_warning
 from costlib_pipelines.io.files import InputError, check_rows_read, write_json
 from costlib_pipelines.io.filesystems import FileSystems
+from costlib_pipelines.io.min_risk import MinRiskSettings
 from costlib_pipelines.io.plausibility import (
     Plausibility,
     plausibility_summary,
@@ -34,10 +36,8 @@ from costlib_pipelines.io.runs import (
 )
 from costlib_pipelines.pause import pause_point
 from costlib_pipelines.recalibrate import window_guard, window_shards
-from costlib_pipelines.recalibrate.accounting import audit_warning
 from costlib_pipelines.recalibrate.capacity import capacity_violations
 from costlib_pipelines.recalibrate.carried_edges import write_edge_sketches
-from costlib_pipelines.recalibrate.min_risk import MinRiskSettings
 from costlib_pipelines.recalibrate.publish import (
     Baseline,
     GuardSettings,

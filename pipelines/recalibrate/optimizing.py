@@ -55,8 +55,8 @@ def optimize_one(config: RunConfig, group: str, grid, boot=None, edges=None, in_
     :func:`~costlib.thresholds.optimize_group` keeps or weighs them."""
     grid = dense_grid(grid, edges)
     return optimize_group(
-        group, grid, methods=config.methods, target=config.target, rule=config.rule,
+        group, grid, config.decision, methods=config.methods,
         min_positives=config.min_positives, min_negatives=config.min_negatives,
-        bootstrap=boot, level=config.bootstrap["level"], options=config.optimize_options,
+        bootstrap=boot, level=config.bootstrap["level"],
         in_force=None if in_force is None else in_force.get(group), policy=config.policy,
     )

@@ -43,21 +43,21 @@ from apache_beam.transforms import trigger
 from apache_beam.transforms.window import SlidingWindows
 
 from costlib_pipelines.config import ConfigError, RunConfig
+from costlib_pipelines.io.accounting import SumCounters
+from costlib_pipelines.io.dead_letters import WriteDeadLettersFn
 from costlib_pipelines.io.files import (
     UNIT_ROWS,
     InputError,
     match_inputs,
-    read_footers,
     write_json,
 )
 from costlib_pipelines.io.filesystems import FileSystems
 from costlib_pipelines.io.lock import hold_output, record_job
-from costlib_pipelines.io.plausibility import Plausibility
+from costlib_pipelines.io.min_risk import MinRiskSettings
+from costlib_pipelines.io.preflight import preflight
 from costlib_pipelines.io.runs import RunDirectory
-from costlib_pipelines.io.schema import check_schema
 from costlib_pipelines.pause import pause_point
 from costlib_pipelines.recalibrate import shards, window_guard, window_shards
-from costlib_pipelines.recalibrate.accounting import SumCounters
 from costlib_pipelines.recalibrate.aggregating import AggregateBatches
 from costlib_pipelines.recalibrate.capacity import AllocateCapacity
 from costlib_pipelines.recalibrate.carried_edges import (
@@ -66,7 +66,6 @@ from costlib_pipelines.recalibrate.carried_edges import (
     read_edge_sketches,
     write_edge_sketches,
 )
-from costlib_pipelines.recalibrate.dead_letters import WriteDeadLettersFn
 from costlib_pipelines.recalibrate.edges import (
     DataEdges,
     SumEdgeSketches,
@@ -81,7 +80,6 @@ from costlib_pipelines.recalibrate.manifest import (
     grid_edges_entry,
     publish_windowed_run,
 )
-from costlib_pipelines.recalibrate.min_risk import MinRiskSettings
 from costlib_pipelines.recalibrate.optimizing import OptimizeGroupFn
 from costlib_pipelines.recalibrate.publish import (
     GuardSettings,
@@ -103,26 +101,6 @@ from costlib_pipelines.runner import job_name_flags, make_pipeline, run_to_end, 
 __all__ = ["build_recalibrate", "preflight", "run_recalibrate"]
 
 DAY = 86_400
-
-
-def preflight(paths: Sequence[str], config: RunConfig, *, windowed: bool,
-              for_decisions: bool = False) -> list[dict[str, Any]]:
-    """Check the plausibility settings and every file's schema (footer) before the pipeline.
-
-    Returns the manifest's ``inputs``: ``{"path", "rows", "row_groups"}`` per file, and for
-    decisions the Arrow type of the file's item id column (``item_id_type``: decisions store
-    ids as strings, and readers restore this type).
-    """
-    Plausibility.from_config(config)  # a bad time or range is a ConfigError before any work
-    inputs = []
-    for footer in read_footers(paths):
-        check_schema(footer.schema, footer.path, config, windowed=windowed,
-                     for_decisions=for_decisions)
-        record = footer.record()
-        if for_decisions:
-            record["item_id_type"] = str(footer.schema.field(config.columns["item_id"]).type)
-        inputs.append(record)
-    return inputs
 
 
 def needed_columns(config: RunConfig, *, windowed: bool) -> list[str]:

@@ -66,11 +66,11 @@ from costlib_pipelines.decide.records import (
 )
 from costlib_pipelines.decide.transforms import DecideFileFn
 from costlib_pipelines.io.batches import validate_batch
+from costlib_pipelines.io.dead_letters import dead_letter_name
 from costlib_pipelines.io.files import match_inputs, read_row_groups
 from costlib_pipelines.io.published_points import select_operating_points
 from costlib_pipelines.io.records import arrow_schema, records_to_table
 from costlib_pipelines.io.runs import load_operating_points
-from costlib_pipelines.recalibrate.dead_letters import dead_letter_name
 from costlib_pipelines.runner import make_pipeline
 
 CLASSIFIERS = ("text_model", "image_model")

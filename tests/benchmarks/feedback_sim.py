@@ -27,8 +27,8 @@ the ``costlib`` calls those pipelines make, on the same generated population
    channels), on the config's edges with every threshold in force added
    (:func:`costlib.thresholds.binning._edges.with_thresholds`, as ``in_force.add_to_edges``), then
    :func:`costlib.thresholds.loop._recalibration.recalibrate_grids` with the config's methods,
-   target,
-   rule, ``min_rated``, fallback, ``optimize_options`` and ``in_force`` settings (``evidence_z``,
+   decision (``RunConfig.decision``: target, rule, objective, constraints, coverage),
+   ``min_rated``, fallback and ``in_force`` settings (``evidence_z``,
    ``unseen_rows``; the all-groups grid is the sum, as the pipeline's). The published
    thresholds are the decision method's point per group, null for ``insufficient_data`` or
    an infeasible point (as ``costlib decide`` reads them).
@@ -100,10 +100,9 @@ def pipeline_recalibrate(config: RunConfig, grids: dict[str, ThresholdGrid],
     """What ``costlib recalibrate`` computes per group (``optimizing.optimize_one`` on every
     group's grid and the all-groups sum, then ``apply_fallback``), without a bootstrap."""
     return recalibrate_grids(
-        grids, methods=config.methods, target=config.target, rule=config.rule,
+        grids, config.decision, methods=config.methods,
         min_positives=config.min_positives, min_negatives=config.min_negatives,
-        fallback=config.fallback, options=config.optimize_options,
-        in_force=in_force,
+        fallback=config.fallback, in_force=in_force,
         policy=replace(config.policy, min_gain_z=None))
 
 

@@ -2,8 +2,9 @@
 
 Public face of the wing:
 
-ALLOCATION_OBJECTIVES, GroupFrontier, group_frontiers
-    Each group's concave frontier of (volume, utility) points (:mod:`._group_frontiers`).
+ALLOCATION_OBJECTIVES, GroupFrontier, group_frontiers, capacity_spec
+    Each group's concave frontier of (volume, utility) points under the capacity's
+    :class:`~costlib.thresholds.DecisionSpec` (:mod:`._group_frontiers`).
 CapacityAllocation, GroupAllocation, allocate_capacity, allocate_frontiers, EXACT_AUTO_GROUPS
     The split of ``C`` that maximises the summed utility: a Lagrangian price on volume, exact
     for few groups (:mod:`._allocation`).
@@ -22,6 +23,7 @@ from costlib.thresholds.capacity._allocation import (
 from costlib.thresholds.capacity._group_frontiers import (
     ALLOCATION_OBJECTIVES,
     GroupFrontier,
+    capacity_spec,
     group_frontiers,
 )
 from costlib.thresholds.capacity._split_baselines import (
@@ -34,6 +36,6 @@ from costlib.thresholds.capacity._split_baselines import (
 
 __all__ = [
     "ALLOCATION_OBJECTIVES", "EXACT_AUTO_GROUPS", "CapacityAllocation", "GroupAllocation",
-    "GroupFrontier", "SplitBaselines", "allocate_capacity", "allocate_frontiers",
+    "GroupFrontier", "SplitBaselines", "allocate_capacity", "allocate_frontiers", "capacity_spec",
     "grid_rows", "group_frontiers", "split_baselines", "utility_within", "volume_scales",
 ]

@@ -77,16 +77,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from costlib._messages import plain
-from costlib.thresholds.binning._rows import check_rule
 from costlib.thresholds.capacity._group_frontiers import (
     _F,
     _I,
     GroupFrontier,
-    _utility_slope,
+    as_capacity_spec,
     group_frontiers,
 )
 from costlib.thresholds.grid._grid import ThresholdGrid
-from costlib.thresholds.point._target import Target
+from costlib.thresholds.point._decision_spec import DecisionSpec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -321,15 +320,10 @@ def _exact(fronts: list[GroupFrontier], capacity: float, incumbent: float,
 def allocate_capacity(
     grids: Mapping[str, ThresholdGrid],
     capacity: float,
+    spec: DecisionSpec | None = None,
     *,
-    rule: str = "any",
-    objective: str = "linear",
-    target: Target | None = None,
-    max_unrated_share: float = 0.0,
-    min_volume: Mapping[str, float] | None = None,
-    max_volume: Mapping[str, float] | None = None,
-    volume_scale: Mapping[str, float] | None = None,
     exact: bool | str = "auto",
+    **frontier_args: Any,
 ) -> CapacityAllocation:
     """Thresholds for every group that maximise total utility within one review capacity.
 
@@ -342,37 +336,48 @@ def allocate_capacity(
         All on one lattice (equal edges).
     capacity : float
         ``C >= 0`` (``inf``: unlimited), in scaled volume units (rows next period).
-    rule : {"any", "all"}
-    objective : {"linear", "true_positives"}
-        ``U = TP - r FP`` or ``U = TP`` (scaled by ``volume_scale``).
-    target : Target
-        The trade-off of the linear objective: its slope ``r``
-        (``Target(slope=r)``, or ``Target.from_marginal_precision(m)`` for ``r = m / (1 - m)``).
-        A bare number is refused (TypeError): it could be read either way.
-    max_unrated_share : float in [0, 1]
-        Coverage: only cells with ``U_unrated <= s V`` are candidates.
-    min_volume, max_volume : mapping of group to float, optional
-        Per-group bounds on the scaled volume ``V_g``.
-    volume_scale : mapping of group to float, optional
-        ``a_g > 0``: expected next-period rows / window rows
-        (:func:`~costlib.thresholds.capacity._split_baselines.volume_scales`). Volumes and utilities
-        are scaled.
+    spec : DecisionSpec, optional
+        Rule, capacity objective, target and coverage
+        (:func:`~costlib.thresholds.capacity._group_frontiers.capacity_spec`); without it,
+        the keyword arguments in ``frontier_args`` make one.
     exact : bool or "auto"
         Compute the exact integral optimum (step 5): always (its time can grow exponentially with
         the number of groups), never, or for at most :data:`EXACT_AUTO_GROUPS` groups within
         :data:`EXACT_BUDGET`.
+    **frontier_args
+        The per-group bounds and, without ``spec``, its parts:
+
+        - ``rule`` {"any", "all"};
+        - ``objective``: ``"linear"`` (``U = TP - r FP``), ``"true_positives"`` (``U = TP``) or
+          another registered capacity objective, scaled by ``volume_scale``;
+        - ``target`` (Target): the trade-off of the linear objective, its slope ``r``
+          (``Target(slope=r)``, or ``Target.from_marginal_precision(m)`` for
+          ``r = m / (1 - m)``); a bare number is refused (TypeError): it could be read either
+          way;
+        - ``max_unrated_share`` in [0, 1]: coverage, only cells with ``U_unrated <= s V`` are
+          candidates;
+        - ``min_volume``, ``max_volume`` (mapping of group to float): per-group bounds on the
+          scaled volume ``V_g``;
+        - ``volume_scale`` (mapping of group to float): ``a_g > 0``, expected next-period rows
+          / window rows (:func:`~costlib.thresholds.capacity._split_baselines.volume_scales`);
+          volumes and utilities are scaled.
 
     Returns
     -------
     CapacityAllocation
     """
     _check_capacity(capacity, exact)
-    frontiers = group_frontiers(grids, rule=rule, objective=objective, target=target,
-                                max_unrated_share=max_unrated_share, min_volume=min_volume,
-                                max_volume=max_volume, volume_scale=volume_scale)
+    bounds = {k: v for k, v in frontier_args.items() if k in _GROUP_BOUNDS}
+    spec = as_capacity_spec(spec, {k: v for k, v in frontier_args.items()
+                                   if k not in _GROUP_BOUNDS})
+    frontiers = group_frontiers(grids, spec, **bounds)
     first = grids[next(iter(grids))]
-    return allocate_frontiers(frontiers, capacity, thresholds=first.thresholds, rule=rule,
-                              objective=objective, target=target, exact=exact)
+    return allocate_frontiers(frontiers, capacity, spec, thresholds=first.thresholds,
+                              exact=exact)
+
+
+#: The per-group arguments of :func:`allocate_capacity` (the rest make its spec).
+_GROUP_BOUNDS = ("min_volume", "max_volume", "volume_scale")
 
 
 def _check_capacity(capacity: float, exact: bool | str) -> float:
@@ -387,12 +392,11 @@ def _check_capacity(capacity: float, exact: bool | str) -> float:
 def allocate_frontiers(
     frontiers: Mapping[str, GroupFrontier],
     capacity: float,
+    spec: DecisionSpec | None = None,
     *,
     thresholds: Sequence[NDArray[np.float64]],
-    rule: str = "any",
-    objective: str = "linear",
-    target: Target | None = None,
     exact: bool | str = "auto",
+    **decision: Any,
 ) -> CapacityAllocation:
     """Steps 3-5 of the module docstring on the groups' frontiers (from
     :func:`~costlib.thresholds.capacity._group_frontiers.group_frontiers`, computed for all groups
@@ -413,16 +417,17 @@ def allocate_frontiers(
         Candidate thresholds per classifier
         (:attr:`costlib.thresholds.ThresholdGrid.thresholds`: the edges and ``+inf``), to name
         each group's thresholds.
-    rule, objective, target, exact
-        As for :func:`allocate_capacity` (``rule`` is only recorded).
+    spec, exact
+        As for :func:`allocate_capacity` (``spec.rule`` is only recorded; without ``spec``,
+        ``decision`` holds ``rule``, ``objective``, ``target``).
 
     Returns
     -------
     CapacityAllocation
     """
     cap = _check_capacity(capacity, exact)
-    slope = _utility_slope(objective, target)
-    rule = check_rule(rule)
+    spec = as_capacity_spec(spec, decision)
+    slope, rule, objective = spec.objective.linear_slope, spec.rule, spec.objective.name
     fronts = [f for f in frontiers.values() if f.feasible]
     choice, lp, multiplier, greedy, feasible = _lp(fronts, cap)
     solved = False

@@ -29,23 +29,32 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from costlib._messages import plain
-from costlib.bounds import BOUNDS
 from costlib.thresholds.binning._rows import check_rule
 from costlib.thresholds.grid._grid import ThresholdGrid, lattice_counts
+from costlib.thresholds.point._decision_spec import DecisionSpec
+from costlib.thresholds.point._objective_registry import (
+    capacity_objective,
+    capacity_objective_names,
+)
 from costlib.thresholds.point._target import Target
 
 __all__ = [
     "ALLOCATION_OBJECTIVES",
     "GroupFrontier",
+    "as_capacity_spec",
+    "capacity_spec",
     "group_frontiers",
 ]
 
-ALLOCATION_OBJECTIVES = ("linear", "true_positives")
+#: The capacity objectives built in (:func:`capacity_objective_names` lists those registered
+#: since too).
+ALLOCATION_OBJECTIVES = capacity_objective_names()
 
 #: Lattice cells per batch of stacked groups (bounds the temporaries of step 1).
 BATCH_CELLS = 1 << 21
@@ -163,22 +172,30 @@ def _check_grids(grids: Mapping[str, ThresholdGrid]) -> list[str]:
     return groups
 
 
-def _utility_slope(objective: str, target: Target | None) -> float | None:
-    if objective not in ALLOCATION_OBJECTIVES:
-        raise ValueError(f"objective must be one of {ALLOCATION_OBJECTIVES}, got {objective!r}")
-    if objective == "true_positives":
-        if target is not None:
-            raise ValueError("target is the slope r of the linear objective; "
-                             "objective='true_positives' takes none")
-        return None
-    if target is None:
-        raise ValueError("the linear objective needs a target (slope r = dTP/dFP)")
-    if not isinstance(target, Target):
-        raise TypeError(
-            f"target must be a Target, got {target!r}: a bare number could be a marginal "
-            "precision or the slope r of TP - r FP (0.2 as a slope is a marginal precision of "
-            "0.17); pass Target(slope=r) or Target.from_marginal_precision(m)")
-    return target.slope
+def capacity_spec(*, rule: str = "any", objective: str = "linear", target: Target | None = None,
+                  max_unrated_share: float = 0.0) -> DecisionSpec:
+    """The :class:`~costlib.thresholds.DecisionSpec` of a shared capacity: ``rule``, the
+    capacity ``objective`` (a registered one,
+    :func:`~costlib.thresholds.point._objective_registry.capacity_objective_names`: built in
+    ``"linear"``, ``U = TP - r FP`` with ``target``'s slope ``r``, and ``"true_positives"``,
+    ``U = TP``, which takes no target) and the coverage ``max_unrated_share``."""
+    rule = check_rule(rule)
+    made = capacity_objective(objective).for_allocation(target)
+    return DecisionSpec(target, made, rule, max_unrated_share=max_unrated_share)
+
+
+def as_capacity_spec(spec: DecisionSpec | None, decision: Mapping[str, Any]) -> DecisionSpec:
+    """``spec`` (its objective one a capacity may be allocated by), or :func:`capacity_spec` of
+    the keyword arguments ``decision``; both at once are refused."""
+    if spec is None:
+        return capacity_spec(**decision)
+    if decision:
+        raise TypeError(f"give a DecisionSpec or its keyword arguments, not both (got "
+                        f"{', '.join(sorted(decision))} too)")
+    if not spec.objective.for_capacity:
+        raise ValueError(f"objective must be one of {capacity_objective_names()}, got "
+                         f"{spec.objective.name!r}")
+    return spec
 
 
 # ----------------------------------------------------------------------------- step 1 and 2
@@ -388,29 +405,28 @@ def _hulls(grp: _I, v: _F, u: _F) -> NDArray[np.bool_]:
 
 def group_frontiers(
     grids: Mapping[str, ThresholdGrid],
+    spec: DecisionSpec | None = None,
     *,
-    rule: str = "any",
-    objective: str = "linear",
-    target: Target | None = None,
-    max_unrated_share: float = 0.0,
     min_volume: Mapping[str, float] | None = None,
     max_volume: Mapping[str, float] | None = None,
     volume_scale: Mapping[str, float] | None = None,
+    **decision: Any,
 ) -> dict[str, GroupFrontier]:
     """Every group's Pareto set and concave frontier (steps 1-2 of the module docstring).
 
-    Arguments as for :func:`~costlib.thresholds.allocate_capacity`.
+    ``spec`` (:func:`capacity_spec`; or its keyword arguments ``rule``, ``objective``,
+    ``target``, ``max_unrated_share``) and the per-group bounds as for
+    :func:`~costlib.thresholds.allocate_capacity`.
     """
-    rule = check_rule(rule)
-    slope = _utility_slope(objective, target)
+    spec = as_capacity_spec(spec, decision)
+    slope = spec.objective.linear_slope
     groups = _check_grids(grids)
-    share = float(max_unrated_share)
-    BOUNDS["coverage.max_unrated_share"].check("max_unrated_share", max_unrated_share)
+    share = spec.max_unrated_share
     scale = _per_group("volume_scale", volume_scale, groups, 1.0, positive=True)
     vmin = _per_group("min_volume", min_volume, groups, 0.0)
     vmax = _per_group("max_volume", max_volume, groups, math.inf)
     shape = grids[groups[0]].shape
-    grp, cell, v, u, tp, fp = _pareto(*_candidates([grids[g] for g in groups], rule, slope,
+    grp, cell, v, u, tp, fp = _pareto(*_candidates([grids[g] for g in groups], spec.rule, slope,
                                                    share, scale, vmin, vmax))
     on_hull = _hulls(grp, v, u)
     bounds = np.searchsorted(grp, np.arange(len(groups) + 1))

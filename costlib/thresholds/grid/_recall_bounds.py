@@ -227,10 +227,3 @@ def recall_total(grid: ThresholdGrid, recall_bound: str = "lower",
     if recall_bound == "point" or grid.design is None or not grid.has_audit:
         return grid.total_positives
     return max(total_positives_bounds(grid, recall_level)[1], grid.total_positives)
-
-
-def recall_total_of(grid: ThresholdGrid, options: Any) -> float:
-    """:func:`recall_total` with ``recall_bound`` / ``recall_level`` read from ``optimize``-style
-    ``options`` (defaults where missing)."""
-    return recall_total(grid, options.get("recall_bound") or "lower",
-                        float(options.get("recall_level") or DEFAULT_RECALL_LEVEL))

@@ -44,7 +44,7 @@ is no review.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,8 +54,7 @@ from numpy.typing import NDArray
 from costlib.thresholds.binning._rows import check_rule
 from costlib.thresholds.grid._grid import ThresholdGrid, lattice_counts
 from costlib.thresholds.grid._lattice_regions import flagged_by_one
-from costlib.thresholds.grid._recall_bounds import recall_total_of
-from costlib.thresholds.point._objectives import Constraints
+from costlib.thresholds.point._decision_spec import DecisionSpec, as_decision_spec
 
 __all__ = ["CensusReview", "census_gains", "census_review"]
 
@@ -124,11 +123,11 @@ def census_review(
     grid: ThresholdGrid,
     in_force: Sequence[int],
     decided: Sequence[int],
+    spec: DecisionSpec | None = None,
     *,
     z: float,
-    rule: str,
-    slope: float,
-    options: Mapping[str, Any] | None = None,
+    slope: float | None = None,
+    **decision: Any,
 ) -> CensusReview:
     """Review the evidence rule's cell ``decided`` against the census of the thresholds in
     force ``in_force`` (lattice cells of ``grid``; see the module doc).
@@ -141,11 +140,11 @@ def census_review(
         Lattice cells of the thresholds in force and of the evidence rule's choice.
     z : float
         Standard errors of evidence, ``z >= 0`` (the evidence rule's).
-    rule : {"any", "all"}
-    slope : float
-        ``r`` of the linear objective ``TP - r FP``.
-    options : mapping, optional
-        ``max_unrated_share`` and the hard constraints, as for ``optimize``.
+    spec : DecisionSpec, optional
+        The decision (its rule, target slope ``r`` of ``TP - r FP``, coverage and hard
+        constraints); without it, ``slope`` (``r``) and ``decision``
+        (:meth:`~costlib.thresholds.DecisionSpec.of`'s keyword arguments: ``rule``, ...)
+        make one.
 
     Returns
     -------
@@ -153,7 +152,14 @@ def census_review(
     """
     if not (np.isfinite(z) and z >= 0):
         raise ValueError(f"z must be a finite number >= 0, got {z!r}")
-    found = census_gains(grid, in_force, rule=rule, slope=slope)
+    if spec is None:
+        spec = as_decision_spec(None, {"target_slope": slope, **decision})
+    elif slope is not None or decision:
+        raise TypeError("give a DecisionSpec or its keyword arguments, not both")
+    if spec.target is None:
+        raise ValueError("the census review needs a target (slope r of TP - r FP)")
+    rule = spec.rule
+    found = census_gains(grid, in_force, rule=rule, slope=spec.target.slope)
     if found is None:
         return CensusReview(None)
     gain, se, rows = found
@@ -164,12 +170,11 @@ def census_review(
         if not gain[d] + z * se[d] < 0:
             return CensusReview(None)
         veto = CensusReview(f, "veto", float(gain[d]), float(se[d]), float(rows[d]))
-    options = dict(options or {})
     subset = np.zeros(grid.shape, dtype=bool)  # cells >= f coordinatewise flag a subset
     subset[tuple(slice(i, None) for i in f)] = True
     subset[f] = False
-    ok = subset & grid.covered(rule, float(options.get("max_unrated_share") or 0.0))
-    constraints = Constraints.from_options(options, recall_total_of(grid, options))
+    ok = subset & grid.covered(rule, spec.max_unrated_share)
+    constraints = spec.constraints_on(grid)
     if constraints.active and ok.any():
         tp, fp = grid.counts(rule)
         ok &= constraints.satisfied(tp, fp, grid.volume(rule))

@@ -34,7 +34,7 @@ kept.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -44,12 +44,10 @@ from numpy.typing import NDArray
 from costlib.thresholds.binning._rows import DESIGN_EXPECTED_SCALE, check_rule
 from costlib.thresholds.grid._grid import ThresholdGrid, lattice_counts
 from costlib.thresholds.grid._lattice_regions import flagged_by_one, one_sided
-from costlib.thresholds.grid._recall_bounds import recall_total_of
 from costlib.thresholds.loop._bootstrap import BootstrapGrids
 from costlib.thresholds.loop._census_review import CensusReview, census_review
-from costlib.thresholds.point._objectives import Constraints
+from costlib.thresholds.point._decision_spec import DecisionSpec, as_decision_spec
 from costlib.thresholds.point._operating_point import OperatingPoint, point_at
-from costlib.thresholds.point._target import Target
 
 __all__ = [
     "DEFAULT_EVIDENCE_Z",
@@ -114,17 +112,11 @@ class MoveEvidence:
                 f"standard errors")
 
 
-def _constraints(grid: ThresholdGrid, options: Mapping[str, Any]) -> Constraints:
-    """The hard constraints of ``options`` (``P`` of ``min_recall``: the grid's, with audit
-    data the bound of ``recall_bound``,
-    :func:`~costlib.thresholds.grid._recall_bounds.recall_total`)."""
-    return Constraints.from_options(options, recall_total_of(grid, options))
-
-
-def kept_violations(grid: ThresholdGrid, index: Sequence[int], *, rule: str,
-                    options: Mapping[str, Any] | None = None) -> tuple[str, ...]:
-    """The hard constraints of ``options`` that the lattice cell ``index`` (the thresholds in
-    force) violates on ``grid``: names of ``min_precision``, ``max_volume``,
+def kept_violations(grid: ThresholdGrid, index: Sequence[int],
+                    spec: DecisionSpec | None = None, **decision: Any) -> tuple[str, ...]:
+    """The hard constraints of ``spec`` (or of :meth:`~costlib.thresholds.DecisionSpec.of`'s
+    keyword arguments ``decision``) that the lattice cell ``index`` (the thresholds in force)
+    violates on ``grid``: names of ``min_precision``, ``max_volume``,
     ``max_false_positives``, ``min_recall`` (empty: it may be kept).
 
     Judged as the optimiser judges a candidate (:meth:`Constraints.satisfied`), and only on
@@ -132,12 +124,13 @@ def kept_violations(grid: ThresholdGrid, index: Sequence[int], *, rule: str,
     weight than ``max_unrated_share`` allows: a rating backlog) has TP and FP counts that say
     nothing about its precision or recall, so it is not judged (it may be kept); nor is
     ``min_precision`` at a point with no rated row."""
-    options = dict(options or {})
-    constraints = _constraints(grid, options)
+    spec = as_decision_spec(spec, decision)
+    constraints = spec.constraints_on(grid)
     if not constraints.active:
         return ()
+    rule = spec.rule
     at = tuple(int(i) for i in index)
-    if not bool(grid.covered(rule, float(options.get("max_unrated_share") or 0.0))[at]):
+    if not bool(grid.covered(rule, spec.max_unrated_share)[at]):
         return ()
     tp, fp = grid.counts(rule)
     volume = grid.volume(rule)
@@ -166,12 +159,11 @@ def move_evidence(
     bootstrap: BootstrapGrids,
     chosen: OperatingPoint,
     in_force: Sequence[float],
+    spec: DecisionSpec | None = None,
     *,
     z: float,
-    target: Target | None,
-    rule: str,
     method: str,
-    options: Mapping[str, Any] | None = None,
+    **decision: Any,
 ) -> MoveEvidence:
     """Whether the data support moving from ``in_force`` to ``chosen`` (see the module doc).
 
@@ -186,8 +178,10 @@ def move_evidence(
         The thresholds in force, one per classifier (``+inf`` = off).
     z : float
         Standard errors the gain must exceed, ``z >= 0``.
-    target, rule, method, options
-        As for :func:`costlib.thresholds.point_at` / ``optimize``.
+    spec : DecisionSpec, optional
+        The decision ``chosen`` was optimised for (or its keyword arguments ``decision``).
+    method : str
+        As for :func:`costlib.thresholds.point_at`.
 
     Returns
     -------
@@ -197,20 +191,20 @@ def move_evidence(
         raise ValueError(f"z must be a finite number >= 0, got {z!r}")
     if bootstrap.n_replicates < 2:
         raise ValueError(f"need at least 2 bootstrap replicates, got {bootstrap.n_replicates}")
-    kwargs = {"target": target, "rule": rule, "method": method, **dict(options or {})}
-    kept = point_at(grid, in_force, **kwargs)
+    spec = as_decision_spec(spec, decision)
+    kept = point_at(grid, in_force, spec, method=method)
     gain = float(chosen.objective - kept.objective)
     if tuple(kept.index) == tuple(chosen.index):
         return MoveEvidence(gain=0.0, se=0.0, z=float(z), move=False, kept=kept)
-    violated = kept_violations(grid, kept.index, rule=rule, options=options)
+    violated = kept_violations(grid, kept.index, spec)
     if violated:
         return MoveEvidence(gain=gain, se=float("nan"), z=float(z), move=True, kept=kept,
                             forced=violated)
     diffs = np.empty(bootstrap.n_replicates)
     for r in range(bootstrap.n_replicates):
         replicate = bootstrap.replicate(r)
-        diffs[r] = (point_at(replicate, chosen.thresholds, **kwargs).objective
-                    - point_at(replicate, kept.thresholds, **kwargs).objective)
+        diffs[r] = (point_at(replicate, chosen.thresholds, spec, method=method).objective
+                    - point_at(replicate, kept.thresholds, spec, method=method).objective)
     se = float(np.std(diffs, ddof=1))
     return MoveEvidence(gain=gain, se=se, z=float(z), move=bool(gain > 0 and gain > z * se),
                         kept=kept)
@@ -393,15 +387,14 @@ def lower_bound_move(
     grid: ThresholdGrid,
     chosen: OperatingPoint,
     in_force: Sequence[float],
+    spec: DecisionSpec | None = None,
     *,
     z: float,
-    target: Target | None,
-    rule: str,
     method: str,
-    options: Mapping[str, Any] | None = None,
     unseen_rows: float = DEFAULT_UNSEEN_ROWS,
     census: bool = True,
     one_row_margin: bool = True,
+    **decision: Any,
 ) -> LowerBoundMove:
     """Move from the thresholds in force only as far as the audit's evidence carries.
 
@@ -441,19 +434,19 @@ def lower_bound_move(
     """
     if not (np.isfinite(z) and z >= 0):
         raise ValueError(f"z must be a finite number >= 0, got {z!r}")
-    options = dict(options or {})
-    kwargs = {"target": target, "rule": rule, "method": method, **options}
-    kept = point_at(grid, in_force, **kwargs)
+    spec = as_decision_spec(spec, decision)
+    rule = spec.rule
+    kept = point_at(grid, in_force, spec, method=method)
     plain_gain = float(chosen.objective - kept.objective)
-    if chosen.objective_name != "linear" or target is None:
+    if chosen.objective_name != "linear" or spec.target is None:
         return LowerBoundMove(chosen, tuple(kept.index) != tuple(chosen.index), plain_gain, 0.0,
                               plain_gain, 0.0, float(z))
-    slope = target.slope
+    slope = spec.target.slope
     if tuple(kept.index) == tuple(chosen.index):
         result = LowerBoundMove(chosen, False, 0.0, 0.0, 0.0, 0.0, float(z))
-        return _census_reviewed(result, grid, kept, kwargs, options, slope, unseen_rows) \
+        return _census_reviewed(result, grid, kept, spec, method, unseen_rows) \
             if census else result
-    violated = kept_violations(grid, kept.index, rule=rule, options=options)
+    violated = kept_violations(grid, kept.index, spec)
     if violated:  # the point in force is no candidate: the method's point (module doc)
         return LowerBoundMove(chosen, True, plain_gain, float("nan"), plain_gain,
                               float("nan"), float(z), forced=violated)
@@ -470,8 +463,8 @@ def lower_bound_move(
     objective = tp[idx] - slope * fp[idx]
     gain = objective - kept.objective
     se = se_all[idx]
-    ok = grid.covered(rule, options.get("max_unrated_share", 0.0))[idx]
-    constraints = _constraints(grid, options)
+    ok = grid.covered(rule, spec.max_unrated_share)[idx]
+    constraints = spec.constraints_on(grid)
     if constraints.active:
         ok &= constraints.satisfied(tp[idx], fp[idx], volume[idx])
     chosen_at = np.flatnonzero((cells == np.asarray(chosen.index)).all(axis=1))
@@ -496,32 +489,31 @@ def lower_bound_move(
                                     optimum_se, float(z), one_row)
         else:
             thresholds = grid.threshold_values(tuple(int(i) for i in cells[best]))
-            result = LowerBoundMove(point_at(grid, thresholds, **kwargs), True,
+            result = LowerBoundMove(point_at(grid, thresholds, spec, method=method), True,
                                     float(gain[best]), float(se[best]), optimum_gain,
                                     optimum_se, float(z), one_row)
-    return _census_reviewed(result, grid, kept, kwargs, options, slope, unseen_rows,
+    return _census_reviewed(result, grid, kept, spec, method, unseen_rows,
                             se_all) if census else result
 
 
 def _census_reviewed(result: LowerBoundMove, grid: ThresholdGrid, kept: OperatingPoint,
-                     kwargs: Mapping[str, Any], options: Mapping[str, Any], slope: float,
-                     unseen_rows: float, se_all: NDArray[np.float64] | None = None
-                     ) -> LowerBoundMove:
+                     spec: DecisionSpec, method: str, unseen_rows: float,
+                     se_all: NDArray[np.float64] | None = None) -> LowerBoundMove:
     """``result`` after the census review of the thresholds in force
     (:func:`costlib.thresholds.loop._census_review.census_review`): unchanged, the thresholds in
     force (veto) or a cell above them (undo), with the design gain and se of what is
     published (``se_all``: :func:`gain_standard_errors` against ``kept``, when computed
     already)."""
-    review = census_review(grid, kept.index, result.point.index, z=result.z,
-                           rule=str(kwargs["rule"]), slope=slope, options=options)
+    review = census_review(grid, kept.index, result.point.index, spec, z=result.z)
     if review.index is None:
         return result
     if review.index == tuple(kept.index):
         return replace(result, point=kept, move=False, gain=0.0, se=0.0, census=review)
-    point = point_at(grid, grid.threshold_values(review.index), **kwargs)
+    point = point_at(grid, grid.threshold_values(review.index), spec, method=method)
     if se_all is None:
-        se_all = gain_standard_errors(grid, kept.index, rule=str(kwargs["rule"]), slope=slope,
-                                      unseen_rows=unseen_rows)
+        assert spec.target is not None  # the evidence rule's linear objective
+        se_all = gain_standard_errors(grid, kept.index, rule=spec.rule,
+                                      slope=spec.target.slope, unseen_rows=unseen_rows)
     se = se_all[review.index]
     return replace(result, point=point, move=True,
                    gain=float(point.objective - kept.objective), se=float(se), census=review)

@@ -42,9 +42,9 @@ from costlib.thresholds.loop._move_evidence import (
     move_evidence,
 )
 from costlib.thresholds.loop._policy import DEFAULT_POLICY, InForcePolicy
+from costlib.thresholds.point._decision_spec import DecisionSpec, as_decision_spec
 from costlib.thresholds.point._operating_point import OperatingPoint, point_at
 from costlib.thresholds.point._optimize import optimize
-from costlib.thresholds.point._target import Target
 
 __all__ = [
     "ALL_GROUPS",
@@ -130,13 +130,13 @@ def _with_reason(point: OperatingPoint, why: str) -> OperatingPoint:
     return replace(point, reason="; ".join(r for r in (point.reason, why) if r))
 
 
-def _kept_thin(point: OperatingPoint, grid: ThresholdGrid, rule: str,
-               options: Mapping[str, Any]) -> OperatingPoint:
+def _kept_thin(point: OperatingPoint, grid: ThresholdGrid, spec: DecisionSpec
+               ) -> OperatingPoint:
     """The thresholds in force a thin group keeps, with a reason naming the hard constraints
     they violate on its grid (min_recall only with audit rows: P is unknown without): kept
     all the same, since the group cannot be recalibrated, but not silently."""
-    checked = dict(options) if grid.has_audit else {**options, "min_recall": None}
-    violated = kept_violations(grid, point.index, rule=rule, options=checked)
+    checked = spec if grid.has_audit else spec.without_recall_floor()
+    violated = kept_violations(grid, point.index, checked)
     if not violated:
         return point
     return _with_reason(point, "kept the thresholds in force (too few rated rows to "
@@ -157,24 +157,23 @@ def is_sufficient(grid: ThresholdGrid, min_positives: float, min_negatives: floa
 def optimize_group(
     group: str,
     grid: ThresholdGrid,
+    spec: DecisionSpec | None = None,
     *,
     methods: Sequence[str],
-    target: Target,
-    rule: str,
     min_positives: float,
     min_negatives: float,
     bootstrap: BootstrapGrids | SparseBootstrapGrids | None = None,
     level: float = 0.9,
-    options: Mapping[str, Any] | None = None,
     in_force: Sequence[float] | None = None,
     policy: InForcePolicy = DEFAULT_POLICY,
+    **decision: Any,
 ) -> GroupResult:
     """Optimise one group's grid with every method, if it holds enough rated rows.
 
-    ``options`` are further keyword arguments of
-    :func:`costlib.thresholds.optimize` (``max_unrated_share``, ``objective``,
-    ``beta``, ``volume``, ``min_precision``, ``max_volume``, ``max_false_positives``,
-    ``min_recall``), used for the point and for the bootstrap replicates alike. ``in_force``: the
+    ``spec`` (:class:`~costlib.thresholds.DecisionSpec`: target, rule, coverage, objective,
+    constraints, recall bound; or :meth:`~costlib.thresholds.DecisionSpec.of`'s keyword
+    arguments ``decision``) is used for the
+    point and for the bootstrap replicates alike. ``in_force``: the
     thresholds the group is decided with now (one per classifier, ``+inf`` = off); when the grid is
     too thin they are evaluated on it (:func:`costlib.thresholds.point_at`) so that
     :func:`apply_fallback` can keep them (unless ``policy.keep_when_insufficient`` is false).
@@ -227,7 +226,7 @@ def optimize_group(
     marked ``status="infeasible"`` with the reason :data:`RECALL_UNKNOWN` (the publish guard holds
     such a run; ``costlib decide`` gives the group null decisions).
     """
-    options = dict(options or {})
+    spec = as_decision_spec(spec, decision)
     result = GroupResult(
         group=group,
         status="ok",
@@ -242,29 +241,27 @@ def optimize_group(
         result.intervals = dict.fromkeys(methods)
         if in_force is not None and policy.keep_when_insufficient:
             result.in_force = {
-                method: _kept_thin(point_at(grid, in_force, target=target, rule=rule,
-                                            method=method, **options), grid, rule, options)
+                method: _kept_thin(point_at(grid, in_force, spec, method=method), grid, spec)
                 for method in methods
             }
         return result
     kept = []
     bootstrap = None if bootstrap is None else as_dense(bootstrap)
-    min_recall: float | None = options.get("min_recall")
+    min_recall = spec.constraints.min_recall
     recall_unknown = min_recall is not None and not grid.has_audit
     if recall_unknown:
-        options["min_recall"] = None  # chosen without the floor, then marked infeasible
+        spec = spec.without_recall_floor()  # chosen without the floor, then marked infeasible
     # min_gain_z takes precedence over evidence_z where it applies (a bootstrap is given)
     bootstrap_rule = in_force is not None and policy.uses_bootstrap_rule(bootstrap is not None)
     evidence_rule = policy.uses_evidence_rule(grid, in_force is not None, bootstrap is not None)
     for method in methods:
-        chosen = optimize(grid, target=target, rule=rule, method=method, **options)
+        chosen = optimize(grid, spec, method=method)
         result.points[method] = chosen
         if bootstrap_rule:
             assert in_force is not None and bootstrap is not None
             assert policy.min_gain_z is not None
-            evidence = move_evidence(grid, bootstrap, chosen, in_force,
-                                     z=policy.min_gain_z, target=target, rule=rule,
-                                     method=method, options=options)
+            evidence = move_evidence(grid, bootstrap, chosen, in_force, spec,
+                                     z=policy.min_gain_z, method=method)
             if not evidence.move and tuple(evidence.kept.index) != tuple(chosen.index):
                 details = {**evidence.kept.details,
                            "move_evidence": {"gain": evidence.gain, "se": evidence.se,
@@ -280,9 +277,8 @@ def optimize_group(
             assert policy.evidence_z is not None
             switch_on = in_force is None
             reference = (math.inf,) * grid.k if in_force is None else in_force
-            bounded = lower_bound_move(grid, chosen, reference,
-                                       z=policy.evidence_z, target=target, rule=rule,
-                                       method=method, options=options,
+            bounded = lower_bound_move(grid, chosen, reference, spec,
+                                       z=policy.evidence_z, method=method,
                                        unseen_rows=policy.unseen_rows,
                                        census=policy.census_review,
                                        one_row_margin=policy.one_row_margin)
@@ -307,8 +303,7 @@ def optimize_group(
         result.intervals[method] = (
             None
             if bootstrap is None
-            else confidence_intervals(bootstrap, level=level, target=target, rule=rule,
-                                      method=method, **options)
+            else confidence_intervals(bootstrap, level=level, spec=spec, method=method)
         )
         published = result.points[method]
         if (bootstrap is not None and published is not None
@@ -316,8 +311,7 @@ def optimize_group(
             interval = result.intervals[method]
             assert interval is not None
             result.intervals[method] = intervals_at(interval, bootstrap, published.thresholds,
-                                                    target=target, rule=rule, method=method,
-                                                    **options)
+                                                    spec=spec, method=method)
     if methods and len(kept) == len(methods):
         result.status = "kept"
     if methods and len(result.withheld) == len(methods):
@@ -377,18 +371,17 @@ def apply_fallback(
 
 def recalibrate_grids(
     grids: Mapping[str, ThresholdGrid],
+    spec: DecisionSpec | None = None,
     *,
     methods: Sequence[str],
-    target: Target,
-    rule: str = "any",
     min_positives: float = 0.0,
     min_negatives: float = 0.0,
     fallback: str = "all_groups",
     bootstrap: Mapping[str, BootstrapGrids | SparseBootstrapGrids] | None = None,
     level: float = 0.9,
-    options: Mapping[str, Any] | None = None,
     in_force: Mapping[str, Sequence[float]] | None = None,
     policy: InForcePolicy = DEFAULT_POLICY,
+    **decision: Any,
 ) -> dict[str, GroupResult]:
     """Operating points for every group and for the all-groups grid, with fallback.
 
@@ -399,9 +392,10 @@ def recalibrate_grids(
         unless present.
     bootstrap : mapping group -> BootstrapGrids or SparseBootstrapGrids, optional
         Replicate grids per group (``"__all__"`` summed likewise) for intervals.
-    options : mapping, optional
-        Further keyword arguments of :func:`costlib.thresholds.optimize` (coverage,
-        objective, constraints; see :func:`optimize_group`).
+    spec : DecisionSpec, optional
+        The decision (target, rule, coverage, objective, constraints); without it,
+        ``decision`` holds :meth:`~costlib.thresholds.DecisionSpec.of`'s keyword arguments
+        (see :func:`optimize_group`).
     in_force : mapping group -> thresholds, optional
         The thresholds each group (and ``"__all__"``) is decided with now; thin groups without
         a usable parent keep them (status ``kept``, see :func:`apply_fallback`).
@@ -409,6 +403,7 @@ def recalibrate_grids(
         When a group moves away from its thresholds in force, switches on, or keeps them
         when thin (see :func:`optimize_group`); by default the schema's defaults.
     """
+    spec = as_decision_spec(spec, decision)
     grids = dict(grids)
     if ALL_GROUPS not in grids and grids:
         grids[ALL_GROUPS] = sum(list(grids.values())[1:], next(iter(grids.values())))
@@ -419,11 +414,10 @@ def recalibrate_grids(
             boots[ALL_GROUPS] = sum(list(boots.values())[1:], next(iter(boots.values())))
     results = {
         name: optimize_group(
-            name, grid, methods=methods, target=target, rule=rule,
+            name, grid, spec, methods=methods,
             min_positives=min_positives, min_negatives=min_negatives,
             bootstrap=None if boots is None else boots.get(name), level=level,
-            options=options, in_force=None if in_force is None else in_force.get(name),
-            policy=policy,
+            in_force=None if in_force is None else in_force.get(name), policy=policy,
         )
         for name, grid in sorted(grids.items())
     }

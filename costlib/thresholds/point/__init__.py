@@ -2,6 +2,12 @@
 
 Public face of the wing:
 
+DecisionSpec
+    What a decision asks of a grid, stated once: target, rule, objective, constraints,
+    coverage, recall bound and level (:mod:`._decision_spec`); every function below takes it.
+objective_names, capacity_objective_names, register_objective, unregister_objective,
+objective_parameters, parameter_owners
+    The registry of objectives, one class each (:class:`Objective`, :mod:`._objective_registry`).
 Target, Objective, Constraints, OBJECTIVES
     The business target (the precision ``m`` the next flagged rows must reach to be worth
     flagging, stored as the slope ``r = m / (1 - m)`` of ``TP - r FP``; :mod:`._target`),
@@ -22,7 +28,16 @@ Resolution, lattice_resolution, refine, resolution_check
 """
 
 from costlib.thresholds.point._analytic import AnalyticFit, fit_analytic_path
+from costlib.thresholds.point._decision_spec import DecisionSpec
 from costlib.thresholds.point._lattice_path import max_area_path, max_area_paths
+from costlib.thresholds.point._objective_registry import (
+    capacity_objective_names,
+    objective_names,
+    objective_parameters,
+    parameter_owners,
+    register_objective,
+    unregister_objective,
+)
 from costlib.thresholds.point._objectives import OBJECTIVES, Constraints, Objective
 from costlib.thresholds.point._operating_point import (
     METHODS,
@@ -41,8 +56,31 @@ from costlib.thresholds.point._resolution import Resolution, lattice_resolution
 from costlib.thresholds.point._target import Target
 
 __all__ = [
-    "METHODS", "OBJECTIVES", "AnalyticFit", "Constraints", "Objective", "OperatingPoint",
-    "Resolution", "Target", "estimated_recall", "fit_analytic_path", "graph_batch_size",
-    "lattice_resolution", "max_area_path", "max_area_paths", "optimize", "optimize_each",
-    "point_at", "prepare_graph_paths", "refine", "resolution_check",
+    "METHODS",
+    "OBJECTIVES",
+    "AnalyticFit",
+    "Constraints",
+    "DecisionSpec",
+    "Objective",
+    "OperatingPoint",
+    "Resolution",
+    "Target",
+    "capacity_objective_names",
+    "estimated_recall",
+    "fit_analytic_path",
+    "graph_batch_size",
+    "lattice_resolution",
+    "max_area_path",
+    "max_area_paths",
+    "objective_names",
+    "objective_parameters",
+    "optimize",
+    "optimize_each",
+    "parameter_owners",
+    "point_at",
+    "prepare_graph_paths",
+    "refine",
+    "register_objective",
+    "resolution_check",
+    "unregister_objective",
 ]

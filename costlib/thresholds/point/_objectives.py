@@ -52,9 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -62,84 +60,13 @@ from numpy.typing import NDArray
 from costlib._messages import plain
 from costlib.bounds import BOUNDS
 from costlib.thresholds.point._frontier import tie_break
+from costlib.thresholds.point._objective_registry import Objective, objective_names
 
 __all__ = ["OBJECTIVES", "Constraints", "Objective", "Selection", "select"]
 
-OBJECTIVES = ("linear", "fbeta", "f1", "precision_at_volume")
-
-
-@dataclass(frozen=True)
-class Objective:
-    """An objective over threshold tuples (see the module docstring).
-
-    Attributes
-    ----------
-    name : {"linear", "fbeta", "precision_at_volume"}
-    slope : float or None
-        ``r`` for ``"linear"``.
-    beta : float or None
-        ``beta`` for ``"fbeta"``.
-    volume : float or None
-        ``k`` for ``"precision_at_volume"``.
-    """
-
-    name: str
-    slope: float | None = None
-    beta: float | None = None
-    volume: float | None = None
-
-    @classmethod
-    def make(
-        cls,
-        name: str,
-        *,
-        slope: float | None = None,
-        beta: float = 1.0,
-        volume: float | None = None,
-    ) -> Objective:
-        """Validate and build an objective; ``"f1"`` is ``"fbeta"`` with ``beta = 1``."""
-        if name not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {name!r}")
-        if name == "linear":
-            if slope is None:
-                raise ValueError("the linear objective needs a target (slope r = dTP/dFP)")
-            return cls("linear", slope=float(slope))
-        if name in ("fbeta", "f1"):
-            b = 1.0 if name == "f1" else float(beta)
-            if b not in BOUNDS["objective.beta"]:
-                raise ValueError(f"beta must be a finite number {BOUNDS['objective.beta'].text()}"
-                                 f", got {plain(beta)}")
-            return cls("fbeta", beta=b)
-        if volume is None or volume not in BOUNDS["objective.volume"]:
-            raise ValueError(
-                f"objective 'precision_at_volume' needs volume "
-                f"{BOUNDS['objective.volume'].text()} (the review volume), got {plain(volume)}"
-            )
-        return cls("precision_at_volume", volume=float(volume))
-
-    @property
-    def params(self) -> dict[str, float]:
-        """The objective's parameters, for reports."""
-        out = {"slope": self.slope, "beta": self.beta, "volume": self.volume}
-        return {k: v for k, v in out.items() if v is not None}
-
-    def values(
-        self, tp: NDArray[np.float64], fp: NDArray[np.float64], total_positives: float
-    ) -> NDArray[np.float64]:
-        """Objective value at every given tuple (larger is better)."""
-        if self.name == "linear":
-            assert self.slope is not None  # set by every linear constructor
-            return tp - self.slope * fp
-        if self.name == "precision_at_volume":
-            assert self.volume is not None
-            return tp / self.volume
-        assert self.beta is not None
-        b2 = self.beta * self.beta
-        num = (1.0 + b2) * tp
-        den = num + b2 * (total_positives - tp) + fp
-        out = np.ones(np.shape(tp))
-        np.divide(num, den, out=out, where=den > 0)
-        return out
+#: The objectives built in (:func:`~costlib.thresholds.point._objective_registry.objective_names`
+#: lists those registered since too).
+OBJECTIVES = objective_names()
 
 
 @dataclass(frozen=True)
@@ -169,16 +96,6 @@ class Constraints:
             bound = BOUNDS[f"constraints.{name}"]
             if v is not None and v not in bound:
                 raise ValueError(f"{name} must be finite and {bound.text()}, got {plain(v)}")
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any], total_positives: float) -> Constraints:
-        """The hard constraints of ``optimize``-style ``options`` (missing keys: not
-        constrained); ``total_positives`` is ``P`` of ``min_recall`` (used only when it is
-        set: the grid's, ``P̂`` with audit data)."""
-        min_recall = options.get("min_recall")
-        return cls(options.get("min_precision"), options.get("max_volume"),
-                   options.get("max_false_positives"), min_recall,
-                   total_positives if min_recall is not None else None)
 
     @property
     def active(self) -> bool:
@@ -307,12 +224,12 @@ def select(
     Ties among equally good candidates: fewest FP, fewest TP, first position. The objective
     is evaluated only on candidates that meet the constraints.
     """
-    needs_answer = constraints.active or objective.name == "precision_at_volume"
+    cap = objective.volume_cap
+    needs_answer = constraints.active or cap is not None
     if needs_answer:
         meets = constraints.satisfied(tp, fp, vol)
-        if objective.name == "precision_at_volume":
-            assert objective.volume is not None
-            meets &= vol <= objective.volume
+        if cap is not None:
+            meets &= vol <= cap
         feasible_here = meets if covered is None else meets & covered
         feasible: NDArray[np.bool_] | None = feasible_here
         if not (feasible_here & (vol > 0)).any():
@@ -345,11 +262,10 @@ def _nearest(
     constraints: Constraints,
 ) -> Selection:
     cons = constraints
-    if objective.name == "precision_at_volume":
-        assert objective.volume is not None
-        cap = objective.volume if cons.max_volume is None else min(cons.max_volume,
-                                                                   objective.volume)
-        cons = dataclasses.replace(cons, max_volume=cap)
+    cap = objective.volume_cap
+    if cap is not None:
+        cons = dataclasses.replace(cons, max_volume=cap if cons.max_volume is None
+                                   else min(cons.max_volume, cap))
     violations = cons.violations(tp, fp, vol)
     worst = np.max(np.stack(list(violations.values())), axis=0)
     pool = (vol > 0) if covered is None else (vol > 0) & covered

@@ -5,8 +5,9 @@ it are in :mod:`costlib.thresholds.point._optimize`). Here a point at a place of
 grid is read (counts, objective, marginal precisions, volume, coverage,
 :func:`estimated_recall`, a status and its reason:
 :mod:`costlib.thresholds.point._selection_reason`), :func:`point_at` reads the point of given
-thresholds, and the arguments it shares with ``optimize`` are validated (``min_recall`` needs
-audit rows: :data:`RECALL_NEEDS_AUDIT`).
+thresholds, and the context both read a point in is made from the grid and the
+:class:`~costlib.thresholds.DecisionSpec` (``min_recall`` needs audit rows to choose by:
+:data:`RECALL_NEEDS_AUDIT`).
 """
 
 from __future__ import annotations
@@ -18,19 +19,19 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from costlib.audit._strata import flagged_rows
-from costlib.thresholds.binning._rows import as_score_array, check_rule, is_data_frame, split_labels
+from costlib.thresholds.binning._rows import as_score_array, is_data_frame, split_labels
 from costlib.thresholds.grid._grid import ThresholdGrid
-from costlib.thresholds.grid._recall_bounds import (
-    DEFAULT_RECALL_LEVEL,
-    RecallBounds,
-    recall_bounds,
-    recall_total,
+from costlib.thresholds.grid._recall_bounds import RecallBounds, recall_bounds
+from costlib.thresholds.point._decision_spec import (
+    RECALL_NEEDS_AUDIT,
+    DecisionSpec,
+    as_decision_spec,
 )
 from costlib.thresholds.point._frontier import marginal_precisions
-from costlib.thresholds.point._objectives import Constraints, Objective, Selection
+from costlib.thresholds.point._objectives import Selection
 from costlib.thresholds.point._point_context import PointContext as _Context
 from costlib.thresholds.point._selection_reason import selection_reason
-from costlib.thresholds.point._target import Target, resolve_target
+from costlib.thresholds.point._target import Target
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -324,9 +325,9 @@ def _on_curve(
     tp, fp = float(curve_tp[position]), float(curve_fp[position])
     left, right = marginal_precisions(curve_tp, curve_fp, position)
     chosen = _cell_record(ctx, int(np.ravel_multi_index(index, tp_all.shape)))
-    if ctx.objective.name == "linear":
-        assert ctx.objective.slope is not None
-        value = tp - ctx.objective.slope * fp  # exactly today's expression
+    slope = ctx.objective.linear_slope
+    if slope is not None:
+        value = tp - slope * fp  # the scalar expression, not the array's
     else:
         value = chosen["objective"]
     status = "ok" if selection is None else selection.status
@@ -385,81 +386,26 @@ def estimated_recall(grid: ThresholdGrid, tp: float) -> dict[str, float | None]:
             "estimated_recall": tp / total if total > 0 else float("nan")}
 
 
-def _make_context(
-    grid: ThresholdGrid, rule: str, method: str, given: tuple[Any, ...], objective: str,
-    beta: float,
-    volume: float | None, constraints: Constraints, max_unrated_share: float,
-    recall_level: float = DEFAULT_RECALL_LEVEL,
-) -> _Context:
-    """Validate the common arguments of :func:`~costlib.thresholds.optimize` and
-    :func:`point_at`."""
+def _make_context(grid: ThresholdGrid, spec: DecisionSpec, method: str, *,
+                  refuse: bool) -> _Context:
+    """The context of :func:`~costlib.thresholds.optimize` and :func:`point_at` on ``grid``
+    (``refuse``: see :meth:`DecisionSpec.constraints_on`)."""
     if not isinstance(grid, ThresholdGrid):
         raise TypeError(f"grid must be a ThresholdGrid, got {type(grid).__name__}")
-    rule = check_rule(rule)
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if objective == "linear" or any(v is not None for v in given):
-        tgt = resolve_target(*given)
-    else:
-        tgt = None
-    obj = Objective.make(objective, slope=None if tgt is None else tgt.slope, beta=beta,
-                         volume=volume)
-    covered = grid.covered(rule, max_unrated_share)  # validates the share
-    return _Context(grid, rule, method, tgt, obj, constraints, float(max_unrated_share),
-                    None if covered.all() else covered, float(recall_level))
-
-
-#: Why :func:`~costlib.thresholds.optimize` refuses ``min_recall`` on a grid without audit rows.
-RECALL_NEEDS_AUDIT = (
-    "min_recall needs audit data: without an audit sample the total number of positives P is "
-    "unknown (rated positives are only those the thresholds in force flagged), so no recall "
-    "can be computed. Rate an audit sample of the unflagged rows (costlib decide with the "
-    "config's audit section enabled) and build the grid with their inclusion probabilities "
-    "(ThresholdGrid.from_scores(..., audit_probabilities=pi); in the pipelines "
-    "columns.audit_probability); see docs/audit.md"
-)
-
-
-def _constraints(grid: ThresholdGrid, min_precision: float | None, max_volume: float | None,
-                 max_false_positives: float | None, min_recall: float | None, *,
-                 refuse: bool, recall_bound: str = "lower",
-                 recall_level: float = DEFAULT_RECALL_LEVEL) -> Constraints:
-    """The constraints, with ``P`` of ``min_recall`` from the audit when the grid holds audit
-    rows: the upper bound ``P_U`` of :func:`~costlib.thresholds.grid._recall_bounds.recall_total`
-    (``recall_bound="lower"``, the default) or the estimate ``P̂`` (``"point"``).
-
-    ``refuse``: a ValueError (:data:`RECALL_NEEDS_AUDIT`) for ``min_recall`` without audit rows
-    (what :func:`~costlib.thresholds.optimize` does); otherwise the floor is only recorded
-    (:func:`point_at` chooses nothing).
-    """
-    if min_recall is not None and not grid.has_audit and refuse:
-        Constraints(min_recall=min_recall)  # a bad value is reported as such first
-        raise ValueError(RECALL_NEEDS_AUDIT)
-    total = (recall_total(grid, recall_bound, recall_level)
-             if min_recall is not None and grid.has_audit else None)
-    return Constraints(min_precision, max_volume, max_false_positives, min_recall, total)
+    constraints = spec.constraints_on(grid, refuse=refuse)
+    covered = grid.covered(spec.rule, spec.max_unrated_share)
+    return _Context(grid, spec, method, constraints, None if covered.all() else covered)
 
 
 def point_at(
     grid: ThresholdGrid,
     thresholds: ArrayLike,
+    spec: DecisionSpec | None = None,
     *,
-    target_marginal_precision: float | None = None,
-    target_slope: float | None = None,
-    benefit_matrix: ArrayLike | None = None,
-    target: Target | None = None,
-    rule: str = "any",
     method: str = "hull",
-    max_unrated_share: float = 0.0,
-    objective: str = "linear",
-    beta: float = 1.0,
-    volume: float | None = None,
-    min_precision: float | None = None,
-    max_volume: float | None = None,
-    max_false_positives: float | None = None,
-    min_recall: float | None = None,
-    recall_bound: str = "lower",
-    recall_level: float = DEFAULT_RECALL_LEVEL,
+    **decision: Any,
 ) -> OperatingPoint:
     """What given thresholds achieve on a grid: an :class:`OperatingPoint` at a fixed place.
 
@@ -477,18 +423,14 @@ def point_at(
     grid : ThresholdGrid
     thresholds : array_like of shape (k,)
         One per classifier, finite or ``+inf``.
+    spec : DecisionSpec, optional
+        The decision; without it, ``**decision`` are :meth:`DecisionSpec.of`'s arguments.
 
     Returns
     -------
     OperatingPoint
     """
-    ctx = _make_context(grid, rule, method, (target_marginal_precision, target_slope,
-                                             benefit_matrix, target),
-                        objective, beta, volume,
-                        _constraints(grid, min_precision, max_volume, max_false_positives,
-                                     min_recall, refuse=False, recall_bound=recall_bound,
-                                     recall_level=recall_level),
-                        max_unrated_share, recall_level)
+    ctx = _make_context(grid, as_decision_spec(spec, decision), method, refuse=False)
     values = np.asarray(thresholds, dtype=np.float64).ravel()
     if values.shape != (grid.k,):
         raise ValueError(f"thresholds must have one value per classifier ({grid.k}), got "

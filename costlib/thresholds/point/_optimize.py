@@ -55,12 +55,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 
 from costlib.thresholds.binning._rows import check_rule
 from costlib.thresholds.grid._grid import ThresholdGrid
-from costlib.thresholds.grid._recall_bounds import DEFAULT_RECALL_LEVEL
 from costlib.thresholds.point._analytic import fit_analytic_path
+from costlib.thresholds.point._decision_spec import DecisionSpec, as_decision_spec
 from costlib.thresholds.point._frontier import (
     best_cell,
     bucket_frontier,
@@ -70,15 +70,9 @@ from costlib.thresholds.point._frontier import (
 )
 from costlib.thresholds.point._lattice_path import max_area_path, max_area_paths
 from costlib.thresholds.point._objectives import Selection, select
-from costlib.thresholds.point._operating_point import (
-    OperatingPoint,
-    _constraints,
-    _make_context,
-    _on_curve,
-)
+from costlib.thresholds.point._operating_point import OperatingPoint, _make_context, _on_curve
 from costlib.thresholds.point._point_context import PointContext as _Context
 from costlib.thresholds.point._resolution import lattice_resolution
-from costlib.thresholds.point._target import Target
 
 __all__ = [
     "optimize",
@@ -113,41 +107,27 @@ def _cells(flat: NDArray[np.intp], shape: tuple[int, ...]) -> NDArray[np.intp]:
 
 def optimize(
     grid: ThresholdGrid,
+    spec: DecisionSpec | None = None,
     *,
-    target_marginal_precision: float | None = None,
-    target_slope: float | None = None,
-    benefit_matrix: ArrayLike | None = None,
-    target: Target | None = None,
-    rule: str = "any",
     method: str = "graph",
     n_buckets: int = 50,
     granularity: int = 512,
     frontier: bool = True,
-    max_unrated_share: float = 0.0,
-    objective: str = "linear",
-    beta: float = 1.0,
-    volume: float | None = None,
-    min_precision: float | None = None,
-    max_volume: float | None = None,
-    max_false_positives: float | None = None,
-    min_recall: float | None = None,
-    recall_bound: str = "lower",
-    recall_level: float = DEFAULT_RECALL_LEVEL,
     check_resolution: bool = True,
+    **decision: Any,
 ) -> OperatingPoint:
     """Choose an operating point on a threshold grid.
 
-    Give the trade-off exactly one way: ``target_marginal_precision`` m in (0, 1),
-    ``target_slope`` r = dTP/dFP = m / (1 - m), a 2x2 ``benefit_matrix`` (rows = true class,
-    r = (b00 - b01) / (b11 - b10)), or a :class:`~costlib.thresholds.Target`. It is required
-    for the linear objective; for other objectives it is optional (it then only steers the analytic
-    method's root finding, r = 1 when absent).
+    What the point must achieve is a :class:`~costlib.thresholds.DecisionSpec` (target, rule,
+    objective, constraints, coverage, recall bound and level), or its keyword arguments
+    (``**decision``, :meth:`DecisionSpec.of`: e.g. ``optimize(grid,
+    target_marginal_precision=0.3, rule="any", method="hull")``).
 
     Parameters
     ----------
     grid : ThresholdGrid
-    rule : {"any", "all"} (aliases "or", "and"), default "any"
-        Flag an item when any (OR) / all (AND) classifiers fire.
+    spec : DecisionSpec, optional
+        The decision; without it, ``**decision`` builds one.
     method : {"graph", "analytic", "hull", "bucket"}, default "graph"
         See the module docstring.
     n_buckets : int, default 50
@@ -158,33 +138,40 @@ def optimize(
         For ``method="hull"``: compute the whole upper concave hull as the reported curve. With
         ``False`` only the optimum and its two hull neighbours are found (two vectorised passes
         instead of quickhull; the point and its marginal precisions are identical).
-    max_unrated_share : float in [0, 1], default 0
-        Only tuples whose flagged volume ``V`` holds at most ``max_unrated_share * V`` unrated
-        weight are returned (see the module docstring). Irrelevant for grids without unrated.
-    objective : {"linear", "fbeta", "f1", "precision_at_volume"}, default "linear"
-        ``TP - r FP``; F-beta with ``beta``; precision at review volume ``volume``
-        (:mod:`costlib.thresholds.point._objectives`).
-    beta : float, default 1
-    volume : float, optional
-        Review volume ``k`` for ``objective="precision_at_volume"``.
-    min_precision, max_volume, max_false_positives : float, optional
-        Constraints: ``TP / (TP + FP) >= min_precision``, ``V <= max_volume`` (review capacity,
-        unrated rows included), ``FP <= max_false_positives``.
-    min_recall : float in (0, 1], optional
-        Constraint ``TP >= min_recall * P``: the point flags at least this share of all
-        positives. Needs a grid with audit rows (``grid.has_audit``); otherwise a
-        ValueError (without an audit sample the total number of positives is unknown; see
-        docs/audit.md).
-    recall_bound : {"lower", "point"}, default "lower"
-        ``P`` of ``min_recall``: ``"lower"`` takes the upper bound ``P_U`` of the total
-        positives at ``recall_level`` (:func:`costlib.thresholds.total_positives_bounds`), so
-        the floor holds on the lower bound of recall and is never met by an estimate the
-        audit cannot support; ``"point"`` the Horvitz–Thompson estimate ``P̂`` (the grid's
-        positive weight). Grids without an audit design use ``P̂``.
-    recall_level : float, default 0.9
-        Two-sided level of the recall interval of the point (``OperatingPoint.recall_bounds``,
-        :func:`costlib.thresholds.recall_bounds`) and of ``P_U``.
+    **decision
+        :meth:`DecisionSpec.of`'s keyword arguments (when ``spec`` is not given):
 
+        - the trade-off, exactly one way: ``target_marginal_precision`` m in (0, 1),
+          ``target_slope`` r = dTP/dFP = m / (1 - m), a 2x2 ``benefit_matrix`` (rows = true
+          class, r = (b00 - b01) / (b11 - b10)), or a :class:`~costlib.thresholds.Target`.
+          Required for the linear objective; for other objectives optional (it then only
+          steers the analytic method's root finding, r = 1 when absent);
+        - ``rule`` {"any", "all"} (aliases "or", "and"), default "any": flag an item when any
+          (OR) / all (AND) classifiers fire;
+        - ``max_unrated_share`` in [0, 1], default 0: only tuples whose flagged volume ``V``
+          holds at most ``max_unrated_share * V`` unrated weight are returned (see the module
+          docstring); irrelevant for grids without unrated;
+        - ``objective`` (a registered objective:
+          :func:`~costlib.thresholds.point._objective_registry.objective_names`; built in
+          "linear", "fbeta", "f1", "precision_at_volume"), default "linear": ``TP - r FP``;
+          F-beta with ``beta`` (default 1); precision at review volume ``volume``
+          (:mod:`costlib.thresholds.point._objectives`);
+        - constraints ``min_precision``, ``max_volume``, ``max_false_positives``:
+          ``TP / (TP + FP) >= min_precision``, ``V <= max_volume`` (review capacity, unrated
+          rows included), ``FP <= max_false_positives``;
+        - ``min_recall`` in (0, 1]: ``TP >= min_recall * P``, the point flags at least this
+          share of all positives. Needs a grid with audit rows (``grid.has_audit``); otherwise
+          a ValueError (without an audit sample the total number of positives is unknown; see
+          docs/audit.md);
+        - ``recall_bound`` {"lower", "point"}, default "lower": ``P`` of ``min_recall``:
+          ``"lower"`` takes the upper bound ``P_U`` of the total positives at
+          ``recall_level`` (:func:`costlib.thresholds.total_positives_bounds`), so the floor
+          holds on the lower bound of recall and is never met by an estimate the audit cannot
+          support; ``"point"`` the Horvitz–Thompson estimate ``P̂`` (the grid's positive
+          weight). Grids without an audit design use ``P̂``;
+        - ``recall_level``, default 0.9: two-sided level of the recall interval of the point
+          (``OperatingPoint.recall_bounds``, :func:`costlib.thresholds.recall_bounds`) and of
+          ``P_U``.
     check_resolution : bool, default True
         Bound what finer candidate thresholds could reach
         (:func:`costlib.thresholds.lattice_resolution`, stored in ``resolution``); a
@@ -196,13 +183,7 @@ def optimize(
     -------
     OperatingPoint
     """
-    ctx = _make_context(grid, rule, method, (target_marginal_precision, target_slope,
-                                             benefit_matrix, target),
-                        objective, beta, volume,
-                        _constraints(grid, min_precision, max_volume, max_false_positives,
-                                     min_recall, refuse=True, recall_bound=recall_bound,
-                                     recall_level=recall_level),
-                        max_unrated_share, recall_level)
+    ctx = _make_context(grid, as_decision_spec(spec, decision), method, refuse=True)
     point = _choose(ctx, n_buckets, granularity, frontier)
     return _with_resolution(ctx, point) if check_resolution else point
 
@@ -226,7 +207,7 @@ def _choose(ctx: _Context, n_buckets: int, granularity: int, frontier: bool) -> 
     rule, tgt, obj, cons = ctx.rule, ctx.target, ctx.objective, ctx.constraints
     covered = ctx.covered
     # Today's methods, untouched, whenever coverage, objective and constraints cannot matter.
-    plain = covered is None and obj.name == "linear" and not cons.active
+    plain = covered is None and obj.linear_slope is not None and not cons.active
     tp, fp = grid.counts(rule)
     r = 1.0 if tgt is None else tgt.slope
 
@@ -256,7 +237,7 @@ def _choose(ctx: _Context, n_buckets: int, granularity: int, frontier: bool) -> 
         if covered is not None and sel.status == "ok":
             # The unrestricted baseline: buckets over every cell.
             all_flat = bucket_frontier(tp, fp, n_buckets)
-            unres = _Context(grid, rule, method, tgt, obj, cons, ctx.max_unrated_share, None)
+            unres = dataclasses.replace(ctx, covered=None)
             free_sel, _ = _select_among(unres, all_flat)
             cand = int(all_flat[free_sel.position])
             values = obj.values(tp.ravel()[[cand, flat[sel.position]]],
@@ -283,7 +264,8 @@ def _choose(ctx: _Context, n_buckets: int, granularity: int, frontier: bool) -> 
         "optimizer_iterations": fit.optimizer_iterations,
     }
     root = int(np.flatnonzero((path == np.asarray(fit.cell)).all(axis=1))[0])
-    if obj.name == "linear" and not cons.active and (covered is None or covered[fit.cell]):
+    if obj.linear_slope is not None and not cons.active and (covered is None
+                                                             or covered[fit.cell]):
         return _on_curve(ctx, path, root, "path", area, details)
     flat = np.ravel_multi_index(idx, tp.shape)
     sel, free = _select_among(ctx, flat)
@@ -333,9 +315,13 @@ def prepare_graph_paths(grids: Sequence[ThresholdGrid], rule: str = "any") -> No
                 grid._cache[("graph_path", rule)] = solved  # what _graph_path would solve
 
 
-def optimize_each(grids: Iterable[ThresholdGrid], **optimize_kwargs: Any
-                  ) -> Iterator[OperatingPoint]:
-    """``optimize(grid, **optimize_kwargs)`` for every grid, in order, lazily.
+#: The arguments of :func:`optimize` that say how, not what (the rest are the decision's).
+_METHOD_ARGUMENTS = ("method", "n_buckets", "granularity", "frontier", "check_resolution")
+
+
+def optimize_each(grids: Iterable[ThresholdGrid], spec: DecisionSpec | None = None,
+                  **optimize_kwargs: Any) -> Iterator[OperatingPoint]:
+    """``optimize(grid, spec, **optimize_kwargs)`` for every grid, in order, lazily.
 
     With the graph method (the default), consecutive grids of one lattice shape are taken
     :func:`graph_batch_size` at a time and their paths solved together
@@ -343,12 +329,14 @@ def optimize_each(grids: Iterable[ThresholdGrid], **optimize_kwargs: Any
     are those of :func:`optimize` called on each grid alone. At most one batch of grids is
     held, plus the grid that starts the next.
     """
-    method = optimize_kwargs.get("method", "graph")
-    rule = optimize_kwargs.get("rule", "any")
-    if method != "graph":
+    how = {k: v for k, v in optimize_kwargs.items() if k in _METHOD_ARGUMENTS}
+    spec = as_decision_spec(spec, {k: v for k, v in optimize_kwargs.items()
+                                   if k not in _METHOD_ARGUMENTS})
+    if how.get("method", "graph") != "graph":
         for grid in grids:
-            yield optimize(grid, **optimize_kwargs)
+            yield optimize(grid, spec, **how)
         return
+    rule = spec.rule
     iterator = iter(grids)
     batch: list[Any] = list(itertools.islice(iterator, 1))
     while batch:
@@ -366,7 +354,7 @@ def optimize_each(grids: Iterable[ThresholdGrid], **optimize_kwargs: Any
                 following = []
         prepare_graph_paths(batch, rule)  # refuses what is not a grid
         for grid in batch:
-            yield optimize(grid, **optimize_kwargs)
+            yield optimize(grid, spec, **how)
         batch = following or list(itertools.islice(iterator, 1))
 
 
@@ -375,8 +363,9 @@ def _hull(ctx: _Context, plain: bool, frontier: bool) -> OperatingPoint:
     tp, fp = ctx.grid.counts(ctx.rule)
     details = {"full_frontier": bool(frontier)}
     if plain:
-        assert ctx.objective.slope is not None  # plain: the linear objective
-        cell = best_cell(tp, fp, ctx.objective.slope)
+        slope = ctx.objective.linear_slope
+        assert slope is not None  # plain: the linear objective
+        cell = best_cell(tp, fp, slope)
         sel, free = None, None
     else:
         sel, free = _select_among(ctx, None)

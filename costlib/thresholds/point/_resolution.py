@@ -192,9 +192,9 @@ class _Boxes:
         # TP(a), FP(b), V(b): optimistic for every constraint (a recall floor uses TP(a)).
         if self.constraints.active:
             candidates &= self.constraints.satisfied(tp, fp_b, vol_b)
-        if self.objective.name == "precision_at_volume":
-            assert self.objective.volume is not None
-            candidates &= vol_b <= self.objective.volume
+        cap = self.objective.volume_cap
+        if cap is not None:
+            candidates &= vol_b <= cap
         if unr_b is not None:
             candidates &= unr_b <= self.max_unrated_share * vol
         # Coarse: the volume jumps; optionally also a box holding more than a share of the
@@ -328,11 +328,9 @@ def lattice_resolution(
                else None)
     boxes = _Boxes(tp, fp, grid.volume(rule), unrated, objective, constraints,
                    grid.total_positives, max_unrated_share, max_jump, step_limit)
-    monotone = objective.name != "linear" or (objective.slope is not None
-                                              and objective.slope >= 0)
-    if monotone and np.isfinite(value):
+    if objective.monotone and np.isfinite(value):
         # F-beta's quotient may round a step against its order; its values lie in [0, 1].
-        slack = 1e-12 if objective.name == "fbeta" else 0.0
+        slack = objective.rounding_slack
         finer, coarse_bound, flat = _best_boxes(boxes, float(value), slack)
     else:
         finer, coarse_bound, flat = _scanned(boxes, value)

@@ -36,8 +36,8 @@ def selection_reason(ctx: _Context, selection: Selection, chosen: dict[str, Any]
         )
     if selection.status == "infeasible":
         limits = {k: v for k, v in ctx.constraints.as_dict().items() if v is not None}
-        if ctx.objective.name == "precision_at_volume" and ctx.objective.volume is not None:
-            limits["volume"] = ctx.objective.volume
+        if ctx.objective.volume_cap is not None:
+            limits["volume"] = ctx.objective.volume_cap
         recall = ""
         if ctx.constraints.min_recall is not None:
             total = ctx.constraints.total_positives
