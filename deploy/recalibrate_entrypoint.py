@@ -50,7 +50,7 @@ def recalibrate_parser() -> argparse.ArgumentParser:
 
 
 #: The always-on worker's flags (``--follow`` runs on Flink only): not template parameters.
-FOLLOW_FLAGS = ("--follow", "--poll-seconds", "--settle-seconds")
+FOLLOW_FLAGS = ("--follow", "--upgrade", "--poll-seconds", "--settle-seconds")
 
 
 def cli_options(parser: argparse.ArgumentParser | None = None) -> dict[str, argparse.Action]:
