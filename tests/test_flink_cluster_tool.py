@@ -44,9 +44,10 @@ def test_configuration_of_one_taskmanager_slot_each(tmp_path):
     assert config["cluster.evenly-spread-out-slots"] is True
     assert config["classloader.resolve-order"] == "parent-first"
     assert config["env.java.opts.all"] == "-Dx=1"
-    # 4 slots keep the sizes one TaskManager of 4 slots has always had
-    assert flink.Layout(1, 4).memory == ("3072m", "384m")
-    assert flink.Layout(2, 1).memory == ("1920m", "192m")
+    assert flink.Layout(1, 4).memory == ("3072m", "768m")
+    assert flink.Layout(1, 2).memory == ("2560m", "384m")  # the default
+    assert flink.Layout(2, 1).memory == ("2304m", "192m")  # the engine tests'
+    assert flink.Layout() == flink.Layout(1, 2)
 
 
 def test_beam_class_path_leaves_the_flink_jars_to_flink(tmp_path):

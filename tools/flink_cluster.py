@@ -24,7 +24,7 @@ then starts, each as a process of its own whose pid is written to the state dire
 waits until each is healthy:
 
 1. a JobManager (REST on ``--port-base``),
-2. ``--taskmanagers`` TaskManagers (default 1) with ``--slots`` task slots each (default 4),
+2. ``--taskmanagers`` TaskManagers (default 1) with ``--slots`` task slots each (default 2),
    each a JVM of its own registered with the JobManager under the resource id
    ``taskmanager-<index>_<start time>``, with its own temporary directory, its own log
    (``log/taskmanager-<index>.out`` and ``log/taskmanager-<index>/``) and random RPC and data
@@ -155,7 +155,7 @@ class Layout:
     """How many TaskManagers, and how many task slots each."""
 
     taskmanagers: int = 1
-    slots: int = 4
+    slots: int = 2
 
     def __post_init__(self) -> None:
         if not (1 <= self.taskmanagers <= 16 and 1 <= self.slots <= 32):
@@ -179,10 +179,10 @@ class Layout:
 
     @property
     def memory(self) -> tuple[str, str]:
-        """(process size, network memory) of one TaskManager: 3 GB and 384 MB of network
-        buffers for 4 slots (Beam's batch graphs open many shuffle channels at once), less
-        for fewer."""
-        return f"{1536 + 384 * self.slots}m", f"{max(192, 96 * self.slots)}m"
+        """(process size, network memory) of one TaskManager: 3 GB for 4 slots, 2.5 GB for
+        2, and 192 MB of network buffers per slot (Beam's batch graphs open many shuffle
+        channels at once; 384 MB ran a parallelism-2 job on one TaskManager)."""
+        return f"{2048 + 256 * self.slots}m", f"{192 * self.slots}m"
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps({"taskmanagers": self.taskmanagers, "slots": self.slots}))
@@ -318,8 +318,8 @@ def flink_config(flink_home: Path, state: Path, ports: Ports,
         "rest.port": ports.rest,
         "taskmanager.bind-host": "localhost",
         "taskmanager.host": "localhost",
-        # 4 slots by default: a batch job at parallelism 4, or the two always-on streaming jobs
-        # side by side (recalibrate --follow and decide --follow, 2 each)
+        # 2 slots by default: a batch job at parallelism 2, or the two always-on streaming jobs
+        # side by side (recalibrate --follow and decide --follow, 1 each)
         "taskmanager.numberOfTaskSlots": layout.slots,
         "taskmanager.memory.process.size": process,
         # Beam's batch graphs open many shuffle channels at once: the default 10% network
@@ -739,7 +739,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="for start: how many TaskManagers (default 1; later commands "
                              "read what start recorded)")
     parser.add_argument("--slots", type=int, default=None,
-                        help="for start: task slots per TaskManager (default 4)")
+                        help="for start: task slots per TaskManager (default 2)")
     parser.add_argument("--index", type=int, default=0,
                         help="for kill taskmanager and start-taskmanager: which TaskManager "
                              "(0 to N-1; default 0)")

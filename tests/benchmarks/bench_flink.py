@@ -215,7 +215,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3,
                         help="for --fixed-cost: runs after the first (warm-up) job")
     parser.add_argument("--taskmanagers", type=int, default=1)
-    parser.add_argument("--slots", type=int, default=4)
+    parser.add_argument("--slots", type=int, default=2)
     parser.add_argument("--millions", default="5,50")
     parser.add_argument("--parallelism", default="1,2")
     parser.add_argument("--commands", default="recalibrate,decide")
