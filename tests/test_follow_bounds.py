@@ -297,3 +297,14 @@ def test_a_file_too_late_on_arrival_still_releases_its_mark():
     assert book.watermark_us == 11 * DAY_US and not book.marks
     book.expire()
     assert book.files == {} and book.unlisted == set()
+
+
+def test_too_late_rows_are_counted_once_with_the_all_groups_partial():
+    adding, book = Adding(), WindowBook(SIZE, PERIOD, 0)
+    book.add_mark(10 * DAY_US, ())
+    book.advance()
+    book.expire()
+    grids = [(0, "a", (None, None, 3)), (0, "b", (None, None, 4)),
+             (0, "__all__", (None, None, 7))]
+    book.add_file(FilePartials("old", grids=grids), adding, adding)
+    assert book.accounting["too_late.rated_rows"] == 7

@@ -43,6 +43,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from costlib.thresholds.loop import ALL_GROUPS
+
 __all__ = ["DEAD_FILES_KEPT", "FilePartials", "WindowBook"]
 
 #: How many dead-lettered files the book names (the most recent); all are counted.
@@ -148,12 +150,14 @@ class WindowBook:
             self.event_max_us = high if self.event_max_us is None else max(self.event_max_us,
                                                                             high)
         late: set[int] = set()
+        # rated rows too late: the all-groups partial holds every row once (when there is one)
+        parent = any(group == ALL_GROUPS for _, group, _ in partials.grids)
         for store, combine, items, counted in ((self.grids, grid_sum, partials.grids, True),
                                                (self.boots, boot_sum, partials.boots, False)):
             for bucket, group, value in items:
                 starts = self.windows_of(bucket)
                 if all(self.expired(s) for s in starts):
-                    if counted:
+                    if counted and (group == ALL_GROUPS or not parent):
                         self.accounting["too_late.rated_rows"] += int(value[2])
                         self.accounting["too_late.partials"] += 1
                     continue
