@@ -458,7 +458,17 @@ def report_again(path: Path) -> int:
     files = Files(int(args.rows), int(args.hours_per_file))
     if (work / "reference").exists():
         shutil.rmtree(work / "reference")
-    report(result, work, work / "points", work / "before", work / "decided",
+    before = work / "before"
+    runs = sorted((before / "runs").iterdir())
+    if len(runs) > 1:  # a reference run went into it: back to the first run alone
+        pristine = work / "before-pristine"
+        shutil.rmtree(pristine, ignore_errors=True)
+        shutil.copytree(before, pristine)
+        for run in sorted((pristine / "runs").iterdir())[1:]:
+            shutil.rmtree(run)
+        (pristine / "LATEST").write_text(runs[0].name + "\n")
+        before = pristine
+    report(result, work, work / "points", before, work / "decided",
            str(work / "soak.yaml"), files, result["minutes_run"], args)
     path.write_text(json.dumps(result, indent=1, default=str))
     return 0
@@ -498,12 +508,15 @@ def report(result, work, points, before, decided, config, files, minutes_run, ar
     for r in used:
         os.link(r["path"], reference_in / Path(r["path"]).name)
     started = time.time()
+    target = work / "reference-out"  # the output as it was before the stream, kept as it is
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(before, target)
     done = run_cli("recalibrate", "--config", config, "--input",
-                   str(reference_in / "*.parquet"), "--output", str(before), timeout=7200)
+                   str(reference_in / "*.parquet"), "--output", str(target), timeout=7200)
     if done.returncode not in (0, 3):
         raise RuntimeError(f"the batch reference failed: {done.stderr[-3000:]}")
     reference_seconds = time.time() - started
-    batch = sorted((before / "runs").iterdir())[-1]
+    batch = target / "runs" / (target / "LATEST").read_text().strip()
     follow = points / "runs" / (points / "LATEST").read_text().strip()
     equal = 0
     unequal = []
