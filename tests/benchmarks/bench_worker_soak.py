@@ -595,6 +595,14 @@ def report(result, work, points, before, decided, config, files, minutes_run, ar
           f"{duplicated_decisions}; unequal windows {unequal[:5]}; batch reference "
           f"{reference_seconds:.0f} s; latency over {len(lat)} score files landed after the "
           f"first applied window (of {len(scores)}), max {(lat or [float('nan')])[-1]:.1f} s")
+    phases = recovery_phases(work / "cluster" / "log", kills, t0_run)
+    result["recovery_phases"] = phases
+    for k, phase in enumerate(phases):
+        print(f"kill {k + 1}: seconds after the kill: jobs restarting "
+              f"{phase['restarting']}, new TaskManager registered "
+              f"{phase['taskmanager_registered']}, every task running (SDK workers up, state "
+              f"restored) {phase['tasks_running']}, first checkpoint "
+              f"{phase['first_checkpoint']}")
     print(f"recovery after each kill (kill to the first checkpoint completed after it, s): "
           f"{[k['recovered_s'] for k in kills]}; latency of the {len(calm)} score files landed "
           f"outside recoveries: p50 {pct(calm, .5):.1f} s, p95 {pct(calm, .95):.1f} s, max "
@@ -616,6 +624,46 @@ def report(result, work, points, before, decided, config, files, minutes_run, ar
           f"checkpoint_growth={checkpoint_growth:.2f} rss_growth={rss_growth:.2f} "
           f"latency_p50={pct(lat, .5):.1f}s p95={pct(lat, .95):.1f}s"
           + ("" if ok else " TOO_LATE_MISMATCH"))
+
+
+def recovery_phases(log_dir: Path, kills: list[dict], t0: float) -> list[dict]:
+    """Per kill, from the JobManager's log (seconds after the kill): the jobs restarting
+    (failure detected), the new TaskManager registered, the last task initialized (its SDK
+    workers started, state restored), the first checkpoint completed."""
+    lines = []
+    for path in sorted(log_dir.glob("flink--standalonesession-*.log")):
+        lines += path.read_text(errors="replace").splitlines()
+
+    def stamp(line: str) -> float | None:
+        try:
+            moment = dt.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+        except ValueError:
+            return None
+        return moment.replace(tzinfo=dt.UTC).timestamp()
+
+    events = [(stamp(line), line) for line in lines]
+    events = [(t, line) for t, line in events if t is not None]
+    phases = []
+    for k, kill in enumerate(kills):
+        at = t0 + kill["at"]
+        until = t0 + kills[k + 1]["at"] if k + 1 < len(kills) else float("inf")
+        window = [(t, line) for t, line in events if at <= t < until]
+
+        def first(words: str, after: float, window=window, at=at) -> float | None:
+            return next((t - at for t, line in window if t >= after and words in line), None)
+
+        restarting = first("to RESTARTING", at)
+        registered = first("Registering TaskManager", at)
+        running = None
+        if registered is not None:
+            initialized = [t - at for t, line in window
+                           if t >= at + registered and "from INITIALIZING to RUNNING" in line]
+            running = max(initialized[:16]) if initialized else None
+        checkpoint = first("Completed checkpoint", at + (running or 0))
+        phases.append({k: None if v is None else round(v, 1) for k, v in (
+            ("restarting", restarting), ("taskmanager_registered", registered),
+            ("tasks_running", running), ("first_checkpoint", checkpoint))})
+    return phases
 
 
 def records(window: Path) -> list[dict]:
