@@ -68,6 +68,23 @@ def test_the_cursor_keeps_only_names_still_in_the_directory(tmp_path, parquet_by
     assert sorted(listed) == sorted(files[: len(listed)]) and len(set(listed)) == len(listed)
 
 
+def test_without_a_watermark_the_cursor_keeps_only_the_names(tmp_path, parquet_bytes):
+    """A directory without ``_WATERMARK`` (the score files ``decide --follow`` reads): nothing
+    waits for a mark, so nothing but the names in the directory is kept; the first watermark
+    lists every file emitted before it."""
+    pattern = str(tmp_path / "*.parquet")
+    cursor = LandingCursor()
+    for i in range(300):
+        land(tmp_path, f"f{i:04d}.parquet", parquet_bytes)
+        if i >= 20:
+            (tmp_path / f"f{i - 20:04d}.parquet").unlink()
+        cursor.poll(pattern, settle_seconds=60)
+    assert cursor.unmarked == [] and len(cursor.emitted) == 20
+    (tmp_path / "_WATERMARK").write_text("2026-01-01")
+    (mark,) = cursor.poll(pattern, settle_seconds=60)
+    assert mark.files == tuple(str(tmp_path / f"f{i:04d}.parquet") for i in range(280, 300))
+
+
 def test_a_poll_opens_only_new_files(tmp_path, parquet_bytes, monkeypatch):
     for i in range(5):
         land(tmp_path, f"f{i}.parquet", parquet_bytes)

@@ -158,7 +158,8 @@ def read_watermark(directory: str) -> int | None:
 @dataclass
 class LandingCursor:
     """What a poller emitted: the names still in the directory (``emitted``), the largest
-    watermark (``watermark_us``) and the files emitted since its last mark (``unmarked``).
+    watermark (``watermark_us``) and the files emitted since its last mark (``unmarked``;
+    before the first mark none are kept: the first lists every name emitted).
 
     Its size is bounded by the directory's size plus the files of one watermark interval,
     whatever the time the stream has run."""
@@ -180,12 +181,14 @@ class LandingCursor:
         for landed in list_landed(pattern, settle_seconds=settle_seconds, now=now,
                                   known=self.emitted, paths=paths):
             self.emitted.add(landed.path)
-            self.unmarked.append(landed.path)
+            if self.watermark_us is not None:  # before the first mark: all that is emitted
+                self.unmarked.append(landed.path)
             fresh.append(landed)
         watermark = read_watermark(os.path.dirname(pattern) or ".")
         if watermark is not None and (self.watermark_us is None
                                       or watermark > self.watermark_us):
-            fresh.append(WatermarkMark(watermark, tuple(self.unmarked)))
+            listed = sorted(self.emitted) if self.watermark_us is None else self.unmarked
+            fresh.append(WatermarkMark(watermark, tuple(listed)))
             self.watermark_us, self.unmarked = watermark, []
         return fresh
 
