@@ -321,6 +321,7 @@ def test_late_panes_and_retired_windows_end_as_the_batch_run(tmp_path):
             element = next(reader.process(LandedFile(landed[-1], 0)))
             judged += list(judge.process(element, state))
         mark = WatermarkMark((START.value // 1000) + day * DAY_US, tuple(landed))
+        landed = []  # a mark lists the files emitted since the previous one
         judged += list(judge.process(("judge", mark), state))
     panes = [(e["window"][:8], e["pane_index"]) for e in judged]
     assert panes == [("20261031", 0), ("20261101", 0), ("20261101", 1), ("20261102", 0),

@@ -9,7 +9,10 @@ its event times are complete:
    Parquet's footer is on disk (its last four bytes are the magic ``PAR1``, which writers put
    last). A file without that footer whose last change is older than ``settle_seconds`` is
    taken as it is and dead-lettered as unreadable, so a broken file never blocks the stream.
-   Names are never reused: a file is read once, whatever happens to it later.
+   Names are never reused. A file is read once while it stays in the directory; a name that
+   leaves the directory is forgotten (so what the job keeps is bounded by the directory's
+   size, not by time). A name used again is either ignored (the job still holds the first
+   file's rows in open windows) or read as a new file whose rows are late or too late.
 2. **The watermark file** ``_WATERMARK`` next to the files holds one ISO 8601 time (UTC when it
    has no offset): *every file with rows before this time has landed*. Replace it atomically
    (write, then rename) as time moves on; it never moves back (a smaller value is ignored).
@@ -20,34 +23,36 @@ its event times are complete:
    judged again with the late rows (a late pane); after that its rows are counted as too late.
 
 :func:`list_landed` lists the complete files, :func:`read_watermark` reads the watermark file,
-and :class:`PollLanding` turns both into one poll's outputs (a ``Watch`` poll function; the
-streaming jobs call it once a tick and keep what they emitted,
-:class:`~costlib_pipelines.follow.recalibrate_stream.PollLandingFn`): :class:`LandedFile` per
-file and :class:`WatermarkMark` per watermark value.
+and :class:`LandingCursor` turns both into one poll's new outputs (the streaming jobs poll once
+a tick and keep the cursor in their state,
+:class:`~costlib_pipelines.follow.recalibrate_stream.PollLandingFn`): a :class:`LandedFile` per
+new file and a :class:`WatermarkMark` per larger watermark, listing the files emitted since the
+previous mark.
+
+What a cursor keeps is bounded: the names emitted that are still in the directory, the largest
+watermark emitted, and the files emitted since the last mark. A poll stats only new names and
+opens only new names that are not complete yet.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import fnmatch
 import glob
 import os
 import time
-from dataclasses import dataclass
-
-from apache_beam.io.watch import PollFn, PollResult
-from apache_beam.transforms.window import TimestampedValue
-from apache_beam.utils.timestamp import Timestamp
+from collections.abc import Collection
+from dataclasses import dataclass, field
 
 from costlib_pipelines.io.files import InputError, check_output_path
 
 __all__ = [
     "WATERMARK_FILE",
     "LandedFile",
-    "PollLanding",
+    "LandingCursor",
     "WatermarkMark",
     "check_landing",
     "is_complete_parquet",
-    "landed_key",
     "list_landed",
     "read_watermark",
 ]
@@ -71,17 +76,12 @@ class LandedFile:
 @dataclass(frozen=True, order=True)
 class WatermarkMark:
     """The producer's watermark (microseconds since the epoch) and the files listed with it:
-    windows ending at or before it are judged once all of ``files`` have been read."""
+    windows ending at or before it are judged once all of ``files`` have been read, and every
+    earlier mark's. A poller lists the files it emitted since its previous mark (so the marks
+    up to this one list every file that was in the directory when the watermark was read)."""
 
     watermark_us: int
     files: tuple[str, ...]
-
-
-def landed_key(output: LandedFile | WatermarkMark) -> str:
-    """The key outputs are emitted once by: a path is read once, a watermark used once."""
-    if isinstance(output, LandedFile):
-        return f"file:{output.path}"
-    return f"watermark:{output.watermark_us}"
 
 
 def _ignored(name: str) -> bool:
@@ -102,14 +102,28 @@ def is_complete_parquet(path: str) -> bool:
         return False
 
 
-def list_landed(pattern: str, *, settle_seconds: float, now: float | None = None
+def _names(pattern: str) -> list[str]:
+    """The paths under ``pattern`` (a glob in the file name only) that are not ignored, by
+    path; :class:`OSError` when the directory cannot be listed (not an empty directory)."""
+    directory, name = os.path.split(pattern)
+    return sorted(os.path.join(directory, n) for n in os.listdir(directory or ".")
+                  if fnmatch.fnmatchcase(n, name) and not _ignored(n))
+
+
+def list_landed(pattern: str, *, settle_seconds: float, now: float | None = None,
+                known: Collection[str] = (), paths: list[str] | None = None
                 ) -> list[LandedFile]:
     """The files under ``pattern`` that count (see the module): complete Parquet files, and
-    files without a footer unchanged for ``settle_seconds`` (``complete=False``), by path."""
+    files without a footer unchanged for ``settle_seconds`` (``complete=False``), by path.
+
+    Paths in ``known`` (emitted before) are skipped without a stat or an open; ``paths``: the
+    directory's listing when the caller has it."""
     now = time.time() if now is None else now
     landed = []
-    for path in sorted(glob.glob(pattern)):
-        if _ignored(os.path.basename(path)) or not os.path.isfile(path):
+    if paths is None:
+        paths = [p for p in sorted(glob.glob(pattern)) if not _ignored(os.path.basename(p))]
+    for path in paths:
+        if path in known or not os.path.isfile(path):
             continue
         try:
             stat = os.stat(path)
@@ -141,23 +155,42 @@ def read_watermark(directory: str) -> int | None:
         return None
 
 
-class PollLanding(PollFn):
-    """One poll of the landing glob: every file that counts, then the watermark
-    with the files listed (files first, so a watermark never names a file not yet emitted).
-    Whoever polls emits each key (:func:`landed_key`) once."""
+@dataclass
+class LandingCursor:
+    """What a poller emitted: the names still in the directory (``emitted``), the largest
+    watermark (``watermark_us``) and the files emitted since its last mark (``unmarked``;
+    before the first mark none are kept: the first lists every name emitted).
 
-    def __init__(self, settle_seconds: float):
-        self.settle_seconds = settle_seconds
+    Its size is bounded by the directory's size plus the files of one watermark interval,
+    whatever the time the stream has run."""
 
-    def __call__(self, pattern: str) -> PollResult:
-        landed = list_landed(pattern, settle_seconds=self.settle_seconds)
+    emitted: set[str] = field(default_factory=set)
+    watermark_us: int | None = None
+    unmarked: list[str] = field(default_factory=list)
+
+    def poll(self, pattern: str, settle_seconds: float, now: float | None = None
+             ) -> list[LandedFile | WatermarkMark]:
+        """One poll: the new files, then a mark when the watermark grew (files first, so a
+        mark never names a file not emitted yet). Updates the cursor."""
+        try:
+            paths = _names(pattern)
+        except OSError:  # the directory cannot be listed now: forget nothing, poll again
+            return []
+        self.emitted.intersection_update(paths)  # a name that left the directory: forgotten
+        fresh: list[LandedFile | WatermarkMark] = []
+        for landed in list_landed(pattern, settle_seconds=settle_seconds, now=now,
+                                  known=self.emitted, paths=paths):
+            self.emitted.add(landed.path)
+            if self.watermark_us is not None:  # before the first mark: all that is emitted
+                self.unmarked.append(landed.path)
+            fresh.append(landed)
         watermark = read_watermark(os.path.dirname(pattern) or ".")
-        now = Timestamp.now()
-        outputs: list = [TimestampedValue(f, now) for f in landed]
-        if watermark is not None:
-            outputs.append(TimestampedValue(
-                WatermarkMark(watermark, tuple(f.path for f in landed)), now))
-        return PollResult.incomplete(outputs)
+        if watermark is not None and (self.watermark_us is None
+                                      or watermark > self.watermark_us):
+            listed = sorted(self.emitted) if self.watermark_us is None else self.unmarked
+            fresh.append(WatermarkMark(watermark, tuple(listed)))
+            self.watermark_us, self.unmarked = watermark, []
+        return fresh
 
 
 def check_landing(pattern: str) -> str:

@@ -20,9 +20,10 @@ The graph (every class in this module, never in ``__main__``)::
   (:mod:`costlib_pipelines.follow.live_run`), which moves the groups' points for ``costlib
   decide`` at once when the window is applied. Late files judge their windows again.
 
-Exactly once: :class:`PollLandingFn` keeps the keys it emitted in its state, and the book
-the files it added; after a restore both are as they were at the checkpoint, so the files
-read after it are read again and added once. Side effects are idempotent: window files have
+Exactly once: :class:`PollLandingFn` keeps what it emitted in its state (the names still in
+the directory, the largest watermark), and the book the files it added (until their windows
+retire); after a restore both are as they were at one checkpoint, so the files read after it
+are read again and added once. Side effects are idempotent: window files have
 names of their window, dead letters of their file and row group, and a pane's verdict is
 recorded once.
 
@@ -47,10 +48,9 @@ from apache_beam.utils.timestamp import Timestamp
 from costlib_pipelines.config import RunConfig
 from costlib_pipelines.follow.landing import (
     LandedFile,
-    PollLanding,
+    LandingCursor,
     WatermarkMark,
     check_landing,
-    landed_key,
     parse_watermark,
 )
 from costlib_pipelines.follow.live_run import record_job, record_stream, record_verdict
@@ -80,27 +80,22 @@ JUDGE = "judge"
 
 
 class PollLandingFn(beam.DoFn):
-    """``(key, tick)`` -> every :class:`LandedFile` and :class:`WatermarkMark` not emitted
-    before (one key: the keys emitted are the DoFn's state, checkpointed with the job)."""
+    """``(key, tick)`` -> every :class:`LandedFile` not emitted before and a
+    :class:`WatermarkMark` per larger watermark (one key: the
+    :class:`~costlib_pipelines.follow.landing.LandingCursor` is the DoFn's state,
+    checkpointed with the job; bounded by the landing directory's size)."""
 
-    SEEN = userstate.ReadModifyWriteStateSpec("seen", PickleCoder())
+    CURSOR = userstate.ReadModifyWriteStateSpec("cursor", PickleCoder())
 
     def __init__(self, pattern: str, settle_seconds: float):
         self.pattern, self.settle_seconds = pattern, settle_seconds
 
-    def setup(self):
-        self.poll = PollLanding(self.settle_seconds)
-
-    def process(self, element, seen_state=beam.DoFn.StateParam(SEEN)):  # noqa: B008
-        seen = seen_state.read() or set()
-        fresh = []
-        for output in self.poll(self.pattern).outputs:
-            key = landed_key(output.value)
-            if key not in seen:
-                seen.add(key)
-                fresh.append(output.value)
-        if fresh:
-            seen_state.write(seen)
+    def process(self, element, cursor_state=beam.DoFn.StateParam(CURSOR)):  # noqa: B008
+        cursor = cursor_state.read() or LandingCursor()
+        before = (len(cursor.emitted), cursor.watermark_us, len(cursor.unmarked))
+        fresh = cursor.poll(self.pattern, self.settle_seconds)
+        if fresh or before != (len(cursor.emitted), cursor.watermark_us, len(cursor.unmarked)):
+            cursor_state.write(cursor)
         yield from fresh
 
 

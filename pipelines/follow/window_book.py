@@ -22,6 +22,19 @@ closed window as if it were new). Windows:
 
 A file is added once: a path seen before is ignored (a restart replays elements read after the
 last checkpoint; the book from that checkpoint has not seen them, so nothing is counted twice).
+
+What the book keeps is bounded by the windows open at a time, not by how long the stream has
+run:
+
+- ``grids``/``boots``: the buckets of windows not retired; ``panes``: the judged windows not
+  retired (:meth:`WindowBook.expire`);
+- ``files``: a path is kept until a mark listing it has arrived and every window its rows touch
+  is retired (then only a file landing again under the same name could be counted again, and
+  its rows would all be too late); so the paths of about ``size + allowed lateness`` of event
+  time, plus those read since the last mark;
+- ``marks``: the marks waiting for files (each lists the files emitted since the previous one);
+- ``dead_files``: the :data:`DEAD_FILES_KEPT` most recent, and a count (every one has its
+  dead-letter record on disk).
 """
 
 from __future__ import annotations
@@ -30,7 +43,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FilePartials", "WindowBook"]
+from costlib.thresholds.loop import ALL_GROUPS
+
+__all__ = ["DEAD_FILES_KEPT", "FilePartials", "WindowBook"]
+
+#: How many dead-lettered files the book names (the most recent); all are counted.
+DEAD_FILES_KEPT = 50
 
 
 @dataclass
@@ -63,8 +81,16 @@ class WindowBook:
     lateness_us: int
     grids: dict[int, dict[str, Any]] = field(default_factory=dict)
     boots: dict[int, dict[str, Any]] = field(default_factory=dict)
-    files: set[str] = field(default_factory=set)
+    #: Paths added and not forgotten yet: the start of the last window their rows touch
+    #: (None: no rows).
+    files: dict[str, int | None] = field(default_factory=dict)
+    #: Paths added that no mark has listed yet (kept until one does).
+    unlisted: set[str] = field(default_factory=set)
+    files_added: int = 0
+    #: The most recent dead-lettered files (path: reason), and how many there were in all.
     dead_files: dict[str, str] = field(default_factory=dict)
+    dead_total: int = 0
+    #: Marks waiting for files, by watermark: ``(watermark µs, files not read yet)``.
     marks: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)
     watermark_us: int | None = None
     panes: dict[int, int] = field(default_factory=dict)
@@ -99,12 +125,24 @@ class WindowBook:
     # ------------------------------------------------------------------ updates
     def add_file(self, partials: FilePartials, grid_sum, boot_sum) -> list[int]:
         """Add a file's partials; returns the judged windows it changes (late panes due),
-        in order of end. A file added before changes nothing."""
+        in order of end. A file added before (and not forgotten) changes nothing."""
         if partials.path in self.files:
             return []
-        self.files.add(partials.path)
+        self.files_added += 1
+        starts_touched = [self.windows_of(b)[0] for b, _, _ in (*partials.grids,
+                                                                 *partials.boots)]
+        self.files[partials.path] = max(starts_touched) if starts_touched else None
+        waiting = [i for i, (_, files) in enumerate(self.marks) if partials.path in files]
+        for i in waiting:
+            watermark, files = self.marks[i]
+            self.marks[i] = (watermark, tuple(f for f in files if f != partials.path))
+        if not waiting:
+            self.unlisted.add(partials.path)
         if partials.dead is not None:
+            self.dead_total += 1
             self.dead_files[partials.path] = partials.dead
+            while len(self.dead_files) > DEAD_FILES_KEPT:
+                del self.dead_files[next(iter(self.dead_files))]
         self.accounting.update(partials.accounting)
         if partials.event_range is not None:
             low, high = partials.event_range
@@ -112,12 +150,14 @@ class WindowBook:
             self.event_max_us = high if self.event_max_us is None else max(self.event_max_us,
                                                                             high)
         late: set[int] = set()
+        # rated rows too late: the all-groups partial holds every row once (when there is one)
+        parent = any(group == ALL_GROUPS for _, group, _ in partials.grids)
         for store, combine, items, counted in ((self.grids, grid_sum, partials.grids, True),
                                                (self.boots, boot_sum, partials.boots, False)):
             for bucket, group, value in items:
                 starts = self.windows_of(bucket)
                 if all(self.expired(s) for s in starts):
-                    if counted:
+                    if counted and (group == ALL_GROUPS or not parent):
                         self.accounting["too_late.rated_rows"] += int(value[2])
                         self.accounting["too_late.partials"] += 1
                     continue
@@ -128,18 +168,25 @@ class WindowBook:
         return sorted(late)
 
     def add_mark(self, watermark_us: int, files: tuple[str, ...]) -> None:
-        """Keep the producer's watermark until every file listed with it is read."""
-        if self.watermark_us is None or watermark_us > self.watermark_us:
-            self.marks.append((watermark_us, tuple(files)))
+        """Keep the producer's watermark until every file listed with it (not added yet) is
+        added (a mark not newer than the watermark moves nothing, but is waited for all the
+        same: its files are earlier); its files are no longer :attr:`unlisted`."""
+        self.unlisted.difference_update(files)
+        waiting = tuple(f for f in files if f not in self.files)
+        self.marks.append((watermark_us, waiting))
+        self.marks.sort(key=lambda m: m[0])
 
     def advance(self) -> list[int]:
-        """Move the watermark to the newest mark whose files are all read; returns the windows
-        that are final and not judged yet, in order of end (then start)."""
-        ready = [m for m in self.marks if self.files.issuperset(m[1])]
+        """Move the watermark through the marks whose files, and every earlier mark's, are
+        all added; returns the windows that are final and not judged yet, in order of end
+        (then start)."""
+        ready = 0
+        while ready < len(self.marks) and not self.marks[ready][1]:
+            ready += 1
         if not ready:
             return []
-        self.marks = [m for m in self.marks if not self.files.issuperset(m[1])]
-        newest = max(m[0] for m in ready)
+        newest = self.marks[ready - 1][0]
+        self.marks = self.marks[ready:]
         if self.watermark_us is None or newest > self.watermark_us:
             self.watermark_us = newest
         return self.final_unjudged()
@@ -179,18 +226,23 @@ class WindowBook:
         return sums
 
     def expire(self) -> None:
-        """Retire the expired windows: drop their panes, and the buckets only they hold.
+        """Retire the expired windows: drop their panes, and the buckets only they hold;
+        forget the paths listed by a mark whose rows are all in retired windows.
 
         Called after the watermark's final windows are judged, so every expired window was
         judged or had no data when it was final."""
         if self.watermark_us is None:
             return
-        self.retired_through_us = self.watermark_us - self.size_us - self.lateness_us
+        retired = self.watermark_us - self.size_us - self.lateness_us
+        self.retired_through_us = retired
         for bucket in [b for b in self.grids if self.expired(b)]:
             del self.grids[bucket]
             self.boots.pop(bucket, None)
         for start in [s for s in self.panes if self.expired(s)]:
             del self.panes[start]
+        for path in [p for p, last in self.files.items()
+                     if p not in self.unlisted and (last is None or last <= retired)]:
+            del self.files[path]
 
     def time_range(self) -> dict[str, str] | None:
         """The event-time range the windows' eligibility is judged on: the earliest event read
@@ -203,8 +255,9 @@ class WindowBook:
     def status(self) -> dict[str, Any]:
         """What ``costlib status`` shows of the stream."""
         return {
-            "files_read": len(self.files) - len(self.dead_files),
+            "files_read": self.files_added - self.dead_total,
             "files_dead_lettered": dict(sorted(self.dead_files.items())),
+            "files_dead_lettered_total": self.dead_total,
             "watermark_utc": None if self.watermark_us is None else _iso(self.watermark_us),
             "watermarks_waiting": len(self.marks),
             "open_buckets": len(self.grids),

@@ -223,8 +223,13 @@ def follow_notes(manifest: dict[str, Any]) -> list[str]:
     if too_late:
         notes.append(f"{too_late} rated row(s) landed after their windows' allowed lateness "
                      "(counted, not used)")
-    for source, reason in sorted((stream.get("files_dead_lettered") or {}).items()):
+    named = stream.get("files_dead_lettered") or {}
+    for source, reason in sorted(named.items()):
         notes.append(f"dead-lettered file {source}: {reason}")
+    unnamed = stream.get("files_dead_lettered_total", len(named)) - len(named)
+    if unnamed > 0:
+        notes.append(f"{unnamed} earlier dead-lettered file(s) (their records: dead_letter/files/ "
+                     "in the run)")
     return notes
 
 
