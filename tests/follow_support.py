@@ -113,3 +113,23 @@ def without(entry: dict, *keys: str) -> dict:
 
 def final_records(run_dir: Path, name: str) -> list[dict]:
     return [without(r, "pane_index") for r in records(run_dir / "windows" / name)]
+
+
+class Adding:
+    """A stand-in combiner for a window book: sums rated rows (what the book merges, in
+    closed form)."""
+
+    def create_accumulator(self):
+        return 0
+
+    def add_input(self, acc, value):
+        return acc + value[2]
+
+    def compact(self, acc):
+        return acc
+
+    def merge_accumulators(self, accs):
+        return sum(accs)
+
+    def extract_output(self, acc):
+        return acc

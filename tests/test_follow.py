@@ -24,6 +24,7 @@ import pytest
 from apache_beam.transforms.window import SlidingWindows, WindowFn
 from apache_beam.utils.timestamp import Timestamp
 from flink_support import COSTLIB, decisions, engine_config, records, run_dirs
+from follow_support import Adding
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pipeline_data import write_day_files
@@ -84,25 +85,6 @@ def test_the_windows_of_a_bucket_are_beams_sliding_windows(day, geometry):
     beam_windows = SlidingWindows(size * 86_400, period * 86_400).assign(
         WindowFn.AssignContext(Timestamp(micros=bucket)))
     assert sorted(book.windows_of(bucket)) == sorted(int(w.start.micros) for w in beam_windows)
-
-
-class Adding:
-    """A stand-in combiner: sums rated rows, to follow what the book merges."""
-
-    def create_accumulator(self):
-        return 0
-
-    def add_input(self, acc, value):
-        return acc + value[2]
-
-    def compact(self, acc):
-        return acc
-
-    def merge_accumulators(self, accs):
-        return sum(accs)
-
-    def extract_output(self, acc):
-        return acc
 
 
 def partials(path: str, day: int, rows: int = 1) -> FilePartials:

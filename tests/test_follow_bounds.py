@@ -19,6 +19,7 @@ from collections import Counter
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from follow_support import Adding
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -131,25 +132,6 @@ def test_a_directory_that_cannot_be_listed_forgets_nothing(tmp_path, parquet_byt
 
 
 # ----------------------------------------------------------------------------- the book
-class Adding:
-    """A stand-in combiner: sums rated rows (what the book merges, in closed form)."""
-
-    def create_accumulator(self):
-        return 0
-
-    def add_input(self, acc, value):
-        return acc + value[2]
-
-    def compact(self, acc):
-        return acc
-
-    def merge_accumulators(self, accs):
-        return sum(accs)
-
-    def extract_output(self, acc):
-        return acc
-
-
 SIZE, PERIOD, LATENESS = 2 * DAY_US, DAY_US, DAY_US
 HOURS_PER_FILE = 5
 
