@@ -41,9 +41,9 @@ def page_blocks() -> dict[str, str]:
     """The page's runnable blocks by role, in the page's order."""
     found = re.findall(r"```(\w+)\n(.*?)```", PAGE.read_text(), re.S)
     langs = [lang for lang, _ in found]
-    assert langs == ["yaml", "bash", "bash", "text", "python", "bash", "text", "text",
+    assert langs == ["yaml", "bash", "bash", "text", "python", "text", "bash", "text", "text",
                      "bash", "bash", "text"], langs
-    names = ["windowing", "first_run", "follow", "printed", "producer", "status",
+    names = ["windowing", "first_run", "follow", "printed", "producer", "soak", "status",
              "status_printed", "status_lost", "replay", "upgrade", "upgraded"]
     return dict(zip(names, [body for _, body in found], strict=True))
 
