@@ -141,7 +141,7 @@ def graph(config, tmp_path, change=None):
 
 def test_the_stateful_steps_are_the_poller_and_the_judge_with_their_inputs(config, tmp_path):
     assert stateful_steps(graph(config, tmp_path)) == {
-        "Follow/Poll": {"inputs": ["13Follow/OneKey.None"], "state": ["seen"]},
+        "Follow/Poll": {"inputs": ["13Follow/OneKey.None"], "state": ["cursor"]},
         "Judge": {"inputs": ["4Read.None"], "state": ["book"]},
     }
 
