@@ -49,8 +49,10 @@ from pipeline_data import sample_frame, write_files
 
 pytestmark = pytest.mark.flink
 
-#: Seconds a job runs before the kill: inside its first stages, well before its end.
-KILL_AFTER = 4.0
+#: Seconds a job runs before the kill: inside its first stages, well before its end (with the
+#: environment cache and the preloaded worker pool a test job's tasks run for a few seconds
+#: only, about 6 s on a quiet machine).
+KILL_AFTER = 1.0
 
 #: The TaskManager the tests kill: one of the two, the other keeps running.
 KILLED = 1
