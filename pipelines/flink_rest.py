@@ -211,9 +211,7 @@ def restored_from(url: str, jid: str) -> str | None:
     """The savepoint or checkpoint job ``jid`` restored its state from
     (``GET /jobs/<jid>/checkpoints``: ``latest.restored.external_path``); None while it has
     restored nothing (a job starts, then restores, then runs)."""
-    answer = _get(f"{url}/jobs/{jid}/checkpoints")
-    restored = ((answer or {}).get("latest") or {}).get("restored") if isinstance(
-        answer, dict) else None
+    restored = (checkpoints(url, jid).get("latest") or {}).get("restored")
     if not isinstance(restored, dict) or not restored.get("external_path"):
         return None
     return str(restored["external_path"])
