@@ -26,7 +26,8 @@ from typing import Any
 
 __all__ = ["ENDED", "RestError", "SavepointFailed", "cancel", "checkpoints", "describe_trace",
            "exceptions_text", "failures", "find_job", "job_details", "job_state", "jobs",
-           "rest_url", "restarts", "restored_from", "root_cause", "stop_with_savepoint"]
+           "rest_url", "restarts", "restored_from", "root_cause", "running_job",
+           "stop_with_savepoint"]
 
 #: Flink job states after which the job runs no more (globally terminal).
 ENDED = ("FINISHED", "FAILED", "CANCELED")
@@ -75,6 +76,12 @@ def find_job(url: str, name: str, exclude: Iterable[str] = (),
     existed before this run submitted its own), or None."""
     skip = set(exclude)
     named = [j for j in jobs(url, timeout) if j.get("name") == name and j.get("jid") not in skip]
+    return max(named, key=lambda j: j.get("start-time") or 0, default=None)
+
+
+def running_job(url: str, name: str) -> dict[str, Any] | None:
+    """The newest job named ``name`` that has not ended, or None."""
+    named = [j for j in jobs(url) if j.get("name") == name and j.get("state") not in ENDED]
     return max(named, key=lambda j: j.get("start-time") or 0, default=None)
 
 

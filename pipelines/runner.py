@@ -412,10 +412,9 @@ def find_flink_job(options: PipelineOptions, wait: float = 120.0) -> dict[str, A
     deadline = time.monotonic() + wait
     try:
         while True:
-            named = [j for j in flink_rest.jobs(url)
-                     if j.get("name") == name and j.get("state") not in _FLINK_ENDED]
-            if named:
-                found["flink_job_id"] = max(named, key=lambda j: j.get("start-time", 0))["jid"]
+            newest = flink_rest.running_job(url, name)
+            if newest is not None:
+                found["flink_job_id"] = newest["jid"]
                 return found
             if time.monotonic() >= deadline:
                 break

@@ -104,9 +104,7 @@ def _running_job(url: str, follow: Mapping[str, Any], name: str) -> str | None:
     recorded = (follow.get("job") or {}).get("flink_job_id")
     if recorded and flink_rest.job_state(url, recorded) not in (None, *flink_rest.ENDED):
         return str(recorded)
-    running = [j for j in flink_rest.jobs(url)
-               if j.get("name") == name and j.get("state") not in flink_rest.ENDED]
-    newest = max(running, key=lambda j: j.get("start-time") or 0, default=None)
+    newest = flink_rest.running_job(url, name)
     return None if newest is None else str(newest["jid"])
 
 
